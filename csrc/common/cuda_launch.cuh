@@ -1,0 +1,49 @@
+// The one place where CUDA kernels are launched.
+//
+// Every launch (a) makes the inputs' device current (a multi-GPU job that launched on the
+// wrong device is how fused SSIM losses crashed with "illegal memory access" on cuda:1),
+// (b) runs on PyTorch's current stream for that device (never the legacy default stream),
+// and (c) checks the launch, turning "no kernel image" into advice on which wheel to install.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/util/Exception.h>
+
+#include <utility>
+
+namespace prebuild {
+
+inline void check_cuda_launch(cudaError_t err, const char* kernel) {
+  if (err == cudaSuccess) return;
+  if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorUnsupportedPtxVersion ||
+      err == cudaErrorInvalidKernelImage) {
+    int device = -1;
+    cudaGetDevice(&device);
+    cudaDeviceProp prop{};
+    cudaGetDeviceProperties(&prop, device);
+    STD_TORCH_CHECK(false, "prebuild: ", kernel, " has no code for cuda:", device, " (",
+                    prop.name, ", compute capability ", prop.major, ".", prop.minor,
+                    "). This wheel was not built for it; build one with `prebuild wheel --arch sm_",
+                    prop.major, prop.minor, "` and pip install it. (CUDA error: ",
+                    cudaGetErrorString(err), ")");
+  }
+  STD_TORCH_CHECK(false, "prebuild: launching ", kernel, " failed: ", cudaGetErrorString(err));
+}
+
+// Launches `kernel<<<grid, block, shared_bytes, current stream of device>>>(args...)` with
+// the device of `on` made current for the duration of the call.
+template <typename... KernelArgs, typename... Args>
+void launch(const char* name, void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
+            size_t shared_bytes, const torch::stable::Tensor& on, Args&&... args) {
+  const auto device = on.get_device_index();
+  torch::stable::accelerator::DeviceGuard guard(device);
+  auto stream = static_cast<cudaStream_t>(
+      torch::stable::accelerator::getCurrentStream(device).nativeHandle());
+  kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
+  check_cuda_launch(cudaGetLastError(), name);
+}
+
+}  // namespace prebuild

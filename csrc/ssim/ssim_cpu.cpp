@@ -1,0 +1,147 @@
+// Fused SSIM on the CPU: the same per-pixel math as the CUDA kernels (ssim_math.h), as two
+// separable passes parallelised over image rows with PyTorch's own thread pool.
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "ssim.h"
+#include "ssim_math.h"
+
+namespace prebuild {
+namespace ssim {
+namespace {
+
+struct PlaneGeometry {
+  int64_t planes;  // B * C
+  int64_t H, W;
+  int64_t plane_size() const { return H * W; }
+  int64_t numel() const { return planes * H * W; }
+};
+
+PlaneGeometry geometry(const Tensor& img) {
+  return {img.size(0) * img.size(1), img.size(2), img.size(3)};
+}
+
+// Rows per parallel task: about 64k multiply-adds, so tiny images stay on one thread.
+int64_t grain_rows(int64_t W) { return std::max<int64_t>(1, (1 << 16) / (W * kWindow * 5 + 1)); }
+
+// Horizontal pass: out[m][row][j] = sum_k w[k] * value(m, row, j + k - 5), zero outside the
+// image. `value(m, row, j)` gives quantity m at an in-bounds pixel; `out` holds
+// kNumMoments planes of `g.numel()` floats. Rows are (plane, y) pairs.
+template <typename Value>
+void horizontal_pass(const PlaneGeometry& g, float* out, const Value& value) {
+  const int64_t rows = g.planes * g.H;
+  torch::stable::parallel_for(0, rows, grain_rows(g.W), [&](int64_t begin, int64_t end) {
+    std::vector<std::array<float, kNumMoments>> line(g.W);
+    for (int64_t row = begin; row < end; ++row) {
+      for (int64_t j = 0; j < g.W; ++j) value(row * g.W + j, line[j].data());
+      for (int64_t j = 0; j < g.W; ++j) {
+        float acc[kNumMoments] = {0.f, 0.f, 0.f, 0.f, 0.f};
+        const int64_t k0 = std::max<int64_t>(0, kRadius - j);
+        const int64_t k1 = std::min<int64_t>(kWindow, g.W - j + kRadius);
+        for (int64_t k = k0; k < k1; ++k) {
+          const float w = gauss_weight(static_cast<int>(k));
+          const float* v = line[j + k - kRadius].data();
+          for (int m = 0; m < kNumMoments; ++m) acc[m] += w * v[m];
+        }
+        for (int m = 0; m < kNumMoments; ++m) out[m * g.numel() + row * g.W + j] = acc[m];
+      }
+    }
+  });
+}
+
+// Vertical pass over the horizontal sums, then `finish(index, sums)` per pixel.
+template <typename Finish>
+void vertical_pass(const PlaneGeometry& g, const float* h, const Finish& finish) {
+  const int64_t rows = g.planes * g.H;
+  torch::stable::parallel_for(0, rows, grain_rows(g.W), [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t plane = row / g.H;
+      const int64_t y = row % g.H;
+      const int64_t k0 = std::max<int64_t>(0, kRadius - y);
+      const int64_t k1 = std::min<int64_t>(kWindow, g.H - y + kRadius);
+      for (int64_t j = 0; j < g.W; ++j) {
+        float sums[kNumMoments] = {0.f, 0.f, 0.f, 0.f, 0.f};
+        for (int64_t k = k0; k < k1; ++k) {
+          const float w = gauss_weight(static_cast<int>(k));
+          const int64_t src = plane * g.plane_size() + (y + k - kRadius) * g.W + j;
+          for (int m = 0; m < kNumMoments; ++m) sums[m] += w * h[m * g.numel() + src];
+        }
+        finish(row * g.W + j, sums);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> forward_cpu(Tensor img1, Tensor img2, bool train) {
+  constexpr const char* op = "prebuild::fused_ssim_forward";
+  check_images(img1, img2, op);
+  STD_TORCH_CHECK(img1.is_cpu(), op, ": the CPU kernel got tensors that are not on the CPU");
+  const PlaneGeometry g = geometry(img1);
+
+  Tensor ssim_map = torch::stable::new_empty(img1, {img1.size(0), img1.size(1), g.H, g.W});
+  Tensor dS = train ? torch::stable::new_empty(
+                          img1, {kNumMoments, img1.size(0), img1.size(1), g.H, g.W})
+                    : torch::stable::new_empty(img1, {0});
+  if (g.numel() == 0) return {ssim_map, dS};
+
+  Tensor scratch = torch::stable::new_empty(img1, {kNumMoments, g.numel()});
+  const float* x = img1.const_data_ptr<float>();
+  const float* y = img2.const_data_ptr<float>();
+  float* h = scratch.mutable_data_ptr<float>();
+  float* out = ssim_map.mutable_data_ptr<float>();
+  float* dS_ptr = train ? dS.mutable_data_ptr<float>() : nullptr;
+  const int64_t n = g.numel();
+
+  horizontal_pass(g, h, [&](int64_t i, float* v) { pixel_products(x[i], y[i], v); });
+  vertical_pass(g, h, [&](int64_t i, const float* sums) {
+    float d[kNumMoments];
+    out[i] = ssim_from_sums(sums, dS_ptr ? d : nullptr);
+    if (dS_ptr)
+      for (int m = 0; m < kNumMoments; ++m) dS_ptr[m * n + i] = d[m];
+  });
+  return {ssim_map, dS};
+}
+
+std::tuple<Tensor, Tensor> backward_cpu(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS) {
+  constexpr const char* op = "prebuild::fused_ssim_backward";
+  check_backward_inputs(grad_map, img1, img2, dS, op);
+  STD_TORCH_CHECK(img1.is_cpu(), op, ": the CPU kernel got tensors that are not on the CPU");
+  const PlaneGeometry g = geometry(img1);
+
+  Tensor grad1 = torch::stable::new_empty(img1, {img1.size(0), img1.size(1), g.H, g.W});
+  Tensor grad2 = torch::stable::new_empty(img1, {img1.size(0), img1.size(1), g.H, g.W});
+  if (g.numel() == 0) return {grad1, grad2};
+
+  Tensor scratch = torch::stable::new_empty(img1, {kNumMoments, g.numel()});
+  const float* gm = grad_map.const_data_ptr<float>();
+  const float* x = img1.const_data_ptr<float>();
+  const float* y = img2.const_data_ptr<float>();
+  const float* d = dS.const_data_ptr<float>();
+  float* h = scratch.mutable_data_ptr<float>();
+  float* g1 = grad1.mutable_data_ptr<float>();
+  float* g2 = grad2.mutable_data_ptr<float>();
+  const int64_t n = g.numel();
+
+  horizontal_pass(g, h, [&](int64_t i, float* v) {
+    for (int m = 0; m < kNumMoments; ++m) v[m] = gm[i] * d[m * n + i];
+  });
+  vertical_pass(g, h, [&](int64_t i, const float* conv) {
+    image_grads(x[i], y[i], conv, &g1[i], &g2[i]);
+  });
+  return {grad1, grad2};
+}
+
+STABLE_TORCH_LIBRARY_IMPL(prebuild, CPU, m) {
+  m.impl("fused_ssim_forward", TORCH_BOX(&forward_cpu));
+  m.impl("fused_ssim_backward", TORCH_BOX(&backward_cpu));
+}
+
+}  // namespace ssim
+}  // namespace prebuild

@@ -1,0 +1,40 @@
+"""prebuild: fused CUDA kernels compiled ahead of time, loaded without JIT compilation.
+
+``import prebuild`` is cheap: it imports neither torch nor the compiled libraries. The first
+use of an op (``prebuild.fused_ssim`` or ``from prebuild import fused_ssim``) loads the
+packaged libraries through ``prebuild.runtime`` and raises a typed ``prebuild.runtime``
+error if this install cannot run them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from prebuild._version import BASE_VERSION
+
+if TYPE_CHECKING:
+    from prebuild.ops.ssim import fused_ssim
+
+__all__ = ["fused_ssim", "__version__"]
+
+# The public ops and the module that defines each one.
+_OPS = {"fused_ssim": "prebuild.ops.ssim"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _OPS:
+        import importlib
+
+        return getattr(importlib.import_module(_OPS[name]), name)
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("prebuild")
+        except PackageNotFoundError:
+            return BASE_VERSION
+    raise AttributeError(f"module 'prebuild' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_OPS, "__version__"])

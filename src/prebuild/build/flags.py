@@ -1,0 +1,151 @@
+"""Pure build logic: what to compile for which archs, with which flags, named how.
+
+No process is run and no file is read here, so every rule is unit-tested directly.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from packaging.version import Version
+
+from prebuild.arch import Arch, ArchError, parse_arch_list
+
+# The lowest torch whose stable ABI the kernels use: `Stream::nativeHandle()` (the current
+# stream's cudaStream_t) exists from 2.13 on. The binaries load in every torch >= this.
+TORCH_TARGET = Version("2.13")
+
+# Archs built when PREBUILD_ARCHS is not set (a source install on a user's machine): the
+# data-centre and consumer GPUs of Turing through Blackwell, plus PTX of the newest one so
+# that future GPUs can still run the kernels through the driver's JIT.
+DEFAULT_ARCHS = "sm_75,sm_80,sm_86,sm_89,sm_90,sm_100,sm_120"
+DEFAULT_PTX = True
+
+# nvcc needs about this much memory per thread for our kernels (measured peak below 1 GiB;
+# with headroom). Parallel nvcc jobs beyond free memory are how large builds die with OOM.
+NVCC_MEMORY_PER_THREAD = 2 << 30
+
+
+def torch_target_define(target: Version = TORCH_TARGET) -> str:
+    """``-DTORCH_TARGET_VERSION=0x020d000000000000`` for 2.13 (major << 56 | minor << 48)."""
+    value = (target.major << 56) | (target.minor << 48)
+    return f"-DTORCH_TARGET_VERSION=0x{value:016x}"
+
+
+# Python 3.10's limited API: the wheel is tagged cp310-abi3 (our libraries call no Python
+# API at all; the define documents and enforces that).
+PY_LIMITED_API_DEFINE = "-DPy_LIMITED_API=0x030A0000"
+
+
+def ptx_archs_for(archs: tuple[Arch, ...], ptx: bool) -> tuple[Arch, ...]:
+    """PTX is embedded for the newest requested arch only (its plain, portable form)."""
+    if not ptx or not archs:
+        return ()
+    newest = max(archs)
+    return (Arch(newest.major, newest.minor),)
+
+
+def gencode_flags(sass: tuple[Arch, ...], ptx: tuple[Arch, ...]) -> list[str]:
+    flags = [f"-gencode=arch={a.compute},code={a.sm}" for a in sass]
+    flags += [f"-gencode=arch={a.compute},code={a.compute}" for a in ptx]
+    return flags
+
+
+def common_defines() -> list[str]:
+    return [torch_target_define(), PY_LIMITED_API_DEFINE]
+
+
+def cxx_flags(include_dirs: tuple[Path, ...]) -> list[str]:
+    return [
+        "-std=c++17", "-O3", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wno-unknown-pragmas",
+        *common_defines(), *(f"-I{d}" for d in include_dirs),
+    ]  # fmt: skip
+
+
+def nvcc_flags(
+    include_dirs: tuple[Path, ...], sass: tuple[Arch, ...], ptx: tuple[Arch, ...], threads: int
+) -> list[str]:
+    return [
+        "-std=c++17", "-O3", "-lineinfo", f"--threads={threads}",
+        "--compress-mode=size",  # smaller fatbins; decompressed once at module load
+        "-Xcompiler=-fPIC", "-Xcompiler=-fvisibility=hidden",
+        "--expt-relaxed-constexpr",
+        *common_defines(), *(f"-I{d}" for d in include_dirs), *gencode_flags(sass, ptx),
+    ]  # fmt: skip
+
+
+def link_flags(library_dir: Path) -> list[str]:
+    # Only libtorch_cpu: every stable-ABI shim symbol lives there. No rpath: torch is always
+    # imported (and libtorch_cpu loaded) before our libraries, so the loader finds it by name.
+    return ["-shared", f"-L{library_dir}", "-ltorch_cpu"]
+
+
+def nvcc_threads(n_gencodes: int, cpus: int) -> int:
+    return max(1, min(n_gencodes, cpus))
+
+
+def parallel_jobs(cpus: int, available_memory: int, memory_per_job: int) -> int:
+    """Parallel compile jobs: at most one per core and no more than memory holds."""
+    return max(1, min(cpus, available_memory // max(1, memory_per_job)))
+
+
+def local_version_label(cuda: Version | None, sass: tuple[Arch, ...], ptx: tuple[Arch, ...]) -> str:
+    """``cu130.sm80.sm90`` (plus ``.ptx90`` with PTX); ``cpu`` for a build without CUDA."""
+    if cuda is None or not sass:
+        return "cpu"
+    parts = [f"cu{cuda.major}{cuda.minor}", *(a.tag for a in sass)]
+    parts += [f"ptx{a.number}" for a in ptx]
+    return ".".join(parts)
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What one build compiles. Read from PREBUILD_* environment variables by setup.py, and
+    set by ``prebuild wheel`` for each wheel it builds."""
+
+    archs: tuple[Arch, ...]
+    ptx: bool
+    jobs: int | None = None  # None: from cores and free memory
+    build_dir: Path | None = None  # None: <source>/build/prebuild
+
+    @property
+    def ptx_archs(self) -> tuple[Arch, ...]:
+        return ptx_archs_for(self.archs, self.ptx)
+
+    @property
+    def cuda(self) -> bool:
+        return bool(self.archs)
+
+    def to_env(self) -> dict[str, str]:
+        env = {"PREBUILD_ARCHS": ",".join(a.sm for a in self.archs), "PREBUILD_PTX": str(int(self.ptx))}
+        if self.jobs is not None:
+            env["PREBUILD_JOBS"] = str(self.jobs)
+        if self.build_dir is not None:
+            env["PREBUILD_BUILD_DIR"] = str(self.build_dir)
+        return env
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "BuildOptions":
+        env = os.environ if env is None else env
+        archs_text = env.get("PREBUILD_ARCHS")
+        archs = parse_arch_list(DEFAULT_ARCHS if archs_text is None else archs_text)
+        ptx_text = env.get("PREBUILD_PTX")
+        if ptx_text is None:
+            ptx = DEFAULT_PTX if archs_text is None else False
+        elif ptx_text.strip().lower() in ("1", "true", "yes", "on"):
+            ptx = True
+        elif ptx_text.strip().lower() in ("0", "false", "no", "off", ""):
+            ptx = False
+        else:
+            raise ArchError(f"PREBUILD_PTX must be 0 or 1, got {ptx_text!r}")
+        jobs_text = env.get("PREBUILD_JOBS")
+        jobs = None
+        if jobs_text:
+            if not jobs_text.isdigit() or int(jobs_text) < 1:
+                raise ValueError(f"PREBUILD_JOBS must be a positive integer, got {jobs_text!r}")
+            jobs = int(jobs_text)
+        build_dir = Path(env["PREBUILD_BUILD_DIR"]) if env.get("PREBUILD_BUILD_DIR") else None
+        return cls(archs=archs, ptx=ptx, jobs=jobs, build_dir=build_dir)

@@ -1,0 +1,132 @@
+"""The build manifest (``prebuild/_manifest.json``) that every wheel carries.
+
+It records what was compiled and how: package version, the CUDA version of the nvcc used,
+the SASS and PTX archs inside the CUDA library, the torch stable-ABI target, the flags, and
+the sha256 of each compiled library. The build writes it (``Manifest.write``); the runtime
+loader and the inspection commands read it (``read_manifest``): this is the one reader.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from prebuild.arch import Arch, ArchError, parse_arch
+
+MANIFEST_NAME = "_manifest.json"
+SCHEMA_VERSION = 1
+
+
+class ManifestError(ValueError):
+    """The manifest is missing, unreadable, or does not describe the files beside it."""
+
+
+@dataclass(frozen=True)
+class Library:
+    """One compiled library of the package. ``kind`` is ``"cpu"`` (schemas + CPU kernels,
+    always loaded) or ``"cuda"`` (CUDA kernels, loaded when torch has CUDA)."""
+
+    file: str  # file name inside the package directory
+    kind: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    package_version: str
+    torch_target: str  # lowest torch the stable-ABI binary loads in, e.g. "2.13"
+    built_with_torch: str  # torch whose headers were used, e.g. "2.13.0+cpu"
+    cuda_version: str | None  # nvcc's CUDA version ("13.0"), None for a CPU-only build
+    sass_archs: tuple[Arch, ...] = ()
+    ptx_archs: tuple[Arch, ...] = ()
+    libraries: tuple[Library, ...] = ()
+    flags: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def has_cuda(self) -> bool:
+        return any(lib.kind == "cuda" for lib in self.libraries)
+
+    def library(self, kind: str) -> Library | None:
+        return next((lib for lib in self.libraries if lib.kind == kind), None)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["schema"] = SCHEMA_VERSION
+        data["sass_archs"] = [a.sm for a in self.sass_archs]
+        data["ptx_archs"] = [a.compute for a in self.ptx_archs]
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> "Manifest":
+        try:
+            data = json.loads(text)
+            if data.get("schema") != SCHEMA_VERSION:
+                raise ManifestError(
+                    f"manifest schema {data.get('schema')!r} is not {SCHEMA_VERSION}"
+                )
+            return cls(
+                package_version=str(data["package_version"]),
+                torch_target=str(data["torch_target"]),
+                built_with_torch=str(data["built_with_torch"]),
+                cuda_version=data["cuda_version"],
+                sass_archs=tuple(parse_arch(a) for a in data["sass_archs"]),
+                ptx_archs=tuple(parse_arch(a) for a in data["ptx_archs"]),
+                libraries=tuple(
+                    Library(str(lib["file"]), str(lib["kind"]), str(lib["sha256"]))
+                    for lib in data["libraries"]
+                ),
+                flags={str(k): [str(f) for f in v] for k, v in data.get("flags", {}).items()},
+            )
+        except ManifestError:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError, ArchError) as exc:
+            raise ManifestError(f"manifest is malformed: {exc!r}") from exc
+
+    def write(self, directory: Path) -> Path:
+        path = Path(directory) / MANIFEST_NAME
+        path.write_text(self.to_json(), encoding="utf-8")
+        return path
+
+
+def read_manifest(directory: Path) -> Manifest:
+    """Read the manifest in ``directory``; ManifestError when it is absent or malformed."""
+    path = Path(directory) / MANIFEST_NAME
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ManifestError(f"{path} does not exist") from exc
+    except OSError as exc:
+        raise ManifestError(f"cannot read {path}: {exc}") from exc
+    return Manifest.from_json(text)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def library_path(directory: Path, library: Library) -> Path:
+    """Where ``library`` lives: strictly inside ``directory`` (a manifest cannot point out)."""
+    name = library.file
+    if not name or "/" in name or "\\" in name or name in (".", ".."):
+        raise ManifestError(f"library name {name!r} in the manifest is not a plain file name")
+    return Path(directory) / name
+
+
+def verify_libraries(directory: Path, manifest: Manifest) -> None:
+    """Check that each library the manifest lists is present and has the recorded sha256."""
+    for library in manifest.libraries:
+        path = library_path(directory, library)
+        if not path.is_file():
+            raise ManifestError(f"{path.name} is listed in the manifest but missing")
+        actual = sha256_file(path)
+        if actual != library.sha256:
+            raise ManifestError(
+                f"{path.name} does not match the manifest (sha256 {actual[:12]}..., "
+                f"expected {library.sha256[:12]}...): the file is damaged or was replaced"
+            )

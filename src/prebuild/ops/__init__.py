@@ -1,0 +1,6 @@
+"""The public ops: a thin Python wrapper per op over ``torch.ops.prebuild.*``, with input
+validation, autograd and fake (meta) kernels. Importing this package loads the libraries."""
+
+from prebuild.ops.ssim import fused_ssim
+
+__all__ = ["fused_ssim"]

@@ -1,0 +1,135 @@
+"""Fused SSIM: ``fused_ssim(img1, img2, padding="same", train=True)``.
+
+A drop-in for fused-ssim's function of the same name, with gradients for both images.
+The kernels are ``torch.ops.prebuild.fused_ssim_forward`` / ``fused_ssim_backward``
+(csrc/ssim/); autograd and fake kernels are registered here.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from prebuild.ops._library import LIBRARY
+
+_PADDINGS = ("same", "valid")
+_WINDOW = 11
+_CROP = _WINDOW // 2  # "valid" drops the pixels whose window leaves the image
+_DEVICE_TYPES = ("cpu", "cuda", "meta")
+
+
+def _check_image(name: str, img: object) -> torch.Tensor:
+    if not isinstance(img, torch.Tensor):
+        raise TypeError(f"fused_ssim: {name} must be a torch.Tensor, got {type(img).__name__}")
+    if img.dim() != 4:
+        raise ValueError(
+            f"fused_ssim: {name} must be a 4-D (B, C, H, W) tensor, got shape {tuple(img.shape)}"
+        )
+    if not img.dtype.is_floating_point:
+        raise TypeError(
+            f"fused_ssim: {name} has dtype {img.dtype}; images must be floating point "
+            "(float32 is the compute type; float16, bfloat16 and float64 are converted)"
+        )
+    if img.device.type not in _DEVICE_TYPES:
+        raise ValueError(f"fused_ssim: {name} is on {img.device}; only CPU and CUDA are supported")
+    return img
+
+
+def _check_inputs(img1: object, img2: object, padding: object, train: object) -> None:
+    a = _check_image("img1", img1)
+    b = _check_image("img2", img2)
+    if a.shape != b.shape:
+        raise ValueError(
+            f"fused_ssim: img1 and img2 must have the same shape, got {tuple(a.shape)} "
+            f"and {tuple(b.shape)}"
+        )
+    if a.device != b.device:
+        raise ValueError(
+            f"fused_ssim: img1 is on {a.device} but img2 is on {b.device}; "
+            "move both to the same device"
+        )
+    if a.numel() == 0:
+        raise ValueError(f"fused_ssim: the images are empty (shape {tuple(a.shape)})")
+    if padding not in _PADDINGS:
+        raise ValueError(f"fused_ssim: padding must be 'same' or 'valid', got {padding!r}")
+    if padding == "valid" and (a.shape[2] < _WINDOW or a.shape[3] < _WINDOW):
+        raise ValueError(
+            f"fused_ssim: padding='valid' needs images of at least {_WINDOW}x{_WINDOW} pixels "
+            f"(the window size), got {a.shape[2]}x{a.shape[3]}; use padding='same'"
+        )
+    if not isinstance(train, bool):
+        raise TypeError(f"fused_ssim: train must be a bool, got {type(train).__name__}")
+
+
+def fused_ssim(
+    img1: torch.Tensor, img2: torch.Tensor, padding: str = "same", train: bool = True
+) -> torch.Tensor:
+    """Mean SSIM of two batches of images, computed by one fused kernel.
+
+    Args:
+        img1, img2: (B, C, H, W) images of the same shape on the same device (CPU or CUDA).
+            Any layout is accepted (non-contiguous inputs are copied). float32 is the compute
+            type: float16, bfloat16 and float64 inputs are converted to float32, so the
+            result is a float32 scalar computed with float32 accumulation, and gradients are
+            converted back to each input's dtype. Integer images are refused.
+        padding: "same" (zero padding outside the image, every pixel counts) or "valid"
+            (the mean skips the 5-pixel border where the 11x11 window leaves the image).
+        train: when True the forward also stores the derivatives the backward needs
+            (fused, fast backward). When False the forward stores nothing; a backward, if
+            one happens anyway, recomputes them, so gradients are always correct.
+
+    Returns:
+        A 0-dim float32 tensor: the mean SSIM (1 for identical images). Gradients flow to
+        both images. The window is an 11-tap Gaussian (sigma 1.5), C1 = 0.01^2, C2 = 0.03^2.
+    """
+    _check_inputs(img1, img2, padding, train)
+    if img1.is_cuda and not torch.compiler.is_compiling():
+        LIBRARY.ensure_device(img1.device)
+    x = img1.to(torch.float32).contiguous()
+    y = img2.to(torch.float32).contiguous()
+    ssim_map, _ = torch.ops.prebuild.fused_ssim_forward(x, y, train)
+    if padding == "valid":
+        ssim_map = ssim_map[:, :, _CROP:-_CROP, _CROP:-_CROP]
+    return ssim_map.mean()
+
+
+@torch.library.register_fake("prebuild::fused_ssim_forward")
+def _forward_fake(img1: torch.Tensor, img2: torch.Tensor, train: bool):
+    torch._check(img1.dim() == 4, lambda: "fused_ssim_forward: img1 must be 4-D")
+    torch._check(img1.shape == img2.shape, lambda: "fused_ssim_forward: shapes differ")
+    torch._check(img1.dtype == torch.float32, lambda: "fused_ssim_forward: needs float32")
+    ssim_map = img1.new_empty(img1.shape)
+    dS = img1.new_empty((5, *img1.shape)) if train else img1.new_empty((0,))
+    return ssim_map, dS
+
+
+@torch.library.register_fake("prebuild::fused_ssim_backward")
+def _backward_fake(grad_map, img1, img2, dS):
+    torch._check(grad_map.shape == img1.shape, lambda: "fused_ssim_backward: grad_map shape")
+    torch._check(dS.shape == (5, *img1.shape), lambda: "fused_ssim_backward: dS shape")
+    return img1.new_empty(img1.shape), img1.new_empty(img1.shape)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    img1, img2, _train = inputs
+    _, dS = output
+    ctx.save_for_backward(img1, img2, dS)
+    ctx.mark_non_differentiable(dS)
+
+
+def _backward(ctx, grad_map, _grad_dS):
+    img1, img2, dS = ctx.saved_tensors
+    if dS.numel() == 0:  # forward ran with train=False: recompute the derivatives
+        _, dS = torch.ops.prebuild.fused_ssim_forward(img1, img2, True)
+    grad1, grad2 = torch.ops.prebuild.fused_ssim_backward(
+        grad_map.contiguous(), img1, img2, dS
+    )
+    return (
+        grad1 if ctx.needs_input_grad[0] else None,
+        grad2 if ctx.needs_input_grad[1] else None,
+        None,
+    )
+
+
+torch.library.register_autograd(
+    "prebuild::fused_ssim_forward", _backward, setup_context=_setup_context
+)

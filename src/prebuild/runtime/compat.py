@@ -1,0 +1,122 @@
+"""Compatibility rules between a built wheel and the running torch and GPU.
+
+Pure functions over versions, capabilities and the manifest; the loader feeds them facts it
+reads from torch. Each returns nothing when things fit and an error describing the misfit
+otherwise, so tests exercise every rule with made-up values and no GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from packaging.version import InvalidVersion, Version
+
+from prebuild.arch import CodeKind, arch_for_capability, format_capability, select_code
+from prebuild.manifest import Manifest
+from prebuild.runtime.errors import (
+    CudaUnavailableError,
+    LibraryLoadError,
+    PrebuildError,
+    TorchVersionError,
+    UnsupportedGPUError,
+)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    try:
+        return Version(version).release
+    except InvalidVersion:
+        return ()
+
+
+def torch_version_error(manifest: Manifest, torch_version: str) -> PrebuildError | None:
+    """The stable ABI loads in every torch >= the target; older ones lack shim symbols."""
+    target = _release(manifest.torch_target)[:2]
+    have = _release(torch_version)[:2]
+    if not have or have >= target:
+        return None
+    return TorchVersionError(
+        f"this build of prebuild {manifest.package_version} needs torch >= "
+        f"{manifest.torch_target} (it uses PyTorch's stable ABI of that version), but torch "
+        f"{torch_version} is installed. Upgrade torch: pip install 'torch>={manifest.torch_target}'"
+    )
+
+
+def load_failure_error(
+    manifest: Manifest, library: str, torch_version: str, message: str
+) -> PrebuildError:
+    """Translate the dynamic loader's message (``undefined symbol: aoti_torch_...``)."""
+    too_old = torch_version_error(manifest, torch_version)
+    if too_old is not None:
+        return too_old
+    hint = ""
+    if "undefined symbol" in message:
+        hint = (
+            f" The library was built against torch {manifest.built_with_torch}'s stable ABI "
+            f"(target {manifest.torch_target}); a symbol it needs is missing from torch "
+            f"{torch_version}. Reinstall torch, or a prebuild wheel built for this torch."
+        )
+    elif "cannot open shared object" in message or "No such file" in message:
+        hint = " A library it depends on is missing: is torch installed correctly?"
+    return LibraryLoadError(f"cannot load {library}: {message}.{hint}")
+
+
+def cuda_major_error(manifest: Manifest, torch_cuda: str | None) -> PrebuildError | None:
+    """CUDA kernels run only with a torch of the same CUDA major as the nvcc that built them."""
+    if torch_cuda is None or manifest.cuda_version is None:
+        return None
+    ours, theirs = _release(manifest.cuda_version)[:1], _release(torch_cuda)[:1]
+    if ours == theirs:
+        return None
+    return CudaUnavailableError(
+        f"this prebuild wheel's CUDA kernels were built with CUDA {manifest.cuda_version}, but "
+        f"torch uses CUDA {torch_cuda}. Install a prebuild wheel built for CUDA {theirs[0]} "
+        f"(run `prebuild wheel` with a CUDA {theirs[0]} nvcc), or a torch built for CUDA "
+        f"{ours[0]}. CPU ops are unaffected."
+    )
+
+
+def no_cuda_kernels_error(manifest: Manifest) -> PrebuildError:
+    return CudaUnavailableError(
+        f"this install of prebuild {manifest.package_version} has no CUDA kernels (it was "
+        "built with an empty arch list). Install a CUDA wheel, built with "
+        "`prebuild wheel --arch sm_XY` for your GPU; prebuild never compiles at run time."
+    )
+
+
+@dataclass(frozen=True)
+class DeviceVerdict:
+    """What happens on one GPU: ``error`` to raise, or ``warning`` to show once, or neither."""
+
+    error: PrebuildError | None = None
+    warning: str | None = None
+
+
+def device_verdict(
+    manifest: Manifest, index: int, name: str, capability: tuple[int, int], strict: bool
+) -> DeviceVerdict:
+    choice = select_code(capability, manifest.sass_archs, manifest.ptx_archs)
+    cap = format_capability(capability)
+    archs = ", ".join([a.sm for a in manifest.sass_archs] + [a.compute for a in manifest.ptx_archs])
+    fix = f"prebuild wheel --arch {arch_for_capability(capability).sm}"
+    where = f"cuda:{index} ({name}, compute capability {cap})"
+    if choice.kind is CodeKind.SASS:
+        return DeviceVerdict()
+    if choice.kind is CodeKind.PTX:
+        text = (
+            f"prebuild has no machine code for {where}; the driver JIT-compiles the wheel's "
+            f"PTX ({choice.arch.compute}) for it instead, which is slower to start. For "
+            f"native code, build and install: {fix}"
+        )
+        if strict:
+            return DeviceVerdict(
+                error=UnsupportedGPUError(text + " (refused because PREBUILD_STRICT=1)")
+            )
+        return DeviceVerdict(warning=text)
+    return DeviceVerdict(
+        error=UnsupportedGPUError(
+            f"prebuild {manifest.package_version} cannot run on {where}: the wheel holds code "
+            f"for {archs or 'no GPU arch'} only. Build and install a wheel for this GPU: "
+            f"{fix}  (then pip install the wheel it writes to dist/)"
+        )
+    )
