@@ -165,6 +165,18 @@ def run_ninja(
         )
 
 
+def preflight(options: F.BuildOptions) -> tuple[Torch, Nvcc | None]:
+    """Every check that can fail before compiling: torch present, nvcc present, archs
+    supported by this nvcc, nvcc's CUDA major equal to torch's."""
+    torch = find_torch()
+    if not options.cuda:
+        return torch, None
+    nvcc = Nvcc(find_nvcc())
+    check_supported(options.archs, nvcc.supported_archs)
+    check_cuda_matches_torch(nvcc.version, torch.cuda)
+    return torch, nvcc
+
+
 def default_build_dir(source_dir: Path) -> Path:
     return source_dir / "build" / "prebuild"
 
@@ -175,17 +187,11 @@ def compile_libraries(
     on_progress: ProgressCallback | None = None,
 ) -> CompiledLibraries:
     """Compile (or bring up to date) the CPU library and, when archs are given, the CUDA
-    library for exactly those archs. Every check that can fail fast (nvcc present, archs
-    supported, CUDA major equal to torch's) runs before anything is compiled."""
+    library for exactly those archs. ``preflight`` runs before anything is compiled."""
     source_dir = Path(source_dir).resolve()
     root = (options.build_dir or default_build_dir(source_dir)).resolve()
-    torch = find_torch()
+    torch, nvcc = preflight(options)
     cxx = find_cxx()
-    nvcc = None
-    if options.cuda:
-        nvcc = Nvcc(find_nvcc())
-        check_supported(options.archs, nvcc.supported_archs)
-        check_cuda_matches_torch(nvcc.version, torch.cuda)
 
     cpu_dir = root / "cpu"
     (cpu_dir / "obj").mkdir(parents=True, exist_ok=True)

@@ -36,37 +36,49 @@ NVCC_HELP = (
 )
 
 
-def _pypi_nvcc_candidates() -> list[Path]:
-    """nvcc shipped by PyPI's nvidia-cuda-nvcc (``site-packages/nvidia/cu13/bin/nvcc``)."""
+def _pypi_tool_candidates(tool: str) -> list[Path]:
+    """CUDA tools shipped by PyPI's nvidia-* packages (``site-packages/nvidia/cu13/bin/``)."""
     spec = importlib.util.find_spec("nvidia")
     if spec is None or not spec.submodule_search_locations:
         return []
     found = []
     for root in spec.submodule_search_locations:
-        found.extend(sorted(Path(root).glob("cu*/bin/nvcc"), reverse=True))
+        found.extend(sorted(Path(root).glob(f"cu*/bin/{tool}"), reverse=True))
     return found
 
 
-def nvcc_candidates(env: dict[str, str] | None = None) -> list[Path]:
-    """Where nvcc is looked for, in order: CUDA_HOME, PATH, /usr/local/cuda, PyPI."""
+def cuda_tool_candidates(tool: str, env: dict[str, str] | None = None) -> list[Path]:
+    """Where a CUDA tool (nvcc, cuobjdump) is looked for, in order: CUDA_HOME, PATH,
+    /usr/local/cuda, then PyPI's nvidia packages."""
     env = dict(os.environ if env is None else env)
     candidates: list[Path] = []
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if env.get(var):
-            candidates.append(Path(env[var]) / "bin" / "nvcc")
-    on_path = shutil.which("nvcc", path=env.get("PATH", ""))
+            candidates.append(Path(env[var]) / "bin" / tool)
+    on_path = shutil.which(tool, path=env.get("PATH", ""))
     if on_path:
         candidates.append(Path(on_path))
-    candidates.append(Path("/usr/local/cuda/bin/nvcc"))
-    candidates.extend(_pypi_nvcc_candidates())
+    candidates.append(Path("/usr/local/cuda/bin") / tool)
+    candidates.extend(_pypi_tool_candidates(tool))
     return candidates
 
 
-def find_nvcc(env: dict[str, str] | None = None) -> Path:
-    for candidate in nvcc_candidates(env):
+def find_cuda_tool(tool: str, env: dict[str, str] | None = None) -> Path | None:
+    for candidate in cuda_tool_candidates(tool, env):
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
-    raise ToolchainError(NVCC_HELP)
+    return None
+
+
+def nvcc_candidates(env: dict[str, str] | None = None) -> list[Path]:
+    return cuda_tool_candidates("nvcc", env)
+
+
+def find_nvcc(env: dict[str, str] | None = None) -> Path:
+    found = find_cuda_tool("nvcc", env)
+    if found is None:
+        raise ToolchainError(NVCC_HELP)
+    return found
 
 
 def parse_nvcc_version(output: str) -> Version:

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Make (or refresh) the development venv in .venv: the CPU torch 2.13.0, the build and test
+# tools, and prebuild itself installed in place with its CPU library compiled.
+# Idempotent and quick on a second run. Used by both README commands and by .ci/run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv with $($PYTHON --version)"
+  "$PYTHON" -m venv .venv
+fi
+# torch first, pinned: the CPU build of the stable-ABI target version (a local file here).
+.venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
+.venv/bin/python -m pip install --quiet --disable-pip-version-check \
+  setuptools wheel ninja packaging typer rich build filelock nvidia-cuda-cuobjdump \
+  pytest hypothesis numpy
+# prebuild in place. PREBUILD_ARCHS='' compiles only the CPU library (seconds): CUDA code is
+# compiled by `prebuild wheel` and by the wheel tests. No build isolation: use this torch.
+PREBUILD_ARCHS= .venv/bin/python -m pip install --quiet --disable-pip-version-check \
+  --no-build-isolation --no-deps -e .
+echo "bootstrap: .venv ready ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"

@@ -1,0 +1,177 @@
+"""``prebuild wheel``: one wheel per arch (or one fat wheel), each built, checked, then moved
+into the output directory in one step, so an output directory never holds a partial wheel.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from build import BuildBackendException, ProjectBuilder
+
+from prebuild.arch import Arch
+from prebuild.build import flags as F
+from prebuild.build.compile import BuildError, ProgressCallback, compile_libraries, default_build_dir
+from prebuild.inspection import CUOBJDUMP_HELP, embedded_code, find_cuobjdump
+from prebuild.manifest import MANIFEST_NAME, Manifest, ManifestError
+
+
+@dataclass(frozen=True)
+class WheelVariant:
+    """The archs that go into one wheel."""
+
+    archs: tuple[Arch, ...]
+    ptx: bool
+
+    @property
+    def name(self) -> str:
+        return ",".join(a.sm for a in self.archs) + (" +PTX" if self.ptx else "")
+
+
+def plan_variants(archs: Sequence[Arch], fat: bool, ptx: bool) -> list[WheelVariant]:
+    """One wheel per arch by default; ``fat`` puts every arch into one wheel."""
+    archs = tuple(sorted(set(archs)))
+    if not archs:
+        raise ValueError("no CUDA arch given: pass --arch, for example --arch sm_80,sm_90")
+    if fat:
+        return [WheelVariant(archs, ptx)]
+    return [WheelVariant((a,), ptx) for a in archs]
+
+
+@dataclass(frozen=True)
+class BuiltWheel:
+    path: Path
+    variant: WheelVariant
+    manifest: Manifest
+    seconds: float
+
+    @property
+    def size(self) -> int:
+        return self.path.stat().st_size
+
+
+def read_wheel_manifest(wheel: Path) -> Manifest:
+    """The manifest inside a wheel, after checking each listed library's sha256 in the zip."""
+    import hashlib
+
+    with zipfile.ZipFile(wheel) as zf:
+        try:
+            manifest = Manifest.from_json(zf.read(f"prebuild/{MANIFEST_NAME}").decode())
+        except KeyError as exc:
+            raise ManifestError(f"{wheel.name} has no prebuild/{MANIFEST_NAME}") from exc
+        for library in manifest.libraries:
+            try:
+                data = zf.read(f"prebuild/{library.file}")
+            except KeyError as exc:
+                raise ManifestError(f"{wheel.name} lacks prebuild/{library.file}") from exc
+            if hashlib.sha256(data).hexdigest() != library.sha256:
+                raise ManifestError(f"{wheel.name}: prebuild/{library.file} fails its sha256")
+    return manifest
+
+
+def check_embedded_archs(wheel: Path, manifest: Manifest, scratch: Path) -> None:
+    """The archs the manifest records must be exactly those compiled into the CUDA library
+    (read back with cuobjdump); raises BuildError when they differ or cuobjdump is missing."""
+    library = manifest.library("cuda")
+    if library is None:
+        return
+    cuobjdump = find_cuobjdump()
+    if cuobjdump is None:
+        raise BuildError(f"cannot check the archs inside {wheel.name}: {CUOBJDUMP_HELP}")
+    with zipfile.ZipFile(wheel) as zf:
+        extracted = Path(zf.extract(f"prebuild/{library.file}", scratch / "inspect"))
+    found = embedded_code(extracted, cuobjdump)
+    if found.sass != manifest.sass_archs or found.ptx != manifest.ptx_archs:
+        raise BuildError(
+            f"{wheel.name}: the manifest records SASS {[a.sm for a in manifest.sass_archs]} and "
+            f"PTX {[a.compute for a in manifest.ptx_archs]}, but the binary holds SASS "
+            f"{[a.sm for a in found.sass]} and PTX {[a.compute for a in found.ptx]}"
+        )
+
+
+def _quiet_runner(log_path: Path, env: Mapping[str, str]):
+    """A pyproject-hooks runner: the backend's output goes to a log, not the terminal."""
+
+    def run(cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None) -> None:
+        full_env = {**os.environ, **(extra_environ or {}), **env}
+        with open(log_path, "a", encoding="utf-8") as log:
+            subprocess.run(list(cmd), cwd=cwd, env=full_env, stdout=log, stderr=subprocess.STDOUT, check=True)
+
+    return run
+
+
+def build_wheel(
+    source_dir: Path,
+    variant: WheelVariant,
+    out_dir: Path,
+    *,
+    jobs: int | None = None,
+    build_dir: Path | None = None,
+    on_progress: ProgressCallback | None = None,
+    on_phase: Callable[[str], None] | None = None,
+) -> BuiltWheel:
+    start = time.monotonic()
+    source_dir = Path(source_dir).resolve()
+    build_dir = (build_dir or default_build_dir(source_dir)).resolve()
+    options = F.BuildOptions(archs=variant.archs, ptx=variant.ptx, jobs=jobs, build_dir=build_dir)
+
+    if on_phase:
+        on_phase("compiling")
+    compile_libraries(source_dir, options, on_progress)
+
+    if on_phase:
+        on_phase("packaging")
+    staging_root = build_dir / "wheels"
+    staging_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=staging_root, prefix="staging-") as staging:
+        log = Path(staging) / "setuptools.log"
+        builder = ProjectBuilder(source_dir, python_executable=sys.executable,
+                                 runner=_quiet_runner(log, options.to_env()))  # fmt: skip
+        try:
+            built = Path(builder.build("wheel", Path(staging) / "out"))
+        except BuildBackendException as exc:
+            text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+            raise BuildError(f"packaging the {variant.name} wheel failed:\n{text[-6000:]}") from exc
+
+        if on_phase:
+            on_phase("checking")
+        manifest = read_wheel_manifest(built)
+        check_embedded_archs(built, manifest, Path(staging))
+        if manifest.sass_archs != variant.archs or manifest.ptx_archs != options.ptx_archs:
+            raise BuildError(
+                f"{built.name} records archs {manifest.sass_archs}/{manifest.ptx_archs}, "
+                f"expected {variant.archs}/{options.ptx_archs}"
+            )
+        # Copy next to the target under a hidden name, then rename: the target name appears
+        # only once the wheel is complete, even across file systems.
+        out_dir.mkdir(parents=True, exist_ok=True)
+        final = out_dir / built.name
+        partial = out_dir / f".{built.name}.partial"
+        try:
+            shutil.copyfile(built, partial)
+            os.replace(partial, final)
+        finally:
+            partial.unlink(missing_ok=True)
+    return BuiltWheel(final, variant, manifest, time.monotonic() - start)
+
+
+def find_source_dir(start: Path | None = None) -> Path | None:
+    """The prebuild checkout to build: the nearest parent of ``start`` holding csrc/ and
+    setup.py, else the checkout this package is installed from in editable mode."""
+    candidates = [Path(start or Path.cwd()).resolve()]
+    candidates += list(candidates[0].parents)
+    candidates.append(Path(__file__).resolve().parents[3])
+    for path in candidates:
+        if (path / "csrc").is_dir() and (path / "setup.py").is_file() and (
+            path / "src" / "prebuild"
+        ).is_dir():
+            return path
+    return None

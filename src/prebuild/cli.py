@@ -1,0 +1,146 @@
+"""The ``prebuild`` command line."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from prebuild.arch import ArchError, parse_arch_list
+
+app = typer.Typer(
+    name="prebuild",
+    help="Build and inspect ahead-of-time compiled PyTorch CUDA kernels. "
+    "Kernels are compiled once, into wheels; importing them never compiles.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+
+@app.callback()
+def _root() -> None:
+    """Build and inspect ahead-of-time compiled PyTorch CUDA kernels."""
+
+
+def _fail(message: str, code: int = 2) -> "typer.Exit":
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+@app.command()
+def wheel(
+    arch: List[str] = typer.Option(
+        ...,
+        "--arch",
+        "-a",
+        help="CUDA archs: sm_80, 80, 8.0 or sm_90a; comma-separated or repeated. "
+        "Each must be one that your nvcc can build (`nvcc --list-gpu-code`).",
+    ),
+    out_dir: Path = typer.Option(Path("dist"), "--out", "-o", help="Where the wheels go."),
+    fat: bool = typer.Option(False, "--fat", help="One wheel holding every arch, instead of one per arch."),
+    ptx: bool = typer.Option(
+        False, "--ptx",
+        help="Also embed PTX for the newest arch, so newer GPUs can run it through the driver's JIT.",
+    ),
+    jobs: Optional[int] = typer.Option(
+        None, "--jobs", "-j", min=1, help="Parallel compile jobs (default: from cores and free memory)."
+    ),
+    source: Optional[Path] = typer.Option(
+        None, "--source", help="The prebuild checkout to build (default: the one around the current directory)."
+    ),
+    build_dir: Optional[Path] = typer.Option(
+        None, "--build-dir", help="Where objects are kept between runs (default: <source>/build/prebuild)."
+    ),
+) -> None:
+    """Compile the kernels ahead of time into wheels, one per CUDA arch.
+
+    Each wheel is a cp310-abi3 wheel for PyTorch's stable ABI: it installs on every Python >= 3.10 and loads in every torch from the targeted version on. Its version's local label names CUDA and the archs (prebuild-0.1.0+cu130.sm80-...whl). Compiled objects are kept in the build directory, so a second run only packages.
+
+    Examples:
+
+      prebuild wheel --arch sm_80,sm_90          # two wheels in dist/
+
+      prebuild wheel --arch 8.0 --arch 9.0 --fat # one wheel with both
+
+      prebuild wheel --arch sm_120 --ptx         # SASS for 12.0 plus PTX for newer GPUs
+    """
+    from prebuild.build import flags as F
+    from prebuild.build.compile import BuildError, preflight
+    from prebuild.build.toolchain import ToolchainError
+    from prebuild.build.wheel import build_wheel, find_source_dir, plan_variants
+
+    try:
+        archs = parse_arch_list(",".join(arch))
+        variants = plan_variants(archs, fat=fat, ptx=ptx)
+        source_dir = source.resolve() if source else find_source_dir()
+        if source_dir is None or not (source_dir / "csrc").is_dir():
+            raise _fail(
+                "no prebuild source checkout found: run inside one, or pass --source PATH"
+            )
+        # Refuse bad archs, a missing nvcc or a CUDA mismatch before compiling anything.
+        _, nvcc = preflight(F.BuildOptions(archs=archs, ptx=ptx, jobs=jobs))
+    except (ArchError, ValueError, ToolchainError) as exc:
+        raise _fail(str(exc)) from None
+
+    err.print(
+        f"Building {len(variants)} wheel(s) with nvcc {nvcc.version} ({nvcc.path}) "
+        f"from {source_dir} into {out_dir}/"
+    )
+    built = []
+    started = time.monotonic()
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.fields[variant]}[/]"),
+        TextColumn("{task.fields[phase]}"),
+        BarColumn(bar_width=20),
+        TextColumn("{task.fields[step]}", style="dim"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    ) as progress:
+        for variant in variants:
+            task = progress.add_task("", total=None, variant=variant.name, phase="", step="")
+
+            def on_phase(phase: str, task=task) -> None:
+                progress.update(task, phase=phase, step="")
+
+            def on_progress(done: int, total: int, what: str, task=task) -> None:
+                progress.update(task, completed=done, total=total, step=f"[{done}/{total}] {what}"[-50:])
+
+            try:
+                result = build_wheel(
+                    source_dir, variant, out_dir, jobs=jobs, build_dir=build_dir,
+                    on_progress=on_progress, on_phase=on_phase,
+                )  # fmt: skip
+            except (BuildError, ToolchainError, ArchError) as exc:
+                progress.update(task, phase="[red]failed[/]")
+                progress.stop()
+                raise _fail(str(exc), code=1) from None
+            progress.update(task, phase="[green]done[/]", step="", total=1, completed=1)
+            built.append(result)
+
+    table = Table(title=f"{len(built)} wheel(s) in {out_dir}/, {time.monotonic() - started:.0f} s")
+    table.add_column("wheel", overflow="fold")
+    table.add_column("archs")
+    table.add_column("size", justify="right")
+    table.add_column("seconds", justify="right")
+    for result in built:
+        m = result.manifest
+        archs_text = ", ".join([a.sm for a in m.sass_archs] + [a.compute for a in m.ptx_archs])
+        table.add_row(result.path.name, archs_text, f"{result.size / 1024:.0f} KiB", f"{result.seconds:.1f}")
+    out.print(table)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

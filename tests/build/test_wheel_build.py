@@ -1,0 +1,151 @@
+"""End to end: `prebuild wheel` compiles real CUDA code with nvcc into wheels whose manifest
+matches the binary, and a wheel installs and runs in a fresh venv without any nvcc."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from prebuild.arch import parse_arch_list
+from prebuild.build.wheel import read_wheel_manifest
+from prebuild.inspection import embedded_code, find_cuobjdump
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+PREBUILD = Path(sys.executable).parent / "prebuild"
+
+
+def run_cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(PREBUILD), *args], cwd=cwd, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("objects")
+
+
+@pytest.fixture(scope="module")
+def sm80_wheel(tmp_path_factory, build_dir) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    proc = run_cli("wheel", "--arch", "sm_80", "--out", str(out), "--build-dir", str(build_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    wheels = list(out.glob("*.whl"))
+    assert len(wheels) == 1, wheels
+    assert "1 wheel(s)" in proc.stdout and "sm_80" in proc.stdout  # the summary table
+    return wheels[0]
+
+
+def cuda_library_code(wheel: Path, scratch: Path):
+    with zipfile.ZipFile(wheel) as zf:
+        lib = Path(zf.extract("prebuild/_C_cuda.abi3.so", scratch))
+    cuobjdump = find_cuobjdump()
+    assert cuobjdump is not None, "nvidia-cuda-cuobjdump is a test dependency"
+    return embedded_code(lib, cuobjdump)
+
+
+def test_wheel_name_tags_and_manifest(sm80_wheel, tmp_path):
+    assert re.fullmatch(
+        r"prebuild-0\.1\.0\+cu\d+\.sm80-cp310-abi3-linux_x86_64\.whl", sm80_wheel.name
+    ), sm80_wheel.name
+    manifest = read_wheel_manifest(sm80_wheel)  # also checks every library's sha256
+    assert manifest.sass_archs == parse_arch_list("sm_80")
+    assert manifest.ptx_archs == ()
+    assert manifest.torch_target == "2.13"
+    assert manifest.cuda_version and manifest.package_version.endswith("+cu" + manifest.cuda_version.replace(".", "") + ".sm80")
+    assert {lib.kind for lib in manifest.libraries} == {"cpu", "cuda"}
+    nvcc_flags = manifest.flags["nvcc"]
+    assert "-gencode=arch=compute_80,code=sm_80" in nvcc_flags
+    assert "-DTORCH_TARGET_VERSION=0x020d000000000000" in nvcc_flags
+    assert any(f.startswith("--threads") for f in nvcc_flags) and "-lineinfo" in nvcc_flags
+    # The archs recorded are the ones really inside the binary.
+    code = cuda_library_code(sm80_wheel, tmp_path)
+    assert code.sass == manifest.sass_archs
+    assert code.ptx == ()
+
+
+def test_second_run_reuses_objects(sm80_wheel, build_dir, tmp_path):
+    proc = run_cli("wheel", "--arch", "80", "--out", str(tmp_path), "--build-dir", str(build_dir))
+    assert proc.returncode == 0, proc.stderr
+    logs = list(build_dir.glob("cuda/*sm80/build.log")) + [build_dir / "cpu" / "build.log"]
+    for log in logs:
+        assert "no work to do" in log.read_text(), log
+
+
+def test_fat_wheel_with_ptx(build_dir, tmp_path):
+    proc = run_cli(
+        "wheel", "--arch", "8.0,sm_90", "--fat", "--ptx", "--out", str(tmp_path),
+        "--build-dir", str(build_dir),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (wheel,) = tmp_path.glob("*.whl")
+    assert re.search(r"\+cu\d+\.sm80\.sm90\.ptx90-cp310-abi3", wheel.name), wheel.name
+    manifest = read_wheel_manifest(wheel)
+    code = cuda_library_code(wheel, tmp_path / "x")
+    assert code.sass == manifest.sass_archs == parse_arch_list("sm_80,sm_90")
+    assert code.ptx == manifest.ptx_archs == parse_arch_list("compute_90")
+
+
+def test_unsupported_arch_is_refused_before_building(tmp_path):
+    proc = run_cli("wheel", "--arch", "sm_80,sm_70", "--out", str(tmp_path / "out"),
+                   "--build-dir", str(tmp_path / "objects"))  # fmt: skip
+    assert proc.returncode == 2
+    assert "sm_70" in proc.stderr and "sm_90" in proc.stderr  # names the valid ones
+    assert not (tmp_path / "out").exists() and not (tmp_path / "objects").exists()
+
+
+def test_wheel_installs_and_runs_without_nvcc(sm80_wheel, tmp_path):
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    py = env_dir / "bin" / "python"
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "torch==2.13.0", str(sm80_wheel)],
+        check=True, timeout=900,
+    )  # fmt: skip
+    script = """
+import json, shutil, sys, torch, prebuild
+torch.manual_seed(0)
+x = torch.rand(2, 3, 21, 30, requires_grad=True)
+y = (x.detach() + 0.1 * torch.rand(2, 3, 21, 30)).requires_grad_()
+loss = prebuild.fused_ssim(x, y)
+loss.backward()
+print(json.dumps({"ssim": loss.item(), "gx": x.grad.abs().sum().item(),
+                  "file": prebuild.ops.__file__, "nvcc": shutil.which("nvcc"),
+                  "version": prebuild.__version__}))
+"""
+    clean_env = {
+        "PATH": f"{env_dir / 'bin'}:/usr/bin:/bin",  # no nvcc (/usr/local/bin has one here)
+        "HOME": str(tmp_path / "home"),
+    }
+    proc = subprocess.run([str(py), "-c", script], cwd=tmp_path, env=clean_env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["nvcc"] is None
+    assert result["file"].startswith(str(env_dir))
+    assert "+cu" in result["version"] and result["version"].endswith(".sm80")
+
+    import torch
+
+    import prebuild
+
+    torch.manual_seed(0)
+    x = torch.rand(2, 3, 21, 30, requires_grad=True)
+    y = (x.detach() + 0.1 * torch.rand(2, 3, 21, 30)).requires_grad_()
+    loss = prebuild.fused_ssim(x, y)
+    loss.backward()
+    assert result["ssim"] == pytest.approx(loss.item(), abs=1e-6)
+    assert result["gx"] == pytest.approx(x.grad.abs().sum().item(), rel=1e-5)
+    assert 0.0 < result["ssim"] < 1.0
