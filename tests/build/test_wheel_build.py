@@ -149,3 +149,22 @@ print(json.dumps({"ssim": loss.item(), "gx": x.grad.abs().sum().item(),
     assert result["ssim"] == pytest.approx(loss.item(), abs=1e-6)
     assert result["gx"] == pytest.approx(x.grad.abs().sum().item(), rel=1e-5)
     assert 0.0 < result["ssim"] < 1.0
+
+
+def test_cuda_library_loads_in_cpu_torch_and_registers_cuda_kernels(sm80_wheel, tmp_path):
+    """The stable-ABI CUDA library, built against torch 2.13 headers with a static CUDA
+    runtime, loads even in a CPU torch with no CUDA library on the machine, and registers
+    the CUDA kernels (the loader skips it there only because no CUDA tensor can exist)."""
+    with zipfile.ZipFile(sm80_wheel) as zf:
+        zf.extractall(tmp_path)
+    script = f"""
+import torch
+torch.ops.load_library({str(tmp_path / 'prebuild' / '_C.abi3.so')!r})
+torch.ops.load_library({str(tmp_path / 'prebuild' / '_C_cuda.abi3.so')!r})
+for op in ("fused_ssim_forward", "fused_ssim_backward"):
+    for key in ("CPU", "CUDA"):
+        assert torch._C._dispatch_has_kernel_for_dispatch_key("prebuild::" + op, key), (op, key)
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr
