@@ -8,6 +8,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -112,7 +113,7 @@ def wheel(
                 progress.update(task, phase=phase, step="")
 
             def on_progress(done: int, total: int, what: str, task=task) -> None:
-                progress.update(task, completed=done, total=total, step=f"[{done}/{total}] {what}"[-50:])
+                progress.update(task, completed=done, total=total, step=escape(f"[{done}/{total}] {what}"[-50:]))
 
             try:
                 result = build_wheel(

@@ -168,3 +168,22 @@ print("ok")
 """
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr
+
+
+def test_failed_build_reports_the_compiler_error_and_leaves_no_wheel(tmp_path):
+    """A kernel that does not compile: exit 1 with nvcc's own message, nothing in --out."""
+    import shutil
+
+    source = tmp_path / "src-copy"
+    for name in ("csrc", "src"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("*.so", "_manifest.json", "__pycache__"))
+    for name in ("setup.py", "pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    kernel = source / "csrc" / "ssim" / "ssim_cuda.cu"
+    kernel.write_text(kernel.read_text() + "\nstatic_assert(false, \"planted compile error\");\n")
+    out = tmp_path / "out"
+    proc = run_cli("wheel", "--arch", "sm_80", "--out", str(out), "--source", str(source),
+                   "--build-dir", str(tmp_path / "objects"))  # fmt: skip
+    assert proc.returncode == 1
+    assert "planted compile error" in proc.stderr and "ssim_cuda.cu" in proc.stderr
+    assert not list(out.glob("*.whl")) and not list(out.glob(".*partial"))
