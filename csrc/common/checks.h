@@ -3,6 +3,7 @@
 // direct `torch.ops.prebuild.*` calls from ever reading out of bounds.
 #pragma once
 
+#include <torch/csrc/stable/device.h>
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/ScalarType.h>
 #include <torch/headeronly/util/Exception.h>
@@ -36,8 +37,8 @@ inline void check_same_shape(const Tensor& a, const Tensor& b, const char* op,
 
 inline void check_same_device(const Tensor& a, const Tensor& b, const char* op,
                               const char* name_a, const char* name_b) {
-  STD_TORCH_CHECK(a.is_cuda() == b.is_cuda() && a.get_device_index() == b.get_device_index(),
-                  op, ": ", name_a, " and ", name_b, " must be on the same device");
+  STD_TORCH_CHECK(a.device() == b.device(), op, ": ", name_a, " and ", name_b,
+                  " must be on the same device");
 }
 
 }  // namespace prebuild
