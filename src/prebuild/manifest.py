@@ -13,6 +13,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from prebuild.arch import Arch, ArchError, parse_arch
 
 MANIFEST_NAME = "_manifest.json"
@@ -43,6 +45,7 @@ class Manifest:
     ptx_archs: tuple[Arch, ...] = ()
     libraries: tuple[Library, ...] = ()
     flags: dict[str, list[str]] = field(default_factory=dict)
+    op_namespace: str = "prebuild"  # the torch.ops namespace the libraries register
 
     @property
     def has_cuda(self) -> bool:
@@ -66,11 +69,16 @@ class Manifest:
                 raise ManifestError(
                     f"manifest schema {data.get('schema')!r} is not {SCHEMA_VERSION}"
                 )
-            return cls(
-                package_version=str(data["package_version"]),
-                torch_target=str(data["torch_target"]),
-                built_with_torch=str(data["built_with_torch"]),
-                cuda_version=data["cuda_version"],
+            manifest = cls(
+                package_version=_version_text(data["package_version"], "package_version"),
+                op_namespace=_identifier(data["op_namespace"], "op_namespace"),
+                torch_target=_version_text(data["torch_target"], "torch_target"),
+                built_with_torch=_version_text(data["built_with_torch"], "built_with_torch"),
+                cuda_version=(
+                    None
+                    if data["cuda_version"] is None
+                    else _version_text(data["cuda_version"], "cuda_version")
+                ),
                 sass_archs=tuple(parse_arch(a) for a in data["sass_archs"]),
                 ptx_archs=tuple(parse_arch(a) for a in data["ptx_archs"]),
                 libraries=tuple(
@@ -79,15 +87,35 @@ class Manifest:
                 ),
                 flags={str(k): [str(f) for f in v] for k, v in data.get("flags", {}).items()},
             )
+            if manifest.has_cuda and manifest.cuda_version is None:
+                raise ValueError("a CUDA library is listed but no cuda_version")
+            return manifest
         except ManifestError:
             raise
-        except (ValueError, KeyError, TypeError, AttributeError, ArchError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, ArchError, InvalidVersion) as exc:
             raise ManifestError(f"manifest is malformed: {exc!r}") from exc
 
     def write(self, directory: Path) -> Path:
         path = Path(directory) / MANIFEST_NAME
         path.write_text(self.to_json(), encoding="utf-8")
         return path
+
+
+def _version_text(value: object, key: str) -> str:
+    """A version string that packaging can parse (``"2.13"``, ``"2.13.0+cpu"``)."""
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a version string, got {value!r}")
+    try:
+        Version(value)
+    except InvalidVersion as exc:
+        raise ValueError(f"{key} is not a version: {value!r}") from exc
+    return value
+
+
+def _identifier(value: object, key: str) -> str:
+    if not isinstance(value, str) or not value.isidentifier():
+        raise ValueError(f"{key} must be an identifier, got {value!r}")
+    return value
 
 
 def read_manifest(directory: Path) -> Manifest:
@@ -97,7 +125,7 @@ def read_manifest(directory: Path) -> Manifest:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise ManifestError(f"{path} does not exist") from exc
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(f"cannot read {path}: {exc}") from exc
     return Manifest.from_json(text)
 

@@ -18,6 +18,9 @@ from prebuild.arch import Arch, ArchError, parse_arch_list
 # stream's cudaStream_t) exists from 2.13 on. The binaries load in every torch >= this.
 TORCH_TARGET = Version("2.13")
 
+# The torch.ops namespace of our ops (STABLE_TORCH_LIBRARY(prebuild, ...) in csrc/library.cpp).
+OP_NAMESPACE = "prebuild"
+
 # Archs built when PREBUILD_ARCHS is not set (a source install on a user's machine): the
 # data-centre and consumer GPUs of Turing through Blackwell, plus PTX of the newest one so
 # that future GPUs can still run the kernels through the driver's JIT.

@@ -63,6 +63,7 @@ class PrebuildBuildExt(build_ext):
 
         Manifest(
             package_version=package_version(options),
+            op_namespace=F.OP_NAMESPACE,
             torch_target=str(F.TORCH_TARGET),
             built_with_torch=compiled.torch.version_string,
             cuda_version=compiled.cuda_version,

@@ -66,13 +66,15 @@ def cuda_major_error(manifest: Manifest, torch_cuda: str | None) -> PrebuildErro
     if torch_cuda is None or manifest.cuda_version is None:
         return None
     ours, theirs = _release(manifest.cuda_version)[:1], _release(torch_cuda)[:1]
-    if ours == theirs:
+    if ours and ours == theirs:
         return None
+    ours_major = ours[0] if ours else manifest.cuda_version
+    theirs_major = theirs[0] if theirs else torch_cuda
     return CudaUnavailableError(
         f"this prebuild wheel's CUDA kernels were built with CUDA {manifest.cuda_version}, but "
-        f"torch uses CUDA {torch_cuda}. Install a prebuild wheel built for CUDA {theirs[0]} "
-        f"(run `prebuild wheel` with a CUDA {theirs[0]} nvcc), or a torch built for CUDA "
-        f"{ours[0]}. CPU ops are unaffected."
+        f"torch uses CUDA {torch_cuda}. Install a prebuild wheel built for CUDA {theirs_major} "
+        f"(run `prebuild wheel` with a CUDA {theirs_major} nvcc), or a torch built for CUDA "
+        f"{ours_major}. CPU ops are unaffected."
     )
 
 

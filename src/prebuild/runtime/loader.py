@@ -27,6 +27,7 @@ from prebuild.manifest import (
 from prebuild.runtime import compat
 from prebuild.runtime.errors import (
     DamagedInstallError,
+    LibraryLoadError,
     NoCompiledLibraryError,
     PrebuildError,
     PTXJitWarning,
@@ -98,6 +99,26 @@ def _read_verified_manifest(directory: Path) -> Manifest:
     return manifest
 
 
+def _check_namespace_free(directory: Path, manifest: Manifest) -> None:
+    """Registering an op namespace a second time from another file crashes the process
+    inside the dispatcher, so refuse it first: loading the *same* files again is harmless
+    (the dynamic loader returns the library already loaded), loading another copy is not."""
+    cpu = manifest.library("cpu")
+    assert cpu is not None
+    path = str(library_path(directory, cpu).resolve())
+    if path in torch.ops.loaded_libraries:
+        return
+    prefix = manifest.op_namespace + "::"
+    if any(name.startswith(prefix) for name in torch._C._dispatch_get_all_op_names()):
+        others = sorted(p for p in torch.ops.loaded_libraries if p != path)
+        raise LibraryLoadError(
+            f"cannot load {path}: the op namespace '{manifest.op_namespace}' is already "
+            f"registered in this process (by {', '.join(others) or 'another library'}). "
+            "Two copies of the package are being loaded; import only one (check sys.path and "
+            "`pip list` for a second install)."
+        )
+
+
 def _load(directory: Path, manifest: Manifest, kind: str) -> None:
     library = manifest.library(kind)
     assert library is not None
@@ -127,6 +148,7 @@ def load_package(directory: str | os.PathLike[str]) -> LoadedPackage:
     elif torch.version.cuda is not None:
         cuda_error = compat.cuda_major_error(manifest, torch.version.cuda)
 
+    _check_namespace_free(directory, manifest)
     _load(directory, manifest, "cpu")
     # On a CPU-only torch no CUDA tensor can exist, so the CUDA library is not loaded there.
     if manifest.has_cuda and torch.version.cuda is not None and cuda_error is None:
