@@ -15,8 +15,9 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
   setuptools wheel ninja packaging typer rich build filelock nvidia-cuda-cuobjdump \
   pytest hypothesis numpy
-# prebuild in place. PREBUILD_ARCHS='' compiles only the CPU library (seconds): CUDA code is
+# prebuild in place. PREBUILD_ARCHS='' compiles only the CPU library (seconds), and
+# PREBUILD_SIMT=1 the simt test library (CUDA kernel bodies run on the CPU). CUDA code is
 # compiled by `prebuild wheel` and by the wheel tests. No build isolation: use this torch.
-PREBUILD_ARCHS= .venv/bin/python -m pip install --quiet --disable-pip-version-check \
+PREBUILD_ARCHS= PREBUILD_SIMT=1 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
   --no-build-isolation --no-deps -e .
 echo "bootstrap: .venv ready ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"

@@ -1,4 +1,4 @@
-// Host-side declarations of the fused SSIM op family (CPU and CUDA implementations).
+// Host-side pieces of the fused SSIM op family shared by its backends (CPU, CUDA, simt).
 //
 //   fused_ssim_forward(img1, img2, train) -> (ssim_map, dS)
 //     img1, img2: (B, C, H, W) float32, contiguous, same shape and device.
@@ -7,11 +7,14 @@
 //   fused_ssim_backward(grad_map, img1, img2, dS) -> (grad_img1, grad_img2)
 #pragma once
 
+#include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 
+#include <cstdint>
 #include <tuple>
 
 #include "../common/checks.h"
+#include "ssim_kernels.h"
 
 namespace prebuild {
 namespace ssim {
@@ -43,6 +46,48 @@ inline void check_backward_inputs(const Tensor& grad_map, const Tensor& img1,
   check_same_device(dS, img1, op, "dS", "img1");
   check_float32(dS, op, "dS");
   check_contiguous(dS, op, "dS");
+}
+
+// Grid limits of the tiled kernels (CUDA and simt): height along grid.y, int pixel indices.
+inline void check_tileable(const Tensor& img, const char* op) {
+  STD_TORCH_CHECK(img.size(2) < (int64_t{1} << 30) && img.size(3) < (int64_t{1} << 30), op,
+                  ": image height and width must be below 2^30");
+  STD_TORCH_CHECK((img.size(2) + kTile - 1) / kTile <= kMaxGridY, op,
+                  ": image height must be at most ", int64_t{kMaxGridY} * kTile, " pixels");
+}
+
+struct ForwardOutputs {
+  Tensor ssim_map, dS;
+  ForwardArgs args;  // pointers into the inputs and these outputs
+};
+
+// Outputs of the forward and the kernel arguments pointing at them (inputs already checked).
+inline ForwardOutputs allocate_forward(const Tensor& img1, const Tensor& img2, bool train) {
+  const int64_t B = img1.size(0), C = img1.size(1), H = img1.size(2), W = img1.size(3);
+  Tensor ssim_map = torch::stable::new_empty(img1, {B, C, H, W});
+  Tensor dS = train ? torch::stable::new_empty(img1, {kNumMoments, B, C, H, W})
+                    : torch::stable::new_empty(img1, {0});
+  ForwardArgs args{img1.const_data_ptr<float>(), img2.const_data_ptr<float>(), B * C,
+                   static_cast<int>(H), static_cast<int>(W), ssim_map.mutable_data_ptr<float>(),
+                   train ? dS.mutable_data_ptr<float>() : nullptr};
+  return {ssim_map, dS, args};
+}
+
+struct BackwardOutputs {
+  Tensor grad1, grad2;
+  BackwardArgs args;
+};
+
+inline BackwardOutputs allocate_backward(const Tensor& grad_map, const Tensor& img1,
+                                         const Tensor& img2, const Tensor& dS) {
+  const int64_t B = img1.size(0), C = img1.size(1), H = img1.size(2), W = img1.size(3);
+  Tensor grad1 = torch::stable::new_empty(img1, {B, C, H, W});
+  Tensor grad2 = torch::stable::new_empty(img1, {B, C, H, W});
+  BackwardArgs args{grad_map.const_data_ptr<float>(), img1.const_data_ptr<float>(),
+                    img2.const_data_ptr<float>(), dS.const_data_ptr<float>(), B * C,
+                    static_cast<int>(H), static_cast<int>(W), grad1.mutable_data_ptr<float>(),
+                    grad2.mutable_data_ptr<float>()};
+  return {grad1, grad2, args};
 }
 
 std::tuple<Tensor, Tensor> forward_cpu(Tensor img1, Tensor img2, bool train);

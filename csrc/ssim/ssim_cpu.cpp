@@ -85,10 +85,8 @@ std::tuple<Tensor, Tensor> forward_cpu(Tensor img1, Tensor img2, bool train) {
   STD_TORCH_CHECK(img1.is_cpu(), op, ": the CPU kernel got tensors that are not on the CPU");
   const PlaneGeometry g = geometry(img1);
 
-  Tensor ssim_map = torch::stable::new_empty(img1, {img1.size(0), img1.size(1), g.H, g.W});
-  Tensor dS = train ? torch::stable::new_empty(
-                          img1, {kNumMoments, img1.size(0), img1.size(1), g.H, g.W})
-                    : torch::stable::new_empty(img1, {0});
+  ForwardOutputs outputs = allocate_forward(img1, img2, train);
+  Tensor ssim_map = outputs.ssim_map, dS = outputs.dS;
   if (g.numel() == 0) return {ssim_map, dS};
 
   Tensor scratch = torch::stable::new_empty(img1, {kNumMoments, g.numel()});
@@ -115,8 +113,8 @@ std::tuple<Tensor, Tensor> backward_cpu(Tensor grad_map, Tensor img1, Tensor img
   STD_TORCH_CHECK(img1.is_cpu(), op, ": the CPU kernel got tensors that are not on the CPU");
   const PlaneGeometry g = geometry(img1);
 
-  Tensor grad1 = torch::stable::new_empty(img1, {img1.size(0), img1.size(1), g.H, g.W});
-  Tensor grad2 = torch::stable::new_empty(img1, {img1.size(0), img1.size(1), g.H, g.W});
+  BackwardOutputs outputs = allocate_backward(grad_map, img1, img2, dS);
+  Tensor grad1 = outputs.grad1, grad2 = outputs.grad2;
   if (g.numel() == 0) return {grad1, grad2};
 
   Tensor scratch = torch::stable::new_empty(img1, {kNumMoments, g.numel()});

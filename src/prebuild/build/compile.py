@@ -41,6 +41,9 @@ from prebuild.build.toolchain import (
 
 CPU_LIBRARY = "_C.abi3.so"
 CUDA_LIBRARY = "_C_cuda.abi3.so"
+SIMT_LIBRARY = "_C_simt.abi3.so"
+# Sources named *_simt.cpp run the CUDA kernel bodies on the CPU: test library only.
+SIMT_SUFFIX = "_simt.cpp"
 
 # (steps done, steps total, what is being done) -> None
 ProgressCallback = Callable[[int, int, str], None]
@@ -54,6 +57,7 @@ class BuildError(RuntimeError):
 class CompiledLibraries:
     cpu_library: Path
     cuda_library: Path | None
+    simt_library: Path | None
     torch: Torch
     cuda_version: str | None
     flags: dict[str, list[str]] = field(default_factory=dict)
@@ -112,15 +116,20 @@ def write_ninja(source_dir: Path, build_dir: Path, spec: LibrarySpec) -> Path:
     return path
 
 
-def cpu_library_spec(source_dir: Path, torch: Torch, cxx: str) -> LibrarySpec:
+def host_library_spec(
+    source_dir: Path, torch: Torch, cxx: str, options: F.BuildOptions, simt: bool
+) -> LibrarySpec:
+    """The CPU library (``simt=False``) or the simt test library (``simt=True``)."""
+    sanitize = F.sanitizer_flags(options.sanitize)
+    sources = [s for s in _sources(source_dir, ".cpp") if s.name.endswith(SIMT_SUFFIX) == simt]
     return LibrarySpec(
-        output=CPU_LIBRARY,
-        what="C++",
+        output=SIMT_LIBRARY if simt else CPU_LIBRARY,
+        what="C++ simt" if simt else "C++",
         compiler=cxx,
-        compile_flags=F.cxx_flags(torch.include_dirs),
+        compile_flags=[*F.cxx_flags(torch.include_dirs), *sanitize],
         depfile="-MMD -MF $out.d",
-        link_flags=F.link_flags(torch.library_dir),
-        sources=_sources(source_dir, ".cpp"),
+        link_flags=[*F.link_flags(torch.library_dir), *sanitize],
+        sources=sources,
     )
 
 
@@ -198,14 +207,20 @@ def compile_libraries(
     torch, nvcc = preflight(options)
     cxx = find_cxx()
 
-    cpu_dir = root / "cpu"
-    (cpu_dir / "obj").mkdir(parents=True, exist_ok=True)
-    cpu_spec = cpu_library_spec(source_dir, torch, cxx)
-    write_ninja(source_dir, cpu_dir, cpu_spec)
-    run_ninja(cpu_dir, options.jobs or cpu_count(), on_progress)
+    suffix = "-sanitize" if options.sanitize else ""
+    host = {}
+    for simt in (False, True) if options.simt else (False,):
+        spec = host_library_spec(source_dir, torch, cxx, options, simt)
+        directory = root / (("simt" if simt else "cpu") + suffix)
+        (directory / "obj").mkdir(parents=True, exist_ok=True)
+        write_ninja(source_dir, directory, spec)
+        run_ninja(directory, options.jobs or cpu_count(), on_progress)
+        host[simt] = (directory / spec.output, spec)
+    cpu_library, cpu_spec = host[False]
+    simt_library = host[True][0] if options.simt else None
     flags_used = {"cxx": cpu_spec.compile_flags}
     if nvcc is None:
-        return CompiledLibraries(cpu_dir / CPU_LIBRARY, None, torch, None, flags_used)
+        return CompiledLibraries(cpu_library, None, simt_library, torch, None, flags_used)
 
     label = F.local_version_label(nvcc.version, options.archs, options.ptx_archs)
     cuda_dir = root / "cuda" / label
@@ -220,5 +235,5 @@ def compile_libraries(
     run_ninja(cuda_dir, jobs, on_progress)
     flags_used["nvcc"] = cuda_spec.compile_flags
     return CompiledLibraries(
-        cpu_dir / CPU_LIBRARY, cuda_dir / CUDA_LIBRARY, torch, str(nvcc.version), flags_used
+        cpu_library, cuda_dir / CUDA_LIBRARY, simt_library, torch, str(nvcc.version), flags_used
     )

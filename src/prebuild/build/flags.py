@@ -6,6 +6,7 @@ No process is run and no file is read here, so every rule is unit-tested directl
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -86,6 +87,13 @@ def link_flags(library_dir: Path) -> list[str]:
     return ["-shared", f"-L{library_dir}", "-ltorch_cpu"]
 
 
+def sanitizer_flags(sanitize: str) -> list[str]:
+    """Compile and link flags for a sanitised build of the host libraries ("" for none)."""
+    if not sanitize:
+        return []
+    return [f"-fsanitize={sanitize}", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]
+
+
 def nvcc_threads(n_gencodes: int, cpus: int) -> int:
     return max(1, min(n_gencodes, cpus))
 
@@ -113,6 +121,8 @@ class BuildOptions:
     ptx: bool
     jobs: int | None = None  # None: from cores and free memory
     build_dir: Path | None = None  # None: <source>/build/prebuild
+    simt: bool = False  # also build the simt test library (CUDA kernel bodies on the CPU)
+    sanitize: str = ""  # e.g. "address,undefined": sanitise the host libraries
 
     @property
     def ptx_archs(self) -> tuple[Arch, ...]:
@@ -128,6 +138,10 @@ class BuildOptions:
             env["PREBUILD_JOBS"] = str(self.jobs)
         if self.build_dir is not None:
             env["PREBUILD_BUILD_DIR"] = str(self.build_dir)
+        if self.simt:
+            env["PREBUILD_SIMT"] = "1"
+        if self.sanitize:
+            env["PREBUILD_SANITIZE"] = self.sanitize
         return env
 
     @classmethod
@@ -136,14 +150,11 @@ class BuildOptions:
         archs_text = env.get("PREBUILD_ARCHS")
         archs = parse_arch_list(DEFAULT_ARCHS if archs_text is None else archs_text)
         ptx_text = env.get("PREBUILD_PTX")
-        if ptx_text is None:
-            ptx = DEFAULT_PTX if archs_text is None else False
-        elif ptx_text.strip().lower() in ("1", "true", "yes", "on"):
-            ptx = True
-        elif ptx_text.strip().lower() in ("0", "false", "no", "off", ""):
-            ptx = False
-        else:
-            raise ArchError(f"PREBUILD_PTX must be 0 or 1, got {ptx_text!r}")
+        ptx = (DEFAULT_PTX if archs_text is None else False) if ptx_text is None else _flag("PREBUILD_PTX", ptx_text)
+        simt = _flag("PREBUILD_SIMT", env.get("PREBUILD_SIMT", "0"))
+        sanitize = env.get("PREBUILD_SANITIZE", "").strip()
+        if sanitize and not re.fullmatch(r"[a-z]+(,[a-z]+)*", sanitize):
+            raise ValueError(f"PREBUILD_SANITIZE must look like 'address,undefined', got {sanitize!r}")
         jobs_text = env.get("PREBUILD_JOBS")
         jobs = None
         if jobs_text:
@@ -151,4 +162,13 @@ class BuildOptions:
                 raise ValueError(f"PREBUILD_JOBS must be a positive integer, got {jobs_text!r}")
             jobs = int(jobs_text)
         build_dir = Path(env["PREBUILD_BUILD_DIR"]) if env.get("PREBUILD_BUILD_DIR") else None
-        return cls(archs=archs, ptx=ptx, jobs=jobs, build_dir=build_dir)
+        return cls(archs=archs, ptx=ptx, jobs=jobs, build_dir=build_dir, simt=simt, sanitize=sanitize)
+
+
+def _flag(name: str, text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ArchError(f"{name} must be 0 or 1, got {text!r}")

@@ -15,7 +15,7 @@ from setuptools.command.build_ext import build_ext
 
 from prebuild._version import BASE_VERSION
 from prebuild.build import flags as F
-from prebuild.build.compile import CPU_LIBRARY, CUDA_LIBRARY, compile_libraries
+from prebuild.build.compile import CUDA_LIBRARY, SIMT_LIBRARY, compile_libraries
 from prebuild.build.toolchain import Nvcc, find_nvcc
 from prebuild.manifest import Library, Manifest, sha256_file
 
@@ -48,11 +48,15 @@ class PrebuildBuildExt(build_ext):
         package_dir.mkdir(parents=True, exist_ok=True)
 
         built = [(compiled.cpu_library, "cpu")]
-        if compiled.cuda_library is not None:
-            built.append((compiled.cuda_library, "cuda"))
-        else:
-            # A CPU-only rebuild in place must not leave an older CUDA library behind.
-            (package_dir / CUDA_LIBRARY).unlink(missing_ok=True)
+        for path, kind, name in (
+            (compiled.cuda_library, "cuda", CUDA_LIBRARY),
+            (compiled.simt_library, "simt", SIMT_LIBRARY),
+        ):
+            if path is not None:
+                built.append((path, kind))
+            else:
+                # A rebuild in place must not leave an older library of this kind behind.
+                (package_dir / name).unlink(missing_ok=True)
         libraries = []
         for path, kind in built:
             target = package_dir / path.name
@@ -72,9 +76,7 @@ class PrebuildBuildExt(build_ext):
             libraries=tuple(libraries),
             flags=_manifest_flags(compiled.flags),
         ).write(package_dir)
-        self._outputs = [package_dir / CPU_LIBRARY, package_dir / "_manifest.json"] + (
-            [package_dir / CUDA_LIBRARY] if compiled.cuda_library else []
-        )
+        self._outputs = [package_dir / "_manifest.json"] + [package_dir / p.name for p, _ in built]
 
     def get_outputs(self) -> list[str]:
         return [str(p) for p in getattr(self, "_outputs", [])]

@@ -50,6 +50,17 @@ class LoadedPackage:
     cuda_error: PrebuildError | None  # why CUDA tensors cannot run, if they cannot
     _checked_devices: set[int] = field(default_factory=set)
 
+    def load_optional(self, kind: str) -> None:
+        """Load a library kind this install may lack (``"simt"``: the test library built
+        with PREBUILD_SIMT=1). Loading it twice is a no-op."""
+        if self.manifest.library(kind) is None:
+            raise NoCompiledLibraryError(
+                f"this install of prebuild {self.manifest.package_version} in {self.directory} "
+                f"has no {kind} library. Rebuild it in place with it: "
+                f"PREBUILD_SIMT=1 pip install --no-build-isolation -e ."
+            )
+        _load(self.directory, self.manifest, kind)
+
     def ensure_device(self, device: torch.device) -> None:
         """Raise a typed error if this install cannot run kernels on ``device``.
 

@@ -1,0 +1,228 @@
+// The CPU launcher of the SIMT layer (simt.h): runs a kernel's block body on the host, for
+// tests. Host-only; never part of the production libraries.
+//
+// How: each block runs on the calling OS thread with blockDim logical threads as *fibers*
+// (ucontext). The scheduler resumes every fiber in turn; a fiber runs until it reaches
+// ctx.sync() (it then yields) or returns. When every fiber waits at the barrier, the round
+// is over and they are released. Every thread must reach every barrier, as __syncthreads
+// requires: threads that wait at different barriers, or wait while another has returned
+// (a barrier in divergent code), are reported as an error.
+//
+// The schedule is deterministic: thread 0 always runs its whole phase before thread 1
+// starts its own, so a missing barrier makes a thread read shared memory its peers have
+// not written yet, every time, instead of sometimes. Shared memory is filled with 0xFF
+// bytes (NaN for floats) before each block, so such a read poisons the output visibly.
+// Fibers rather than OS threads also keep a 256-thread block cheap and AddressSanitizer
+// exact: every switch between stacks is announced to it.
+#pragma once
+
+#include <ucontext.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../common/simt.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define PREBUILD_SIMT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PREBUILD_SIMT_ASAN 1
+#endif
+#endif
+
+#ifdef PREBUILD_SIMT_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace prebuild {
+namespace simt {
+
+class BlockScheduler;
+
+// What a block body sees on the CPU: the same interface as DeviceContext.
+class HostContext {
+ public:
+  HostContext(Index3 thread, Index3 block, Index3 block_dim, Index3 grid_dim,
+              BlockScheduler* scheduler)
+      : thread_(thread), block_(block), block_dim_(block_dim), grid_dim_(grid_dim),
+        scheduler_(scheduler) {}
+  Index3 thread() const { return thread_; }
+  Index3 block() const { return block_; }
+  Index3 block_dim() const { return block_dim_; }
+  Index3 grid_dim() const { return grid_dim_; }
+  inline void sync() const;
+
+ private:
+  Index3 thread_, block_, block_dim_, grid_dim_;
+  BlockScheduler* scheduler_;
+};
+
+class BlockScheduler {
+ public:
+  // Large enough for the kernels' locals with AddressSanitizer's redzones.
+  static constexpr size_t kStackBytes = 256 * 1024;
+
+  explicit BlockScheduler(int threads) : fibers_(static_cast<size_t>(threads)) {
+    for (auto& f : fibers_) f.stack.reset(new char[kStackBytes]);
+  }
+
+  // Runs run_thread(i) for i in [0, threads) as fibers with barrier semantics (see top).
+  template <typename RunThread>
+  void run_block(RunThread& run_thread) {
+    body_ = &run_thread;
+    body_call_ = [](void* body, int i) { (*static_cast<RunThread*>(body))(i); };
+    for (size_t i = 0; i < fibers_.size(); ++i) {
+      Fiber& f = fibers_[i];
+      if (getcontext(&f.context) != 0) throw std::runtime_error("simt: getcontext failed");
+      f.context.uc_stack.ss_sp = f.stack.get();
+      f.context.uc_stack.ss_size = kStackBytes;
+      f.context.uc_link = &scheduler_context_;
+      const auto self = reinterpret_cast<uintptr_t>(this);
+      makecontext(&f.context, reinterpret_cast<void (*)()>(&BlockScheduler::entry), 3,
+                  static_cast<unsigned>(self >> 32), static_cast<unsigned>(self & 0xffffffffu),
+                  static_cast<unsigned>(i));
+      f.state = State::kReady;
+      f.barriers = 0;
+    }
+    for (;;) {
+      for (size_t i = 0; i < fibers_.size(); ++i) {
+        if (fibers_[i].state != State::kReady) continue;
+        current_ = static_cast<int>(i);
+        fibers_[i].state = State::kRunning;
+        switch_to_fiber(fibers_[i]);
+      }
+      const Fiber* first_waiting = nullptr;
+      bool any_done = false;
+      for (auto& f : fibers_) {
+        any_done = any_done || f.state == State::kDone;
+        if (f.state != State::kWaiting) continue;
+        if (first_waiting == nullptr) first_waiting = &f;
+        if (f.barriers != first_waiting->barriers) throw divergence(*first_waiting, f);
+      }
+      if (first_waiting != nullptr && any_done) throw divergence(*first_waiting, *first_waiting);
+      if (first_waiting == nullptr) return;  // every thread has returned
+      for (auto& f : fibers_)
+        if (f.state == State::kWaiting) f.state = State::kReady;
+    }
+  }
+
+  // Called by the running fiber at ctx.sync(): yield to the scheduler until released.
+  void barrier() {
+    Fiber& f = fibers_[static_cast<size_t>(current_)];
+    f.state = State::kWaiting;
+    ++f.barriers;
+    switch_to_scheduler(f, /*finished=*/false);
+  }
+
+ private:
+  enum class State { kReady, kRunning, kWaiting, kDone };
+  struct Fiber {
+    ucontext_t context{};
+    std::unique_ptr<char[]> stack;
+    State state = State::kDone;
+    long barriers = 0;
+    void* asan_fake_stack = nullptr;
+  };
+
+  // Every thread must reach every barrier: a barrier in divergent code (some threads skip
+  // it, or return while others wait) is undefined behaviour on a GPU and an error here.
+  std::runtime_error divergence(const Fiber& a, const Fiber& b) const {
+    return std::runtime_error(
+        "simt: barrier divergence: threads of one block reached different ctx.sync() calls "
+        "(one waits at its barrier #" + std::to_string(a.barriers) + ", another " +
+        (&a == &b ? std::string("has returned") : "waits at #" + std::to_string(b.barriers)) +
+        "); every thread of a block must reach every barrier");
+  }
+
+  static void entry(unsigned hi, unsigned lo, unsigned index) {
+    auto* self = reinterpret_cast<BlockScheduler*>((static_cast<uintptr_t>(hi) << 32) | lo);
+    Fiber& f = self->fibers_[index];
+    self->arrived_on_fiber(f);
+    self->body_call_(self->body_, static_cast<int>(index));
+    f.state = State::kDone;
+    self->leaving_fiber(f, /*finished=*/true);
+    // Returning resumes uc_link: the scheduler.
+  }
+
+  void switch_to_fiber(Fiber& f) {
+#ifdef PREBUILD_SIMT_ASAN
+    void* fake_stack = nullptr;
+    __sanitizer_start_switch_fiber(&fake_stack, f.stack.get(), kStackBytes);
+    swapcontext(&scheduler_context_, &f.context);
+    __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+#else
+    swapcontext(&scheduler_context_, &f.context);
+#endif
+  }
+
+  void switch_to_scheduler(Fiber& f, bool finished) {
+    leaving_fiber(f, finished);
+    swapcontext(&f.context, &scheduler_context_);
+    arrived_on_fiber(f);
+  }
+
+  void arrived_on_fiber(Fiber& f) {
+#ifdef PREBUILD_SIMT_ASAN
+    __sanitizer_finish_switch_fiber(f.asan_fake_stack, &scheduler_stack_bottom_,
+                                    &scheduler_stack_size_);
+#else
+    (void)f;
+#endif
+  }
+
+  void leaving_fiber(Fiber& f, bool finished) {
+#ifdef PREBUILD_SIMT_ASAN
+    // A finished fiber passes nullptr: ASan may then free its fake stack.
+    __sanitizer_start_switch_fiber(finished ? nullptr : &f.asan_fake_stack,
+                                   scheduler_stack_bottom_, scheduler_stack_size_);
+#else
+    (void)f;
+    (void)finished;
+#endif
+  }
+
+  std::vector<Fiber> fibers_;
+  ucontext_t scheduler_context_{};
+  int current_ = -1;
+  void* body_ = nullptr;
+  void (*body_call_)(void*, int) = nullptr;
+  const void* scheduler_stack_bottom_ = nullptr;
+  size_t scheduler_stack_size_ = 0;
+};
+
+inline void HostContext::sync() const { scheduler_->barrier(); }
+
+// Runs `body(ctx, shared)` for every thread of every block of `grid`, the blocks one after
+// another, like kernel<<<grid, block>>>(...) with `Shared` as the block's __shared__ memory.
+template <typename Shared, typename Body>
+void launch(Index3 grid, Index3 block, const Body& body) {
+  if (grid.x < 1 || grid.y < 1 || grid.z < 1 || block.x < 1 || block.y < 1 || block.z < 1 ||
+      block.x * block.y * block.z > 1024) {
+    throw std::invalid_argument("simt::launch: invalid grid or block dimensions");
+  }
+  const int threads = block.x * block.y * block.z;
+  BlockScheduler scheduler(threads);
+  std::unique_ptr<Shared> shared(new Shared);
+  for (int bz = 0; bz < grid.z; ++bz) {
+    for (int by = 0; by < grid.y; ++by) {
+      for (int bx = 0; bx < grid.x; ++bx) {
+        std::memset(static_cast<void*>(shared.get()), 0xFF, sizeof(Shared));  // poison
+        const Index3 block_index{bx, by, bz};
+        auto run_thread = [&](int i) {
+          const Index3 t{i % block.x, (i / block.x) % block.y, i / (block.x * block.y)};
+          HostContext ctx(t, block_index, block, grid, &scheduler);
+          body(ctx, *shared);
+        };
+        scheduler.run_block(run_thread);
+      }
+    }
+  }
+}
+
+}  // namespace simt
+}  // namespace prebuild

@@ -1,0 +1,76 @@
+"""The fused SSIM CUDA kernels' own block bodies (csrc/ssim/ssim_kernels.h), executed on the
+CPU by the SIMT launcher, against the plain CPU implementation and the PyTorch reference.
+Sizes cover partial tiles, images smaller than one tile, and B, C > 1."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from reference import ssim_map_reference, textured
+
+from prebuild.testing import simt
+
+pytestmark = pytest.mark.simt
+
+CPU = torch.ops.prebuild
+SHAPES = [
+    (1, 1, 1, 1),  # one pixel: the whole window is halo
+    (1, 1, 5, 7),  # smaller than one 16x16 tile
+    (2, 3, 17, 23),  # partial tiles on both axes, B and C > 1
+    (3, 2, 16, 16),  # exactly one tile
+    (1, 2, 33, 40),  # 3x3 tiles, the last ones partial
+    (2, 1, 48, 11),  # tall and narrow
+]
+
+
+def images(shape, seed=0):
+    x = textured(shape, seed=seed)
+    gen = torch.Generator().manual_seed(seed + 7)
+    return x, (x + 0.1 * torch.randn(shape, generator=gen)).clamp(0, 1)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("train", [True, False])
+def test_forward_matches_cpu_and_reference(shape, train):
+    x, y = images(shape)
+    ssim_map, dS = simt.fused_ssim_forward(x, y, train)
+    cpu_map, cpu_dS = CPU.fused_ssim_forward(x, y, train)
+    torch.testing.assert_close(ssim_map, cpu_map, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(dS, cpu_dS, rtol=1e-5, atol=1e-5)
+    assert dS.shape == ((5, *shape) if train else (0,))
+    torch.testing.assert_close(ssim_map.double(), ssim_map_reference(x, y), rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_backward_matches_cpu_and_reference(shape):
+    x, y = images(shape, seed=3)
+    grad_map = torch.rand(shape)
+    _, dS = simt.fused_ssim_forward(x, y, True)
+    g1, g2 = simt.fused_ssim_backward(grad_map, x, y, dS)
+    c1, c2 = CPU.fused_ssim_backward(grad_map, x, y, dS)
+    torch.testing.assert_close(g1, c1, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(g2, c2, rtol=1e-5, atol=1e-6)
+
+    xr = x.double().requires_grad_(True)
+    yr = y.double().requires_grad_(True)
+    r1, r2 = torch.autograd.grad(ssim_map_reference(xr, yr), (xr, yr), grad_map.double())
+    for got, want in ((g1, r1), (g2, r2)):
+        torch.testing.assert_close(
+            got.double(), want, rtol=1e-4, atol=1e-5 * max(1.0, want.abs().max().item())
+        )
+
+
+def test_identical_images_give_one_and_zero_gradient():
+    x, _ = images((2, 2, 20, 9))
+    ssim_map, dS = simt.fused_ssim_forward(x, x, True)
+    torch.testing.assert_close(ssim_map, torch.ones_like(ssim_map), rtol=0, atol=1e-6)
+    g1, g2 = simt.fused_ssim_backward(torch.ones_like(x), x, x, dS)
+    assert g1.abs().max() < 1e-4 and g2.abs().max() < 1e-4
+
+
+def test_bad_input_is_refused_like_the_real_backends():
+    x, y = images((1, 1, 8, 8))
+    with pytest.raises(RuntimeError, match="same shape"):
+        simt.fused_ssim_forward(x, y[..., :7], True)
+    with pytest.raises(RuntimeError, match="float32"):
+        simt.fused_ssim_forward(x.double(), y.double(), True)
