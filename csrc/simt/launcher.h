@@ -88,6 +88,7 @@ class BlockScheduler {
                   static_cast<unsigned>(i));
       f.state = State::kReady;
       f.barriers = 0;
+      f.asan_fake_stack = nullptr;  // a fresh fiber has no saved fake stack
     }
     for (;;) {
       for (size_t i = 0; i < fibers_.size(); ++i) {

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Run the simt tests (every CUDA kernel body executed on the CPU) and the CPU op tests with
+# the host libraries built under AddressSanitizer and UndefinedBehaviorSanitizer.
+#
+# Builds prebuild (CPU + simt libraries, -fsanitize=address,undefined, any error fatal) into
+# its own venv .venv-sanitize, then runs pytest there with the sanitizer runtimes preloaded
+# (the Python interpreter itself is not instrumented). Exit status 0 means no error report.
+# Usage: scripts/sanitize.sh [extra pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=.venv-sanitize
+PYTHON=${PYTHON:-python3}
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PYTHON" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check torch==2.13.0
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+  setuptools wheel ninja packaging typer rich build pytest hypothesis numpy
+
+echo "sanitize: building the host libraries with -fsanitize=address,undefined"
+PREBUILD_ARCHS= PREBUILD_SIMT=1 PREBUILD_SANITIZE=address,undefined \
+  PREBUILD_BUILD_DIR="$PWD/build/sanitize" \
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+  --no-build-isolation --no-deps --force-reinstall .
+
+# Refuse to report "clean" for libraries that were not instrumented.
+site=$("$VENV/bin/python" -c 'import pathlib, prebuild; print(pathlib.Path(prebuild.__file__).parent)')
+for lib in _C.abi3.so _C_simt.abi3.so; do
+  if ! nm -D "$site/$lib" | grep __asan_report >/dev/null; then
+    echo "sanitize: $site/$lib is not instrumented with AddressSanitizer" >&2
+    exit 1
+  fi
+done
+
+CXX=${CXX:-c++}
+preload="$($CXX -print-file-name=libasan.so) $($CXX -print-file-name=libubsan.so)"
+echo "sanitize: running the simt and CPU op tests with $preload preloaded"
+# Leak checking is off: CPython and torch keep allocations alive until exit by design.
+# Slow tests are not selected: they build wheels or start this script itself.
+# --capture=sys leaves file descriptor 2 alone, so a sanitizer report reaches the terminal.
+LD_PRELOAD="$preload" \
+  ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:detect_stack_use_after_return=1" \
+  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+  "$VENV/bin/python" -m pytest -p no:cacheprovider --capture=sys -m "not slow" tests/simt tests/ops "$@"
