@@ -1,16 +1,22 @@
 // Every op schema, once. The production library registers them under `prebuild`
 // (library.cpp); the simt test library registers the same schemas under `prebuild_simt`
-// (library_simt.cpp), so tests call both backends through one signature.
+// (simt/library_simt.cpp), so tests call both backends through one signature.
+// One header per op family holds its schemas.
 #pragma once
+
+#include "gsplat/intersect_schemas.h"
+#include "gsplat/projection_schemas.h"
+#include "gsplat/rasterize_schemas.h"
+#include "ssim/ssim_schemas.h"
 
 namespace prebuild {
 
 template <typename Library>
 void define_ops(Library& m) {
-  m.def("fused_ssim_forward(Tensor img1, Tensor img2, bool train) -> (Tensor, Tensor)");
-  m.def(
-      "fused_ssim_backward(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS) -> "
-      "(Tensor, Tensor)");
+  ssim::define_ops(m);
+  gsplat::define_projection_ops(m);
+  gsplat::define_intersect_ops(m);
+  gsplat::define_rasterize_ops(m);
 }
 
 }  // namespace prebuild

@@ -15,6 +15,8 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
   setuptools wheel ninja packaging typer rich build filelock nvidia-cuda-cuobjdump \
   pytest hypothesis numpy
+# gsplat 1.5.3 only as a test oracle: its plain-PyTorch _torch_impl.py (see tests/ops).
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps gsplat==1.5.3
 # prebuild in place. PREBUILD_ARCHS='' compiles only the CPU library (seconds), and
 # PREBUILD_SIMT=1 the simt test library (CUDA kernel bodies run on the CPU). CUDA code is
 # compiled by `prebuild wheel` and by the wheel tests. No build isolation: use this torch.

@@ -4,8 +4,10 @@
 // A kernel is split into
 //   - a *block body*: a function template over a context `Ctx` and a struct holding the
 //     block's shared memory, marked PREBUILD_SIMT_BODY. It reads its indices from the context
-//     (ctx.thread(), ctx.block(), ctx.block_dim(), ctx.grid_dim()) and synchronises the block
-//     with ctx.sync(); it never names threadIdx, __shared__ or __syncthreads itself;
+//     (ctx.thread(), ctx.block(), ctx.block_dim(), ctx.grid_dim()), synchronises the block
+//     with ctx.sync() / ctx.sync_count(predicate) (= __syncthreads_count) and adds to global
+//     memory shared by blocks with ctx.atomic_add(address, value); it never names threadIdx,
+//     __shared__, __syncthreads or atomicAdd itself;
 //   - a thin __global__ wrapper (CUDA) that declares the shared struct and calls the body with
 //     a DeviceContext, whose methods are the CUDA built-ins: zero cost once inlined;
 //   - on the host, simt::launch (csrc/simt/launcher.h) runs the same body for every block of
@@ -50,6 +52,14 @@ struct DeviceContext {
             static_cast<int>(gridDim.z)};
   }
   __device__ __forceinline__ void sync() const { __syncthreads(); }
+  // __syncthreads_count: a barrier that returns how many threads passed a non-zero value.
+  __device__ __forceinline__ int sync_count(int predicate) const {
+    return __syncthreads_count(predicate);
+  }
+  template <typename T>
+  __device__ __forceinline__ void atomic_add(T* address, T value) const {
+    atomicAdd(address, value);
+  }
 };
 
 }  // namespace simt

@@ -56,6 +56,12 @@ class HostContext {
   Index3 block_dim() const { return block_dim_; }
   Index3 grid_dim() const { return grid_dim_; }
   inline void sync() const;
+  inline int sync_count(int predicate) const;
+  // Fibers of all blocks run on one OS thread, one at a time: a plain add is atomic here.
+  template <typename T>
+  void atomic_add(T* address, T value) const {
+    *address += value;
+  }
 
  private:
   Index3 thread_, block_, block_dim_, grid_dim_;
@@ -107,17 +113,24 @@ class BlockScheduler {
       }
       if (first_waiting != nullptr && any_done) throw divergence(*first_waiting, *first_waiting);
       if (first_waiting == nullptr) return;  // every thread has returned
-      for (auto& f : fibers_)
-        if (f.state == State::kWaiting) f.state = State::kReady;
+      last_count_ = 0;
+      for (auto& f : fibers_) {
+        if (f.state != State::kWaiting) continue;
+        last_count_ += f.predicate != 0;
+        f.state = State::kReady;
+      }
     }
   }
 
   // Called by the running fiber at ctx.sync(): yield to the scheduler until released.
-  void barrier() {
+  // With `predicate`, returns how many threads of the block passed a non-zero one.
+  int barrier(int predicate = 0) {
     Fiber& f = fibers_[static_cast<size_t>(current_)];
+    f.predicate = predicate;
     f.state = State::kWaiting;
     ++f.barriers;
     switch_to_scheduler(f, /*finished=*/false);
+    return last_count_;  // set by the scheduler when it released this barrier
   }
 
  private:
@@ -127,6 +140,7 @@ class BlockScheduler {
     std::unique_ptr<char[]> stack;
     State state = State::kDone;
     long barriers = 0;
+    int predicate = 0;
     void* asan_fake_stack = nullptr;
   };
 
@@ -190,6 +204,7 @@ class BlockScheduler {
   std::vector<Fiber> fibers_;
   ucontext_t scheduler_context_{};
   int current_ = -1;
+  int last_count_ = 0;
   void* body_ = nullptr;
   void (*body_call_)(void*, int) = nullptr;
   const void* scheduler_stack_bottom_ = nullptr;
@@ -197,6 +212,7 @@ class BlockScheduler {
 };
 
 inline void HostContext::sync() const { scheduler_->barrier(); }
+inline int HostContext::sync_count(int predicate) const { return scheduler_->barrier(predicate); }
 
 // Runs `body(ctx, shared)` for every thread of every block of `grid`, the blocks one after
 // another, like kernel<<<grid, block>>>(...) with `Shared` as the block's __shared__ memory.

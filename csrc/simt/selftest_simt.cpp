@@ -1,6 +1,6 @@
 // Self-test kernels of the SIMT launcher, so its semantics are checked directly: a block
 // reduction through shared memory, written correctly, with a barrier missing, and with a
-// barrier in divergent code. Test library only (torch.ops.prebuild_simt.harness_block_sum).
+// barrier in divergent code, and a __syncthreads_count. Test library only (torch.ops.prebuild_simt.harness_block_sum).
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 
@@ -20,7 +20,12 @@ struct ReduceShared {
   float values[kThreads];
 };
 
-enum Mode : int64_t { kCorrect = 0, kMissingBarrier = 1, kDivergentBarrier = 2 };
+enum Mode : int64_t {
+  kCorrect = 0,
+  kMissingBarrier = 1,
+  kDivergentBarrier = 2,
+  kCountAboveHalf = 3,  // out[block] = how many inputs exceed 0.5, via ctx.sync_count
+};
 
 // out[block] = sum of the block's kThreads inputs (a tree reduction in shared memory).
 template <typename Ctx>
@@ -30,6 +35,11 @@ PREBUILD_SIMT_BODY void block_sum(const Ctx& ctx, ReduceShared& sh, const float*
   const int tid = t.y * kBlockX + t.x;
   const int block = (b.z * g.y + b.y) * g.x + b.x;
   sh.values[tid] = in[block * kThreads + tid];
+  if (mode == kCountAboveHalf) {
+    const int count = ctx.sync_count(sh.values[tid] > 0.5f);
+    if (tid == 0) out[block] = static_cast<float>(count);
+    return;
+  }
   if (mode != kMissingBarrier) ctx.sync();
   for (int stride = kThreads / 2; stride > 0; stride /= 2) {
     if (tid < stride) {

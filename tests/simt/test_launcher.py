@@ -10,7 +10,7 @@ from prebuild.testing import simt
 
 pytestmark = pytest.mark.simt
 
-CORRECT, MISSING_BARRIER, DIVERGENT_BARRIER = 0, 1, 2
+CORRECT, MISSING_BARRIER, DIVERGENT_BARRIER, COUNT_ABOVE_HALF = 0, 1, 2, 3
 THREADS = 32
 
 
@@ -36,6 +36,12 @@ def test_a_barrier_in_divergent_code_is_an_error():
     x = torch.rand(THREADS)
     with pytest.raises(RuntimeError, match="barrier divergence"):
         simt.harness_block_sum(x, 1, 1, 1, DIVERGENT_BARRIER)
+
+
+def test_sync_count_counts_the_block():
+    x = torch.rand(6 * THREADS)
+    out = simt.harness_block_sum(x, 3, 2, 1, COUNT_ABOVE_HALF)
+    assert out.tolist() == (x.view(6, THREADS) > 0.5).sum(1).float().tolist()
 
 
 def test_bad_input_is_refused():
