@@ -215,7 +215,8 @@ inline void HostContext::sync() const { scheduler_->barrier(); }
 inline int HostContext::sync_count(int predicate) const { return scheduler_->barrier(predicate); }
 
 // Runs `body(ctx, shared)` for every thread of every block of `grid`, the blocks one after
-// another, like kernel<<<grid, block>>>(...) with `Shared` as the block's __shared__ memory.
+// another, as a CUDA launch of grid x block threads would, with `Shared` as the block's
+// __shared__ memory.
 template <typename Shared, typename Body>
 void launch(Index3 grid, Index3 block, const Body& body) {
   if (grid.x < 1 || grid.y < 1 || grid.z < 1 || block.x < 1 || block.y < 1 || block.z < 1 ||

@@ -90,6 +90,38 @@ inline BackwardOutputs allocate_backward(const Tensor& grad_map, const Tensor& i
   return {grad1, grad2, args};
 }
 
+// The host side of the tiled kernels, shared by the CUDA and simt backends: checks,
+// outputs, then `launch(geometry, args)` unless there is nothing to compute.
+// `on_device(t)` says whether the tensors are on the backend's device.
+template <typename OnDevice, typename Launch>
+std::tuple<Tensor, Tensor> forward_tiled(const Tensor& img1, const Tensor& img2, bool train,
+                                         const char* op, const char* device,
+                                         const OnDevice& on_device, const Launch& launch) {
+  check_images(img1, img2, op);
+  STD_TORCH_CHECK(on_device(img1), op, ": this kernel runs on ", device, " tensors");
+  check_tileable(img1, op);
+  ForwardOutputs out = allocate_forward(img1, img2, train);
+  if (out.args.planes * out.args.H * out.args.W > 0) {
+    launch(launch_geometry(out.args.planes, out.args.H, out.args.W), out.args);
+  }
+  return {out.ssim_map, out.dS};
+}
+
+template <typename OnDevice, typename Launch>
+std::tuple<Tensor, Tensor> backward_tiled(const Tensor& grad_map, const Tensor& img1,
+                                          const Tensor& img2, const Tensor& dS, const char* op,
+                                          const char* device, const OnDevice& on_device,
+                                          const Launch& launch) {
+  check_backward_inputs(grad_map, img1, img2, dS, op);
+  STD_TORCH_CHECK(on_device(img1), op, ": this kernel runs on ", device, " tensors");
+  check_tileable(img1, op);
+  BackwardOutputs out = allocate_backward(grad_map, img1, img2, dS);
+  if (out.args.planes * out.args.H * out.args.W > 0) {
+    launch(launch_geometry(out.args.planes, out.args.H, out.args.W), out.args);
+  }
+  return {out.grad1, out.grad2};
+}
+
 std::tuple<Tensor, Tensor> forward_cpu(Tensor img1, Tensor img2, bool train);
 std::tuple<Tensor, Tensor> backward_cpu(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS);
 

@@ -24,32 +24,22 @@ dim3 to_dim3(simt::Index3 i) {
   return dim3(static_cast<unsigned>(i.x), static_cast<unsigned>(i.y), static_cast<unsigned>(i.z));
 }
 
+bool on_gpu(const Tensor& t) { return t.is_cuda(); }
+
 std::tuple<Tensor, Tensor> forward_cuda(Tensor img1, Tensor img2, bool train) {
-  constexpr const char* op = "prebuild::fused_ssim_forward";
-  check_images(img1, img2, op);
-  STD_TORCH_CHECK(img1.is_cuda(), op, ": the CUDA kernel got tensors that are not on a GPU");
-  check_tileable(img1, op);
-  ForwardOutputs out = allocate_forward(img1, img2, train);
-  if (out.args.planes * out.args.H * out.args.W > 0) {
-    const LaunchGeometry g = launch_geometry(out.args.planes, out.args.H, out.args.W);
-    launch("fused_ssim_forward", ssim_forward_kernel, to_dim3(g.grid), to_dim3(g.block), 0,
-           img1, out.args);
-  }
-  return {out.ssim_map, out.dS};
+  return forward_tiled(img1, img2, train, "prebuild::fused_ssim_forward", "CUDA", on_gpu,
+                       [&](const LaunchGeometry& g, const ForwardArgs& args) {
+                         launch("fused_ssim_forward", ssim_forward_kernel, to_dim3(g.grid),
+                                to_dim3(g.block), 0, img1, args);
+                       });
 }
 
 std::tuple<Tensor, Tensor> backward_cuda(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS) {
-  constexpr const char* op = "prebuild::fused_ssim_backward";
-  check_backward_inputs(grad_map, img1, img2, dS, op);
-  STD_TORCH_CHECK(img1.is_cuda(), op, ": the CUDA kernel got tensors that are not on a GPU");
-  check_tileable(img1, op);
-  BackwardOutputs out = allocate_backward(grad_map, img1, img2, dS);
-  if (out.args.planes * out.args.H * out.args.W > 0) {
-    const LaunchGeometry g = launch_geometry(out.args.planes, out.args.H, out.args.W);
-    launch("fused_ssim_backward", ssim_backward_kernel, to_dim3(g.grid), to_dim3(g.block), 0,
-           img1, out.args);
-  }
-  return {out.grad1, out.grad2};
+  return backward_tiled(grad_map, img1, img2, dS, "prebuild::fused_ssim_backward", "CUDA",
+                        on_gpu, [&](const LaunchGeometry& g, const BackwardArgs& args) {
+                          launch("fused_ssim_backward", ssim_backward_kernel, to_dim3(g.grid),
+                                 to_dim3(g.block), 0, img1, args);
+                        });
 }
 
 }  // namespace

@@ -12,10 +12,15 @@ namespace prebuild {
 namespace ssim {
 namespace {
 
-template <typename Body>
-void run(const char* op, const LaunchGeometry& g, const Body& body) {
+bool on_cpu(const Tensor& t) { return t.is_cpu(); }
+
+// Runs `body` for the grid; launcher errors (e.g. barrier divergence) become torch errors.
+template <typename Args, typename Body>
+void run_simt(const char* op, const LaunchGeometry& g, const Args& args, Body body) {
   try {
-    simt::launch<SharedTile>(g.grid, g.block, body);
+    simt::launch<SharedTile>(g.grid, g.block, [&](const simt::HostContext& ctx, SharedTile& sh) {
+      body(ctx, sh, args);
+    });
   } catch (const std::exception& e) {
     STD_TORCH_CHECK(false, op, " (simt): ", e.what());
   }
@@ -23,30 +28,18 @@ void run(const char* op, const LaunchGeometry& g, const Body& body) {
 
 std::tuple<Tensor, Tensor> forward_simt(Tensor img1, Tensor img2, bool train) {
   constexpr const char* op = "prebuild_simt::fused_ssim_forward";
-  check_images(img1, img2, op);
-  STD_TORCH_CHECK(img1.is_cpu(), op, ": the simt backend runs on CPU tensors");
-  check_tileable(img1, op);
-  ForwardOutputs out = allocate_forward(img1, img2, train);
-  const ForwardArgs args = out.args;
-  if (args.planes * args.H * args.W > 0) {
-    run(op, launch_geometry(args.planes, args.H, args.W),
-        [&](const simt::HostContext& ctx, SharedTile& sh) { forward_block(ctx, sh, args); });
-  }
-  return {out.ssim_map, out.dS};
+  return forward_tiled(img1, img2, train, op, "CPU", on_cpu,
+                       [&](const LaunchGeometry& g, const ForwardArgs& args) {
+                         run_simt(op, g, args, forward_block<simt::HostContext>);
+                       });
 }
 
 std::tuple<Tensor, Tensor> backward_simt(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS) {
   constexpr const char* op = "prebuild_simt::fused_ssim_backward";
-  check_backward_inputs(grad_map, img1, img2, dS, op);
-  STD_TORCH_CHECK(img1.is_cpu(), op, ": the simt backend runs on CPU tensors");
-  check_tileable(img1, op);
-  BackwardOutputs out = allocate_backward(grad_map, img1, img2, dS);
-  const BackwardArgs args = out.args;
-  if (args.planes * args.H * args.W > 0) {
-    run(op, launch_geometry(args.planes, args.H, args.W),
-        [&](const simt::HostContext& ctx, SharedTile& sh) { backward_block(ctx, sh, args); });
-  }
-  return {out.grad1, out.grad2};
+  return backward_tiled(grad_map, img1, img2, dS, op, "CPU", on_cpu,
+                        [&](const LaunchGeometry& g, const BackwardArgs& args) {
+                          run_simt(op, g, args, backward_block<simt::HostContext>);
+                        });
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 ``load_package(directory)`` reads the package's manifest, checks each library against it,
 and loads the libraries with ``torch.ops.load_library`` by absolute path from that directory
 alone. It spawns no process, writes no file, starts no thread, takes no lock, initialises no
-CUDA and never touches ``torch.utils.cpp_extension``, ``TORCH_EXTENSIONS_DIR`` or a cache.
+CUDA and never touches torch's JIT extension builder, ``TORCH_EXTENSIONS_DIR`` or a cache.
 The GPU is checked lazily, by ``ensure_device``, the first time each device is used.
 """
 
