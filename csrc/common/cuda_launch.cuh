@@ -33,17 +33,27 @@ inline void check_cuda_launch(cudaError_t err, const char* kernel) {
   STD_TORCH_CHECK(false, "prebuild: launching ", kernel, " failed: ", cudaGetErrorString(err));
 }
 
+// Runs `fn(stream)` with the device of `on` made current and PyTorch's current stream for
+// that device, then checks for a launch error. For library calls that launch kernels
+// themselves (CUB's radix sort and scans): they take the stream as an argument.
+template <typename Fn>
+void on_current_stream(const char* name, const torch::stable::Tensor& on, Fn&& fn) {
+  const auto device = on.get_device_index();
+  torch::stable::accelerator::DeviceGuard guard(device);
+  auto stream = static_cast<cudaStream_t>(
+      torch::stable::accelerator::getCurrentStream(device).nativeHandle());
+  fn(stream);
+  check_cuda_launch(cudaGetLastError(), name);
+}
+
 // Launches `kernel<<<grid, block, shared_bytes, current stream of device>>>(args...)` with
 // the device of `on` made current for the duration of the call.
 template <typename... KernelArgs, typename... Args>
 void launch(const char* name, void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
             size_t shared_bytes, const torch::stable::Tensor& on, Args&&... args) {
-  const auto device = on.get_device_index();
-  torch::stable::accelerator::DeviceGuard guard(device);
-  auto stream = static_cast<cudaStream_t>(
-      torch::stable::accelerator::getCurrentStream(device).nativeHandle());
-  kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
-  check_cuda_launch(cudaGetLastError(), name);
+  on_current_stream(name, on, [&](cudaStream_t stream) {
+    kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
+  });
 }
 
 }  // namespace prebuild

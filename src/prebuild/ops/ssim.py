@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from prebuild.ops._checks import check_float32, check_same_devices
 from prebuild.ops._library import LIBRARY
 
 _PADDINGS = ("same", "valid")
@@ -92,29 +93,13 @@ def fused_ssim(
     return ssim_map.mean()
 
 
-def _check_same_devices(op: str, **tensors: torch.Tensor) -> None:
-    # The fake kernels are also the Meta kernels: the dispatcher picks them whenever any
-    # argument is on "meta", so they must refuse mixed devices like the real kernels do.
-    devices = {t.device for t in tensors.values()}
-    torch._check(
-        len(devices) == 1,
-        lambda: f"{op}: {', '.join(tensors)} must be on the same device, got "
-        + ", ".join(f"{n} on {t.device}" for n, t in tensors.items()),
-    )
-
-
-def _check_float32(op: str, **tensors: torch.Tensor) -> None:
-    for name, t in tensors.items():
-        torch._check(t.dtype == torch.float32, lambda: f"{op}: {name} must be float32, got {t.dtype}")
-
-
 @torch.library.register_fake("prebuild::fused_ssim_forward")
 def _forward_fake(img1: torch.Tensor, img2: torch.Tensor, train: bool):
     op = "prebuild::fused_ssim_forward"
     torch._check(img1.dim() == 4, lambda: f"{op}: img1 must have 4 dimensions, got {img1.dim()}")
     torch._check(img1.shape == img2.shape, lambda: f"{op}: img1 and img2 must have the same shape")
-    _check_same_devices(op, img1=img1, img2=img2)
-    _check_float32(op, img1=img1, img2=img2)
+    check_same_devices(op, img1=img1, img2=img2)
+    check_float32(op, img1=img1, img2=img2)
     ssim_map = img1.new_empty(img1.shape)
     dS = img1.new_empty((5, *img1.shape)) if train else img1.new_empty((0,))
     return ssim_map, dS
@@ -127,8 +112,8 @@ def _backward_fake(grad_map, img1, img2, dS):
     torch._check(img1.shape == img2.shape, lambda: f"{op}: img1 and img2 must have the same shape")
     torch._check(grad_map.shape == img1.shape, lambda: f"{op}: grad_map and img1 must have the same shape")
     torch._check(dS.shape == (5, *img1.shape), lambda: f"{op}: dS must have shape (5, B, C, H, W) matching img1")
-    _check_same_devices(op, grad_map=grad_map, img1=img1, img2=img2, dS=dS)
-    _check_float32(op, grad_map=grad_map, img1=img1, img2=img2, dS=dS)
+    check_same_devices(op, grad_map=grad_map, img1=img1, img2=img2, dS=dS)
+    check_float32(op, grad_map=grad_map, img1=img1, img2=img2, dS=dS)
     return img1.new_empty(img1.shape), img1.new_empty(img1.shape)
 
 
