@@ -13,12 +13,16 @@ from typing import TYPE_CHECKING, Any
 from prebuild._version import BASE_VERSION
 
 if TYPE_CHECKING:
+    from prebuild.ops.projection import fully_fused_projection
     from prebuild.ops.ssim import fused_ssim
 
-__all__ = ["fused_ssim", "__version__"]
+__all__ = ["fully_fused_projection", "fused_ssim", "__version__"]
 
 # The public ops and the module that defines each one.
-_OPS = {"fused_ssim": "prebuild.ops.ssim"}
+_OPS = {
+    "fully_fused_projection": "prebuild.ops.projection",
+    "fused_ssim": "prebuild.ops.ssim",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -26,3 +26,22 @@ def check_dtype(op: str, dtype: torch.dtype, **tensors: torch.Tensor) -> None:
 
 def check_float32(op: str, **tensors: torch.Tensor) -> None:
     check_dtype(op, torch.float32, **tensors)
+
+
+_INPUT_DEVICE_TYPES = ("cpu", "cuda", "meta")
+
+
+def check_float_input(op: str, name: str, t: object) -> torch.Tensor:
+    """The public wrappers' check of a tensor argument: TypeError unless it is a floating-point
+    tensor (float32 is the compute type; other float dtypes are converted by the caller),
+    ValueError unless it is on the CPU, CUDA or meta."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if not t.dtype.is_floating_point:
+        raise TypeError(
+            f"{op}: {name} has dtype {t.dtype}; it must be floating point "
+            "(float32 is the compute type; float16, bfloat16 and float64 are converted)"
+        )
+    if t.device.type not in _INPUT_DEVICE_TYPES:
+        raise ValueError(f"{op}: {name} is on {t.device}; only CPU and CUDA are supported")
+    return t

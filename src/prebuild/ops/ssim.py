@@ -9,29 +9,20 @@ from __future__ import annotations
 
 import torch
 
-from prebuild.ops._checks import check_float32, check_same_devices
+from prebuild.ops._checks import check_float32, check_float_input, check_same_devices
 from prebuild.ops._library import LIBRARY
 
 _PADDINGS = ("same", "valid")
 _WINDOW = 11
 _CROP = _WINDOW // 2  # "valid" drops the pixels whose window leaves the image
-_DEVICE_TYPES = ("cpu", "cuda", "meta")
 
 
 def _check_image(name: str, img: object) -> torch.Tensor:
-    if not isinstance(img, torch.Tensor):
-        raise TypeError(f"fused_ssim: {name} must be a torch.Tensor, got {type(img).__name__}")
+    img = check_float_input("fused_ssim", name, img)
     if img.dim() != 4:
         raise ValueError(
             f"fused_ssim: {name} must be a 4-D (B, C, H, W) tensor, got shape {tuple(img.shape)}"
         )
-    if not img.dtype.is_floating_point:
-        raise TypeError(
-            f"fused_ssim: {name} has dtype {img.dtype}; images must be floating point "
-            "(float32 is the compute type; float16, bfloat16 and float64 are converted)"
-        )
-    if img.device.type not in _DEVICE_TYPES:
-        raise ValueError(f"fused_ssim: {name} is on {img.device}; only CPU and CUDA are supported")
     return img
 
 

@@ -1,0 +1,57 @@
+// Fully fused projection on CUDA: thin __global__ wrappers over the block bodies of
+// projection_kernels.h, registered for the CUDA dispatch key through projection.h's host
+// functions.
+#include <torch/csrc/stable/library.h>
+
+#include "../common/cuda_launch.cuh"
+#include "projection.h"
+#include "projection_kernels.h"
+
+namespace prebuild {
+namespace gsplat {
+namespace projection {
+namespace {
+
+__global__ void __launch_bounds__(kBlock) projection_forward_kernel(ForwardArgs args) {
+  NoShared shared;
+  forward_block(simt::DeviceContext{}, shared, args);
+}
+
+__global__ void __launch_bounds__(kBlock) projection_backward_kernel(BackwardArgs args) {
+  NoShared shared;
+  backward_block(simt::DeviceContext{}, shared, args);
+}
+
+dim3 to_dim3(simt::Index3 i) {
+  return dim3(static_cast<unsigned>(i.x), static_cast<unsigned>(i.y), static_cast<unsigned>(i.z));
+}
+
+struct CudaBackend {
+  static constexpr const char* forward_name = "prebuild::fully_fused_projection_forward";
+  static constexpr const char* backward_name = "prebuild::fully_fused_projection_backward";
+  static constexpr const char* device = "CUDA";
+  static bool on_device(const Tensor& t) { return t.is_cuda(); }
+
+  static void run_forward(const ForwardArgs& args, const Tensor& on) {
+    const LaunchGeometry g = launch_geometry(args.scene.C * args.scene.N);
+    launch(kForwardOp, projection_forward_kernel, to_dim3(g.grid), to_dim3(g.block), 0, on,
+           args);
+  }
+
+  static void run_backward(const BackwardArgs& args, const Tensor& on) {
+    const LaunchGeometry g = launch_geometry(args.scene.C * args.scene.N);
+    launch(kBackwardOp, projection_backward_kernel, to_dim3(g.grid), to_dim3(g.block), 0, on,
+           args);
+  }
+};
+
+}  // namespace
+
+STABLE_TORCH_LIBRARY_IMPL(prebuild, CUDA, m) {
+  m.impl("fully_fused_projection_forward", TORCH_BOX(&forward_op<CudaBackend>));
+  m.impl("fully_fused_projection_backward", TORCH_BOX(&backward_op<CudaBackend>));
+}
+
+}  // namespace projection
+}  // namespace gsplat
+}  // namespace prebuild

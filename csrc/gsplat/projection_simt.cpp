@@ -1,0 +1,53 @@
+// The fully fused projection's CUDA block bodies (projection_kernels.h) run on the CPU by
+// the SIMT launcher, for tests: the CPU kernels of torch.ops.prebuild_simt.fully_fused_*.
+#include <torch/csrc/stable/library.h>
+
+#include <stdexcept>
+
+#include "../simt/launcher.h"
+#include "projection.h"
+#include "projection_kernels.h"
+
+namespace prebuild {
+namespace gsplat {
+namespace projection {
+namespace {
+
+// Runs `body` over the C * N pairs; launcher errors become torch errors.
+template <typename Args, typename Body>
+void run_simt(const char* op, const Args& args, Body body) {
+  const LaunchGeometry g = launch_geometry(args.scene.C * args.scene.N);
+  try {
+    simt::launch<NoShared>(g.grid, g.block, [&](const simt::HostContext& ctx, NoShared& sh) {
+      body(ctx, sh, args);
+    });
+  } catch (const std::exception& e) {
+    STD_TORCH_CHECK(false, op, " (simt): ", e.what());
+  }
+}
+
+struct SimtBackend {
+  static constexpr const char* forward_name = "prebuild_simt::fully_fused_projection_forward";
+  static constexpr const char* backward_name = "prebuild_simt::fully_fused_projection_backward";
+  static constexpr const char* device = "CPU";
+  static bool on_device(const Tensor& t) { return t.is_cpu(); }
+
+  static void run_forward(const ForwardArgs& args, const Tensor&) {
+    run_simt(forward_name, args, forward_block<simt::HostContext>);
+  }
+
+  static void run_backward(const BackwardArgs& args, const Tensor&) {
+    run_simt(backward_name, args, backward_block<simt::HostContext>);
+  }
+};
+
+}  // namespace
+
+STABLE_TORCH_LIBRARY_IMPL(prebuild_simt, CPU, m) {
+  m.impl("fully_fused_projection_forward", TORCH_BOX(&forward_op<SimtBackend>));
+  m.impl("fully_fused_projection_backward", TORCH_BOX(&backward_op<SimtBackend>));
+}
+
+}  // namespace projection
+}  // namespace gsplat
+}  // namespace prebuild

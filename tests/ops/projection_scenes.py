@@ -1,0 +1,109 @@
+"""Scenes for the projection tests (cameras, Gaussians, special cases) and the gsplat 1.5.3
+plain-PyTorch oracle for them."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from gsplat_oracle import torch_impl
+
+# Image sizes: odd on purpose (the frustum limits and the box test use width, height).
+WIDTH, HEIGHT = 67, 45
+
+
+def look_at(eye, target=(0.0, 0.0, 0.0), roll=0.0) -> torch.Tensor:
+    """World-to-camera 4x4 (OpenCV convention: +z forward, +y down) for a camera at `eye`
+    looking at `target`, rolled by `roll` radians about its axis."""
+    eye = torch.tensor(eye, dtype=torch.float64)
+    forward = torch.tensor(target, dtype=torch.float64) - eye
+    forward = forward / forward.norm()
+    up = torch.tensor([0.0, -1.0, 0.0], dtype=torch.float64)
+    right = torch.linalg.cross(forward, up)
+    right = right / right.norm()
+    down = torch.linalg.cross(forward, right)
+    R = torch.stack([right, down, forward])  # rows: camera axes in world coordinates
+    c, s = math.cos(roll), math.sin(roll)
+    R = torch.tensor([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64) @ R
+    V = torch.eye(4, dtype=torch.float64)
+    V[:3, :3] = R
+    V[:3, 3] = -R @ eye
+    return V
+
+
+def cameras(C: int = 3, width: int = WIDTH, height: int = HEIGHT):
+    """C rotated cameras around the origin (float32 viewmats and Ks), off-centre principal
+    points and fx != fy."""
+    eyes = [(0.3, -0.2, -4.0), (3.5, 0.5, -2.0), (-2.5, -1.0, 3.0), (0.5, 3.8, 0.5)]
+    views = [look_at(eyes[i % len(eyes)], roll=0.3 * i) for i in range(C)]
+    Ks = []
+    for i in range(C):
+        fx = 0.9 * width + 7.0 * i
+        Ks.append(
+            torch.tensor(
+                [[fx, 0.0, 0.47 * width + i], [0.0, 1.1 * fx, 0.53 * height - i], [0.0, 0.0, 1.0]],
+                dtype=torch.float64,
+            )
+        )
+    return torch.stack(views).float(), torch.stack(Ks).float()
+
+
+def gaussians(N: int, seed: int = 0, spread: float = 1.2):
+    """Random Gaussians around the origin: means, quats (unnormalised), scales, and covars
+    (upper triangles of well-conditioned random SPD matrices)."""
+    gen = torch.Generator().manual_seed(seed)
+    means = (torch.rand(N, 3, generator=gen) * 2 - 1) * spread
+    quats = torch.randn(N, 4, generator=gen)
+    scales = torch.exp(torch.randn(N, 3, generator=gen) * 0.4 - 2.3)
+    A = torch.randn(N, 3, 3, generator=gen) * 0.08
+    full = A @ A.transpose(1, 2) + 0.004 * torch.eye(3)
+    covars = full[:, [0, 0, 0, 1, 1, 2], [0, 1, 2, 1, 2, 2]].contiguous()
+    return means, quats, scales, covars
+
+
+def identity_camera(width: int = WIDTH, height: int = HEIGHT, f: float = 60.0):
+    V = torch.eye(4)[None]
+    K = torch.tensor([[[f, 0.0, width / 2], [0.0, f, height / 2], [0.0, 0.0, 1.0]]])
+    return V, K
+
+
+def special_gaussians(width: int = WIDTH, height: int = HEIGHT, f: float = 60.0):
+    """Gaussians for `identity_camera`, one per case, and what the forward must say of each:
+    (means, quats, scales, expected_visible)."""
+    cx = width / 2
+    lim_x = (width - cx) / f + 0.3 * 0.5 * width / f  # the Jacobian clamp's limit of x/z
+    cases = [
+        ((0.0, 0.0, -3.0), 0.1, False),  # behind the camera
+        ((0.0, 0.0, 0.005), 0.001, False),  # in front of the camera but before the near plane
+        ((0.0, 0.0, 3.0e10), 1.0, False),  # beyond the far plane
+        ((0.1, -0.05, 3.0), 0.05, True),  # plainly visible
+        ((30.0, 0.0, 3.0), 0.05, False),  # far outside the image, small
+        ((0.0, -40.0, 3.0), 0.05, False),  # far above the image, small
+        ((2.0 * (lim_x + 0.5), 0.0, 2.0), 0.6, True),  # clamped Jacobian, box reaches the image
+        ((-1.6, 0.3, 2.0), 0.5, True),  # clamped on the other side, still visible
+        ((0.2, -1.4, 1.5), 0.4, True),  # clamped in y
+        ((2.0 * (lim_x + 0.5), 0.0, 2.0), 0.05, False),  # clamped and outside the image
+    ]
+    means = torch.tensor([c[0] for c in cases])
+    scales = torch.tensor([[c[1], 0.7 * c[1], 1.2 * c[1]] for c in cases])
+    quats = torch.tensor([[1.0, 0.2, -0.1, 0.3]]).repeat(len(cases), 1)
+    visible = torch.tensor([c[2] for c in cases])
+    return means, quats, scales, visible
+
+
+def covar_matrix(covars6: torch.Tensor) -> torch.Tensor:
+    """(N, 6) upper triangles to (N, 3, 3), differentiably (off-diagonals used twice)."""
+    return covars6[:, [0, 1, 2, 1, 3, 4, 2, 4, 5]].reshape(-1, 3, 3)
+
+
+def oracle(means, covars, quats, scales, viewmats, Ks, width, height, eps2d=0.3,
+           near_plane=0.01, far_plane=1e10, calc_compensations=False):
+    """gsplat's _fully_fused_projection in whatever dtype the inputs have."""
+    if covars is not None:
+        full = covar_matrix(covars)
+    else:
+        full, _ = torch_impl._quat_scale_to_covar_preci(quats, scales, True, False, False)
+    return torch_impl._fully_fused_projection(
+        means, full, viewmats, Ks, width, height, eps2d, near_plane, far_plane,
+        calc_compensations,
+    )
