@@ -3,8 +3,8 @@
 //
 //   fully_fused_projection_forward(means, covars?, quats?, scales?, viewmats, Ks, width,
 //       height, eps2d, near_plane, far_plane, radius_clip, calc_compensations)
-//     -> (radii [C,N,2] int32, means2d [C,N,2], depths [C,N], conics [C,N,3],
-//         compensations [C,N], or shape (0,) unless calc_compensations)
+//     -> (means2d [C,N,2], depths [C,N], conics [C,N,3], compensations [C,N] or shape (0,)
+//         unless calc_compensations, radii [C,N,2] int32)
 //   fully_fused_projection_backward(means, covars?, quats?, scales?, viewmats, Ks, width,
 //       height, eps2d, radii, conics, compensations, v_means2d, v_depths, v_conics,
 //       v_compensations)
@@ -15,6 +15,7 @@
 // radii (int32), on one device. Culled pairs (a radius 0) write zeros and get no gradient.
 #pragma once
 
+#include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 
@@ -100,6 +101,18 @@ inline Scene make_scene(const Tensor& means, const OptTensor& covars, const OptT
           static_cast<int>(width), static_cast<int>(height)};
 }
 
+// check_scene, plus: the tensors are on the backend's device.
+template <typename Backend>
+std::tuple<int64_t, int64_t> check_call(const Tensor& means, const OptTensor& covars,
+                                        const OptTensor& quats, const OptTensor& scales,
+                                        const Tensor& viewmats, const Tensor& Ks, int64_t width,
+                                        int64_t height, const char* op) {
+  const auto sizes = check_scene(means, covars, quats, scales, viewmats, Ks, width, height, op);
+  STD_TORCH_CHECK(Backend::on_device(means), op, ": this kernel runs on ", Backend::device,
+                  " tensors");
+  return sizes;
+}
+
 using ForwardResult = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>;
 using BackwardResult = std::tuple<Tensor, Tensor, Tensor, Tensor>;
 
@@ -115,9 +128,8 @@ ForwardResult forward_op(Tensor means, OptTensor covars, OptTensor quats, OptTen
                          double near_plane, double far_plane, double radius_clip,
                          bool calc_compensations) {
   const char* op = Backend::forward_name;
-  const auto [C, N] = check_scene(means, covars, quats, scales, viewmats, Ks, width, height, op);
-  STD_TORCH_CHECK(Backend::on_device(means), op, ": this kernel runs on ", Backend::device,
-                  " tensors");
+  const auto [C, N] =
+      check_call<Backend>(means, covars, quats, scales, viewmats, Ks, width, height, op);
   Tensor radii = torch::stable::new_empty(means, {C, N, 2}, torch::headeronly::ScalarType::Int);
   Tensor means2d = torch::stable::new_empty(means, {C, N, 2});
   Tensor depths = torch::stable::new_empty(means, {C, N});
@@ -133,7 +145,7 @@ ForwardResult forward_op(Tensor means, OptTensor covars, OptTensor quats, OptTen
                    conics.mutable_data_ptr<float>(),
                    calc_compensations ? compensations.mutable_data_ptr<float>() : nullptr};
   if (C * N > 0) Backend::run_forward(args, means);
-  return {radii, means2d, depths, conics, compensations};
+  return {means2d, depths, conics, compensations, radii};
 }
 
 // Checks a per-pair tensor of shape (C, N, last) (last = 0: (C, N)).
@@ -151,9 +163,8 @@ BackwardResult backward_op(Tensor means, OptTensor covars, OptTensor quats, OptT
                            Tensor v_means2d, Tensor v_depths, Tensor v_conics,
                            Tensor v_compensations) {
   const char* op = Backend::backward_name;
-  const auto [C, N] = check_scene(means, covars, quats, scales, viewmats, Ks, width, height, op);
-  STD_TORCH_CHECK(Backend::on_device(means), op, ": this kernel runs on ", Backend::device,
-                  " tensors");
+  const auto [C, N] =
+      check_call<Backend>(means, covars, quats, scales, viewmats, Ks, width, height, op);
   check_pairs(radii, means, C, N, 2, op, "radii (C, N, 2)");
   STD_TORCH_CHECK(radii.scalar_type() == torch::headeronly::ScalarType::Int, op,
                   ": radii must be int32");
@@ -202,6 +213,14 @@ BackwardResult backward_op(Tensor means, OptTensor covars, OptTensor quats, OptT
                     by_covars ? nullptr : v_scales.mutable_data_ptr<float>()};
   if (C * N > 0) Backend::run_backward(args, means);
   return {v_means, v_covars, v_quats, v_scales};
+}
+
+// Registers the backend's implementations: STABLE_TORCH_LIBRARY_IMPL(ns, KEY, m) {
+// register_ops<Backend>(m); }.
+template <typename Backend, typename Library>
+void register_ops(Library& m) {
+  m.impl("fully_fused_projection_forward", TORCH_BOX(&forward_op<Backend>));
+  m.impl("fully_fused_projection_backward", TORCH_BOX(&backward_op<Backend>));
 }
 
 }  // namespace projection

@@ -44,10 +44,7 @@ struct CpuBackend {
 
 }  // namespace
 
-STABLE_TORCH_LIBRARY_IMPL(prebuild, CPU, m) {
-  m.impl("fully_fused_projection_forward", TORCH_BOX(&forward_op<CpuBackend>));
-  m.impl("fully_fused_projection_backward", TORCH_BOX(&backward_op<CpuBackend>));
-}
+STABLE_TORCH_LIBRARY_IMPL(prebuild, CPU, m) { register_ops<CpuBackend>(m); }
 
 }  // namespace projection
 }  // namespace gsplat

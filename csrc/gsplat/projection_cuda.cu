@@ -47,10 +47,7 @@ struct CudaBackend {
 
 }  // namespace
 
-STABLE_TORCH_LIBRARY_IMPL(prebuild, CUDA, m) {
-  m.impl("fully_fused_projection_forward", TORCH_BOX(&forward_op<CudaBackend>));
-  m.impl("fully_fused_projection_backward", TORCH_BOX(&backward_op<CudaBackend>));
-}
+STABLE_TORCH_LIBRARY_IMPL(prebuild, CUDA, m) { register_ops<CudaBackend>(m); }
 
 }  // namespace projection
 }  // namespace gsplat

@@ -1,4 +1,6 @@
 // Schemas of the Gaussian-splatting projection ops (see projection.h for what they compute).
+// The forward returns radii last (the public function returns gsplat's order, radii first):
+// opcheck's autograd test sums the outputs in order and fails when an integer one is first.
 #pragma once
 
 namespace prebuild {
@@ -10,7 +12,7 @@ void define_projection_ops(Library& m) {
       "fully_fused_projection_forward(Tensor means, Tensor? covars, Tensor? quats, "
       "Tensor? scales, Tensor viewmats, Tensor Ks, int width, int height, float eps2d, "
       "float near_plane, float far_plane, float radius_clip, bool calc_compensations) -> "
-      "(Tensor radii, Tensor means2d, Tensor depths, Tensor conics, Tensor compensations)");
+      "(Tensor means2d, Tensor depths, Tensor conics, Tensor compensations, Tensor radii)");
   m.def(
       "fully_fused_projection_backward(Tensor means, Tensor? covars, Tensor? quats, "
       "Tensor? scales, Tensor viewmats, Tensor Ks, int width, int height, float eps2d, "

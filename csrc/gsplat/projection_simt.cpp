@@ -43,10 +43,7 @@ struct SimtBackend {
 
 }  // namespace
 
-STABLE_TORCH_LIBRARY_IMPL(prebuild_simt, CPU, m) {
-  m.impl("fully_fused_projection_forward", TORCH_BOX(&forward_op<SimtBackend>));
-  m.impl("fully_fused_projection_backward", TORCH_BOX(&backward_op<SimtBackend>));
-}
+STABLE_TORCH_LIBRARY_IMPL(prebuild_simt, CPU, m) { register_ops<SimtBackend>(m); }
 
 }  // namespace projection
 }  // namespace gsplat

@@ -173,7 +173,7 @@ def fully_fused_projection(
         raise TypeError(
             f"{_NAME}: calc_compensations must be a bool, got {type(calc_compensations).__name__}"
         )
-    if not torch.compiler.is_compiling():
+    if not torch.compiler.is_compiling() and viewmats.device.type != "meta":
         _check_finite_cameras(viewmats, Ks)
         if means.is_cuda:
             LIBRARY.ensure_device(means.device)
@@ -181,7 +181,7 @@ def fully_fused_projection(
     def f32(t):
         return None if t is None else t.to(torch.float32).contiguous()
 
-    radii, means2d, depths, conics, compensations = (
+    means2d, depths, conics, compensations, radii = (
         torch.ops.prebuild.fully_fused_projection_forward(
             f32(means),
             f32(covars),
@@ -247,11 +247,11 @@ def _forward_fake(
     C, N = _check_scene_fake(_FWD, means, covars, quats, scales, viewmats, Ks)
     torch._check(width > 0 and height > 0, lambda: f"{_FWD}: width and height must be positive")
     return (
-        means.new_empty((C, N, 2), dtype=torch.int32),
         means.new_empty((C, N, 2)),
         means.new_empty((C, N)),
         means.new_empty((C, N, 3)),
         means.new_empty((C, N) if calc_compensations else (0,)),
+        means.new_empty((C, N, 2), dtype=torch.int32),
     )
 
 
@@ -276,12 +276,11 @@ def _backward_fake(
         v_conics=v_conics,
     )
     by_covars = covars is not None
-    empty = means.new_empty((0,))
     return (
         means.new_empty((N, 3)),
-        means.new_empty((N, 6)) if by_covars else empty,
-        empty if by_covars else means.new_empty((N, 4)),
-        empty if by_covars else means.new_empty((N, 3)),
+        means.new_empty((N, 6) if by_covars else (0,)),
+        means.new_empty((0,) if by_covars else (N, 4)),
+        means.new_empty((0,) if by_covars else (N, 3)),
     )
 
 
@@ -290,14 +289,14 @@ def _backward_fake(
 
 def _setup_context(ctx, inputs, output) -> None:
     means, covars, quats, scales, viewmats, Ks, width, height, eps2d = inputs[:9]
-    radii, _means2d, _depths, conics, compensations = output
+    _means2d, _depths, conics, compensations, radii = output
     ctx.save_for_backward(means, covars, quats, scales, viewmats, Ks, radii, conics, compensations)
     ctx.width, ctx.height, ctx.eps2d = width, height, eps2d
     ctx.calc_compensations = inputs[12]
     ctx.mark_non_differentiable(radii)
 
 
-def _backward(ctx, _v_radii, v_means2d, v_depths, v_conics, v_compensations):
+def _backward(ctx, v_means2d, v_depths, v_conics, v_compensations, _v_radii):
     means, covars, quats, scales, viewmats, Ks, radii, conics, compensations = ctx.saved_tensors
 
     def grad(g, like):
