@@ -32,6 +32,9 @@ namespace projection {
 constexpr float kExtend = 3.33f;          // radius = ceil(3.33 sigma), as gsplat without opacities
 constexpr float kFovMargin = 0.3f;        // the Jacobian clamp widens the frustum by 30% of tan
 constexpr float kCompensationEps = 1e-6f; // gsplat's add_blur_vjp denominator guard
+// Largest float below 2^31: radii saturate there, as CUDA's float-to-int conversion does
+// (a plain C++ cast of a larger or infinite radius would be undefined behaviour).
+constexpr float kMaxRadius = 2147483520.f;
 
 struct Vec3 {
   float x, y, z;
@@ -267,8 +270,8 @@ PREBUILD_HD Projected project_gaussian(const Camera& cam, const ProjectParams& p
 
   const float inv_det = 1.f / det;
   Projected out;
-  out.radius_x = static_cast<int>(rx);
-  out.radius_y = static_cast<int>(ry);
+  out.radius_x = static_cast<int>(fminf(rx, kMaxRadius));
+  out.radius_y = static_cast<int>(fminf(ry, kMaxRadius));
   out.mean2d_x = mx;
   out.mean2d_y = my;
   out.depth = pc.z;

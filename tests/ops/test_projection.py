@@ -192,6 +192,18 @@ def test_all_behind_the_camera(backend):
     assert (out[0] == 0).all() and (out[4] == 0).all()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_huge_radii_saturate(backend):
+    """A radius beyond int32 saturates (as CUDA's conversion does) instead of overflowing."""
+    viewmats, Ks = identity_camera()
+    means = torch.tensor([[0.0, 0.0, 3.0], [0.1, 0.0, 3.0]])
+    scales = torch.tensor([[1e9, 1e9, 1e9], [0.05, 0.05, 0.05]])
+    quats = torch.tensor([[1.0, 0.0, 0.0, 0.0]]).repeat(2, 1)
+    radii = forward(backend, means, None, quats, scales, viewmats, Ks)[0][0]
+    assert radii[0].tolist() == [2147483520, 2147483520]
+    assert 0 < radii[1, 0] < 100
+
+
 # ----------------------------------------------------------------------- 2. backward
 
 

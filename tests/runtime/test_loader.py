@@ -133,7 +133,8 @@ def test_cpu_only_package_loads(package):
     result = load_in_child(package)
     assert result["error"] is None
     assert result["directory"] == str(package.resolve())
-    assert result["ops"] == ["prebuild::fused_ssim_backward", "prebuild::fused_ssim_forward"]
+    # Every op family registers its schemas here; fused SSIM is the one the child runs.
+    assert {"prebuild::fused_ssim_backward", "prebuild::fused_ssim_forward"} <= set(result["ops"])
     assert result["op_attribute"] is True
     assert result["ssim_of_itself"] == pytest.approx(1.0, abs=1e-5)
     # a CPU-only install: CUDA tensors get a typed error; CPU ones pass

@@ -19,6 +19,8 @@ Deliberate differences from gsplat 1.5.3 (all documented on the function too):
   keyword arguments exist for call compatibility and refuse any other value.
 * float16, bfloat16 and float64 inputs are converted to float32 (the compute type); the
   outputs are float32 and gradients flow back in each input's dtype.
+* Radii saturate at 2^31 - 128 (CUDA's float-to-int conversion saturates too).
+* The backward gets the compensation term only when ``calc_compensations=True`` (as gsplat).
 """
 
 from __future__ import annotations
@@ -141,6 +143,8 @@ def fully_fused_projection(
 
     All tensors must be on one device (CPU or CUDA). float32 is the compute type: float16,
     bfloat16 and float64 inputs are converted to float32 and the outputs are float32.
+    A viewmat or K with a NaN or infinity raises ValueError naming the camera (checked in
+    eager mode; skipped while torch.compile traces, since it reads the values).
 
     Returns:
         (radii, means2d, depths, conics, compensations):
@@ -299,8 +303,10 @@ def _setup_context(ctx, inputs, output) -> None:
 def _backward(ctx, v_means2d, v_depths, v_conics, v_compensations, _v_radii):
     means, covars, quats, scales, viewmats, Ks, radii, conics, compensations = ctx.saved_tensors
 
-    def grad(g, like):
-        return torch.zeros_like(like) if g is None else g.contiguous()
+    def grad(g, last):  # incoming gradient of a (C, N[, last]) output, zeros when None
+        if g is not None:
+            return g.contiguous()
+        return conics.new_zeros(conics.shape[:2] + ((last,) if last else ()))
 
     if ctx.calc_compensations and v_compensations is not None:
         v_comp = v_compensations.contiguous()
@@ -309,8 +315,7 @@ def _backward(ctx, v_means2d, v_depths, v_conics, v_compensations, _v_radii):
     v_means, v_covars, v_quats, v_scales = torch.ops.prebuild.fully_fused_projection_backward(
         means, covars, quats, scales, viewmats, Ks, ctx.width, ctx.height, ctx.eps2d,
         radii, conics, compensations,
-        grad(v_means2d, conics[..., :2]), grad(v_depths, conics[..., 0]),
-        grad(v_conics, conics), v_comp,
+        grad(v_means2d, 2), grad(v_depths, 0), grad(v_conics, 3), v_comp,
     )
     need = ctx.needs_input_grad
     return (
