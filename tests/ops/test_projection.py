@@ -440,7 +440,7 @@ def _nan_camera(name, camera):
     "changes, exc, fragment",
     [
         ({"means": torch.zeros(6, 2)}, ValueError, r"means must have shape \(N, 3\)"),
-        ({"means": torch.zeros(1, 6, 3)}, ValueError, "means must have shape"),
+        ({"means": torch.zeros(1, 6, 3)}, ValueError, "batch dimensions are not supported"),
         ({"means": [[0.0, 0.0, 1.0]]}, TypeError, "means must be a torch.Tensor"),
         ({"means": torch.zeros(6, 3, dtype=torch.int64)}, TypeError, "floating point"),
         ({"quats": torch.zeros(5, 4)}, ValueError, r"quats must have shape \(6, 4\)"),

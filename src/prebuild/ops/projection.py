@@ -26,6 +26,7 @@ Deliberate differences from gsplat 1.5.3 (all documented on the function too):
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Optional
 
 import torch
@@ -40,7 +41,8 @@ def _check_tensor(name: str, t: object, cols: int, rows: Optional[int] = None) -
     t = check_float_input(_NAME, name, t)
     if t.dim() != 2 or t.shape[1] != cols or (rows is not None and t.shape[0] != rows):
         want = f"({rows if rows is not None else 'N'}, {cols})"
-        raise ValueError(f"{_NAME}: {name} must have shape {want}, got {tuple(t.shape)}")
+        hint = " (batch dimensions are not supported)" if t.dim() > 2 else ""
+        raise ValueError(f"{_NAME}: {name} must have shape {want}, got {tuple(t.shape)}{hint}")
     return t
 
 
@@ -67,14 +69,14 @@ def _check_finite_cameras(viewmats: torch.Tensor, Ks: torch.Tensor) -> None:
 
 
 def _check_size(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{_NAME}: {name} must be an int, got {type(value).__name__}")
     if value <= 0:
         raise ValueError(f"{_NAME}: {name} must be positive, got {value}")
 
 
 def _check_number(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{_NAME}: {name} must be a float, got {type(value).__name__}")
     if math.isnan(value):
         raise ValueError(f"{_NAME}: {name} is NaN")
@@ -193,8 +195,8 @@ def fully_fused_projection(
             f32(scales),
             f32(viewmats),
             f32(Ks),
-            width,
-            height,
+            int(width),
+            int(height),
             float(eps2d),
             float(near_plane),
             float(far_plane),
