@@ -13,12 +13,17 @@ from typing import TYPE_CHECKING, Any
 from prebuild._version import BASE_VERSION
 
 if TYPE_CHECKING:
+    from prebuild.ops.intersect import isect_offset_encode, isect_tiles
     from prebuild.ops.ssim import fused_ssim
 
-__all__ = ["fused_ssim", "__version__"]
+__all__ = ["fused_ssim", "isect_offset_encode", "isect_tiles", "__version__"]
 
 # The public ops and the module that defines each one.
-_OPS = {"fused_ssim": "prebuild.ops.ssim"}
+_OPS = {
+    "fused_ssim": "prebuild.ops.ssim",
+    "isect_tiles": "prebuild.ops.intersect",
+    "isect_offset_encode": "prebuild.ops.intersect",
+}
 
 
 def __getattr__(name: str) -> Any:
