@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["fused_ssim", "__version__"]
 
 # The public ops and the module that defines each one.
-_OPS = {"fused_ssim": "prebuild.ops.ssim"}
+_OPS = {"fused_ssim": "prebuild.ops.ssim", "rasterize_to_pixels": "prebuild.ops.rasterize"}
 
 
 def __getattr__(name: str) -> Any:

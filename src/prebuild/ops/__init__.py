@@ -1,6 +1,7 @@
 """The public ops: a thin Python wrapper per op over ``torch.ops.prebuild.*``, with input
 validation, autograd and fake (meta) kernels. Importing this package loads the libraries."""
 
+from prebuild.ops.rasterize import rasterize_to_pixels
 from prebuild.ops.ssim import fused_ssim
 
-__all__ = ["fused_ssim"]
+__all__ = ["fused_ssim", "rasterize_to_pixels"]
