@@ -186,11 +186,12 @@ template <int K>
 using Chunk = std::integral_constant<int, K>;
 
 // Calls fn(Chunk<K>{}, c0, nc) for consecutive channel chunks [c0, c0 + nc) covering D,
-// K the smallest bucket holding nc.
-template <typename Fn>
+// nc <= kMax, K the smallest bucket holding nc.
+template <int kMax, typename Fn>
 void for_each_channel_chunk(int64_t D, const Fn& fn) {
-  for (int64_t c0 = 0; c0 < D; c0 += kMaxChunk) {
-    const int nc = static_cast<int>(D - c0 < kMaxChunk ? D - c0 : kMaxChunk);
+  static_assert(kMax == 16 || kMax == 32, "channel buckets: 1, 2, 3, 4, 8, 16, 32");
+  for (int64_t c0 = 0; c0 < D; c0 += kMax) {
+    const int nc = static_cast<int>(D - c0 < kMax ? D - c0 : kMax);
     const int c = static_cast<int>(c0);
     if (nc <= 1) fn(Chunk<1>{}, c, nc);
     else if (nc <= 2) fn(Chunk<2>{}, c, nc);
@@ -198,7 +199,7 @@ void for_each_channel_chunk(int64_t D, const Fn& fn) {
     else if (nc <= 4) fn(Chunk<4>{}, c, nc);
     else if (nc <= 8) fn(Chunk<8>{}, c, nc);
     else if (nc <= 16) fn(Chunk<16>{}, c, nc);
-    else fn(Chunk<32>{}, c, nc);
+    else fn(Chunk<kMax>{}, c, nc);
   }
 }
 
@@ -233,7 +234,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_tiled(
   ForwardOutputs out = allocate_forward(s, means2d, conics, colors, opacities, backgrounds,
                                         isect_offsets, flatten_ids);
   if (s.C > 0) {
-    for_each_channel_chunk(s.D, [&](auto chunk, int c0, int nc) {
+    for_each_channel_chunk<kMaxForwardChunk>(s.D, [&](auto chunk, int c0, int nc) {
       ForwardArgs args = out.args;
       args.s.c0 = c0;
       args.s.nc = nc;
@@ -262,7 +263,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> backward_tiled(
                                           isect_offsets, flatten_ids, render_alphas, last_ids,
                                           v_render_colors, v_render_alphas);
   if (s.C > 0 && s.n_isects > 0) {
-    for_each_channel_chunk(s.D, [&](auto chunk, int c0, int nc) {
+    for_each_channel_chunk<kMaxBackwardChunk>(s.D, [&](auto chunk, int c0, int nc) {
       BackwardArgs args = out.args;
       args.s.c0 = c0;
       args.s.nc = nc;

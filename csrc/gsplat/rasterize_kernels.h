@@ -10,8 +10,8 @@
 // back to front, skipping batches behind every pixel's last composited Gaussian.
 //
 // Channels: a thread keeps kChunk accumulators in registers, so a launch handles the
-// channels [c0, c0 + nc) with nc <= kChunk (a compile-time bucket); more channels take more
-// launches (rasterize.h). The compositing decisions do not depend on the channels, so every
+// channels [c0, c0 + nc) with nc <= kChunk (a compile-time bucket: 1, 2, 3, 4, 8, 16, 32);
+// more channels take more launches (rasterize.h), so any D >= 1 works. The compositing decisions do not depend on the channels, so every
 // chunk makes the same ones; the first chunk writes render_alphas and last_ids, and in the
 // backward adds the render_alphas term. The other terms of dL/dalpha are sums over
 // channels, so each chunk adds its own part of the geometry gradients.
@@ -26,7 +26,11 @@ namespace prebuild {
 namespace gsplat {
 
 constexpr int kMaxBatch = 256;  // Gaussians per shared-memory batch (at most one per thread)
-constexpr int kMaxChunk = 32;   // channels per launch
+// Channels per launch. The kernels are compiled for up to 1024 threads per block (64
+// registers a thread); the backward keeps two arrays of kChunk floats per thread, and 32 of
+// them spilled 268 bytes a thread, 16 spill 32 (ptxas -v, sm_80), 8 and fewer none.
+constexpr int kMaxForwardChunk = 32;
+constexpr int kMaxBackwardChunk = 16;
 constexpr int kMaxGridYZ = 65535;
 constexpr int kMaxBlockThreads = 1024;
 
