@@ -17,6 +17,8 @@ fi
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check torch==2.13.0
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
   setuptools wheel ninja packaging typer rich build pytest hypothesis numpy
+# gsplat 1.5.3 only as a test oracle (tests/ops/gsplat_oracle.py), as scripts/bootstrap.sh.
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps gsplat==1.5.3
 
 echo "sanitize: building the host libraries with -fsanitize=address,undefined"
 PREBUILD_ARCHS= PREBUILD_SIMT=1 PREBUILD_SANITIZE=address,undefined \

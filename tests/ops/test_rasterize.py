@@ -144,9 +144,20 @@ SCENES = {
     "d40_chunks": dict(C=1, N=30, W=18, H=13, D=40, tile_size=8, background=True),
     "indefinite": dict(C=1, N=40, W=24, H=24, D=2, tile_size=8, indefinite=10),
     "tile4_d5": dict(C=2, N=30, W=13, H=11, D=5, tile_size=4, background=True),
+    # Tile runs longer than a batch (16 and 256 Gaussians) with the early stop: several
+    # shared-memory batches, the forward's all-done exit and the backward's batch skip.
+    "tile4_overlap_batches": dict(C=2, N=20, W=13, H=11, D=3, tile_size=4, overlap=30,
+                                  background=True),
+    # 400 threads per block, batches of 256: some threads load nothing.
+    "tile20_overlap_batches": dict(C=1, N=20, W=27, H=21, D=2, tile_size=20, overlap=300),
 }
 SIMT_SCENES = ["odd_37x23_rgb_bg", "gray_tile8", "d32_overlap", "d40_chunks", "indefinite",
-               "overlap_stop"]
+               "overlap_stop", "tile4_d5", "tile4_overlap_batches", "tile20_overlap_batches"]
+
+
+def max_run(scene):
+    offsets = scene["isect_offsets"].flatten().tolist() + [scene["flatten_ids"].numel()]
+    return max(b - a for a, b in zip(offsets[:-1], offsets[1:]))
 
 
 def scene_cases():
@@ -172,6 +183,8 @@ def test_forward_matches_reference(ops, name):
     if "overlap" in name:
         assert stopped > 0  # the early stop is exercised
         assert alphas.max().item() > 0.999
+    if "batches" in name:
+        assert max_run(scene) > min(256, scene["tile_size"] ** 2)  # several batches
 
 
 @pytest.mark.parametrize("name", SIMT_SCENES)

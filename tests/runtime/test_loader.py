@@ -133,7 +133,12 @@ def test_cpu_only_package_loads(package):
     result = load_in_child(package)
     assert result["error"] is None
     assert result["directory"] == str(package.resolve())
-    assert result["ops"] == ["prebuild::fused_ssim_backward", "prebuild::fused_ssim_forward"]
+    assert result["ops"] == [
+        "prebuild::fused_ssim_backward",
+        "prebuild::fused_ssim_forward",
+        "prebuild::rasterize_to_pixels_backward",
+        "prebuild::rasterize_to_pixels_forward",
+    ]
     assert result["op_attribute"] is True
     assert result["ssim_of_itself"] == pytest.approx(1.0, abs=1e-5)
     # a CPU-only install: CUDA tensors get a typed error; CPU ones pass
