@@ -508,3 +508,29 @@ def test_simt_kernels_stay_in_bounds_with_malformed_indices():
     )
     for g in grads:
         assert torch.equal(g, torch.zeros_like(g))
+
+
+def test_non_contiguous_inputs_give_the_same_result():
+    scene = make_scene(C=2, N=30, W=21, H=14, D=3, tile_size=8, background=True, seed=67)
+    views = {
+        "means2d": torch.cat([scene["means2d"], torch.zeros(2, 30, 2)], -1)[..., :2],
+        "conics": scene["conics"].transpose(0, 1).contiguous().transpose(0, 1),
+        "colors": torch.cat([scene["colors"], scene["colors"]], -1)[..., :3],
+        "opacities": scene["opacities"].t().contiguous().t(),
+        "backgrounds": scene["backgrounds"].t().contiguous().t(),
+    }
+    assert not any(v.is_contiguous() for v in views.values())
+
+    def run(s):
+        leaves = {k: s[k].detach().clone().requires_grad_(True) if s[k].is_contiguous()
+                  else s[k].detach().requires_grad_(True) for k in DIFF}
+        c, a = rasterize_to_pixels(*[leaves[k] for k in ARG_ORDER[:4]],
+                                   *[s[k] for k in ARG_ORDER[5:]], backgrounds=leaves["backgrounds"])
+        ((c * c).sum() + a.sum()).backward()
+        return c, a, {k: v.grad for k, v in leaves.items()}
+
+    c1, a1, g1 = run(scene)
+    c2, a2, g2 = run({**scene, **views})
+    assert torch.equal(c1, c2) and torch.equal(a1, a2)
+    for k in g1:
+        assert torch.equal(g1[k], g2[k]), k
