@@ -2,6 +2,7 @@
 validation, autograd and fake (meta) kernels. Importing this package loads the libraries."""
 
 from prebuild.ops.intersect import isect_offset_encode, isect_tiles
+from prebuild.ops.rasterize import rasterize_to_pixels
 from prebuild.ops.ssim import fused_ssim
 
-__all__ = ["fused_ssim", "isect_offset_encode", "isect_tiles"]
+__all__ = ["fused_ssim", "isect_offset_encode", "isect_tiles", "rasterize_to_pixels"]
