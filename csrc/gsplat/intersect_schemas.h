@@ -1,4 +1,4 @@
-// Schemas of the Gaussian-splatting intersect ops.
+// Schemas of the Gaussian-splatting intersect ops (see intersect.h for what they compute).
 #pragma once
 
 namespace prebuild {
@@ -6,7 +6,12 @@ namespace gsplat {
 
 template <typename Library>
 void define_intersect_ops(Library& m) {
-  (void)m;  // TODO(intersect): m.def(...) for each op of this family
+  m.def(
+      "isect_tiles(Tensor means2d, Tensor radii, Tensor depths, int tile_size, int tile_width, "
+      "int tile_height, bool sort=True) -> (Tensor, Tensor, Tensor)");
+  m.def(
+      "isect_offset_encode(Tensor isect_ids, int n_cameras, int tile_width, int tile_height) -> "
+      "Tensor");
 }
 
 }  // namespace gsplat

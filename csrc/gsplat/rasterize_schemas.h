@@ -1,4 +1,4 @@
-// Schemas of the Gaussian-splatting rasterize ops.
+// Schemas of the Gaussian-splatting rasterize ops (see rasterize.h for what they compute).
 #pragma once
 
 namespace prebuild {
@@ -6,7 +6,16 @@ namespace gsplat {
 
 template <typename Library>
 void define_rasterize_ops(Library& m) {
-  (void)m;  // TODO(rasterize): m.def(...) for each op of this family
+  m.def(
+      "rasterize_to_pixels_forward(Tensor means2d, Tensor conics, Tensor colors, "
+      "Tensor opacities, Tensor? backgrounds, int image_width, int image_height, "
+      "int tile_size, Tensor isect_offsets, Tensor flatten_ids) -> (Tensor, Tensor, Tensor)");
+  m.def(
+      "rasterize_to_pixels_backward(Tensor means2d, Tensor conics, Tensor colors, "
+      "Tensor opacities, Tensor? backgrounds, int image_width, int image_height, "
+      "int tile_size, Tensor isect_offsets, Tensor flatten_ids, Tensor render_alphas, "
+      "Tensor last_ids, Tensor v_render_colors, Tensor v_render_alphas) -> "
+      "(Tensor, Tensor, Tensor, Tensor)");
 }
 
 }  // namespace gsplat

@@ -13,15 +13,27 @@ from typing import TYPE_CHECKING, Any
 from prebuild._version import BASE_VERSION
 
 if TYPE_CHECKING:
+    from prebuild.ops.intersect import isect_offset_encode, isect_tiles
     from prebuild.ops.projection import fully_fused_projection
+    from prebuild.ops.rasterize import rasterize_to_pixels
     from prebuild.ops.ssim import fused_ssim
 
-__all__ = ["fully_fused_projection", "fused_ssim", "__version__"]
+__all__ = [
+    "fully_fused_projection",
+    "fused_ssim",
+    "isect_offset_encode",
+    "isect_tiles",
+    "rasterize_to_pixels",
+    "__version__",
+]
 
 # The public ops and the module that defines each one.
 _OPS = {
     "fully_fused_projection": "prebuild.ops.projection",
     "fused_ssim": "prebuild.ops.ssim",
+    "isect_tiles": "prebuild.ops.intersect",
+    "isect_offset_encode": "prebuild.ops.intersect",
+    "rasterize_to_pixels": "prebuild.ops.rasterize",
 }
 
 

@@ -109,8 +109,10 @@ def wheel(
         for variant in variants:
             task = progress.add_task("", total=None, variant=variant.name, phase="", step="")
 
-            def on_phase(phase: str, task=task) -> None:
-                progress.update(task, phase=phase, step="")
+            def on_phase(phase: str, task=task, name=variant.name) -> None:
+                if phase.startswith("waiting"):  # say it once, not only in the live line
+                    progress.console.print(f"{name}: {escape(phase)}")
+                progress.update(task, phase=escape(phase), step="")
 
             def on_progress(done: int, total: int, what: str, task=task) -> None:
                 progress.update(task, completed=done, total=total, step=escape(f"[{done}/{total}] {what}"[-50:]))

@@ -11,11 +11,13 @@ import sys
 import tempfile
 import time
 import zipfile
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 from build import BuildBackendException, ProjectBuilder
+from filelock import FileLock, Timeout
 
 from prebuild.arch import Arch
 from prebuild.build import flags as F
@@ -108,6 +110,34 @@ def _quiet_runner(log_path: Path, env: Mapping[str, str]):
     return run
 
 
+LOCK_NAME = ".prebuild-wheel.lock"
+
+
+@contextmanager
+def exclusive_build(
+    source_dir: Path, build_dir: Path, on_wait: Callable[[str], None] | None = None
+) -> Iterator[None]:
+    """Hold the build locks of a checkout and of a build directory.
+
+    Two builds of one checkout share setuptools' ``build/`` and ``*.egg-info`` and the
+    object directories; run at once they could package each other's half-written files.
+    So a second run waits for the first (it then finds the objects compiled and only
+    packages). The locks are OS-level (``filelock``): a killed build leaves no stale lock.
+    """
+    paths = sorted({(source_dir / "build").resolve(), build_dir.resolve()})  # fixed order
+    with ExitStack() as stack:
+        for directory in paths:
+            directory.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(directory / LOCK_NAME))
+            try:
+                stack.enter_context(lock.acquire(timeout=0))
+            except Timeout:
+                if on_wait:
+                    on_wait(f"waiting for another build (lock {directory / LOCK_NAME})")
+                stack.enter_context(lock.acquire())
+        yield
+
+
 def build_wheel(
     source_dir: Path,
     variant: WheelVariant,
@@ -122,7 +152,21 @@ def build_wheel(
     source_dir = Path(source_dir).resolve()
     build_dir = (build_dir or default_build_dir(source_dir)).resolve()
     options = F.BuildOptions(archs=variant.archs, ptx=variant.ptx, jobs=jobs, build_dir=build_dir)
+    with exclusive_build(source_dir, build_dir, on_phase):
+        return _build_locked(source_dir, variant, out_dir, options, start, on_progress, on_phase)
 
+
+def _build_locked(
+    source_dir: Path,
+    variant: WheelVariant,
+    out_dir: Path,
+    options: F.BuildOptions,
+    start: float,
+    on_progress: ProgressCallback | None,
+    on_phase: Callable[[str], None] | None,
+) -> BuiltWheel:
+    build_dir = options.build_dir
+    assert build_dir is not None
     if on_phase:
         on_phase("compiling")
     compile_libraries(source_dir, options, on_progress)

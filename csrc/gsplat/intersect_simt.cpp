@@ -1,0 +1,66 @@
+// The tile-intersection CUDA block bodies (intersect_kernels.h) run on the CPU by the SIMT
+// launcher, for tests: registered as the CPU kernels of torch.ops.prebuild_simt.isect_*.
+// The scan and the sort are the CPU backend's (intersect.h).
+#include <torch/csrc/stable/library.h>
+
+#include <stdexcept>
+
+#include "../simt/launcher.h"
+#include "intersect.h"
+#include "intersect_kernels.h"
+
+namespace prebuild {
+namespace gsplat {
+namespace {
+
+// Runs `body` over one thread per element; launcher errors become torch errors.
+template <typename Args, typename Body>
+void run_simt(const char* op, int64_t n, const Args& args, Body body) {
+  const LaunchGeometry g = linear_geometry(n);
+  try {
+    simt::launch<NoShared>(g.grid, g.block, [&](const simt::HostContext& ctx, NoShared& sh) {
+      body(ctx, sh, args);
+    });
+  } catch (const std::exception& e) {
+    STD_TORCH_CHECK(false, op, " (simt): ", e.what());
+  }
+}
+
+constexpr const char* kTilesOp = "prebuild_simt::isect_tiles";
+constexpr const char* kOffsetOp = "prebuild_simt::isect_offset_encode";
+
+struct SimtBackend : HostSteps {
+  void count(const TileArgs& a) const {
+    run_simt(kTilesOp, a.n_elements, a, count_block<simt::HostContext>);
+  }
+  void fill(const TileArgs& a) const {
+    run_simt(kTilesOp, a.n_elements, a, fill_block<simt::HostContext>);
+  }
+  void offsets(const OffsetArgs& a) const {
+    run_simt(kOffsetOp, a.n_isects, a, offset_block<simt::HostContext>);
+  }
+};
+
+std::tuple<Tensor, Tensor, Tensor> isect_tiles_simt(Tensor means2d, Tensor radii, Tensor depths,
+                                                    int64_t tile_size, int64_t tile_width,
+                                                    int64_t tile_height, bool sort) {
+  SimtBackend backend;
+  return run_isect_tiles(means2d, radii, depths, tile_size, tile_width, tile_height, sort,
+                         kTilesOp, backend);
+}
+
+Tensor isect_offset_encode_simt(Tensor isect_ids, int64_t n_cameras, int64_t tile_width,
+                                int64_t tile_height) {
+  SimtBackend backend;
+  return run_offset_encode(isect_ids, n_cameras, tile_width, tile_height, kOffsetOp, backend);
+}
+
+}  // namespace
+
+STABLE_TORCH_LIBRARY_IMPL(prebuild_simt, CPU, m) {
+  m.impl("isect_tiles", TORCH_BOX(&isect_tiles_simt));
+  m.impl("isect_offset_encode", TORCH_BOX(&isect_offset_encode_simt));
+}
+
+}  // namespace gsplat
+}  // namespace prebuild

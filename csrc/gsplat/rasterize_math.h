@@ -1,0 +1,135 @@
+// Per-pixel math of Gaussian rasterization (gsplat 1.5.3 rules), shared by the CUDA block
+// bodies (rasterize_kernels.h, also run by the simt launcher) and the CPU backend.
+//
+// A pixel composites the depth-sorted Gaussians of its tile front to back. For a Gaussian
+// with 2D mean m, conic (a, b, c) and opacity o, at the pixel centre p = (x + 0.5, y + 0.5),
+// with d = m - p:
+//   sigma = 0.5 (a dx^2 + c dy^2) + b dx dy,   alpha = min(0.999, o exp(-sigma)).
+// It is skipped when sigma < 0 or alpha < 1/255. Otherwise, with T the transmittance in front
+// of it, the pixel stops (without compositing it) once T (1 - alpha) <= 1e-4; else it adds
+// alpha T color and T becomes T (1 - alpha). Finally
+//   render_color = sum_i alpha_i T_i color_i + T_final background,  render_alpha = 1 - T_final.
+//
+// Backward (a pixel walks its composited Gaussians back to front, recovering T_i from the
+// transmittance behind by division): with ra = 1 / (1 - alpha_i) and "behind" the colour
+// composited after Gaussian i (sum_{j>i} alpha_j T_j color_j),
+//   dL/dalpha_i = sum_k (color_ik T_i - behind_k ra) v_color_k
+//                 + T_final ra (v_alpha - sum_k background_k v_color_k),
+//   dL/dcolor_ik = alpha_i T_i v_color_k,
+// and alpha's own VJP to the opacity, the conic and the mean (zero where alpha is clamped).
+#pragma once
+
+#include <math.h>
+#include <stdint.h>
+
+#include "../common/hd.h"
+
+namespace prebuild {
+namespace gsplat {
+
+constexpr float kAlphaThreshold = 1.f / 255.f;  // skip Gaussians fainter than this
+constexpr float kMaxAlpha = 0.999f;             // alpha clamp
+constexpr float kMinTransmittance = 1e-4f;      // stop once the next T would be <= this
+
+// One Gaussian as the rasterizer sees it.
+struct Splat {
+  float x, y;        // 2D mean (pixels)
+  float opacity;
+  float a, b, c;     // conic: inverse 2D covariance [[a, b], [b, c]]
+};
+
+// A Gaussian evaluated at a pixel centre.
+struct SplatHit {
+  float dx, dy;  // mean - pixel centre
+  float vis;     // exp(-sigma)
+  float alpha;
+};
+
+struct SplatGrad {
+  float x, y, opacity, a, b, c;
+};
+
+PREBUILD_HD float pixel_centre(int i) { return static_cast<float>(i) + 0.5f; }
+
+// Evaluates `s` at the pixel centre (px, py). Returns false when the Gaussian is skipped
+// (sigma < 0 or alpha < 1/255).
+PREBUILD_HD bool evaluate_splat(const Splat& s, float px, float py, SplatHit* h) {
+  const float dx = s.x - px, dy = s.y - py;
+  const float sigma = 0.5f * (s.a * dx * dx + s.c * dy * dy) + s.b * dx * dy;
+  const float vis = expf(-sigma);
+  const float alpha = fminf(kMaxAlpha, s.opacity * vis);
+  h->dx = dx;
+  h->dy = dy;
+  h->vis = vis;
+  h->alpha = alpha;
+  return !(sigma < 0.f || alpha < kAlphaThreshold);
+}
+
+// Front-to-back step. Returns false when the pixel is done (the Gaussian is not
+// composited, T is unchanged); otherwise writes the Gaussian's weight alpha T and
+// advances T.
+PREBUILD_HD bool composite_step(float alpha, float* T, float* weight) {
+  const float next_T = *T * (1.f - alpha);
+  if (next_T <= kMinTransmittance) return false;
+  *weight = alpha * *T;
+  *T = next_T;
+  return true;
+}
+
+// Back-to-front step: *T holds the transmittance behind the Gaussian; on return, the one
+// in front of it. Returns ra = 1 / (1 - alpha).
+PREBUILD_HD float uncomposite_step(float alpha, float* T) {
+  const float ra = 1.f / (1.f - alpha);
+  *T *= ra;
+  return ra;
+}
+
+// One channel's term of dL/dalpha (see top): T is the transmittance in front.
+PREBUILD_HD float alpha_vjp_channel(float color, float behind, float v_color, float T,
+                                    float ra) {
+  return (color * T - behind * ra) * v_color;
+}
+
+// The pixel's terms of dL/dalpha through T_final: the rendered alpha and the background
+// (bg_dot = sum_k background_k v_color_k, 0 without background).
+PREBUILD_HD float alpha_vjp_pixel(float T_final, float ra, float v_alpha_out, float bg_dot) {
+  return T_final * ra * (v_alpha_out - bg_dot);
+}
+
+// VJP of alpha = min(0.999, o exp(-sigma)) to the Gaussian's parameters. Where the clamp is
+// active (o exp(-sigma) > 0.999) alpha does not depend on them: zero gradient.
+PREBUILD_HD SplatGrad splat_vjp(const Splat& s, const SplatHit& h, float v_alpha) {
+  SplatGrad g{0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  if (s.opacity * h.vis > kMaxAlpha) return g;
+  const float v_sigma = -s.opacity * h.vis * v_alpha;
+  g.a = 0.5f * v_sigma * h.dx * h.dx;
+  g.b = v_sigma * h.dx * h.dy;
+  g.c = 0.5f * v_sigma * h.dy * h.dy;
+  g.x = v_sigma * (s.a * h.dx + s.b * h.dy);
+  g.y = v_sigma * (s.b * h.dx + s.c * h.dy);
+  g.opacity = h.vis * v_alpha;
+  return g;
+}
+
+// Gaussian `g` (flat index camera * N + id) of the [C*N, ...] input arrays.
+PREBUILD_HD Splat load_splat(const float* means2d, const float* conics, const float* opacities,
+                             int64_t g) {
+  return {means2d[2 * g], means2d[2 * g + 1], opacities[g],
+          conics[3 * g], conics[3 * g + 1], conics[3 * g + 2]};
+}
+
+// The run [*start, *end) of flatten_ids for tile `flat_tile` (camera-major, like
+// isect_offsets) out of `n_tiles` tiles and `n_isects` entries, clamped into [0, n_isects]
+// so malformed offsets can never index out of bounds.
+PREBUILD_HD void tile_range(const int32_t* offsets, int64_t flat_tile, int64_t n_tiles,
+                            int64_t n_isects, int64_t* start, int64_t* end) {
+  int64_t s = offsets[flat_tile];
+  int64_t e = flat_tile + 1 < n_tiles ? offsets[flat_tile + 1] : n_isects;
+  s = s < 0 ? 0 : (s > n_isects ? n_isects : s);
+  e = e < s ? s : (e > n_isects ? n_isects : e);
+  *start = s;
+  *end = e;
+}
+
+}  // namespace gsplat
+}  // namespace prebuild

@@ -1,0 +1,77 @@
+"""Child processes for the runtime tests: a clean environment with a fresh HOME and
+TORCH_EXTENSIONS_DIR, scripts written to files (spawned workers must be able to import
+them), and ``tests/runtime/audit.py`` importable in the child."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import prebuild  # noqa: E402
+
+PACKAGE_DIR = Path(prebuild.__file__).resolve().parent
+
+
+@dataclass
+class ChildEnv:
+    """Where children run: ``workdir`` (their cwd and first sys.path entry), and the HOME
+    and TORCH_EXTENSIONS_DIR they see, both empty directories."""
+
+    workdir: Path
+    home: Path
+    extensions: Path
+    env: dict[str, str]
+
+    def script(self, name: str, *parts: str) -> Path:
+        """Write a script from source parts, each dedented on its own."""
+        path = self.workdir / name
+        path.write_text("\n".join(textwrap.dedent(p) for p in parts), encoding="utf-8")
+        return path
+
+    def command(self, script: Path, *args: str) -> list[str]:
+        return [sys.executable, "-B", str(script), *args]
+
+    def run(self, script: Path, *args: str, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            self.command(script, *args), cwd=self.workdir, env=self.env,
+            capture_output=True, text=True, timeout=timeout, **kwargs,
+        )  # fmt: skip
+
+    def popen(self, script: Path, *args: str, **kwargs) -> subprocess.Popen:
+        return subprocess.Popen(
+            self.command(script, *args), cwd=self.workdir, env=self.env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs,
+        )  # fmt: skip
+
+    def untouched(self) -> bool:
+        return list(self.home.iterdir()) == [] and list(self.extensions.iterdir()) == []
+
+
+def child_env_for(tmp_path: Path) -> ChildEnv:
+    workdir, home, extensions = tmp_path / "work", tmp_path / "home", tmp_path / "torch_extensions"
+    for d in (workdir, home, extensions):
+        d.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "TORCH_", "PREBUILD_"))}
+    env.update(
+        HOME=str(home),
+        TORCH_EXTENSIONS_DIR=str(extensions),
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONPATH=os.pathsep.join([str(workdir), str(HERE)]),
+        OMP_NUM_THREADS="1",  # many children on two cores: keep each one single-threaded
+    )
+    return ChildEnv(workdir, home, extensions, env)
+
+
+@pytest.fixture
+def child_env(tmp_path) -> ChildEnv:
+    return child_env_for(tmp_path)
