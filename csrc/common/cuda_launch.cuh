@@ -14,6 +14,8 @@
 
 #include <utility>
 
+#include "simt.h"
+
 namespace prebuild {
 
 inline void check_cuda_launch(cudaError_t err, const char* kernel) {
@@ -44,6 +46,11 @@ void on_current_stream(const char* name, const torch::stable::Tensor& on, Fn&& f
       torch::stable::accelerator::getCurrentStream(device).nativeHandle());
   fn(stream);
   check_cuda_launch(cudaGetLastError(), name);
+}
+
+// The launch dimensions of a SIMT launch geometry (common/simt.h).
+inline dim3 to_dim3(simt::Index3 i) {
+  return dim3(static_cast<unsigned>(i.x), static_cast<unsigned>(i.y), static_cast<unsigned>(i.z));
 }
 
 // Launches `kernel<<<grid, block, shared_bytes, current stream of device>>>(args...)` with

@@ -30,10 +30,6 @@ __global__ void __launch_bounds__(kIsectThreads) offset_kernel(OffsetArgs args) 
   offset_block(simt::DeviceContext{}, shared, args);
 }
 
-dim3 to_dim3(simt::Index3 i) {
-  return dim3(static_cast<unsigned>(i.x), static_cast<unsigned>(i.y), static_cast<unsigned>(i.z));
-}
-
 void check_cuda(cudaError_t err, const char* what) {
   STD_TORCH_CHECK(err == cudaSuccess, "prebuild: ", what, " failed: ", cudaGetErrorString(err));
 }

@@ -215,6 +215,12 @@ BackwardResult backward_op(Tensor means, OptTensor covars, OptTensor quats, OptT
   return {v_means, v_covars, v_quats, v_scales};
 }
 
+// The device part of the backends whose tensors live on the CPU (CPU kernels, simt).
+struct OnCpu {
+  static constexpr const char* device = "CPU";
+  static bool on_device(const Tensor& t) { return t.is_cpu(); }
+};
+
 // Registers the backend's implementations: STABLE_TORCH_LIBRARY_IMPL(ns, KEY, m) {
 // register_ops<Backend>(m); }.
 template <typename Backend, typename Library>

@@ -15,11 +15,9 @@ namespace {
 
 constexpr int64_t kGrain = 1024;  // pairs (forward) or Gaussians (backward) per task
 
-struct CpuBackend {
+struct CpuBackend : OnCpu {
   static constexpr const char* forward_name = "prebuild::fully_fused_projection_forward";
   static constexpr const char* backward_name = "prebuild::fully_fused_projection_backward";
-  static constexpr const char* device = "CPU";
-  static bool on_device(const Tensor& t) { return t.is_cpu(); }
 
   static void run_forward(const ForwardArgs& a, const Tensor&) {
     torch::stable::parallel_for(0, a.scene.C * a.scene.N, kGrain, [&](int64_t begin, int64_t end) {

@@ -22,10 +22,6 @@ __global__ void __launch_bounds__(kBlock) projection_backward_kernel(BackwardArg
   backward_block(simt::DeviceContext{}, shared, args);
 }
 
-dim3 to_dim3(simt::Index3 i) {
-  return dim3(static_cast<unsigned>(i.x), static_cast<unsigned>(i.y), static_cast<unsigned>(i.z));
-}
-
 struct CudaBackend {
   static constexpr const char* forward_name = "prebuild::fully_fused_projection_forward";
   static constexpr const char* backward_name = "prebuild::fully_fused_projection_backward";

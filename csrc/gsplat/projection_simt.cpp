@@ -26,11 +26,9 @@ void run_simt(const char* op, const Args& args, Body body) {
   }
 }
 
-struct SimtBackend {
+struct SimtBackend : OnCpu {
   static constexpr const char* forward_name = "prebuild_simt::fully_fused_projection_forward";
   static constexpr const char* backward_name = "prebuild_simt::fully_fused_projection_backward";
-  static constexpr const char* device = "CPU";
-  static bool on_device(const Tensor& t) { return t.is_cpu(); }
 
   static void run_forward(const ForwardArgs& args, const Tensor&) {
     run_simt(forward_name, args, forward_block<simt::HostContext>);

@@ -23,10 +23,6 @@ __global__ void __launch_bounds__(kMaxBlockThreads) rasterize_backward_kernel(Ba
   backward_block<kChunk>(simt::DeviceContext{}, shared, args);
 }
 
-dim3 to_dim3(simt::Index3 i) {
-  return dim3(static_cast<unsigned>(i.x), static_cast<unsigned>(i.y), static_cast<unsigned>(i.z));
-}
-
 bool on_gpu(const Tensor& t) { return t.is_cuda(); }
 
 std::tuple<Tensor, Tensor, Tensor> forward_cuda(Tensor means2d, Tensor conics, Tensor colors,

@@ -20,10 +20,6 @@ __global__ void __launch_bounds__(kTile * kTile) ssim_backward_kernel(BackwardAr
   backward_block(simt::DeviceContext{}, shared, args);
 }
 
-dim3 to_dim3(simt::Index3 i) {
-  return dim3(static_cast<unsigned>(i.x), static_cast<unsigned>(i.y), static_cast<unsigned>(i.z));
-}
-
 bool on_gpu(const Tensor& t) { return t.is_cuda(); }
 
 std::tuple<Tensor, Tensor> forward_cuda(Tensor img1, Tensor img2, bool train) {

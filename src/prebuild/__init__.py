@@ -18,15 +18,6 @@ if TYPE_CHECKING:
     from prebuild.ops.rasterize import rasterize_to_pixels
     from prebuild.ops.ssim import fused_ssim
 
-__all__ = [
-    "fully_fused_projection",
-    "fused_ssim",
-    "isect_offset_encode",
-    "isect_tiles",
-    "rasterize_to_pixels",
-    "__version__",
-]
-
 # The public ops and the module that defines each one.
 _OPS = {
     "fully_fused_projection": "prebuild.ops.projection",
@@ -35,6 +26,8 @@ _OPS = {
     "isect_offset_encode": "prebuild.ops.intersect",
     "rasterize_to_pixels": "prebuild.ops.rasterize",
 }
+
+__all__ = [*sorted(_OPS), "__version__"]
 
 
 def __getattr__(name: str) -> Any:
