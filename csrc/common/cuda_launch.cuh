@@ -16,6 +16,8 @@
 
 #include "simt.h"
 
+#include "simt.h"
+
 namespace prebuild {
 
 inline void check_cuda_launch(cudaError_t err, const char* kernel) {
@@ -48,18 +50,18 @@ void on_current_stream(const char* name, const torch::stable::Tensor& on, Fn&& f
   check_cuda_launch(cudaGetLastError(), name);
 }
 
-// The launch dimensions of a SIMT launch geometry (common/simt.h).
 inline dim3 to_dim3(simt::Index3 i) {
   return dim3(static_cast<unsigned>(i.x), static_cast<unsigned>(i.y), static_cast<unsigned>(i.z));
 }
 
-// Launches `kernel<<<grid, block, shared_bytes, current stream of device>>>(args...)` with
-// the device of `on` made current for the duration of the call.
+// Launches `kernel<<<g.grid, g.block, shared_bytes, current stream of device>>>(args...)`
+// with the device of `on` made current for the duration of the call.
 template <typename... KernelArgs, typename... Args>
-void launch(const char* name, void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
+void launch(const char* name, void (*kernel)(KernelArgs...), const simt::LaunchGeometry& g,
             size_t shared_bytes, const torch::stable::Tensor& on, Args&&... args) {
   on_current_stream(name, on, [&](cudaStream_t stream) {
-    kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
+    kernel<<<to_dim3(g.grid), to_dim3(g.block), shared_bytes, stream>>>(
+        std::forward<Args>(args)...);
   });
 }
 

@@ -23,6 +23,15 @@ struct Index3 {
   int x, y, z;
 };
 
+// The grid and block of a launch: the same numbers for the CUDA launch
+// (common/cuda_launch.cuh) and the CPU one (simt/launch_op.h).
+struct LaunchGeometry {
+  Index3 grid, block;
+};
+
+// The shared memory of a kernel that uses none.
+struct NoShared {};
+
 }  // namespace simt
 }  // namespace prebuild
 

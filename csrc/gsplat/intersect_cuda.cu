@@ -53,7 +53,7 @@ struct CudaBackend {
   const char* device() const { return "CUDA"; }
   void count(const TileArgs& a) const {
     const LaunchGeometry g = linear_geometry(a.n_elements);
-    launch("isect_tiles (count)", count_kernel, to_dim3(g.grid), to_dim3(g.block), 0, on, a);
+    launch("isect_tiles (count)", count_kernel, g, 0, on, a);
   }
   void scan(Tensor& cum, int64_t n) const {
     int64_t* data = cum.mutable_data_ptr<int64_t>();
@@ -74,7 +74,7 @@ struct CudaBackend {
   }
   void fill(const TileArgs& a) const {
     const LaunchGeometry g = linear_geometry(a.n_elements);
-    launch("isect_tiles (fill)", fill_kernel, to_dim3(g.grid), to_dim3(g.block), 0, on, a);
+    launch("isect_tiles (fill)", fill_kernel, g, 0, on, a);
   }
   // Ids are sorted as unsigned 64-bit keys over bits [0, end_bit): camera, tile, depth.
   std::tuple<Tensor, Tensor> sort(const Tensor& keys, const Tensor& values, int64_t n,
@@ -95,7 +95,7 @@ struct CudaBackend {
   void validate_ids(const OffsetArgs&, const char*) const {}
   void offsets(const OffsetArgs& a) const {
     const LaunchGeometry g = linear_geometry(a.n_isects);
-    launch("isect_offset_encode", offset_kernel, to_dim3(g.grid), to_dim3(g.block), 0, on, a);
+    launch("isect_offset_encode", offset_kernel, g, 0, on, a);
   }
 };
 

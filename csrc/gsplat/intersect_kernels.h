@@ -21,11 +21,8 @@ namespace gsplat {
 
 constexpr int kIsectThreads = 256;
 
-struct NoShared {};
-
-struct LaunchGeometry {
-  simt::Index3 grid, block;
-};
+using simt::LaunchGeometry;
+using simt::NoShared;
 
 // One thread per element (n < 2^31 * kIsectThreads, guaranteed by the host checks).
 inline LaunchGeometry linear_geometry(int64_t n) {

@@ -3,9 +3,7 @@
 // The scan and the sort are the CPU backend's (intersect.h).
 #include <torch/csrc/stable/library.h>
 
-#include <stdexcept>
-
-#include "../simt/launcher.h"
+#include "../simt/launch_op.h"
 #include "intersect.h"
 #include "intersect_kernels.h"
 
@@ -13,17 +11,10 @@ namespace prebuild {
 namespace gsplat {
 namespace {
 
-// Runs `body` over one thread per element; launcher errors become torch errors.
+// Runs `body` with one thread per element.
 template <typename Args, typename Body>
-void run_simt(const char* op, int64_t n, const Args& args, Body body) {
-  const LaunchGeometry g = linear_geometry(n);
-  try {
-    simt::launch<NoShared>(g.grid, g.block, [&](const simt::HostContext& ctx, NoShared& sh) {
-      body(ctx, sh, args);
-    });
-  } catch (const std::exception& e) {
-    STD_TORCH_CHECK(false, op, " (simt): ", e.what());
-  }
+void run_simt(const char* op, int64_t n, const Args& args, const Body& body) {
+  simt::launch_op<NoShared>(op, linear_geometry(n), args, body);
 }
 
 constexpr const char* kTilesOp = "prebuild_simt::isect_tiles";

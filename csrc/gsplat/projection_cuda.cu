@@ -30,13 +30,13 @@ struct CudaBackend {
 
   static void run_forward(const ForwardArgs& args, const Tensor& on) {
     const LaunchGeometry g = launch_geometry(args.scene.C * args.scene.N);
-    launch(kForwardOp, projection_forward_kernel, to_dim3(g.grid), to_dim3(g.block), 0, on,
+    launch(kForwardOp, projection_forward_kernel, g, 0, on,
            args);
   }
 
   static void run_backward(const BackwardArgs& args, const Tensor& on) {
     const LaunchGeometry g = launch_geometry(args.scene.C * args.scene.N);
-    launch(kBackwardOp, projection_backward_kernel, to_dim3(g.grid), to_dim3(g.block), 0, on,
+    launch(kBackwardOp, projection_backward_kernel, g, 0, on,
            args);
   }
 };

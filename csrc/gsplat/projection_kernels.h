@@ -20,11 +20,8 @@ namespace projection {
 constexpr int kBlock = 256;
 constexpr int64_t kMaxGridX = 65535;  // keeps the grid small; threads stride over the rest
 
-struct NoShared {};
-
-struct LaunchGeometry {
-  simt::Index3 grid, block;
-};
+using simt::LaunchGeometry;
+using simt::NoShared;
 
 // Grid and block for `total` (camera, Gaussian) pairs; total > 0.
 inline LaunchGeometry launch_geometry(int64_t total) {

@@ -2,9 +2,7 @@
 // the SIMT launcher, for tests: the CPU kernels of torch.ops.prebuild_simt.fully_fused_*.
 #include <torch/csrc/stable/library.h>
 
-#include <stdexcept>
-
-#include "../simt/launcher.h"
+#include "../simt/launch_op.h"
 #include "projection.h"
 #include "projection_kernels.h"
 
@@ -13,17 +11,10 @@ namespace gsplat {
 namespace projection {
 namespace {
 
-// Runs `body` over the C * N pairs; launcher errors become torch errors.
+// Runs `body` over the C * N pairs.
 template <typename Args, typename Body>
-void run_simt(const char* op, const Args& args, Body body) {
-  const LaunchGeometry g = launch_geometry(args.scene.C * args.scene.N);
-  try {
-    simt::launch<NoShared>(g.grid, g.block, [&](const simt::HostContext& ctx, NoShared& sh) {
-      body(ctx, sh, args);
-    });
-  } catch (const std::exception& e) {
-    STD_TORCH_CHECK(false, op, " (simt): ", e.what());
-  }
+void run_simt(const char* op, const Args& args, const Body& body) {
+  simt::launch_op<NoShared>(op, launch_geometry(args.scene.C * args.scene.N), args, body);
 }
 
 struct SimtBackend : OnCpu {

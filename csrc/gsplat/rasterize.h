@@ -203,9 +203,7 @@ void for_each_channel_chunk(int64_t D, const Fn& fn) {
   }
 }
 
-struct LaunchGeometry {
-  simt::Index3 grid, block;
-};
+using simt::LaunchGeometry;
 
 // Grid (C, tiles_y, tiles_x) of tile_size x tile_size blocks, as gsplat.
 inline LaunchGeometry launch_geometry(const RasterShape& s, const char* op) {

@@ -36,7 +36,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(Tensor means2d, Tensor conics, T
       isect_offsets, flatten_ids, "prebuild::rasterize_to_pixels_forward", "CUDA", on_gpu,
       [&](auto chunk, const LaunchGeometry& g, const ForwardArgs& args) {
         launch("rasterize_to_pixels_forward", rasterize_forward_kernel<decltype(chunk)::value>,
-               to_dim3(g.grid), to_dim3(g.block), 0, means2d, args);
+               g, 0, means2d, args);
       });
 }
 
@@ -51,8 +51,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> backward_cuda(
       "prebuild::rasterize_to_pixels_backward", "CUDA", on_gpu,
       [&](auto chunk, const LaunchGeometry& g, const BackwardArgs& args) {
         launch("rasterize_to_pixels_backward",
-               rasterize_backward_kernel<decltype(chunk)::value>, to_dim3(g.grid),
-               to_dim3(g.block), 0, means2d, args);
+               rasterize_backward_kernel<decltype(chunk)::value>, g, 0, means2d, args);
       });
 }
 

@@ -2,9 +2,7 @@
 // launcher, for tests: registered as the CPU kernels of torch.ops.prebuild_simt.*.
 #include <torch/csrc/stable/library.h>
 
-#include <stdexcept>
-
-#include "../simt/launcher.h"
+#include "../simt/launch_op.h"
 #include "rasterize.h"
 #include "rasterize_kernels.h"
 
@@ -13,18 +11,6 @@ namespace gsplat {
 namespace {
 
 bool on_cpu(const Tensor& t) { return t.is_cpu(); }
-
-// Runs `body` for the grid; launcher errors (e.g. barrier divergence) become torch errors.
-template <typename Shared, typename Args, typename Body>
-void run_simt(const char* op, const LaunchGeometry& g, const Args& args, Body body) {
-  try {
-    simt::launch<Shared>(g.grid, g.block, [&](const simt::HostContext& ctx, Shared& sh) {
-      body(ctx, sh, args);
-    });
-  } catch (const std::exception& e) {
-    STD_TORCH_CHECK(false, op, " (simt): ", e.what());
-  }
-}
 
 std::tuple<Tensor, Tensor, Tensor> forward_simt(Tensor means2d, Tensor conics, Tensor colors,
                                                 Tensor opacities,
@@ -38,7 +24,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_simt(Tensor means2d, Tensor conics, T
       isect_offsets, flatten_ids, op, "CPU", on_cpu,
       [&](auto chunk, const LaunchGeometry& g, const ForwardArgs& args) {
         constexpr int K = decltype(chunk)::value;
-        run_simt<SplatBatch>(op, g, args, forward_block<K, simt::HostContext>);
+        simt::launch_op<SplatBatch>(op, g, args, forward_block<K, simt::HostContext>);
       });
 }
 
@@ -53,7 +39,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> backward_simt(
       isect_offsets, flatten_ids, render_alphas, last_ids, v_render_colors, v_render_alphas, op,
       "CPU", on_cpu, [&](auto chunk, const LaunchGeometry& g, const BackwardArgs& args) {
         constexpr int K = decltype(chunk)::value;
-        run_simt<BackwardShared<K>>(op, g, args, backward_block<K, simt::HostContext>);
+        simt::launch_op<BackwardShared<K>>(op, g, args, backward_block<K, simt::HostContext>);
       });
 }
 

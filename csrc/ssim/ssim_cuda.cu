@@ -25,16 +25,14 @@ bool on_gpu(const Tensor& t) { return t.is_cuda(); }
 std::tuple<Tensor, Tensor> forward_cuda(Tensor img1, Tensor img2, bool train) {
   return forward_tiled(img1, img2, train, "prebuild::fused_ssim_forward", "CUDA", on_gpu,
                        [&](const LaunchGeometry& g, const ForwardArgs& args) {
-                         launch("fused_ssim_forward", ssim_forward_kernel, to_dim3(g.grid),
-                                to_dim3(g.block), 0, img1, args);
+                         launch("fused_ssim_forward", ssim_forward_kernel, g, 0, img1, args);
                        });
 }
 
 std::tuple<Tensor, Tensor> backward_cuda(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS) {
   return backward_tiled(grad_map, img1, img2, dS, "prebuild::fused_ssim_backward", "CUDA",
                         on_gpu, [&](const LaunchGeometry& g, const BackwardArgs& args) {
-                          launch("fused_ssim_backward", ssim_backward_kernel, to_dim3(g.grid),
-                                 to_dim3(g.block), 0, img1, args);
+                          launch("fused_ssim_backward", ssim_backward_kernel, g, 0, img1, args);
                         });
 }
 

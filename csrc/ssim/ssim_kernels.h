@@ -28,9 +28,7 @@ struct SharedTile {
   float hsum[kHalo][kTile][kNumMoments];
 };
 
-struct LaunchGeometry {
-  simt::Index3 grid, block;
-};
+using simt::LaunchGeometry;
 
 // Grid and block for (planes, H, W); one place for the CUDA and the simt launches.
 inline LaunchGeometry launch_geometry(int64_t planes, int64_t H, int64_t W) {

@@ -2,9 +2,7 @@
 // tests: registered as the CPU kernels of torch.ops.prebuild_simt.fused_ssim_*.
 #include <torch/csrc/stable/library.h>
 
-#include <stdexcept>
-
-#include "../simt/launcher.h"
+#include "../simt/launch_op.h"
 #include "ssim.h"
 #include "ssim_kernels.h"
 
@@ -14,23 +12,11 @@ namespace {
 
 bool on_cpu(const Tensor& t) { return t.is_cpu(); }
 
-// Runs `body` for the grid; launcher errors (e.g. barrier divergence) become torch errors.
-template <typename Args, typename Body>
-void run_simt(const char* op, const LaunchGeometry& g, const Args& args, Body body) {
-  try {
-    simt::launch<SharedTile>(g.grid, g.block, [&](const simt::HostContext& ctx, SharedTile& sh) {
-      body(ctx, sh, args);
-    });
-  } catch (const std::exception& e) {
-    STD_TORCH_CHECK(false, op, " (simt): ", e.what());
-  }
-}
-
 std::tuple<Tensor, Tensor> forward_simt(Tensor img1, Tensor img2, bool train) {
   constexpr const char* op = "prebuild_simt::fused_ssim_forward";
   return forward_tiled(img1, img2, train, op, "CPU", on_cpu,
                        [&](const LaunchGeometry& g, const ForwardArgs& args) {
-                         run_simt(op, g, args, forward_block<simt::HostContext>);
+                         simt::launch_op<SharedTile>(op, g, args, forward_block<simt::HostContext>);
                        });
 }
 
@@ -38,7 +24,7 @@ std::tuple<Tensor, Tensor> backward_simt(Tensor grad_map, Tensor img1, Tensor im
   constexpr const char* op = "prebuild_simt::fused_ssim_backward";
   return backward_tiled(grad_map, img1, img2, dS, op, "CPU", on_cpu,
                         [&](const LaunchGeometry& g, const BackwardArgs& args) {
-                          run_simt(op, g, args, backward_block<simt::HostContext>);
+                          simt::launch_op<SharedTile>(op, g, args, backward_block<simt::HostContext>);
                         });
 }
 

@@ -152,6 +152,9 @@ def train_step(rank, world):
     dist.all_gather(gathered, grads)
     audit.report(rank=rank, loss=loss.item(), grad_norm=grads.norm().item(),
                  max_grad_difference=max((t - grads).abs().max().item() for t in gathered))
+    # Leave together: rank 0 hosts the rendezvous store, and a gloo peer that is still
+    # connected when it tears down aborts the process (torch's, not ours).
+    dist.barrier()
     dist.destroy_process_group()
 
 
