@@ -13,7 +13,7 @@ fi
 # torch first, pinned: the CPU build of the stable-ABI target version (a local file here).
 .venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-  setuptools wheel ninja packaging typer rich build filelock nvidia-cuda-cuobjdump \
+  setuptools wheel ninja packaging typer rich pyelftools build filelock nvidia-cuda-cuobjdump \
   pytest hypothesis numpy
 # gsplat 1.5.3 only as a test oracle: its plain-PyTorch _torch_impl.py (see tests/ops).
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps gsplat==1.5.3
