@@ -210,6 +210,48 @@ def inspect(
         out.print("[green]The binaries match the manifest.[/]")
 
 
+@app.command()
+def matrix(
+    markdown: bool = typer.Option(
+        False, "--markdown", help="Print README's support table (Markdown) instead of the JSON matrix."
+    ),
+    cuda: Optional[List[str]] = typer.Option(
+        None, "--cuda", help="Only these CUDA versions (e.g. --cuda 13.0); repeatable."
+    ),
+) -> None:
+    """Print the CI wheel matrix (CUDA versions x GPU archs) as JSON for GitHub Actions.
+
+    One job per (CUDA version, arch); each entry has cuda, cuda_tag, arch, ptx (true for the
+    newest arch, whose wheel also carries PTX for GPUs newer than any listed) and variant
+    (the index a wheel is published under). The same table in prebuild/support.py makes
+    README's support table (--markdown) and the default archs of a source build.
+
+    Examples:
+
+      prebuild matrix                                # {"include": [{"cuda": "12.8", ...}, ...]}
+
+      echo "matrix=$(prebuild matrix)" >> "$GITHUB_OUTPUT"    # in a workflow step
+
+      prebuild matrix --cuda 13.0 --markdown
+    """
+    import json
+
+    from prebuild import support
+
+    releases = support.CUDA_RELEASES
+    if cuda:
+        wanted = {v.strip() for item in cuda for v in item.split(",") if v.strip()}
+        known = {r.version for r in releases}
+        unknown = sorted(wanted - known)
+        if unknown:
+            raise _fail(f"no CUDA {', '.join(unknown)} in the support table; it has {', '.join(sorted(known))}")
+        releases = tuple(r for r in releases if r.version in wanted)
+    if markdown:
+        print(support.support_table(releases), end="")
+    else:
+        print(json.dumps(support.matrix(releases), separators=(",", ":")))
+
+
 def main() -> None:
     app()
 
