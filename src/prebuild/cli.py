@@ -252,6 +252,45 @@ def matrix(
         print(json.dumps(support.matrix(releases), separators=(",", ":")))
 
 
+@app.command()
+def index(
+    dist_dir: Path = typer.Argument(..., help="The folder holding the wheels (*.whl).", show_default=False),
+    site: Path = typer.Option(..., "--out", "-o", help="Where the index site is written (replaced whole).",
+                              show_default=False),
+) -> None:
+    """Write a pip package index (PEP 503, static files) for the wheels in DIST_DIR.
+
+    One index per variant -- the CUDA version and archs in a wheel's version label, e.g.
+    SITE/cu130-sm90/simple/ -- so pip can only pick a wheel for that GPU, plus SITE/simple/
+    with every wheel. Wheels are stored once in SITE/wheels/; every link carries its sha256.
+    SITE/index.json lists the same for `prebuild install --from SITE`. Serve SITE as static
+    files (GitHub Pages), or use it in place through file://.
+
+    Exit codes: 0 written; 2 no wheels, a bad wheel, or SITE holds something else.
+
+    Examples:
+
+      prebuild index dist --out site
+
+      pip install prebuild --index-url file://$PWD/site/cu130-sm90/simple
+
+      pip install prebuild --index-url https://OWNER.github.io/prebuild/cu130-sm90/simple
+    """
+    from prebuild.index import ALL, SiteError, build_index
+
+    try:
+        indexes = build_index(dist_dir, site)
+    except (SiteError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    table = Table(title=f"{len(indexes[ALL])} wheel(s) indexed in {site}/")
+    table.add_column("index (--index-url)", overflow="fold")
+    table.add_column("wheels", overflow="fold")
+    for key, wheels in indexes.items():
+        where = f"{site}/{key}/simple" if key else f"{site}/simple"
+        table.add_row(where, "\n".join(w.filename for w in wheels))
+    out.print(table)
+
+
 def main() -> None:
     app()
 
