@@ -291,6 +291,91 @@ def index(
     out.print(table)
 
 
+@app.command()
+def install(
+    source: str = typer.Option(
+        "dist", "--from", "-f",
+        help="A folder of wheels, a site written by `prebuild index`, or an index URL "
+        "(file://... or https://.../simple).",
+    ),
+    arch: Optional[List[str]] = typer.Option(
+        None, "--arch", "-a",
+        help="Choose for these archs instead of this machine's GPUs (sm_90, 8.6, ...); repeatable.",
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the decision; install nothing."),
+    as_json: bool = typer.Option(False, "--json", help="Print the decision as JSON on stdout."),
+) -> None:
+    """Pick the wheel whose code runs on every GPU of this machine, and pip install it.
+
+    GPUs are listed through NVML (pip install nvidia-ml-py), which creates no CUDA context;
+    CUDA_VISIBLE_DEVICES is honoured. A wheel fits when every GPU gets SASS for its arch or,
+    failing that, PTX the driver can JIT-compile, its CUDA major equals the installed torch's
+    and the driver supports it. Among fitting wheels: SASS for every GPU first, then the
+    newest release, the fewest archs, the closest arch, the newest CUDA. With no GPU visible nothing is picked
+    unless --arch says what to pick for.
+
+    Exit codes: 0 picked (and installed, unless --dry-run); 1 pip failed; 2 bad input;
+    3 no wheel fits; 4 no GPU visible and no --arch.
+
+    Examples:
+
+      prebuild install --from dist --dry-run
+
+      prebuild install --from https://OWNER.github.io/prebuild/simple
+
+      prebuild install --from site --arch sm_90 --dry-run     # for a machine with an H100
+    """
+    import json
+    import subprocess
+    import sys
+
+    from prebuild.gpus import query_gpus, torch_info
+    from prebuild.install import SourceError, Target, find_candidates, select_wheel
+
+    try:
+        archs = parse_arch_list(",".join(arch)) if arch else ()
+        candidates = find_candidates(source)
+    except (ArchError, SourceError) as exc:
+        raise _fail(str(exc)) from None
+    gpus = query_gpus()
+    torch = torch_info()
+    if archs:
+        targets = [Target(f"--arch {a.sm}", a.capability) for a in archs]
+    else:
+        targets = [Target(f"cuda:{g.index} ({g.name})", g.capability) for g in gpus.gpus]
+    decision = select_wheel(candidates, targets, torch.cuda, gpus.driver_cuda)
+    code = 0 if decision.chosen else (4 if not targets else 3)
+
+    if as_json:
+        data = decision.to_dict()
+        data.update(gpus=gpus.to_dict(), torch={"version": torch.version, "cuda": torch.cuda}, dry_run=dry_run)
+        print(json.dumps(data, indent=2))
+    else:
+        if not gpus.gpus:
+            err.print(f"No GPU visible: {escape(gpus.note)}", highlight=False)
+        else:
+            err.print("GPUs: " + ", ".join(f"cuda:{g.index} {escape(g.name)} ({g.capability[0]}.{g.capability[1]})"
+                                           for g in gpus.gpus) + f"; driver CUDA {gpus.driver_cuda}", highlight=False)  # fmt: skip
+        err.print(f"torch {torch.version or '(not installed)'}, CUDA {torch.cuda or 'none (CPU build)'}", highlight=False)
+        table = Table(title=f"{len(candidates)} wheel(s) from {source}")
+        table.add_column("wheel", overflow="fold")
+        table.add_column("verdict", overflow="fold")
+        for c in decision.considered:
+            mark = "[green]chosen[/]" if c is decision.chosen else (escape(c.rejected) or ("fits" if targets else "-"))
+            table.add_row(escape(c.candidate.filename), mark)
+        err.print(table)
+        if decision.chosen:
+            out.print(f"[bold]Chosen:[/] {escape(decision.chosen.candidate.filename)}: {escape(decision.reason)}", highlight=False)
+        else:
+            out.print(f"[bold]Nothing chosen:[/] {escape(decision.reason)}", highlight=False)
+    if code or dry_run:
+        raise typer.Exit(code)
+    command = [sys.executable, "-m", "pip", "install", decision.chosen.candidate.location]
+    err.print(f"Running: {' '.join(command)}", highlight=False)
+    if subprocess.run(command).returncode != 0:
+        raise _fail("pip install failed (its output is above)", code=1)
+
+
 def main() -> None:
     app()
 

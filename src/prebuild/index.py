@@ -71,6 +71,12 @@ class Variant:
     def name(self) -> str:
         return variant_name(self.cuda_tag, self.sass)
 
+    @property
+    def cuda_version(self) -> str:
+        """``"13.0"`` for ``cu130``."""
+        digits = self.cuda_tag[2:]
+        return f"{digits[:-1]}.{digits[-1]}"
+
 
 def parse_variant(local: str | None) -> Variant | None:
     """The variant in a local version label; None for a label that names none (``cpu``)."""
