@@ -59,6 +59,11 @@ def wheel(
     build_dir: Optional[Path] = typer.Option(
         None, "--build-dir", help="Where objects are kept between runs (default: <source>/build/prebuild)."
     ),
+    lock: Optional[str] = typer.Option(
+        None, "--lock",
+        help="Also write a requirements file pinning the wheel by sha256 (pip install "
+        "--require-hashes -r FILE). With several wheels put {variant} in the name: one file each.",
+    ),
 ) -> None:
     """Compile the kernels ahead of time into wheels, one per CUDA arch.
 
@@ -71,15 +76,19 @@ def wheel(
       prebuild wheel --arch 8.0 --arch 9.0 --fat # one wheel with both
 
       prebuild wheel --arch sm_120 --ptx         # SASS for 12.0 plus PTX for newer GPUs
+
+      prebuild wheel --arch sm_90 --lock prebuild.lock && pip install --require-hashes -r prebuild.lock
     """
     from prebuild.build import flags as F
     from prebuild.build.compile import BuildError, preflight
     from prebuild.build.toolchain import ToolchainError
-    from prebuild.build.wheel import build_wheel, find_source_dir, plan_variants
+    from prebuild.build.wheel import build_wheel, check_lock_target, find_source_dir, plan_variants, write_lock
 
     try:
         archs = parse_arch_list(",".join(arch))
         variants = plan_variants(archs, fat=fat, ptx=ptx)
+        if lock is not None:
+            check_lock_target(lock, len(variants))
         source_dir = source.resolve() if source else find_source_dir()
         if source_dir is None or not (source_dir / "csrc").is_dir():
             raise _fail(
@@ -139,6 +148,10 @@ def wheel(
         archs_text = ", ".join([a.sm for a in m.sass_archs] + [a.compute for a in m.ptx_archs])
         table.add_row(result.path.name, archs_text, f"{result.size / 1024:.0f} KiB", f"{result.seconds:.1f}")
     out.print(table)
+    if lock is not None:
+        for result in built:
+            path = write_lock(lock, result.path)
+            out.print(f"Lock file {path}: pip install --require-hashes -r {path}", highlight=False)
 
 
 @app.command()

@@ -183,6 +183,45 @@ def _build_locked(
     return BuiltWheel(final, variant, manifest, time.monotonic() - start)
 
 
+LOCK_PLACEHOLDER = "{variant}"
+
+
+def check_lock_target(template: str, n_wheels: int) -> None:
+    """pip refuses two requirements of one name in a file, so several wheels need one lock
+    file each: ``{variant}`` in the name says where (ValueError otherwise)."""
+    if n_wheels > 1 and LOCK_PLACEHOLDER not in template:
+        raise ValueError(
+            f"--lock {template}: {n_wheels} wheels are built but pip accepts one prebuild line "
+            f"per requirements file. Put {LOCK_PLACEHOLDER} in the name (--lock "
+            f"'locks/{LOCK_PLACEHOLDER}.txt' writes one per wheel), or build one wheel (--fat)"
+        )
+
+
+def lock_line(project: str, wheel: Path, sha256: str) -> str:
+    """``prebuild @ file:///abs/x.whl --hash=sha256:...``: what ``pip install
+    --require-hashes -r FILE`` accepts."""
+    return f"{project} @ {wheel.resolve().as_uri()} --hash=sha256:{sha256}\n"
+
+
+def write_lock(template: str, wheel: Path) -> Path:
+    """Write the lock file of one built wheel (its sha256 computed from the file itself)."""
+    from packaging.utils import parse_wheel_filename
+
+    from prebuild.index import wheel_variant
+    from prebuild.manifest import sha256_file
+
+    variant = wheel_variant(wheel.name)
+    path = Path(template.replace(LOCK_PLACEHOLDER, variant.name if variant else "cpu"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    project = str(parse_wheel_filename(wheel.name)[0])
+    text = (f"# {wheel.name}: pip install --require-hashes -r {path.name}\n"
+            + lock_line(project, wheel, sha256_file(wheel)))  # fmt: skip
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+    return path
+
+
 def find_source_dir(start: Path | None = None) -> Path | None:
     """The prebuild checkout to build: the nearest parent of ``start`` holding csrc/ and
     setup.py, else the checkout this package is installed from in editable mode."""
