@@ -14,7 +14,7 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
   setuptools wheel ninja packaging typer rich pyelftools build filelock nvidia-cuda-cuobjdump \
-  pytest hypothesis numpy
+  pytest hypothesis numpy pyyaml cibuildwheel
 # gsplat 1.5.3 only as a test oracle: its plain-PyTorch _torch_impl.py (see tests/ops).
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps gsplat==1.5.3
 # prebuild in place. PREBUILD_ARCHS='' compiles only the CPU library (seconds), and
