@@ -16,8 +16,9 @@ from prebuild.arch import ArchError, parse_arch_list
 
 app = typer.Typer(
     name="prebuild",
-    help="Build and inspect ahead-of-time compiled PyTorch CUDA kernels. "
-    "Kernels are compiled once, into wheels; importing them never compiles.",
+    help="Build, check, index and install ahead-of-time compiled PyTorch CUDA kernels, and "
+    "diagnose why they do or do not run. Kernels are compiled once, into wheels; importing "
+    "them never compiles. Start with `prebuild wheel --arch sm_90` or `prebuild doctor`.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -27,7 +28,7 @@ err = Console(stderr=True)
 
 @app.callback()
 def _root() -> None:
-    """Build and inspect ahead-of-time compiled PyTorch CUDA kernels."""
+    """Build, check, index and install ahead-of-time compiled PyTorch CUDA kernels."""
 
 
 def _fail(message: str, code: int = 2) -> "typer.Exit":
@@ -324,8 +325,8 @@ def install(
     CUDA_VISIBLE_DEVICES is honoured. A wheel fits when every GPU gets SASS for its arch or,
     failing that, PTX the driver can JIT-compile, its CUDA major equals the installed torch's
     and the driver supports it. Among fitting wheels: SASS for every GPU first, then the
-    newest release, the fewest archs, the closest arch, the newest CUDA. With no GPU visible nothing is picked
-    unless --arch says what to pick for.
+    newest release, the fewest archs, the closest arch, the newest CUDA. With no GPU
+    visible nothing is picked unless --arch says what to pick for.
 
     Exit codes: 0 picked (and installed, unless --dry-run); 1 pip failed; 2 bad input;
     3 no wheel fits; 4 no GPU visible and no --arch.

@@ -18,11 +18,11 @@ CI = ROOT / "scripts" / "ci"
 PREBUILD = Path(sys.executable).parent / "prebuild"
 
 
-def test_publish_index_and_test_wheel_on_a_real_wheel(tmp_path):
+def test_publish_index_and_test_wheel_on_a_real_wheel(tmp_path, shared_objects):
     env = {**os.environ, "COLUMNS": "200"}
     dist = tmp_path / "dist"
     built = subprocess.run([str(PREBUILD), "wheel", "--arch", "sm_80", "--out", str(dist),
-                            "--build-dir", str(tmp_path / "obj")],
+                            "--build-dir", str(shared_objects)],
                            cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)  # fmt: skip
     assert built.returncode == 0, built.stdout + built.stderr
     (wheel,) = dist.glob("*.whl")

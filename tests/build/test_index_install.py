@@ -24,10 +24,10 @@ def run(*cmd: str, **kw) -> subprocess.CompletedProcess:
     return proc
 
 
-def test_pip_installs_from_the_variant_index_in_a_fresh_venv(tmp_path):
+def test_pip_installs_from_the_variant_index_in_a_fresh_venv(tmp_path, shared_objects):
     dist = tmp_path / "dist"
     env = {**os.environ, "COLUMNS": "200"}
-    run(str(PREBUILD), "wheel", "--arch", "sm_90", "--out", str(dist), "--build-dir", str(tmp_path / "objects"),
+    run(str(PREBUILD), "wheel", "--arch", "sm_90", "--out", str(dist), "--build-dir", str(shared_objects),
         cwd=ROOT, env=env)  # fmt: skip
     (built,) = dist.glob("*.whl")
     site = tmp_path / "site"

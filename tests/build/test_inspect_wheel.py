@@ -29,10 +29,9 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def ptx_wheel(tmp_path_factory) -> Path:
+def ptx_wheel(tmp_path_factory, shared_objects) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    proc = run_cli("wheel", "--arch", "sm_80", "--ptx", "--out", str(out),
-                   "--build-dir", str(tmp_path_factory.mktemp("objects")))  # fmt: skip
+    proc = run_cli("wheel", "--arch", "sm_80", "--ptx", "--out", str(out), "--build-dir", str(shared_objects))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (wheel,) = out.glob("*.whl")
     return wheel

@@ -47,12 +47,12 @@ def pip_in_fresh_venv(tmp_path: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_pip_accepts_the_lock_of_a_real_wheel_and_refuses_a_changed_one(tmp_path):
+def test_pip_accepts_the_lock_of_a_real_wheel_and_refuses_a_changed_one(tmp_path, shared_objects):
     lock = tmp_path / "locks" / "{variant}.txt"
     out = tmp_path / "dist"
     proc = subprocess.run(
         [str(PREBUILD), "wheel", "--arch", "sm_80", "--lock", str(lock), "--out", str(out),
-         "--build-dir", str(tmp_path / "obj")],
+         "--build-dir", str(shared_objects)],
         cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
