@@ -17,7 +17,15 @@ from prebuild.arch import CodeKind
 from prebuild.cli import app
 from prebuild.gpus import Gpu, GpuQuery, filter_visible, query_gpus
 from prebuild.index import build_index
-from prebuild.install import Candidate, SourceError, Target, find_candidates, links_in, select_wheel
+from prebuild.install import (
+    Candidate,
+    SourceError,
+    Target,
+    find_candidates,
+    links_in,
+    project_page_url,
+    select_wheel,
+)
 
 TAGS = "cp310-abi3-linux_x86_64"
 runner = CliRunner()
@@ -176,6 +184,13 @@ def test_importing_the_gpu_query_creates_no_cuda_context():
 # --- candidates -----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("source", ["https://o.github.io/prebuild", "https://o.github.io/prebuild/simple/",
+                                    "https://o.github.io/prebuild/simple/prebuild"])
+def test_project_page_url(source):
+    assert project_page_url(source) == "https://o.github.io/prebuild/simple/prebuild/"
+    assert project_page_url("file:///s/cu130-sm90/simple") == "file:///s/cu130-sm90/simple/prebuild/"
+
+
 def test_links_in_a_project_page():
     page = ('<a href="../../../wheels/prebuild-0.1.0%2Bcu130.sm90-cp310-abi3-linux_x86_64.whl#sha256=ab">x</a>'
             '<a href="other.tar.gz">y</a>')  # fmt: skip
@@ -200,6 +215,7 @@ def test_find_candidates_in_folder_site_and_file_url(tmp_path):
     assert sorted(c.filename for c in find_candidates(str(tmp_path / "site"))) == names
     from_url = find_candidates(f"file://{tmp_path}/site/simple")
     assert sorted(c.filename for c in from_url) == names
+    assert sorted(c.filename for c in find_candidates(f"file://{tmp_path}/site")) == names
     assert all("#sha256=" in c.location for c in from_url)
     only_90 = find_candidates(f"file://{tmp_path}/site/cu130-sm90/simple/prebuild/")
     assert [c.filename for c in only_90] == [n for n in names if "sm90" in n]

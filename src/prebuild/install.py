@@ -166,9 +166,20 @@ def links_in(page: str, base_url: str) -> list[Candidate]:
     return out
 
 
+def project_page_url(source: str) -> str:
+    """Pure: prebuild's project page for an index URL given as the site root, its
+    ``simple/`` index, or the project page itself (a site may itself be named prebuild)."""
+    url = source.rstrip("/")
+    if url.endswith("/simple/prebuild"):
+        return url + "/"
+    if url.endswith("/simple"):
+        return url + "/prebuild/"
+    return url + "/simple/prebuild/"
+
+
 def find_candidates(source: str) -> list[Candidate]:
     """Wheels in a folder of wheels, a site written by ``prebuild index``, or at a PEP 503
-    index URL (``file://``, ``https://``: its root or its ``prebuild/`` page)."""
+    index URL (``file://``, ``https://``: the site, its ``simple/`` index or the project page)."""
     if "://" not in source:
         path = Path(source)
         if (path / "index.json").is_file():
@@ -180,9 +191,7 @@ def find_candidates(source: str) -> list[Candidate]:
                 raise SourceError(f"no wheels (*.whl) in {path}")
             return wheels
         raise SourceError(f"{source} is not a folder of wheels, a site, or an index URL")
-    url = source.rstrip("/") + "/"
-    if not url.rstrip("/").endswith("/prebuild"):
-        url += "prebuild/"
+    url = project_page_url(source)
     try:
         with urllib.request.urlopen(url if not url.startswith("file:") else url + "index.html", timeout=30) as r:
             page = r.read().decode("utf-8", "replace")
