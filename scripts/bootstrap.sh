@@ -13,8 +13,11 @@ fi
 # torch first, pinned: the CPU build of the stable-ABI target version (a local file here).
 .venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-  setuptools wheel ninja packaging typer rich build filelock nvidia-cuda-cuobjdump \
-  pytest hypothesis numpy
+  setuptools wheel ninja packaging typer rich pyelftools build filelock nvidia-cuda-cuobjdump \
+  pytest hypothesis numpy pyyaml cibuildwheel
+# PyPI's CUDA compiler (the `toolchain` extra): the tests build with it with /usr/local/cuda hidden.
+.venv/bin/python -m pip install --quiet --disable-pip-version-check \
+  nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl nvidia-nvvm
 # gsplat 1.5.3 only as a test oracle: its plain-PyTorch _torch_impl.py (see tests/ops).
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps gsplat==1.5.3
 # prebuild in place. PREBUILD_ARCHS='' compiles only the CPU library (seconds), and

@@ -16,8 +16,9 @@ from prebuild.arch import ArchError, parse_arch_list
 
 app = typer.Typer(
     name="prebuild",
-    help="Build and inspect ahead-of-time compiled PyTorch CUDA kernels. "
-    "Kernels are compiled once, into wheels; importing them never compiles.",
+    help="Build, check, index and install ahead-of-time compiled PyTorch CUDA kernels, and "
+    "diagnose why they do or do not run. Kernels are compiled once, into wheels; importing "
+    "them never compiles. Start with `prebuild wheel --arch sm_90` or `prebuild doctor`.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -27,7 +28,7 @@ err = Console(stderr=True)
 
 @app.callback()
 def _root() -> None:
-    """Build and inspect ahead-of-time compiled PyTorch CUDA kernels."""
+    """Build, check, index and install ahead-of-time compiled PyTorch CUDA kernels."""
 
 
 def _fail(message: str, code: int = 2) -> "typer.Exit":
@@ -59,6 +60,11 @@ def wheel(
     build_dir: Optional[Path] = typer.Option(
         None, "--build-dir", help="Where objects are kept between runs (default: <source>/build/prebuild)."
     ),
+    lock: Optional[str] = typer.Option(
+        None, "--lock",
+        help="Also write a requirements file pinning the wheel by sha256 (pip install "
+        "--require-hashes -r FILE). With several wheels put {variant} in the name: one file each.",
+    ),
 ) -> None:
     """Compile the kernels ahead of time into wheels, one per CUDA arch.
 
@@ -71,15 +77,19 @@ def wheel(
       prebuild wheel --arch 8.0 --arch 9.0 --fat # one wheel with both
 
       prebuild wheel --arch sm_120 --ptx         # SASS for 12.0 plus PTX for newer GPUs
+
+      prebuild wheel --arch sm_90 --lock prebuild.lock && pip install --require-hashes -r prebuild.lock
     """
     from prebuild.build import flags as F
     from prebuild.build.compile import BuildError, preflight
     from prebuild.build.toolchain import ToolchainError
-    from prebuild.build.wheel import build_wheel, find_source_dir, plan_variants
+    from prebuild.build.wheel import build_wheel, check_lock_target, find_source_dir, plan_variants, write_lock
 
     try:
         archs = parse_arch_list(",".join(arch))
         variants = plan_variants(archs, fat=fat, ptx=ptx)
+        if lock is not None:
+            check_lock_target(lock, len(variants))
         source_dir = source.resolve() if source else find_source_dir()
         if source_dir is None or not (source_dir / "csrc").is_dir():
             raise _fail(
@@ -139,6 +149,320 @@ def wheel(
         archs_text = ", ".join([a.sm for a in m.sass_archs] + [a.compute for a in m.ptx_archs])
         table.add_row(result.path.name, archs_text, f"{result.size / 1024:.0f} KiB", f"{result.seconds:.1f}")
     out.print(table)
+    if lock is not None:
+        for result in built:
+            path = write_lock(lock, result.path)
+            out.print(f"Lock file {path}: pip install --require-hashes -r {path}", highlight=False)
+
+
+@app.command()
+def inspect(
+    target: Path = typer.Argument(
+        ..., help="A wheel (.whl), an installed prebuild package directory, or one library (.so).",
+        show_default=False,
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
+) -> None:
+    """Show the CUDA archs really compiled into each library, and check them against the manifest.
+
+    The SASS (machine code) and PTX archs are read from each library's ELF .nv_fatbin
+    section, not taken from the manifest; then each library's sha256 and archs are compared
+    with prebuild/_manifest.json. Code that statically linked libraries bring along (the CUDA
+    runtime's own kernels) is shown as "linked" and not compared.
+
+    Exit codes: 0 everything agrees (or a lone library with no manifest beside it);
+    1 the binaries and the manifest disagree; 2 the path cannot be read.
+
+    Examples:
+
+      prebuild inspect dist/prebuild-0.1.0+cu130.sm80-cp310-abi3-linux_x86_64.whl
+
+      prebuild inspect "$(python -c 'import prebuild, os; print(os.path.dirname(prebuild.__file__))')"
+
+      prebuild inspect build/prebuild/cuda/cu130-sm80/_C_cuda.abi3.so --json
+    """
+    import json
+
+    from prebuild.inspection import InspectionError, inspect_path
+    from prebuild.manifest import ManifestError
+
+    try:
+        report = inspect_path(target)
+    except (InspectionError, ManifestError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    if as_json:
+        out.print_json(json.dumps(report.to_dict()))
+        raise typer.Exit(0 if report.ok else 1)
+
+    m = report.manifest
+    if m is None:
+        out.print(f"{target}: no {'_manifest.json'} beside it; showing what is inside only.")
+    else:
+        out.print(
+            f"[bold]{escape(str(target))}[/]: prebuild {escape(m.package_version)}, CUDA "
+            f"{m.cuda_version or 'none'}; manifest: SASS {', '.join(a.sm for a in m.sass_archs) or 'none'}, "
+            f"PTX {', '.join(a.compute for a in m.ptx_archs) or 'none'}",
+            highlight=False,
+        )
+    table = Table()
+    for column in ("library", "kind", "SASS", "PTX", "linked", "sha256"):
+        table.add_column(column, overflow="fold")
+    for lib in report.libraries:
+        table.add_row(
+            lib.file, report.kind_of(lib.file) or "-",
+            ", ".join(a.sm for a in lib.code.sass) or "-",
+            ", ".join(a.compute for a in lib.code.ptx) or "-",
+            ", ".join(a.sm for a in lib.code.linked_sass) or "-",
+            lib.sha256[:12],
+        )  # fmt: skip
+    out.print(table)
+    for d in report.disagreements:
+        err.print(f"[bold red]disagrees:[/] {escape(d.file)}: {escape(d.message)}", highlight=False)
+    if not report.ok:
+        raise typer.Exit(1)
+    if m is not None:
+        out.print("[green]The binaries match the manifest.[/]")
+
+
+@app.command()
+def matrix(
+    markdown: bool = typer.Option(
+        False, "--markdown", help="Print README's support table (Markdown) instead of the JSON matrix."
+    ),
+    cuda: Optional[List[str]] = typer.Option(
+        None, "--cuda", help="Only these CUDA versions (e.g. --cuda 13.0); repeatable."
+    ),
+) -> None:
+    """Print the CI wheel matrix (CUDA versions x GPU archs) as JSON for GitHub Actions.
+
+    One job per (CUDA version, arch); each entry has cuda, cuda_tag, arch, ptx (true for the
+    newest arch, whose wheel also carries PTX for GPUs newer than any listed) and variant
+    (the index a wheel is published under). The same table in prebuild/support.py makes
+    README's support table (--markdown) and the default archs of a source build.
+
+    Examples:
+
+      prebuild matrix                                # {"include": [{"cuda": "12.8", ...}, ...]}
+
+      echo "matrix=$(prebuild matrix)" >> "$GITHUB_OUTPUT"    # in a workflow step
+
+      prebuild matrix --cuda 13.0 --markdown
+    """
+    import json
+
+    from prebuild import support
+
+    releases = support.CUDA_RELEASES
+    if cuda:
+        wanted = {v.strip() for item in cuda for v in item.split(",") if v.strip()}
+        known = {r.version for r in releases}
+        unknown = sorted(wanted - known)
+        if unknown:
+            raise _fail(f"no CUDA {', '.join(unknown)} in the support table; it has {', '.join(sorted(known))}")
+        releases = tuple(r for r in releases if r.version in wanted)
+    if markdown:
+        print(support.support_table(releases), end="")
+    else:
+        print(json.dumps(support.matrix(releases), separators=(",", ":")))
+
+
+@app.command()
+def index(
+    dist_dir: Path = typer.Argument(..., help="The folder holding the wheels (*.whl).", show_default=False),
+    site: Path = typer.Option(..., "--out", "-o", help="Where the index site is written (replaced whole).",
+                              show_default=False),
+) -> None:
+    """Write a pip package index (PEP 503, static files) for the wheels in DIST_DIR.
+
+    One index per variant -- the CUDA version and archs in a wheel's version label, e.g.
+    SITE/cu130-sm90/simple/ -- so pip can only pick a wheel for that GPU, plus SITE/simple/
+    with every wheel. Wheels are stored once in SITE/wheels/; every link carries its sha256.
+    SITE/index.json lists the same for `prebuild install --from SITE`. Serve SITE as static
+    files (GitHub Pages), or use it in place through file://.
+
+    Exit codes: 0 written; 2 no wheels, a bad wheel, or SITE holds something else.
+
+    Examples:
+
+      prebuild index dist --out site
+
+      pip install prebuild --index-url file://$PWD/site/cu130-sm90/simple
+
+      pip install prebuild --index-url https://OWNER.github.io/prebuild/cu130-sm90/simple
+    """
+    from prebuild.index import ALL, SiteError, build_index
+
+    try:
+        indexes = build_index(dist_dir, site)
+    except (SiteError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    table = Table(title=f"{len(indexes[ALL])} wheel(s) indexed in {site}/")
+    table.add_column("index (--index-url)", overflow="fold")
+    table.add_column("wheels", overflow="fold")
+    for key, wheels in indexes.items():
+        where = f"{site}/{key}/simple" if key else f"{site}/simple"
+        table.add_row(where, "\n".join(w.filename for w in wheels))
+    out.print(table)
+
+
+@app.command()
+def install(
+    source: str = typer.Option(
+        "dist", "--from", "-f",
+        help="A folder of wheels, a site written by `prebuild index`, or an index URL "
+        "(file://... or https://.../simple).",
+    ),
+    arch: Optional[List[str]] = typer.Option(
+        None, "--arch", "-a",
+        help="Choose for these archs instead of this machine's GPUs (sm_90, 8.6, ...); repeatable.",
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the decision; install nothing."),
+    as_json: bool = typer.Option(False, "--json", help="Print the decision as JSON on stdout."),
+) -> None:
+    """Pick the wheel whose code runs on every GPU of this machine, and pip install it.
+
+    GPUs are listed through NVML (pip install nvidia-ml-py), which creates no CUDA context;
+    CUDA_VISIBLE_DEVICES is honoured. A wheel fits when every GPU gets SASS for its arch or,
+    failing that, PTX the driver can JIT-compile, its CUDA major equals the installed torch's
+    and the driver supports it. Among fitting wheels: SASS for every GPU first, then the
+    newest release, the fewest archs, the closest arch, the newest CUDA. With no GPU
+    visible nothing is picked unless --arch says what to pick for.
+
+    Exit codes: 0 picked (and installed, unless --dry-run); 1 pip failed; 2 bad input;
+    3 no wheel fits; 4 no GPU visible and no --arch.
+
+    Examples:
+
+      prebuild install --from dist --dry-run
+
+      prebuild install --from https://OWNER.github.io/prebuild/simple
+
+      prebuild install --from site --arch sm_90 --dry-run     # for a machine with an H100
+    """
+    import json
+    import subprocess
+    import sys
+
+    from prebuild.gpus import query_gpus, torch_info
+    from prebuild.install import SourceError, Target, find_candidates, select_wheel
+
+    try:
+        archs = parse_arch_list(",".join(arch)) if arch else ()
+        candidates = find_candidates(source)
+    except (ArchError, SourceError) as exc:
+        raise _fail(str(exc)) from None
+    gpus = query_gpus()
+    torch = torch_info()
+    if archs:
+        targets = [Target(f"--arch {a.sm}", a.capability) for a in archs]
+    else:
+        targets = [Target(f"cuda:{g.index} ({g.name})", g.capability) for g in gpus.gpus]
+    decision = select_wheel(candidates, targets, torch.cuda, gpus.driver_cuda)
+    code = 0 if decision.chosen else (4 if not targets else 3)
+
+    if as_json:
+        data = decision.to_dict()
+        data.update(gpus=gpus.to_dict(), torch={"version": torch.version, "cuda": torch.cuda}, dry_run=dry_run)
+        print(json.dumps(data, indent=2))
+    else:
+        if not gpus.gpus:
+            err.print(f"No GPU visible: {escape(gpus.note)}", highlight=False)
+        else:
+            err.print("GPUs: " + ", ".join(f"cuda:{g.index} {escape(g.name)} ({g.capability[0]}.{g.capability[1]})"
+                                           for g in gpus.gpus) + f"; driver CUDA {gpus.driver_cuda}", highlight=False)  # fmt: skip
+        err.print(f"torch {torch.version or '(not installed)'}, CUDA {torch.cuda or 'none (CPU build)'}", highlight=False)
+        table = Table(title=f"{len(candidates)} wheel(s) from {source}")
+        table.add_column("wheel", overflow="fold")
+        table.add_column("verdict", overflow="fold")
+        for c in decision.considered:
+            mark = "[green]chosen[/]" if c is decision.chosen else (escape(c.rejected) or ("fits" if targets else "-"))
+            table.add_row(escape(c.candidate.filename), mark)
+        err.print(table)
+        if decision.chosen:
+            out.print(f"[bold]Chosen:[/] {escape(decision.chosen.candidate.filename)}: {escape(decision.reason)}", highlight=False)
+        else:
+            out.print(f"[bold]Nothing chosen:[/] {escape(decision.reason)}", highlight=False)
+    if code or dry_run:
+        raise typer.Exit(code)
+    command = [sys.executable, "-m", "pip", "install", decision.chosen.candidate.location]
+    err.print(f"Running: {' '.join(command)}", highlight=False)
+    if subprocess.run(command).returncode != 0:
+        raise _fail("pip install failed (its output is above)", code=1)
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+@app.command()
+def doctor(
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
+    load: bool = typer.Option(
+        True, "--load/--no-load", help="Test-load the libraries in a short-lived child process."
+    ),
+) -> None:
+    """Explain in one report whether prebuild runs here, and what to do if not.
+
+    Shows Python; torch's version, CUDA and C++ ABI; the installed wheel's manifest (and
+    whether its libraries are intact and load); each visible GPU (NVML: pip install
+    nvidia-ml-py); the driver's CUDA version against the wheel's; and for every op and GPU
+    whether it runs SASS, PTX through the driver's JIT, or nothing, with the reason and the
+    fix. It also lists JIT lock files that other packages' builds left under
+    TORCH_EXTENSIONS_DIR or ~/.cache/torch_extensions, with their age and the process holding
+    them if one is alive, and prints the command that removes only the stale ones.
+
+    It needs no nvcc and creates no CUDA context in its own process.
+
+    Exit codes: 0 nothing failed (warnings allowed); 1 something fails (see the fixes).
+
+    Examples:
+
+      prebuild doctor
+
+      prebuild doctor --json | jq .ops
+    """
+    import json
+
+    from prebuild.doctor import FAIL, WARN, clear_command, diagnose, gather, op_verdicts, to_dict
+
+    facts = gather(check_load=load)
+    checks = diagnose(facts)
+    verdicts = op_verdicts(facts)
+    failed = any(c.status == FAIL for c in checks) or any(v.status == FAIL for v in verdicts)
+    if as_json:
+        print(json.dumps(to_dict(facts, checks, verdicts), indent=2))
+        raise typer.Exit(1 if failed else 0)
+
+    style = {"ok": "[green]ok[/]", WARN: "[yellow]warn[/]", FAIL: "[red]FAIL[/]"}
+    table = Table(title="prebuild doctor", show_lines=False)
+    for column in ("", "check", "finding", "fix"):
+        table.add_column(column, overflow="fold")
+    for c in checks:
+        table.add_row(style[c.status], c.area, escape(c.message), escape(c.fix))
+    out.print(table)
+    if verdicts:
+        ops = Table(title="ops per GPU")
+        for column in ("", "op", "device", "code", "reason / fix"):
+            ops.add_column(column, overflow="fold")
+        for v in verdicts:
+            ops.add_row(style[v.status], v.op, escape(v.device), escape(v.code),
+                        "" if v.status == "ok" else escape(v.reason))  # fmt: skip
+        out.print(ops)
+    if facts.locks:
+        locks = Table(title="torch JIT lock files")
+        for column in ("lock file", "age", "state"):
+            locks.add_column(column, overflow="fold")
+        for lock in facts.locks:
+            locks.add_row(escape(str(lock.path)), _age(lock.age_seconds), escape(lock.state))
+        out.print(locks)
+        command = clear_command(facts.locks)
+        if command:
+            out.print("Safe to run (removes only the stale locks):")
+            out.print(f"  {escape(command)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(1 if failed else 0)
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from prebuild.build.wheel import read_wheel_manifest
+from prebuild.inspection import read_wheel_manifest
 
 pytestmark = pytest.mark.slow
 

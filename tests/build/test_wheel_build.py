@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from prebuild.arch import parse_arch_list
-from prebuild.build.wheel import read_wheel_manifest
-from prebuild.inspection import embedded_code, find_cuobjdump
+from prebuild.inspection import library_code, read_wheel_manifest
+
+from cuobjdump import cuobjdump_code
 
 pytestmark = pytest.mark.slow
 
@@ -48,11 +49,13 @@ def sm80_wheel(tmp_path_factory, build_dir) -> Path:
 
 
 def cuda_library_code(wheel: Path, scratch: Path):
+    """The archs inside the wheel's CUDA library, read by cuobjdump and by our fatbin
+    reader: the two must agree."""
     with zipfile.ZipFile(wheel) as zf:
         lib = Path(zf.extract("prebuild/_C_cuda.abi3.so", scratch))
-    cuobjdump = find_cuobjdump()
-    assert cuobjdump is not None, "nvidia-cuda-cuobjdump is a test dependency"
-    return embedded_code(lib, cuobjdump)
+    code = cuobjdump_code(lib)
+    assert library_code(lib.read_bytes()) == code
+    return code
 
 
 def test_wheel_name_tags_and_manifest(sm80_wheel, tmp_path):

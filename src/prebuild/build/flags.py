@@ -14,6 +14,7 @@ from typing import Mapping
 from packaging.version import Version
 
 from prebuild.arch import Arch, ArchError, parse_arch_list
+from prebuild.support import ALL_ARCHS
 
 # The lowest torch whose stable ABI the kernels use: `Stream::nativeHandle()` (the current
 # stream's cudaStream_t) exists from 2.13 on. The binaries load in every torch >= this.
@@ -23,9 +24,10 @@ TORCH_TARGET = Version("2.13")
 OP_NAMESPACE = "prebuild"
 
 # Archs built when PREBUILD_ARCHS is not set (a source install on a user's machine): the
-# data-centre and consumer GPUs of Turing through Blackwell, plus PTX of the newest one so
-# that future GPUs can still run the kernels through the driver's JIT.
-DEFAULT_ARCHS = "sm_75,sm_80,sm_86,sm_89,sm_90,sm_100,sm_120"
+# data-centre and consumer GPUs of Turing through Blackwell (prebuild.support, the table the
+# CI matrix and README come from), plus PTX of the newest one so that future GPUs can still
+# run the kernels through the driver's JIT.
+DEFAULT_ARCHS = ",".join(a.sm for a in ALL_ARCHS)
 DEFAULT_PTX = True
 
 # nvcc needs about this much memory per thread for our kernels (measured peak below 1 GiB;

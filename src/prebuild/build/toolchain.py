@@ -30,8 +30,8 @@ NVCC_HELP = (
     "  - set CUDA_HOME to a CUDA toolkit (nvcc is then $CUDA_HOME/bin/nvcc);\n"
     "  - put nvcc on PATH;\n"
     "  - install the toolkit at /usr/local/cuda;\n"
-    "  - pip install nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl "
-    "(PyPI's CUDA 13 compiler).\n"
+    "  - pip install 'prebuild[toolchain]' (PyPI's CUDA 13 compiler: nvidia-cuda-nvcc, "
+    "nvidia-cuda-runtime, nvidia-cuda-crt, nvidia-cuda-cccl, nvidia-nvvm).\n"
     "Or build the CPU code only with an empty arch list (PREBUILD_ARCHS='')."
 )
 
@@ -47,9 +47,16 @@ def _pypi_tool_candidates(tool: str) -> list[Path]:
     return found
 
 
+# The system toolkit's usual place. PREBUILD_SYSTEM_CUDA names another; set it empty to
+# never use a system toolkit (then only CUDA_HOME, PATH and PyPI's packages count).
+SYSTEM_CUDA_ENV = "PREBUILD_SYSTEM_CUDA"
+SYSTEM_CUDA = "/usr/local/cuda"
+
+
 def cuda_tool_candidates(tool: str, env: dict[str, str] | None = None) -> list[Path]:
     """Where a CUDA tool (nvcc, cuobjdump) is looked for, in order: CUDA_HOME, PATH,
-    /usr/local/cuda, then PyPI's nvidia packages."""
+    /usr/local/cuda (or $PREBUILD_SYSTEM_CUDA), then PyPI's nvidia packages
+    (``pip install 'prebuild[toolchain]'``)."""
     env = dict(os.environ if env is None else env)
     candidates: list[Path] = []
     for var in ("CUDA_HOME", "CUDA_PATH"):
@@ -58,7 +65,9 @@ def cuda_tool_candidates(tool: str, env: dict[str, str] | None = None) -> list[P
     on_path = shutil.which(tool, path=env.get("PATH", ""))
     if on_path:
         candidates.append(Path(on_path))
-    candidates.append(Path("/usr/local/cuda/bin") / tool)
+    system = env.get(SYSTEM_CUDA_ENV, SYSTEM_CUDA)
+    if system:
+        candidates.append(Path(system) / "bin" / tool)
     candidates.extend(_pypi_tool_candidates(tool))
     return candidates
 

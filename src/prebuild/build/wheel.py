@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +21,8 @@ from filelock import FileLock, Timeout
 from prebuild.arch import Arch
 from prebuild.build import flags as F
 from prebuild.build.compile import BuildError, ProgressCallback, compile_libraries, default_build_dir
-from prebuild.inspection import CUOBJDUMP_HELP, embedded_code, find_cuobjdump
-from prebuild.manifest import MANIFEST_NAME, Manifest, ManifestError
+from prebuild.inspection import InspectionError, inspect_wheel
+from prebuild.manifest import Manifest, ManifestError
 
 
 @dataclass(frozen=True)
@@ -60,43 +59,21 @@ class BuiltWheel:
         return self.path.stat().st_size
 
 
-def read_wheel_manifest(wheel: Path) -> Manifest:
-    """The manifest inside a wheel, after checking each listed library's sha256 in the zip."""
-    import hashlib
-
-    with zipfile.ZipFile(wheel) as zf:
-        try:
-            manifest = Manifest.from_json(zf.read(f"prebuild/{MANIFEST_NAME}").decode())
-        except KeyError as exc:
-            raise ManifestError(f"{wheel.name} has no prebuild/{MANIFEST_NAME}") from exc
-        for library in manifest.libraries:
-            try:
-                data = zf.read(f"prebuild/{library.file}")
-            except KeyError as exc:
-                raise ManifestError(f"{wheel.name} lacks prebuild/{library.file}") from exc
-            if hashlib.sha256(data).hexdigest() != library.sha256:
-                raise ManifestError(f"{wheel.name}: prebuild/{library.file} fails its sha256")
-    return manifest
-
-
-def check_embedded_archs(wheel: Path, manifest: Manifest, scratch: Path) -> None:
-    """The archs the manifest records must be exactly those compiled into the CUDA library
-    (read back with cuobjdump); raises BuildError when they differ or cuobjdump is missing."""
-    library = manifest.library("cuda")
-    if library is None:
-        return
-    cuobjdump = find_cuobjdump()
-    if cuobjdump is None:
-        raise BuildError(f"cannot check the archs inside {wheel.name}: {CUOBJDUMP_HELP}")
-    with zipfile.ZipFile(wheel) as zf:
-        extracted = Path(zf.extract(f"prebuild/{library.file}", scratch / "inspect"))
-    found = embedded_code(extracted, cuobjdump)
-    if found.sass != manifest.sass_archs or found.ptx != manifest.ptx_archs:
+def check_embedded_archs(wheel: Path) -> Manifest:
+    """The wheel's manifest, once every library is checked against it: present with its
+    sha256, and the archs really inside the CUDA library (its ``.nv_fatbin``) exactly those
+    the manifest records. BuildError otherwise."""
+    try:
+        report = inspect_wheel(wheel)
+    except (ManifestError, InspectionError) as exc:
+        raise BuildError(f"{wheel.name}: {exc}") from exc
+    if report.disagreements:
         raise BuildError(
-            f"{wheel.name}: the manifest records SASS {[a.sm for a in manifest.sass_archs]} and "
-            f"PTX {[a.compute for a in manifest.ptx_archs]}, but the binary holds SASS "
-            f"{[a.sm for a in found.sass]} and PTX {[a.compute for a in found.ptx]}"
+            f"{wheel.name} does not match its manifest: "
+            + "; ".join(f"{d.file}: {d.message}" for d in report.disagreements)
         )
+    assert report.manifest is not None
+    return report.manifest
 
 
 def _quiet_runner(log_path: Path, env: Mapping[str, str]):
@@ -187,8 +164,7 @@ def _build_locked(
 
         if on_phase:
             on_phase("checking")
-        manifest = read_wheel_manifest(built)
-        check_embedded_archs(built, manifest, Path(staging))
+        manifest = check_embedded_archs(built)
         if manifest.sass_archs != variant.archs or manifest.ptx_archs != options.ptx_archs:
             raise BuildError(
                 f"{built.name} records archs {manifest.sass_archs}/{manifest.ptx_archs}, "
@@ -205,6 +181,45 @@ def _build_locked(
         finally:
             partial.unlink(missing_ok=True)
     return BuiltWheel(final, variant, manifest, time.monotonic() - start)
+
+
+LOCK_PLACEHOLDER = "{variant}"
+
+
+def check_lock_target(template: str, n_wheels: int) -> None:
+    """pip refuses two requirements of one name in a file, so several wheels need one lock
+    file each: ``{variant}`` in the name says where (ValueError otherwise)."""
+    if n_wheels > 1 and LOCK_PLACEHOLDER not in template:
+        raise ValueError(
+            f"--lock {template}: {n_wheels} wheels are built but pip accepts one prebuild line "
+            f"per requirements file. Put {LOCK_PLACEHOLDER} in the name (--lock "
+            f"'locks/{LOCK_PLACEHOLDER}.txt' writes one per wheel), or build one wheel (--fat)"
+        )
+
+
+def lock_line(project: str, wheel: Path, sha256: str) -> str:
+    """``prebuild @ file:///abs/x.whl --hash=sha256:...``: what ``pip install
+    --require-hashes -r FILE`` accepts."""
+    return f"{project} @ {wheel.resolve().as_uri()} --hash=sha256:{sha256}\n"
+
+
+def write_lock(template: str, wheel: Path) -> Path:
+    """Write the lock file of one built wheel (its sha256 computed from the file itself)."""
+    from packaging.utils import parse_wheel_filename
+
+    from prebuild.index import wheel_variant
+    from prebuild.manifest import sha256_file
+
+    variant = wheel_variant(wheel.name)
+    path = Path(template.replace(LOCK_PLACEHOLDER, variant.name if variant else "cpu"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    project = str(parse_wheel_filename(wheel.name)[0])
+    text = (f"# {wheel.name}: pip install --require-hashes -r {path.name}\n"
+            + lock_line(project, wheel, sha256_file(wheel)))  # fmt: skip
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+    return path
 
 
 def find_source_dir(start: Path | None = None) -> Path | None:

@@ -61,13 +61,27 @@ def load_failure_error(
     return LibraryLoadError(f"cannot load {library}: {message}.{hint}")
 
 
+def same_cuda_major(wheel_cuda: str, torch_cuda: str) -> bool:
+    """CUDA kernels run only with a torch of the same CUDA major as the nvcc that built them."""
+    ours, theirs = _release(wheel_cuda)[:1], _release(torch_cuda)[:1]
+    return bool(ours) and ours == theirs
+
+
+def driver_supports(wheel_cuda: str, driver_cuda: str) -> bool:
+    """The wheel links the CUDA runtime statically: the driver (whose CUDA version, e.g.
+    NVML's, is the newest it supports) must be of that CUDA major or newer; within a major,
+    CUDA's minor-version compatibility lets a 13.2 runtime run on a 13.0 driver."""
+    need, have = _release(wheel_cuda)[:1], _release(driver_cuda)[:1]
+    return not need or not have or have >= need
+
+
 def cuda_major_error(manifest: Manifest, torch_cuda: str | None) -> PrebuildError | None:
     """CUDA kernels run only with a torch of the same CUDA major as the nvcc that built them."""
     if torch_cuda is None or manifest.cuda_version is None:
         return None
-    ours, theirs = _release(manifest.cuda_version)[:1], _release(torch_cuda)[:1]
-    if ours and ours == theirs:
+    if same_cuda_major(manifest.cuda_version, torch_cuda):
         return None
+    ours, theirs = _release(manifest.cuda_version)[:1], _release(torch_cuda)[:1]
     ours_major = ours[0] if ours else manifest.cuda_version
     theirs_major = theirs[0] if theirs else torch_cuda
     return CudaUnavailableError(

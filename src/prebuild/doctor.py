@@ -1,0 +1,330 @@
+"""``prebuild doctor``: why prebuild does or does not run here, in one report.
+
+Facts are gathered without nvcc and without a CUDA context in this process (GPUs through
+NVML; the libraries are test-loaded in a short-lived child process); ``diagnose`` and
+``op_verdicts`` are pure and turn facts into checks through the loader's own rules
+(``prebuild.runtime.compat``). It also finds the JIT lock files that other packages'
+``torch.utils.cpp_extension`` builds leave under ``TORCH_EXTENSIONS_DIR`` or
+``~/.cache/torch_extensions``, which make later builds wait forever.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prebuild.arch import CodeKind, format_capability, select_code
+from prebuild.gpus import GpuQuery, TorchInfo
+from prebuild.manifest import Manifest, ManifestError, read_manifest, verify_libraries
+from prebuild.runtime import compat
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+
+
+@dataclass(frozen=True)
+class Check:
+    area: str
+    status: str  # ok, warn or fail
+    message: str
+    fix: str = ""
+
+
+# --- stale JIT locks ------------------------------------------------------------------------
+
+
+# A JIT build of a large extension takes minutes (gsplat: 12 min on 2 cores); a lock file
+# older than this that no process holds is left over.
+STALE_AFTER_SECONDS = 30 * 60
+
+
+@dataclass(frozen=True)
+class JitLock:
+    path: Path
+    age_seconds: float
+    holders: tuple[tuple[int, str], ...] = ()  # (pid, command line) of live processes
+
+    @property
+    def stale(self) -> bool:
+        """Held by no live process and older than any build: older torch versions' lock
+        files are created and closed, so a young one may belong to a build in progress."""
+        return not self.holders and self.age_seconds >= STALE_AFTER_SECONDS
+
+    @property
+    def state(self) -> str:
+        if self.holders:
+            return "; ".join(f"held by pid {pid}: {cmd[:60]}" for pid, cmd in self.holders)
+        return "stale" if self.stale else "recent: a build may still be running"
+
+
+def extension_roots(env: dict[str, str], home: Path) -> list[Path]:
+    """Where torch's JIT builder keeps extensions: TORCH_EXTENSIONS_DIR, else the cache."""
+    roots = []
+    if env.get("TORCH_EXTENSIONS_DIR"):
+        roots.append(Path(env["TORCH_EXTENSIONS_DIR"]))
+    cache = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else home / ".cache"
+    roots.append(cache / "torch_extensions")
+    unique: list[Path] = []
+    for root in roots:
+        if root not in unique:
+            unique.append(root)
+    return unique
+
+
+def parse_proc_locks(text: str) -> dict[int, set[int]]:
+    """Pure: ``/proc/locks`` as {inode: pids holding a lock on it}.
+
+    A line: ``1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`` (``->`` marks a waiter)."""
+    held: dict[int, set[int]] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if "->" in parts:
+            continue
+        try:
+            pid = int(parts[4])
+            inode = int(parts[5].rsplit(":", 1)[1])
+        except (IndexError, ValueError):
+            continue
+        held.setdefault(inode, set()).add(pid)
+    return held
+
+
+def _cmdline(pid: int) -> str | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return " ".join(part.decode(errors="replace") for part in raw.split(b"\0") if part) or f"pid {pid}"
+
+
+def _open_by(paths: set[Path]) -> dict[Path, set[int]]:
+    """Which live processes have each path open (their /proc/PID/fd links)."""
+    found: dict[Path, set[int]] = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            for fd in (proc / "fd").iterdir():
+                try:
+                    target = Path(os.readlink(fd))
+                except OSError:
+                    continue
+                if target in paths:
+                    found.setdefault(target, set()).add(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def find_jit_locks(roots: list[Path], now: float | None = None) -> list[JitLock]:
+    """Every ``lock`` file under the roots, with its age and the live processes holding it
+    (an OS-level lock in /proc/locks, or the file open)."""
+    now = time.time() if now is None else now
+    paths = []
+    for root in roots:
+        if root.is_dir():
+            paths.extend(p for p in root.rglob("*") if p.is_file() and (p.name == "lock" or p.suffix == ".lock"))
+    if not paths:
+        return []
+    try:
+        locks = parse_proc_locks(Path("/proc/locks").read_text())
+    except OSError:
+        locks = {}
+    opened = _open_by({p.resolve() for p in paths})
+    out = []
+    for path in sorted(paths):
+        try:
+            st = path.stat()
+        except OSError:
+            continue  # removed meanwhile
+        pids = locks.get(st.st_ino, set()) | opened.get(path.resolve(), set())
+        holders = tuple((pid, cmd) for pid in sorted(pids) if pid != os.getpid() and (cmd := _cmdline(pid)))
+        out.append(JitLock(path, max(0.0, now - st.st_mtime), holders))
+    return out
+
+
+def clear_command(locks: list[JitLock]) -> str:
+    """The command that removes the stale locks only (none is held by a live process)."""
+    stale = [str(lock.path) for lock in locks if lock.stale]
+    return "rm -f -- " + " ".join(shlex.quote(p) for p in stale) if stale else ""
+
+
+# --- facts ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Facts:
+    python: str
+    torch: TorchInfo
+    package_dir: Path
+    manifest: Manifest | None
+    install_error: str  # manifest unreadable or libraries damaged; "" when fine
+    gpus: GpuQuery
+    locks: list[JitLock] = field(default_factory=list)
+    load_error: str | None = None  # None: not checked; "": loaded fine
+    ops: tuple[str, ...] = ()
+    strict: bool = False
+
+
+def installed_package() -> tuple[Path, Manifest | None, str]:
+    """The prebuild package directory, its manifest, and what is wrong with it (or "")."""
+    import prebuild  # noqa: PLC0415 - cheap: imports neither torch nor the libraries
+
+    directory = Path(prebuild.__file__).resolve().parent
+    try:
+        manifest = read_manifest(directory)
+    except ManifestError as exc:
+        return directory, None, str(exc)
+    try:
+        verify_libraries(directory, manifest)
+    except ManifestError as exc:
+        return directory, manifest, str(exc)
+    return directory, manifest, ""
+
+
+LOAD_SCRIPT = "import prebuild.ops; print('loaded')"
+
+
+def load_check(timeout: float = 300) -> str:
+    """Load the libraries in a short-lived child (this process stays free of them): ""
+    when they load, else the child's last error line."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", LOAD_SCRIPT], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"loading took more than {timeout:.0f} s"
+    if proc.returncode == 0 and proc.stdout.strip().endswith("loaded"):
+        return ""
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else f"exit code {proc.returncode}"
+
+
+def gather(env: dict[str, str] | None = None, check_load: bool = True) -> Facts:
+    from prebuild import _OPS  # noqa: PLC0415
+    from prebuild.gpus import query_gpus, torch_info  # noqa: PLC0415
+    from prebuild.runtime.loader import STRICT_ENV  # noqa: PLC0415
+
+    env = dict(os.environ if env is None else env)
+    directory, manifest, install_error = installed_package()
+    home = Path(env.get("HOME") or Path.home())
+    return Facts(
+        python=f"{platform.python_version()} ({sys.executable})",
+        torch=torch_info(),
+        package_dir=directory,
+        manifest=manifest,
+        install_error=install_error,
+        gpus=query_gpus(env),
+        locks=find_jit_locks(extension_roots(env, home)),
+        load_error=load_check() if check_load and manifest is not None and not install_error else None,
+        ops=tuple(sorted(_OPS)),
+        strict=env.get(STRICT_ENV, "") == "1",
+    )
+
+
+# --- verdicts (pure) ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpVerdict:
+    op: str
+    device: str
+    code: str  # "SASS sm_80", "PTX compute_90 (driver JIT)", "not covered"
+    status: str
+    reason: str
+
+
+def op_verdicts(facts: Facts) -> list[OpVerdict]:
+    """For each op and GPU: what the driver will run, by the loader's own rules."""
+    m = facts.manifest
+    if m is None or not facts.gpus.gpus:
+        return []
+    out = []
+    for gpu in facts.gpus.gpus:
+        device = f"cuda:{gpu.index} {gpu.name} ({format_capability(gpu.capability)})"
+        choice = select_code(gpu.capability, m.sass_archs, m.ptx_archs)
+        verdict = compat.device_verdict(m, gpu.index, gpu.name, gpu.capability, facts.strict)
+        if choice.kind is CodeKind.SASS:
+            code, status, reason = f"SASS {choice.arch.sm}", OK, "machine code for this GPU"  # type: ignore[union-attr]
+        elif choice.kind is CodeKind.PTX:
+            code = f"PTX {choice.arch.compute} (driver JIT)"  # type: ignore[union-attr]
+            status = FAIL if verdict.error else WARN
+            reason = str(verdict.error or verdict.warning)
+        else:
+            code, status, reason = "not covered", FAIL, str(verdict.error)
+        if not m.has_cuda:
+            code, status, reason = "no CUDA kernels", FAIL, str(compat.no_cuda_kernels_error(m))
+        for op in facts.ops:
+            out.append(OpVerdict(op, device, code, status, reason))
+    return out
+
+
+def diagnose(facts: Facts) -> list[Check]:
+    checks = [Check("python", OK, facts.python)]
+    t, m, g = facts.torch, facts.manifest, facts.gpus
+    if t.version is None:
+        checks.append(Check("torch", FAIL, t.note, "pip install 'torch>=2.13'"))
+    else:
+        abi = {True: "cxx11 ABI", False: "pre-cxx11 ABI", None: "ABI unknown"}[t.cxx11_abi]
+        checks.append(Check("torch", OK, f"{t.version}, CUDA {t.cuda or 'none (CPU build)'}, {abi}"))
+    if m is None:
+        checks.append(Check("install", FAIL, f"{facts.package_dir}: {facts.install_error}",
+                            "pip install --force-reinstall --no-deps <the prebuild .whl>"))  # fmt: skip
+    else:
+        archs = ", ".join([a.sm for a in m.sass_archs] + [a.compute for a in m.ptx_archs]) or "none"
+        checks.append(Check("install", FAIL if facts.install_error else OK,
+                            f"prebuild {m.package_version} in {facts.package_dir}: CUDA {m.cuda_version or 'none'}, "
+                            f"archs {archs}, torch target {m.torch_target}"
+                            + (f"; {facts.install_error}" if facts.install_error else ""),
+                            "pip install --force-reinstall --no-deps <the prebuild .whl>" if facts.install_error else ""))  # fmt: skip
+        if t.version is not None:
+            too_old = compat.torch_version_error(m, t.version)
+            if too_old:
+                checks.append(Check("torch vs wheel", FAIL, str(too_old), f"pip install 'torch>={m.torch_target}'"))
+            cuda_error = compat.cuda_major_error(m, t.cuda)
+            if cuda_error:
+                checks.append(Check("torch vs wheel", FAIL, str(cuda_error), "prebuild install --dry-run"))
+        if m.cuda_version and g.driver_cuda:
+            fits = compat.driver_supports(m.cuda_version, g.driver_cuda)
+            checks.append(Check("driver vs wheel", OK if fits else FAIL,
+                                f"driver {g.driver_version} supports CUDA {g.driver_cuda}; the wheel is CUDA {m.cuda_version}",
+                                "" if fits else f"update the NVIDIA driver to one for CUDA {m.cuda_version}, "
+                                "or install a wheel for an older CUDA (prebuild install)"))  # fmt: skip
+    if facts.load_error is not None:
+        checks.append(Check("load", FAIL if facts.load_error else OK,
+                            facts.load_error or "the libraries load (checked in a child process)"))  # fmt: skip
+    if g.gpus:
+        names = ", ".join(f"cuda:{x.index} {x.name} ({format_capability(x.capability)})" for x in g.gpus)
+        checks.append(Check("gpus", OK, names))
+    else:
+        checks.append(Check("gpus", OK, f"none visible: {g.note}" if g.note else "none visible"))
+    stale = [lock for lock in facts.locks if lock.stale]
+    if stale:
+        checks.append(Check("jit locks", WARN,
+                            f"{len(stale)} stale torch JIT lock file(s), held by no process: other packages' "
+                            "JIT builds will wait on them forever (prebuild never uses them)",
+                            clear_command(facts.locks)))  # fmt: skip
+    elif facts.locks:
+        checks.append(Check("jit locks", OK, f"{len(facts.locks)} JIT lock file(s), held by a live or recent build"))
+    return checks
+
+
+def to_dict(facts: Facts, checks: list[Check], verdicts: list[OpVerdict]) -> dict:
+    return {
+        "ok": not any(c.status == FAIL for c in checks + verdicts),  # type: ignore[operator]
+        "python": facts.python,
+        "torch": {"version": facts.torch.version, "cuda": facts.torch.cuda, "cxx11_abi": facts.torch.cxx11_abi},
+        "package_dir": str(facts.package_dir),
+        "manifest": None if facts.manifest is None else {
+            "package_version": facts.manifest.package_version, "cuda_version": facts.manifest.cuda_version,
+            "sass_archs": [a.sm for a in facts.manifest.sass_archs],
+            "ptx_archs": [a.compute for a in facts.manifest.ptx_archs], "torch_target": facts.manifest.torch_target,
+        },
+        "gpus": facts.gpus.to_dict(),
+        "checks": [{"area": c.area, "status": c.status, "message": c.message, "fix": c.fix} for c in checks],
+        "ops": [{"op": v.op, "device": v.device, "code": v.code, "status": v.status, "reason": v.reason} for v in verdicts],
+        "jit_locks": [{"path": str(lock.path), "age_seconds": round(lock.age_seconds), "stale": lock.stale, "state": lock.state,
+                       "holders": [{"pid": pid, "command": cmd} for pid, cmd in lock.holders]} for lock in facts.locks],
+        "clear_command": clear_command(facts.locks),
+    }  # fmt: skip

@@ -1,0 +1,49 @@
+"""The wheel workflow's scripts on a real wheel: publish_index.sh inspects it and writes the
+index; test_wheel.sh tests the installed wheel (not the source tree) in a fresh venv."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+CI = ROOT / "scripts" / "ci"
+PREBUILD = Path(sys.executable).parent / "prebuild"
+
+
+def test_publish_index_and_test_wheel_on_a_real_wheel(tmp_path, shared_objects):
+    env = {**os.environ, "COLUMNS": "200"}
+    dist = tmp_path / "dist"
+    built = subprocess.run([str(PREBUILD), "wheel", "--arch", "sm_80", "--out", str(dist),
+                            "--build-dir", str(shared_objects)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)  # fmt: skip
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = dist.glob("*.whl")
+
+    site = tmp_path / "site"
+    proc = subprocess.run([str(CI / "publish_index.sh"), str(dist), str(site)], capture_output=True, text=True,
+                          timeout=300, env={**env, "PYTHON": sys.executable})  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "match the manifest" in proc.stdout
+    assert list(site.glob("cu*-sm80/simple/prebuild/index.html"))
+
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    py = env_dir / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                    "torch==2.13.0", "pytest", "hypothesis", "numpy", str(wheel)],
+                   check=True, timeout=900)  # fmt: skip
+    test_env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "200",
+                "PYTEST_ARGS": f"{ROOT / 'tests' / 'test_arch.py'} {ROOT / 'tests' / 'test_manifest.py'} -q"}  # fmt: skip
+    proc = subprocess.run(["bash", str(CI / "test_wheel.sh"), str(ROOT)], capture_output=True, text=True,
+                          timeout=900, env=test_env)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "match the manifest" in proc.stdout and " passed" in proc.stdout
+    assert str(env_dir) in proc.stdout  # inspect ran on the installed package

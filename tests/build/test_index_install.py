@@ -1,0 +1,54 @@
+"""A real sm_90 wheel, indexed by `prebuild index`, installs into a fresh venv from
+`--index-url file://SITE/cu130-sm90/simple` and imports and runs there."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+PREBUILD = Path(sys.executable).parent / "prebuild"
+
+
+def run(*cmd: str, **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=900, **kw)
+    assert proc.returncode == 0, f"{cmd}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def test_pip_installs_from_the_variant_index_in_a_fresh_venv(tmp_path, shared_objects):
+    dist = tmp_path / "dist"
+    env = {**os.environ, "COLUMNS": "200"}
+    run(str(PREBUILD), "wheel", "--arch", "sm_90", "--out", str(dist), "--build-dir", str(shared_objects),
+        cwd=ROOT, env=env)  # fmt: skip
+    (built,) = dist.glob("*.whl")
+    site = tmp_path / "site"
+    run(str(PREBUILD), "index", str(dist), "--out", str(site), env=env)
+    cuda_tag = built.name.split("+")[1].split(".")[0]  # cu130 with this nvcc
+    assert (site / f"{cuda_tag}-sm90" / "simple" / "prebuild" / "index.html").is_file()
+
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)  # a fresh venv: no system site-packages
+    py = str(env_dir / "bin" / "python")
+    pip = [py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    run(*pip, "torch==2.13.0", "packaging")  # torch, and the runtime's one other import
+    run(*pip, "prebuild", "--index-url", f"file://{site}/{cuda_tag}-sm90/simple", "--no-deps")
+    script = (
+        "import json, torch, prebuild\n"
+        "x = torch.rand(1, 1, 16, 16)\n"
+        "print(json.dumps({'version': prebuild.__version__, 'file': prebuild.__file__,\n"
+        "                  'ssim': prebuild.fused_ssim(x, x).item()}))\n"
+    )
+    proc = run(py, "-c", script, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["version"] == f"0.1.0+{cuda_tag}.sm90"
+    assert result["file"].startswith(str(env_dir))
+    assert result["ssim"] == pytest.approx(1.0, abs=1e-5)

@@ -1,0 +1,182 @@
+"""prebuild.doctor and `prebuild doctor`: verdicts from made-up facts, and JIT lock files in
+a fake extensions dir (stale, recent, held by a live process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from prebuild.arch import parse_arch_list
+from prebuild.doctor import (
+    FAIL,
+    OK,
+    WARN,
+    Facts,
+    JitLock,
+    clear_command,
+    diagnose,
+    extension_roots,
+    find_jit_locks,
+    op_verdicts,
+    parse_proc_locks,
+)
+from prebuild.gpus import Gpu, GpuQuery, TorchInfo
+from prebuild.manifest import Library, Manifest
+
+PREBUILD = Path(sys.executable).parent / "prebuild"
+
+
+def manifest(sass="sm_80", ptx="compute_80", cuda="13.0") -> Manifest:
+    return Manifest(
+        package_version="0.1.0+cu130.sm80.ptx80", torch_target="2.13", built_with_torch="2.13.0+cpu",
+        cuda_version=cuda, sass_archs=parse_arch_list(sass), ptx_archs=parse_arch_list(ptx),
+        libraries=(Library("_C.abi3.so", "cpu", "0" * 64), Library("_C_cuda.abi3.so", "cuda", "1" * 64)),
+    )  # fmt: skip
+
+
+def facts(*caps: tuple[int, int], torch_cuda="13.0", driver_cuda="13.0", strict=False, **kw) -> Facts:
+    gpus = tuple(Gpu(i, f"GPU{i}", cap) for i, cap in enumerate(caps))
+    base = dict(
+        python="3.11", torch=TorchInfo("2.14.1", torch_cuda, True), package_dir=Path("/site/prebuild"),
+        manifest=manifest(), install_error="", gpus=GpuQuery(gpus, "580.1", driver_cuda if gpus else None),
+        ops=("fused_ssim", "other_op"), strict=strict, load_error="",
+    )  # fmt: skip
+    base.update(kw)
+    return Facts(**base)
+
+
+def by_area(checks):
+    return {c.area: c for c in checks}
+
+
+def test_per_op_per_device_verdicts_use_the_loader_rules():
+    verdicts = op_verdicts(facts((8, 0), (9, 0), (7, 5)))
+    assert len(verdicts) == 6  # 2 ops x 3 GPUs
+    per_device = {v.device: v for v in verdicts if v.op == "fused_ssim"}
+    a100, h100, t4 = per_device.values()
+    assert (a100.code, a100.status) == ("SASS sm_80", OK)
+    assert (h100.code, h100.status) == ("PTX compute_80 (driver JIT)", WARN)
+    assert "JIT" in h100.reason and "prebuild wheel --arch sm_90" in h100.reason
+    assert (t4.code, t4.status) == ("not covered", FAIL)
+    assert "prebuild wheel --arch sm_75" in t4.reason
+    strict = {v.device: v for v in op_verdicts(facts((9, 0), strict=True))}
+    assert [v.status for v in strict.values()] == [FAIL]
+    assert op_verdicts(facts()) == []  # no GPU, no verdict
+
+
+def test_diagnose_all_good():
+    checks = diagnose(facts((8, 6)))
+    assert all(c.status == OK for c in checks), checks
+    assert "cxx11 ABI" in by_area(checks)["torch"].message
+    assert "driver 580.1 supports CUDA 13.0" in by_area(checks)["driver vs wheel"].message
+
+
+def test_diagnose_cuda_mismatches_fail_with_fixes():
+    checks = by_area(diagnose(facts((8, 0), torch_cuda="12.8", driver_cuda="12.8")))
+    assert checks["torch vs wheel"].status == FAIL and "12.8" in checks["torch vs wheel"].message
+    assert checks["driver vs wheel"].status == FAIL and "update the NVIDIA driver" in checks["driver vs wheel"].fix
+
+
+def test_diagnose_install_problems():
+    checks = by_area(diagnose(facts(manifest=None, install_error="/site/prebuild/_manifest.json does not exist")))
+    assert checks["install"].status == FAIL and "--force-reinstall" in checks["install"].fix
+    checks = by_area(diagnose(facts(install_error="_C.abi3.so does not match the manifest")))
+    assert checks["install"].status == FAIL
+    checks = by_area(diagnose(facts(torch=TorchInfo(note="torch is not importable: No module named 'torch'"))))
+    assert checks["torch"].status == FAIL and "pip install" in checks["torch"].fix
+    checks = by_area(diagnose(facts(torch=TorchInfo("2.12.0", None, True))))
+    assert checks["torch vs wheel"].status == FAIL and "torch>=2.13" in checks["torch vs wheel"].fix
+    checks = by_area(diagnose(facts(load_error="UnsupportedGPUError: ...")))
+    assert checks["load"].status == FAIL
+
+
+def test_parse_proc_locks():
+    text = (
+        "1: POSIX  ADVISORY  WRITE 4242 08:01:1234 0 EOF\n"
+        "2: FLOCK  ADVISORY  WRITE 77 00:2f:99 0 EOF\n"
+        "2: -> FLOCK  ADVISORY  WRITE 78 00:2f:99 0 EOF\n"
+        "garbage line\n"
+    )
+    assert parse_proc_locks(text) == {1234: {4242}, 99: {77}}
+
+
+def test_extension_roots(tmp_path):
+    assert extension_roots({}, tmp_path) == [tmp_path / ".cache" / "torch_extensions"]
+    env = {"TORCH_EXTENSIONS_DIR": "/x/ext", "XDG_CACHE_HOME": "/y"}
+    assert extension_roots(env, tmp_path) == [Path("/x/ext"), Path("/y/torch_extensions")]
+
+
+def test_clear_command_removes_only_stale_locks_and_quotes():
+    locks = [JitLock(Path("/e/a b/lock"), 7200), JitLock(Path("/e/young/lock"), 60),
+             JitLock(Path("/e/held/lock"), 7200, ((1, "python train.py"),))]  # fmt: skip
+    assert clear_command(locks) == "rm -f -- '/e/a b/lock'"
+    assert [lock.stale for lock in locks] == [True, False, False]
+    assert locks[1].state.startswith("recent") and "pid 1" in locks[2].state
+    assert clear_command(locks[1:]) == ""
+
+
+HOLD = """
+import fcntl, sys, time
+f = open(sys.argv[1], "a")
+fcntl.flock(f, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.fixture
+def extensions(tmp_path):
+    """A fake TORCH_EXTENSIONS_DIR: one stale lock, one recent, one held by a live process."""
+    root = tmp_path / "torch_extensions"
+    stale, recent, held = (root / "py311_cu121" / n / "lock" for n in ("old_ext", "new_ext", "busy_ext"))
+    for path in (stale, recent, held):
+        path.parent.mkdir(parents=True)
+        path.touch()
+    old = time.time() - 3 * 86400
+    os.utime(stale, (old, old))
+    os.utime(held, (old, old))
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(held)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        yield root, stale, recent, held, holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_find_jit_locks_ages_and_live_holders(extensions):
+    root, stale, recent, held, pid = extensions
+    locks = {lock.path: lock for lock in find_jit_locks([root, root.parent / "absent"])}
+    assert set(locks) == {stale, recent, held}
+    assert locks[stale].stale and locks[stale].age_seconds > 2 * 86400
+    assert not locks[recent].stale and locks[recent].age_seconds < 600
+    assert [p for p, _ in locks[held].holders] == [pid] and not locks[held].stale
+    assert "python" in locks[held].holders[0][1]
+
+
+def test_doctor_command_without_nvcc_finds_the_locks_and_its_command_is_safe(extensions, tmp_path):
+    root, stale, recent, held, pid = extensions
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path),
+           "TORCH_EXTENSIONS_DIR": str(root), "COLUMNS": "200"}  # fmt: skip
+    proc = subprocess.run([str(PREBUILD), "doctor", "--json"], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # a CPU install, no GPU: nothing fails
+    data = json.loads(proc.stdout)
+    assert data["torch"]["version"].startswith("2.")
+    assert data["manifest"]["package_version"]
+    assert {c["area"]: c["status"] for c in data["checks"]}["jit locks"] == "warn"
+    assert {c["area"]: c["status"] for c in data["checks"]}["load"] == "ok"
+    states = {Path(lock["path"]).parent.name: lock for lock in data["jit_locks"]}
+    assert states["old_ext"]["stale"] and states["old_ext"]["age_seconds"] > 2 * 86400
+    assert states["busy_ext"]["holders"][0]["pid"] == pid
+    assert states["new_ext"]["state"].startswith("recent")
+    subprocess.run(data["clear_command"], shell=True, check=True)
+    assert not stale.exists() and recent.exists() and held.exists()
+    text = subprocess.run([str(PREBUILD), "doctor", "--no-load"], capture_output=True, text=True, env=env, timeout=300)
+    assert text.returncode == 0, text.stderr
+    assert "busy_ext" in text.stdout and f"pid {pid}" in text.stdout and "nvcc" not in text.stderr

@@ -1,0 +1,164 @@
+"""prebuild.index and `prebuild index`: layout, links and hashes, on made-up wheels; pip
+resolves each variant index to that variant's wheel only."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+from typer.testing import CliRunner
+
+from prebuild.arch import parse_arch_list
+from prebuild.cli import app
+from prebuild.index import ALL, SiteError, WheelInfo, build_index, parse_variant, plan, project_page
+
+runner = CliRunner()
+TAGS = "cp310-abi3-linux_x86_64"
+
+
+def fake_wheel(dist: Path, version: str, name: str = "prebuild") -> Path:
+    """A minimal valid wheel (pip can install it); its module records its version."""
+    dist.mkdir(parents=True, exist_ok=True)
+    path = dist / f"{name}-{version}-{TAGS}.whl"
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}_fake.py": f"VERSION = {version!r}\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.10\n",
+        f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {TAGS}\n",
+    }
+    record = "".join(f"{n},,\n" for n in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as zf:
+        for n, text in files.items():
+            zf.writestr(n, text)
+        zf.writestr(f"{info}/RECORD", record)
+    return path
+
+
+@pytest.mark.parametrize(
+    "local, expected",
+    [
+        ("cu130.sm90", ("cu130-sm90", "sm_90", "")),
+        ("cu130.sm120.ptx120", ("cu130-sm120", "sm_120", "compute_120")),
+        ("cu128.sm80.sm90.ptx90", ("cu128-sm80-sm90", "sm_80,sm_90", "compute_90")),
+        ("cu130.sm90a", ("cu130-sm90a", "sm_90a", "")),
+        ("cpu", None), (None, None), ("cu130", None), ("cu130.sm9x", None), ("cu130.foo", None),
+        ("cuda.sm80", None),
+    ],
+)  # fmt: skip
+def test_parse_variant(local, expected):
+    v = parse_variant(local)
+    if expected is None:
+        assert v is None
+    else:
+        assert (v.name, v.sass, v.ptx) == (expected[0], parse_arch_list(expected[1]), parse_arch_list(expected[2]))
+
+
+def test_plan_groups_by_variant_and_keeps_all():
+    wheels = [WheelInfo(f"prebuild-0.1.0+{label}-{TAGS}.whl", "0" * 64)
+              for label in ("cu130.sm90", "cu130.sm80", "cu128.sm90", "cpu", "cu130.sm90.ptx90")]  # fmt: skip
+    indexes = plan(wheels)
+    assert list(indexes) == [ALL, "cu128-sm90", "cu130-sm80", "cu130-sm90"]
+    assert len(indexes[ALL]) == 5
+    assert [w.filename.split("+")[1].split("-")[0] for w in indexes["cu130-sm90"]] == ["cu130.sm90", "cu130.sm90.ptx90"]
+
+
+def test_project_page_links_escape_and_hash():
+    page = project_page("prebuild", [WheelInfo(f"prebuild-0.1.0+cu130.sm90-{TAGS}.whl", "ab" * 32, ">=3.10")], "../../wheels/")
+    assert f'href="../../wheels/prebuild-0.1.0%2Bcu130.sm90-{TAGS}.whl#sha256={"ab" * 32}"' in page
+    assert 'data-requires-python="&gt;=3.10"' in page
+
+
+def links(page: Path) -> list[tuple[Path, str]]:
+    out = []
+    for href in re.findall(r'href="([^"]+)"', page.read_text()):
+        path, _, fragment = html.unescape(href).partition("#")
+        out.append(((page.parent / unquote(path)).resolve(), fragment))
+    return out
+
+
+def test_site_layout_links_resolve_and_hashes_match(tmp_path):
+    dist = tmp_path / "dist"
+    for label in ("cu130.sm80", "cu130.sm90", "cu130.sm120.ptx120", "cpu"):
+        fake_wheel(dist, f"0.1.0+{label}")
+    site = tmp_path / "site"
+    result = runner.invoke(app, ["index", str(dist), "--out", str(site)], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "cu130-sm90/simple" in result.output
+    for variant, count in (("cu130-sm80", 1), ("cu130-sm90", 1), ("cu130-sm120", 1), ("", 4)):
+        root = site / variant / "simple" if variant else site / "simple"
+        assert [p for p, _ in links(root / "index.html")] == [(root / "prebuild").resolve()]
+        found = links(root / "prebuild" / "index.html")
+        assert len(found) == count
+        for path, fragment in found:
+            assert path.parent == (site / "wheels").resolve() and path.is_file()
+            assert fragment == "sha256=" + hashlib.sha256(path.read_bytes()).hexdigest()
+            if variant:
+                assert "+" + variant.replace("-", ".") in path.name
+    data = json.loads((site / "index.json").read_text())
+    assert set(data["variants"]) == {"cu130-sm80", "cu130-sm90", "cu130-sm120"}
+    assert data["variants"]["cu130-sm120"]["wheels"][0]["ptx_archs"] == ["compute_120"]
+    assert "cu130-sm90/simple/" in (site / "index.html").read_text()
+
+
+def test_rerun_replaces_the_site_whole(tmp_path):
+    dist = tmp_path / "dist"
+    old = fake_wheel(dist, "0.1.0+cu130.sm80")
+    site = tmp_path / "site"
+    build_index(dist, site)
+    old.unlink()
+    fake_wheel(dist, "0.1.0+cu130.sm90")
+    build_index(dist, site)
+    assert not (site / "cu130-sm80").exists()
+    assert [p.name for p in (site / "wheels").iterdir()] == [f"prebuild-0.1.0+cu130.sm90-{TAGS}.whl"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging left
+
+
+def test_refuses_bad_input_with_exit_2(tmp_path):
+    (tmp_path / "empty").mkdir()
+    cases = [
+        (["index", str(tmp_path / "nope"), "--out", str(tmp_path / "s")], "is not a directory"),
+        (["index", str(tmp_path / "empty"), "--out", str(tmp_path / "s")], "no wheels"),
+    ]
+    dist = tmp_path / "dist"
+    fake_wheel(dist, "0.1.0+cu130.sm80")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "precious.txt").write_text("keep me")
+    cases.append((["index", str(dist), "--out", str(foreign)], "not an index written by prebuild"))
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "prebuild-0.1.0-cp310-abi3-linux_x86_64.whl").write_text("not a zip")
+    cases.append((["index", str(bad), "--out", str(tmp_path / "s2")], "not a readable wheel"))
+    for args, message in cases:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert message in " ".join(result.output.split())
+    assert (foreign / "precious.txt").read_text() == "keep me"
+    with pytest.raises(SiteError):
+        build_index(bad, tmp_path / "s3")
+
+
+def test_pip_resolves_each_variant_index_to_its_own_wheel(tmp_path):
+    dist = tmp_path / "dist"
+    for label in ("cu130.sm80", "cu130.sm90", "cu128.sm90"):
+        fake_wheel(dist, f"0.1.0+{label}")
+    site = tmp_path / "site"
+    build_index(dist, site)
+    for variant in ("cu130-sm90", "cu128-sm90", "cu130-sm80"):
+        out = tmp_path / f"dl-{variant}"
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--disable-pip-version-check",
+             "--index-url", f"file://{site}/{variant}/simple", "--dest", str(out), "prebuild"],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        (got,) = out.glob("*.whl")
+        assert f"+{variant.replace('-', '.')}-" in got.name
