@@ -3,6 +3,7 @@ validation, autograd and fake (meta) kernels. Importing this package loads the l
 
 from prebuild.ops.intersect import isect_offset_encode, isect_tiles
 from prebuild.ops.projection import fully_fused_projection
+from prebuild.ops.rasterization import rasterization
 from prebuild.ops.rasterize import rasterize_to_pixels
 from prebuild.ops.ssim import fused_ssim
 
@@ -11,5 +12,6 @@ __all__ = [
     "fused_ssim",
     "isect_offset_encode",
     "isect_tiles",
+    "rasterization",
     "rasterize_to_pixels",
 ]
