@@ -107,3 +107,34 @@ def oracle(means, covars, quats, scales, viewmats, Ks, width, height, eps2d=0.3,
         means, full, viewmats, Ks, width, height, eps2d, near_plane, far_plane,
         calc_compensations,
     )
+
+
+RTOL = 1e-4
+
+
+def assert_matches_oracle(out, ref, calc_compensations, width=WIDTH, height=HEIGHT):
+    radii, means2d, depths, conics, comps = out
+    r_radii, r_means2d, r_depths, r_conics, r_comps = ref
+    visible = (radii > 0).all(-1)
+    assert torch.equal(visible, (r_radii > 0).all(-1)), "the visible pairs differ"
+    assert torch.equal(radii[visible], r_radii[visible])
+    assert (radii[~visible] == 0).all()
+    # Culled pairs: zeros in every output (gsplat leaves them uninitialised).
+    for t in (means2d, depths, conics):
+        assert (t[~visible] == 0).all()
+    torch.testing.assert_close(
+        means2d[visible].double(), r_means2d[visible], rtol=RTOL, atol=RTOL * max(width, height)
+    )
+    torch.testing.assert_close(depths[visible].double(), r_depths[visible], rtol=RTOL, atol=0)
+    # conic b may be ~0: compare each conic relative to its largest entry.
+    scale = r_conics[visible].abs().amax(-1, keepdim=True)
+    torch.testing.assert_close(
+        conics[visible].double() / scale, r_conics[visible] / scale, rtol=RTOL, atol=RTOL
+    )
+    if calc_compensations:
+        assert comps.shape == depths.shape
+        torch.testing.assert_close(comps[visible].double(), r_comps[visible], rtol=RTOL, atol=1e-6)
+        assert (comps[~visible] == 0).all()
+    else:
+        assert comps.shape == (0,)
+    return visible

@@ -16,7 +16,9 @@ import torch
 from gsplat_oracle import torch_impl
 from projection_scenes import (
     HEIGHT,
+    RTOL,
     WIDTH,
+    assert_matches_oracle,
     cameras,
     gaussians,
     identity_camera,
@@ -33,7 +35,6 @@ BACKENDS = [
     pytest.param(CPU, id="cpu"),
     pytest.param(simt, id="simt", marks=pytest.mark.simt),
 ]
-RTOL = 1e-4
 
 
 def sizes(backend):
@@ -59,33 +60,6 @@ def path_args(path, quats, scales, covars):
 def f64(t):
     return None if t is None else t.double()
 
-
-def assert_matches_oracle(out, ref, calc_compensations, width=WIDTH, height=HEIGHT):
-    radii, means2d, depths, conics, comps = out
-    r_radii, r_means2d, r_depths, r_conics, r_comps = ref
-    visible = (radii > 0).all(-1)
-    assert torch.equal(visible, (r_radii > 0).all(-1)), "the visible pairs differ"
-    assert torch.equal(radii[visible], r_radii[visible])
-    assert (radii[~visible] == 0).all()
-    # Culled pairs: zeros in every output (gsplat leaves them uninitialised).
-    for t in (means2d, depths, conics):
-        assert (t[~visible] == 0).all()
-    torch.testing.assert_close(
-        means2d[visible].double(), r_means2d[visible], rtol=RTOL, atol=RTOL * max(width, height)
-    )
-    torch.testing.assert_close(depths[visible].double(), r_depths[visible], rtol=RTOL, atol=0)
-    # conic b may be ~0: compare each conic relative to its largest entry.
-    scale = r_conics[visible].abs().amax(-1, keepdim=True)
-    torch.testing.assert_close(
-        conics[visible].double() / scale, r_conics[visible] / scale, rtol=RTOL, atol=RTOL
-    )
-    if calc_compensations:
-        assert comps.shape == depths.shape
-        torch.testing.assert_close(comps[visible].double(), r_comps[visible], rtol=RTOL, atol=1e-6)
-        assert (comps[~visible] == 0).all()
-    else:
-        assert comps.shape == (0,)
-    return visible
 
 
 # ------------------------------------------------------------------------ 1. forward

@@ -10,7 +10,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from reference import ssim_reference
 
@@ -114,3 +114,117 @@ def test_fused_ssim_on_other_devices_never_crashes(device):
     assert prebuild.fused_ssim(x, x).device.type == device  # shape-only, through the fake kernel
     with pytest.raises(ValueError, match="same device"):
         prebuild.fused_ssim(x, torch.rand(1, 3, 16, 16))
+
+
+# --- Gaussian splatting ------------------------------------------------------------------
+
+FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16)
+
+
+@st.composite
+def splat_scene(draw):
+    """Random Gaussians and cameras (tests/ops/projection_scenes.py), some with special
+    values planted in means, quats or scales."""
+    from projection_scenes import cameras, gaussians
+
+    N, C = draw(st.integers(0, 12), label="N"), draw(st.integers(1, 3), label="C")
+    means, quats, scales, _ = gaussians(N, seed=draw(st.integers(0, 10_000)), spread=0.8)
+    poisoned = torch.zeros(N, dtype=torch.bool)
+    for _ in range(draw(st.integers(0, 3)) if N else 0):
+        field = draw(st.sampled_from([means, quats, scales]))
+        row = draw(st.integers(0, N - 1))
+        field[row, draw(st.integers(0, field.shape[1] - 1))] = draw(st.sampled_from(SPECIALS[:3]))
+        poisoned[row] = True
+    viewmats, Ks = cameras(C, 37, 29)
+    return means, quats, scales * 2.5, viewmats, Ks, poisoned
+
+
+@SETTINGS
+@given(scene=splat_scene(), dtype=st.sampled_from((*FLOAT_DTYPES, torch.int32)),
+       compensations=st.booleans())  # fmt: skip
+def test_projection_matches_the_oracle_or_refuses(scene, dtype, compensations):
+    from projection_scenes import assert_matches_oracle, oracle
+
+    means, quats, scales, viewmats, Ks, poisoned = scene
+    args = (means.to(dtype), None, quats.to(dtype), scales.to(dtype), viewmats, Ks, 37, 29)
+    if not dtype.is_floating_point:
+        with pytest.raises(TypeError, match="fully_fused_projection.*dtype|float"):
+            prebuild.fully_fused_projection(*args)
+        return
+    out = prebuild.fully_fused_projection(*args, calc_compensations=compensations)
+    radii = out[0]
+    # A Gaussian with a NaN or infinite parameter is culled everywhere, never drawn.
+    assert (radii[:, poisoned] == 0).all()
+    clean = ~poisoned
+    # The oracle sees the same (rounded) float32 values as the kernels.
+    def f64(t):
+        return t.to(dtype).float()[clean].double()
+
+    ref = oracle(f64(means), None, f64(quats), f64(scales), viewmats.double(), Ks.double(),
+                 37, 29, calc_compensations=compensations)  # fmt: skip
+    event(f"visible pairs: {'some' if (radii > 0).all(-1).any() else 'none'}")
+    mine = [t[:, clean] for t in out[:4]]
+    comps = out[4][:, clean] if compensations else torch.zeros(0)
+    assert_matches_oracle((*mine, comps), ref, compensations, 37, 29)
+
+
+@SETTINGS
+@given(scene=splat_scene(), camera_value=st.sampled_from(SPECIALS[:3]),
+       where=st.sampled_from(["viewmats", "Ks"]))  # fmt: skip
+def test_projection_refuses_non_finite_cameras(scene, camera_value, where):
+    means, quats, scales, viewmats, Ks, _ = scene
+    bad = {"viewmats": viewmats.clone(), "Ks": Ks.clone()}
+    bad[where][-1, 0, 0] = camera_value
+    with pytest.raises(ValueError, match=f"{where}.*camera {len(viewmats) - 1}|camera {len(viewmats) - 1}.*{where}"):
+        prebuild.fully_fused_projection(means, None, quats, scales, bad["viewmats"], bad["Ks"], 37, 29)
+
+
+@SETTINGS
+@given(scene=splat_scene(), D=st.integers(1, 5), poison_colors=st.booleans(),
+       background=st.booleans())  # fmt: skip
+def test_rasterization_matches_the_reference_chain_or_stays_visible(scene, D, poison_colors,
+                                                                    background):
+    """The whole chain on random scenes: equal to the references where every input is
+    finite; a NaN colour shows up as NaN exactly in the pixels the Gaussian contributes to,
+    never hidden in a finite value; Gaussians with non-finite geometry are culled."""
+    from test_rasterization import reference_render
+
+    means, quats, scales, viewmats, Ks, poisoned = scene
+    C, N = len(viewmats), len(means)
+    gen = torch.Generator().manual_seed(N * 7 + D)
+    s = dict(means=means, quats=quats, scales=scales, opacities=0.2 + 0.7 * torch.rand(N, generator=gen),
+             colors=torch.rand(C, N, D, generator=gen), viewmats=viewmats, Ks=Ks,
+             backgrounds=torch.rand(C, D, generator=gen) if background else torch.zeros(C, D))  # fmt: skip
+    clean = ~poisoned
+    nan_gaussian = int(clean.nonzero()[0]) if poison_colors and clean.any() else None
+    if nan_gaussian is not None:
+        s["colors"][:, nan_gaussian] = math.nan
+    colors, alphas, meta = prebuild.rasterization(
+        s["means"], s["quats"], s["scales"], s["opacities"], s["colors"], viewmats, Ks, 37, 29,
+        backgrounds=s["backgrounds"] if background else None,
+    )  # fmt: skip
+    assert colors.shape == (C, 29, 37, D) and alphas.shape == (C, 29, 37, 1)
+    assert torch.isfinite(alphas).all() and (alphas >= 0).all() and (alphas <= 1).all()
+    assert (meta["radii"][:, poisoned] == 0).all()
+
+    ref = {k: v.double() for k, v in s.items()}
+    for k in ("means", "quats", "scales", "opacities"):
+        ref[k] = ref[k][clean]
+    ref["colors"] = ref["colors"][:, clean]
+    if nan_gaussian is None:
+        ref_colors, ref_alphas = reference_render(ref)
+        torch.testing.assert_close(colors.double(), ref_colors, rtol=1e-4, atol=1e-4)
+    else:
+        # Where the Gaussian has weight, the render depends on its colour.
+        column = int(clean[:nan_gaussian].sum())
+        renders = []
+        for value in (0.0, 1.0):
+            ref["colors"][:, column] = value
+            renders.append(reference_render(ref)[0])
+        ref_alphas = reference_render(ref)[1]
+        contributes = (renders[1] - renders[0]) != 0
+        event(f"NaN colour reaches pixels: {bool(contributes.any())}")
+        assert torch.equal(torch.isnan(colors), contributes)
+        torch.testing.assert_close(colors.double()[~contributes], renders[0][~contributes],
+                                   rtol=1e-4, atol=1e-4)  # fmt: skip
+    torch.testing.assert_close(alphas.double(), ref_alphas, rtol=1e-4, atol=1e-4)
