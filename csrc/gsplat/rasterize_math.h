@@ -52,17 +52,20 @@ struct SplatGrad {
 PREBUILD_HD float pixel_centre(int i) { return static_cast<float>(i) + 0.5f; }
 
 // Evaluates `s` at the pixel centre (px, py). Returns false when the Gaussian is skipped
-// (sigma < 0 or alpha < 1/255).
+// (sigma < 0 or alpha < 1/255). The tests are written so that NaN fails them: a Gaussian
+// with a NaN mean, conic or opacity is skipped, never composited at fminf's 0.999 (fminf
+// drops a NaN argument), so it cannot paint its tile opaque.
 PREBUILD_HD bool evaluate_splat(const Splat& s, float px, float py, SplatHit* h) {
   const float dx = s.x - px, dy = s.y - py;
   const float sigma = 0.5f * (s.a * dx * dx + s.c * dy * dy) + s.b * dx * dy;
   const float vis = expf(-sigma);
-  const float alpha = fminf(kMaxAlpha, s.opacity * vis);
+  const float raw_alpha = s.opacity * vis;
   h->dx = dx;
   h->dy = dy;
   h->vis = vis;
-  h->alpha = alpha;
-  return !(sigma < 0.f || alpha < kAlphaThreshold);
+  h->alpha = fminf(kMaxAlpha, raw_alpha);
+  // alpha >= 1/255 exactly when raw_alpha >= 1/255 (the clamp is far above the threshold).
+  return sigma >= 0.f && raw_alpha >= kAlphaThreshold;
 }
 
 // Front-to-back step. Returns false when the pixel is done (the Gaussian is not

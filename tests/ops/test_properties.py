@@ -228,3 +228,26 @@ def test_rasterization_matches_the_reference_chain_or_stays_visible(scene, D, po
         torch.testing.assert_close(colors.double()[~contributes], renders[0][~contributes],
                                    rtol=1e-4, atol=1e-4)  # fmt: skip
     torch.testing.assert_close(alphas.double(), ref_alphas, rtol=1e-4, atol=1e-4)
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10_000), N=st.integers(0, 20), D=st.sampled_from([1, 3, 4]),
+       plant=st.lists(st.tuples(st.sampled_from(["means2d", "conics", "opacities"]),
+                                st.sampled_from(SPECIALS[:3])), max_size=3),
+       background=st.booleans())  # fmt: skip
+def test_rasterize_to_pixels_matches_the_reference_with_special_values(seed, N, D, plant,
+                                                                      background):
+    """Non-finite geometry or opacity hides a Gaussian (skipped like alpha < 1/255, as in
+    the reference), it never paints its tile; everything else is the reference's result."""
+    from test_rasterize import make_scene, reference
+
+    s = make_scene(C=2, N=N, D=D, seed=seed, background=background)
+    gen = torch.Generator().manual_seed(seed)
+    for field, value in plant if N else []:
+        t = s[field]
+        t.view(-1)[int(torch.randint(t.numel(), (1,), generator=gen))] = value
+    colors, alphas = prebuild.rasterize_to_pixels(**s)
+    (ref_colors, ref_alphas), _ = reference(s)
+    assert torch.isfinite(colors).all() and torch.isfinite(alphas).all()
+    torch.testing.assert_close(colors.double(), ref_colors, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(alphas.double(), ref_alphas, rtol=1e-4, atol=1e-4)
