@@ -152,10 +152,14 @@ def train_step(rank, world):
     dist.all_gather(gathered, grads)
     audit.report(rank=rank, loss=loss.item(), grad_norm=grads.norm().item(),
                  max_grad_difference=max((t - grads).abs().max().item() for t in gathered))
-    # Leave together: rank 0 hosts the rendezvous store, and a gloo peer that is still
-    # connected when it tears down aborts the process (torch's, not ours).
+    # Leave together: rank 0 hosts the rendezvous store.
     dist.barrier()
     dist.destroy_process_group()
+    # Then skip interpreter teardown: about 1 run in 20 aborted there ("terminate called
+    # without an active exception", after the report) with prebuild loaded, never in 92
+    # runs without it; not yet explained (see the session note). The step under test is done.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def spawned(rank, world, port):
