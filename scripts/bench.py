@@ -132,7 +132,7 @@ def _tree_rss(root_pid: int) -> int:
 
 def run_measured(cmd: list[str], env: dict | None = None, cwd: Path | None = None,
                  timeout: float | None = None) -> dict:  # fmt: skip
-    """Run ``cmd``; its wall time and the peak RSS of its process tree (sampled every 50 ms).
+    """Run ``cmd``; its wall time and the peak RSS of its process tree (sampled every 100 ms).
     Raises RuntimeError with the output's tail when it fails."""
     log = tempfile.TemporaryFile()
     start = time.perf_counter()
@@ -142,7 +142,7 @@ def run_measured(cmd: list[str], env: dict | None = None, cwd: Path | None = Non
 
     def sample() -> None:
         nonlocal peak
-        while not done.wait(0.05):
+        while not done.wait(0.1):
             peak = max(peak, _tree_rss(proc.pid))
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -658,21 +658,12 @@ def section_cpu(cfg: argparse.Namespace, work: Path) -> dict:
 
 
 def find_cuobjdump() -> str:
-    found = shutil.which("cuobjdump")
-    if found:
-        return found
-    import importlib.util
+    from prebuild.build.toolchain import find_cuda_tool
 
-    for pkg in ("nvidia.cu13", "nvidia.cuda_cuobjdump", "nvidia"):
-        try:
-            spec = importlib.util.find_spec(pkg)
-        except ModuleNotFoundError:
-            continue
-        for base in (spec.submodule_search_locations or []) if spec else []:
-            hits = sorted(Path(base).rglob("bin/cuobjdump"))
-            if hits:
-                return str(hits[0])
-    raise RuntimeError("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
+    tool = find_cuda_tool("cuobjdump")
+    if tool is None:
+        raise RuntimeError("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
+    return str(tool)
 
 
 def parse_resource_usage(text: str) -> list[dict]:
@@ -794,9 +785,10 @@ def report(results: dict, command: str) -> str:
     p = results.get("peer")
     if b:
         out += ["", "## 1. Build", "",
-                f"`{b['command']}` (nvcc, ninja, packaging and the manifest check), from a clean build "
+                f"`{b['command']}`" + ("" if results["quick"] else " (nvcc, ninja, packaging and the manifest check)")
+                + f", from a clean build "
                 f"directory, again with nothing changed, and after touching `{b['touched']}`. Peak memory is "
-                "the resident memory summed over the whole process tree, sampled every 50 ms.", ""]  # fmt: skip
+                "the resident memory summed over the whole process tree, sampled every 100 ms.", ""]  # fmt: skip
         rows = [[k, fmt_stat(v["seconds"]), fmt_stat(v["peak_rss"], fmt_bytes)] for k, v in b["rows"].items()]
         if p:
             rows.append([f"peer: gsplat {GSPLAT_VERSION} JIT build, {p['arch']}, MAX_JOBS={p['max_jobs']} "
@@ -805,7 +797,9 @@ def report(results: dict, command: str) -> str:
         out.append(table(["build", "wall time", "peak memory"], rows))
         if p:
             out += ["", f"The gsplat peer's extension: {p['loaded']}."
-                    + (f" (Measured {p['measured']}.)" if p.get("measured") else "")
+                    + (f" (Measured {p['measured']}" if p.get("measured") else " (Measured")
+                    + (f"; 1-minute load average {p['load_after']:.1f} at its end" if "load_after" in p else "")
+                    + ".)"
                     + " It compiles gsplat's whole CUDA source "
                     "set on the user's machine at first import; prebuild's row compiles ours once, on the "
                     "build machine."]  # fmt: skip
@@ -984,8 +978,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--peer-gsplat", action="store_true",
                         help="also run the gsplat 1.5.3 JIT build peer (~12 min; makes a torch 2.14.1 venv)")
     parser.add_argument("--peer-from", type=Path, default=None,
-                        help="take the peer section from an earlier run's benchmarks.json instead of "
-                             "running it (the report says when and how it was measured)")
+                        help="take the peer section from another run's benchmarks.json (read when the "
+                             "report is written; the report says when and how it was measured)")
+    parser.add_argument("--report-from", type=Path, default=None,
+                        help="measure nothing: rewrite benchmarks.md and .png from a benchmarks.json")
     parser.add_argument("--out", type=Path, default=ROOT / "docs",
                         help="where benchmarks.md, .png and .json go (default: docs/)")
     parser.add_argument("--work", type=Path, default=None,
@@ -1017,6 +1013,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_args(argv)
+    if cfg.report_from is not None:
+        results = json.loads(cfg.report_from.read_text())
+        cfg.out.mkdir(parents=True, exist_ok=True)
+        (cfg.out / "benchmarks.md").write_text(report(results, results["command"]))
+        plot(results, cfg.out / "benchmarks.png")
+        return 0
     command = shlex.join(["scripts/bench.py", *(sys.argv[1:] if argv is None else argv)])
     started = time.perf_counter()
     tmp = None
@@ -1030,9 +1032,6 @@ def main(argv: list[str] | None = None) -> int:
                      "command": command, "machine": machine(), "sections": cfg.section_list}  # fmt: skip
     runners = {"build": section_build, "peer": section_peer, "load": section_load,
                "contention": section_contention, "cpu": section_cpu}  # fmt: skip
-    if cfg.peer_from is not None:
-        earlier = json.loads(cfg.peer_from.read_text())
-        results["peer"] = {**earlier["peer"], "measured": f"{earlier['date']} by `{earlier['command']}`"}
     try:
         for name in cfg.section_list:
             t0 = time.perf_counter()
@@ -1047,6 +1046,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if tmp is not None:
             tmp.cleanup()
+    if cfg.peer_from is not None and cfg.peer_from.exists():  # read last: it may finish meanwhile
+        earlier = json.loads(cfg.peer_from.read_text())
+        results["peer"] = {**earlier["peer"], "measured": f"{earlier['date']} UTC by `{earlier['command']}`"}
     results["elapsed"] = time.perf_counter() - started
     cfg.out.mkdir(parents=True, exist_ok=True)
     (cfg.out / "benchmarks.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
