@@ -796,7 +796,7 @@ def report(results: dict, command: str) -> str:
                          fmt_stat(p["peak_rss"], fmt_bytes)])  # fmt: skip
         out.append(table(["build", "wall time", "peak memory"], rows))
         if p:
-            out += ["", f"The gsplat peer's extension: {p['loaded']}."
+            out += ["", f"The gsplat peer's extension compiled and imported: {p['loaded']}."
                     + (f" (Measured {p['measured']}" if p.get("measured") else " (Measured")
                     + (f"; 1-minute load average {p['load_after']:.1f} at its end" if "load_after" in p else "")
                     + ".)"
