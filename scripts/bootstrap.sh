@@ -14,7 +14,7 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
   setuptools wheel ninja packaging typer rich pyelftools build filelock nvidia-cuda-cuobjdump \
-  pytest hypothesis numpy pyyaml cibuildwheel
+  pytest hypothesis numpy pyyaml cibuildwheel pytorch-msssim matplotlib
 # PyPI's CUDA compiler (the `toolchain` extra): the tests build with it with /usr/local/cuda hidden.
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
   nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl nvidia-nvvm

@@ -60,6 +60,10 @@ def wheel(
     build_dir: Optional[Path] = typer.Option(
         None, "--build-dir", help="Where objects are kept between runs (default: <source>/build/prebuild)."
     ),
+    compress: bool = typer.Option(
+        True, "--compress/--no-compress",
+        help="Compress the device code in the fatbin (smaller wheels; decompressed once at load).",
+    ),
     lock: Optional[str] = typer.Option(
         None, "--lock",
         help="Also write a requirements file pinning the wheel by sha256 (pip install "
@@ -129,7 +133,7 @@ def wheel(
 
             try:
                 result = build_wheel(
-                    source_dir, variant, out_dir, jobs=jobs, build_dir=build_dir,
+                    source_dir, variant, out_dir, jobs=jobs, build_dir=build_dir, compress=compress,
                     on_progress=on_progress, on_phase=on_phase,
                 )  # fmt: skip
             except (BuildError, ToolchainError, ArchError) as exc:

@@ -83,6 +83,18 @@ def test_nvcc_flags_hold_gencodes_defines_and_threads():
         "-gencode=arch=compute_80,code=sm_80",
         "-gencode=arch=compute_80,code=compute_80",
     ]
+    assert "--compress-mode=size" in flags and "--no-compress" not in flags
+
+
+def test_nvcc_flags_without_compression():
+    flags = nvcc_flags((), A("sm_80"), (), threads=1, compress=False)
+    assert "--no-compress" in flags and not any(f.startswith("--compress-mode") for f in flags)
+
+
+@pytest.mark.parametrize("value, expected", [(None, True), ("1", True), ("0", False), ("off", False)])
+def test_from_env_compress(value, expected):
+    env = {} if value is None else {"PREBUILD_COMPRESS": value}
+    assert BuildOptions.from_env(env).compress is expected
 
 
 @pytest.mark.parametrize(
@@ -263,6 +275,7 @@ def test_from_env_bad_jobs(value):
         BuildOptions(archs=(), ptx=False),
         BuildOptions(archs=A(DEFAULT_ARCHS), ptx=True),
         BuildOptions(archs=A("sm_100f,sm_120"), ptx=False, jobs=1),
+        BuildOptions(archs=A("sm_80"), ptx=False, compress=False),
     ],
 )
 def test_to_env_from_env_round_trip(options):

@@ -143,7 +143,7 @@ def cuda_library_spec(
         output=CUDA_LIBRARY,
         what=f"nvcc [{arch_names}]",
         compiler=str(nvcc.path),
-        compile_flags=F.nvcc_flags(torch.include_dirs, sass, ptx, threads),
+        compile_flags=F.nvcc_flags(torch.include_dirs, sass, ptx, threads, options.compress),
         depfile="--generate-dependencies-with-compile --dependency-output $out.d",
         link_flags=["-cudart=static", *F.link_flags(torch.library_dir)],
         sources=_sources(source_dir, ".cu"),
@@ -223,7 +223,8 @@ def compile_libraries(
         return CompiledLibraries(cpu_library, None, simt_library, torch, None, flags_used)
 
     label = F.local_version_label(nvcc.version, options.archs, options.ptx_archs)
-    cuda_dir = root / "cuda" / label
+    # Uncompressed objects in their own directory, so toggling does not recompile the other.
+    cuda_dir = root / "cuda" / (label if options.compress else f"{label}-nocompress")
     (cuda_dir / "obj").mkdir(parents=True, exist_ok=True)
     cuda_spec = cuda_library_spec(source_dir, torch, nvcc, options)
     write_ninja(source_dir, cuda_dir, cuda_spec)

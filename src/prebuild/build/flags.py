@@ -71,12 +71,18 @@ def cxx_flags(include_dirs: tuple[Path, ...]) -> list[str]:
     ]  # fmt: skip
 
 
+def compress_flags(compress: bool) -> list[str]:
+    """Compressed fatbins are smaller (decompressed once, at module load); ``--no-compress``
+    exists to measure what compression saves (scripts/bench.py)."""
+    return ["--compress-mode=size"] if compress else ["--no-compress"]
+
+
 def nvcc_flags(
-    include_dirs: tuple[Path, ...], sass: tuple[Arch, ...], ptx: tuple[Arch, ...], threads: int
+    include_dirs: tuple[Path, ...], sass: tuple[Arch, ...], ptx: tuple[Arch, ...], threads: int,
+    compress: bool = True,
 ) -> list[str]:
     return [
-        "-std=c++17", "-O3", "-lineinfo", f"--threads={threads}",
-        "--compress-mode=size",  # smaller fatbins; decompressed once at module load
+        "-std=c++17", "-O3", "-lineinfo", f"--threads={threads}", *compress_flags(compress),
         "-Xcompiler=-fPIC", "-Xcompiler=-fvisibility=hidden",
         "--expt-relaxed-constexpr",
         *common_defines(), *(f"-I{d}" for d in include_dirs), *gencode_flags(sass, ptx),
@@ -125,6 +131,7 @@ class BuildOptions:
     build_dir: Path | None = None  # None: <source>/build/prebuild
     simt: bool = False  # also build the simt test library (CUDA kernel bodies on the CPU)
     sanitize: str = ""  # e.g. "address,undefined": sanitise the host libraries
+    compress: bool = True  # compressed fatbins (nvcc --compress-mode=size)
 
     @property
     def ptx_archs(self) -> tuple[Arch, ...]:
@@ -144,6 +151,8 @@ class BuildOptions:
             env["PREBUILD_SIMT"] = "1"
         if self.sanitize:
             env["PREBUILD_SANITIZE"] = self.sanitize
+        if not self.compress:
+            env["PREBUILD_COMPRESS"] = "0"
         return env
 
     @classmethod
@@ -154,6 +163,7 @@ class BuildOptions:
         ptx_text = env.get("PREBUILD_PTX")
         ptx = (DEFAULT_PTX if archs_text is None else False) if ptx_text is None else _flag("PREBUILD_PTX", ptx_text)
         simt = _flag("PREBUILD_SIMT", env.get("PREBUILD_SIMT", "0"))
+        compress = _flag("PREBUILD_COMPRESS", env.get("PREBUILD_COMPRESS", "1"))
         sanitize = env.get("PREBUILD_SANITIZE", "").strip()
         if sanitize and not re.fullmatch(r"[a-z]+(,[a-z]+)*", sanitize):
             raise ValueError(f"PREBUILD_SANITIZE must look like 'address,undefined', got {sanitize!r}")
@@ -164,7 +174,8 @@ class BuildOptions:
                 raise ValueError(f"PREBUILD_JOBS must be a positive integer, got {jobs_text!r}")
             jobs = int(jobs_text)
         build_dir = Path(env["PREBUILD_BUILD_DIR"]) if env.get("PREBUILD_BUILD_DIR") else None
-        return cls(archs=archs, ptx=ptx, jobs=jobs, build_dir=build_dir, simt=simt, sanitize=sanitize)
+        return cls(archs=archs, ptx=ptx, jobs=jobs, build_dir=build_dir, simt=simt, sanitize=sanitize,
+                   compress=compress)
 
 
 def _flag(name: str, text: str) -> bool:

@@ -122,13 +122,15 @@ def build_wheel(
     *,
     jobs: int | None = None,
     build_dir: Path | None = None,
+    compress: bool = True,
     on_progress: ProgressCallback | None = None,
     on_phase: Callable[[str], None] | None = None,
 ) -> BuiltWheel:
     start = time.monotonic()
     source_dir = Path(source_dir).resolve()
     build_dir = (build_dir or default_build_dir(source_dir)).resolve()
-    options = F.BuildOptions(archs=variant.archs, ptx=variant.ptx, jobs=jobs, build_dir=build_dir)
+    options = F.BuildOptions(archs=variant.archs, ptx=variant.ptx, jobs=jobs, build_dir=build_dir,
+                             compress=compress)
     with exclusive_build(source_dir, build_dir, on_phase):
         return _build_locked(source_dir, variant, out_dir, options, start, on_progress, on_phase)
 

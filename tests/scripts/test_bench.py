@@ -1,0 +1,101 @@
+"""scripts/bench.py: the --quick run goes end to end and writes well-formed outputs (its
+numbers are not judged: benchmarks live in the script, never in timed tests)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "bench.py"
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("bench", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = load_bench()
+
+
+def test_stat_median_spread_and_noise_flag():
+    s = bench.stat([1.0, 1.05, 0.9])
+    assert s["median"] == 1.0 and s["min"] == 0.9 and s["max"] == 1.05
+    assert s["spread"] == pytest.approx(0.15) and not s["noisy"]
+    assert bench.stat([1.0, 1.5, 1.0])["noisy"]
+    assert not bench.stat([3.0])["noisy"]
+    assert "noisy" in bench.fmt_stat(bench.stat([1.0, 2.0, 1.0]))
+
+
+def test_parse_resource_usage():
+    text = """
+Fatbin elf code:
+================
+arch = sm_80
+code version = [1,8]
+host = linux
+compile_size = 64bit
+
+Resource usage:
+ Common:
+  GLOBAL:0
+ Function _ZN8prebuild4ssim6kernelILb1EEEvPKf:
+  REG:40 STACK:8 SHARED:5408 LOCAL:0 CONSTANT[0]:400 TEXTURE:0 SURFACE:0 SAMPLER:0
+"""
+    (row,) = bench.parse_resource_usage(text)
+    assert row == {"arch": "sm_80", "kernel": "_ZN8prebuild4ssim6kernelILb1EEEvPKf", "registers": 40,
+                   "shared": 5408, "local": 0, "stack": 8}
+    assert bench.short_kernel("void a::(anonymous namespace)::k<true>(float const*, int)") == "void a::k<true>"
+
+
+def test_help_teaches():
+    out = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, check=True).stdout
+    for word in ("--quick", "--peer-gsplat", "--sections", "contention", "docs/benchmarks.md"):
+        assert word in out
+
+
+def test_unknown_section_is_refused():
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--sections", "cpu,nope"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "nope" in proc.stderr
+
+
+@pytest.mark.slow  # a minute or more: it compiles, JIT-loads and starts processes
+def test_quick_run_writes_well_formed_outputs(tmp_path):
+    out = tmp_path / "docs"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--out", str(out), "--work", str(tmp_path / "w")],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+    results = json.loads((out / "benchmarks.json").read_text())
+    assert results["quick"] is True
+    assert results["sections"] == ["build", "load", "contention", "cpu", "gpu"]
+    for name in results["sections"]:
+        assert results[name], name
+    for row in results["contention"]["rows"]:
+        assert row["ok"] + row["failed"] + row["hung"] == row["n"] * row["runs"]
+    assert all(r["registers"] > 0 for r in results["gpu"]["rows"]) and results["gpu"]["rows"]
+
+    md = (out / "benchmarks.md").read_text()
+    for heading in ("# Benchmarks", "## 1. Build", "## 2. Load", "## 3. Contention", "## 4. CPU kernels",
+                    "## 5. GPU resources"):
+        assert heading in md
+    assert "scripts/bench.py --quick" in md and "Machine:" in md
+    for line in md.splitlines():  # every table row has as many cells as its header
+        if line.startswith("|"):
+            assert line.endswith("|")
+
+    png = (out / "benchmarks.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+    # --report-from rewrites the same report from the JSON without measuring anything.
+    again = tmp_path / "again"
+    subprocess.run([sys.executable, str(SCRIPT), "--report-from", str(out / "benchmarks.json"), "--out", str(again)],
+                   check=True, timeout=120)
+    assert (again / "benchmarks.md").read_text() == md and (again / "benchmarks.png").exists()
