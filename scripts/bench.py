@@ -825,7 +825,6 @@ def report(results: dict, command: str) -> str:
         ours = ld["rows"]["prebuild (installed library)"]["median"]
         out.append(table(["load", "time to first result", "x prebuild"],
                          [[k, fmt_stat(v), f"{v['median'] / ours:.1f}x"] for k, v in ld["rows"].items()]))
-    if ld:
         out[-1] += load_note(ld)
     c = results.get("contention")
     if c:
@@ -839,7 +838,6 @@ def report(results: dict, command: str) -> str:
                          [[r["n"], r["mode"], fmt_stat(r["seconds"]), f"{r['ok']}/{r['n'] * r['runs']}",
                            r["failed"], r["hung"], "; ".join(r["errors"])[:120] or "-"]
                           for r in c["rows"]]))  # fmt: skip
-    if c:
         out[-1] += load_note(c)
     cpu = results.get("cpu")
     if cpu:
@@ -875,7 +873,6 @@ def report(results: dict, command: str) -> str:
                            fmt_stat(r["times"]["prebuild.rasterization"]), fmt_stat(r["times"]["plain PyTorch"]),
                            f"{r['ratio']:.1f}x", r["bound"], f"{r['peak_share']:.1%}"]
                           for r in cpu["raster"]]))  # fmt: skip
-    if cpu:
         out[-1] += load_note(cpu)
     g = results.get("gpu")
     if g:
