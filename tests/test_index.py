@@ -24,14 +24,16 @@ runner = CliRunner()
 TAGS = "cp310-abi3-linux_x86_64"
 
 
-def fake_wheel(dist: Path, version: str, name: str = "prebuild") -> Path:
+def fake_wheel(dist: Path, version: str, name: str = "prebuild", requires: str = "") -> Path:
     """A minimal valid wheel (pip can install it); its module records its version."""
     dist.mkdir(parents=True, exist_ok=True)
     path = dist / f"{name}-{version}-{TAGS}.whl"
     info = f"{name}-{version}.dist-info"
+    requires_dist = f"Requires-Dist: {requires}\n" if requires else ""
     files = {
         f"{name}_fake.py": f"VERSION = {version!r}\n",
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.10\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.10\n"
+                            + requires_dist,
         f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {TAGS}\n",
     }
     record = "".join(f"{n},,\n" for n in files) + f"{info}/RECORD,,\n"
@@ -162,3 +164,41 @@ def test_pip_resolves_each_variant_index_to_its_own_wheel(tmp_path):
         assert proc.returncode == 0, proc.stderr
         (got,) = out.glob("*.whl")
         assert f"+{variant.replace('-', '.')}-" in got.name
+
+
+def test_printed_install_command_takes_prebuild_from_the_variant_and_dependencies_from_the_usual_index(tmp_path):
+    """The site holds only prebuild; the command `prebuild index` prints for each variant
+    must still resolve its dependencies (from the index pip uses by default: here a local
+    one named by PIP_INDEX_URL)."""
+    dist, usual = tmp_path / "dist", tmp_path / "usual"
+    for label in ("cu130.sm80", "cu130.sm90"):
+        fake_wheel(dist, f"0.1.0+{label}", requires="prebuild-dep-fake>=1")
+    build_index(fake_wheel(tmp_path / "dep", "1.0", name="prebuild_dep_fake").parent, usual)
+    usual_url = f"{usual.as_uri()}/simple"
+    site = tmp_path / "site"
+    result = runner.invoke(app, ["index", str(dist), "--out", str(site)],
+                           env={"COLUMNS": "80", "PIP_INDEX_URL": usual_url})  # fmt: skip
+    assert result.exit_code == 0, result.output
+    commands = [line.strip() for line in result.output.splitlines() if line.strip().startswith("pip install")]
+    assert len(commands) == 2, result.output
+    for variant in ("cu130-sm80", "cu130-sm90"):
+        (command,) = [c for c in commands if f"/{variant}/simple " in c]
+        assert command == f"pip install prebuild --index-url {site.as_uri()}/{variant}/simple --extra-index-url {usual_url}"
+        report = tmp_path / f"{variant}.json"
+        proc = subprocess.run(
+            [sys.executable, "-m", *command.split()[:2], "--dry-run", "--quiet", "--ignore-installed",
+             "--disable-pip-version-check", "--report", str(report), *command.split()[2:]],
+            capture_output=True, text=True, timeout=300, env={"PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        resolved = {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+        assert resolved == {"prebuild": f"0.1.0+{variant.replace('-', '.')}", "prebuild_dep_fake": "1.0"}, resolved
+
+
+def test_usual_index_is_pip_index_url_else_pips_default():
+    from pip._internal.models.index import PyPI
+
+    from prebuild.index import usual_index_url
+
+    assert usual_index_url({"PIP_INDEX_URL": "https://mirror.example/simple"}) == "https://mirror.example/simple"
+    assert usual_index_url({}) == PyPI.simple_url

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from inspect import cleandoc
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -32,8 +33,21 @@ def _root() -> None:
 
 
 def _fail(message: str, code: int = 2) -> "typer.Exit":
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     return typer.Exit(code)
+
+
+# What `pip install 'prebuild[build]'` brings (pyproject.toml): import name -> distribution.
+BUILD_EXTRA_MODULES = {"build": "build", "ninja": "ninja", "setuptools": "setuptools",
+                       "wheel": "wheel", "filelock": "filelock"}  # fmt: skip
+
+
+def _missing_build_extra(exc: ModuleNotFoundError) -> str:
+    top = (exc.name or "").partition(".")[0]
+    if top in BUILD_EXTRA_MODULES:
+        return (f"building wheels needs the '{BUILD_EXTRA_MODULES[top]}' package, which is not "
+                "installed. Install prebuild's build extra: pip install 'prebuild[build]'")  # fmt: skip
+    return f"building wheels needs the module '{exc.name}', which is not installed ({exc})"
 
 
 @app.command()
@@ -42,30 +56,34 @@ def wheel(
         ...,
         "--arch",
         "-a",
+        metavar="ARCHS",
         help="CUDA archs: sm_80, 80, 8.0 or sm_90a; comma-separated or repeated. "
         "Each must be one that your nvcc can build (`nvcc --list-gpu-code`).",
     ),
-    out_dir: Path = typer.Option(Path("dist"), "--out", "-o", help="Where the wheels go."),
+    out_dir: Path = typer.Option(Path("dist"), "--out", "-o", metavar="DIR", help="Where the wheels go."),
     fat: bool = typer.Option(False, "--fat", help="One wheel holding every arch, instead of one per arch."),
     ptx: bool = typer.Option(
         False, "--ptx",
         help="Also embed PTX for the newest arch, so newer GPUs can run it through the driver's JIT.",
     ),
     jobs: Optional[int] = typer.Option(
-        None, "--jobs", "-j", min=1, help="Parallel compile jobs (default: from cores and free memory)."
+        None, "--jobs", "-j", min=1, metavar="N",
+        help="Parallel compile jobs (default: from cores and free memory).",
     ),
     source: Optional[Path] = typer.Option(
-        None, "--source", help="The prebuild checkout to build (default: the one around the current directory)."
+        None, "--source", metavar="DIR",
+        help="The prebuild checkout to build (default: the one around the current directory).",
     ),
     build_dir: Optional[Path] = typer.Option(
-        None, "--build-dir", help="Where objects are kept between runs (default: <source>/build/prebuild)."
+        None, "--build-dir", metavar="DIR",
+        help="Where objects are kept between runs (default: build/prebuild in the checkout).",
     ),
     compress: bool = typer.Option(
         True, "--compress/--no-compress",
         help="Compress the device code in the fatbin (smaller wheels; decompressed once at load).",
     ),
     lock: Optional[str] = typer.Option(
-        None, "--lock",
+        None, "--lock", metavar="FILE",
         help="Also write a requirements file pinning the wheel by sha256 (pip install "
         "--require-hashes -r FILE). With several wheels put {variant} in the name: one file each.",
     ),
@@ -80,14 +98,21 @@ def wheel(
 
       prebuild wheel --arch 8.0 --arch 9.0 --fat # one wheel with both
 
-      prebuild wheel --arch sm_120 --ptx         # SASS for 12.0 plus PTX for newer GPUs
+      prebuild wheel --arch sm_120 --ptx         # + PTX for newer GPUs
 
-      prebuild wheel --arch sm_90 --lock prebuild.lock && pip install --require-hashes -r prebuild.lock
+      prebuild wheel --arch sm_90 --lock prebuild.lock  # then, to install:
+
+      pip install --require-hashes -r prebuild.lock
     """
-    from prebuild.build import flags as F
-    from prebuild.build.compile import BuildError, preflight
-    from prebuild.build.toolchain import ToolchainError
-    from prebuild.build.wheel import build_wheel, check_lock_target, find_source_dir, plan_variants, write_lock
+    try:
+        from prebuild.build import flags as F
+        from prebuild.build.compile import BuildError, preflight
+        from prebuild.build.toolchain import ToolchainError
+        from prebuild.build.wheel import (
+            build_wheel, check_lock_target, find_source_dir, plan_variants, prepare_output_dir, write_lock,
+        )  # fmt: skip
+    except ModuleNotFoundError as exc:
+        raise _fail(_missing_build_extra(exc)) from None
 
     try:
         archs = parse_arch_list(",".join(arch))
@@ -101,6 +126,8 @@ def wheel(
             )
         # Refuse bad archs, a missing nvcc or a CUDA mismatch before compiling anything.
         _, nvcc = preflight(F.BuildOptions(archs=archs, ptx=ptx, jobs=jobs))
+        # ... and an output directory that cannot be written, before waiting for a lock.
+        prepare_output_dir(out_dir)
     except (ArchError, ValueError, ToolchainError) as exc:
         raise _fail(str(exc)) from None
 
@@ -143,16 +170,15 @@ def wheel(
             progress.update(task, phase="[green]done[/]", step="", total=1, completed=1)
             built.append(result)
 
-    table = Table(title=f"{len(built)} wheel(s) in {out_dir}/, {time.monotonic() - started:.0f} s")
-    table.add_column("wheel", overflow="fold")
-    table.add_column("archs")
-    table.add_column("size", justify="right")
-    table.add_column("seconds", justify="right")
+    # One line per wheel, never wrapped: the names are copied into pip commands.
+    out.print(f"[bold]{len(built)} wheel(s) in {escape(str(out_dir))}/, {time.monotonic() - started:.0f} s:[/]",
+              highlight=False)  # fmt: skip
+    name_width = max(len(r.path.name) for r in built)
     for result in built:
         m = result.manifest
-        archs_text = ", ".join([a.sm for a in m.sass_archs] + [a.compute for a in m.ptx_archs])
-        table.add_row(result.path.name, archs_text, f"{result.size / 1024:.0f} KiB", f"{result.seconds:.1f}")
-    out.print(table)
+        archs_text = ",".join([a.sm for a in m.sass_archs] + [a.compute for a in m.ptx_archs])
+        out.print(f"  {escape(result.path.name):<{name_width}}  {archs_text}  {result.size / 1024:.0f} KiB  "
+                  f"{result.seconds:.1f} s", highlight=False, soft_wrap=True)  # fmt: skip
     if lock is not None:
         for result in built:
             path = write_lock(lock, result.path)
@@ -181,7 +207,7 @@ def inspect(
 
       prebuild inspect dist/prebuild-0.1.0+cu130.sm80-cp310-abi3-linux_x86_64.whl
 
-      prebuild inspect "$(python -c 'import prebuild, os; print(os.path.dirname(prebuild.__file__))')"
+      prebuild inspect "$(python -c 'import prebuild; print(*prebuild.__path__)')"
 
       prebuild inspect build/prebuild/cuda/cu130-sm80/_C_cuda.abi3.so --json
     """
@@ -246,9 +272,9 @@ def matrix(
 
     Examples:
 
-      prebuild matrix                                # {"include": [{"cuda": "12.8", ...}, ...]}
+      prebuild matrix               # {"include": [{"cuda": "12.8", ...}, ...]}
 
-      echo "matrix=$(prebuild matrix)" >> "$GITHUB_OUTPUT"    # in a workflow step
+      echo "matrix=$(prebuild matrix)" >> "$GITHUB_OUTPUT"  # in a workflow
 
       prebuild matrix --cuda 13.0 --markdown
     """
@@ -292,21 +318,25 @@ def index(
 
       pip install prebuild --index-url file://$PWD/site/cu130-sm90/simple
 
-      pip install prebuild --index-url https://OWNER.github.io/prebuild/cu130-sm90/simple
+      pip install prebuild --index-url https://OWNER.github.io/prebuild/simple
     """
-    from prebuild.index import ALL, SiteError, build_index
+    from prebuild.index import ALL, SiteError, build_index, install_command, usual_index_url
 
     try:
         indexes = build_index(dist_dir, site)
     except (SiteError, OSError) as exc:
         raise _fail(str(exc)) from None
-    table = Table(title=f"{len(indexes[ALL])} wheel(s) indexed in {site}/")
-    table.add_column("index (--index-url)", overflow="fold")
-    table.add_column("wheels", overflow="fold")
+    out.print(f"[bold]{len(indexes[ALL])} wheel(s) indexed in {escape(str(site))}/:[/]", highlight=False)
     for key, wheels in indexes.items():
-        where = f"{site}/{key}/simple" if key else f"{site}/simple"
-        table.add_row(where, "\n".join(w.filename for w in wheels))
-    out.print(table)
+        where = f"{site}/{key}/simple" if key else f"{site}/simple (every wheel)"
+        out.print(f"  {escape(where)}: {escape(', '.join(w.filename for w in wheels))}", highlight=False, soft_wrap=True)
+    site_url = site.resolve().as_uri()
+    extra = usual_index_url()
+    out.print(f"Install one variant (dependencies such as torch come from {escape(extra)}; "
+              "use --no-deps instead when they are installed):", highlight=False)  # fmt: skip
+    for key in indexes:
+        if key != ALL:
+            out.print(f"  {escape(install_command(site_url, key, extra_index=extra))}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -341,7 +371,7 @@ def install(
 
       prebuild install --from https://OWNER.github.io/prebuild/simple
 
-      prebuild install --from site --arch sm_90 --dry-run     # for a machine with an H100
+      prebuild install --from site --arch sm_90 --dry-run  # for an H100
     """
     import json
     import subprocess
@@ -467,6 +497,18 @@ def doctor(
             out.print("Safe to run (removes only the stale locks):")
             out.print(f"  {escape(command)}", highlight=False, soft_wrap=True)
     raise typer.Exit(1 if failed else 0)
+
+
+def reflow_help(doc: str) -> str:
+    """A command's docstring as its --help text: prose paragraphs become one line each (the
+    terminal wraps them to its width); indented lines (examples) stay as written."""
+    paragraphs = cleandoc(doc).split("\n\n")
+    return "\n\n".join(p if p.startswith(" ") else " ".join(p.split()) for p in paragraphs)
+
+
+for _command in app.registered_commands:
+    if _command.callback is not None and _command.callback.__doc__:
+        _command.help = reflow_help(_command.callback.__doc__)
 
 
 def main() -> None:

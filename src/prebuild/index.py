@@ -139,11 +139,35 @@ def root_page(projects: list[str]) -> str:
     return _page("Simple index", [f'<a href="{html.escape(p)}/">{html.escape(p)}</a><br>' for p in projects])
 
 
+def usual_index_url(env: dict[str, str] | None = None) -> str:
+    """The index pip uses when told none: ``PIP_INDEX_URL``, else pip's own default. A site
+    holds only prebuild's wheels; its dependencies (torch, ...) come from there."""
+    env = dict(os.environ if env is None else env)
+    if env.get("PIP_INDEX_URL"):
+        return env["PIP_INDEX_URL"]
+    try:
+        from pip._internal.models.index import PyPI  # noqa: PLC0415 - stable since pip 10
+
+        return str(PyPI.simple_url)
+    except Exception:  # noqa: BLE001 - no pip here: say what belongs there
+        return "<your package index>"
+
+
+def install_command(site_url: str, key: str, project: str = "prebuild", extra_index: str | None = None) -> str:
+    """Pure: the pip command that installs from one index of the site (``key`` a variant or
+    ``ALL``), taking the dependencies from ``extra_index`` (``usual_index_url()``)."""
+    where = f"{site_url.rstrip('/')}/{key}/simple" if key else f"{site_url.rstrip('/')}/simple"
+    extra = extra_index if extra_index is not None else usual_index_url()
+    return f"pip install {project} --index-url {where} --extra-index-url {extra}"
+
+
 def landing_page(indexes: dict[str, list[WheelInfo]]) -> str:
     body = ["<h1>prebuild wheels</h1>",
             "<p>Pick the index of your GPU's arch and your torch's CUDA version "
             "(or let <code>prebuild install --from SITE_URL</code> pick), then:</p>",
-            "<pre>pip install prebuild --index-url SITE_URL/VARIANT/simple</pre>", "<ul>"]  # fmt: skip
+            "<pre>pip install prebuild --index-url SITE_URL/VARIANT/simple --extra-index-url YOUR_USUAL_INDEX</pre>",
+            "<p>The site holds only prebuild: its dependencies (torch, ...) come from the extra "
+            "index (or pass <code>--no-deps</code> when they are installed).</p>", "<ul>"]  # fmt: skip
     for key, wheels in indexes.items():
         where = f"{key}/simple/" if key else "simple/"
         label = key or "all wheels"

@@ -185,6 +185,28 @@ def _build_locked(
     return BuiltWheel(final, variant, manifest, time.monotonic() - start)
 
 
+class OutputError(ValueError):
+    """An output path (--out, --lock) cannot be created or written."""
+
+
+def prepare_output_dir(path: Path, what: str = "--out") -> Path:
+    """Create ``path`` if needed and prove it writable, before any lock is taken or anything
+    is compiled: a bad --out must not cost a build. OutputError names the problem."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"{what} {path}: exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        # Permission bits do not tell (root ignores them; read-only mounts, /proc): write.
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".prebuild-write-check-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise OutputError(f"{what} {path}: cannot create or write there ({reason}); "
+                          f"choose another {what}") from None  # fmt: skip
+    return path
+
+
 LOCK_PLACEHOLDER = "{variant}"
 
 
@@ -197,6 +219,10 @@ def check_lock_target(template: str, n_wheels: int) -> None:
             f"per requirements file. Put {LOCK_PLACEHOLDER} in the name (--lock "
             f"'locks/{LOCK_PLACEHOLDER}.txt' writes one per wheel), or build one wheel (--fat)"
         )
+    parent = Path(template).parent
+    while LOCK_PLACEHOLDER in str(parent):  # 'locks/{variant}/req.txt': check what is fixed
+        parent = parent.parent
+    prepare_output_dir(parent, "--lock")
 
 
 def lock_line(project: str, wheel: Path, sha256: str) -> str:
