@@ -1,13 +1,39 @@
-"""One objects directory for the slow tests that only need *a* real wheel: the first build
-compiles, later ones of the same archs only package (seconds instead of ~20 s each)."""
+"""Real wheels for the slow tests, each built once per session.
+
+Every test that only needs *a* real wheel takes it from ``built_wheel``: one objects
+directory (``shared_objects``) for all of them, so the CPU code is compiled once, each CUDA
+arch set once, and each wheel packaged once. Tests that must compile (interrupted builds,
+other toolchains, a planted error) use their own directories."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import pytest
+from build_helpers import run_cli
 
 
 @pytest.fixture(scope="session")
 def shared_objects(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("shared-objects")
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory, shared_objects) -> Callable[..., Path]:
+    """``built_wheel("sm_80")``, ``built_wheel("sm_80,sm_90", "--fat", "--ptx")``: the path of
+    the one wheel ``prebuild wheel --arch ARCHS [FLAGS]`` makes (built on first request)."""
+    cache: dict[tuple[str, ...], Path] = {}
+
+    def get(archs: str, *flags: str) -> Path:
+        key = (archs, *flags)
+        if key not in cache:
+            out = tmp_path_factory.mktemp("dist")
+            proc = run_cli("wheel", "--arch", archs, *flags, "--out", str(out), "--build-dir", str(shared_objects))
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            (wheel,) = out.glob("*.whl")
+            assert "1 wheel(s)" in proc.stdout, proc.stdout  # the summary
+            cache[key] = wheel
+        return cache[key]
+
+    return get

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 import pytest
@@ -18,14 +17,10 @@ CI = ROOT / "scripts" / "ci"
 PREBUILD = Path(sys.executable).parent / "prebuild"
 
 
-def test_publish_index_and_test_wheel_on_a_real_wheel(tmp_path, shared_objects):
+def test_publish_index_and_test_wheel_on_a_real_wheel(tmp_path, built_wheel, fresh_venv):
     env = {**os.environ, "COLUMNS": "200"}
-    dist = tmp_path / "dist"
-    built = subprocess.run([str(PREBUILD), "wheel", "--arch", "sm_80", "--out", str(dist),
-                            "--build-dir", str(shared_objects)],
-                           cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)  # fmt: skip
-    assert built.returncode == 0, built.stdout + built.stderr
-    (wheel,) = dist.glob("*.whl")
+    wheel = built_wheel("sm_80")
+    dist = wheel.parent
 
     site = tmp_path / "site"
     proc = subprocess.run([str(CI / "publish_index.sh"), str(dist), str(site)], capture_output=True, text=True,
@@ -34,9 +29,8 @@ def test_publish_index_and_test_wheel_on_a_real_wheel(tmp_path, shared_objects):
     assert "match the manifest" in proc.stdout
     assert list(site.glob("cu*-sm80/simple/prebuild/index.html"))
 
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
-    py = env_dir / "bin" / "python"
+    py = fresh_venv()
+    env_dir = py.parent.parent
     subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                     "torch==2.13.0", "pytest", "hypothesis", "numpy", str(wheel)],
                    check=True, timeout=900)  # fmt: skip

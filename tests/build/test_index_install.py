@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 import pytest
@@ -24,20 +23,16 @@ def run(*cmd: str, **kw) -> subprocess.CompletedProcess:
     return proc
 
 
-def test_pip_installs_from_the_variant_index_in_a_fresh_venv(tmp_path, shared_objects):
-    dist = tmp_path / "dist"
+def test_pip_installs_from_the_variant_index_in_a_fresh_venv(tmp_path, built_wheel, fresh_venv):
+    built = built_wheel("sm_90")
     env = {**os.environ, "COLUMNS": "200"}
-    run(str(PREBUILD), "wheel", "--arch", "sm_90", "--out", str(dist), "--build-dir", str(shared_objects),
-        cwd=ROOT, env=env)  # fmt: skip
-    (built,) = dist.glob("*.whl")
     site = tmp_path / "site"
-    run(str(PREBUILD), "index", str(dist), "--out", str(site), env=env)
+    run(str(PREBUILD), "index", str(built.parent), "--out", str(site), env=env)
     cuda_tag = built.name.split("+")[1].split(".")[0]  # cu130 with this nvcc
     assert (site / f"{cuda_tag}-sm90" / "simple" / "prebuild" / "index.html").is_file()
 
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)  # a fresh venv: no system site-packages
-    py = str(env_dir / "bin" / "python")
+    py = str(fresh_venv())  # a fresh venv: no system site-packages
+    env_dir = Path(py).parent.parent
     pip = [py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     run(*pip, "torch==2.13.0", "packaging")  # torch, and the runtime's one other import
     run(*pip, "prebuild", "--index-url", f"file://{site}/{cuda_tag}-sm90/simple", "--no-deps")

@@ -4,9 +4,6 @@ whose manifest is edited to claim another arch is caught."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -15,26 +12,16 @@ import pytest
 from prebuild.inspection import library_code
 from prebuild.manifest import Manifest
 
+from build_helpers import run_cli
 from cuobjdump import cuobjdump_code
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
-PREBUILD = Path(sys.executable).parent / "prebuild"
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(PREBUILD), *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900, env={**os.environ, "COLUMNS": "200"})  # fmt: skip
-
 
 @pytest.fixture(scope="module")
-def ptx_wheel(tmp_path_factory, shared_objects) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    proc = run_cli("wheel", "--arch", "sm_80", "--ptx", "--out", str(out), "--build-dir", str(shared_objects))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (wheel,) = out.glob("*.whl")
-    return wheel
+def ptx_wheel(built_wheel) -> Path:
+    """Two archs and PTX: the fat wheel test_wheel_build.py also checks."""
+    return built_wheel("8.0,sm_90", "--fat", "--ptx")
 
 
 def test_inspect_agrees_with_cuobjdump_and_the_manifest(ptx_wheel, tmp_path):
@@ -42,8 +29,8 @@ def test_inspect_agrees_with_cuobjdump_and_the_manifest(ptx_wheel, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     assert report["ok"] and report["disagreements"] == []
-    assert report["manifest"]["sass_archs"] == ["sm_80"]
-    assert report["manifest"]["ptx_archs"] == ["compute_80"]
+    assert report["manifest"]["sass_archs"] == ["sm_80", "sm_90"]
+    assert report["manifest"]["ptx_archs"] == ["compute_90"]
     with zipfile.ZipFile(ptx_wheel) as zf:
         zf.extractall(tmp_path)
     for lib in report["libraries"]:
@@ -54,19 +41,19 @@ def test_inspect_agrees_with_cuobjdump_and_the_manifest(ptx_wheel, tmp_path):
         assert lib["linked_sass"] == [a.sm for a in theirs.linked_sass], lib
         assert library_code(path.read_bytes()) == theirs
     cuda = next(lib for lib in report["libraries"] if lib["kind"] == "cuda")
-    assert cuda["sass"] == ["sm_80"] and cuda["ptx"] == ["compute_80"]
+    assert cuda["sass"] == ["sm_80", "sm_90"] and cuda["ptx"] == ["compute_90"]
 
 
-def test_inspect_catches_a_manifest_edited_to_claim_sm_90(ptx_wheel, tmp_path):
+def test_inspect_catches_a_manifest_edited_to_claim_sm_86(ptx_wheel, tmp_path):
     edited = tmp_path / ptx_wheel.name
     with zipfile.ZipFile(ptx_wheel) as src, zipfile.ZipFile(edited, "w") as dst:
         for item in src.infolist():
             data = src.read(item)
             if item.filename == "prebuild/_manifest.json":
                 data = json.loads(data)
-                data["sass_archs"] = ["sm_80", "sm_90"]
+                data["sass_archs"] = ["sm_80", "sm_86", "sm_90"]
                 data = Manifest.from_json(json.dumps(data)).to_json().encode()
             dst.writestr(item, data)
     proc = run_cli("inspect", str(edited))
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "_C_cuda.abi3.so" in proc.stderr and "sm_90" in proc.stderr
+    assert "_C_cuda.abi3.so" in proc.stderr and "sm_86" in proc.stderr

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 import pytest
@@ -39,15 +38,12 @@ def test_cli_refuses_before_building(tmp_path):
     assert not (tmp_path / "obj").exists() and not (tmp_path / "x.lock").exists()
 
 
-def pip_in_fresh_venv(tmp_path: Path) -> list[str]:
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
-    return [str(env_dir / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check",
-            "--no-deps", "--require-hashes"]  # fmt: skip
+def pip_require_hashes(python: Path) -> list[str]:
+    return [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-deps", "--require-hashes"]
 
 
 @pytest.mark.slow
-def test_pip_accepts_the_lock_of_a_real_wheel_and_refuses_a_changed_one(tmp_path, shared_objects):
+def test_pip_accepts_the_lock_of_a_real_wheel_and_refuses_a_changed_one(tmp_path, shared_objects, fresh_venv):
     lock = tmp_path / "locks" / "{variant}.txt"
     out = tmp_path / "dist"
     proc = subprocess.run(
@@ -59,7 +55,7 @@ def test_pip_accepts_the_lock_of_a_real_wheel_and_refuses_a_changed_one(tmp_path
     (wheel,) = out.glob("*.whl")
     (written,) = (tmp_path / "locks").glob("*.txt")
     assert written.name.startswith("cu") and written.name.endswith("-sm80.txt")
-    pip = pip_in_fresh_venv(tmp_path)
+    pip = pip_require_hashes(fresh_venv())
     ok = subprocess.run([*pip, "-r", str(written)], capture_output=True, text=True, timeout=600)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert list((tmp_path / "venv" / "lib").glob("python*/site-packages/prebuild/_C_cuda.abi3.so"))
@@ -69,13 +65,13 @@ def test_pip_accepts_the_lock_of_a_real_wheel_and_refuses_a_changed_one(tmp_path
     assert bad.returncode != 0 and "HASHES" in bad.stderr.upper()
 
 
-def test_write_lock_for_a_cpu_wheel_and_pip_accepts_it(tmp_path):
+def test_write_lock_for_a_cpu_wheel_and_pip_accepts_it(tmp_path, fresh_venv):
     sys.path.insert(0, str(ROOT / "tests"))
     from test_index import fake_wheel
 
     wheel = fake_wheel(tmp_path / "dist", "0.1.0+cpu")
     path = write_lock(str(tmp_path / "{variant}.lock"), wheel)
     assert path.name == "cpu.lock"
-    pip = pip_in_fresh_venv(tmp_path)
+    pip = pip_require_hashes(fresh_venv())
     ok = subprocess.run([*pip, "-r", str(path)], capture_output=True, text=True, timeout=600)
     assert ok.returncode == 0, ok.stdout + ok.stderr

@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import venv
 import zipfile
 from pathlib import Path
 
@@ -17,35 +16,17 @@ import pytest
 from prebuild.arch import parse_arch_list
 from prebuild.inspection import library_code, read_wheel_manifest
 
+from build_helpers import run_cli
 from cuobjdump import cuobjdump_code
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-PREBUILD = Path(sys.executable).parent / "prebuild"
-
-
-def run_cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(PREBUILD), *args], cwd=cwd, capture_output=True, text=True, timeout=900,
-        env={**os.environ, "COLUMNS": "200"},
-    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def build_dir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("objects")
-
-
-@pytest.fixture(scope="module")
-def sm80_wheel(tmp_path_factory, build_dir) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    proc = run_cli("wheel", "--arch", "sm_80", "--out", str(out), "--build-dir", str(build_dir))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    wheels = list(out.glob("*.whl"))
-    assert len(wheels) == 1, wheels
-    assert "1 wheel(s)" in proc.stdout and "sm_80" in proc.stdout  # the summary table
-    return wheels[0]
+def sm80_wheel(built_wheel) -> Path:
+    return built_wheel("sm_80")
 
 
 def cuda_library_code(wheel: Path, scratch: Path):
@@ -78,21 +59,17 @@ def test_wheel_name_tags_and_manifest(sm80_wheel, tmp_path):
     assert code.ptx == ()
 
 
-def test_second_run_reuses_objects(sm80_wheel, build_dir, tmp_path):
-    proc = run_cli("wheel", "--arch", "80", "--out", str(tmp_path), "--build-dir", str(build_dir))
+def test_second_run_reuses_objects(sm80_wheel, shared_objects, tmp_path):
+    proc = run_cli("wheel", "--arch", "80", "--out", str(tmp_path), "--build-dir", str(shared_objects))
     assert proc.returncode == 0, proc.stderr
-    logs = list(build_dir.glob("cuda/*sm80/build.log")) + [build_dir / "cpu" / "build.log"]
+    logs = list(shared_objects.glob("cuda/*sm80/build.log")) + [shared_objects / "cpu" / "build.log"]
+    assert len(logs) == 2, logs
     for log in logs:
         assert "no work to do" in log.read_text(), log
 
 
-def test_fat_wheel_with_ptx(build_dir, tmp_path):
-    proc = run_cli(
-        "wheel", "--arch", "8.0,sm_90", "--fat", "--ptx", "--out", str(tmp_path),
-        "--build-dir", str(build_dir),
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (wheel,) = tmp_path.glob("*.whl")
+def test_fat_wheel_with_ptx(built_wheel, tmp_path):
+    wheel = built_wheel("8.0,sm_90", "--fat", "--ptx")
     assert re.search(r"\+cu\d+\.sm80\.sm90\.ptx90-cp310-abi3", wheel.name), wheel.name
     manifest = read_wheel_manifest(wheel)
     code = cuda_library_code(wheel, tmp_path / "x")
@@ -108,10 +85,9 @@ def test_unsupported_arch_is_refused_before_building(tmp_path):
     assert not (tmp_path / "out").exists() and not (tmp_path / "objects").exists()
 
 
-def test_wheel_installs_and_runs_without_nvcc(sm80_wheel, tmp_path):
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
-    py = env_dir / "bin" / "python"
+def test_wheel_installs_and_runs_without_nvcc(sm80_wheel, fresh_venv, tmp_path):
+    py = fresh_venv()
+    env_dir = py.parent.parent
     subprocess.run(
         [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
          "torch==2.13.0", str(sm80_wheel)],
@@ -182,11 +158,13 @@ def test_failed_build_reports_the_compiler_error_and_leaves_no_wheel(tmp_path):
         shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("*.so", "_manifest.json", "__pycache__"))
     for name in ("setup.py", "pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    kernel = source / "csrc" / "ssim" / "ssim_cuda.cu"
-    kernel.write_text(kernel.read_text() + "\nstatic_assert(false, \"planted compile error\");\n")
+    # At the top of every .cu file, so that whichever nvcc runs first fails in a second.
+    kernels = sorted((source / "csrc").rglob("*.cu"))
+    for kernel in kernels:
+        kernel.write_text("static_assert(false, \"planted compile error\");\n" + kernel.read_text())
     out = tmp_path / "out"
     proc = run_cli("wheel", "--arch", "sm_80", "--out", str(out), "--source", str(source),
                    "--build-dir", str(tmp_path / "objects"))  # fmt: skip
     assert proc.returncode == 1
-    assert "planted compile error" in proc.stderr and "ssim_cuda.cu" in proc.stderr
+    assert "planted compile error" in proc.stderr and any(k.name in proc.stderr for k in kernels), proc.stderr
     assert not list(out.glob("*.whl")) and not list(out.glob(".*partial"))
