@@ -7,10 +7,24 @@ Build settings come from the environment (see README, "Building"):
 Build without isolation so the installed torch is used: pip install --no-build-isolation .
 """
 
+import importlib.util
 import sys
 from pathlib import Path
 
-from setuptools import Extension, setup
+# With --no-build-isolation (the only way to build against the torch you have) pip installs
+# none of pyproject.toml's build requirements: name the missing ones before anything fails.
+BUILD_REQUIREMENTS = {"setuptools": "setuptools", "wheel": "wheel", "ninja": "ninja", "packaging": "packaging",
+                      "torch": "torch>=2.13"}  # fmt: skip
+_missing = [req for module, req in BUILD_REQUIREMENTS.items() if importlib.util.find_spec(module) is None]
+if _missing:
+    sys.exit(
+        f"prebuild's build needs {', '.join(_missing)}, which this environment lacks. A build "
+        "with --no-build-isolation uses the installed packages and installs none itself; run:\n"
+        f"  pip install {' '.join(repr(r) if '>' in r else r for r in _missing)}\n"
+        "then build again (see README, 'Building from source with pip')."
+    )
+
+from setuptools import Extension, setup  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
 

@@ -4,8 +4,8 @@
 ``python -m venv`` and ``pip install torch==2.13.0``). Installing torch costs ~25 s, so it is
 installed once per session into a template, and each test gets a hard-linked copy (~0.3 s).
 pip and Python replace files (rename, unlink) rather than write into them, so nothing a test
-installs or removes in its copy reaches the template. Use ``python -m pip`` in a copy: the
-``bin/pip`` script names the template's interpreter.
+installs or removes in its copy reaches the template. The copy's scripts (``bin/pip``, ...)
+are rewritten to name its own interpreter, so ``pip`` on its PATH installs into the copy.
 """
 
 from __future__ import annotations
@@ -36,6 +36,15 @@ def fresh_venv(_venv_template, tmp_path) -> Callable[[str], Path]:
     def make(name: str = "venv") -> Path:
         target = tmp_path / name
         subprocess.run(["cp", "-al", str(_venv_template), str(target)], check=True)
+        for script in (target / "bin").iterdir():
+            if script.is_symlink() or not script.is_file():
+                continue
+            data = script.read_bytes()
+            if data.startswith(b"#!") and str(_venv_template).encode() in data.split(b"\n", 1)[0]:
+                fixed = script.with_name(script.name + ".tmp")  # a new file: the template keeps its own
+                fixed.write_bytes(data.replace(str(_venv_template).encode(), str(target).encode(), 1))
+                fixed.chmod(script.stat().st_mode)
+                fixed.replace(script)
         python = target / "bin" / "python"
         assert python.exists(), target
         return python
