@@ -765,6 +765,11 @@ def table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+# Each entry: a change, the before and after numbers of one run on this machine, and the
+# commands that measured them. Appended to every report.
+HISTORY = ROOT / "docs" / "benchmarks-history.md"
+
+
 def report(results: dict, command: str) -> str:
     m = results["machine"]
     out = [
@@ -884,6 +889,8 @@ def report(results: dict, command: str) -> str:
                          [[f"`{r['name']}`", r["arch"], r["registers"], r["shared"], r["local"], r["stack"]]
                           for r in g["rows"]]))  # fmt: skip
         out[-1] += load_note(g)
+    if HISTORY.is_file():  # before/after measurements of past changes, kept by hand
+        out += ["", "## History of measured changes", "", HISTORY.read_text(encoding="utf-8").strip()]
     return "\n".join(out) + "\n"
 
 

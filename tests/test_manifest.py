@@ -14,6 +14,7 @@ from prebuild.manifest import (
     Library,
     Manifest,
     ManifestError,
+    check_libraries,
     library_path,
     read_manifest,
     sha256_file,
@@ -53,6 +54,8 @@ def good_data() -> dict:
         make_manifest(cuda_version=None, sass_archs=(), ptx_archs=(), flags={},
                       libraries=(Library("_C.abi3.so", "cpu", "c" * 64),)),  # fmt: skip
         make_manifest(sass_archs=(Arch(10, 0, "f"), Arch(12, 0)), ptx_archs=(Arch(12, 0),)),
+        make_manifest(libraries=(Library("_C.abi3.so", "cpu", "a" * 64, 270144),
+                                 Library("_C_cuda.abi3.so", "cuda", "b" * 64, 0))),  # fmt: skip
     ],
 )
 def test_json_round_trip(manifest):
@@ -66,7 +69,10 @@ def test_json_layout():
     assert data["schema"] == SCHEMA_VERSION
     assert data["sass_archs"] == ["sm_80", "sm_90", "sm_90a"]
     assert data["ptx_archs"] == ["compute_90"]
-    assert data["libraries"][0] == {"file": "_C.abi3.so", "kind": "cpu", "sha256": "a" * 64}
+    assert data["libraries"][0] == {"file": "_C.abi3.so", "kind": "cpu", "sha256": "a" * 64, "size": None}
+    # Manifests written before sizes were recorded have no "size" key: still readable.
+    del data["libraries"][0]["size"]
+    assert Manifest.from_json(json.dumps(data)).libraries[0].size is None
 
 
 def test_write_and_read_manifest(tmp_path):
@@ -145,6 +151,9 @@ def test_flags_are_optional():
         {"sass_archs": [80]},
         {"sass_archs": None},
         {"libraries": [{"file": "_C.abi3.so", "kind": "cpu"}]},  # no sha256
+        {"libraries": [{"file": "_C.abi3.so", "kind": "cpu", "sha256": "a" * 64, "size": -1}]},
+        {"libraries": [{"file": "_C.abi3.so", "kind": "cpu", "sha256": "a" * 64, "size": "12"}]},
+        {"libraries": [{"file": "_C.abi3.so", "kind": "cpu", "sha256": "a" * 64, "size": True}]},
         {"libraries": ["_C.abi3.so"]},
         {"libraries": None},
         {"flags": None},
@@ -273,3 +282,58 @@ def test_library_path_refusal_also_stops_verification(tmp_path):
 def test_library_path_plain_name(tmp_path):
     assert library_path(tmp_path, Library("_C.abi3.so", "cpu", "0")) == tmp_path / "_C.abi3.so"
     assert library_path(tmp_path, Library("..._x.so", "cpu", "0")) == tmp_path / "..._x.so"
+
+
+# --- the import-time check: sizes -------------------------------------------------------
+
+
+@pytest.fixture
+def sized_package(package):
+    directory, manifest = package
+    sized = tuple(Library(lib.file, lib.kind, lib.sha256, (directory / lib.file).stat().st_size)
+                  for lib in manifest.libraries)  # fmt: skip
+    return directory, make_manifest(libraries=sized)
+
+
+def test_check_libraries_catches_missing_and_truncated_by_size(sized_package):
+    directory, manifest = sized_package
+    check_libraries(directory, manifest)
+    path = directory / "_C.abi3.so"
+    path.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(ManifestError, match=r"_C.abi3.so does not match the manifest \(1000 bytes, expected 1048576\)"):
+        check_libraries(directory, manifest)
+    path.unlink()
+    with pytest.raises(ManifestError, match="missing"):
+        check_libraries(directory, manifest)
+
+
+def test_same_size_change_passes_the_import_check_and_fails_verification(sized_package):
+    """The documented trade (README, Guarantees): import reads no library bytes; a change
+    that keeps the size is found by verify_libraries (prebuild doctor / inspect)."""
+    directory, manifest = sized_package
+    path = directory / "_C.abi3.so"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    check_libraries(directory, manifest)
+    with pytest.raises(ManifestError, match="sha256"):
+        verify_libraries(directory, manifest)
+
+
+def test_check_libraries_hashes_when_no_size_is_recorded(package):
+    """Manifests of older builds carry no sizes: the import check then hashes, as before."""
+    directory, manifest = package
+    path = directory / "_C.abi3.so"
+    data = bytearray(path.read_bytes())
+    data[0] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(ManifestError, match="sha256"):
+        check_libraries(directory, manifest)
+
+
+def test_check_libraries_reads_no_library_bytes(sized_package, monkeypatch):
+    directory, manifest = sized_package
+    import prebuild.manifest as m
+
+    monkeypatch.setattr(m, "sha256_file", lambda path: pytest.fail(f"hashed {path} at import"))
+    check_libraries(directory, manifest)

@@ -185,7 +185,7 @@ def installed_package() -> tuple[Path, Manifest | None, str]:
     return directory, manifest, ""
 
 
-LOAD_SCRIPT = "import prebuild.ops; print('loaded')"
+LOAD_SCRIPT = "from prebuild.ops import *; print('loaded')"  # every library and op family
 
 
 def load_check(timeout: float = 300) -> str:

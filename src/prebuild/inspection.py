@@ -50,6 +50,7 @@ class FoundLibrary:
     file: str
     sha256: str
     code: EmbeddedCode
+    size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,8 @@ def compare(manifest: Manifest, found: list[FoundLibrary], complete: bool = True
             out.append(Disagreement("file", listed.file,
                                     f"sha256 {lib.sha256[:12]}... is not the manifest's "
                                     f"{listed.sha256[:12]}...: altered or replaced"))  # fmt: skip
+        if listed.size is not None and lib.size is not None and lib.size != listed.size:
+            out.append(Disagreement("file", listed.file, f"{lib.size} bytes, the manifest says {listed.size}"))
         want_sass = manifest.sass_archs if listed.kind == "cuda" else ()
         want_ptx = manifest.ptx_archs if listed.kind == "cuda" else ()
         if lib.code.sass != want_sass:
@@ -136,7 +139,7 @@ class Report:
 
 
 def _found(name: str, data: bytes) -> FoundLibrary:
-    return FoundLibrary(name, hashlib.sha256(data).hexdigest(), library_code(data, name))
+    return FoundLibrary(name, hashlib.sha256(data).hexdigest(), library_code(data, name), len(data))
 
 
 def inspect_wheel(wheel: Path) -> Report:

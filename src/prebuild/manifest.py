@@ -33,6 +33,7 @@ class Library:
     file: str  # file name inside the package directory
     kind: str
     sha256: str
+    size: int | None = None  # bytes; None in manifests written before sizes were recorded
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class Manifest:
                 sass_archs=tuple(parse_arch(a) for a in data["sass_archs"]),
                 ptx_archs=tuple(parse_arch(a) for a in data["ptx_archs"]),
                 libraries=tuple(
-                    Library(str(lib["file"]), str(lib["kind"]), str(lib["sha256"]))
+                    Library(str(lib["file"]), str(lib["kind"]), str(lib["sha256"]), _size(lib.get("size")))
                     for lib in data["libraries"]
                 ),
                 flags={str(k): [str(f) for f in v] for k, v in data.get("flags", {}).items()},
@@ -109,6 +110,14 @@ def _version_text(value: object, key: str) -> str:
         Version(value)
     except InvalidVersion as exc:
         raise ValueError(f"{key} is not a version: {value!r}") from exc
+    return value
+
+
+def _size(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"a library size must be a byte count, got {value!r}")
     return value
 
 
@@ -146,15 +155,44 @@ def library_path(directory: Path, library: Library) -> Path:
     return Path(directory) / name
 
 
-def verify_libraries(directory: Path, manifest: Manifest) -> None:
-    """Check that each library the manifest lists is present and has the recorded sha256."""
+def _present(directory: Path, library: Library) -> Path:
+    path = library_path(directory, library)
+    if not path.is_file():
+        raise ManifestError(f"{path.name} is listed in the manifest but missing")
+    return path
+
+
+def _check_sha256(path: Path, library: Library) -> None:
+    actual = sha256_file(path)
+    if actual != library.sha256:
+        raise ManifestError(
+            f"{path.name} does not match the manifest (sha256 {actual[:12]}..., "
+            f"expected {library.sha256[:12]}...): the file is damaged or was replaced"
+        )
+
+
+def check_libraries(directory: Path, manifest: Manifest) -> None:
+    """The check made at every import: each library present with its recorded size (one
+    ``stat``, whatever its size), which catches a missing, truncated or partly copied file.
+    A manifest without sizes (older builds) gets the full sha256 check instead. The sha256
+    of every byte is ``verify_libraries``' job (``prebuild doctor``, ``prebuild inspect``)."""
     for library in manifest.libraries:
-        path = library_path(directory, library)
-        if not path.is_file():
-            raise ManifestError(f"{path.name} is listed in the manifest but missing")
-        actual = sha256_file(path)
-        if actual != library.sha256:
+        path = _present(directory, library)
+        if library.size is None:
+            _check_sha256(path, library)
+            continue
+        actual = path.stat().st_size
+        if actual != library.size:
             raise ManifestError(
-                f"{path.name} does not match the manifest (sha256 {actual[:12]}..., "
-                f"expected {library.sha256[:12]}...): the file is damaged or was replaced"
+                f"{path.name} does not match the manifest ({actual} bytes, expected {library.size}): "
+                "the file is truncated, damaged or was replaced"
             )
+
+
+def verify_libraries(directory: Path, manifest: Manifest) -> None:
+    """Check that each library the manifest lists is present and has the recorded sha256
+    (and size, when recorded)."""
+    check_libraries(directory, manifest)
+    for library in manifest.libraries:
+        if library.size is not None:  # check_libraries hashed the others already
+            _check_sha256(_present(directory, library), library)

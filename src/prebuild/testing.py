@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-import prebuild.ops  # noqa: F401 - loads the production library and its Python registrations
+from prebuild.ops import *  # noqa: F403 - the library and every family's Python registrations
 from prebuild.ops._library import LIBRARY
 
 LIBRARY.load_optional("simt")

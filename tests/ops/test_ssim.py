@@ -745,3 +745,25 @@ def test_double_backward_is_refused_loudly():
     (g,) = torch.autograd.grad(fused_ssim(a, y), a, create_graph=True)
     with pytest.raises(NotImplementedError, match="double backward"):
         (g * g).sum().backward()
+
+
+def test_channels_last_images_warn_once_and_can_be_silenced():
+    """rasterization() returns [C, H, W, D]: passing it unpermuted is the likely mistake
+    (0.53 instead of 0.07 in a real case), so it warns; the permuted call does not."""
+    import warnings
+
+    from prebuild.ops.ssim import ChannelsLastWarning, looks_channels_last
+
+    a, b = torch.rand(1, 64, 48, 3), torch.rand(1, 64, 48, 3)
+    with pytest.warns(ChannelsLastWarning, match=r"permute\(0, 3, 1, 2\)") as record:
+        wrong = fused_ssim(a, b)
+    assert record[0].filename == __file__  # points at the caller's line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        right = fused_ssim(a.permute(0, 3, 1, 2), b.permute(0, 3, 1, 2))
+        warnings.filterwarnings("ignore", category=ChannelsLastWarning)
+        assert fused_ssim(a, b).item() == wrong.item()  # silenced; the value is unchanged
+    assert right.item() == pytest.approx(ssim_reference(a.permute(0, 3, 1, 2), b.permute(0, 3, 1, 2)).item(), abs=1e-5)
+    assert looks_channels_last((4, 64, 64, 1)) and looks_channels_last((2, 32, 40, 4))
+    for shape in [(1, 3, 64, 64), (1, 1, 8, 8), (1, 4, 3, 3), (2, 64, 64, 5), (1, 3, 16, 4), (3, 64, 4, 3)]:
+        assert not looks_channels_last(shape), shape

@@ -122,7 +122,7 @@ def load_in_child(directory: Path) -> dict:
 
 def installed_ops() -> list[str]:
     """The ops of the installed package's library, loaded in this process."""
-    import prebuild.ops  # noqa: F401 - loads the installed libraries
+    import prebuild.ops._library  # noqa: F401 - loads the installed libraries
 
     return sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith("prebuild::"))
 
@@ -193,6 +193,11 @@ def _changed_byte(d: Path) -> None:
     (d / LIB).write_bytes(bytes(data))
 
 
+def _wrong_size(d: Path) -> None:
+    sha = sha256_file(d / LIB)
+    cpu_manifest(sha, libraries=(Library(LIB, "cpu", sha, (d / LIB).stat().st_size + 1),)).write(d)
+
+
 def _malformed_json(d: Path) -> None:
     (d / MANIFEST_NAME).write_text('{"schema": 1, "package_version": ', encoding="utf-8")
 
@@ -228,6 +233,7 @@ DAMAGES = {
     "truncated library": (_truncated_library, "does not match"),
     "wrong sha256": (_wrong_sha256, "does not match"),
     "changed byte": (_changed_byte, "does not match"),
+    "wrong size": (_wrong_size, "bytes, expected"),
     "malformed json": (_malformed_json, "malformed"),
     "wrong schema": (_wrong_schema, "schema"),
     "no cpu library": (_no_cpu_library, "no CPU library"),
@@ -252,7 +258,7 @@ def test_damaged_install_is_refused(package, damage, no_loading):
 
 
 @pytest.mark.parametrize(
-    "damage", ["missing library", "truncated library", "wrong sha256", "malformed json"]
+    "damage", ["missing library", "truncated library", "wrong sha256", "wrong size", "malformed json"]
 )
 def test_damaged_install_loads_nothing(package, damage):
     DAMAGES[damage][0](package)
@@ -401,7 +407,7 @@ def test_ensure_device_cuda_error_wins(tmp_path, fake_gpu):
 
 SECOND_COPY = """
 import json, sys, torch
-import prebuild.ops  # the installed copy registers the 'prebuild' namespace
+import prebuild.ops._library  # the installed copy registers the 'prebuild' namespace
 from prebuild.runtime import load_package
 try:
     load_package(sys.argv[1])

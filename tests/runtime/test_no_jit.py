@@ -27,7 +27,7 @@ audit = Audit.from_env()
 threads = {"start": threading.active_count()}
 import prebuild
 threads["import prebuild"] = threading.active_count()
-import prebuild.ops
+from prebuild.ops import *
 threads["import prebuild.ops"] = threading.active_count()
 
 x = torch.rand(2, 3, 24, 20, requires_grad=True)

@@ -86,7 +86,8 @@ def test_import_is_fork_safe_and_ops_run_in_forked_and_spawned_workers(child_env
 
         def main():
             audit = Audit.from_env()
-            import prebuild, prebuild.ops  # loads the compiled libraries
+            import prebuild
+            import prebuild.ops.ssim, prebuild.ops.rasterization  # the libraries and every op family
             after_import = audit.result()
             parent_value = run_ops()  # the parent uses the ops (and torch's thread pool) first
             pid = os.fork()
@@ -211,7 +212,8 @@ def test_sigkill_leaves_nothing_behind(child_env, where):
         import sys
         import torch
         print("importing", flush=True)
-        import prebuild, prebuild.ops
+        import prebuild
+        from prebuild.ops import *
     """, OP_CALLS, """
         print("running ops", flush=True)
         while True:

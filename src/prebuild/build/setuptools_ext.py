@@ -63,7 +63,7 @@ class PrebuildBuildExt(build_ext):
             tmp = target.with_name(target.name + ".tmp")
             shutil.copyfile(path, tmp)
             tmp.replace(target)  # atomic: a running process never sees a half-copied file
-            libraries.append(Library(path.name, kind, sha256_file(target)))
+            libraries.append(Library(path.name, kind, sha256_file(target), target.stat().st_size))
 
         Manifest(
             package_version=package_version(options),

@@ -1,17 +1,34 @@
-"""The public ops: a thin Python wrapper per op over ``torch.ops.prebuild.*``, with input
-validation, autograd and fake (meta) kernels. Importing this package loads the libraries."""
+"""The public ops: a thin Python wrapper per op family over ``torch.ops.prebuild.*``, with
+input validation, autograd and fake (meta) kernels.
 
-from prebuild.ops.intersect import isect_offset_encode, isect_tiles
-from prebuild.ops.projection import fully_fused_projection
-from prebuild.ops.rasterization import rasterization
-from prebuild.ops.rasterize import rasterize_to_pixels
-from prebuild.ops.ssim import fused_ssim
+Each family's module is imported on first use of one of its ops (``prebuild.fused_ssim``
+imports ``prebuild.ops.ssim`` only): importing a module loads the libraries once
+(``prebuild.ops._library``) and registers that family's Python kernels.
+``from prebuild.ops import *`` imports every family.
+"""
 
-__all__ = [
-    "fully_fused_projection",
-    "fused_ssim",
-    "isect_offset_encode",
-    "isect_tiles",
-    "rasterization",
-    "rasterize_to_pixels",
-]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from prebuild import _OPS
+
+if TYPE_CHECKING:
+    from prebuild.ops.intersect import isect_offset_encode, isect_tiles
+    from prebuild.ops.projection import fully_fused_projection
+    from prebuild.ops.rasterization import rasterization
+    from prebuild.ops.rasterize import rasterize_to_pixels
+    from prebuild.ops.ssim import fused_ssim
+
+__all__ = sorted(_OPS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _OPS:
+        return getattr(importlib.import_module(_OPS[name]), name)
+    raise AttributeError(f"module 'prebuild.ops' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_OPS])

@@ -7,6 +7,8 @@ The kernels are ``torch.ops.prebuild.fused_ssim_forward`` / ``fused_ssim_backwar
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from prebuild.ops._checks import check_float32, check_float_input, check_same_devices
@@ -15,6 +17,19 @@ from prebuild.ops._library import LIBRARY
 _PADDINGS = ("same", "valid")
 _WINDOW = 11
 _CROP = _WINDOW // 2  # "valid" drops the pixels whose window leaves the image
+
+
+class ChannelsLastWarning(UserWarning):
+    """fused_ssim got images that look (B, H, W, C), e.g. ``rasterization``'s [C, H, W, D]
+    output passed without ``.permute(0, 3, 1, 2)``. Silence it with
+    ``warnings.filterwarnings("ignore", category=prebuild.ops.ssim.ChannelsLastWarning)``."""
+
+
+def looks_channels_last(shape: tuple[int, ...]) -> bool:
+    """A (B, C, H, W) image whose "width" could be a channel count (1-4) while its "channel"
+    and "height" dimensions are larger: almost surely (B, H, W, C). A real image of width 4
+    or less is too narrow for the 11x11 window to mean much."""
+    return len(shape) == 4 and 1 <= shape[3] <= 4 and shape[1] > 4 and shape[2] > 4
 
 
 def _check_image(name: str, img: object) -> torch.Tensor:
@@ -74,6 +89,15 @@ def fused_ssim(
         both images. The window is an 11-tap Gaussian (sigma 1.5), C1 = 0.01^2, C2 = 0.03^2.
     """
     _check_inputs(img1, img2, padding, train)
+    if looks_channels_last(tuple(img1.shape)):
+        b, h, w, c = img1.shape
+        warnings.warn(
+            f"fused_ssim: the images have shape {tuple(img1.shape)}, read as (B, C, H, W) = ({b}, {h}, {w}, {c}): "
+            f"{h} channels of {w}x{c} pixels. If they are (B, H, W, C) images (such as rasterization()'s "
+            "colors), pass img.permute(0, 3, 1, 2). Silence with warnings.filterwarnings('ignore', "
+            "category=prebuild.ops.ssim.ChannelsLastWarning).",
+            ChannelsLastWarning, stacklevel=2,
+        )  # fmt: skip
     if img1.is_cuda and not torch.compiler.is_compiling():
         LIBRARY.ensure_device(img1.device)
     x = img1.to(torch.float32).contiguous()

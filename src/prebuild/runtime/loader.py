@@ -20,9 +20,9 @@ from prebuild.manifest import (
     MANIFEST_NAME,
     Manifest,
     ManifestError,
+    check_libraries,
     library_path,
     read_manifest,
-    verify_libraries,
 )
 from prebuild.runtime import compat
 from prebuild.runtime.errors import (
@@ -98,7 +98,7 @@ def _read_verified_manifest(directory: Path) -> Manifest:
         )
     try:
         manifest = read_manifest(directory)
-        verify_libraries(directory, manifest)
+        check_libraries(directory, manifest)  # sizes: cheap; sha256 is prebuild doctor's job
     except ManifestError as exc:
         raise DamagedInstallError(
             f"the install in {directory} is damaged: {exc}. {_REINSTALL}"
