@@ -16,6 +16,7 @@ from prebuild.arch import parse_arch_list
 from prebuild.doctor import (
     FAIL,
     OK,
+    UNKNOWN,
     WARN,
     Facts,
     JitLock,
@@ -56,7 +57,7 @@ def by_area(checks):
 
 
 def test_per_op_per_device_verdicts_use_the_loader_rules():
-    verdicts = op_verdicts(facts((8, 0), (9, 0), (7, 5)))
+    verdicts = [v for v in op_verdicts(facts((8, 0), (9, 0), (7, 5))) if v.device != "cpu"]
     assert len(verdicts) == 6  # 2 ops x 3 GPUs
     per_device = {v.device: v for v in verdicts if v.op == "fused_ssim"}
     a100, h100, t4 = per_device.values()
@@ -65,9 +66,11 @@ def test_per_op_per_device_verdicts_use_the_loader_rules():
     assert "JIT" in h100.reason and "prebuild wheel --arch sm_90" in h100.reason
     assert (t4.code, t4.status) == ("not covered", FAIL)
     assert "prebuild wheel --arch sm_75" in t4.reason
-    strict = {v.device: v for v in op_verdicts(facts((9, 0), strict=True))}
+    strict = {v.device: v for v in op_verdicts(facts((9, 0), strict=True)) if v.device != "cpu"}
     assert [v.status for v in strict.values()] == [FAIL]
-    assert op_verdicts(facts()) == []  # no GPU, no verdict
+    # Every op also gets its CPU row; with no GPU that is all there is.
+    assert [(v.op, v.device, v.status) for v in op_verdicts(facts())] == [("fused_ssim", "cpu", OK), ("other_op", "cpu", OK)]
+    assert {v.status for v in op_verdicts(facts(load_error="LibraryLoadError: x")) if v.device == "cpu"} == {FAIL}
 
 
 def test_diagnose_all_good():
@@ -94,6 +97,33 @@ def test_diagnose_install_problems():
     assert checks["torch vs wheel"].status == FAIL and "torch>=2.13" in checks["torch vs wheel"].fix
     checks = by_area(diagnose(facts(load_error="UnsupportedGPUError: ...")))
     assert checks["load"].status == FAIL
+
+
+def test_cpu_torch_with_a_cuda_wheel_says_cpu_only_and_which_torch_to_install():
+    cpu_torch = TorchInfo("2.13.0+cpu", None, True)
+    checks = by_area(diagnose(facts(torch=cpu_torch)))
+    warn = checks["torch vs wheel"]
+    assert warn.status == WARN and "CPU build" in warn.message and "CPU only" in warn.message
+    assert warn.fix == "pip install 'torch>=2.13' --index-url https://download.pytorch.org/whl/cu130"
+    verdicts = op_verdicts(facts((9, 0), torch=cpu_torch))
+    assert {(v.device, v.status) for v in verdicts} == {("cpu", OK), ("cuda:0 GPU0 (9.0)", FAIL)}
+    assert all("CPU build" in v.reason and "whl/cu130" in v.reason for v in verdicts if v.device != "cpu")
+    # A CUDA torch, or a CPU wheel, gets no such warning.
+    assert "torch vs wheel" not in by_area(diagnose(facts((8, 0))))
+    cpu_wheel = Manifest(package_version="0.1.0+cpu", torch_target="2.13", built_with_torch="2.13.0+cpu",
+                         cuda_version=None, libraries=(Library("_C.abi3.so", "cpu", "0" * 64),))  # fmt: skip
+    assert "torch vs wheel" not in by_area(diagnose(facts(torch=cpu_torch, manifest=cpu_wheel)))
+
+
+def test_gpus_that_cannot_be_listed_are_unknown_with_the_fix():
+    no_nvml = GpuQuery(note="nvidia-ml-py is not installed", source="none", listed=False)
+    gpus = by_area(diagnose(facts(gpus=no_nvml)))["gpus"]
+    assert gpus.status == UNKNOWN and "pip install nvidia-ml-py" in gpus.fix
+    no_driver = GpuQuery(note="NVML is unavailable (Driver Not Loaded)", source="nvml", listed=False)
+    gpus = by_area(diagnose(facts(gpus=no_driver)))["gpus"]
+    assert gpus.status == UNKNOWN and "driver" in gpus.fix
+    none_there = GpuQuery(note="no NVIDIA GPU")  # NVML answered: there are none
+    assert by_area(diagnose(facts(gpus=none_there)))["gpus"].status == OK
 
 
 def test_parse_proc_locks():

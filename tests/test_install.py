@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from prebuild import gpus as gpus_module
 from prebuild.arch import CodeKind
 from prebuild.cli import app
-from prebuild.gpus import Gpu, GpuQuery, filter_visible, query_gpus
+from prebuild.gpus import Gpu, GpuQuery, TorchInfo, filter_visible, query_gpus
 from prebuild.index import build_index
 from prebuild.install import (
     Candidate,
@@ -167,12 +167,16 @@ def test_query_gpus_reads_nvml(monkeypatch):
     assert [(g.index, g.name, g.capability) for g in q.gpus] == [(0, "NVIDIA A100", (8, 0)), (1, "NVIDIA H100", (9, 0))]
     assert q.driver_cuda == "12.8" and q.driver_version == "570.86.15"
     assert [g.name for g in query_gpus({"CUDA_VISIBLE_DEVICES": "1"}).gpus] == ["NVIDIA H100"]
+    assert q.listed
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([]))
+    q = query_gpus({})
+    assert q.gpus == () and q.listed and q.note == "no NVIDIA GPU"
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([], fail_init=True))
     q = query_gpus({})
-    assert q.gpus == () and "Driver Not Loaded" in q.note
+    assert q.gpus == () and "Driver Not Loaded" in q.note and not q.listed
     monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed
     q = query_gpus({})
-    assert q.gpus == () and "nvidia-ml-py" in q.note
+    assert q.gpus == () and "nvidia-ml-py" in q.note and not q.listed and q.source == "none"
 
 
 def test_importing_the_gpu_query_creates_no_cuda_context():
@@ -278,6 +282,24 @@ def test_no_gpu_says_so_and_picks_nothing_unless_arch(tmp_path, machine):
     data = json.loads(result.stdout)
     assert "+cu130.sm90-" in data["chosen"]["wheel"] and data["dry_run"] is True
     assert data["chosen"]["verdicts"] == [{"target": "--arch sm_90", "capability": "9.0", "code": "sass", "arch": "sm_90"}]
+
+
+def test_cpu_torch_is_warned_about_before_a_cuda_wheel_is_picked(tmp_path, machine, monkeypatch):
+    dist = make_dist(tmp_path, "cu130.sm80", "cu130.sm90")
+    machine()
+    monkeypatch.setattr(gpus_module, "torch_info", lambda: TorchInfo("2.13.0+cpu", None, True))
+    result = runner.invoke(app, ["install", "--from", str(dist), "--dry-run", "--arch", "sm_90"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    warning = text.index("warning: torch 2.13.0+cpu is a CPU build")
+    assert warning < text.index("Chosen:")  # said before the pick
+    assert "sm_90, CUDA 13.0" in text and "--index-url https://download.pytorch.org/whl/cu130" in text
+    data = json.loads(runner.invoke(app, ["install", "--from", str(dist), "--dry-run", "--json", "--arch", "9.0"]).stdout)
+    assert len(data["warnings"]) == 1 and "CPU build" in data["warnings"][0]
+    # With a CUDA torch there is nothing to warn about.
+    monkeypatch.setattr(gpus_module, "torch_info", lambda: TorchInfo("2.14.1+cu130", "13.0", True))
+    data = json.loads(runner.invoke(app, ["install", "--from", str(dist), "--dry-run", "--json", "--arch", "9.0"]).stdout)
+    assert data["warnings"] == []
 
 
 def test_no_fitting_wheel_exits_3_and_bad_input_exits_2(tmp_path, machine):

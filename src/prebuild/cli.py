@@ -378,7 +378,7 @@ def install(
     import sys
 
     from prebuild.gpus import query_gpus, torch_info
-    from prebuild.install import SourceError, Target, find_candidates, select_wheel
+    from prebuild.install import SourceError, Target, cpu_torch_warning, find_candidates, select_wheel
 
     try:
         archs = parse_arch_list(",".join(arch)) if arch else ()
@@ -393,10 +393,15 @@ def install(
         targets = [Target(f"cuda:{g.index} ({g.name})", g.capability) for g in gpus.gpus]
     decision = select_wheel(candidates, targets, torch.cuda, gpus.driver_cuda)
     code = 0 if decision.chosen else (4 if not targets else 3)
+    warnings = []
+    note = cpu_torch_warning(torch, decision)
+    if note:
+        warnings.append(note)
 
     if as_json:
         data = decision.to_dict()
-        data.update(gpus=gpus.to_dict(), torch={"version": torch.version, "cuda": torch.cuda}, dry_run=dry_run)
+        data.update(gpus=gpus.to_dict(), torch={"version": torch.version, "cuda": torch.cuda}, dry_run=dry_run,
+                    warnings=warnings)  # fmt: skip
         print(json.dumps(data, indent=2))
     else:
         if not gpus.gpus:
@@ -405,6 +410,8 @@ def install(
             err.print("GPUs: " + ", ".join(f"cuda:{g.index} {escape(g.name)} ({g.capability[0]}.{g.capability[1]})"
                                            for g in gpus.gpus) + f"; driver CUDA {gpus.driver_cuda}", highlight=False)  # fmt: skip
         err.print(f"torch {torch.version or '(not installed)'}, CUDA {torch.cuda or 'none (CPU build)'}", highlight=False)
+        for warning in warnings:
+            err.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
         table = Table(title=f"{len(candidates)} wheel(s) from {source}")
         table.add_column("wheel", overflow="fold")
         table.add_column("verdict", overflow="fold")
@@ -460,7 +467,7 @@ def doctor(
     """
     import json
 
-    from prebuild.doctor import FAIL, WARN, clear_command, diagnose, gather, op_verdicts, to_dict
+    from prebuild.doctor import FAIL, UNKNOWN, WARN, clear_command, diagnose, gather, op_verdicts, to_dict
 
     facts = gather(check_load=load)
     checks = diagnose(facts)
@@ -470,7 +477,7 @@ def doctor(
         print(json.dumps(to_dict(facts, checks, verdicts), indent=2))
         raise typer.Exit(1 if failed else 0)
 
-    style = {"ok": "[green]ok[/]", WARN: "[yellow]warn[/]", FAIL: "[red]FAIL[/]"}
+    style = {"ok": "[green]ok[/]", WARN: "[yellow]warn[/]", FAIL: "[red]FAIL[/]", UNKNOWN: "[yellow]unknown[/]"}
     table = Table(title="prebuild doctor", show_lines=False)
     for column in ("", "check", "finding", "fix"):
         table.add_column(column, overflow="fold")
@@ -478,7 +485,7 @@ def doctor(
         table.add_row(style[c.status], c.area, escape(c.message), escape(c.fix))
     out.print(table)
     if verdicts:
-        ops = Table(title="ops per GPU")
+        ops = Table(title="ops per device")
         for column in ("", "op", "device", "code", "reason / fix"):
             ops.add_column(column, overflow="fold")
         for v in verdicts:

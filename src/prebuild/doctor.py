@@ -25,6 +25,7 @@ from prebuild.manifest import Manifest, ManifestError, read_manifest, verify_lib
 from prebuild.runtime import compat
 
 OK, WARN, FAIL = "ok", "warn", "fail"
+UNKNOWN = "unknown"  # could not be found out here; the fix says how
 
 
 @dataclass(frozen=True)
@@ -235,12 +236,29 @@ class OpVerdict:
     reason: str
 
 
+def _archs(m: Manifest) -> str:
+    return ", ".join([a.sm for a in m.sass_archs] + [a.compute for a in m.ptx_archs]) or "none"
+
+
+def _cpu_torch_note(facts: Facts) -> str | None:
+    """Set when torch is a CPU build but the wheel carries CUDA kernels."""
+    m, t = facts.manifest, facts.torch
+    if m is None or not m.has_cuda or t.version is None or t.cuda is not None or m.cuda_version is None:
+        return None
+    return compat.cpu_torch_note(t.version, m.cuda_version, _archs(m))
+
+
 def op_verdicts(facts: Facts) -> list[OpVerdict]:
-    """For each op and GPU: what the driver will run, by the loader's own rules."""
+    """For each op: whether it runs on the CPU, and for each GPU what the driver will run,
+    by the loader's own rules."""
     m = facts.manifest
-    if m is None or not facts.gpus.gpus:
+    if m is None:
         return []
-    out = []
+    cpu_fails = bool(facts.install_error or facts.load_error)
+    out = [OpVerdict(op, "cpu", "CPU kernel", FAIL if cpu_fails else OK,
+                     (facts.install_error or facts.load_error or "") if cpu_fails else "")  # fmt: skip
+           for op in facts.ops]
+    cpu_torch = _cpu_torch_note(facts)
     for gpu in facts.gpus.gpus:
         device = f"cuda:{gpu.index} {gpu.name} ({format_capability(gpu.capability)})"
         choice = select_code(gpu.capability, m.sass_archs, m.ptx_archs)
@@ -255,6 +273,9 @@ def op_verdicts(facts: Facts) -> list[OpVerdict]:
             code, status, reason = "not covered", FAIL, str(verdict.error)
         if not m.has_cuda:
             code, status, reason = "no CUDA kernels", FAIL, str(compat.no_cuda_kernels_error(m))
+        elif cpu_torch:
+            status = FAIL
+            reason = f"{cpu_torch}. For the GPU: {compat.cuda_torch_command(m.cuda_version or '', m.torch_target)}"
         for op in facts.ops:
             out.append(OpVerdict(op, device, code, status, reason))
     return out
@@ -282,6 +303,10 @@ def diagnose(facts: Facts) -> list[Check]:
             too_old = compat.torch_version_error(m, t.version)
             if too_old:
                 checks.append(Check("torch vs wheel", FAIL, str(too_old), f"pip install 'torch>={m.torch_target}'"))
+            cpu_torch = _cpu_torch_note(facts)
+            if cpu_torch and m.cuda_version and not too_old:
+                checks.append(Check("torch vs wheel", WARN, cpu_torch,
+                                    compat.cuda_torch_command(m.cuda_version, m.torch_target)))  # fmt: skip
             cuda_error = compat.cuda_major_error(m, t.cuda)
             if cuda_error:
                 checks.append(Check("torch vs wheel", FAIL, str(cuda_error), "prebuild install --dry-run"))
@@ -297,6 +322,12 @@ def diagnose(facts: Facts) -> list[Check]:
     if g.gpus:
         names = ", ".join(f"cuda:{x.index} {x.name} ({format_capability(x.capability)})" for x in g.gpus)
         checks.append(Check("gpus", OK, names))
+    elif not g.listed:
+        fix = ("pip install nvidia-ml-py (lists GPUs through the driver, without a CUDA context)"
+               if g.source == "none" else
+               "on a machine with an NVIDIA GPU, install or repair its driver (nvidia-smi must work); "
+               "on a machine without one there is nothing to do")  # fmt: skip
+        checks.append(Check("gpus", UNKNOWN, f"cannot be listed: {g.note}", fix))
     else:
         checks.append(Check("gpus", OK, f"none visible: {g.note}" if g.note else "none visible"))
     stale = [lock for lock in facts.locks if lock.stale]

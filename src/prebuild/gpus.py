@@ -27,11 +27,12 @@ class GpuQuery:
     driver_cuda: str | None = None  # the newest CUDA the driver supports, "13.0"
     note: str = ""  # why there are none, when there are none
     source: str = "nvml"
+    listed: bool = True  # False: the GPUs could not be asked for (no nvidia-ml-py, no driver)
 
     def to_dict(self) -> dict:
         return {
-            "source": self.source, "driver_version": self.driver_version, "driver_cuda": self.driver_cuda,
-            "note": self.note,
+            "source": self.source, "listed": self.listed, "driver_version": self.driver_version,
+            "driver_cuda": self.driver_cuda, "note": self.note,
             "gpus": [{"index": g.index, "name": g.name, "capability": f"{g.capability[0]}.{g.capability[1]}",
                       "uuid": g.uuid} for g in self.gpus],
         }  # fmt: skip
@@ -66,11 +67,11 @@ def query_gpus(env: dict[str, str] | None = None) -> GpuQuery:
         import pynvml  # noqa: PLC0415 - optional: nvidia-ml-py
     except ImportError:
         return GpuQuery(note="nvidia-ml-py is not installed (pip install nvidia-ml-py), so GPUs "
-                             "cannot be listed without creating a CUDA context", source="none")  # fmt: skip
+                             "cannot be listed without creating a CUDA context", source="none", listed=False)  # fmt: skip
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
-        return GpuQuery(note=f"NVML is unavailable ({exc}): no NVIDIA driver here", source="nvml")
+        return GpuQuery(note=f"NVML is unavailable ({exc}): no NVIDIA driver here", source="nvml", listed=False)
     try:
         found = []
         for i in range(pynvml.nvmlDeviceGetCount()):
@@ -81,7 +82,7 @@ def query_gpus(env: dict[str, str] | None = None) -> GpuQuery:
         cuda = int(pynvml.nvmlSystemGetCudaDriverVersion())
         driver = _text(pynvml.nvmlSystemGetDriverVersion())
     except pynvml.NVMLError as exc:
-        return GpuQuery(note=f"NVML failed: {exc}")
+        return GpuQuery(note=f"NVML failed: {exc}", listed=False)
     finally:
         try:
             pynvml.nvmlShutdown()

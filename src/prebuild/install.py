@@ -21,7 +21,9 @@ from packaging.version import Version
 
 from prebuild.arch import Arch, CodeKind, format_capability, select_code
 from prebuild.index import parse_variant
-from prebuild.runtime.compat import driver_supports, same_cuda_major
+from prebuild.build.flags import TORCH_TARGET
+from prebuild.gpus import TorchInfo
+from prebuild.runtime.compat import cpu_torch_note, cuda_torch_command, driver_supports, same_cuda_major
 
 
 class SourceError(ValueError):
@@ -136,6 +138,24 @@ def select_wheel(
                                             "SASS over PTX, newest release, fewest archs, closest arch, newest CUDA"
                                             if others else "")  # fmt: skip
     return Decision(best, reason, considered)
+
+
+def cpu_torch_warning(torch: TorchInfo, decision: Decision) -> str | None:
+    """Pure: with a CPU build of torch, the CUDA wheel about to be picked (or any of those
+    considered) runs its CPU ops only: say so, and which torch to install, before picking."""
+    if torch.version is None or torch.cuda is not None:
+        return None
+    considered = [decision.chosen] if decision.chosen else decision.considered
+    for c in considered:
+        try:
+            variant = parse_variant(parse_wheel_filename(c.candidate.filename)[1].local)
+        except InvalidWheelFilename:
+            continue
+        if variant is not None:
+            archs = ", ".join([a.sm for a in variant.sass] + [a.compute for a in variant.ptx])
+            return (f"{cpu_torch_note(torch.version, variant.cuda_version, archs)}. To use the GPU, first "
+                    f"install a CUDA build of torch: {cuda_torch_command(variant.cuda_version, str(TORCH_TARGET))}")
+    return None
 
 
 # --- where the wheels are -----------------------------------------------------------------

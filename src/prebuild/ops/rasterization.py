@@ -58,6 +58,8 @@ def rasterization(
     Returns:
         ``(render_colors [C, H, W, D'], render_alphas [C, H, W, 1], meta)`` where meta holds
         the intermediate results (radii, means2d, depths, conics, tiles, intersections).
+        The images are channels-last, as gsplat's: ``fused_ssim`` wants (B, C, H, W), so pass
+        ``render_colors.permute(0, 3, 1, 2)``.
     """
     if render_mode not in RENDER_MODES:
         raise ValueError(f"rasterization: render_mode must be one of {RENDER_MODES}, got {render_mode!r}")

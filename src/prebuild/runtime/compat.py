@@ -92,6 +92,22 @@ def cuda_major_error(manifest: Manifest, torch_cuda: str | None) -> PrebuildErro
     )
 
 
+def cuda_torch_command(wheel_cuda: str, torch_target: str) -> str:
+    """How to get a torch that runs a CUDA ``wheel_cuda`` wheel: PyTorch's own index for that
+    CUDA release (``.../whl/cu130``) serves CUDA builds of every torch release."""
+    tag = "cu" + "".join(str(n) for n in _release(wheel_cuda)[:2])
+    return f"pip install 'torch>={torch_target}' --index-url https://download.pytorch.org/whl/{tag}"
+
+
+def cpu_torch_note(torch_version: str, wheel_cuda: str, archs: str) -> str:
+    """Why a CUDA wheel's kernels do not run with a CPU build of torch (the fix:
+    ``cuda_torch_command``)."""
+    return (
+        f"torch {torch_version} is a CPU build: it cannot run the wheel's CUDA kernels ({archs}, "
+        f"CUDA {wheel_cuda}); the ops run on the CPU only"
+    )
+
+
 def no_cuda_kernels_error(manifest: Manifest) -> PrebuildError:
     return CudaUnavailableError(
         f"this install of prebuild {manifest.package_version} has no CUDA kernels (it was "
