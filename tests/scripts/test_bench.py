@@ -69,7 +69,8 @@ def test_unknown_section_is_refused():
 @pytest.mark.slow  # a minute or more: it compiles, JIT-loads and starts processes
 def test_quick_run_writes_well_formed_outputs(tmp_path):
     out = tmp_path / "docs"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--out", str(out), "--work", str(tmp_path / "w")],
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--repeats", "1", "--processes", "1,2",
+                           "--out", str(out), "--work", str(tmp_path / "w")],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-4000:]
 
