@@ -4,7 +4,6 @@ matches the binary, and a wheel installs and runs in a fresh venv without any nv
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
