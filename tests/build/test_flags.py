@@ -16,12 +16,14 @@ from prebuild.build.flags import (
     DEFAULT_PTX,
     TORCH_TARGET,
     BuildOptions,
+    classic_local_label,
     gencode_flags,
     local_version_label,
     nvcc_flags,
     nvcc_threads,
     parallel_jobs,
     ptx_archs_for,
+    torch_pin,
     torch_target_define,
 )
 
@@ -297,3 +299,24 @@ def test_to_env_layout():
 def test_to_env_from_env_round_trip_property(arch_list, ptx, jobs):
     options = BuildOptions(archs=arch_list, ptx=ptx, jobs=jobs)
     assert BuildOptions.from_env(options.to_env()) == options
+
+
+@pytest.mark.parametrize(
+    "torch_version, own, label, pin",
+    [
+        ("2.14.1+cu130", None, "pt214.cu130.sm90", "torch>=2.14,<2.15"),
+        ("2.13.0", "abc.1", "abc.1.pt213.cu130.sm90", "torch>=2.13,<2.14"),
+        ("3.0.0a0+git1234", None, "pt30.cu130.sm90", "torch>=3.0,<3.1"),
+    ],
+)  # fmt: skip
+def test_classic_label_and_torch_pin(torch_version, own, label, pin):
+    from packaging.requirements import Requirement
+
+    assert classic_local_label(torch_version, CU130, A("sm_90"), (), own) == label
+    assert torch_pin(torch_version) == pin
+    Version(f"1.0.0+{label}")  # a valid local version
+    req = Requirement(pin)
+    base = Version(torch_version).base_version
+    assert req.specifier.contains(base, prereleases=True)
+    major, minor = Version(torch_version).release[:2]
+    assert not req.specifier.contains(f"{major}.{minor + 1}.0")

@@ -121,6 +121,27 @@ def local_version_label(cuda: Version | None, sass: tuple[Arch, ...], ptx: tuple
     return ".".join(parts)
 
 
+def torch_tag(torch_version: str) -> str:
+    """``pt214`` for torch 2.14.1+cu130: the torch minor release a classic extension is tied to."""
+    v = Version(torch_version)
+    return f"pt{v.major}{v.minor}"
+
+
+def torch_pin(torch_version: str) -> str:
+    """``torch>=2.14,<2.15``: a classic (``torch/extension.h``) extension uses torch's C++ ABI,
+    which holds within one minor release only."""
+    v = Version(torch_version)
+    return f"torch>={v.major}.{v.minor},<{v.major}.{v.minor + 1}"
+
+
+def classic_local_label(
+    torch_version: str, cuda: Version, sass: tuple[Arch, ...], ptx: tuple[Arch, ...], own: str | None = None
+) -> str:
+    """``pt214.cu130.sm90`` (the project's own local label, if any, kept in front)."""
+    ours = f"{torch_tag(torch_version)}.{local_version_label(cuda, sass, ptx)}"
+    return f"{own}.{ours}" if own else ours
+
+
 @dataclass(frozen=True)
 class BuildOptions:
     """What one build compiles. Read from PREBUILD_* environment variables by setup.py, and
