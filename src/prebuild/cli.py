@@ -52,6 +52,13 @@ def _missing_build_extra(exc: ModuleNotFoundError) -> str:
 
 @app.command()
 def wheel(
+    project: Optional[str] = typer.Argument(
+        None, metavar="[PROJECT]", show_default=False,
+        help="What to build: a source directory, an sdist, or a pip requirement or URL "
+        "(fused-ssim==1.0.0, git+https://...). Default: prebuild's own kernels (the checkout "
+        "around the current directory). Another project is built from a private copy, by its "
+        "own build backend, in this environment: it needs a CUDA build of torch.",
+    ),
     arch: List[str] = typer.Option(
         ...,
         "--arch",
@@ -88,9 +95,11 @@ def wheel(
         "--require-hashes -r FILE). With several wheels put {variant} in the name: one file each.",
     ),
 ) -> None:
-    """Compile the kernels ahead of time into wheels, one per CUDA arch.
+    """Compile CUDA kernels ahead of time into wheels, one per CUDA arch.
 
-    Each wheel is a cp310-abi3 wheel for PyTorch's stable ABI: it installs on every Python >= 3.10 and loads in every torch from the targeted version on. Its version's local label names CUDA and the archs (prebuild-0.1.0+cu130.sm80-...whl). Compiled objects are kept in the build directory, so a second run only packages.
+    prebuild's own kernels: each wheel is a cp310-abi3 wheel for PyTorch's stable ABI: it installs on every Python >= 3.10 and loads in every torch from the targeted version on. Its version's local label names CUDA and the archs (prebuild-0.1.0+cu130.sm80-...whl). Compiled objects are kept in the build directory, so a second run only packages.
+
+    Another project (a classic torch/extension.h CUDAExtension, unmodified): every nvcc call of its build produces exactly the archs asked for, whatever its setup.py says; the archs are read back from every library; the version gains +pt214.cu130.sm90 and the wheel requires that torch minor release.
 
     Examples:
 
@@ -103,6 +112,8 @@ def wheel(
       prebuild wheel --arch sm_90 --lock prebuild.lock  # then, to install:
 
       pip install --require-hashes -r prebuild.lock
+
+      prebuild wheel --arch sm_80,sm_90 ./fused-ssim   # another project
     """
     try:
         from prebuild.build import flags as F
@@ -111,29 +122,47 @@ def wheel(
         from prebuild.build.wheel import (
             build_wheel, check_lock_target, find_source_dir, plan_variants, prepare_output_dir, write_lock,
         )  # fmt: skip
+        from prebuild.build import classic
+        from prebuild.build.project import PREBUILD, resolve_project
     except ModuleNotFoundError as exc:
         raise _fail(_missing_build_extra(exc)) from None
 
+    import shutil
+    import tempfile
+
+    work = build_dir or Path(tempfile.mkdtemp(prefix="prebuild-wheel-"))
     try:
         archs = parse_arch_list(",".join(arch))
         variants = plan_variants(archs, fat=fat, ptx=ptx)
         if lock is not None:
             check_lock_target(lock, len(variants))
-        source_dir = source.resolve() if source else find_source_dir()
-        if source_dir is None or not (source_dir / "csrc").is_dir():
-            raise _fail(
-                "no prebuild source checkout found: run inside one, or pass --source PATH"
-            )
+        prepare_output_dir(out_dir)  # before any download, lock or compile
+        checkout = source.resolve() if source else find_source_dir()
+        if project is not None and not Path(project).expanduser().exists():
+            err.print(f"Fetching the source of {escape(project)} with pip", highlight=False)
+        target = resolve_project(project, work, checkout if project is None else None)
+        if build_dir is None and target.kind == PREBUILD:
+            shutil.rmtree(work, ignore_errors=True)  # its objects live in the checkout's build/
         # Refuse bad archs, a missing nvcc or a CUDA mismatch before compiling anything.
-        _, nvcc = preflight(F.BuildOptions(archs=archs, ptx=ptx, jobs=jobs))
-        # ... and an output directory that cannot be written, before waiting for a lock.
-        prepare_output_dir(out_dir)
-    except (ArchError, ValueError, ToolchainError) as exc:
+        if target.kind == PREBUILD:
+            _, nvcc = preflight(F.BuildOptions(archs=archs, ptx=ptx, jobs=jobs))
+        else:
+            torch, nvcc = classic.preflight_classic(archs)
+    except (ArchError, ValueError, ToolchainError, BuildError) as exc:
+        if build_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
         raise _fail(str(exc)) from None
+
+    def build_one(variant, on_progress, on_phase):
+        if target.kind == PREBUILD:
+            return build_wheel(target.source, variant, out_dir, jobs=jobs, build_dir=build_dir, compress=compress,
+                               on_progress=on_progress, on_phase=on_phase)  # fmt: skip
+        return classic.build_classic_wheel(target.source, variant.archs, F.ptx_archs_for(variant.archs, variant.ptx),
+                                           out_dir, torch, nvcc, work, jobs=jobs, on_phase=on_phase)  # fmt: skip
 
     err.print(
         f"Building {len(variants)} wheel(s) with nvcc {nvcc.version} ({nvcc.path}) "
-        f"from {source_dir} into {out_dir}/"
+        f"from {target.origin} into {out_dir}/"
     )
     built = []
     started = time.monotonic()
@@ -159,10 +188,7 @@ def wheel(
                 progress.update(task, completed=done, total=total, step=escape(f"[{done}/{total}] {what}"[-50:]))
 
             try:
-                result = build_wheel(
-                    source_dir, variant, out_dir, jobs=jobs, build_dir=build_dir, compress=compress,
-                    on_progress=on_progress, on_phase=on_phase,
-                )  # fmt: skip
+                result = build_one(variant, on_progress, on_phase)
             except (BuildError, ToolchainError, ArchError) as exc:
                 progress.update(task, phase="[red]failed[/]")
                 progress.stop()
@@ -174,9 +200,10 @@ def wheel(
     out.print(f"[bold]{len(built)} wheel(s) in {escape(str(out_dir))}/, {time.monotonic() - started:.0f} s:[/]",
               highlight=False)  # fmt: skip
     name_width = max(len(r.path.name) for r in built)
+    if build_dir is None and target.kind != PREBUILD:
+        shutil.rmtree(work, ignore_errors=True)  # kept on failure: the error names its build log
     for result in built:
-        m = result.manifest
-        archs_text = ",".join([a.sm for a in m.sass_archs] + [a.compute for a in m.ptx_archs])
+        archs_text = ",".join([a.sm for a in result.sass_archs] + [a.compute for a in result.ptx_archs])
         out.print(f"  {escape(result.path.name):<{name_width}}  {archs_text}  {result.size / 1024:.0f} KiB  "
                   f"{result.seconds:.1f} s", highlight=False, soft_wrap=True)  # fmt: skip
     if lock is not None:

@@ -120,8 +120,8 @@ def preflight_classic(archs: tuple[Arch, ...]) -> tuple[Torch, Nvcc]:
 @dataclass(frozen=True)
 class ClassicWheel:
     path: Path
-    sass: tuple[Arch, ...]
-    ptx: tuple[Arch, ...]
+    sass_archs: tuple[Arch, ...]
+    ptx_archs: tuple[Arch, ...]
     manifest: dict
     seconds: float
 

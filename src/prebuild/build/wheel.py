@@ -58,6 +58,14 @@ class BuiltWheel:
     def size(self) -> int:
         return self.path.stat().st_size
 
+    @property
+    def sass_archs(self) -> tuple[Arch, ...]:
+        return self.manifest.sass_archs
+
+    @property
+    def ptx_archs(self) -> tuple[Arch, ...]:
+        return self.manifest.ptx_archs
+
 
 def check_embedded_archs(wheel: Path) -> Manifest:
     """The wheel's manifest, once every library is checked against it: present with its
