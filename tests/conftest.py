@@ -1,5 +1,11 @@
 """Fixtures every test folder may use.
 
+``cuda_torch_python``: the python of ``.venv-cuda`` in the checkout, a venv with the CUDA 13.0
+build of torch (2.14.1, ~5.5 GB: installed once, then reused by later runs) and the tools a
+build needs: classic ``torch/extension.h`` projects link against torch's CUDA libraries.
+prebuild is not installed there: run it with ``PYTHONPATH=src`` (``src/`` holds libraries
+built for the CPU torch of ``.venv``, which a build never loads).
+
 ``fresh_venv``: a new venv holding only the CPU torch 2.13.0 (what a user has after
 ``python -m venv`` and ``pip install torch==2.13.0``). Installing torch costs ~25 s, so it is
 installed once per session into a template, and each test gets a hard-linked copy (~0.3 s).
@@ -18,6 +24,21 @@ from typing import Callable
 import pytest
 
 TEMPLATE_TORCH = "torch==2.13.0"
+ROOT = Path(__file__).resolve().parents[1]
+CUDA_TORCH = "torch==2.14.1"
+CUDA_VENV_PACKAGES = [CUDA_TORCH, "setuptools", "wheel", "ninja", "packaging", "typer", "rich", "build",
+                      "filelock", "pyelftools", "nvidia-cuda-cuobjdump"]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def cuda_torch_python() -> Path:
+    path = ROOT / ".venv-cuda"
+    python = path / "bin" / "python"
+    if not python.exists():
+        venv.create(path, with_pip=True)
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                    *CUDA_VENV_PACKAGES], check=True, timeout=1800)  # fmt: skip
+    return python
 
 
 @pytest.fixture(scope="session")
@@ -29,24 +50,30 @@ def _venv_template(tmp_path_factory) -> Path:
     return path
 
 
+def clone_venv(template: Path, target: Path) -> Path:
+    """A hard-linked copy of a venv whose scripts name its own interpreter; its python."""
+    subprocess.run(["cp", "-al", str(template), str(target)], check=True)
+    for script in (target / "bin").iterdir():
+        if script.is_symlink() or not script.is_file():
+            continue
+        data = script.read_bytes()
+        if data.startswith(b"#!") and str(template).encode() in data.split(b"\n", 1)[0]:
+            fixed = script.with_name(script.name + ".tmp")  # a new file: the template keeps its own
+            fixed.write_bytes(data.replace(str(template).encode(), str(target).encode(), 1))
+            fixed.chmod(script.stat().st_mode)
+            fixed.replace(script)
+    python = target / "bin" / "python"
+    assert python.exists(), target
+    return python
+
+
 @pytest.fixture
 def fresh_venv(_venv_template, tmp_path) -> Callable[[str], Path]:
     """``fresh_venv(name="venv")`` -> the python of a new venv under tmp_path with torch only."""
+    return lambda name="venv": clone_venv(_venv_template, tmp_path / name)
 
-    def make(name: str = "venv") -> Path:
-        target = tmp_path / name
-        subprocess.run(["cp", "-al", str(_venv_template), str(target)], check=True)
-        for script in (target / "bin").iterdir():
-            if script.is_symlink() or not script.is_file():
-                continue
-            data = script.read_bytes()
-            if data.startswith(b"#!") and str(_venv_template).encode() in data.split(b"\n", 1)[0]:
-                fixed = script.with_name(script.name + ".tmp")  # a new file: the template keeps its own
-                fixed.write_bytes(data.replace(str(_venv_template).encode(), str(target).encode(), 1))
-                fixed.chmod(script.stat().st_mode)
-                fixed.replace(script)
-        python = target / "bin" / "python"
-        assert python.exists(), target
-        return python
 
-    return make
+@pytest.fixture
+def fresh_cuda_venv(cuda_torch_python, tmp_path) -> Callable[[str], Path]:
+    """``fresh_cuda_venv(name)`` -> the python of a copy of .venv-cuda (torch 2.14.1+cu130)."""
+    return lambda name="venv-cuda": clone_venv(cuda_torch_python.parent.parent, tmp_path / name)

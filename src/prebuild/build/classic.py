@@ -79,7 +79,9 @@ def make_cuda_shim(nvcc: Nvcc, dest: Path, gencode: list[str], log: Path) -> Pat
     dest.mkdir(parents=True)
     script = dest / "bin" / "nvcc"
     _link_entries(dest / "bin", [real / "bin"], skip={"nvcc"})
-    settings = {SHIM_ENV_REAL: str(real / "bin" / "nvcc"), SHIM_ENV_GENCODE: json.dumps(gencode), SHIM_ENV_LOG: str(log)}
+    # PYTHONPATH: the shim module is found even if the project's build changes the environment.
+    settings = {SHIM_ENV_REAL: str(real / "bin" / "nvcc"), SHIM_ENV_GENCODE: json.dumps(gencode), SHIM_ENV_LOG: str(log),
+                "PYTHONPATH": str(Path(__file__).resolve().parents[2])}  # fmt: skip
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in settings.items())
     script.write_text(f"#!/bin/sh\n{exports} exec {shlex.quote(sys.executable)} -m prebuild.build.nvcc_shim \"$@\"\n")
     script.chmod(0o755)
@@ -140,8 +142,12 @@ def read_wheel_libraries(wheel: Path) -> list[dict]:
                 code = library_code(data, name)
             except InspectionError as exc:
                 raise BuildError(f"{wheel.name}: {exc}") from exc
+            # All SASS counts: fatbin entries carry a source name only with -lineinfo or -G, so
+            # the named/unnamed split that sets a static CUDA runtime's kernels apart means
+            # nothing here (torch extensions link the CUDA runtime dynamically).
+            sass = sorted({*code.sass, *code.linked_sass})
             found.append({"file": name, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
-                          "sass": [a.sm for a in code.sass], "ptx": [a.compute for a in code.ptx]})  # fmt: skip
+                          "sass": [a.sm for a in sass], "ptx": [a.compute for a in code.ptx]})  # fmt: skip
     return found
 
 
@@ -157,6 +163,16 @@ def check_archs(wheel_name: str, libraries: list[dict], sass: tuple[Arch, ...], 
             f"{wheel_name} does not hold the archs asked for (SASS {', '.join(want_sass)}, PTX "
             f"{', '.join(want_ptx) or 'none'}): {held}. No wheel was written."
         )
+
+
+def compiler_errors(log: str, limit: int = 8000) -> str:
+    """What to show of a failed build's log: ninja's failed steps (the compiler's own words)
+    when there are any, else the log's end; not the backend's Python traceback."""
+    start = log.find("FAILED:")
+    if start < 0:
+        return log[-limit:]
+    end = log.find("ninja: build stopped", start)
+    return log[start: end if end >= 0 else None][:limit].rstrip()
 
 
 def _quiet_runner(log_path: Path, env: dict[str, str]):
@@ -212,7 +228,7 @@ def build_classic_wheel(
             built = Path(builder.build("wheel", tmp))
         except (BuildBackendException, BuildException) as exc:
             text = build_log.read_text(encoding="utf-8", errors="replace") if build_log.exists() else str(exc)
-            raise BuildError(f"the project's build failed (full log: {build_log}):\n{text[-8000:]}") from exc
+            raise BuildError(f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}") from exc
         if on_phase:
             on_phase("checking the archs in every library")
         libraries = read_wheel_libraries(built)
