@@ -123,7 +123,7 @@ def wheel(
             build_wheel, check_lock_target, find_source_dir, plan_variants, prepare_output_dir, write_lock,
         )  # fmt: skip
         from prebuild.build import classic
-        from prebuild.build.project import PREBUILD, resolve_project
+        from prebuild.build.project import PREBUILD, project_kind, resolve_project
     except ModuleNotFoundError as exc:
         raise _fail(_missing_build_extra(exc)) from None
 
@@ -136,18 +136,20 @@ def wheel(
         variants = plan_variants(archs, fat=fat, ptx=ptx)
         if lock is not None:
             check_lock_target(lock, len(variants))
-        prepare_output_dir(out_dir)  # before any download, lock or compile
+        # Refuse bad archs, a missing nvcc or a CUDA mismatch (and for another project a CPU
+        # torch), then an output directory that cannot be written: before anything is
+        # copied, downloaded, locked or compiled.
+        if project_kind(project) == PREBUILD:
+            _, nvcc = preflight(F.BuildOptions(archs=archs, ptx=ptx, jobs=jobs))
+        else:
+            torch, nvcc = classic.preflight_classic(archs)
+        prepare_output_dir(out_dir)
         checkout = source.resolve() if source else find_source_dir()
         if project is not None and not Path(project).expanduser().exists():
             err.print(f"Fetching the source of {escape(project)} with pip", highlight=False)
         target = resolve_project(project, work, checkout if project is None else None)
         if build_dir is None and target.kind == PREBUILD:
             shutil.rmtree(work, ignore_errors=True)  # its objects live in the checkout's build/
-        # Refuse bad archs, a missing nvcc or a CUDA mismatch before compiling anything.
-        if target.kind == PREBUILD:
-            _, nvcc = preflight(F.BuildOptions(archs=archs, ptx=ptx, jobs=jobs))
-        else:
-            torch, nvcc = classic.preflight_classic(archs)
     except (ArchError, ValueError, ToolchainError, BuildError) as exc:
         if build_dir is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -82,6 +82,14 @@ def download_source(spec: str, dest: Path) -> Path:
     return archives[0]
 
 
+def project_kind(spec: str | None) -> str:
+    """PREBUILD or CLASSIC, known before anything is copied or downloaded."""
+    if spec is None:
+        return PREBUILD
+    path = Path(spec).expanduser()
+    return PREBUILD if path.is_dir() and is_prebuild_checkout(path.resolve()) else CLASSIC
+
+
 def resolve_project(spec: str | None, work: Path, prebuild_checkout: Path | None) -> Project:
     """The project to build. ``None``: prebuild's own checkout (``prebuild_checkout``)."""
     if spec is None:
