@@ -302,17 +302,17 @@ def test_to_env_from_env_round_trip_property(arch_list, ptx, jobs):
 
 
 @pytest.mark.parametrize(
-    "torch_version, own, label, pin",
+    "torch_version, label, pin",
     [
-        ("2.14.1+cu130", None, "pt214.cu130.sm90", "torch>=2.14,<2.15"),
-        ("2.13.0", "abc.1", "abc.1.pt213.cu130.sm90", "torch>=2.13,<2.14"),
-        ("3.0.0a0+git1234", None, "pt30.cu130.sm90", "torch>=3.0,<3.1"),
+        ("2.14.1+cu130", "pt214.cu130.sm90", "torch>=2.14,<2.15"),
+        ("2.13.0", "pt213.cu130.sm90", "torch>=2.13,<2.14"),
+        ("3.0.0a0+git1234", "pt30.cu130.sm90", "torch>=3.0,<3.1"),
     ],
 )  # fmt: skip
-def test_classic_label_and_torch_pin(torch_version, own, label, pin):
+def test_classic_label_and_torch_pin(torch_version, label, pin):
     from packaging.requirements import Requirement
 
-    assert classic_local_label(torch_version, CU130, A("sm_90"), (), own) == label
+    assert classic_local_label(torch_version, CU130, A("sm_90"), ()) == label
     assert torch_pin(torch_version) == pin
     Version(f"1.0.0+{label}")  # a valid local version
     req = Requirement(pin)

@@ -33,6 +33,7 @@ from prebuild.build import flags as F
 from prebuild.build.compile import BuildError
 from prebuild.build.nvcc_shim import SHIM_ENV_GENCODE, SHIM_ENV_LOG, SHIM_ENV_REAL
 from prebuild.build.relabel import relabel_wheel
+from prebuild.build.wheel import quiet_runner
 from prebuild.build.toolchain import (
     Nvcc,
     Torch,
@@ -175,17 +176,6 @@ def compiler_errors(log: str, limit: int = 8000) -> str:
     return log[start: end if end >= 0 else None][:limit].rstrip()
 
 
-def _quiet_runner(log_path: Path, env: dict[str, str]):
-    def run(cmd, cwd=None, extra_environ=None) -> None:
-        import subprocess  # noqa: PLC0415
-
-        with open(log_path, "a", encoding="utf-8") as log:
-            subprocess.run(list(cmd), cwd=cwd, env={**os.environ, **(extra_environ or {}), **env},
-                           stdout=log, stderr=subprocess.STDOUT, check=True)  # fmt: skip
-
-    return run
-
-
 def build_classic_wheel(
     project: Path,
     sass: tuple[Arch, ...],
@@ -215,7 +205,7 @@ def build_classic_wheel(
     }  # fmt: skip
     if on_phase:
         on_phase("compiling (the project's own build)")
-    builder = ProjectBuilder(project, python_executable=sys.executable, runner=_quiet_runner(build_log, env))
+    builder = ProjectBuilder(project, python_executable=sys.executable, runner=quiet_runner(build_log, env))
     missing = builder.check_dependencies("wheel")
     if missing:
         names = sorted({req for group in missing for req in group})

@@ -134,12 +134,10 @@ def torch_pin(torch_version: str) -> str:
     return f"torch>={v.major}.{v.minor},<{v.major}.{v.minor + 1}"
 
 
-def classic_local_label(
-    torch_version: str, cuda: Version, sass: tuple[Arch, ...], ptx: tuple[Arch, ...], own: str | None = None
-) -> str:
-    """``pt214.cu130.sm90`` (the project's own local label, if any, kept in front)."""
-    ours = f"{torch_tag(torch_version)}.{local_version_label(cuda, sass, ptx)}"
-    return f"{own}.{ours}" if own else ours
+def classic_local_label(torch_version: str, cuda: Version, sass: tuple[Arch, ...], ptx: tuple[Arch, ...]) -> str:
+    """``pt214.cu130.sm90``: what a classic project's wheel needs (``relabel.add_local_label``
+    keeps the project's own label in front)."""
+    return f"{torch_tag(torch_version)}.{local_version_label(cuda, sass, ptx)}"
 
 
 @dataclass(frozen=True)

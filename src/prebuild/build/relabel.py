@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -20,6 +19,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 from wheel.wheelfile import WheelFile
+
+from prebuild.build.wheel import place_atomically
 
 MANIFEST_FILE = "prebuild.json"  # in the .dist-info directory
 
@@ -84,11 +85,4 @@ def relabel_wheel(wheel: Path, out_dir: Path, label: str, torch_requirement: str
         built = Path(tmp) / filename
         with WheelFile(built, "w") as wf:
             wf.write_files(str(root))
-        out_dir.mkdir(parents=True, exist_ok=True)
-        partial = out_dir / f".{filename}.partial"
-        try:
-            shutil.copyfile(built, partial)
-            os.replace(partial, out_dir / filename)
-        finally:
-            partial.unlink(missing_ok=True)
-    return out_dir / filename
+        return place_atomically(built, out_dir)

@@ -84,7 +84,7 @@ def check_embedded_archs(wheel: Path) -> Manifest:
     return report.manifest
 
 
-def _quiet_runner(log_path: Path, env: Mapping[str, str]):
+def quiet_runner(log_path: Path, env: Mapping[str, str]):
     """A pyproject-hooks runner: the backend's output goes to a log, not the terminal."""
 
     def run(cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None) -> None:
@@ -165,7 +165,7 @@ def _build_locked(
     with tempfile.TemporaryDirectory(dir=staging_root, prefix="staging-") as staging:
         log = Path(staging) / "setuptools.log"
         builder = ProjectBuilder(source_dir, python_executable=sys.executable,
-                                 runner=_quiet_runner(log, options.to_env()))  # fmt: skip
+                                 runner=quiet_runner(log, options.to_env()))  # fmt: skip
         try:
             built = Path(builder.build("wheel", Path(staging) / "out"))
         except BuildBackendException as exc:
@@ -180,17 +180,22 @@ def _build_locked(
                 f"{built.name} records archs {manifest.sass_archs}/{manifest.ptx_archs}, "
                 f"expected {variant.archs}/{options.ptx_archs}"
             )
-        # Copy next to the target under a hidden name, then rename: the target name appears
-        # only once the wheel is complete, even across file systems.
-        out_dir.mkdir(parents=True, exist_ok=True)
-        final = out_dir / built.name
-        partial = out_dir / f".{built.name}.partial"
-        try:
-            shutil.copyfile(built, partial)
-            os.replace(partial, final)
-        finally:
-            partial.unlink(missing_ok=True)
+        final = place_atomically(built, out_dir)
     return BuiltWheel(final, variant, manifest, time.monotonic() - start)
+
+
+def place_atomically(built: Path, out_dir: Path, filename: str | None = None) -> Path:
+    """Copy ``built`` into ``out_dir`` under a hidden name, then rename: the target name
+    appears only once the wheel is complete, even across file systems."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final = out_dir / (filename or built.name)
+    partial = out_dir / f".{final.name}.partial"
+    try:
+        shutil.copyfile(built, partial)
+        os.replace(partial, final)
+    finally:
+        partial.unlink(missing_ok=True)
+    return final
 
 
 class OutputError(ValueError):
