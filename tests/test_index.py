@@ -53,6 +53,9 @@ def fake_wheel(dist: Path, version: str, name: str = "prebuild", requires: str =
         ("cu130.sm90a", ("cu130-sm90a", "sm_90a", "")),
         ("cpu", None), (None, None), ("cu130", None), ("cu130.sm9x", None), ("cu130.foo", None),
         ("cuda.sm80", None),
+        ("pt214.cu130.sm90", ("pt214-cu130-sm90", "sm_90", "")),
+        ("lab1.pt214.cu130.sm80.sm90.ptx90", ("pt214-cu130-sm80-sm90", "sm_80,sm_90", "compute_90")),
+        ("lab1.cu130.sm90", None), ("pt214.sm90", None), ("pt214.cu130", None), ("pt214.cu130.foo", None),
     ],
 )  # fmt: skip
 def test_parse_variant(local, expected):
@@ -202,3 +205,14 @@ def test_usual_index_is_pip_index_url_else_pips_default():
 
     assert usual_index_url({"PIP_INDEX_URL": "https://mirror.example/simple"}) == "https://mirror.example/simple"
     assert usual_index_url({}) == PyPI.simple_url
+
+
+def test_classic_wheels_get_one_index_per_torch_and_arch(tmp_path):
+    dist = tmp_path / "dist"
+    for label in ("pt214.cu130.sm80", "pt214.cu130.sm90", "pt213.cu130.sm90"):
+        fake_wheel(dist, f"1.0.0+{label}", name="fused_ssim")
+    indexes = build_index(dist, tmp_path / "site")
+    assert sorted(k for k in indexes if k) == ["pt213-cu130-sm90", "pt214-cu130-sm80", "pt214-cu130-sm90"]
+    data = json.loads((tmp_path / "site" / "index.json").read_text())
+    assert data["variants"]["pt214-cu130-sm90"]["torch_tag"] == "pt214"
+    assert (tmp_path / "site" / "pt214-cu130-sm90" / "simple" / "fused-ssim" / "index.html").is_file()

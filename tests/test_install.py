@@ -310,3 +310,18 @@ def test_no_fitting_wheel_exits_3_and_bad_input_exits_2(tmp_path, machine):
     assert runner.invoke(app, ["install", "--from", str(dist), "--arch", "sm_7x"]).exit_code == 2
     result = runner.invoke(app, ["install", "--from", str(tmp_path / "nothing-here")])
     assert result.exit_code == 2 and "not a folder of wheels" in " ".join(result.output.split())
+
+
+def test_a_wheel_tied_to_one_torch_fits_only_that_torch():
+    wheels = [Candidate(f"fused_ssim-1.0.0+{label}-cp311-cp311-linux_x86_64.whl", "x")
+              for label in ("pt213.cu130.sm90", "pt214.cu130.sm90")]  # fmt: skip
+    target = [Target("cuda:0", (9, 0))]
+    chosen = select_wheel(wheels, target, "13.0", "13.0", "2.14.1+cu130").chosen
+    assert chosen is not None and "+pt214." in chosen.candidate.filename
+    decision = select_wheel(wheels, target, "13.0", "13.0", "2.15.0+cu130")
+    assert decision.chosen is None
+    assert [c.rejected for c in decision.considered] == [
+        "built for torch 2.13 (pt213); torch 2.15.0+cu130 is installed",
+        "built for torch 2.14 (pt214); torch 2.15.0+cu130 is installed",
+    ]
+    assert "torch is not installed" in select_wheel(wheels, target, None, None, None).considered[0].rejected

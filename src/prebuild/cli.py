@@ -420,7 +420,7 @@ def install(
         targets = [Target(f"--arch {a.sm}", a.capability) for a in archs]
     else:
         targets = [Target(f"cuda:{g.index} ({g.name})", g.capability) for g in gpus.gpus]
-    decision = select_wheel(candidates, targets, torch.cuda, gpus.driver_cuda)
+    decision = select_wheel(candidates, targets, torch.cuda, gpus.driver_cuda, torch.version)
     code = 0 if decision.chosen else (4 if not targets else 3)
     warnings = []
     note = cpu_torch_warning(torch, decision)

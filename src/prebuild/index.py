@@ -61,15 +61,18 @@ class WheelInfo:
 
 @dataclass(frozen=True)
 class Variant:
-    """What a wheel's local version label says: ``cu130.sm80.sm90.ptx90``."""
+    """What a wheel's local version label says: ``cu130.sm80.sm90.ptx90`` (prebuild's own
+    stable-ABI wheels), or ``pt214.cu130.sm90`` (another project's wheel, tied to torch 2.14)."""
 
     cuda_tag: str
     sass: tuple[Arch, ...]
     ptx: tuple[Arch, ...]
+    torch_tag: str = ""  # "pt214"; "" for wheels that serve every torch from their target on
 
     @property
     def name(self) -> str:
-        return variant_name(self.cuda_tag, self.sass)
+        name = variant_name(self.cuda_tag, self.sass)
+        return f"{self.torch_tag}-{name}" if self.torch_tag else name
 
     @property
     def cuda_version(self) -> str:
@@ -78,16 +81,25 @@ class Variant:
         return f"{digits[:-1]}.{digits[-1]}"
 
 
+def _is_tag(part: str, prefix: str) -> bool:
+    return part.startswith(prefix) and part[len(prefix):].isdigit()
+
+
 def parse_variant(local: str | None) -> Variant | None:
-    """The variant in a local version label; None for a label that names none (``cpu``)."""
+    """The variant in a local version label; None for a label that names none (``cpu``).
+    ``[own.][ptNNN.]cuNNN.smXY[.smXY...][.ptxXY]``: a project's own label may stand in front."""
     if not local:
         return None
     parts = local.lower().split(".")
-    if not parts[0].startswith("cu") or not parts[0][2:].isdigit():
+    at = next((i for i, part in enumerate(parts) if _is_tag(part, "cu")), None)
+    if at is None:
         return None
+    torch_tag = parts[at - 1] if at > 0 and _is_tag(parts[at - 1], "pt") else ""
+    if at > 0 and not torch_tag:
+        return None  # only a torch tag may stand right before the CUDA tag
     sass, ptx = [], []
     try:
-        for part in parts[1:]:
+        for part in parts[at + 1:]:
             if part.startswith("sm"):
                 sass.append(parse_arch(part[2:]))
             elif part.startswith("ptx"):
@@ -98,7 +110,7 @@ def parse_variant(local: str | None) -> Variant | None:
         return None
     if not sass:
         return None
-    return Variant(parts[0], tuple(sorted(sass)), tuple(sorted(ptx)))
+    return Variant(parts[at], tuple(sorted(sass)), tuple(sorted(ptx)), torch_tag)
 
 
 def wheel_variant(filename: str) -> Variant | None:
@@ -186,6 +198,7 @@ def index_json(indexes: dict[str, list[WheelInfo]]) -> dict:
         assert v is not None
         variants[key] = {
             "cuda_tag": v.cuda_tag,
+            "torch_tag": v.torch_tag or None,
             "sass_archs": [a.sm for a in v.sass],
             "index": f"{key}/simple",
             "wheels": [{"filename": w.filename, "sha256": w.sha256,

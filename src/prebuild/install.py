@@ -21,7 +21,7 @@ from packaging.version import Version
 
 from prebuild.arch import Arch, CodeKind, format_capability, select_code
 from prebuild.index import parse_variant
-from prebuild.build.flags import TORCH_TARGET
+from prebuild.build.flags import TORCH_TARGET, torch_tag
 from prebuild.gpus import TorchInfo
 from prebuild.runtime.compat import cpu_torch_note, cuda_torch_command, driver_supports, same_cuda_major
 
@@ -100,8 +100,11 @@ def select_wheel(
     targets: list[Target],
     torch_cuda: str | None,
     driver_cuda: str | None,
+    torch_version: str | None = None,
 ) -> Decision:
-    """The best wheel whose code runs on every target, or None with the reason."""
+    """The best wheel whose code runs on every target, or None with the reason. A wheel tied
+    to one torch minor release (``+pt214...``: another project's classic build) fits only
+    that torch."""
     considered: list[Considered] = []
     for cand in filenames:
         c = Considered(cand)
@@ -116,6 +119,10 @@ def select_wheel(
             c.rejected = "no CUDA kernels (its version names no CUDA archs)"
             continue
         wheel_cuda = variant.cuda_version
+        if variant.torch_tag and (torch_version is None or torch_tag(torch_version) != variant.torch_tag):
+            have = f"torch {torch_version} is installed" if torch_version else "torch is not installed"
+            c.rejected = f"built for torch {variant.torch_tag[2]}.{variant.torch_tag[3:]} ({variant.torch_tag}); {have}"
+            continue
         choices = [select_code(t.capability, variant.sass, variant.ptx) for t in targets]
         c.verdicts = [Verdict(t, choice.kind, choice.arch) for t, choice in zip(targets, choices)]
         missing = [v.target.label for v in c.verdicts if v.kind is CodeKind.NONE]

@@ -75,3 +75,13 @@ def test_write_lock_for_a_cpu_wheel_and_pip_accepts_it(tmp_path, fresh_venv):
     pip = pip_require_hashes(fresh_venv())
     ok = subprocess.run([*pip, "-r", str(path)], capture_output=True, text=True, timeout=600)
     assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def test_lock_of_a_classic_wheel_is_named_by_its_torch_cuda_and_arch(tmp_path):
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_index import fake_wheel
+
+    wheel = fake_wheel(tmp_path / "dist", "1.0.0+pt214.cu130.sm90", name="fused_ssim")
+    path = write_lock(str(tmp_path / "{variant}.lock"), wheel)
+    assert path.name == "pt214-cu130-sm90.lock"
+    assert path.read_text().splitlines()[1].startswith("fused-ssim @ file://")  # the normalised name
