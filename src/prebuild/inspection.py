@@ -138,7 +138,8 @@ class Report:
         }  # fmt: skip
 
 
-def _found(name: str, data: bytes) -> FoundLibrary:
+def found_library(name: str, data: bytes) -> FoundLibrary:
+    """One library's sha256, archs and size, from its bytes (the one reader of libraries)."""
     return FoundLibrary(name, hashlib.sha256(data).hexdigest(), library_code(data, name), len(data))
 
 
@@ -154,7 +155,7 @@ def inspect_wheel(wheel: Path) -> Report:
         except KeyError as exc:
             raise ManifestError(f"{wheel.name} has no {PACKAGE_DIR}/{MANIFEST_NAME}") from exc
         found = [
-            _found(Path(name).name, zf.read(name))
+            found_library(Path(name).name, zf.read(name))
             for name in sorted(zf.namelist())
             if name.startswith(f"{PACKAGE_DIR}/") and name.count("/") == 1 and name.endswith(".so")
         ]
@@ -164,13 +165,13 @@ def inspect_wheel(wheel: Path) -> Report:
 def inspect_directory(directory: Path) -> Report:
     """An installed (or in-place) package directory holding ``_manifest.json``."""
     manifest = read_manifest(directory)
-    found = [_found(p.name, p.read_bytes()) for p in sorted(directory.glob("*.so")) if p.is_file()]
+    found = [found_library(p.name, p.read_bytes()) for p in sorted(directory.glob("*.so")) if p.is_file()]
     return Report(directory, manifest, found, compare(manifest, found))
 
 
 def inspect_library(library: Path) -> Report:
     """One library; compared with a ``_manifest.json`` beside it when one lists it."""
-    found = [_found(library.name, library.read_bytes())]
+    found = [found_library(library.name, library.read_bytes())]
     manifest_path = library.parent / MANIFEST_NAME
     if not manifest_path.is_file():
         return Report(library, None, found)

@@ -12,7 +12,6 @@ The archs are then read back from every library in the wheel, and the wheel is r
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -44,7 +43,7 @@ from prebuild.build.toolchain import (
     find_nvcc,
     find_torch,
 )
-from prebuild.inspection import InspectionError, library_code
+from prebuild.inspection import InspectionError, found_library
 
 # A torch/extension.h translation unit takes 1-3 GiB to compile: torch's MAX_JOBS from this.
 CLASSIC_MEMORY_PER_JOB = 3 << 30
@@ -138,17 +137,16 @@ def read_wheel_libraries(wheel: Path) -> list[dict]:
     found = []
     with zipfile.ZipFile(wheel) as zf:
         for name in sorted(n for n in zf.namelist() if n.endswith(".so") or ".so." in n):
-            data = zf.read(name)
             try:
-                code = library_code(data, name)
+                lib = found_library(name, zf.read(name))
             except InspectionError as exc:
                 raise BuildError(f"{wheel.name}: {exc}") from exc
             # All SASS counts: fatbin entries carry a source name only with -lineinfo or -G, so
             # the named/unnamed split that sets a static CUDA runtime's kernels apart means
             # nothing here (torch extensions link the CUDA runtime dynamically).
-            sass = sorted({*code.sass, *code.linked_sass})
-            found.append({"file": name, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
-                          "sass": [a.sm for a in sass], "ptx": [a.compute for a in code.ptx]})  # fmt: skip
+            sass = sorted({*lib.code.sass, *lib.code.linked_sass})
+            found.append({"file": name, "sha256": lib.sha256, "size": lib.size,
+                          "sass": [a.sm for a in sass], "ptx": [a.compute for a in lib.code.ptx]})  # fmt: skip
     return found
 
 
