@@ -25,7 +25,7 @@ from prebuild.inspection import (
     library_code,
     read_wheel_manifest,
 )
-from prebuild.manifest import Library, Manifest, ManifestError
+from prebuild.manifest import BuiltLibrary, Library, Manifest, ManifestError, NvccCall, ProjectManifest
 
 SRC = "/src/csrc/ssim/ssim_cuda.cu"
 CPU_SO = Path(prebuild.__file__).parent / "_C.abi3.so"  # a real ELF without GPU code
@@ -185,3 +185,94 @@ def test_a_malformed_manifest_is_bad_input(tmp_path, libs):
         zf.writestr("prebuild/_manifest.json", "{not json")
     result = runner.invoke(app, ["inspect", str(wheel)])
     assert result.exit_code == 2 and "malformed" in result.output
+
+
+# --- another project's wheel (.dist-info/prebuild.json) and installed distributions --------
+
+CLASSIC_SO = "plain_ext/_C.cpython-311-x86_64-linux-gnu.so"
+DIST_INFO = "plain_ext-0.1.0+pt214.cu130.sm80.dist-info"
+
+
+def classic_manifest(files: dict[str, bytes], sass="sm_80", ptx="") -> ProjectManifest:
+    """As `prebuild wheel --arch ... PROJECT` records it: the archs per library, read back."""
+    return ProjectManifest(
+        kind="classic", torch="2.14.1+cu130", torch_cuda="13.0", cuda="13.0", python_tag="cp311-cp311-linux_x86_64",
+        sass_archs=parse_arch_list(sass), ptx_archs=parse_arch_list(ptx),
+        libraries=tuple(BuiltLibrary(name, hashlib.sha256(data).hexdigest(), len(data), parse_arch_list(sass),
+                                     parse_arch_list(ptx)) for name, data in files.items()),
+        nvcc_calls=(NvccCall(("-gencode=arch=compute_75,code=sm_75", "k.cu"), ("-gencode=arch=compute_80,code=sm_80", "k.cu")),),
+    )  # fmt: skip
+
+
+@pytest.fixture
+def classic_so(tmp_path) -> bytes:
+    # Unnamed SASS entries (no -lineinfo, as torch extensions are built) count as the library's own.
+    return elf_with_fatbin(tmp_path, "classic.so", build_container(build_entry("sass", Arch(8, 0))))
+
+
+def make_classic_wheel(path: Path, files: dict[str, bytes], manifest: ProjectManifest) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+        zf.writestr(f"{DIST_INFO}/METADATA", "Metadata-Version: 2.1\nName: plain_ext\nVersion: 0.1.0+pt214.cu130.sm80\n")
+        zf.writestr(f"{DIST_INFO}/prebuild.json", manifest.to_json())
+    return path
+
+
+def test_project_manifest_round_trips_and_refuses_what_it_does_not_know(classic_so):
+    m = classic_manifest({CLASSIC_SO: classic_so}, "sm_80,sm_90", "compute_90")
+    assert ProjectManifest.from_json(m.to_json()) == m and m.torch_minor == "2.14"
+    data = json.loads(m.to_json())
+    for change, message in [({"schema": 2}, "schema 2"), ({"kind": "native"}, "upgrade prebuild"),
+                            ({"torch": "two"}, "malformed"), ({"sass_archs": ["sm_8"]}, "malformed")]:  # fmt: skip
+        with pytest.raises(ManifestError, match=message):
+            ProjectManifest.from_json(json.dumps({**data, **change}))
+    escape = {**data, "libraries": [{**data["libraries"][0], "file": "../../etc/x.so"}]}
+    with pytest.raises(ManifestError, match="relative path"):
+        ProjectManifest.from_json(json.dumps(escape))
+
+
+def test_inspect_another_projects_wheel(tmp_path, classic_so):
+    files = {CLASSIC_SO: classic_so, "plain_ext/__init__.py": b""}
+    libs = {CLASSIC_SO: classic_so}
+    wheel = make_classic_wheel(tmp_path / "ok.whl", files, classic_manifest(libs))
+    result = runner.invoke(app, ["inspect", str(wheel)], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "plain_ext 0.1.0+pt214.cu130.sm80: a classic build by prebuild for torch 2.14" in result.output
+    assert "match the manifest" in result.output
+    data = json.loads(runner.invoke(app, ["inspect", str(wheel), "--json"]).stdout)
+    assert data["manifest"]["kind"] == "classic" and data["manifest"]["torch"] == "2.14.1+cu130"
+    assert data["libraries"][0]["file"] == CLASSIC_SO and data["libraries"][0]["kind"] == "cuda"
+    # A manifest claiming sm_90 too: the library holds sm_80 only.
+    lying = make_classic_wheel(tmp_path / "lie.whl", files, classic_manifest(libs, "sm_80,sm_90"))
+    result = runner.invoke(app, ["inspect", str(lying)], env={"COLUMNS": "250"})
+    assert result.exit_code == 1 and "SASS [sm_80] inside, manifest says [sm_80, sm_90]" in " ".join(result.output.split())
+    # A library the manifest does not list.
+    extra = make_classic_wheel(tmp_path / "extra.whl", {**files, "plain_ext/_D.so": CPU_SO.read_bytes()},
+                               classic_manifest(libs))  # fmt: skip
+    assert not inspect_path(extra).ok
+    with pytest.raises(ManifestError, match="another project's wheel"):
+        read_wheel_manifest(wheel)
+
+
+def test_inspect_an_installed_distribution_by_name(tmp_path, classic_so, monkeypatch):
+    site = tmp_path / "site"
+    (site / "plain_ext").mkdir(parents=True)
+    (site / CLASSIC_SO).write_bytes(classic_so)
+    info = site / DIST_INFO
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plain_ext\nVersion: 0.1.0+pt214.cu130.sm80\n")
+    (info / "prebuild.json").write_text(classic_manifest({CLASSIC_SO: classic_so}).to_json())
+    monkeypatch.syspath_prepend(str(site))
+    result = runner.invoke(app, ["inspect", "plain-ext"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "for torch 2.14" in result.output and "sm_80" in result.output
+    (site / CLASSIC_SO).write_bytes(classic_so + b"\0")  # damaged after installing
+    result = runner.invoke(app, ["inspect", "plain_ext"], env={"COLUMNS": "250"})
+    assert result.exit_code == 1 and "altered or replaced" in result.output
+    (site / CLASSIC_SO).unlink()
+    assert "missing" in runner.invoke(app, ["inspect", "plain_ext"], env={"COLUMNS": "250"}).output
+    for name, message in [("no-such-project", "neither a path nor an installed distribution"),
+                          ("typer", "carries no prebuild.json")]:  # fmt: skip
+        result = runner.invoke(app, ["inspect", name])
+        assert result.exit_code == 2 and message in result.output, result.output

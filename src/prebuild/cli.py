@@ -217,26 +217,26 @@ def wheel(
 @app.command()
 def inspect(
     target: Path = typer.Argument(
-        ..., help="A wheel (.whl), an installed prebuild package directory, or one library (.so).",
-        show_default=False,
+        ..., metavar="TARGET", show_default=False,
+        help="A wheel (.whl), an installed package directory, one library (.so), or the name "
+        "of an installed distribution (prebuild, or a project prebuild built).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
 ) -> None:
     """Show the CUDA archs really compiled into each library, and check them against the manifest.
 
-    The SASS (machine code) and PTX archs are read from each library's ELF .nv_fatbin
-    section, not taken from the manifest; then each library's sha256 and archs are compared
-    with prebuild/_manifest.json. Code that statically linked libraries bring along (the CUDA
-    runtime's own kernels) is shown as "linked" and not compared.
+    The SASS (machine code) and PTX archs are read from each library's ELF .nv_fatbin section, not taken from the manifest; then each library's sha256 and archs are compared with the manifest: prebuild/_manifest.json in prebuild's own wheels, .dist-info/prebuild.json in another project's wheel built by `prebuild wheel --arch ... PROJECT` (which also names the torch and CUDA it was built with). In prebuild's own libraries, code that statically linked libraries bring along (the CUDA runtime's own kernels) is shown as "linked" and not compared.
 
     Exit codes: 0 everything agrees (or a lone library with no manifest beside it);
-    1 the binaries and the manifest disagree; 2 the path cannot be read.
+    1 the binaries and the manifest disagree; 2 the path or name cannot be read.
 
     Examples:
 
       prebuild inspect dist/prebuild-0.1.0+cu130.sm80-cp310-abi3-linux_x86_64.whl
 
-      prebuild inspect "$(python -c 'import prebuild; print(*prebuild.__path__)')"
+      prebuild inspect prebuild           # the installed package
+
+      prebuild inspect fused-ssim         # a project prebuild built, installed
 
       prebuild inspect build/prebuild/cuda/cu130-sm80/_C_cuda.abi3.so --json
     """
@@ -253,16 +253,7 @@ def inspect(
         out.print_json(json.dumps(report.to_dict()))
         raise typer.Exit(0 if report.ok else 1)
 
-    m = report.manifest
-    if m is None:
-        out.print(f"{target}: no {'_manifest.json'} beside it; showing what is inside only.")
-    else:
-        out.print(
-            f"[bold]{escape(str(target))}[/]: prebuild {escape(m.package_version)}, CUDA "
-            f"{m.cuda_version or 'none'}; manifest: SASS {', '.join(a.sm for a in m.sass_archs) or 'none'}, "
-            f"PTX {', '.join(a.compute for a in m.ptx_archs) or 'none'}",
-            highlight=False,
-        )
+    out.print(f"[bold]{escape(str(report.target))}[/]: {escape(report.summary)}", highlight=False)
     table = Table()
     for column in ("library", "kind", "SASS", "PTX", "linked", "sha256"):
         table.add_column(column, overflow="fold")
@@ -279,7 +270,7 @@ def inspect(
         err.print(f"[bold red]disagrees:[/] {escape(d.file)}: {escape(d.message)}", highlight=False)
     if not report.ok:
         raise typer.Exit(1)
-    if m is not None:
+    if report.manifest is not None:
         out.print("[green]The binaries match the manifest.[/]")
 
 

@@ -1,9 +1,14 @@
-"""The build manifest (``prebuild/_manifest.json``) that every wheel carries.
+"""The build manifests prebuild writes into wheels, and their one reader.
 
-It records what was compiled and how: package version, the CUDA version of the nvcc used,
-the SASS and PTX archs inside the CUDA library, the torch stable-ABI target, the flags, and
-the sha256 of each compiled library. The build writes it (``Manifest.write``); the runtime
-loader and the inspection commands read it (``read_manifest``): this is the one reader.
+- ``Manifest`` (``prebuild/_manifest.json``), in prebuild's own stable-ABI wheels: package
+  version, the CUDA version of the nvcc used, the SASS and PTX archs inside the CUDA
+  library, the torch stable-ABI target, the flags, and the sha256 of each library. The build
+  writes it (``Manifest.write``); the runtime loader and the inspection commands read it
+  (``read_manifest``).
+- ``ProjectManifest`` (``prebuild.json`` in the ``.dist-info`` directory), in wheels
+  prebuild built of another project (``prebuild wheel --arch ... PROJECT``): the torch and
+  CUDA it was built with, the archs read back from each library, and every nvcc call as the
+  project gave it and as it was run. ``prebuild inspect``, ``install`` and ``doctor`` read it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from prebuild.arch import Arch, ArchError, parse_arch
 
 MANIFEST_NAME = "_manifest.json"
 SCHEMA_VERSION = 1
+PROJECT_MANIFEST_NAME = "prebuild.json"  # in a .dist-info directory
 
 
 class ManifestError(ValueError):
@@ -196,3 +202,101 @@ def verify_libraries(directory: Path, manifest: Manifest) -> None:
     for library in manifest.libraries:
         if library.size is not None:  # check_libraries hashed the others already
             _check_sha256(_present(directory, library), library)
+
+
+# --- another project's wheel ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BuiltLibrary:
+    """One shared library of a project's wheel, with the archs read back from it."""
+
+    file: str  # path inside the wheel, which is its path under site-packages ("pkg/_C.cpython-311-...so")
+    sha256: str
+    size: int
+    sass: tuple[Arch, ...] = ()
+    ptx: tuple[Arch, ...] = ()
+
+    @property
+    def has_code(self) -> bool:
+        return bool(self.sass or self.ptx)
+
+
+@dataclass(frozen=True)
+class NvccCall:
+    given: tuple[str, ...]  # the arguments the project's build passed
+    run: tuple[str, ...]  # the arguments nvcc ran with (the requested archs only)
+
+
+@dataclass(frozen=True)
+class ProjectManifest:
+    """What prebuild built of another project; ``kind`` is ``"classic"`` (torch/extension.h,
+    tied to one torch minor release)."""
+
+    kind: str
+    torch: str  # the torch it was built against, "2.14.1+cu130"
+    torch_cuda: str | None  # that torch's CUDA, "13.0"
+    cuda: str  # nvcc's CUDA version
+    python_tag: str  # "cp311-cp311-linux_x86_64"
+    sass_archs: tuple[Arch, ...]
+    ptx_archs: tuple[Arch, ...]
+    libraries: tuple[BuiltLibrary, ...]
+    nvcc_calls: tuple[NvccCall, ...] = ()
+    built_by: str = "prebuild"
+
+    @property
+    def torch_minor(self) -> str:
+        """``"2.14"``: the release whose C++ ABI the libraries need."""
+        release = Version(self.torch).release
+        return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": SCHEMA_VERSION, "kind": self.kind, "built_by": self.built_by, "torch": self.torch,
+            "torch_cuda": self.torch_cuda, "cuda": self.cuda, "python_tag": self.python_tag,
+            "sass_archs": [a.sm for a in self.sass_archs], "ptx_archs": [a.compute for a in self.ptx_archs],
+            "libraries": [{"file": lib.file, "sha256": lib.sha256, "size": lib.size, "sass": [a.sm for a in lib.sass],
+                           "ptx": [a.compute for a in lib.ptx]} for lib in self.libraries],
+            "nvcc_calls": [{"given": list(c.given), "run": list(c.run)} for c in self.nvcc_calls],
+        }  # fmt: skip
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> "ProjectManifest":
+        try:
+            data = json.loads(text)
+            if data.get("schema") != SCHEMA_VERSION:
+                raise ManifestError(f"{PROJECT_MANIFEST_NAME} schema {data.get('schema')!r} is not {SCHEMA_VERSION}")
+            if data.get("kind") != "classic":
+                raise ManifestError(f"{PROJECT_MANIFEST_NAME} describes a {data.get('kind')!r} build, which this "
+                                    "prebuild does not know: upgrade prebuild")  # fmt: skip
+            return cls(
+                kind=data["kind"],
+                built_by=str(data.get("built_by", "prebuild")),
+                torch=_version_text(data["torch"], "torch"),
+                torch_cuda=None if data["torch_cuda"] is None else _version_text(data["torch_cuda"], "torch_cuda"),
+                cuda=_version_text(data["cuda"], "cuda"),
+                python_tag=str(data["python_tag"]),
+                sass_archs=tuple(parse_arch(a) for a in data["sass_archs"]),
+                ptx_archs=tuple(parse_arch(a) for a in data["ptx_archs"]),
+                libraries=tuple(
+                    BuiltLibrary(_relative_file(lib["file"]), str(lib["sha256"]), _size(lib["size"]) or 0,
+                                 tuple(parse_arch(a) for a in lib["sass"]), tuple(parse_arch(a) for a in lib["ptx"]))
+                    for lib in data["libraries"]
+                ),  # fmt: skip
+                nvcc_calls=tuple(NvccCall(tuple(map(str, c["given"])), tuple(map(str, c["run"])))
+                                 for c in data.get("nvcc_calls", [])),  # fmt: skip
+            )
+        except ManifestError:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError, ArchError, InvalidVersion) as exc:
+            raise ManifestError(f"{PROJECT_MANIFEST_NAME} is malformed: {exc!r}") from exc
+
+
+def _relative_file(value: object) -> str:
+    """A path inside a wheel: relative, no ``..`` (a manifest cannot point outside)."""
+    if not isinstance(value, str) or not value or value.startswith("/") or ".." in value.split("/"):
+        raise ValueError(f"library path {value!r} is not a relative path inside the wheel")
+    return value

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from prebuild.arch import parse_arch_list
+from prebuild.arch import parse_arch, parse_arch_list
 from prebuild.build.classic import check_archs, make_cuda_shim, preflight_classic, torch_cuda_arch_list
 from prebuild.build.compile import BuildError
 from prebuild.build.toolchain import Nvcc, ToolchainError
+from prebuild.manifest import BuiltLibrary
 
 A = parse_arch_list
 
@@ -25,7 +26,7 @@ def test_torch_cuda_arch_list():
 
 
 def lib(file, sass=(), ptx=()):
-    return {"file": file, "sha256": "0" * 64, "size": 1, "sass": list(sass), "ptx": list(ptx)}
+    return BuiltLibrary(file, "0" * 64, 1, tuple(parse_arch(a) for a in sass), tuple(parse_arch(a) for a in ptx))
 
 
 def test_check_archs_accepts_exactly_the_request_and_cpu_only_libraries():

@@ -3,7 +3,6 @@ prebuild.json, with a valid RECORD, its other files untouched."""
 
 from __future__ import annotations
 
-import json
 import stat
 import zipfile
 from pathlib import Path
@@ -11,7 +10,8 @@ from pathlib import Path
 import pytest
 from wheel.wheelfile import WheelFile
 
-from prebuild.build.relabel import MANIFEST_FILE, add_local_label, relabel_wheel, rewrite_metadata
+from prebuild.build.relabel import add_local_label, relabel_wheel, rewrite_metadata
+from prebuild.manifest import PROJECT_MANIFEST_NAME
 
 METADATA = """Metadata-Version: 2.1
 Name: fused_ssim
@@ -62,17 +62,17 @@ def make_wheel(dist: Path) -> Path:
 
 def test_relabel_wheel(tmp_path):
     original = make_wheel(tmp_path / "dist")
-    manifest = {"schema": 1, "archs": {"sass": ["sm_90"]}}
+    manifest = '{"schema": 1, "sass_archs": ["sm_90"]}\n'
     out = relabel_wheel(original, tmp_path / "out", "pt214.cu130.sm90", "torch>=2.14,<2.15", manifest)
     assert out.name == "fused_ssim-1.0.0+pt214.cu130.sm90-cp311-cp311-linux_x86_64.whl"
     assert [p.name for p in (tmp_path / "out").iterdir()] == [out.name]  # nothing partial left
     with WheelFile(out) as wf:  # reading checks every file against RECORD
         names = set(wf.namelist())
         info = "fused_ssim-1.0.0+pt214.cu130.sm90.dist-info"
-        assert {f"{info}/METADATA", f"{info}/RECORD", f"{info}/{MANIFEST_FILE}", "fused_ssim/__init__.py"} <= names
+        assert {f"{info}/METADATA", f"{info}/RECORD", f"{info}/{PROJECT_MANIFEST_NAME}", "fused_ssim/__init__.py"} <= names
         for name in names:
             wf.read(name)
-        assert json.loads(wf.read(f"{info}/{MANIFEST_FILE}")) == manifest
+        assert wf.read(f"{info}/{PROJECT_MANIFEST_NAME}").decode() == manifest
         metadata = wf.read(f"{info}/METADATA").decode()
         assert "Version: 1.0.0+pt214.cu130.sm90" in metadata and "Requires-Dist: torch>=2.14,<2.15" in metadata
         assert wf.read("fused_ssim_cuda.cpython-311-x86_64-linux-gnu.so") == b"\x7fELF fake"

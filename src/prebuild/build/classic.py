@@ -43,11 +43,11 @@ from prebuild.build.toolchain import (
     find_nvcc,
     find_torch,
 )
-from prebuild.inspection import InspectionError, found_library
+from prebuild.inspection import InspectionError, built_library, found_library
+from prebuild.manifest import BuiltLibrary, NvccCall, ProjectManifest
 
 # A torch/extension.h translation unit takes 1-3 GiB to compile: torch's MAX_JOBS from this.
 CLASSIC_MEMORY_PER_JOB = 3 << 30
-SCHEMA_VERSION = 1
 
 
 def _nvidia_dirs(kind: str) -> list[Path]:
@@ -124,7 +124,7 @@ class ClassicWheel:
     path: Path
     sass_archs: tuple[Arch, ...]
     ptx_archs: tuple[Arch, ...]
-    manifest: dict
+    manifest: ProjectManifest
     seconds: float
 
     @property
@@ -132,35 +132,30 @@ class ClassicWheel:
         return self.path.stat().st_size
 
 
-def read_wheel_libraries(wheel: Path) -> list[dict]:
+def read_wheel_libraries(wheel: Path) -> tuple[BuiltLibrary, ...]:
     """Every shared library in the wheel with its sha256, size and the archs inside it."""
     found = []
     with zipfile.ZipFile(wheel) as zf:
         for name in sorted(n for n in zf.namelist() if n.endswith(".so") or ".so." in n):
             try:
-                lib = found_library(name, zf.read(name))
+                found.append(built_library(found_library(name, zf.read(name))))
             except InspectionError as exc:
                 raise BuildError(f"{wheel.name}: {exc}") from exc
-            # All SASS counts: fatbin entries carry a source name only with -lineinfo or -G, so
-            # the named/unnamed split that sets a static CUDA runtime's kernels apart means
-            # nothing here (torch extensions link the CUDA runtime dynamically).
-            sass = sorted({*lib.code.sass, *lib.code.linked_sass})
-            found.append({"file": name, "sha256": lib.sha256, "size": lib.size,
-                          "sass": [a.sm for a in sass], "ptx": [a.compute for a in lib.code.ptx]})  # fmt: skip
-    return found
+    return tuple(found)
 
 
-def check_archs(wheel_name: str, libraries: list[dict], sass: tuple[Arch, ...], ptx: tuple[Arch, ...]) -> None:
+def check_archs(wheel_name: str, libraries: tuple[BuiltLibrary, ...], sass: tuple[Arch, ...],
+                ptx: tuple[Arch, ...]) -> None:  # fmt: skip
     """Every library with GPU code holds exactly the requested SASS and PTX, and one has some."""
-    want_sass, want_ptx = [a.sm for a in sass], [a.compute for a in ptx]
-    with_code = [lib for lib in libraries if lib["sass"] or lib["ptx"]]
-    wrong = [lib for lib in with_code if lib["sass"] != want_sass or lib["ptx"] != want_ptx]
+    with_code = [lib for lib in libraries if lib.has_code]
+    wrong = [lib for lib in with_code if lib.sass != tuple(sorted(sass)) or lib.ptx != tuple(sorted(ptx))]
     if not with_code or wrong:
-        held = "; ".join(f"{lib['file']}: SASS {', '.join(lib['sass']) or 'none'}, PTX {', '.join(lib['ptx']) or 'none'}"
+        held = "; ".join(f"{lib.file}: SASS {', '.join(a.sm for a in lib.sass) or 'none'}, "
+                         f"PTX {', '.join(a.compute for a in lib.ptx) or 'none'}"
                          for lib in libraries) or "no shared library at all"  # fmt: skip
         raise BuildError(
-            f"{wheel_name} does not hold the archs asked for (SASS {', '.join(want_sass)}, PTX "
-            f"{', '.join(want_ptx) or 'none'}): {held}. No wheel was written."
+            f"{wheel_name} does not hold the archs asked for (SASS {', '.join(a.sm for a in sass)}, PTX "
+            f"{', '.join(a.compute for a in ptx) or 'none'}): {held}. No wheel was written."
         )
 
 
@@ -222,17 +217,15 @@ def build_classic_wheel(
         libraries = read_wheel_libraries(built)
         check_archs(built.name, libraries, sass, ptx)
         calls = [json.loads(line) for line in nvcc_log.read_text().splitlines()] if nvcc_log.exists() else []
-        manifest = {
-            "schema": SCHEMA_VERSION, "kind": "classic", "built_by": "prebuild",
-            "torch": torch.version_string, "torch_cuda": torch.cuda, "cuda": str(nvcc.version),
-            "python_tag": "-".join(built.name[: -len(".whl")].split("-")[-3:]),
-            "sass_archs": [a.sm for a in sass], "ptx_archs": [a.compute for a in ptx],
-            "libraries": libraries,
-            "nvcc_calls": [{"given": c["given"], "run": c["run"]} for c in calls],
-        }  # fmt: skip
+        manifest = ProjectManifest(
+            kind="classic", torch=torch.version_string, torch_cuda=torch.cuda, cuda=str(nvcc.version),
+            python_tag="-".join(built.name[: -len(".whl")].split("-")[-3:]),
+            sass_archs=tuple(sorted(sass)), ptx_archs=tuple(sorted(ptx)), libraries=libraries,
+            nvcc_calls=tuple(NvccCall(tuple(c["given"]), tuple(c["run"])) for c in calls),
+        )  # fmt: skip
         if on_phase:
             on_phase("writing the wheel")
         # relabel_wheel keeps a project's own local label in front of this one.
         label = F.classic_local_label(torch.version_string, nvcc.version, sass, ptx)
-        final = relabel_wheel(built, out_dir, label, F.torch_pin(torch.version_string), manifest)
+        final = relabel_wheel(built, out_dir, label, F.torch_pin(torch.version_string), manifest.to_json())
     return ClassicWheel(final, sass, ptx, manifest, time.monotonic() - start)

@@ -10,7 +10,6 @@ RECORD), so every hash stays valid. ``rewrite_metadata`` is pure.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -21,8 +20,7 @@ from packaging.version import Version
 from wheel.wheelfile import WheelFile
 
 from prebuild.build.wheel import place_atomically
-
-MANIFEST_FILE = "prebuild.json"  # in the .dist-info directory
+from prebuild.manifest import PROJECT_MANIFEST_NAME
 
 
 def add_local_label(version: str, label: str) -> str:
@@ -56,8 +54,9 @@ def rewrite_metadata(text: str, version: str, torch_requirement: str) -> str:
     return "\n".join(lines) + (sep + body if sep else "\n")
 
 
-def relabel_wheel(wheel: Path, out_dir: Path, label: str, torch_requirement: str, manifest: dict) -> Path:
-    """Write the relabelled copy of ``wheel`` into ``out_dir`` (atomically) and return it."""
+def relabel_wheel(wheel: Path, out_dir: Path, label: str, torch_requirement: str, manifest_json: str) -> Path:
+    """Write the relabelled copy of ``wheel``, with ``manifest_json`` as its .dist-info's
+    prebuild.json, into ``out_dir`` (atomically) and return it."""
     version = parse_wheel_filename(wheel.name)[1]
     new_version = add_local_label(str(version), label)
     with tempfile.TemporaryDirectory(prefix="prebuild-relabel-") as tmp:
@@ -79,7 +78,7 @@ def relabel_wheel(wheel: Path, out_dir: Path, label: str, torch_requirement: str
         metadata = new_info / "METADATA"
         metadata.write_text(rewrite_metadata(metadata.read_text(encoding="utf-8"), new_version, torch_requirement),
                             encoding="utf-8")  # fmt: skip
-        (new_info / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        (new_info / PROJECT_MANIFEST_NAME).write_text(manifest_json, encoding="utf-8")
         tag = "-".join(wheel.name[: -len(".whl")].split("-")[-3:])  # python-abi-platform, as built
         filename = f"{stem}-{new_version}-{tag}.whl"  # (a build tag, if any, belonged to the old version)
         built = Path(tmp) / filename

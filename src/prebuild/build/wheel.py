@@ -80,7 +80,8 @@ def check_embedded_archs(wheel: Path) -> Manifest:
             f"{wheel.name} does not match its manifest: "
             + "; ".join(f"{d.file}: {d.message}" for d in report.disagreements)
         )
-    assert report.manifest is not None
+    if not isinstance(report.manifest, Manifest):
+        raise BuildError(f"{wheel.name} carries no prebuild/_manifest.json")
     return report.manifest
 
 
