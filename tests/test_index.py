@@ -216,3 +216,9 @@ def test_classic_wheels_get_one_index_per_torch_and_arch(tmp_path):
     data = json.loads((tmp_path / "site" / "index.json").read_text())
     assert data["variants"]["pt214-cu130-sm90"]["torch_tag"] == "pt214"
     assert (tmp_path / "site" / "pt214-cu130-sm90" / "simple" / "fused-ssim" / "index.html").is_file()
+    # The command printed per variant names the project that index holds.
+    result = runner.invoke(app, ["index", str(dist), "--out", str(tmp_path / "site")],
+                           env={"COLUMNS": "80", "PIP_INDEX_URL": "https://usual/simple"})  # fmt: skip
+    assert result.exit_code == 0, result.output
+    commands = [line.strip() for line in result.output.splitlines() if line.strip().startswith("pip install")]
+    assert len(commands) == 3 and all(c.startswith("pip install fused-ssim --index-url ") for c in commands), commands

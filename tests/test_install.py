@@ -23,6 +23,7 @@ from prebuild.install import (
     Target,
     find_candidates,
     links_in,
+    no_fit_fix,
     project_page_url,
     select_wheel,
 )
@@ -193,6 +194,9 @@ def test_importing_the_gpu_query_creates_no_cuda_context():
 def test_project_page_url(source):
     assert project_page_url(source) == "https://o.github.io/prebuild/simple/prebuild/"
     assert project_page_url("file:///s/cu130-sm90/simple") == "file:///s/cu130-sm90/simple/prebuild/"
+    if not source.endswith("/simple/prebuild"):  # the site or its simple/ index: any project's page
+        assert project_page_url(source, "Fused_SSIM") == "https://o.github.io/prebuild/simple/fused-ssim/"
+    assert project_page_url("https://h/simple/fused-ssim/", "fused_ssim") == "https://h/simple/fused-ssim/"
 
 
 def test_links_in_a_project_page():
@@ -325,3 +329,70 @@ def test_a_wheel_tied_to_one_torch_fits_only_that_torch():
         "built for torch 2.14 (pt214); torch 2.15.0+cu130 is installed",
     ]
     assert "torch is not installed" in select_wheel(wheels, target, None, None, None).considered[0].rejected
+
+
+# --- another project's wheels: NAME, and what to run when none fits --------------------------
+
+PT_TAGS = "cp311-cp311-linux_x86_64"
+
+
+def make_mixed_dist(tmp_path):
+    """prebuild's own wheels beside another project's, tied to torch 2.14."""
+    from test_index import fake_wheel
+
+    dist = make_dist(tmp_path, "cu130.sm80", "cu130.sm90")
+    for label in ("pt214.cu130.sm80", "pt214.cu130.sm90"):
+        fake_wheel(dist, f"1.0.0+{label}", name="plain_ext")
+    return dist
+
+
+def test_find_candidates_keeps_the_named_projects_wheels(tmp_path):
+    dist = make_mixed_dist(tmp_path)
+    build_index(dist, tmp_path / "site")
+    for source in (str(dist), str(tmp_path / "site"), f"file://{tmp_path}/site/simple", f"file://{tmp_path}/site"):
+        assert sorted(c.filename.split("-")[0] for c in find_candidates(source)) == ["prebuild", "prebuild"], source
+        theirs = sorted(c.filename for c in find_candidates(source, "plain-ext"))
+        assert [n.split("+")[1].split("-")[0] for n in theirs] == ["pt214.cu130.sm80", "pt214.cu130.sm90"], source
+    only = find_candidates(f"file://{tmp_path}/site/pt214-cu130-sm90/simple", "plain_ext")
+    assert [c.filename.split("+")[1].split("-")[0] for c in only] == ["pt214.cu130.sm90"]
+    with pytest.raises(SourceError, match="no wheels of fused-ssim in .*it holds wheels of plain-ext, prebuild"):
+        find_candidates(str(dist), "fused-ssim")
+    with pytest.raises(SourceError, match="is fused-ssim on that index"):
+        find_candidates(f"file://{tmp_path}/site", "fused-ssim")
+
+
+def test_no_fit_fix_says_which_torch_or_what_to_build():
+    tied = [Candidate(f"plain_ext-1.0.0+{label}-{PT_TAGS}.whl", "x") for label in ("pt214.cu130.sm90", "pt213.cu130.sm90")]
+    h100 = [gpu("9.0")]
+    decision = select_wheel(tied, h100, "13.0", "13.0", "2.15.0+cu130")
+    assert no_fit_fix(decision, "plain-ext", h100) == (
+        "install the torch these wheels were built for (pip install 'torch==2.13.*' or pip install 'torch==2.14.*'), "
+        "or build them for this torch: prebuild wheel --arch sm_90 plain-ext"
+    )
+    a10_and_h100 = [gpu("8.6"), gpu("9.0", 1)]
+    decision = select_wheel(tied, a10_and_h100, "13.0", "13.0", "2.14.1+cu130")
+    assert no_fit_fix(decision, "plain-ext", a10_and_h100).endswith("prebuild wheel --arch sm_86,sm_90 plain-ext")
+    decision = select_wheel(wheels("cu130.sm80"), h100, "13.0", "13.0", "2.13.0")
+    assert no_fit_fix(decision, "prebuild", h100).endswith(": prebuild wheel --arch sm_90")
+    assert no_fit_fix(select_wheel(wheels("cu130.sm90"), h100, "13.0", "13.0", "2.13.0"), "prebuild", h100) == ""
+    assert no_fit_fix(select_wheel(wheels("cu130.sm90"), [], None, None, None), "prebuild", []) == ""
+
+
+def test_install_name_chooses_by_gpus_and_torch_or_says_what_to_run(tmp_path, machine, monkeypatch):
+    dist = make_mixed_dist(tmp_path)
+    machine("9.0")
+    monkeypatch.setattr(gpus_module, "torch_info", lambda: TorchInfo("2.14.1+cu130", "13.0", True))
+    result = runner.invoke(app, ["install", "plain-ext", "--from", str(dist), "--dry-run"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "Chosen: plain_ext-1.0.0+pt214.cu130.sm90-" in result.output and "of plain-ext from" in result.output
+    monkeypatch.setattr(gpus_module, "torch_info", lambda: TorchInfo("2.13.0+cu130", "13.0", True))
+    result = runner.invoke(app, ["install", "plain-ext", "--from", str(dist), "--dry-run"], env={"COLUMNS": "250"})
+    text = " ".join(result.output.split())
+    assert result.exit_code == 3, text
+    assert "built for torch 2.14 (pt214); torch 2.13.0+cu130 is installed" in text
+    assert "Instead: install the torch these wheels were built for (pip install 'torch==2.14.*')" in text
+    data = json.loads(runner.invoke(app, ["install", "plain-ext", "--from", str(dist), "--json"]).stdout)
+    assert data["chosen"] is None and data["project"] == "plain-ext" and "prebuild wheel --arch sm_90 plain-ext" in data["fix"]
+    # prebuild's own wheels serve every torch from their target on: still chosen by default.
+    result = runner.invoke(app, ["install", "--from", str(dist), "--dry-run"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0 and "Chosen: prebuild-0.1.0+cu130.sm90-" in result.output

@@ -325,8 +325,9 @@ def index(
     """Write a pip package index (PEP 503, static files) for the wheels in DIST_DIR.
 
     One index per variant -- the CUDA version and archs in a wheel's version label, e.g.
-    SITE/cu130-sm90/simple/ -- so pip can only pick a wheel for that GPU, plus SITE/simple/
-    with every wheel. Wheels are stored once in SITE/wheels/; every link carries its sha256.
+    SITE/cu130-sm90/simple/, and for another project's wheels also the torch release, e.g.
+    SITE/pt214-cu130-sm90/simple/ -- so pip can only pick a wheel for that GPU, plus
+    SITE/simple/ with every wheel. Wheels are stored once in SITE/wheels/; every link carries its sha256.
     SITE/index.json lists the same for `prebuild install --from SITE`. Serve SITE as static
     files (GitHub Pages), or use it in place through file://.
 
@@ -354,13 +355,19 @@ def index(
     extra = usual_index_url()
     out.print(f"Install one variant (dependencies such as torch come from {escape(extra)}; "
               "use --no-deps instead when they are installed):", highlight=False)  # fmt: skip
-    for key in indexes:
-        if key != ALL:
-            out.print(f"  {escape(install_command(site_url, key, extra_index=extra))}", highlight=False, soft_wrap=True)
+    for key, wheels in indexes.items():
+        for project in sorted({w.project for w in wheels}) if key != ALL else ():
+            out.print(f"  {escape(install_command(site_url, key, project, extra_index=extra))}", highlight=False,
+                      soft_wrap=True)  # fmt: skip
 
 
 @app.command()
 def install(
+    project: str = typer.Argument(
+        "prebuild", metavar="[NAME]",
+        help="The project to install: prebuild (the default) or another project whose wheels "
+        "`prebuild wheel --arch ... PROJECT` built (fused-ssim, ...).",
+    ),
     source: str = typer.Option(
         "dist", "--from", "-f",
         help="A folder of wheels, a site written by `prebuild index`, or an index URL "
@@ -373,14 +380,9 @@ def install(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the decision; install nothing."),
     as_json: bool = typer.Option(False, "--json", help="Print the decision as JSON on stdout."),
 ) -> None:
-    """Pick the wheel whose code runs on every GPU of this machine, and pip install it.
+    """Pick the wheel of NAME whose code runs on every GPU of this machine, and pip install it.
 
-    GPUs are listed through NVML (pip install nvidia-ml-py), which creates no CUDA context;
-    CUDA_VISIBLE_DEVICES is honoured. A wheel fits when every GPU gets SASS for its arch or,
-    failing that, PTX the driver can JIT-compile, its CUDA major equals the installed torch's
-    and the driver supports it. Among fitting wheels: SASS for every GPU first, then the
-    newest release, the fewest archs, the closest arch, the newest CUDA. With no GPU
-    visible nothing is picked unless --arch says what to pick for.
+    GPUs are listed through NVML (pip install nvidia-ml-py), which creates no CUDA context; CUDA_VISIBLE_DEVICES is honoured. A wheel fits when every GPU gets SASS for its arch or, failing that, PTX the driver can JIT-compile, its CUDA major equals the installed torch's and the driver supports it. Another project's wheel (+pt214.cu130.sm90) also needs the torch minor release it was built against. Among fitting wheels: SASS for every GPU first, then the newest release, the fewest archs, the closest arch, the newest CUDA. With no GPU visible nothing is picked unless --arch says what to pick for. When nothing fits, it says what to run instead.
 
     Exit codes: 0 picked (and installed, unless --dry-run); 1 pip failed; 2 bad input;
     3 no wheel fits; 4 no GPU visible and no --arch.
@@ -392,17 +394,19 @@ def install(
       prebuild install --from https://OWNER.github.io/prebuild/simple
 
       prebuild install --from site --arch sm_90 --dry-run  # for an H100
+
+      prebuild install fused-ssim --from site  # a project prebuild built
     """
     import json
     import subprocess
     import sys
 
     from prebuild.gpus import query_gpus, torch_info
-    from prebuild.install import SourceError, Target, cpu_torch_warning, find_candidates, select_wheel
+    from prebuild.install import SourceError, Target, cpu_torch_warning, find_candidates, no_fit_fix, select_wheel
 
     try:
         archs = parse_arch_list(",".join(arch)) if arch else ()
-        candidates = find_candidates(source)
+        candidates = find_candidates(source, project)
     except (ArchError, SourceError) as exc:
         raise _fail(str(exc)) from None
     gpus = query_gpus()
@@ -413,6 +417,7 @@ def install(
         targets = [Target(f"cuda:{g.index} ({g.name})", g.capability) for g in gpus.gpus]
     decision = select_wheel(candidates, targets, torch.cuda, gpus.driver_cuda, torch.version)
     code = 0 if decision.chosen else (4 if not targets else 3)
+    fix = no_fit_fix(decision, project, targets)
     warnings = []
     note = cpu_torch_warning(torch, decision)
     if note:
@@ -420,8 +425,8 @@ def install(
 
     if as_json:
         data = decision.to_dict()
-        data.update(gpus=gpus.to_dict(), torch={"version": torch.version, "cuda": torch.cuda}, dry_run=dry_run,
-                    warnings=warnings)  # fmt: skip
+        data.update(project=project, gpus=gpus.to_dict(), torch={"version": torch.version, "cuda": torch.cuda},
+                    dry_run=dry_run, warnings=warnings, fix=fix)  # fmt: skip
         print(json.dumps(data, indent=2))
     else:
         if not gpus.gpus:
@@ -432,7 +437,7 @@ def install(
         err.print(f"torch {torch.version or '(not installed)'}, CUDA {torch.cuda or 'none (CPU build)'}", highlight=False)
         for warning in warnings:
             err.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
-        table = Table(title=f"{len(candidates)} wheel(s) from {source}")
+        table = Table(title=f"{len(candidates)} wheel(s) of {project} from {source}")
         table.add_column("wheel", overflow="fold")
         table.add_column("verdict", overflow="fold")
         for c in decision.considered:
@@ -443,6 +448,8 @@ def install(
             out.print(f"[bold]Chosen:[/] {escape(decision.chosen.candidate.filename)}: {escape(decision.reason)}", highlight=False)
         else:
             out.print(f"[bold]Nothing chosen:[/] {escape(decision.reason)}", highlight=False)
+            if fix:
+                out.print(f"[bold]Instead:[/] {escape(fix)}", highlight=False, soft_wrap=True)
     if code or dry_run:
         raise typer.Exit(code)
     command = [sys.executable, "-m", "pip", "install", decision.chosen.candidate.location]

@@ -153,7 +153,7 @@ def root_page(projects: list[str]) -> str:
 
 def usual_index_url(env: dict[str, str] | None = None) -> str:
     """The index pip uses when told none: ``PIP_INDEX_URL``, else pip's own default. A site
-    holds only prebuild's wheels; its dependencies (torch, ...) come from there."""
+    holds only the wheels built here; their dependencies (torch, ...) come from there."""
     env = dict(os.environ if env is None else env)
     if env.get("PIP_INDEX_URL"):
         return env["PIP_INDEX_URL"]
@@ -177,8 +177,8 @@ def landing_page(indexes: dict[str, list[WheelInfo]]) -> str:
     body = ["<h1>prebuild wheels</h1>",
             "<p>Pick the index of your GPU's arch and your torch's CUDA version "
             "(or let <code>prebuild install --from SITE_URL</code> pick), then:</p>",
-            "<pre>pip install prebuild --index-url SITE_URL/VARIANT/simple --extra-index-url YOUR_USUAL_INDEX</pre>",
-            "<p>The site holds only prebuild: its dependencies (torch, ...) come from the extra "
+            "<pre>pip install PROJECT --index-url SITE_URL/VARIANT/simple --extra-index-url YOUR_USUAL_INDEX</pre>",
+            "<p>The site holds only these wheels: their dependencies (torch, ...) come from the extra "
             "index (or pass <code>--no-deps</code> when they are installed).</p>", "<ul>"]  # fmt: skip
     for key, wheels in indexes.items():
         where = f"{key}/simple/" if key else "simple/"

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
-from prebuild.arch import Arch, CodeKind, format_capability, select_code
+from prebuild.arch import Arch, CodeKind, arch_for_capability, format_capability, select_code
 from prebuild.index import parse_variant
-from prebuild.build.flags import TORCH_TARGET, torch_tag
+from prebuild.build.flags import TORCH_TARGET, torch_minor_of, torch_tag
 from prebuild.gpus import TorchInfo
 from prebuild.runtime.compat import cpu_torch_note, cuda_torch_command, driver_supports, same_cuda_major
 
@@ -64,6 +64,7 @@ class Considered:
     candidate: Candidate
     verdicts: list[Verdict] = field(default_factory=list)
     rejected: str = ""  # why it cannot be used; "" when it can
+    other_torch: str = ""  # "2.14": rejected only for being built for that torch release
 
 
 @dataclass
@@ -121,7 +122,8 @@ def select_wheel(
         wheel_cuda = variant.cuda_version
         if variant.torch_tag and (torch_version is None or torch_tag(torch_version) != variant.torch_tag):
             have = f"torch {torch_version} is installed" if torch_version else "torch is not installed"
-            c.rejected = f"built for torch {variant.torch_tag[2]}.{variant.torch_tag[3:]} ({variant.torch_tag}); {have}"
+            c.other_torch = torch_minor_of(variant.torch_tag)
+            c.rejected = f"built for torch {c.other_torch} ({variant.torch_tag}); {have}"
             continue
         choices = [select_code(t.capability, variant.sass, variant.ptx) for t in targets]
         c.verdicts = [Verdict(t, choice.kind, choice.arch) for t, choice in zip(targets, choices)]
@@ -145,6 +147,20 @@ def select_wheel(
                                             "SASS over PTX, newest release, fewest archs, closest arch, newest CUDA"
                                             if others else "")  # fmt: skip
     return Decision(best, reason, considered)
+
+
+def no_fit_fix(decision: Decision, project: str, targets: list[Target]) -> str:
+    """Pure: what to run when no wheel fits. Wheels refused only for being built for another
+    torch: install that torch, or build for this one; otherwise build for these GPUs."""
+    if decision.chosen is not None or not targets:
+        return ""
+    archs = ",".join(sorted({arch_for_capability(t.capability).sm for t in targets}))
+    build = f"prebuild wheel --arch {archs}" + ("" if canonicalize_name(project) == "prebuild" else f" {project}")
+    rejected = [c for c in decision.considered if c.rejected]
+    if rejected and all(c.other_torch for c in rejected):
+        pins = " or ".join(f"pip install 'torch=={minor}.*'" for minor in sorted({c.other_torch for c in rejected}))
+        return f"install the torch these wheels were built for ({pins}), or build them for this torch: {build}"
+    return f"build a wheel for these GPUs (in an environment with the torch you use): {build}"
 
 
 def cpu_torch_warning(torch: TorchInfo, decision: Decision) -> str | None:
@@ -193,35 +209,51 @@ def links_in(page: str, base_url: str) -> list[Candidate]:
     return out
 
 
-def project_page_url(source: str) -> str:
-    """Pure: prebuild's project page for an index URL given as the site root, its
-    ``simple/`` index, or the project page itself (a site may itself be named prebuild)."""
+def project_page_url(source: str, project: str = "prebuild") -> str:
+    """Pure: a project's page for an index URL given as the site root, its ``simple/``
+    index, or the project page itself (a site may itself be named after the project)."""
+    name = canonicalize_name(project)
     url = source.rstrip("/")
-    if url.endswith("/simple/prebuild"):
+    if url.endswith(f"/simple/{name}"):
         return url + "/"
     if url.endswith("/simple"):
-        return url + "/prebuild/"
-    return url + "/simple/prebuild/"
+        return url + f"/{name}/"
+    return url + f"/simple/{name}/"
 
 
-def find_candidates(source: str) -> list[Candidate]:
-    """Wheels in a folder of wheels, a site written by ``prebuild index``, or at a PEP 503
-    index URL (``file://``, ``https://``: the site, its ``simple/`` index or the project page)."""
+def _project_of(filename: str) -> str | None:
+    try:
+        return canonicalize_name(parse_wheel_filename(filename)[0])
+    except InvalidWheelFilename:
+        return None
+
+
+def find_candidates(source: str, project: str = "prebuild") -> list[Candidate]:
+    """The project's wheels in a folder of wheels, a site written by ``prebuild index``, or
+    at a PEP 503 index URL (``file://``, ``https://``: the site, its ``simple/`` index or
+    the project page)."""
+    name = canonicalize_name(project)
     if "://" not in source:
         path = Path(source)
         if (path / "index.json").is_file():
             data = json.loads((path / "index.json").read_text(encoding="utf-8"))
-            return [Candidate(w["filename"], str(path / w["path"])) for w in data["wheels"]]
-        if path.is_dir():
+            wheels = [Candidate(w["filename"], str(path / w["path"])) for w in data["wheels"]]
+        elif path.is_dir():
             wheels = [Candidate(p.name, str(p.resolve())) for p in sorted(path.glob("*.whl"))]
             if not wheels:
                 raise SourceError(f"no wheels (*.whl) in {path}")
-            return wheels
-        raise SourceError(f"{source} is not a folder of wheels, a site, or an index URL")
-    url = project_page_url(source)
+        else:
+            raise SourceError(f"{source} is not a folder of wheels, a site, or an index URL")
+        mine = [c for c in wheels if _project_of(c.filename) == name]
+        if not mine:
+            others = sorted({p for c in wheels if (p := _project_of(c.filename))})
+            raise SourceError(f"no wheels of {project} in {source}; it holds wheels of {', '.join(others)}: "
+                              "name one of them (prebuild install NAME --from ...)")  # fmt: skip
+        return mine
+    url = project_page_url(source, project)
     try:
         with urllib.request.urlopen(url if not url.startswith("file:") else url + "index.html", timeout=30) as r:
             page = r.read().decode("utf-8", "replace")
     except (OSError, ValueError) as exc:
-        raise SourceError(f"cannot read the index page {url}: {exc}") from exc
-    return links_in(page, url)
+        raise SourceError(f"cannot read the index page {url} (is {project} on that index?): {exc}") from exc
+    return [c for c in links_in(page, url) if _project_of(c.filename) == name]

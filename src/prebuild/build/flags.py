@@ -127,6 +127,11 @@ def torch_tag(torch_version: str) -> str:
     return f"pt{v.major}{v.minor}"
 
 
+def torch_minor_of(tag: str) -> str:
+    """``pt214`` -> ``2.14``: the inverse of ``torch_tag``."""
+    return f"{tag[2]}.{tag[3:]}"
+
+
 def torch_pin(torch_version: str) -> str:
     """``torch>=2.14,<2.15``: a classic (``torch/extension.h``) extension uses torch's C++ ABI,
     which holds within one minor release only."""
