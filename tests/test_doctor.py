@@ -3,6 +3,7 @@ a fake extensions dir (stale, recent, held by a live process)."""
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
 import os
 import subprocess
@@ -19,16 +20,20 @@ from prebuild.doctor import (
     UNKNOWN,
     WARN,
     Facts,
+    InstalledProject,
     JitLock,
     clear_command,
     diagnose,
+    extension_module,
     extension_roots,
     find_jit_locks,
+    installed_projects,
     op_verdicts,
     parse_proc_locks,
+    project_checks,
 )
 from prebuild.gpus import Gpu, GpuQuery, TorchInfo
-from prebuild.manifest import Library, Manifest
+from prebuild.manifest import BuiltLibrary, Library, Manifest, ProjectManifest
 
 PREBUILD = Path(sys.executable).parent / "prebuild"
 
@@ -210,3 +215,117 @@ def test_doctor_command_without_nvcc_finds_the_locks_and_its_command_is_safe(ext
     text = subprocess.run([str(PREBUILD), "doctor", "--no-load"], capture_output=True, text=True, env=env, timeout=300)
     assert text.returncode == 0, text.stderr
     assert "busy_ext" in text.stdout and f"pid {pid}" in text.stdout and "nvcc" not in text.stderr
+
+
+# --- other projects' wheels built by prebuild ---------------------------------------------
+
+SO = "plain_ext/_C.cpython-311-x86_64-linux-gnu.so"
+
+
+def project(sass="sm_90", ptx="", torch="2.14.1+cu130", cuda="13.0", **kw) -> InstalledProject:
+    archs, ptx_archs = parse_arch_list(sass), parse_arch_list(ptx)
+    m = ProjectManifest(kind="classic", torch=torch, torch_cuda=cuda, cuda=cuda, python_tag="cp311-cp311-linux_x86_64",
+                        sass_archs=archs, ptx_archs=ptx_archs, libraries=(BuiltLibrary(SO, "0" * 64, 1, archs, ptx_archs),))  # fmt: skip
+    base = dict(name="plain-ext", version="0.1.0+pt214.cu130.sm90", manifest=m, modules=("plain_ext._C",), load_error="")
+    base.update(kw)
+    return InstalledProject(**base)
+
+
+def gpus(*caps, driver="13.0") -> GpuQuery:
+    return GpuQuery(tuple(Gpu(i, f"GPU{i}", cap) for i, cap in enumerate(caps)), "580.1", driver if caps else None)
+
+
+def statuses(checks):
+    return [(c.status, c.message.split(":")[0]) for c in checks]
+
+
+def test_extension_module_names():
+    assert extension_module(SO) == "plain_ext._C"
+    assert extension_module("fused_ssim_cuda.cpython-311-x86_64-linux-gnu.so") == "fused_ssim_cuda"
+    assert extension_module("pkg/_C.abi3.so") == "pkg._C"
+    assert extension_module("pkg/lib/libfoo.so.1") is None
+    assert extension_module("my-pkg/_C.abi3.so") is None  # not importable as a module path
+
+
+def test_a_project_that_fits_this_machine():
+    t = TorchInfo("2.14.1+cu130", "13.0", True)
+    checks = project_checks(project(), t, gpus((9, 0)))
+    assert all(c.status == OK for c in checks), checks
+    assert "classic build for torch 2.14 (built with 2.14.1+cu130), CUDA 13.0, archs sm_90" in checks[0].message
+    assert any(c.message == "cuda:0 GPU0 (9.0): SASS sm_90" for c in checks)
+    assert checks[-1].message == "plain_ext._C import (checked in a child process)"
+    assert {c.area for c in checks} == {"plain-ext"}
+
+
+def test_a_project_built_for_another_torch_fails_with_both_fixes():
+    (row,) = [c for c in project_checks(project(), TorchInfo("2.15.0+cu130", "13.0", True), gpus((9, 0)))
+              if c.status == FAIL]  # fmt: skip
+    assert "built for torch 2.14; torch 2.15.0+cu130 is installed" in row.message and "undefined symbol" in row.message
+    assert row.fix == "pip install 'torch==2.14.*', or build it for this torch: prebuild wheel --arch sm_90 plain-ext"
+
+
+def test_a_project_next_to_a_cpu_torch_or_another_cuda_major():
+    cpu = [c for c in project_checks(project(), TorchInfo("2.14.1+cpu", None, True), gpus()) if c.status == FAIL]
+    assert len(cpu) == 1 and "CPU build" in cpu[0].message
+    assert cpu[0].fix == "pip install 'torch==2.14.*' --index-url https://download.pytorch.org/whl/cu130"
+    cu12 = [c for c in project_checks(project(), TorchInfo("2.14.1+cu128", "12.8", True), gpus()) if c.status == FAIL]
+    assert len(cu12) == 1 and "torch uses CUDA 12.8" in cu12[0].message
+    old_driver = project_checks(project(), TorchInfo("2.14.1+cu130", "13.0", True), gpus((9, 0), driver="12.8"))
+    assert any(c.status == FAIL and "driver supports CUDA 12.8" in c.message for c in old_driver)
+    missing = project_checks(project(), TorchInfo(None, None, None, "no torch"), gpus())
+    assert missing[-1].status == FAIL and missing[-1].fix == "pip install 'torch==2.14.*'"
+
+
+def test_gpus_without_code_fail_and_ptx_only_warns():
+    t = TorchInfo("2.14.1+cu130", "13.0", True)
+    checks = project_checks(project("sm_90", "compute_90"), t, gpus((8, 6), (9, 0), (12, 0)))
+    assert statuses(checks)[1:4] == [(FAIL, "cuda"), (OK, "cuda"), (WARN, "cuda")]
+    assert "no kernel image is available" in checks[1].message and "holds sm_90, compute_90" in checks[1].message
+    assert checks[1].fix == "prebuild install plain-ext --from SITE, or prebuild wheel --arch sm_120,sm_86,sm_90 plain-ext"
+    assert "PTX compute_90 only" in checks[3].message
+
+
+def test_a_damaged_or_unloadable_project_fails_and_the_report_counts_it():
+    t = TorchInfo("2.14.1+cu130", "13.0", True)
+    damaged = project(problem=f"{SO}: sha256 0123... is not the manifest's ...: altered or replaced", load_error=None)
+    first = project_checks(damaged, t, gpus())[0]
+    assert first.status == FAIL and "altered or replaced" in first.message and "--force-reinstall" in first.fix
+    unreadable = project_checks(InstalledProject("x", "1.0", None, "prebuild.json is malformed: ..."), t, gpus())
+    assert statuses(unreadable) == [(FAIL, "x 1.0")]
+    broken = project(load_error="ImportError: undefined symbol: _ZN3c10...")
+    assert project_checks(broken, t, gpus())[-1].status == FAIL
+    checks = diagnose(facts(projects=[broken]))
+    assert any(c.area == "plain-ext" and "undefined symbol" in c.message for c in checks)
+
+
+def test_installed_projects_finds_every_distribution_with_a_prebuild_manifest(tmp_path, monkeypatch):
+    """A made-up installed project: a real extension module (the stdlib's _bisect, standing
+    in for a CUDA extension) and a plain shared library (not imported), found by its
+    .dist-info/prebuild.json, its module imported in a child after torch."""
+    import _bisect
+    import hashlib
+
+    site = tmp_path / "site"
+    (site / "fake_ext").mkdir(parents=True)
+    files = {f"fake_ext/_bisect{importlib.machinery.EXTENSION_SUFFIXES[0]}": Path(_bisect.__file__).read_bytes(),
+             "fake_ext/libhelper.so": (Path(__file__).parents[1] / "src" / "prebuild" / "_C.abi3.so").read_bytes()}  # fmt: skip
+    for name, data in files.items():
+        (site / name).write_bytes(data)
+    libs = tuple(BuiltLibrary(name, hashlib.sha256(data).hexdigest(), len(data)) for name, data in files.items())
+    manifest = ProjectManifest(kind="classic", torch="2.13.0+cpu", torch_cuda=None, cuda="13.0",
+                               python_tag="cp311-cp311-linux_x86_64", sass_archs=(), ptx_archs=(), libraries=libs)  # fmt: skip
+    info = site / "fake_ext-1.0+pt213.cu130.sm90.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-ext\nVersion: 1.0+pt213.cu130.sm90\n")
+    (info / "prebuild.json").write_text(manifest.to_json())
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", str(site))  # for the child that imports it
+    (found,) = installed_projects(check_load=True)
+    assert (found.name, found.problem, found.modules, found.load_error) == ("fake-ext", "", ("fake_ext._bisect",), "")
+    (site / "fake_ext" / "libhelper.so").write_bytes(b"\x7fELF broken")
+    (damaged,) = installed_projects(check_load=True)
+    assert damaged.problem.startswith("fake_ext/libhelper.so: damaged: ") and damaged.manifest == manifest
+    assert damaged.load_error is None  # not imported when damaged
+    (site / "fake_ext" / "libhelper.so").unlink()
+    (missing,) = installed_projects(check_load=True)
+    assert "listed in the manifest but missing" in missing.problem and missing.modules == ()

@@ -243,6 +243,7 @@ def test_inspect_another_projects_wheel(tmp_path, classic_so):
     data = json.loads(runner.invoke(app, ["inspect", str(wheel), "--json"]).stdout)
     assert data["manifest"]["kind"] == "classic" and data["manifest"]["torch"] == "2.14.1+cu130"
     assert data["libraries"][0]["file"] == CLASSIC_SO and data["libraries"][0]["kind"] == "cuda"
+    assert data["libraries"][0]["sass"] == ["sm_80"] and data["libraries"][0]["linked_sass"] == []  # all its own
     # A manifest claiming sm_90 too: the library holds sm_80 only.
     lying = make_classic_wheel(tmp_path / "lie.whl", files, classic_manifest(libs, "sm_80,sm_90"))
     result = runner.invoke(app, ["inspect", str(lying)], env={"COLUMNS": "250"})

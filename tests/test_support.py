@@ -17,9 +17,12 @@ from prebuild.support import (
     README_END,
     README_START,
     CudaRelease,
+    classic_matrix,
     matrix,
     readme_with_table,
     support_table,
+    torch_minor_of,
+    torch_tag,
     variant_name,
 )
 
@@ -85,3 +88,49 @@ def test_cli_matrix_unknown_cuda_is_refused(bad):
     result = runner.invoke(app, ["matrix", "--cuda", bad])
     assert result.exit_code == 2
     assert "no CUDA" in result.output and "13.0" in result.output
+
+
+def test_matrix_for_some_archs_puts_ptx_on_the_newest_of_them():
+    jobs = matrix(CUDA_RELEASES[-1:], parse_arch_list("sm_90,sm_80"))["include"]
+    assert [(j["arch"], j["ptx"]) for j in jobs] == [("sm_80", False), ("sm_90", True)]
+
+
+def test_classic_matrix_adds_a_torch_axis_and_how_each_job_gets_that_torch():
+    releases = (CudaRelease("12.8", parse_arch_list("sm_80")), CudaRelease("13.0", parse_arch_list("sm_80,sm_90")))
+    jobs = classic_matrix(("2.14.1", "2.13", "2.14"), releases)["include"]  # 2.14.1 and 2.14: one torch
+    assert [(j["torch"], j["cuda"], j["arch"], j["ptx"], j["variant"]) for j in jobs] == [
+        ("2.14", "12.8", "sm_80", True, "pt214-cu128-sm80"),
+        ("2.14", "13.0", "sm_80", False, "pt214-cu130-sm80"),
+        ("2.14", "13.0", "sm_90", True, "pt214-cu130-sm90"),
+        ("2.13", "12.8", "sm_80", True, "pt213-cu128-sm80"),
+        ("2.13", "13.0", "sm_80", False, "pt213-cu130-sm80"),
+        ("2.13", "13.0", "sm_90", True, "pt213-cu130-sm90"),
+    ]
+    assert jobs[2]["torch_tag"] == "pt214"
+    assert jobs[2]["torch_install"] == "pip install 'torch==2.14.*' --index-url https://download.pytorch.org/whl/cu130"
+    # The variant is the one the wheel's label parses to (prebuild index's directories).
+    from prebuild.index import parse_variant
+
+    assert parse_variant("pt214.cu130.sm90").name == jobs[2]["variant"]
+    assert torch_tag("2.14.1+cu130") == "pt214" and torch_minor_of("pt214") == "2.14"
+    for bad in ("2", "two"):
+        with pytest.raises(ValueError, match="2.14"):
+            classic_matrix((bad,), releases)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--torch", "2"], "give torch's minor release too"),
+    (["--torch", "abc"], "not a torch version"),
+    (["--arch", "sm_61"], "sm_61 is not in the support table"),
+    (["--arch", "sm_6"], "sm_6"),
+    (["--markdown", "--torch", "2.14"], "takes --cuda only"),
+])  # fmt: skip
+def test_cli_matrix_refuses_bad_torch_and_arch(args, message):
+    result = runner.invoke(app, ["matrix", *args], env={"COLUMNS": "200"})
+    assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_cli_matrix_torch_axis():
+    result = runner.invoke(app, ["matrix", "--torch", "2.14", "--cuda", "13.0", "--arch", "sm_80,sm_90"])
+    assert result.exit_code == 0, result.output
+    assert [j["variant"] for j in json.loads(result.stdout)["include"]] == ["pt214-cu130-sm80", "pt214-cu130-sm90"]

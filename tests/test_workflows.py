@@ -16,7 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prebuild.support import matrix
+from prebuild.arch import parse_arch_list
+from prebuild.support import CUDA_RELEASES, classic_matrix, matrix
+
+ARCHS_80_90 = parse_arch_list("sm_80,sm_90")
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -93,6 +96,20 @@ def test_cibuildwheel_rejects_a_broken_config(tmp_path):
     assert proc.returncode != 0 and "bogus" in proc.stderr
 
 
+def test_project_wheels_jobs_come_from_the_torch_matrix_and_use_each_entry():
+    """Another project's wheels: every `matrix.X` the jobs read is a key of `prebuild
+    matrix --torch` entries; each job installs that torch and runs prebuild wheel."""
+    text = (WORKFLOWS / "project-wheels.yml").read_text()
+    jobs = load("project-wheels.yml")["jobs"]
+    assert "matrix.sh --torch" in json.dumps(jobs["matrix"]["steps"])
+    assert jobs["wheels"]["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.matrix) }}"
+    entry = classic_matrix(("2.14",))["include"][0]
+    assert set(re.findall(r"\${{[^}]*(?<![.\w])matrix\.(\w+)", text)) <= set(entry)
+    steps = json.dumps(jobs["wheels"]["steps"])
+    assert "${{ matrix.torch_install }}" in steps and "prebuild.cli wheel --arch" in steps
+    assert "publish_index.sh" in json.dumps(jobs["publish"]["steps"])
+
+
 # --- the scripts ----------------------------------------------------------------------------
 
 
@@ -107,6 +124,10 @@ def test_matrix_script_writes_the_matrix_output(tmp_path):
     assert {j["cuda"] for j in json.loads(out.read_text().split("=", 1)[1])["include"]} == {"13.0"}
     bad = subprocess.run([str(CI / "matrix.sh"), "--cuda", "1.0"], env=env, capture_output=True, text=True)
     assert bad.returncode == 2
+    out.unlink()  # as project-wheels.yml calls it
+    subprocess.run([str(CI / "matrix.sh"), "--torch", "2.14", "--cuda", "13.0", "--arch", "sm_80,sm_90"], check=True,
+                   env=env, timeout=120)  # fmt: skip
+    assert json.loads(out.read_text().split("=", 1)[1]) == classic_matrix(("2.14",), CUDA_RELEASES[-1:], ARCHS_80_90)
 
 
 @pytest.mark.parametrize("version, packages", [

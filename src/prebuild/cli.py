@@ -258,11 +258,12 @@ def inspect(
     for column in ("library", "kind", "SASS", "PTX", "linked", "sha256"):
         table.add_column(column, overflow="fold")
     for lib in report.libraries:
+        code = report.code_of(lib)
         table.add_row(
             lib.file, report.kind_of(lib.file) or "-",
-            ", ".join(a.sm for a in lib.code.sass) or "-",
-            ", ".join(a.compute for a in lib.code.ptx) or "-",
-            ", ".join(a.sm for a in lib.code.linked_sass) or "-",
+            ", ".join(a.sm for a in code.sass) or "-",
+            ", ".join(a.compute for a in code.ptx) or "-",
+            ", ".join(a.sm for a in code.linked_sass) or "-",
             lib.sha256[:12],
         )  # fmt: skip
     out.print(table)
@@ -280,15 +281,22 @@ def matrix(
         False, "--markdown", help="Print README's support table (Markdown) instead of the JSON matrix."
     ),
     cuda: Optional[List[str]] = typer.Option(
-        None, "--cuda", help="Only these CUDA versions (e.g. --cuda 13.0); repeatable."
+        None, "--cuda", metavar="VERSIONS", help="Only these CUDA versions (e.g. --cuda 13.0); comma-separated or repeated."
+    ),
+    arch: Optional[List[str]] = typer.Option(
+        None, "--arch", "-a", metavar="ARCHS", help="Only these archs of the table (e.g. --arch sm_80,sm_90)."
+    ),
+    torch: Optional[List[str]] = typer.Option(
+        None, "--torch", metavar="VERSIONS",
+        help="For another project's classic (torch/extension.h) wheels, which are tied to one torch "
+        "minor release: one job per torch too (e.g. --torch 2.13,2.14).",
     ),
 ) -> None:
     """Print the CI wheel matrix (CUDA versions x GPU archs) as JSON for GitHub Actions.
 
-    One job per (CUDA version, arch); each entry has cuda, cuda_tag, arch, ptx (true for the
-    newest arch, whose wheel also carries PTX for GPUs newer than any listed) and variant
-    (the index a wheel is published under). The same table in prebuild/support.py makes
-    README's support table (--markdown) and the default archs of a source build.
+    One job per (CUDA version, arch); each entry has cuda, cuda_tag, arch, ptx (true for the newest arch, whose wheel also carries PTX for GPUs newer than any listed) and variant (the index a wheel is published under). The same table in prebuild/support.py makes README's support table (--markdown) and the default archs of a source build.
+
+    With --torch, the matrix is for another project's wheels (`prebuild wheel --arch ARCH PROJECT`): one job per (torch, CUDA version, arch), each entry also with torch, torch_tag, a variant such as pt214-cu130-sm90, and torch_install, the pip command that installs that torch's CUDA build in the job. Each torch is paired with each CUDA version given: pass --cuda for the ones PyTorch publishes builds of that torch for.
 
     Examples:
 
@@ -297,23 +305,45 @@ def matrix(
       echo "matrix=$(prebuild matrix)" >> "$GITHUB_OUTPUT"  # in a workflow
 
       prebuild matrix --cuda 13.0 --markdown
+
+      prebuild matrix --torch 2.14 --cuda 13.0 --arch sm_80,sm_90  # a project's
     """
     import json
 
     from prebuild import support
 
+    def listed(values: Optional[List[str]]) -> list[str]:
+        return [v.strip() for item in values or () for v in item.split(",") if v.strip()]
+
     releases = support.CUDA_RELEASES
     if cuda:
-        wanted = {v.strip() for item in cuda for v in item.split(",") if v.strip()}
+        wanted = set(listed(cuda))
         known = {r.version for r in releases}
         unknown = sorted(wanted - known)
         if unknown:
             raise _fail(f"no CUDA {', '.join(unknown)} in the support table; it has {', '.join(sorted(known))}")
         releases = tuple(r for r in releases if r.version in wanted)
+    archs = None
+    if arch:
+        try:
+            archs = parse_arch_list(",".join(arch))
+        except ArchError as exc:
+            raise _fail(str(exc)) from None
+        missing = [a.sm for a in archs if a not in support.ALL_ARCHS]
+        if missing:
+            raise _fail(f"{', '.join(missing)} is not in the support table; it has "
+                        f"{', '.join(a.sm for a in support.ALL_ARCHS)}")  # fmt: skip
     if markdown:
+        if torch or arch:
+            raise _fail("--markdown prints the support table of prebuild's own wheels: it takes --cuda only")
         print(support.support_table(releases), end="")
+    elif torch:
+        try:
+            print(json.dumps(support.classic_matrix(tuple(listed(torch)), releases, archs), separators=(",", ":")))
+        except ValueError as exc:
+            raise _fail(str(exc)) from None
     else:
-        print(json.dumps(support.matrix(releases), separators=(",", ":")))
+        print(json.dumps(support.matrix(releases, archs), separators=(",", ":")))
 
 
 @app.command()
@@ -454,7 +484,8 @@ def install(
         raise typer.Exit(code)
     command = [sys.executable, "-m", "pip", "install", decision.chosen.candidate.location]
     err.print(f"Running: {' '.join(command)}", highlight=False)
-    if subprocess.run(command).returncode != 0:
+    # With --json, stdout holds the JSON only: pip's own output goes to stderr.
+    if subprocess.run(command, stdout=sys.stderr if as_json else None).returncode != 0:
         raise _fail("pip install failed (its output is above)", code=1)
 
 
@@ -478,7 +509,10 @@ def doctor(
     whether its libraries are intact and load); each visible GPU (NVML: pip install
     nvidia-ml-py); the driver's CUDA version against the wheel's; and for every op and GPU
     whether it runs SASS, PTX through the driver's JIT, or nothing, with the reason and the
-    fix. It also lists JIT lock files that other packages' builds left under
+    fix. Every other installed project whose wheel prebuild built (`prebuild wheel --arch ...
+    PROJECT`) gets its own rows: libraries intact, the torch minor release and CUDA it needs
+    against the installed torch, code for each GPU, and its extension modules imported in a
+    child process. It also lists JIT lock files that other packages' builds left under
     TORCH_EXTENSIONS_DIR or ~/.cache/torch_extensions, with their age and the process holding
     them if one is alive, and prints the command that removes only the stale ones.
 

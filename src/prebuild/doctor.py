@@ -1,15 +1,20 @@
 """``prebuild doctor``: why prebuild does or does not run here, in one report.
 
 Facts are gathered without nvcc and without a CUDA context in this process (GPUs through
-NVML; the libraries are test-loaded in a short-lived child process); ``diagnose`` and
-``op_verdicts`` are pure and turn facts into checks through the loader's own rules
-(``prebuild.runtime.compat``). It also finds the JIT lock files that other packages'
-``torch.utils.cpp_extension`` builds leave under ``TORCH_EXTENSIONS_DIR`` or
-``~/.cache/torch_extensions``, which make later builds wait forever.
+NVML; the libraries are test-loaded in a short-lived child process); ``diagnose``,
+``op_verdicts`` and ``project_checks`` are pure and turn facts into checks through the
+loader's own rules (``prebuild.runtime.compat``). Besides prebuild's own kernels it checks
+every installed distribution that carries a prebuild manifest (another project's wheel
+built by ``prebuild wheel --arch ... PROJECT``) against torch and the GPUs. It also finds
+the JIT lock files that other packages' ``torch.utils.cpp_extension`` builds leave under
+``TORCH_EXTENSIONS_DIR`` or ``~/.cache/torch_extensions``, which make later builds wait
+forever.
 """
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.metadata
 import os
 import platform
 import shlex
@@ -19,9 +24,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prebuild.arch import CodeKind, format_capability, select_code
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from prebuild.arch import CodeKind, arch_for_capability, format_capability, select_code
 from prebuild.gpus import GpuQuery, TorchInfo
-from prebuild.manifest import Manifest, ManifestError, read_manifest, verify_libraries
+from prebuild.manifest import (
+    PROJECT_MANIFEST_NAME,
+    Manifest,
+    ManifestError,
+    ProjectManifest,
+    read_manifest,
+    verify_libraries,
+)
 from prebuild.runtime import compat
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -168,6 +183,7 @@ class Facts:
     load_error: str | None = None  # None: not checked; "": loaded fine
     ops: tuple[str, ...] = ()
     strict: bool = False
+    projects: list["InstalledProject"] = field(default_factory=list)
 
 
 def installed_package() -> tuple[Path, Manifest | None, str]:
@@ -187,19 +203,71 @@ def installed_package() -> tuple[Path, Manifest | None, str]:
 
 
 LOAD_SCRIPT = "from prebuild.ops import *; print('loaded')"  # every library and op family
+# Another project's extension modules, after torch (whose libraries they need loaded first).
+IMPORT_SCRIPT = "import importlib, sys, torch\nfor m in sys.argv[1:]: importlib.import_module(m)\nprint('loaded')"
 
 
-def load_check(timeout: float = 300) -> str:
-    """Load the libraries in a short-lived child (this process stays free of them): ""
-    when they load, else the child's last error line."""
+def load_check(script: str = LOAD_SCRIPT, args: tuple[str, ...] = (), timeout: float = 300) -> str:
+    """Load libraries in a short-lived child (this process stays free of them): "" when
+    they load, else the child's last error line."""
     try:
-        proc = subprocess.run([sys.executable, "-c", LOAD_SCRIPT], capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return f"loading took more than {timeout:.0f} s"
     if proc.returncode == 0 and proc.stdout.strip().endswith("loaded"):
         return ""
     lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
     return lines[-1] if lines else f"exit code {proc.returncode}"
+
+
+@dataclass(frozen=True)
+class InstalledProject:
+    """An installed distribution whose wheel prebuild built (``.dist-info/prebuild.json``)."""
+
+    name: str
+    version: str
+    manifest: ProjectManifest | None
+    problem: str = ""  # the manifest unreadable, or libraries missing or altered; "" when fine
+    modules: tuple[str, ...] = ()  # its extension modules
+    load_error: str | None = None  # None: not checked; "": imported fine
+
+
+def extension_module(file: str) -> str | None:
+    """Pure: the module a library path inside a wheel would be (``pkg/_C.cpython-311-x86_64-linux-gnu.so``
+    -> ``pkg._C``); None when it cannot be one (``pkg/lib/libfoo.so.1``). Whether it is one,
+    its ``PyInit_`` symbol says (``installed_projects``)."""
+    for suffix in sorted(importlib.machinery.EXTENSION_SUFFIXES, key=len, reverse=True):
+        if file.endswith(suffix):
+            parts = file[: -len(suffix)].split("/")
+            return ".".join(parts) if all(p.isidentifier() for p in parts) else None
+    return None
+
+
+def installed_projects(check_load: bool = True) -> list[InstalledProject]:
+    """Every installed distribution carrying a prebuild manifest, its libraries checked
+    (sha256 and archs, by ``prebuild.inspection``) and, when intact, imported in a child."""
+    from prebuild.inspection import InspectionError, exports_symbol, inspect_distribution  # noqa: PLC0415 - pyelftools
+
+    found: dict[str, InstalledProject] = {}
+    for dist in importlib.metadata.distributions():
+        name = str(dist.metadata["Name"] or "")
+        if not name or canonicalize_name(name) in found or dist.read_text(PROJECT_MANIFEST_NAME) is None:
+            continue  # not ours, or shadowed by the same name earlier on sys.path
+        try:
+            report = inspect_distribution(name)
+        except (ManifestError, InspectionError, OSError) as exc:
+            found[canonicalize_name(name)] = InstalledProject(name, dist.version, None, str(exc))
+            continue
+        manifest = report.manifest
+        assert isinstance(manifest, ProjectManifest)
+        problem = "; ".join(f"{d.file}: {d.message}" for d in report.disagreements)
+        modules: tuple[str, ...] = ()
+        if not problem:  # every library is there, as built
+            modules = tuple(m for lib in manifest.libraries if (m := extension_module(lib.file)) and exports_symbol(
+                Path(str(dist.locate_file(lib.file))).read_bytes(), f"PyInit_{m.rsplit('.', 1)[-1]}"))  # fmt: skip
+        load_error = load_check(IMPORT_SCRIPT, modules) if check_load and modules else None
+        found[canonicalize_name(name)] = InstalledProject(name, dist.version, manifest, problem, modules, load_error)
+    return sorted(found.values(), key=lambda p: canonicalize_name(p.name))
 
 
 def gather(env: dict[str, str] | None = None, check_load: bool = True) -> Facts:
@@ -221,6 +289,7 @@ def gather(env: dict[str, str] | None = None, check_load: bool = True) -> Facts:
         load_error=load_check() if check_load and manifest is not None and not install_error else None,
         ops=tuple(sorted(_OPS)),
         strict=env.get(STRICT_ENV, "") == "1",
+        projects=installed_projects(check_load),
     )
 
 
@@ -338,6 +407,74 @@ def diagnose(facts: Facts) -> list[Check]:
                             clear_command(facts.locks)))  # fmt: skip
     elif facts.locks:
         checks.append(Check("jit locks", OK, f"{len(facts.locks)} JIT lock file(s), held by a live or recent build"))
+    for project in facts.projects:
+        checks.extend(project_checks(project, t, g))
+    return checks
+
+
+def _minor(version: str) -> str | None:
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return None
+    return f"{v.major}.{v.minor}"
+
+
+def project_checks(p: InstalledProject, torch: TorchInfo, gpus: GpuQuery) -> list[Check]:
+    """Pure: whether another project's prebuilt wheel runs here. Its libraries use torch's C++
+    ABI, so they need the torch minor release they were built against, a CUDA build of it
+    with the same CUDA major, a driver for that CUDA, and SASS (or PTX) for every GPU."""
+    area = p.name
+    reinstall = f"pip install --force-reinstall --no-deps <the {p.name} wheel>, or prebuild install {p.name} --from SITE"
+    m = p.manifest
+    if m is None:
+        return [Check(area, FAIL, f"{p.name} {p.version}: {p.problem}", reinstall)]
+    archs = ", ".join([a.sm for a in m.sass_archs] + [a.compute for a in m.ptx_archs]) or "none"
+    checks = [Check(area, FAIL if p.problem else OK,
+                    f"{p.name} {p.version}: {m.kind} build for torch {m.torch_minor} (built with {m.torch}), "
+                    f"CUDA {m.cuda}, archs {archs}" + (f"; {p.problem}" if p.problem else ""),
+                    reinstall if p.problem else "")]  # fmt: skip
+    need_archs = ",".join(sorted({arch_for_capability(g.capability).sm for g in gpus.gpus})) or "sm_XX"
+    rebuild = f"prebuild wheel --arch {need_archs} {p.name}"
+    if torch.version is None:
+        checks.append(Check(area, FAIL, f"torch is not installed; {p.name} needs torch {m.torch_minor}",
+                            f"pip install 'torch=={m.torch_minor}.*'"))  # fmt: skip
+        return checks
+    if _minor(torch.version) != m.torch_minor:
+        checks.append(Check(area, FAIL,
+                            f"built for torch {m.torch_minor}; torch {torch.version} is installed: its C++ ABI "
+                            "differs, so importing fails (undefined symbol) or misbehaves",
+                            f"pip install 'torch=={m.torch_minor}.*', or build it for this torch: {rebuild}"))  # fmt: skip
+    elif torch.cuda is None:
+        checks.append(Check(area, FAIL,
+                            f"torch {torch.version} is a CPU build: {p.name}'s CUDA extension links torch's CUDA "
+                            "libraries and cannot load with it",
+                            compat.cuda_torch_command(m.cuda, m.torch_minor, same_minor=True)))  # fmt: skip
+    elif not compat.same_cuda_major(m.cuda, torch.cuda):
+        checks.append(Check(area, FAIL, f"built with CUDA {m.cuda}; torch uses CUDA {torch.cuda} (the majors must match)",
+                            f"install a torch {m.torch_minor} for CUDA {m.cuda}, or build it with this torch: {rebuild}"))  # fmt: skip
+    if gpus.driver_cuda and not compat.driver_supports(m.cuda, gpus.driver_cuda):
+        checks.append(Check(area, FAIL, f"built with CUDA {m.cuda}; the driver supports CUDA {gpus.driver_cuda} at most",
+                            f"update the NVIDIA driver to one for CUDA {m.cuda}"))  # fmt: skip
+    for gpu in gpus.gpus:
+        device = f"cuda:{gpu.index} {gpu.name} ({format_capability(gpu.capability)})"
+        choice = select_code(gpu.capability, m.sass_archs, m.ptx_archs)
+        if choice.kind is CodeKind.SASS:
+            checks.append(Check(area, OK, f"{device}: SASS {choice.arch.sm}"))  # type: ignore[union-attr]
+        elif choice.kind is CodeKind.PTX:
+            checks.append(Check(area, WARN, f"{device}: PTX {choice.arch.compute} only, compiled by the driver's "  # type: ignore[union-attr]
+                                "JIT at first use (slow start, cached per user)",
+                                f"prebuild install {p.name} --from SITE, or {rebuild}"))  # fmt: skip
+        else:
+            checks.append(Check(area, FAIL, f"{device}: no code for this GPU (the wheel holds {archs}): CUDA "
+                                "calls fail with 'no kernel image is available'",
+                                f"prebuild install {p.name} --from SITE, or {rebuild}"))  # fmt: skip
+    if p.load_error is not None:
+        modules = ", ".join(p.modules)
+        checks.append(Check(area, FAIL if p.load_error else OK,
+                            f"import {modules}: {p.load_error}" if p.load_error
+                            else f"{modules} import (checked in a child process)",
+                            rebuild if p.load_error else ""))  # fmt: skip
     return checks
 
 
@@ -353,6 +490,11 @@ def to_dict(facts: Facts, checks: list[Check], verdicts: list[OpVerdict]) -> dic
             "ptx_archs": [a.compute for a in facts.manifest.ptx_archs], "torch_target": facts.manifest.torch_target,
         },
         "gpus": facts.gpus.to_dict(),
+        "projects": [{"name": p.name, "version": p.version, "modules": list(p.modules), "problem": p.problem,
+                      "manifest": None if p.manifest is None else p.manifest.to_dict() | {"torch_minor": p.manifest.torch_minor},
+                      "checks": [{"status": c.status, "message": c.message, "fix": c.fix}
+                                 for c in project_checks(p, facts.torch, facts.gpus)]}
+                     for p in facts.projects],
         "checks": [{"area": c.area, "status": c.status, "message": c.message, "fix": c.fix} for c in checks],
         "ops": [{"op": v.op, "device": v.device, "code": v.code, "status": v.status, "reason": v.reason} for v in verdicts],
         "jit_locks": [{"path": str(lock.path), "age_seconds": round(lock.age_seconds), "stale": lock.stale, "state": lock.state,

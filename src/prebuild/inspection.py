@@ -58,6 +58,16 @@ def library_code(data: bytes, name: str = "library") -> EmbeddedCode:
         raise InspectionError(f"{name}: its {FATBIN_SECTION} section is malformed: {exc}") from exc
 
 
+def exports_symbol(data: bytes, symbol: str) -> bool:
+    """Whether an ELF library exports ``symbol`` (``PyInit_<name>``: it is a Python extension
+    module, not a plain shared library)."""
+    try:
+        table = ELFFile(io.BytesIO(data)).get_section_by_name(".dynsym")
+        return table is not None and any(s.name == symbol and s["st_shndx"] != "SHN_UNDEF" for s in table.iter_symbols())  # type: ignore[attr-defined]
+    except ELFError:
+        return False
+
+
 @dataclass(frozen=True)
 class FoundLibrary:
     file: str
@@ -169,6 +179,13 @@ class Report:
         listed = [e for e in expected_libraries(self.manifest) if e.file == file] if self.manifest else []
         return listed[0].kind if listed else None
 
+    def code_of(self, lib: FoundLibrary) -> EmbeddedCode:
+        """The archs to show for a library: in another project's, all SASS is its own
+        (see ``built_library``), none "linked"."""
+        if isinstance(self.manifest, ProjectManifest):
+            return EmbeddedCode(built_library(lib).sass, lib.code.ptx)
+        return lib.code
+
     @property
     def summary(self) -> str:
         """One line: what was built, for which archs, against which torch and CUDA."""
@@ -199,9 +216,9 @@ class Report:
             "manifest": about,
             "libraries": [
                 {"file": lib.file, "kind": self.kind_of(lib.file), "sha256": lib.sha256,
-                 "sass": [a.sm for a in lib.code.sass], "ptx": [a.compute for a in lib.code.ptx],
-                 "linked_sass": [a.sm for a in lib.code.linked_sass]}
-                for lib in self.libraries
+                 "sass": [a.sm for a in code.sass], "ptx": [a.compute for a in code.ptx],
+                 "linked_sass": [a.sm for a in code.linked_sass]}
+                for lib, code in ((lib, self.code_of(lib)) for lib in self.libraries)
             ],
             "disagreements": [{"what": d.what, "file": d.file, "message": d.message} for d in self.disagreements],
         }  # fmt: skip
@@ -256,12 +273,17 @@ def inspect_distribution(name: str) -> Report:
         raise ManifestError(f"{name} {dist.version} is installed but carries no {PROJECT_MANIFEST_NAME}: "
                             "prebuild did not build it")  # fmt: skip
     manifest = ProjectManifest.from_json(text)
-    found = []
+    found, unreadable = [], []
     for lib in manifest.libraries:  # the files the manifest names, where pip put them
         path = Path(str(dist.locate_file(lib.file)))
         if path.is_file():
-            found.append(found_library(lib.file, path.read_bytes()))
-    return Report(Path(str(dist.locate_file(""))), manifest, found, compare(manifest, found, complete=False),
+            try:
+                found.append(found_library(lib.file, path.read_bytes()))
+            except InspectionError as exc:  # damaged after installing: a disagreement, not bad input
+                unreadable.append(Disagreement("file", lib.file, f"damaged: {exc}"))
+    damaged = {d.file for d in unreadable}
+    disagreements = [d for d in compare(manifest, found, complete=False) if d.file not in damaged] + unreadable
+    return Report(Path(str(dist.locate_file(""))), manifest, found, disagreements,
                   str(dist.metadata["Name"]), dist.version)  # fmt: skip
 
 

@@ -21,7 +21,8 @@ from packaging.version import Version
 
 from prebuild.arch import Arch, CodeKind, arch_for_capability, format_capability, select_code
 from prebuild.index import parse_variant
-from prebuild.build.flags import TORCH_TARGET, torch_minor_of, torch_tag
+from prebuild.build.flags import TORCH_TARGET
+from prebuild.support import torch_minor_of, torch_tag
 from prebuild.gpus import TorchInfo
 from prebuild.runtime.compat import cpu_torch_note, cuda_torch_command, driver_supports, same_cuda_major
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from packaging.version import InvalidVersion, Version
+
 from prebuild.arch import Arch, parse_arch
+from prebuild.runtime.compat import cuda_torch_command
 
 
 @dataclass(frozen=True)
@@ -65,17 +68,58 @@ def variant_name(cuda_tag: str, archs: tuple[Arch, ...]) -> str:
     return "-".join([cuda_tag, *(a.tag for a in archs)])
 
 
-def matrix(releases: tuple[CudaRelease, ...] = CUDA_RELEASES) -> dict:
-    """The GitHub Actions matrix: one job per (CUDA version, arch)."""
+def matrix(releases: tuple[CudaRelease, ...] = CUDA_RELEASES, archs: tuple[Arch, ...] | None = None) -> dict:
+    """The GitHub Actions matrix: one job per (CUDA version, arch); ``archs`` keeps only those.
+    The newest arch of each CUDA version's jobs also gets PTX, for every GPU newer than it."""
     include = []
     for release in releases:
-        for arch in release.archs:
+        chosen = [a for a in release.archs if archs is None or a in archs]
+        for arch in chosen:
             include.append({
                 "cuda": release.version,
                 "cuda_tag": release.tag,
                 "arch": arch.sm,
-                "ptx": arch == release.ptx_arch,
+                "ptx": arch == max(chosen),
                 "variant": variant_name(release.tag, (arch,)),
+            })  # fmt: skip
+    return {"include": include}
+
+
+def torch_minor(version: str) -> str:
+    """``"2.14"`` from ``2.14``, ``2.14.1`` or ``2.14.1+cu130``; ValueError when it is not a
+    torch version."""
+    try:
+        v = Version(version)
+    except InvalidVersion as exc:
+        raise ValueError(f"{version!r} is not a torch version (e.g. 2.14)") from exc
+    if len(v.release) < 2:
+        raise ValueError(f"{version!r}: give torch's minor release too (e.g. 2.14)")
+    return f"{v.major}.{v.minor}"
+
+
+def torch_tag(torch_version: str) -> str:
+    """``pt214`` for torch 2.14.1+cu130: the torch minor release a classic extension is tied to
+    (its wheels' local label and index variant)."""
+    return "pt" + torch_minor(torch_version).replace(".", "")
+
+
+def torch_minor_of(tag: str) -> str:
+    """``pt214`` -> ``2.14``: the inverse of ``torch_tag``."""
+    return f"{tag[2]}.{tag[3:]}"
+
+
+def classic_matrix(torch_versions: tuple[str, ...], releases: tuple[CudaRelease, ...] = CUDA_RELEASES,
+                   archs: tuple[Arch, ...] | None = None) -> dict:  # fmt: skip
+    """The matrix for another project's classic (torch/extension.h) wheels, which are tied to
+    one torch minor release: one job per (torch, CUDA version, arch). Each entry also says
+    how that job gets its CUDA build of torch (PyTorch's index for that CUDA release)."""
+    include = []
+    for version in dict.fromkeys(torch_minor(v) for v in torch_versions):
+        tag = torch_tag(version)
+        for entry in matrix(releases, archs)["include"]:
+            include.append({
+                "torch": version, "torch_tag": tag, **entry, "variant": f"{tag}-{entry['variant']}",
+                "torch_install": cuda_torch_command(entry["cuda"], version, same_minor=True),
             })  # fmt: skip
     return {"include": include}
 

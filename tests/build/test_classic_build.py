@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from wheel.wheelfile import WheelFile
 
-from prebuild.inspection import library_code
+from prebuild.inspection import inspect_path, library_code
 
 pytestmark = pytest.mark.slow
 
@@ -35,6 +36,13 @@ def prebuild_wheel(python: Path, *args: str) -> subprocess.CompletedProcess:
            "PATH": f"{python.parent}:{os.environ.get('PATH', '')}"}  # fmt: skip
     return subprocess.run([str(python), "-m", "prebuild.cli", "wheel", *args], capture_output=True, text=True,
                           timeout=1800, env=env)  # fmt: skip
+
+
+def prebuild(python: Path, *args: str) -> subprocess.CompletedProcess:
+    """Any other prebuild command, run the same way."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "200"}
+    return subprocess.run([str(python), "-m", "prebuild.cli", *args], capture_output=True, text=True, timeout=600,
+                          env=env)  # fmt: skip
 
 
 def all_sass(code) -> list[str]:
@@ -67,7 +75,7 @@ def plain_wheels(cuda_torch_python, tmp_path_factory) -> list[Path]:
     return sorted(out.glob("*.whl"))
 
 
-def test_plain_extension_gets_one_wheel_per_arch_holding_exactly_it(plain_wheels):
+def test_plain_extension_gets_one_wheel_per_arch_holding_exactly_it(plain_wheels, tmp_path):
     assert [w.name for w in plain_wheels] == [
         f"plain_ext-0.1.0+pt214.cu130.{sm}-cp311-cp311-linux_x86_64.whl" for sm in ("sm80", "sm90")
     ]
@@ -86,18 +94,51 @@ def test_plain_extension_gets_one_wheel_per_arch_holding_exactly_it(plain_wheels
         assert listed["file"] == name and listed["sass"] == [sm] and listed["size"] == len(libraries[name])
         assert manifest["nvcc_calls"] and all(f"-gencode=arch=compute_{sm[3:]},code={sm}" in c["run"]
                                               for c in manifest["nvcc_calls"])  # fmt: skip
+        report = inspect_path(wheel)  # prebuild inspect's reader agrees with the bytes and prebuild.json
+        assert report.ok and report.summary.startswith(f"plain_ext 0.1.0+pt214.cu130.{sm.replace('_', '')}: a classic")
+    # One index per torch and arch, each with the pip command that names the project.
+    indexed = prebuild(Path(sys.executable), "index", str(plain_wheels[0].parent), "--out", str(tmp_path / "site"))
+    assert indexed.returncode == 0, indexed.stderr
+    assert "pip install plain-ext --index-url " + (tmp_path / "site").as_uri() + "/pt214-cu130-sm90/simple" in indexed.stdout
+    # This environment's torch is 2.13: install refuses and says which torch, or what to build.
+    refused = prebuild(Path(sys.executable), "install", "plain-ext", "--from", str(tmp_path / "site"), "--arch", "sm_90",
+                       "--dry-run")  # fmt: skip
+    said = " ".join(refused.stdout.split())
+    assert refused.returncode == 3 and "Instead: install the torch these wheels were built for (pip install 'torch==2.14.*')" in said
 
 
 def test_plain_wheel_installs_and_runs_next_to_its_torch_and_is_refused_next_to_another(
     plain_wheels, fresh_cuda_venv, fresh_venv, tmp_path
 ):
     python = fresh_cuda_venv()
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index",
-                    str(plain_wheels[1])], check=True, timeout=600)  # fmt: skip
+    # prebuild install chooses by the torch installed (2.14.1 here) and the GPU asked for.
+    chosen = prebuild(python, "install", "plain-ext", "--from", str(plain_wheels[0].parent), "--arch", "sm_90",
+                      "--json")  # fmt: skip
+    assert chosen.returncode == 0, chosen.stdout + chosen.stderr
+    assert json.loads(chosen.stdout)["chosen"]["wheel"] == plain_wheels[1].name
     script = "import torch, plain_ext; print(plain_ext.add_one(torch.arange(3.0)).tolist(), torch.cuda.is_initialized())"
     ran = subprocess.run([str(python), "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split("\n")[-2] == "[1.0, 2.0, 3.0] False"  # a CPU function; no GPU touched
+    # Installed, inspect finds it by name and doctor checks it against this torch.
+    inspected = prebuild(python, "inspect", "plain-ext", "--json")
+    assert inspected.returncode == 0, inspected.stdout + inspected.stderr
+    report = json.loads(inspected.stdout)
+    assert report["manifest"]["kind"] == "classic" and report["manifest"]["sass_archs"] == ["sm_90"]
+    (lib,) = report["libraries"]
+    assert lib["file"].startswith("plain_ext/_C.") and lib["sass"] == ["sm_90"] and lib["linked_sass"] == []
+    doctor = json.loads(prebuild(python, "doctor", "--json").stdout)
+    (found,) = doctor["projects"]
+    assert found["name"] == "plain_ext" and found["modules"] == ["plain_ext._C"] and found["problem"] == ""
+    assert [c["status"] for c in found["checks"]] == ["ok", "ok"], found["checks"]  # intact; imports
+    assert found["checks"][-1]["message"] == "plain_ext._C import (checked in a child process)"
+    site = Path(report["target"])
+    (site / lib["file"]).write_bytes((site / lib["file"]).read_bytes()[:-1])  # damaged after installing
+    assert prebuild(python, "inspect", "plain-ext").returncode == 1
+    doctor = prebuild(python, "doctor", "--json")
+    (found,) = json.loads(doctor.stdout)["projects"]
+    assert doctor.returncode == 1 and found["checks"][0]["status"] == "fail"
+    assert found["problem"].startswith(f"{lib['file']}: damaged: "), found["problem"]
     # Next to torch 2.13, pip refuses the wheel instead of the user meeting `undefined symbol`.
     other = fresh_venv()
     refused = subprocess.run([str(other), "-m", "pip", "install", "--disable-pip-version-check", "--no-index",

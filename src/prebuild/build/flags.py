@@ -14,7 +14,7 @@ from typing import Mapping
 from packaging.version import Version
 
 from prebuild.arch import Arch, ArchError, parse_arch_list
-from prebuild.support import ALL_ARCHS
+from prebuild.support import ALL_ARCHS, torch_tag
 
 # The lowest torch whose stable ABI the kernels use: `Stream::nativeHandle()` (the current
 # stream's cudaStream_t) exists from 2.13 on. The binaries load in every torch >= this.
@@ -119,17 +119,6 @@ def local_version_label(cuda: Version | None, sass: tuple[Arch, ...], ptx: tuple
     parts = [f"cu{cuda.major}{cuda.minor}", *(a.tag for a in sass)]
     parts += [f"ptx{a.number}" for a in ptx]
     return ".".join(parts)
-
-
-def torch_tag(torch_version: str) -> str:
-    """``pt214`` for torch 2.14.1+cu130: the torch minor release a classic extension is tied to."""
-    v = Version(torch_version)
-    return f"pt{v.major}{v.minor}"
-
-
-def torch_minor_of(tag: str) -> str:
-    """``pt214`` -> ``2.14``: the inverse of ``torch_tag``."""
-    return f"{tag[2]}.{tag[3:]}"
 
 
 def torch_pin(torch_version: str) -> str:

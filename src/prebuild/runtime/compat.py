@@ -92,11 +92,13 @@ def cuda_major_error(manifest: Manifest, torch_cuda: str | None) -> PrebuildErro
     )
 
 
-def cuda_torch_command(wheel_cuda: str, torch_target: str) -> str:
+def cuda_torch_command(wheel_cuda: str, torch_target: str, same_minor: bool = False) -> str:
     """How to get a torch that runs a CUDA ``wheel_cuda`` wheel: PyTorch's own index for that
-    CUDA release (``.../whl/cu130``) serves CUDA builds of every torch release."""
+    CUDA release (``.../whl/cu130``) serves CUDA builds of every torch release. ``same_minor``:
+    exactly that minor release (a classic extension's), not it or newer."""
     tag = "cu" + "".join(str(n) for n in _release(wheel_cuda)[:2])
-    return f"pip install 'torch>={torch_target}' --index-url https://download.pytorch.org/whl/{tag}"
+    spec = f"=={torch_target}.*" if same_minor else f">={torch_target}"
+    return f"pip install 'torch{spec}' --index-url https://download.pytorch.org/whl/{tag}"
 
 
 def cpu_torch_note(torch_version: str, wheel_cuda: str, archs: str) -> str:
