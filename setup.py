@@ -28,7 +28,7 @@ from setuptools import Extension, setup  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
 
-from prebuild.build.setuptools_ext import PrebuildBuildExt, package_version  # noqa: E402
+from prebuild.tool.builder.setuptools_ext import PrebuildBuildExt, package_version  # noqa: E402
 
 setup(
     version=package_version(),

@@ -53,7 +53,6 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -249,14 +248,14 @@ def copy_source(dest: Path) -> Path:
 
 
 def wheel_cmd(src: Path, build: Path, out: Path, archs: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "prebuild.cli", "wheel", "--arch", archs, "--source", str(src),
+    return [sys.executable, "-m", "prebuild", "wheel", "--arch", archs, "--source", str(src),
             "--build-dir", str(build), "--out", str(out), *extra]  # fmt: skip
 
 
 def cpu_only_cmd(src: Path, build: Path) -> list[str]:
     """--quick: the same compile step as ``prebuild wheel``, CPU library only (no nvcc)."""
-    code = ("from pathlib import Path; from prebuild.build.compile import compile_libraries; "
-            "from prebuild.build.flags import BuildOptions; "
+    code = ("from pathlib import Path; from prebuild.tool.builder.compile import compile_libraries; "
+            "from prebuild.tool.builder.flags import BuildOptions; "
             f"compile_libraries(Path({str(src)!r}), BuildOptions(archs=(), ptx=False, "
             f"build_dir=Path({str(build)!r})))")  # fmt: skip
     return [sys.executable, "-c", code]
@@ -524,7 +523,6 @@ RASTER_FLOP_PER_PAIR = 75
 
 def plain_conv2d_ssim(x, y):
     """The plain-PyTorch SSIM users write: five depthwise 11x11 conv2d blurs (float32)."""
-    import torch.nn.functional as F
     from reference import C1, C2, _blur
 
     mu_x, mu_y = _blur(x), _blur(y)
@@ -609,7 +607,6 @@ def plain_rasterization(s, size, tile=16):
 
 
 def raster_rows(cfg, peaks: dict) -> list[dict]:
-    import torch
 
     import prebuild
 
@@ -658,7 +655,7 @@ def section_cpu(cfg: argparse.Namespace, work: Path) -> dict:
 
 
 def find_cuobjdump() -> str:
-    from prebuild.build.toolchain import find_cuda_tool
+    from prebuild.tool.builder.toolchain import find_cuda_tool
 
     tool = find_cuda_tool("cuobjdump")
     if tool is None:
@@ -711,9 +708,9 @@ def short_kernel(name: str) -> str:
 def quick_cuda_object(work: Path) -> Path:
     """--quick: the device code of one .cu (the SSIM kernels) for sm_80, with the build's own
     flags, as a cubin (no host compilation: seconds)."""
-    from prebuild.arch import parse_arch_list
-    from prebuild.build import flags as F
-    from prebuild.build.toolchain import find_nvcc, find_torch
+    from prebuild.runtime.arch import parse_arch_list
+    from prebuild.tool.builder import flags as F
+    from prebuild.tool.builder.toolchain import find_nvcc, find_torch
 
     work.mkdir(parents=True, exist_ok=True)
     obj = work / "ssim_cuda.cubin"

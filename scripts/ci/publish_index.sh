@@ -9,7 +9,7 @@ if [ $# -ne 2 ]; then
 fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
 PYTHON=${PYTHON:-python3}
-prebuild() { PYTHONPATH="$root/src" "$PYTHON" -m prebuild.cli "$@"; }
+prebuild() { PYTHONPATH="$root/src" "$PYTHON" -m prebuild "$@"; }
 shopt -s nullglob
 wheels=("$1"/*.whl)
 if [ ${#wheels[@]} -eq 0 ]; then

@@ -15,7 +15,7 @@ cd "$(mktemp -d)"   # away from the source tree, so `import prebuild` is the ins
 if [ -n "${PYTEST_ARGS:-}" ]; then
   read -ra selection <<< "$PYTEST_ARGS"
 else
-  selection=("$project/tests/ops" "$project/tests/test_arch.py" "$project/tests/test_manifest.py"
+  selection=("$project/tests/ops" "$project/tests/runtime/test_arch.py" "$project/tests/runtime/test_manifest.py"
              -m "not slow and not simt" -q)
 fi
 python -m pytest -p no:cacheprovider --rootdir "$project" -c "$project/pyproject.toml" "${selection[@]}"

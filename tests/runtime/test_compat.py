@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from prebuild.arch import parse_arch_list
-from prebuild.manifest import Library, Manifest
+from prebuild.runtime.arch import parse_arch_list
+from prebuild.runtime.manifest import Library, Manifest
 from prebuild.runtime.compat import (
     DeviceVerdict,
     cuda_major_error,

@@ -19,8 +19,8 @@ import pytest
 import torch
 
 import prebuild
-from prebuild.arch import parse_arch_list
-from prebuild.manifest import MANIFEST_NAME, Library, Manifest, sha256_file
+from prebuild.runtime.arch import parse_arch_list
+from prebuild.runtime.manifest import MANIFEST_NAME, Library, Manifest, sha256_file
 from prebuild.runtime import (
     CudaUnavailableError,
     DamagedInstallError,

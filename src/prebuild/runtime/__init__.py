@@ -1,10 +1,11 @@
 """The runtime loader: loads prebuilt libraries, explains misfits, never compiles.
 
 Reusable by any package that ships libraries with a ``_manifest.json`` written by
-``prebuild.build``: ``load_package(Path(__file__).parent)``.
+``prebuild.tool.builder``: ``load_package(Path(__file__).parent)``. Self-contained (relative
+imports only), so it can be carried inside another package.
 """
 
-from prebuild.runtime.errors import (
+from .errors import (
     CudaUnavailableError,
     DamagedInstallError,
     LibraryLoadError,
@@ -14,7 +15,19 @@ from prebuild.runtime.errors import (
     TorchVersionError,
     UnsupportedGPUError,
 )
-from prebuild.runtime.loader import LoadedPackage, load_package
+
+# The loader imports torch: only on first use, so that the tool's imports of
+# ``prebuild.runtime.arch`` and ``prebuild.runtime.manifest`` stay light.
+_LAZY = {"LoadedPackage", "load_package"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from . import loader
+
+        return getattr(loader, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CudaUnavailableError",

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from prebuild.arch import CodeKind, arch_for_capability, format_capability, select_code
-from prebuild.manifest import Manifest
-from prebuild.runtime.errors import (
+from .arch import CodeKind, arch_for_capability, format_capability, select_code
+from .manifest import Manifest
+from .errors import (
     CudaUnavailableError,
     LibraryLoadError,
     PrebuildError,

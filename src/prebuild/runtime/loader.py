@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from prebuild.manifest import (
+from .manifest import (
     MANIFEST_NAME,
     Manifest,
     ManifestError,
@@ -24,8 +24,8 @@ from prebuild.manifest import (
     library_path,
     read_manifest,
 )
-from prebuild.runtime import compat
-from prebuild.runtime.errors import (
+from . import compat
+from .errors import (
     DamagedInstallError,
     LibraryLoadError,
     NoCompiledLibraryError,
@@ -141,7 +141,7 @@ def _load(directory: Path, manifest: Manifest, kind: str) -> None:
 
 
 def load_package(directory: str | os.PathLike[str]) -> LoadedPackage:
-    """Load the libraries listed in ``directory/_manifest.json`` (see ``prebuild.manifest``).
+    """Load the libraries listed in ``directory/_manifest.json`` (see ``prebuild.runtime.manifest``).
 
     The CPU library (schemas and CPU kernels) is always loaded; the CUDA library only when
     torch is a CUDA build of the same CUDA major. Everything is checked before anything is

@@ -1,0 +1,302 @@
+"""The build manifests prebuild writes into wheels, and their one reader.
+
+- ``Manifest`` (``prebuild/_manifest.json``), in prebuild's own stable-ABI wheels: package
+  version, the CUDA version of the nvcc used, the SASS and PTX archs inside the CUDA
+  library, the torch stable-ABI target, the flags, and the sha256 of each library. The build
+  writes it (``Manifest.write``); the runtime loader and the inspection commands read it
+  (``read_manifest``).
+- ``ProjectManifest`` (``prebuild.json`` in the ``.dist-info`` directory), in wheels
+  prebuild built of another project (``prebuild wheel --arch ... PROJECT``): the torch and
+  CUDA it was built with, the archs read back from each library, and every nvcc call as the
+  project gave it and as it was run. ``prebuild inspect``, ``install`` and ``doctor`` read it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from .arch import Arch, ArchError, parse_arch
+
+MANIFEST_NAME = "_manifest.json"
+SCHEMA_VERSION = 1
+PROJECT_MANIFEST_NAME = "prebuild.json"  # in a .dist-info directory
+
+
+class ManifestError(ValueError):
+    """The manifest is missing, unreadable, or does not describe the files beside it."""
+
+
+@dataclass(frozen=True)
+class Library:
+    """One compiled library of the package. ``kind`` is ``"cpu"`` (schemas + CPU kernels,
+    always loaded) or ``"cuda"`` (CUDA kernels, loaded when torch has CUDA)."""
+
+    file: str  # file name inside the package directory
+    kind: str
+    sha256: str
+    size: int | None = None  # bytes; None in manifests written before sizes were recorded
+
+
+@dataclass(frozen=True)
+class Manifest:
+    package_version: str
+    torch_target: str  # lowest torch the stable-ABI binary loads in, e.g. "2.13"
+    built_with_torch: str  # torch whose headers were used, e.g. "2.13.0+cpu"
+    cuda_version: str | None  # nvcc's CUDA version ("13.0"), None for a CPU-only build
+    sass_archs: tuple[Arch, ...] = ()
+    ptx_archs: tuple[Arch, ...] = ()
+    libraries: tuple[Library, ...] = ()
+    flags: dict[str, list[str]] = field(default_factory=dict)
+    op_namespace: str = "prebuild"  # the torch.ops namespace the libraries register
+
+    @property
+    def has_cuda(self) -> bool:
+        return any(lib.kind == "cuda" for lib in self.libraries)
+
+    def library(self, kind: str) -> Library | None:
+        return next((lib for lib in self.libraries if lib.kind == kind), None)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["schema"] = SCHEMA_VERSION
+        data["sass_archs"] = [a.sm for a in self.sass_archs]
+        data["ptx_archs"] = [a.compute for a in self.ptx_archs]
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> "Manifest":
+        try:
+            data = json.loads(text)
+            if data.get("schema") != SCHEMA_VERSION:
+                raise ManifestError(
+                    f"manifest schema {data.get('schema')!r} is not {SCHEMA_VERSION}"
+                )
+            manifest = cls(
+                package_version=_version_text(data["package_version"], "package_version"),
+                op_namespace=_identifier(data["op_namespace"], "op_namespace"),
+                torch_target=_version_text(data["torch_target"], "torch_target"),
+                built_with_torch=_version_text(data["built_with_torch"], "built_with_torch"),
+                cuda_version=(
+                    None
+                    if data["cuda_version"] is None
+                    else _version_text(data["cuda_version"], "cuda_version")
+                ),
+                sass_archs=tuple(parse_arch(a) for a in data["sass_archs"]),
+                ptx_archs=tuple(parse_arch(a) for a in data["ptx_archs"]),
+                libraries=tuple(
+                    Library(str(lib["file"]), str(lib["kind"]), str(lib["sha256"]), _size(lib.get("size")))
+                    for lib in data["libraries"]
+                ),
+                flags={str(k): [str(f) for f in v] for k, v in data.get("flags", {}).items()},
+            )
+            if manifest.has_cuda and manifest.cuda_version is None:
+                raise ValueError("a CUDA library is listed but no cuda_version")
+            return manifest
+        except ManifestError:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError, ArchError, InvalidVersion) as exc:
+            raise ManifestError(f"manifest is malformed: {exc!r}") from exc
+
+    def write(self, directory: Path) -> Path:
+        path = Path(directory) / MANIFEST_NAME
+        path.write_text(self.to_json(), encoding="utf-8")
+        return path
+
+
+def _version_text(value: object, key: str) -> str:
+    """A version string that packaging can parse (``"2.13"``, ``"2.13.0+cpu"``)."""
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a version string, got {value!r}")
+    try:
+        Version(value)
+    except InvalidVersion as exc:
+        raise ValueError(f"{key} is not a version: {value!r}") from exc
+    return value
+
+
+def _size(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"a library size must be a byte count, got {value!r}")
+    return value
+
+
+def _identifier(value: object, key: str) -> str:
+    if not isinstance(value, str) or not value.isidentifier():
+        raise ValueError(f"{key} must be an identifier, got {value!r}")
+    return value
+
+
+def read_manifest(directory: Path) -> Manifest:
+    """Read the manifest in ``directory``; ManifestError when it is absent or malformed."""
+    path = Path(directory) / MANIFEST_NAME
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ManifestError(f"{path} does not exist") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"cannot read {path}: {exc}") from exc
+    return Manifest.from_json(text)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def library_path(directory: Path, library: Library) -> Path:
+    """Where ``library`` lives: strictly inside ``directory`` (a manifest cannot point out)."""
+    name = library.file
+    if not name or "/" in name or "\\" in name or name in (".", ".."):
+        raise ManifestError(f"library name {name!r} in the manifest is not a plain file name")
+    return Path(directory) / name
+
+
+def _present(directory: Path, library: Library) -> Path:
+    path = library_path(directory, library)
+    if not path.is_file():
+        raise ManifestError(f"{path.name} is listed in the manifest but missing")
+    return path
+
+
+def _check_sha256(path: Path, library: Library) -> None:
+    actual = sha256_file(path)
+    if actual != library.sha256:
+        raise ManifestError(
+            f"{path.name} does not match the manifest (sha256 {actual[:12]}..., "
+            f"expected {library.sha256[:12]}...): the file is damaged or was replaced"
+        )
+
+
+def check_libraries(directory: Path, manifest: Manifest) -> None:
+    """The check made at every import: each library present with its recorded size (one
+    ``stat``, whatever its size), which catches a missing, truncated or partly copied file.
+    A manifest without sizes (older builds) gets the full sha256 check instead. The sha256
+    of every byte is ``verify_libraries``' job (``prebuild doctor``, ``prebuild inspect``)."""
+    for library in manifest.libraries:
+        path = _present(directory, library)
+        if library.size is None:
+            _check_sha256(path, library)
+            continue
+        actual = path.stat().st_size
+        if actual != library.size:
+            raise ManifestError(
+                f"{path.name} does not match the manifest ({actual} bytes, expected {library.size}): "
+                "the file is truncated, damaged or was replaced"
+            )
+
+
+def verify_libraries(directory: Path, manifest: Manifest) -> None:
+    """Check that each library the manifest lists is present and has the recorded sha256
+    (and size, when recorded)."""
+    check_libraries(directory, manifest)
+    for library in manifest.libraries:
+        if library.size is not None:  # check_libraries hashed the others already
+            _check_sha256(_present(directory, library), library)
+
+
+# --- another project's wheel ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BuiltLibrary:
+    """One shared library of a project's wheel, with the archs read back from it."""
+
+    file: str  # path inside the wheel, which is its path under site-packages ("pkg/_C.cpython-311-...so")
+    sha256: str
+    size: int
+    sass: tuple[Arch, ...] = ()
+    ptx: tuple[Arch, ...] = ()
+
+    @property
+    def has_code(self) -> bool:
+        return bool(self.sass or self.ptx)
+
+
+@dataclass(frozen=True)
+class NvccCall:
+    given: tuple[str, ...]  # the arguments the project's build passed
+    run: tuple[str, ...]  # the arguments nvcc ran with (the requested archs only)
+
+
+@dataclass(frozen=True)
+class ProjectManifest:
+    """What prebuild built of another project; ``kind`` is ``"classic"`` (torch/extension.h,
+    tied to one torch minor release)."""
+
+    kind: str
+    torch: str  # the torch it was built against, "2.14.1+cu130"
+    torch_cuda: str | None  # that torch's CUDA, "13.0"
+    cuda: str  # nvcc's CUDA version
+    python_tag: str  # "cp311-cp311-linux_x86_64"
+    sass_archs: tuple[Arch, ...]
+    ptx_archs: tuple[Arch, ...]
+    libraries: tuple[BuiltLibrary, ...]
+    nvcc_calls: tuple[NvccCall, ...] = ()
+    built_by: str = "prebuild"
+
+    @property
+    def torch_minor(self) -> str:
+        """``"2.14"``: the release whose C++ ABI the libraries need."""
+        release = Version(self.torch).release
+        return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": SCHEMA_VERSION, "kind": self.kind, "built_by": self.built_by, "torch": self.torch,
+            "torch_cuda": self.torch_cuda, "cuda": self.cuda, "python_tag": self.python_tag,
+            "sass_archs": [a.sm for a in self.sass_archs], "ptx_archs": [a.compute for a in self.ptx_archs],
+            "libraries": [{"file": lib.file, "sha256": lib.sha256, "size": lib.size, "sass": [a.sm for a in lib.sass],
+                           "ptx": [a.compute for a in lib.ptx]} for lib in self.libraries],
+            "nvcc_calls": [{"given": list(c.given), "run": list(c.run)} for c in self.nvcc_calls],
+        }  # fmt: skip
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> "ProjectManifest":
+        try:
+            data = json.loads(text)
+            if data.get("schema") != SCHEMA_VERSION:
+                raise ManifestError(f"{PROJECT_MANIFEST_NAME} schema {data.get('schema')!r} is not {SCHEMA_VERSION}")
+            if data.get("kind") != "classic":
+                raise ManifestError(f"{PROJECT_MANIFEST_NAME} describes a {data.get('kind')!r} build, which this "
+                                    "prebuild does not know: upgrade prebuild")  # fmt: skip
+            return cls(
+                kind=data["kind"],
+                built_by=str(data.get("built_by", "prebuild")),
+                torch=_version_text(data["torch"], "torch"),
+                torch_cuda=None if data["torch_cuda"] is None else _version_text(data["torch_cuda"], "torch_cuda"),
+                cuda=_version_text(data["cuda"], "cuda"),
+                python_tag=str(data["python_tag"]),
+                sass_archs=tuple(parse_arch(a) for a in data["sass_archs"]),
+                ptx_archs=tuple(parse_arch(a) for a in data["ptx_archs"]),
+                libraries=tuple(
+                    BuiltLibrary(_relative_file(lib["file"]), str(lib["sha256"]), _size(lib["size"]) or 0,
+                                 tuple(parse_arch(a) for a in lib["sass"]), tuple(parse_arch(a) for a in lib["ptx"]))
+                    for lib in data["libraries"]
+                ),  # fmt: skip
+                nvcc_calls=tuple(NvccCall(tuple(map(str, c["given"])), tuple(map(str, c["run"])))
+                                 for c in data.get("nvcc_calls", [])),  # fmt: skip
+            )
+        except ManifestError:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError, ArchError, InvalidVersion) as exc:
+            raise ManifestError(f"{PROJECT_MANIFEST_NAME} is malformed: {exc!r}") from exc
+
+
+def _relative_file(value: object) -> str:
+    """A path inside a wheel: relative, no ``..`` (a manifest cannot point outside)."""
+    if not isinstance(value, str) or not value or value.startswith("/") or ".." in value.split("/"):
+        raise ValueError(f"library path {value!r} is not a relative path inside the wheel")
+    return value

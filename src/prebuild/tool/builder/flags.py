@@ -1,0 +1,201 @@
+"""Pure build logic: what to compile for which archs, with which flags, named how.
+
+No process is run and no file is read here, so every rule is unit-tested directly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from packaging.version import Version
+
+from prebuild.runtime.arch import Arch, ArchError, parse_arch_list
+from prebuild.tool.support import ALL_ARCHS, torch_tag
+
+# The lowest torch whose stable ABI the kernels use: `Stream::nativeHandle()` (the current
+# stream's cudaStream_t) exists from 2.13 on. The binaries load in every torch >= this.
+TORCH_TARGET = Version("2.13")
+
+# The torch.ops namespace of our ops (STABLE_TORCH_LIBRARY(prebuild, ...) in csrc/library.cpp).
+OP_NAMESPACE = "prebuild"
+
+# Archs built when PREBUILD_ARCHS is not set (a source install on a user's machine): the
+# data-centre and consumer GPUs of Turing through Blackwell (prebuild.tool.support, the table the
+# CI matrix and README come from), plus PTX of the newest one so that future GPUs can still
+# run the kernels through the driver's JIT.
+DEFAULT_ARCHS = ",".join(a.sm for a in ALL_ARCHS)
+DEFAULT_PTX = True
+
+# nvcc needs about this much memory per thread for our kernels (measured peak below 1 GiB;
+# with headroom). Parallel nvcc jobs beyond free memory are how large builds die with OOM.
+NVCC_MEMORY_PER_THREAD = 2 << 30
+
+
+def torch_target_define(target: Version = TORCH_TARGET) -> str:
+    """``-DTORCH_TARGET_VERSION=0x020d000000000000`` for 2.13 (major << 56 | minor << 48)."""
+    value = (target.major << 56) | (target.minor << 48)
+    return f"-DTORCH_TARGET_VERSION=0x{value:016x}"
+
+
+# Python 3.10's limited API: the wheel is tagged cp310-abi3 (our libraries call no Python
+# API at all; the define documents and enforces that).
+PY_LIMITED_API_DEFINE = "-DPy_LIMITED_API=0x030A0000"
+
+
+def ptx_archs_for(archs: tuple[Arch, ...], ptx: bool) -> tuple[Arch, ...]:
+    """PTX is embedded for the newest requested arch only (its plain, portable form)."""
+    if not ptx or not archs:
+        return ()
+    newest = max(archs)
+    return (Arch(newest.major, newest.minor),)
+
+
+def gencode_flags(sass: tuple[Arch, ...], ptx: tuple[Arch, ...]) -> list[str]:
+    flags = [f"-gencode=arch={a.compute},code={a.sm}" for a in sass]
+    flags += [f"-gencode=arch={a.compute},code={a.compute}" for a in ptx]
+    return flags
+
+
+def common_defines() -> list[str]:
+    return [torch_target_define(), PY_LIMITED_API_DEFINE]
+
+
+def cxx_flags(include_dirs: tuple[Path, ...]) -> list[str]:
+    return [
+        "-std=c++17", "-O3", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wno-unknown-pragmas",
+        *common_defines(), *(f"-I{d}" for d in include_dirs),
+    ]  # fmt: skip
+
+
+def compress_flags(compress: bool) -> list[str]:
+    """Compressed fatbins are smaller (decompressed once, at module load); ``--no-compress``
+    exists to measure what compression saves (scripts/bench.py)."""
+    return ["--compress-mode=size"] if compress else ["--no-compress"]
+
+
+def nvcc_flags(
+    include_dirs: tuple[Path, ...], sass: tuple[Arch, ...], ptx: tuple[Arch, ...], threads: int,
+    compress: bool = True,
+) -> list[str]:
+    return [
+        "-std=c++17", "-O3", "-lineinfo", f"--threads={threads}", *compress_flags(compress),
+        "-Xcompiler=-fPIC", "-Xcompiler=-fvisibility=hidden",
+        "--expt-relaxed-constexpr",
+        *common_defines(), *(f"-I{d}" for d in include_dirs), *gencode_flags(sass, ptx),
+    ]  # fmt: skip
+
+
+def link_flags(library_dir: Path) -> list[str]:
+    # Only libtorch_cpu: every stable-ABI shim symbol lives there. No rpath: torch is always
+    # imported (and libtorch_cpu loaded) before our libraries, so the loader finds it by name.
+    return ["-shared", f"-L{library_dir}", "-ltorch_cpu"]
+
+
+def sanitizer_flags(sanitize: str) -> list[str]:
+    """Compile and link flags for a sanitised build of the host libraries ("" for none)."""
+    if not sanitize:
+        return []
+    # -O1: what the sanitizers recommend, and half the compile time of -O3 (the last -O wins).
+    return [f"-fsanitize={sanitize}", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g", "-O1"]
+
+
+def nvcc_threads(n_gencodes: int, cpus: int) -> int:
+    return max(1, min(n_gencodes, cpus))
+
+
+def parallel_jobs(cpus: int, available_memory: int, memory_per_job: int) -> int:
+    """Parallel compile jobs: at most one per core and no more than memory holds."""
+    return max(1, min(cpus, available_memory // max(1, memory_per_job)))
+
+
+def local_version_label(cuda: Version | None, sass: tuple[Arch, ...], ptx: tuple[Arch, ...]) -> str:
+    """``cu130.sm80.sm90`` (plus ``.ptx90`` with PTX); ``cpu`` for a build without CUDA."""
+    if cuda is None or not sass:
+        return "cpu"
+    parts = [f"cu{cuda.major}{cuda.minor}", *(a.tag for a in sass)]
+    parts += [f"ptx{a.number}" for a in ptx]
+    return ".".join(parts)
+
+
+def torch_pin(torch_version: str) -> str:
+    """``torch>=2.14,<2.15``: a classic (``torch/extension.h``) extension uses torch's C++ ABI,
+    which holds within one minor release only."""
+    v = Version(torch_version)
+    return f"torch>={v.major}.{v.minor},<{v.major}.{v.minor + 1}"
+
+
+def classic_local_label(torch_version: str, cuda: Version, sass: tuple[Arch, ...], ptx: tuple[Arch, ...]) -> str:
+    """``pt214.cu130.sm90``: what a classic project's wheel needs (``relabel.add_local_label``
+    keeps the project's own label in front)."""
+    return f"{torch_tag(torch_version)}.{local_version_label(cuda, sass, ptx)}"
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What one build compiles. Read from PREBUILD_* environment variables by setup.py, and
+    set by ``prebuild wheel`` for each wheel it builds."""
+
+    archs: tuple[Arch, ...]
+    ptx: bool
+    jobs: int | None = None  # None: from cores and free memory
+    build_dir: Path | None = None  # None: <source>/build/prebuild
+    simt: bool = False  # also build the simt test library (CUDA kernel bodies on the CPU)
+    sanitize: str = ""  # e.g. "address,undefined": sanitise the host libraries
+    compress: bool = True  # compressed fatbins (nvcc --compress-mode=size)
+
+    @property
+    def ptx_archs(self) -> tuple[Arch, ...]:
+        return ptx_archs_for(self.archs, self.ptx)
+
+    @property
+    def cuda(self) -> bool:
+        return bool(self.archs)
+
+    def to_env(self) -> dict[str, str]:
+        env = {"PREBUILD_ARCHS": ",".join(a.sm for a in self.archs), "PREBUILD_PTX": str(int(self.ptx))}
+        if self.jobs is not None:
+            env["PREBUILD_JOBS"] = str(self.jobs)
+        if self.build_dir is not None:
+            env["PREBUILD_BUILD_DIR"] = str(self.build_dir)
+        if self.simt:
+            env["PREBUILD_SIMT"] = "1"
+        if self.sanitize:
+            env["PREBUILD_SANITIZE"] = self.sanitize
+        if not self.compress:
+            env["PREBUILD_COMPRESS"] = "0"
+        return env
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "BuildOptions":
+        env = os.environ if env is None else env
+        archs_text = env.get("PREBUILD_ARCHS")
+        archs = parse_arch_list(DEFAULT_ARCHS if archs_text is None else archs_text)
+        ptx_text = env.get("PREBUILD_PTX")
+        ptx = (DEFAULT_PTX if archs_text is None else False) if ptx_text is None else _flag("PREBUILD_PTX", ptx_text)
+        simt = _flag("PREBUILD_SIMT", env.get("PREBUILD_SIMT", "0"))
+        compress = _flag("PREBUILD_COMPRESS", env.get("PREBUILD_COMPRESS", "1"))
+        sanitize = env.get("PREBUILD_SANITIZE", "").strip()
+        if sanitize and not re.fullmatch(r"[a-z]+(,[a-z]+)*", sanitize):
+            raise ValueError(f"PREBUILD_SANITIZE must look like 'address,undefined', got {sanitize!r}")
+        jobs_text = env.get("PREBUILD_JOBS")
+        jobs = None
+        if jobs_text:
+            if not jobs_text.isdigit() or int(jobs_text) < 1:
+                raise ValueError(f"PREBUILD_JOBS must be a positive integer, got {jobs_text!r}")
+            jobs = int(jobs_text)
+        build_dir = Path(env["PREBUILD_BUILD_DIR"]) if env.get("PREBUILD_BUILD_DIR") else None
+        return cls(archs=archs, ptx=ptx, jobs=jobs, build_dir=build_dir, simt=simt, sanitize=sanitize,
+                   compress=compress)
+
+
+def _flag(name: str, text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ArchError(f"{name} must be 0 or 1, got {text!r}")

@@ -1,0 +1,117 @@
+"""What ``prebuild wheel ... PROJECT`` builds: prebuild's own checkout, or another project
+(a source directory, an sdist, or anything pip accepts as a requirement or URL for a source
+build), of which prebuild makes a private copy: it never writes into the user's tree.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from prebuild.tool.builder.compile import BuildError
+
+PREBUILD = "prebuild"
+CLASSIC = "classic"
+
+# Not copied from a user's tree: VCS data and earlier build outputs.
+IGNORED = (".git", ".hg", ".svn", "build", "dist", "*.egg-info", "__pycache__", ".venv*", ".tox", ".nox")
+SDIST_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
+
+
+@dataclass(frozen=True)
+class Project:
+    kind: str  # PREBUILD: prebuild's own checkout (built in place); CLASSIC: a private copy
+    source: Path
+    origin: str  # what the user named
+
+
+def is_prebuild_checkout(path: Path) -> bool:
+    return (path / "csrc").is_dir() and (path / "setup.py").is_file() and (path / "src" / "prebuild").is_dir()
+
+
+def _single_root(directory: Path) -> Path:
+    """An unpacked sdist holds one top directory (``name-1.0/``); a zip of a tree may not."""
+    entries = [p for p in directory.iterdir() if not p.name.startswith(".")]
+    return entries[0] if len(entries) == 1 and entries[0].is_dir() else directory
+
+
+def unpack(archive: Path, dest: Path) -> Path:
+    """Unpack an sdist or zip into ``dest`` (refusing members that point outside it)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        if archive.name.endswith(".zip"):
+            with zipfile.ZipFile(archive) as zf:
+                for name in zf.namelist():
+                    if not (dest / name).resolve().is_relative_to(dest.resolve()):
+                        raise BuildError(f"{archive.name}: member {name!r} points outside the archive")
+                zf.extractall(dest)
+        else:
+            with tarfile.open(archive) as tf:
+                if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12, 3.11.4
+                    tf.extractall(dest, filter="data")  # no absolute paths, links out, or devices
+                else:
+                    for member in tf.getmembers():
+                        if member.issym() or member.islnk() or not (dest / member.name).resolve().is_relative_to(dest.resolve()):
+                            raise BuildError(f"{archive.name}: member {member.name!r} points outside the archive")
+                    tf.extractall(dest)
+    except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
+        raise BuildError(f"cannot unpack {archive}: {exc}") from exc
+    return _single_root(dest)
+
+
+def _has_build_files(path: Path) -> bool:
+    return (path / "setup.py").is_file() or (path / "pyproject.toml").is_file()
+
+
+def download_source(spec: str, dest: Path) -> Path:
+    """``pip download`` the source of ``spec`` (a requirement or a URL: ``fused-ssim==1.0.0``,
+    ``git+https://...``) into ``dest``; returns the archive. Without build isolation: a
+    classic setup.py imports torch even to say its name, and isolation would install another."""
+    dest.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
+               "--disable-pip-version-check", "--dest", str(dest), spec]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True)
+    archives = [p for p in dest.iterdir() if p.name.endswith(SDIST_SUFFIXES)]
+    if proc.returncode != 0 or len(archives) != 1:
+        raise BuildError(f"cannot get the source of {spec!r} with pip:\n{(proc.stdout + proc.stderr)[-4000:]}")
+    return archives[0]
+
+
+def project_kind(spec: str | None) -> str:
+    """PREBUILD or CLASSIC, known before anything is copied or downloaded."""
+    if spec is None:
+        return PREBUILD
+    path = Path(spec).expanduser()
+    return PREBUILD if path.is_dir() and is_prebuild_checkout(path.resolve()) else CLASSIC
+
+
+def resolve_project(spec: str | None, work: Path, prebuild_checkout: Path | None) -> Project:
+    """The project to build. ``None``: prebuild's own checkout (``prebuild_checkout``)."""
+    if spec is None:
+        if prebuild_checkout is None:
+            raise BuildError("no prebuild source checkout found: run inside one, or name a PROJECT to build")
+        return Project(PREBUILD, prebuild_checkout, str(prebuild_checkout))
+    path = Path(spec).expanduser()
+    copy = work / "source"
+    shutil.rmtree(copy, ignore_errors=True)
+    if path.is_dir():
+        if is_prebuild_checkout(path.resolve()):
+            return Project(PREBUILD, path.resolve(), spec)
+        if not _has_build_files(path):
+            raise BuildError(f"{spec} has no setup.py or pyproject.toml: not a project prebuild can build")
+        shutil.copytree(path, copy, symlinks=True, ignore=shutil.ignore_patterns(*IGNORED))
+        return Project(CLASSIC, copy, spec)
+    if path.is_file():
+        if not path.name.endswith(SDIST_SUFFIXES):
+            raise BuildError(f"{spec} is a file but not a source archive ({', '.join(SDIST_SUFFIXES)})")
+        source = unpack(path, copy)
+    else:
+        source = unpack(download_source(spec, work / "download"), copy)
+    if not _has_build_files(source):
+        raise BuildError(f"{spec}: the source has no setup.py or pyproject.toml")
+    return Project(CLASSIC, source, spec)

@@ -1,0 +1,207 @@
+"""Finding and asking the tools a build needs: nvcc, the C++ compiler, ninja, and torch.
+
+Everything that runs a process or looks at the file system for the build lives here; the
+flag and naming logic it feeds is pure (``prebuild.tool.builder.flags``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from packaging.version import Version
+
+from prebuild.runtime.arch import Arch, parse_arch_list
+
+
+class ToolchainError(RuntimeError):
+    """A tool the build needs is missing or does not fit the installed torch."""
+
+
+NVCC_HELP = (
+    "No CUDA compiler (nvcc) was found. Get one in any of these ways:\n"
+    "  - set CUDA_HOME to a CUDA toolkit (nvcc is then $CUDA_HOME/bin/nvcc);\n"
+    "  - put nvcc on PATH;\n"
+    "  - install the toolkit at /usr/local/cuda;\n"
+    "  - pip install 'prebuild[toolchain]' (PyPI's CUDA 13 compiler: nvidia-cuda-nvcc, "
+    "nvidia-cuda-runtime, nvidia-cuda-crt, nvidia-cuda-cccl, nvidia-nvvm).\n"
+    "Or build the CPU code only with an empty arch list (PREBUILD_ARCHS='')."
+)
+
+
+def _pypi_tool_candidates(tool: str) -> list[Path]:
+    """CUDA tools shipped by PyPI's nvidia-* packages (``site-packages/nvidia/cu13/bin/``)."""
+    spec = importlib.util.find_spec("nvidia")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    found = []
+    for root in spec.submodule_search_locations:
+        found.extend(sorted(Path(root).glob(f"cu*/bin/{tool}"), reverse=True))
+    return found
+
+
+# The system toolkit's usual place. PREBUILD_SYSTEM_CUDA names another; set it empty to
+# never use a system toolkit (then only CUDA_HOME, PATH and PyPI's packages count).
+SYSTEM_CUDA_ENV = "PREBUILD_SYSTEM_CUDA"
+SYSTEM_CUDA = "/usr/local/cuda"
+
+
+def cuda_tool_candidates(tool: str, env: dict[str, str] | None = None) -> list[Path]:
+    """Where a CUDA tool (nvcc, cuobjdump) is looked for, in order: CUDA_HOME, PATH,
+    /usr/local/cuda (or $PREBUILD_SYSTEM_CUDA), then PyPI's nvidia packages
+    (``pip install 'prebuild[toolchain]'``)."""
+    env = dict(os.environ if env is None else env)
+    candidates: list[Path] = []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if env.get(var):
+            candidates.append(Path(env[var]) / "bin" / tool)
+    on_path = shutil.which(tool, path=env.get("PATH", ""))
+    if on_path:
+        candidates.append(Path(on_path))
+    system = env.get(SYSTEM_CUDA_ENV, SYSTEM_CUDA)
+    if system:
+        candidates.append(Path(system) / "bin" / tool)
+    candidates.extend(_pypi_tool_candidates(tool))
+    return candidates
+
+
+def find_cuda_tool(tool: str, env: dict[str, str] | None = None) -> Path | None:
+    for candidate in cuda_tool_candidates(tool, env):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def nvcc_candidates(env: dict[str, str] | None = None) -> list[Path]:
+    return cuda_tool_candidates("nvcc", env)
+
+
+def find_nvcc(env: dict[str, str] | None = None) -> Path:
+    found = find_cuda_tool("nvcc", env)
+    if found is None:
+        raise ToolchainError(NVCC_HELP)
+    return found
+
+
+def parse_nvcc_version(output: str) -> Version:
+    """``Cuda compilation tools, release 13.0, V13.0.88`` -> Version("13.0")."""
+    m = re.search(r"release (\d+)\.(\d+)", output)
+    if not m:
+        raise ToolchainError(f"cannot read the CUDA version from nvcc --version:\n{output}")
+    return Version(f"{m[1]}.{m[2]}")
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        detail = getattr(exc, "stderr", "") or str(exc)
+        raise ToolchainError(f"`{' '.join(cmd)}` failed: {detail.strip()}") from exc
+
+
+@dataclass(frozen=True)
+class Nvcc:
+    path: Path
+
+    @property
+    def cuda_home(self) -> Path:
+        return self.path.parent.parent
+
+    @cached_property
+    def version(self) -> Version:
+        return parse_nvcc_version(_run([str(self.path), "--version"]))
+
+    @cached_property
+    def supported_archs(self) -> tuple[Arch, ...]:
+        """The real archs this nvcc builds SASS for (``nvcc --list-gpu-code``)."""
+        return parse_arch_list(_run([str(self.path), "--list-gpu-code"]).split())
+
+
+@dataclass(frozen=True)
+class Torch:
+    """The torch the build compiles against (its headers and libtorch_cpu)."""
+
+    version: Version
+    version_string: str
+    cuda: str | None  # torch.version.cuda: None for a CPU build
+    include_dirs: tuple[Path, ...]
+    library_dir: Path
+
+
+def find_torch() -> Torch:
+    try:
+        import torch  # noqa: PLC0415 - imported only when a build needs it
+    except ImportError as exc:
+        raise ToolchainError(
+            "torch is not installed in this Python. Install the torch you build for first "
+            "(for example `pip install torch==2.13.0`), then build with "
+            "`pip install --no-build-isolation` so that this torch is used."
+        ) from exc
+    root = Path(torch.__file__).parent
+    return Torch(
+        version=Version(torch.__version__.split("+")[0]),
+        version_string=torch.__version__,
+        cuda=torch.version.cuda,
+        include_dirs=(root / "include",),
+        library_dir=root / "lib",
+    )
+
+
+def check_cuda_matches_torch(nvcc_version: Version, torch_cuda: str | None) -> None:
+    """With a CUDA build of torch, the CUDA major of nvcc must equal torch's."""
+    if torch_cuda is None:
+        return  # a CPU torch: the kernels only need torch's stable-ABI headers
+    torch_major = Version(torch_cuda).major
+    if torch_major != nvcc_version.major:
+        raise ToolchainError(
+            f"nvcc is CUDA {nvcc_version} but the installed torch is built for CUDA "
+            f"{torch_cuda}. Use an nvcc of CUDA {torch_major}.x (set CUDA_HOME), or install a "
+            f"torch built for CUDA {nvcc_version.major}."
+        )
+
+
+def find_cxx(env: dict[str, str] | None = None) -> str:
+    env = dict(os.environ if env is None else env)
+    for candidate in (env.get("CXX"), "c++", "g++", "clang++"):
+        if candidate and shutil.which(candidate, path=env.get("PATH", "")):
+            return candidate
+    raise ToolchainError("no C++ compiler found: install g++ (or set CXX)")
+
+
+def find_ninja() -> str:
+    """ninja from PATH, else the one PyPI's ``ninja`` package installs beside this Python."""
+    found = shutil.which("ninja") or shutil.which("ninja", path=str(Path(sys.executable).parent))
+    if found:
+        return found
+    try:
+        import ninja  # noqa: PLC0415
+
+        return str(Path(ninja.BIN_DIR) / "ninja")
+    except (ImportError, AttributeError) as exc:
+        raise ToolchainError("ninja is not installed: pip install ninja") from exc
+
+
+def available_memory_bytes() -> int:
+    """MemAvailable from /proc/meminfo (falls back to total physical memory)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1

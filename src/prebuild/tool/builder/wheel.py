@@ -1,0 +1,278 @@
+"""``prebuild wheel``: one wheel per arch (or one fat wheel), each built, checked, then moved
+into the output directory in one step, so an output directory never holds a partial wheel.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Mapping, Sequence
+
+from build import BuildBackendException, ProjectBuilder
+from filelock import FileLock, Timeout
+
+from prebuild.runtime.arch import Arch
+from prebuild.tool.builder import flags as F
+from prebuild.tool.builder.compile import BuildError, ProgressCallback, compile_libraries, default_build_dir
+from prebuild.tool.inspection import InspectionError, inspect_wheel
+from prebuild.runtime.manifest import Manifest, ManifestError
+
+
+@dataclass(frozen=True)
+class WheelVariant:
+    """The archs that go into one wheel."""
+
+    archs: tuple[Arch, ...]
+    ptx: bool
+
+    @property
+    def name(self) -> str:
+        return ",".join(a.sm for a in self.archs) + (" +PTX" if self.ptx else "")
+
+
+def plan_variants(archs: Sequence[Arch], fat: bool, ptx: bool) -> list[WheelVariant]:
+    """One wheel per arch by default; ``fat`` puts every arch into one wheel."""
+    archs = tuple(sorted(set(archs)))
+    if not archs:
+        raise ValueError("no CUDA arch given: pass --arch, for example --arch sm_80,sm_90")
+    if fat:
+        return [WheelVariant(archs, ptx)]
+    return [WheelVariant((a,), ptx) for a in archs]
+
+
+@dataclass(frozen=True)
+class BuiltWheel:
+    path: Path
+    variant: WheelVariant
+    manifest: Manifest
+    seconds: float
+
+    @property
+    def size(self) -> int:
+        return self.path.stat().st_size
+
+    @property
+    def sass_archs(self) -> tuple[Arch, ...]:
+        return self.manifest.sass_archs
+
+    @property
+    def ptx_archs(self) -> tuple[Arch, ...]:
+        return self.manifest.ptx_archs
+
+
+def check_embedded_archs(wheel: Path) -> Manifest:
+    """The wheel's manifest, once every library is checked against it: present with its
+    sha256, and the archs really inside the CUDA library (its ``.nv_fatbin``) exactly those
+    the manifest records. BuildError otherwise."""
+    try:
+        report = inspect_wheel(wheel)
+    except (ManifestError, InspectionError) as exc:
+        raise BuildError(f"{wheel.name}: {exc}") from exc
+    if report.disagreements:
+        raise BuildError(
+            f"{wheel.name} does not match its manifest: "
+            + "; ".join(f"{d.file}: {d.message}" for d in report.disagreements)
+        )
+    if not isinstance(report.manifest, Manifest):
+        raise BuildError(f"{wheel.name} carries no prebuild/_manifest.json")
+    return report.manifest
+
+
+def quiet_runner(log_path: Path, env: Mapping[str, str]):
+    """A pyproject-hooks runner: the backend's output goes to a log, not the terminal."""
+
+    def run(cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None) -> None:
+        full_env = {**os.environ, **(extra_environ or {}), **env}
+        with open(log_path, "a", encoding="utf-8") as log:
+            subprocess.run(list(cmd), cwd=cwd, env=full_env, stdout=log, stderr=subprocess.STDOUT, check=True)
+
+    return run
+
+
+LOCK_NAME = ".prebuild-wheel.lock"
+
+
+@contextmanager
+def exclusive_build(
+    source_dir: Path, build_dir: Path, on_wait: Callable[[str], None] | None = None
+) -> Iterator[None]:
+    """Hold the build locks of a checkout and of a build directory.
+
+    Two builds of one checkout share setuptools' ``build/`` and ``*.egg-info`` and the
+    object directories; run at once they could package each other's half-written files.
+    So a second run waits for the first (it then finds the objects compiled and only
+    packages). The locks are OS-level (``filelock``): a killed build leaves no stale lock.
+    """
+    paths = sorted({(source_dir / "build").resolve(), build_dir.resolve()})  # fixed order
+    with ExitStack() as stack:
+        for directory in paths:
+            directory.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(directory / LOCK_NAME))
+            try:
+                stack.enter_context(lock.acquire(timeout=0))
+            except Timeout:
+                if on_wait:
+                    on_wait(f"waiting for another build (lock {directory / LOCK_NAME})")
+                stack.enter_context(lock.acquire())
+        yield
+
+
+def build_wheel(
+    source_dir: Path,
+    variant: WheelVariant,
+    out_dir: Path,
+    *,
+    jobs: int | None = None,
+    build_dir: Path | None = None,
+    compress: bool = True,
+    on_progress: ProgressCallback | None = None,
+    on_phase: Callable[[str], None] | None = None,
+) -> BuiltWheel:
+    start = time.monotonic()
+    source_dir = Path(source_dir).resolve()
+    build_dir = (build_dir or default_build_dir(source_dir)).resolve()
+    options = F.BuildOptions(archs=variant.archs, ptx=variant.ptx, jobs=jobs, build_dir=build_dir,
+                             compress=compress)
+    with exclusive_build(source_dir, build_dir, on_phase):
+        return _build_locked(source_dir, variant, out_dir, options, start, on_progress, on_phase)
+
+
+def _build_locked(
+    source_dir: Path,
+    variant: WheelVariant,
+    out_dir: Path,
+    options: F.BuildOptions,
+    start: float,
+    on_progress: ProgressCallback | None,
+    on_phase: Callable[[str], None] | None,
+) -> BuiltWheel:
+    build_dir = options.build_dir
+    assert build_dir is not None
+    if on_phase:
+        on_phase("compiling")
+    compile_libraries(source_dir, options, on_progress)
+
+    if on_phase:
+        on_phase("packaging")
+    staging_root = build_dir / "wheels"
+    staging_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=staging_root, prefix="staging-") as staging:
+        log = Path(staging) / "setuptools.log"
+        builder = ProjectBuilder(source_dir, python_executable=sys.executable,
+                                 runner=quiet_runner(log, options.to_env()))  # fmt: skip
+        try:
+            built = Path(builder.build("wheel", Path(staging) / "out"))
+        except BuildBackendException as exc:
+            text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+            raise BuildError(f"packaging the {variant.name} wheel failed:\n{text[-6000:]}") from exc
+
+        if on_phase:
+            on_phase("checking")
+        manifest = check_embedded_archs(built)
+        if manifest.sass_archs != variant.archs or manifest.ptx_archs != options.ptx_archs:
+            raise BuildError(
+                f"{built.name} records archs {manifest.sass_archs}/{manifest.ptx_archs}, "
+                f"expected {variant.archs}/{options.ptx_archs}"
+            )
+        final = place_atomically(built, out_dir)
+    return BuiltWheel(final, variant, manifest, time.monotonic() - start)
+
+
+def place_atomically(built: Path, out_dir: Path, filename: str | None = None) -> Path:
+    """Copy ``built`` into ``out_dir`` under a hidden name, then rename: the target name
+    appears only once the wheel is complete, even across file systems."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final = out_dir / (filename or built.name)
+    partial = out_dir / f".{final.name}.partial"
+    try:
+        shutil.copyfile(built, partial)
+        os.replace(partial, final)
+    finally:
+        partial.unlink(missing_ok=True)
+    return final
+
+
+class OutputError(ValueError):
+    """An output path (--out, --lock) cannot be created or written."""
+
+
+def prepare_output_dir(path: Path, what: str = "--out") -> Path:
+    """Create ``path`` if needed and prove it writable, before any lock is taken or anything
+    is compiled: a bad --out must not cost a build. OutputError names the problem."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"{what} {path}: exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        # Permission bits do not tell (root ignores them; read-only mounts, /proc): write.
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".prebuild-write-check-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise OutputError(f"{what} {path}: cannot create or write there ({reason}); "
+                          f"choose another {what}") from None  # fmt: skip
+    return path
+
+
+LOCK_PLACEHOLDER = "{variant}"
+
+
+def check_lock_target(template: str, n_wheels: int) -> None:
+    """pip refuses two requirements of one name in a file, so several wheels need one lock
+    file each: ``{variant}`` in the name says where (ValueError otherwise)."""
+    if n_wheels > 1 and LOCK_PLACEHOLDER not in template:
+        raise ValueError(
+            f"--lock {template}: {n_wheels} wheels are built but pip accepts one prebuild line "
+            f"per requirements file. Put {LOCK_PLACEHOLDER} in the name (--lock "
+            f"'locks/{LOCK_PLACEHOLDER}.txt' writes one per wheel), or build one wheel (--fat)"
+        )
+    parent = Path(template).parent
+    while LOCK_PLACEHOLDER in str(parent):  # 'locks/{variant}/req.txt': check what is fixed
+        parent = parent.parent
+    prepare_output_dir(parent, "--lock")
+
+
+def lock_line(project: str, wheel: Path, sha256: str) -> str:
+    """``prebuild @ file:///abs/x.whl --hash=sha256:...``: what ``pip install
+    --require-hashes -r FILE`` accepts."""
+    return f"{project} @ {wheel.resolve().as_uri()} --hash=sha256:{sha256}\n"
+
+
+def write_lock(template: str, wheel: Path) -> Path:
+    """Write the lock file of one built wheel (its sha256 computed from the file itself)."""
+    from packaging.utils import parse_wheel_filename
+
+    from prebuild.tool.index import wheel_variant
+    from prebuild.runtime.manifest import sha256_file
+
+    variant = wheel_variant(wheel.name)
+    path = Path(template.replace(LOCK_PLACEHOLDER, variant.name if variant else "cpu"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    project = str(parse_wheel_filename(wheel.name)[0])
+    text = (f"# {wheel.name}: pip install --require-hashes -r {path.name}\n"
+            + lock_line(project, wheel, sha256_file(wheel)))  # fmt: skip
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+    return path
+
+
+def find_source_dir(start: Path | None = None) -> Path | None:
+    """The prebuild checkout to build: the nearest parent of ``start`` holding csrc/ and
+    setup.py, else the checkout this package is installed from in editable mode."""
+    candidates = [Path(start or Path.cwd()).resolve()]
+    candidates += list(candidates[0].parents)
+    candidates.append(Path(__file__).resolve().parents[4])
+    for path in candidates:
+        if (path / "csrc").is_dir() and (path / "setup.py").is_file() and (
+            path / "src" / "prebuild"
+        ).is_dir():
+            return path
+    return None

@@ -1,0 +1,587 @@
+"""The ``prebuild`` command line."""
+
+from __future__ import annotations
+
+from inspect import cleandoc
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from prebuild.runtime.arch import ArchError, parse_arch_list
+
+app = typer.Typer(
+    name="prebuild",
+    help="Build, check, index and install ahead-of-time compiled PyTorch CUDA kernels, and "
+    "diagnose why they do or do not run. Kernels are compiled once, into wheels; importing "
+    "them never compiles. Start with `prebuild wheel --arch sm_90` or `prebuild doctor`.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+
+@app.callback()
+def _root() -> None:
+    """Build, check, index and install ahead-of-time compiled PyTorch CUDA kernels."""
+
+
+def _fail(message: str, code: int = 2) -> "typer.Exit":
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    return typer.Exit(code)
+
+
+# What `pip install 'prebuild[build]'` brings (pyproject.toml): import name -> distribution.
+BUILD_EXTRA_MODULES = {"build": "build", "ninja": "ninja", "setuptools": "setuptools",
+                       "wheel": "wheel", "filelock": "filelock"}  # fmt: skip
+
+
+def _missing_build_extra(exc: ModuleNotFoundError) -> str:
+    top = (exc.name or "").partition(".")[0]
+    if top in BUILD_EXTRA_MODULES:
+        return (f"building wheels needs the '{BUILD_EXTRA_MODULES[top]}' package, which is not "
+                "installed. Install prebuild's build extra: pip install 'prebuild[build]'")  # fmt: skip
+    return f"building wheels needs the module '{exc.name}', which is not installed ({exc})"
+
+
+@app.command()
+def wheel(
+    project: Optional[str] = typer.Argument(
+        None, metavar="[PROJECT]", show_default=False,
+        help="What to build: a source directory, an sdist, or a pip requirement or URL "
+        "(fused-ssim==1.0.0, git+https://...). Default: prebuild's own kernels (the checkout "
+        "around the current directory). Another project is built from a private copy, by its "
+        "own build backend, in this environment: it needs a CUDA build of torch.",
+    ),
+    arch: List[str] = typer.Option(
+        ...,
+        "--arch",
+        "-a",
+        metavar="ARCHS",
+        help="CUDA archs: sm_80, 80, 8.0 or sm_90a; comma-separated or repeated. "
+        "Each must be one that your nvcc can build (`nvcc --list-gpu-code`).",
+    ),
+    out_dir: Path = typer.Option(Path("dist"), "--out", "-o", metavar="DIR", help="Where the wheels go."),
+    fat: bool = typer.Option(False, "--fat", help="One wheel holding every arch, instead of one per arch."),
+    ptx: bool = typer.Option(
+        False, "--ptx",
+        help="Also embed PTX for the newest arch, so newer GPUs can run it through the driver's JIT.",
+    ),
+    jobs: Optional[int] = typer.Option(
+        None, "--jobs", "-j", min=1, metavar="N",
+        help="Parallel compile jobs (default: from cores and free memory).",
+    ),
+    source: Optional[Path] = typer.Option(
+        None, "--source", metavar="DIR",
+        help="The prebuild checkout to build (default: the one around the current directory).",
+    ),
+    build_dir: Optional[Path] = typer.Option(
+        None, "--build-dir", metavar="DIR",
+        help="Where objects are kept between runs (default: build/prebuild in the checkout).",
+    ),
+    compress: bool = typer.Option(
+        True, "--compress/--no-compress",
+        help="Compress the device code in the fatbin (smaller wheels; decompressed once at load).",
+    ),
+    lock: Optional[str] = typer.Option(
+        None, "--lock", metavar="FILE",
+        help="Also write a requirements file pinning the wheel by sha256 (pip install "
+        "--require-hashes -r FILE). With several wheels put {variant} in the name: one file each.",
+    ),
+) -> None:
+    """Compile CUDA kernels ahead of time into wheels, one per CUDA arch.
+
+    prebuild's own kernels: each wheel is a cp310-abi3 wheel for PyTorch's stable ABI: it installs on every Python >= 3.10 and loads in every torch from the targeted version on. Its version's local label names CUDA and the archs (prebuild-0.1.0+cu130.sm80-...whl). Compiled objects are kept in the build directory, so a second run only packages.
+
+    Another project (a classic torch/extension.h CUDAExtension, unmodified): every nvcc call of its build produces exactly the archs asked for, whatever its setup.py says; the archs are read back from every library; the version gains +pt214.cu130.sm90 and the wheel requires that torch minor release.
+
+    Examples:
+
+      prebuild wheel --arch sm_80,sm_90          # two wheels in dist/
+
+      prebuild wheel --arch 8.0 --arch 9.0 --fat # one wheel with both
+
+      prebuild wheel --arch sm_120 --ptx         # + PTX for newer GPUs
+
+      prebuild wheel --arch sm_90 --lock prebuild.lock  # then, to install:
+
+      pip install --require-hashes -r prebuild.lock
+
+      prebuild wheel --arch sm_80,sm_90 ./fused-ssim   # another project
+    """
+    try:
+        from prebuild.tool.builder import flags as F
+        from prebuild.tool.builder.compile import BuildError, preflight
+        from prebuild.tool.builder.toolchain import ToolchainError
+        from prebuild.tool.builder.wheel import (
+            build_wheel, check_lock_target, find_source_dir, plan_variants, prepare_output_dir, write_lock,
+        )  # fmt: skip
+        from prebuild.tool.builder import classic
+        from prebuild.tool.builder.project import PREBUILD, project_kind, resolve_project
+    except ModuleNotFoundError as exc:
+        raise _fail(_missing_build_extra(exc)) from None
+
+    import shutil
+    import tempfile
+
+    work = build_dir or Path(tempfile.mkdtemp(prefix="prebuild-wheel-"))
+    try:
+        archs = parse_arch_list(",".join(arch))
+        variants = plan_variants(archs, fat=fat, ptx=ptx)
+        if lock is not None:
+            check_lock_target(lock, len(variants))
+        # Refuse bad archs, a missing nvcc or a CUDA mismatch (and for another project a CPU
+        # torch), then an output directory that cannot be written: before anything is
+        # copied, downloaded, locked or compiled.
+        if project_kind(project) == PREBUILD:
+            _, nvcc = preflight(F.BuildOptions(archs=archs, ptx=ptx, jobs=jobs))
+        else:
+            torch, nvcc = classic.preflight_classic(archs)
+        prepare_output_dir(out_dir)
+        checkout = source.resolve() if source else find_source_dir()
+        if project is not None and not Path(project).expanduser().exists():
+            err.print(f"Fetching the source of {escape(project)} with pip", highlight=False)
+        target = resolve_project(project, work, checkout if project is None else None)
+        if build_dir is None and target.kind == PREBUILD:
+            shutil.rmtree(work, ignore_errors=True)  # its objects live in the checkout's build/
+    except (ArchError, ValueError, ToolchainError, BuildError) as exc:
+        if build_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+        raise _fail(str(exc)) from None
+
+    def build_one(variant, on_progress, on_phase):
+        if target.kind == PREBUILD:
+            return build_wheel(target.source, variant, out_dir, jobs=jobs, build_dir=build_dir, compress=compress,
+                               on_progress=on_progress, on_phase=on_phase)  # fmt: skip
+        return classic.build_classic_wheel(target.source, variant.archs, F.ptx_archs_for(variant.archs, variant.ptx),
+                                           out_dir, torch, nvcc, work, jobs=jobs, on_phase=on_phase)  # fmt: skip
+
+    err.print(
+        f"Building {len(variants)} wheel(s) with nvcc {nvcc.version} ({nvcc.path}) "
+        f"from {target.origin} into {out_dir}/"
+    )
+    built = []
+    started = time.monotonic()
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.fields[variant]}[/]"),
+        TextColumn("{task.fields[phase]}"),
+        BarColumn(bar_width=20),
+        TextColumn("{task.fields[step]}", style="dim"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    ) as progress:
+        for variant in variants:
+            task = progress.add_task("", total=None, variant=variant.name, phase="", step="")
+
+            def on_phase(phase: str, task=task, name=variant.name) -> None:
+                if phase.startswith("waiting"):  # say it once, not only in the live line
+                    progress.console.print(f"{name}: {escape(phase)}")
+                progress.update(task, phase=escape(phase), step="")
+
+            def on_progress(done: int, total: int, what: str, task=task) -> None:
+                progress.update(task, completed=done, total=total, step=escape(f"[{done}/{total}] {what}"[-50:]))
+
+            try:
+                result = build_one(variant, on_progress, on_phase)
+            except (BuildError, ToolchainError, ArchError) as exc:
+                progress.update(task, phase="[red]failed[/]")
+                progress.stop()
+                raise _fail(str(exc), code=1) from None
+            progress.update(task, phase="[green]done[/]", step="", total=1, completed=1)
+            built.append(result)
+
+    # One line per wheel, never wrapped: the names are copied into pip commands.
+    out.print(f"[bold]{len(built)} wheel(s) in {escape(str(out_dir))}/, {time.monotonic() - started:.0f} s:[/]",
+              highlight=False)  # fmt: skip
+    name_width = max(len(r.path.name) for r in built)
+    if build_dir is None and target.kind != PREBUILD:
+        shutil.rmtree(work, ignore_errors=True)  # kept on failure: the error names its build log
+    for result in built:
+        archs_text = ",".join([a.sm for a in result.sass_archs] + [a.compute for a in result.ptx_archs])
+        out.print(f"  {escape(result.path.name):<{name_width}}  {archs_text}  {result.size / 1024:.0f} KiB  "
+                  f"{result.seconds:.1f} s", highlight=False, soft_wrap=True)  # fmt: skip
+    if lock is not None:
+        for result in built:
+            path = write_lock(lock, result.path)
+            out.print(f"Lock file {path}: pip install --require-hashes -r {path}", highlight=False)
+
+
+@app.command()
+def inspect(
+    target: Path = typer.Argument(
+        ..., metavar="TARGET", show_default=False,
+        help="A wheel (.whl), an installed package directory, one library (.so), or the name "
+        "of an installed distribution (prebuild, or a project prebuild built).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
+) -> None:
+    """Show the CUDA archs really compiled into each library, and check them against the manifest.
+
+    The SASS (machine code) and PTX archs are read from each library's ELF .nv_fatbin section, not taken from the manifest; then each library's sha256 and archs are compared with the manifest: prebuild/_manifest.json in prebuild's own wheels, .dist-info/prebuild.json in another project's wheel built by `prebuild wheel --arch ... PROJECT` (which also names the torch and CUDA it was built with). In prebuild's own libraries, code that statically linked libraries bring along (the CUDA runtime's own kernels) is shown as "linked" and not compared.
+
+    Exit codes: 0 everything agrees (or a lone library with no manifest beside it);
+    1 the binaries and the manifest disagree; 2 the path or name cannot be read.
+
+    Examples:
+
+      prebuild inspect dist/prebuild-0.1.0+cu130.sm80-cp310-abi3-linux_x86_64.whl
+
+      prebuild inspect prebuild           # the installed package
+
+      prebuild inspect fused-ssim         # a project prebuild built, installed
+
+      prebuild inspect build/prebuild/cuda/cu130-sm80/_C_cuda.abi3.so --json
+    """
+    import json
+
+    from prebuild.tool.inspection import InspectionError, inspect_path
+    from prebuild.runtime.manifest import ManifestError
+
+    try:
+        report = inspect_path(target)
+    except (InspectionError, ManifestError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    if as_json:
+        out.print_json(json.dumps(report.to_dict()))
+        raise typer.Exit(0 if report.ok else 1)
+
+    out.print(f"[bold]{escape(str(report.target))}[/]: {escape(report.summary)}", highlight=False)
+    table = Table()
+    for column in ("library", "kind", "SASS", "PTX", "linked", "sha256"):
+        table.add_column(column, overflow="fold")
+    for lib in report.libraries:
+        code = report.code_of(lib)
+        table.add_row(
+            lib.file, report.kind_of(lib.file) or "-",
+            ", ".join(a.sm for a in code.sass) or "-",
+            ", ".join(a.compute for a in code.ptx) or "-",
+            ", ".join(a.sm for a in code.linked_sass) or "-",
+            lib.sha256[:12],
+        )  # fmt: skip
+    out.print(table)
+    for d in report.disagreements:
+        err.print(f"[bold red]disagrees:[/] {escape(d.file)}: {escape(d.message)}", highlight=False)
+    if not report.ok:
+        raise typer.Exit(1)
+    if report.manifest is not None:
+        out.print("[green]The binaries match the manifest.[/]")
+
+
+@app.command()
+def matrix(
+    markdown: bool = typer.Option(
+        False, "--markdown", help="Print README's support table (Markdown) instead of the JSON matrix."
+    ),
+    cuda: Optional[List[str]] = typer.Option(
+        None, "--cuda", metavar="VERSIONS", help="Only these CUDA versions (e.g. --cuda 13.0); comma-separated or repeated."
+    ),
+    arch: Optional[List[str]] = typer.Option(
+        None, "--arch", "-a", metavar="ARCHS", help="Only these archs of the table (e.g. --arch sm_80,sm_90)."
+    ),
+    torch: Optional[List[str]] = typer.Option(
+        None, "--torch", metavar="VERSIONS",
+        help="For another project's classic (torch/extension.h) wheels, which are tied to one torch "
+        "minor release: one job per torch too (e.g. --torch 2.13,2.14).",
+    ),
+) -> None:
+    """Print the CI wheel matrix (CUDA versions x GPU archs) as JSON for GitHub Actions.
+
+    One job per (CUDA version, arch); each entry has cuda, cuda_tag, arch, ptx (true for the newest arch, whose wheel also carries PTX for GPUs newer than any listed) and variant (the index a wheel is published under). The same table in src/prebuild/tool/support.py makes README's support table (--markdown) and the default archs of a source build.
+
+    With --torch, the matrix is for another project's wheels (`prebuild wheel --arch ARCH PROJECT`): one job per (torch, CUDA version, arch), each entry also with torch, torch_tag, a variant such as pt214-cu130-sm90, and torch_install, the pip command that installs that torch's CUDA build in the job. Each torch is paired with each CUDA version given: pass --cuda for the ones PyTorch publishes builds of that torch for.
+
+    Examples:
+
+      prebuild matrix               # {"include": [{"cuda": "12.8", ...}, ...]}
+
+      echo "matrix=$(prebuild matrix)" >> "$GITHUB_OUTPUT"  # in a workflow
+
+      prebuild matrix --cuda 13.0 --markdown
+
+      prebuild matrix --torch 2.14 --cuda 13.0 --arch sm_80,sm_90  # a project's
+    """
+    import json
+
+    from prebuild.tool import support
+
+    def listed(values: Optional[List[str]]) -> list[str]:
+        return [v.strip() for item in values or () for v in item.split(",") if v.strip()]
+
+    releases = support.CUDA_RELEASES
+    if cuda:
+        wanted = set(listed(cuda))
+        known = {r.version for r in releases}
+        unknown = sorted(wanted - known)
+        if unknown:
+            raise _fail(f"no CUDA {', '.join(unknown)} in the support table; it has {', '.join(sorted(known))}")
+        releases = tuple(r for r in releases if r.version in wanted)
+    archs = None
+    if arch:
+        try:
+            archs = parse_arch_list(",".join(arch))
+        except ArchError as exc:
+            raise _fail(str(exc)) from None
+        missing = [a.sm for a in archs if a not in support.ALL_ARCHS]
+        if missing:
+            raise _fail(f"{', '.join(missing)} is not in the support table; it has "
+                        f"{', '.join(a.sm for a in support.ALL_ARCHS)}")  # fmt: skip
+    if markdown:
+        if torch or arch:
+            raise _fail("--markdown prints the support table of prebuild's own wheels: it takes --cuda only")
+        print(support.support_table(releases), end="")
+    elif torch:
+        try:
+            print(json.dumps(support.classic_matrix(tuple(listed(torch)), releases, archs), separators=(",", ":")))
+        except ValueError as exc:
+            raise _fail(str(exc)) from None
+    else:
+        print(json.dumps(support.matrix(releases, archs), separators=(",", ":")))
+
+
+@app.command()
+def index(
+    dist_dir: Path = typer.Argument(..., help="The folder holding the wheels (*.whl).", show_default=False),
+    site: Path = typer.Option(..., "--out", "-o", help="Where the index site is written (replaced whole).",
+                              show_default=False),
+) -> None:
+    """Write a pip package index (PEP 503, static files) for the wheels in DIST_DIR.
+
+    One index per variant -- the CUDA version and archs in a wheel's version label, e.g.
+    SITE/cu130-sm90/simple/, and for another project's wheels also the torch release, e.g.
+    SITE/pt214-cu130-sm90/simple/ -- so pip can only pick a wheel for that GPU, plus
+    SITE/simple/ with every wheel. Wheels are stored once in SITE/wheels/; every link carries its sha256.
+    SITE/index.json lists the same for `prebuild install --from SITE`. Serve SITE as static
+    files (GitHub Pages), or use it in place through file://.
+
+    Exit codes: 0 written; 2 no wheels, a bad wheel, or SITE holds something else.
+
+    Examples:
+
+      prebuild index dist --out site
+
+      pip install prebuild --index-url file://$PWD/site/cu130-sm90/simple
+
+      pip install prebuild --index-url https://OWNER.github.io/prebuild/simple
+    """
+    from prebuild.tool.index import ALL, SiteError, build_index, install_command, usual_index_url
+
+    try:
+        indexes = build_index(dist_dir, site)
+    except (SiteError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    out.print(f"[bold]{len(indexes[ALL])} wheel(s) indexed in {escape(str(site))}/:[/]", highlight=False)
+    for key, wheels in indexes.items():
+        where = f"{site}/{key}/simple" if key else f"{site}/simple (every wheel)"
+        out.print(f"  {escape(where)}: {escape(', '.join(w.filename for w in wheels))}", highlight=False, soft_wrap=True)
+    site_url = site.resolve().as_uri()
+    extra = usual_index_url()
+    out.print(f"Install one variant (dependencies such as torch come from {escape(extra)}; "
+              "use --no-deps instead when they are installed):", highlight=False)  # fmt: skip
+    for key, wheels in indexes.items():
+        for project in sorted({w.project for w in wheels}) if key != ALL else ():
+            out.print(f"  {escape(install_command(site_url, key, project, extra_index=extra))}", highlight=False,
+                      soft_wrap=True)  # fmt: skip
+
+
+@app.command()
+def install(
+    project: str = typer.Argument(
+        "prebuild", metavar="[NAME]",
+        help="The project to install: prebuild (the default) or another project whose wheels "
+        "`prebuild wheel --arch ... PROJECT` built (fused-ssim, ...).",
+    ),
+    source: str = typer.Option(
+        "dist", "--from", "-f",
+        help="A folder of wheels, a site written by `prebuild index`, or an index URL "
+        "(file://... or https://.../simple).",
+    ),
+    arch: Optional[List[str]] = typer.Option(
+        None, "--arch", "-a",
+        help="Choose for these archs instead of this machine's GPUs (sm_90, 8.6, ...); repeatable.",
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the decision; install nothing."),
+    as_json: bool = typer.Option(False, "--json", help="Print the decision as JSON on stdout."),
+) -> None:
+    """Pick the wheel of NAME whose code runs on every GPU of this machine, and pip install it.
+
+    GPUs are listed through NVML (pip install nvidia-ml-py), which creates no CUDA context; CUDA_VISIBLE_DEVICES is honoured. A wheel fits when every GPU gets SASS for its arch or, failing that, PTX the driver can JIT-compile, its CUDA major equals the installed torch's and the driver supports it. Another project's wheel (+pt214.cu130.sm90) also needs the torch minor release it was built against. Among fitting wheels: SASS for every GPU first, then the newest release, the fewest archs, the closest arch, the newest CUDA. With no GPU visible nothing is picked unless --arch says what to pick for. When nothing fits, it says what to run instead.
+
+    Exit codes: 0 picked (and installed, unless --dry-run); 1 pip failed; 2 bad input;
+    3 no wheel fits; 4 no GPU visible and no --arch.
+
+    Examples:
+
+      prebuild install --from dist --dry-run
+
+      prebuild install --from https://OWNER.github.io/prebuild/simple
+
+      prebuild install --from site --arch sm_90 --dry-run  # for an H100
+
+      prebuild install fused-ssim --from site  # a project prebuild built
+    """
+    import json
+    import subprocess
+    import sys
+
+    from prebuild.tool.gpus import query_gpus, torch_info
+    from prebuild.tool.install import SourceError, Target, cpu_torch_warning, find_candidates, no_fit_fix, select_wheel
+
+    try:
+        archs = parse_arch_list(",".join(arch)) if arch else ()
+        candidates = find_candidates(source, project)
+    except (ArchError, SourceError) as exc:
+        raise _fail(str(exc)) from None
+    gpus = query_gpus()
+    torch = torch_info()
+    if archs:
+        targets = [Target(f"--arch {a.sm}", a.capability) for a in archs]
+    else:
+        targets = [Target(f"cuda:{g.index} ({g.name})", g.capability) for g in gpus.gpus]
+    decision = select_wheel(candidates, targets, torch.cuda, gpus.driver_cuda, torch.version)
+    code = 0 if decision.chosen else (4 if not targets else 3)
+    fix = no_fit_fix(decision, project, targets)
+    warnings = []
+    note = cpu_torch_warning(torch, decision)
+    if note:
+        warnings.append(note)
+
+    if as_json:
+        data = decision.to_dict()
+        data.update(project=project, gpus=gpus.to_dict(), torch={"version": torch.version, "cuda": torch.cuda},
+                    dry_run=dry_run, warnings=warnings, fix=fix)  # fmt: skip
+        print(json.dumps(data, indent=2))
+    else:
+        if not gpus.gpus:
+            err.print(f"No GPU visible: {escape(gpus.note)}", highlight=False)
+        else:
+            err.print("GPUs: " + ", ".join(f"cuda:{g.index} {escape(g.name)} ({g.capability[0]}.{g.capability[1]})"
+                                           for g in gpus.gpus) + f"; driver CUDA {gpus.driver_cuda}", highlight=False)  # fmt: skip
+        err.print(f"torch {torch.version or '(not installed)'}, CUDA {torch.cuda or 'none (CPU build)'}", highlight=False)
+        for warning in warnings:
+            err.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
+        table = Table(title=f"{len(candidates)} wheel(s) of {project} from {source}")
+        table.add_column("wheel", overflow="fold")
+        table.add_column("verdict", overflow="fold")
+        for c in decision.considered:
+            mark = "[green]chosen[/]" if c is decision.chosen else (escape(c.rejected) or ("fits" if targets else "-"))
+            table.add_row(escape(c.candidate.filename), mark)
+        err.print(table)
+        if decision.chosen:
+            out.print(f"[bold]Chosen:[/] {escape(decision.chosen.candidate.filename)}: {escape(decision.reason)}", highlight=False)
+        else:
+            out.print(f"[bold]Nothing chosen:[/] {escape(decision.reason)}", highlight=False)
+            if fix:
+                out.print(f"[bold]Instead:[/] {escape(fix)}", highlight=False, soft_wrap=True)
+    if code or dry_run:
+        raise typer.Exit(code)
+    command = [sys.executable, "-m", "pip", "install", decision.chosen.candidate.location]
+    err.print(f"Running: {' '.join(command)}", highlight=False)
+    # With --json, stdout holds the JSON only: pip's own output goes to stderr.
+    if subprocess.run(command, stdout=sys.stderr if as_json else None).returncode != 0:
+        raise _fail("pip install failed (its output is above)", code=1)
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+@app.command()
+def doctor(
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
+    load: bool = typer.Option(
+        True, "--load/--no-load", help="Test-load the libraries in a short-lived child process."
+    ),
+) -> None:
+    """Explain in one report whether prebuild runs here, and what to do if not.
+
+    Shows Python; torch's version, CUDA and C++ ABI; the installed wheel's manifest (and
+    whether its libraries are intact and load); each visible GPU (NVML: pip install
+    nvidia-ml-py); the driver's CUDA version against the wheel's; and for every op and GPU
+    whether it runs SASS, PTX through the driver's JIT, or nothing, with the reason and the
+    fix. Every other installed project whose wheel prebuild built (`prebuild wheel --arch ...
+    PROJECT`) gets its own rows: libraries intact, the torch minor release and CUDA it needs
+    against the installed torch, code for each GPU, and its extension modules imported in a
+    child process. It also lists JIT lock files that other packages' builds left under
+    TORCH_EXTENSIONS_DIR or ~/.cache/torch_extensions, with their age and the process holding
+    them if one is alive, and prints the command that removes only the stale ones.
+
+    It needs no nvcc and creates no CUDA context in its own process.
+
+    Exit codes: 0 nothing failed (warnings allowed); 1 something fails (see the fixes).
+
+    Examples:
+
+      prebuild doctor
+
+      prebuild doctor --json | jq .ops
+    """
+    import json
+
+    from prebuild.tool.doctor import FAIL, UNKNOWN, WARN, clear_command, diagnose, gather, op_verdicts, to_dict
+
+    facts = gather(check_load=load)
+    checks = diagnose(facts)
+    verdicts = op_verdicts(facts)
+    failed = any(c.status == FAIL for c in checks) or any(v.status == FAIL for v in verdicts)
+    if as_json:
+        print(json.dumps(to_dict(facts, checks, verdicts), indent=2))
+        raise typer.Exit(1 if failed else 0)
+
+    style = {"ok": "[green]ok[/]", WARN: "[yellow]warn[/]", FAIL: "[red]FAIL[/]", UNKNOWN: "[yellow]unknown[/]"}
+    table = Table(title="prebuild doctor", show_lines=False)
+    for column in ("", "check", "finding", "fix"):
+        table.add_column(column, overflow="fold")
+    for c in checks:
+        table.add_row(style[c.status], c.area, escape(c.message), escape(c.fix))
+    out.print(table)
+    if verdicts:
+        ops = Table(title="ops per device")
+        for column in ("", "op", "device", "code", "reason / fix"):
+            ops.add_column(column, overflow="fold")
+        for v in verdicts:
+            ops.add_row(style[v.status], v.op, escape(v.device), escape(v.code),
+                        "" if v.status == "ok" else escape(v.reason))  # fmt: skip
+        out.print(ops)
+    if facts.locks:
+        locks = Table(title="torch JIT lock files")
+        for column in ("lock file", "age", "state"):
+            locks.add_column(column, overflow="fold")
+        for lock in facts.locks:
+            locks.add_row(escape(str(lock.path)), _age(lock.age_seconds), escape(lock.state))
+        out.print(locks)
+        command = clear_command(facts.locks)
+        if command:
+            out.print("Safe to run (removes only the stale locks):")
+            out.print(f"  {escape(command)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(1 if failed else 0)
+
+
+def reflow_help(doc: str) -> str:
+    """A command's docstring as its --help text: prose paragraphs become one line each (the
+    terminal wraps them to its width); indented lines (examples) stay as written."""
+    paragraphs = cleandoc(doc).split("\n\n")
+    return "\n\n".join(p if p.startswith(" ") else " ".join(p.split()) for p in paragraphs)
+
+
+for _command in app.registered_commands:
+    if _command.callback is not None and _command.callback.__doc__:
+        _command.help = reflow_help(_command.callback.__doc__)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

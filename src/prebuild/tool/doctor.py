@@ -1,0 +1,503 @@
+"""``prebuild doctor``: why prebuild does or does not run here, in one report.
+
+Facts are gathered without nvcc and without a CUDA context in this process (GPUs through
+NVML; the libraries are test-loaded in a short-lived child process); ``diagnose``,
+``op_verdicts`` and ``project_checks`` are pure and turn facts into checks through the
+loader's own rules (``prebuild.runtime.compat``). Besides prebuild's own kernels it checks
+every installed distribution that carries a prebuild manifest (another project's wheel
+built by ``prebuild wheel --arch ... PROJECT``) against torch and the GPUs. It also finds
+the JIT lock files that other packages' ``torch.utils.cpp_extension`` builds leave under
+``TORCH_EXTENSIONS_DIR`` or ``~/.cache/torch_extensions``, which make later builds wait
+forever.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.metadata
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from prebuild.runtime.arch import CodeKind, arch_for_capability, format_capability, select_code
+from prebuild.tool.gpus import GpuQuery, TorchInfo
+from prebuild.runtime.manifest import (
+    PROJECT_MANIFEST_NAME,
+    Manifest,
+    ManifestError,
+    ProjectManifest,
+    read_manifest,
+    verify_libraries,
+)
+from prebuild.runtime import compat
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+UNKNOWN = "unknown"  # could not be found out here; the fix says how
+
+
+@dataclass(frozen=True)
+class Check:
+    area: str
+    status: str  # ok, warn or fail
+    message: str
+    fix: str = ""
+
+
+# --- stale JIT locks ------------------------------------------------------------------------
+
+
+# A JIT build of a large extension takes minutes (gsplat: 12 min on 2 cores); a lock file
+# older than this that no process holds is left over.
+STALE_AFTER_SECONDS = 30 * 60
+
+
+@dataclass(frozen=True)
+class JitLock:
+    path: Path
+    age_seconds: float
+    holders: tuple[tuple[int, str], ...] = ()  # (pid, command line) of live processes
+
+    @property
+    def stale(self) -> bool:
+        """Held by no live process and older than any build: older torch versions' lock
+        files are created and closed, so a young one may belong to a build in progress."""
+        return not self.holders and self.age_seconds >= STALE_AFTER_SECONDS
+
+    @property
+    def state(self) -> str:
+        if self.holders:
+            return "; ".join(f"held by pid {pid}: {cmd[:60]}" for pid, cmd in self.holders)
+        return "stale" if self.stale else "recent: a build may still be running"
+
+
+def extension_roots(env: dict[str, str], home: Path) -> list[Path]:
+    """Where torch's JIT builder keeps extensions: TORCH_EXTENSIONS_DIR, else the cache."""
+    roots = []
+    if env.get("TORCH_EXTENSIONS_DIR"):
+        roots.append(Path(env["TORCH_EXTENSIONS_DIR"]))
+    cache = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else home / ".cache"
+    roots.append(cache / "torch_extensions")
+    unique: list[Path] = []
+    for root in roots:
+        if root not in unique:
+            unique.append(root)
+    return unique
+
+
+def parse_proc_locks(text: str) -> dict[int, set[int]]:
+    """Pure: ``/proc/locks`` as {inode: pids holding a lock on it}.
+
+    A line: ``1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`` (``->`` marks a waiter)."""
+    held: dict[int, set[int]] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if "->" in parts:
+            continue
+        try:
+            pid = int(parts[4])
+            inode = int(parts[5].rsplit(":", 1)[1])
+        except (IndexError, ValueError):
+            continue
+        held.setdefault(inode, set()).add(pid)
+    return held
+
+
+def _cmdline(pid: int) -> str | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return " ".join(part.decode(errors="replace") for part in raw.split(b"\0") if part) or f"pid {pid}"
+
+
+def _open_by(paths: set[Path]) -> dict[Path, set[int]]:
+    """Which live processes have each path open (their /proc/PID/fd links)."""
+    found: dict[Path, set[int]] = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            for fd in (proc / "fd").iterdir():
+                try:
+                    target = Path(os.readlink(fd))
+                except OSError:
+                    continue
+                if target in paths:
+                    found.setdefault(target, set()).add(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def find_jit_locks(roots: list[Path], now: float | None = None) -> list[JitLock]:
+    """Every ``lock`` file under the roots, with its age and the live processes holding it
+    (an OS-level lock in /proc/locks, or the file open)."""
+    now = time.time() if now is None else now
+    paths = []
+    for root in roots:
+        if root.is_dir():
+            paths.extend(p for p in root.rglob("*") if p.is_file() and (p.name == "lock" or p.suffix == ".lock"))
+    if not paths:
+        return []
+    try:
+        locks = parse_proc_locks(Path("/proc/locks").read_text())
+    except OSError:
+        locks = {}
+    opened = _open_by({p.resolve() for p in paths})
+    out = []
+    for path in sorted(paths):
+        try:
+            st = path.stat()
+        except OSError:
+            continue  # removed meanwhile
+        pids = locks.get(st.st_ino, set()) | opened.get(path.resolve(), set())
+        holders = tuple((pid, cmd) for pid in sorted(pids) if pid != os.getpid() and (cmd := _cmdline(pid)))
+        out.append(JitLock(path, max(0.0, now - st.st_mtime), holders))
+    return out
+
+
+def clear_command(locks: list[JitLock]) -> str:
+    """The command that removes the stale locks only (none is held by a live process)."""
+    stale = [str(lock.path) for lock in locks if lock.stale]
+    return "rm -f -- " + " ".join(shlex.quote(p) for p in stale) if stale else ""
+
+
+# --- facts ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Facts:
+    python: str
+    torch: TorchInfo
+    package_dir: Path
+    manifest: Manifest | None
+    install_error: str  # manifest unreadable or libraries damaged; "" when fine
+    gpus: GpuQuery
+    locks: list[JitLock] = field(default_factory=list)
+    load_error: str | None = None  # None: not checked; "": loaded fine
+    ops: tuple[str, ...] = ()
+    strict: bool = False
+    projects: list["InstalledProject"] = field(default_factory=list)
+
+
+def installed_package() -> tuple[Path, Manifest | None, str]:
+    """The prebuild package directory, its manifest, and what is wrong with it (or "")."""
+    import prebuild  # noqa: PLC0415 - cheap: imports neither torch nor the libraries
+
+    directory = Path(prebuild.__file__).resolve().parent
+    try:
+        manifest = read_manifest(directory)
+    except ManifestError as exc:
+        return directory, None, str(exc)
+    try:
+        verify_libraries(directory, manifest)
+    except ManifestError as exc:
+        return directory, manifest, str(exc)
+    return directory, manifest, ""
+
+
+LOAD_SCRIPT = "from prebuild.ops import *; print('loaded')"  # every library and op family
+# Another project's extension modules, after torch (whose libraries they need loaded first).
+IMPORT_SCRIPT = "import importlib, sys, torch\nfor m in sys.argv[1:]: importlib.import_module(m)\nprint('loaded')"
+
+
+def load_check(script: str = LOAD_SCRIPT, args: tuple[str, ...] = (), timeout: float = 300) -> str:
+    """Load libraries in a short-lived child (this process stays free of them): "" when
+    they load, else the child's last error line."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"loading took more than {timeout:.0f} s"
+    if proc.returncode == 0 and proc.stdout.strip().endswith("loaded"):
+        return ""
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else f"exit code {proc.returncode}"
+
+
+@dataclass(frozen=True)
+class InstalledProject:
+    """An installed distribution whose wheel prebuild built (``.dist-info/prebuild.json``)."""
+
+    name: str
+    version: str
+    manifest: ProjectManifest | None
+    problem: str = ""  # the manifest unreadable, or libraries missing or altered; "" when fine
+    modules: tuple[str, ...] = ()  # its extension modules
+    load_error: str | None = None  # None: not checked; "": imported fine
+
+
+def extension_module(file: str) -> str | None:
+    """Pure: the module a library path inside a wheel would be (``pkg/_C.cpython-311-x86_64-linux-gnu.so``
+    -> ``pkg._C``); None when it cannot be one (``pkg/lib/libfoo.so.1``). Whether it is one,
+    its ``PyInit_`` symbol says (``installed_projects``)."""
+    for suffix in sorted(importlib.machinery.EXTENSION_SUFFIXES, key=len, reverse=True):
+        if file.endswith(suffix):
+            parts = file[: -len(suffix)].split("/")
+            return ".".join(parts) if all(p.isidentifier() for p in parts) else None
+    return None
+
+
+def installed_projects(check_load: bool = True) -> list[InstalledProject]:
+    """Every installed distribution carrying a prebuild manifest, its libraries checked
+    (sha256 and archs, by ``prebuild.tool.inspection``) and, when intact, imported in a child."""
+    from prebuild.tool.inspection import InspectionError, exports_symbol, inspect_distribution  # noqa: PLC0415 - pyelftools
+
+    found: dict[str, InstalledProject] = {}
+    for dist in importlib.metadata.distributions():
+        name = str(dist.metadata["Name"] or "")
+        if not name or canonicalize_name(name) in found or dist.read_text(PROJECT_MANIFEST_NAME) is None:
+            continue  # not ours, or shadowed by the same name earlier on sys.path
+        try:
+            report = inspect_distribution(name)
+        except (ManifestError, InspectionError, OSError) as exc:
+            found[canonicalize_name(name)] = InstalledProject(name, dist.version, None, str(exc))
+            continue
+        manifest = report.manifest
+        assert isinstance(manifest, ProjectManifest)
+        problem = "; ".join(f"{d.file}: {d.message}" for d in report.disagreements)
+        modules: tuple[str, ...] = ()
+        if not problem:  # every library is there, as built
+            modules = tuple(m for lib in manifest.libraries if (m := extension_module(lib.file)) and exports_symbol(
+                Path(str(dist.locate_file(lib.file))).read_bytes(), f"PyInit_{m.rsplit('.', 1)[-1]}"))  # fmt: skip
+        load_error = load_check(IMPORT_SCRIPT, modules) if check_load and modules else None
+        found[canonicalize_name(name)] = InstalledProject(name, dist.version, manifest, problem, modules, load_error)
+    return sorted(found.values(), key=lambda p: canonicalize_name(p.name))
+
+
+def gather(env: dict[str, str] | None = None, check_load: bool = True) -> Facts:
+    from prebuild import _OPS  # noqa: PLC0415
+    from prebuild.tool.gpus import query_gpus, torch_info  # noqa: PLC0415
+    from prebuild.runtime.loader import STRICT_ENV  # noqa: PLC0415
+
+    env = dict(os.environ if env is None else env)
+    directory, manifest, install_error = installed_package()
+    home = Path(env.get("HOME") or Path.home())
+    return Facts(
+        python=f"{platform.python_version()} ({sys.executable})",
+        torch=torch_info(),
+        package_dir=directory,
+        manifest=manifest,
+        install_error=install_error,
+        gpus=query_gpus(env),
+        locks=find_jit_locks(extension_roots(env, home)),
+        load_error=load_check() if check_load and manifest is not None and not install_error else None,
+        ops=tuple(sorted(_OPS)),
+        strict=env.get(STRICT_ENV, "") == "1",
+        projects=installed_projects(check_load),
+    )
+
+
+# --- verdicts (pure) ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpVerdict:
+    op: str
+    device: str
+    code: str  # "SASS sm_80", "PTX compute_90 (driver JIT)", "not covered"
+    status: str
+    reason: str
+
+
+def _archs(m: Manifest) -> str:
+    return ", ".join([a.sm for a in m.sass_archs] + [a.compute for a in m.ptx_archs]) or "none"
+
+
+def _cpu_torch_note(facts: Facts) -> str | None:
+    """Set when torch is a CPU build but the wheel carries CUDA kernels."""
+    m, t = facts.manifest, facts.torch
+    if m is None or not m.has_cuda or t.version is None or t.cuda is not None or m.cuda_version is None:
+        return None
+    return compat.cpu_torch_note(t.version, m.cuda_version, _archs(m))
+
+
+def op_verdicts(facts: Facts) -> list[OpVerdict]:
+    """For each op: whether it runs on the CPU, and for each GPU what the driver will run,
+    by the loader's own rules."""
+    m = facts.manifest
+    if m is None:
+        return []
+    cpu_fails = bool(facts.install_error or facts.load_error)
+    out = [OpVerdict(op, "cpu", "CPU kernel", FAIL if cpu_fails else OK,
+                     (facts.install_error or facts.load_error or "") if cpu_fails else "")  # fmt: skip
+           for op in facts.ops]
+    cpu_torch = _cpu_torch_note(facts)
+    for gpu in facts.gpus.gpus:
+        device = f"cuda:{gpu.index} {gpu.name} ({format_capability(gpu.capability)})"
+        choice = select_code(gpu.capability, m.sass_archs, m.ptx_archs)
+        verdict = compat.device_verdict(m, gpu.index, gpu.name, gpu.capability, facts.strict)
+        if choice.kind is CodeKind.SASS:
+            code, status, reason = f"SASS {choice.arch.sm}", OK, "machine code for this GPU"  # type: ignore[union-attr]
+        elif choice.kind is CodeKind.PTX:
+            code = f"PTX {choice.arch.compute} (driver JIT)"  # type: ignore[union-attr]
+            status = FAIL if verdict.error else WARN
+            reason = str(verdict.error or verdict.warning)
+        else:
+            code, status, reason = "not covered", FAIL, str(verdict.error)
+        if not m.has_cuda:
+            code, status, reason = "no CUDA kernels", FAIL, str(compat.no_cuda_kernels_error(m))
+        elif cpu_torch:
+            status = FAIL
+            reason = f"{cpu_torch}. For the GPU: {compat.cuda_torch_command(m.cuda_version or '', m.torch_target)}"
+        for op in facts.ops:
+            out.append(OpVerdict(op, device, code, status, reason))
+    return out
+
+
+def diagnose(facts: Facts) -> list[Check]:
+    checks = [Check("python", OK, facts.python)]
+    t, m, g = facts.torch, facts.manifest, facts.gpus
+    if t.version is None:
+        checks.append(Check("torch", FAIL, t.note, "pip install 'torch>=2.13'"))
+    else:
+        abi = {True: "cxx11 ABI", False: "pre-cxx11 ABI", None: "ABI unknown"}[t.cxx11_abi]
+        checks.append(Check("torch", OK, f"{t.version}, CUDA {t.cuda or 'none (CPU build)'}, {abi}"))
+    if m is None:
+        checks.append(Check("install", FAIL, f"{facts.package_dir}: {facts.install_error}",
+                            "pip install --force-reinstall --no-deps <the prebuild .whl>"))  # fmt: skip
+    else:
+        archs = ", ".join([a.sm for a in m.sass_archs] + [a.compute for a in m.ptx_archs]) or "none"
+        checks.append(Check("install", FAIL if facts.install_error else OK,
+                            f"prebuild {m.package_version} in {facts.package_dir}: CUDA {m.cuda_version or 'none'}, "
+                            f"archs {archs}, torch target {m.torch_target}"
+                            + (f"; {facts.install_error}" if facts.install_error else ""),
+                            "pip install --force-reinstall --no-deps <the prebuild .whl>" if facts.install_error else ""))  # fmt: skip
+        if t.version is not None:
+            too_old = compat.torch_version_error(m, t.version)
+            if too_old:
+                checks.append(Check("torch vs wheel", FAIL, str(too_old), f"pip install 'torch>={m.torch_target}'"))
+            cpu_torch = _cpu_torch_note(facts)
+            if cpu_torch and m.cuda_version and not too_old:
+                checks.append(Check("torch vs wheel", WARN, cpu_torch,
+                                    compat.cuda_torch_command(m.cuda_version, m.torch_target)))  # fmt: skip
+            cuda_error = compat.cuda_major_error(m, t.cuda)
+            if cuda_error:
+                checks.append(Check("torch vs wheel", FAIL, str(cuda_error), "prebuild install --dry-run"))
+        if m.cuda_version and g.driver_cuda:
+            fits = compat.driver_supports(m.cuda_version, g.driver_cuda)
+            checks.append(Check("driver vs wheel", OK if fits else FAIL,
+                                f"driver {g.driver_version} supports CUDA {g.driver_cuda}; the wheel is CUDA {m.cuda_version}",
+                                "" if fits else f"update the NVIDIA driver to one for CUDA {m.cuda_version}, "
+                                "or install a wheel for an older CUDA (prebuild install)"))  # fmt: skip
+    if facts.load_error is not None:
+        checks.append(Check("load", FAIL if facts.load_error else OK,
+                            facts.load_error or "the libraries load (checked in a child process)"))  # fmt: skip
+    if g.gpus:
+        names = ", ".join(f"cuda:{x.index} {x.name} ({format_capability(x.capability)})" for x in g.gpus)
+        checks.append(Check("gpus", OK, names))
+    elif not g.listed:
+        fix = ("pip install nvidia-ml-py (lists GPUs through the driver, without a CUDA context)"
+               if g.source == "none" else
+               "on a machine with an NVIDIA GPU, install or repair its driver (nvidia-smi must work); "
+               "on a machine without one there is nothing to do")  # fmt: skip
+        checks.append(Check("gpus", UNKNOWN, f"cannot be listed: {g.note}", fix))
+    else:
+        checks.append(Check("gpus", OK, f"none visible: {g.note}" if g.note else "none visible"))
+    stale = [lock for lock in facts.locks if lock.stale]
+    if stale:
+        checks.append(Check("jit locks", WARN,
+                            f"{len(stale)} stale torch JIT lock file(s), held by no process: other packages' "
+                            "JIT builds will wait on them forever (prebuild never uses them)",
+                            clear_command(facts.locks)))  # fmt: skip
+    elif facts.locks:
+        checks.append(Check("jit locks", OK, f"{len(facts.locks)} JIT lock file(s), held by a live or recent build"))
+    for project in facts.projects:
+        checks.extend(project_checks(project, t, g))
+    return checks
+
+
+def _minor(version: str) -> str | None:
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return None
+    return f"{v.major}.{v.minor}"
+
+
+def project_checks(p: InstalledProject, torch: TorchInfo, gpus: GpuQuery) -> list[Check]:
+    """Pure: whether another project's prebuilt wheel runs here. Its libraries use torch's C++
+    ABI, so they need the torch minor release they were built against, a CUDA build of it
+    with the same CUDA major, a driver for that CUDA, and SASS (or PTX) for every GPU."""
+    area = p.name
+    reinstall = f"pip install --force-reinstall --no-deps <the {p.name} wheel>, or prebuild install {p.name} --from SITE"
+    m = p.manifest
+    if m is None:
+        return [Check(area, FAIL, f"{p.name} {p.version}: {p.problem}", reinstall)]
+    archs = ", ".join([a.sm for a in m.sass_archs] + [a.compute for a in m.ptx_archs]) or "none"
+    checks = [Check(area, FAIL if p.problem else OK,
+                    f"{p.name} {p.version}: {m.kind} build for torch {m.torch_minor} (built with {m.torch}), "
+                    f"CUDA {m.cuda}, archs {archs}" + (f"; {p.problem}" if p.problem else ""),
+                    reinstall if p.problem else "")]  # fmt: skip
+    need_archs = ",".join(sorted({arch_for_capability(g.capability).sm for g in gpus.gpus})) or "sm_XX"
+    rebuild = f"prebuild wheel --arch {need_archs} {p.name}"
+    if torch.version is None:
+        checks.append(Check(area, FAIL, f"torch is not installed; {p.name} needs torch {m.torch_minor}",
+                            f"pip install 'torch=={m.torch_minor}.*'"))  # fmt: skip
+        return checks
+    if _minor(torch.version) != m.torch_minor:
+        checks.append(Check(area, FAIL,
+                            f"built for torch {m.torch_minor}; torch {torch.version} is installed: its C++ ABI "
+                            "differs, so importing fails (undefined symbol) or misbehaves",
+                            f"pip install 'torch=={m.torch_minor}.*', or build it for this torch: {rebuild}"))  # fmt: skip
+    elif torch.cuda is None:
+        checks.append(Check(area, FAIL,
+                            f"torch {torch.version} is a CPU build: {p.name}'s CUDA extension links torch's CUDA "
+                            "libraries and cannot load with it",
+                            compat.cuda_torch_command(m.cuda, m.torch_minor, same_minor=True)))  # fmt: skip
+    elif not compat.same_cuda_major(m.cuda, torch.cuda):
+        checks.append(Check(area, FAIL, f"built with CUDA {m.cuda}; torch uses CUDA {torch.cuda} (the majors must match)",
+                            f"install a torch {m.torch_minor} for CUDA {m.cuda}, or build it with this torch: {rebuild}"))  # fmt: skip
+    if gpus.driver_cuda and not compat.driver_supports(m.cuda, gpus.driver_cuda):
+        checks.append(Check(area, FAIL, f"built with CUDA {m.cuda}; the driver supports CUDA {gpus.driver_cuda} at most",
+                            f"update the NVIDIA driver to one for CUDA {m.cuda}"))  # fmt: skip
+    for gpu in gpus.gpus:
+        device = f"cuda:{gpu.index} {gpu.name} ({format_capability(gpu.capability)})"
+        choice = select_code(gpu.capability, m.sass_archs, m.ptx_archs)
+        if choice.kind is CodeKind.SASS:
+            checks.append(Check(area, OK, f"{device}: SASS {choice.arch.sm}"))  # type: ignore[union-attr]
+        elif choice.kind is CodeKind.PTX:
+            checks.append(Check(area, WARN, f"{device}: PTX {choice.arch.compute} only, compiled by the driver's "  # type: ignore[union-attr]
+                                "JIT at first use (slow start, cached per user)",
+                                f"prebuild install {p.name} --from SITE, or {rebuild}"))  # fmt: skip
+        else:
+            checks.append(Check(area, FAIL, f"{device}: no code for this GPU (the wheel holds {archs}): CUDA "
+                                "calls fail with 'no kernel image is available'",
+                                f"prebuild install {p.name} --from SITE, or {rebuild}"))  # fmt: skip
+    if p.load_error is not None:
+        modules = ", ".join(p.modules)
+        checks.append(Check(area, FAIL if p.load_error else OK,
+                            f"import {modules}: {p.load_error}" if p.load_error
+                            else f"{modules} import (checked in a child process)",
+                            rebuild if p.load_error else ""))  # fmt: skip
+    return checks
+
+
+def to_dict(facts: Facts, checks: list[Check], verdicts: list[OpVerdict]) -> dict:
+    return {
+        "ok": not any(c.status == FAIL for c in checks + verdicts),  # type: ignore[operator]
+        "python": facts.python,
+        "torch": {"version": facts.torch.version, "cuda": facts.torch.cuda, "cxx11_abi": facts.torch.cxx11_abi},
+        "package_dir": str(facts.package_dir),
+        "manifest": None if facts.manifest is None else {
+            "package_version": facts.manifest.package_version, "cuda_version": facts.manifest.cuda_version,
+            "sass_archs": [a.sm for a in facts.manifest.sass_archs],
+            "ptx_archs": [a.compute for a in facts.manifest.ptx_archs], "torch_target": facts.manifest.torch_target,
+        },
+        "gpus": facts.gpus.to_dict(),
+        "projects": [{"name": p.name, "version": p.version, "modules": list(p.modules), "problem": p.problem,
+                      "manifest": None if p.manifest is None else p.manifest.to_dict() | {"torch_minor": p.manifest.torch_minor},
+                      "checks": [{"status": c.status, "message": c.message, "fix": c.fix}
+                                 for c in project_checks(p, facts.torch, facts.gpus)]}
+                     for p in facts.projects],
+        "checks": [{"area": c.area, "status": c.status, "message": c.message, "fix": c.fix} for c in checks],
+        "ops": [{"op": v.op, "device": v.device, "code": v.code, "status": v.status, "reason": v.reason} for v in verdicts],
+        "jit_locks": [{"path": str(lock.path), "age_seconds": round(lock.age_seconds), "stale": lock.stale, "state": lock.state,
+                       "holders": [{"pid": pid, "command": cmd} for pid, cmd in lock.holders]} for lock in facts.locks],
+        "clear_command": clear_command(facts.locks),
+    }  # fmt: skip

@@ -1,0 +1,280 @@
+"""``prebuild index``: a PEP 503 "simple" package index per wheel variant, plus one of all.
+
+Layout of SITE (static files: serve them, or use them through ``file://``)::
+
+    SITE/index.html                          what is here, and the pip command per variant
+    SITE/wheels/<wheel files>                each wheel stored once
+    SITE/simple/prebuild/index.html          every wheel
+    SITE/<variant>/simple/prebuild/index.html   only that variant's wheels, e.g. cu130-sm90
+    SITE/index.json                          the same facts for programs (prebuild install)
+
+A variant is the CUDA version and SASS archs of a wheel's local version label
+(``0.1.0+cu130.sm90.ptx90`` -> ``cu130-sm90``), so
+``pip install prebuild --index-url SITE_URL/cu130-sm90/simple`` can only pick a wheel made
+for sm_90. Every link carries ``#sha256=`` and ``data-requires-python``.
+
+Planning and HTML are pure (``plan``, ``project_page``, ``root_page``); ``build_index`` does
+the reading, hashing and writing.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from email.parser import HeaderParser
+from pathlib import Path
+from urllib.parse import quote
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from prebuild.runtime.arch import Arch, ArchError, parse_arch
+from prebuild.runtime.manifest import sha256_file
+from prebuild.tool.support import variant_name
+
+MARKER = ".prebuild-index"
+ALL = ""  # the variant key of the index of every wheel
+
+
+class SiteError(ValueError):
+    """DIST_DIR or SITE cannot be used."""
+
+
+@dataclass(frozen=True)
+class WheelInfo:
+    filename: str
+    sha256: str
+    requires_python: str | None = None
+
+    @property
+    def project(self) -> str:
+        return str(canonicalize_name(parse_wheel_filename(self.filename)[0]))
+
+    @property
+    def version(self) -> str:
+        return str(parse_wheel_filename(self.filename)[1])
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What a wheel's local version label says: ``cu130.sm80.sm90.ptx90`` (prebuild's own
+    stable-ABI wheels), or ``pt214.cu130.sm90`` (another project's wheel, tied to torch 2.14)."""
+
+    cuda_tag: str
+    sass: tuple[Arch, ...]
+    ptx: tuple[Arch, ...]
+    torch_tag: str = ""  # "pt214"; "" for wheels that serve every torch from their target on
+
+    @property
+    def name(self) -> str:
+        name = variant_name(self.cuda_tag, self.sass)
+        return f"{self.torch_tag}-{name}" if self.torch_tag else name
+
+    @property
+    def cuda_version(self) -> str:
+        """``"13.0"`` for ``cu130``."""
+        digits = self.cuda_tag[2:]
+        return f"{digits[:-1]}.{digits[-1]}"
+
+
+def _is_tag(part: str, prefix: str) -> bool:
+    return part.startswith(prefix) and part[len(prefix):].isdigit()
+
+
+def parse_variant(local: str | None) -> Variant | None:
+    """The variant in a local version label; None for a label that names none (``cpu``).
+    ``[own.][ptNNN.]cuNNN.smXY[.smXY...][.ptxXY]``: a project's own label may stand in front."""
+    if not local:
+        return None
+    parts = local.lower().split(".")
+    at = next((i for i, part in enumerate(parts) if _is_tag(part, "cu")), None)
+    if at is None:
+        return None
+    torch_tag = parts[at - 1] if at > 0 and _is_tag(parts[at - 1], "pt") else ""
+    if at > 0 and not torch_tag:
+        return None  # only a torch tag may stand right before the CUDA tag
+    sass, ptx = [], []
+    try:
+        for part in parts[at + 1:]:
+            if part.startswith("sm"):
+                sass.append(parse_arch(part[2:]))
+            elif part.startswith("ptx"):
+                ptx.append(parse_arch(part[3:]))
+            else:
+                return None
+    except ArchError:
+        return None
+    if not sass:
+        return None
+    return Variant(parts[at], tuple(sorted(sass)), tuple(sorted(ptx)), torch_tag)
+
+
+def wheel_variant(filename: str) -> Variant | None:
+    return parse_variant(parse_wheel_filename(filename)[1].local)
+
+
+def plan(wheels: list[WheelInfo]) -> dict[str, list[WheelInfo]]:
+    """Which wheels each index lists: ``ALL`` lists every wheel, each variant its own."""
+    out: dict[str, list[WheelInfo]] = {ALL: sorted(wheels, key=lambda w: w.filename)}
+    for wheel in out[ALL]:
+        variant = wheel_variant(wheel.filename)
+        if variant is not None:
+            out.setdefault(variant.name, []).append(wheel)
+    return dict(sorted(out.items()))
+
+
+def _page(title: str, body: list[str]) -> str:
+    return (
+        "<!DOCTYPE html>\n<html>\n  <head>\n    <meta name=\"pypi:repository-version\" "
+        f"content=\"1.0\">\n    <title>{html.escape(title)}</title>\n  </head>\n  <body>\n"
+        + "".join(f"    {line}\n" for line in body)
+        + "  </body>\n</html>\n"
+    )
+
+
+def project_page(project: str, wheels: list[WheelInfo], wheels_href: str) -> str:
+    """A PEP 503 project page; ``wheels_href`` is the relative path to SITE/wheels/."""
+    body = [f"<h1>Links for {html.escape(project)}</h1>"]
+    for w in wheels:
+        attrs = f'href="{html.escape(wheels_href + quote(w.filename))}#sha256={w.sha256}"'
+        if w.requires_python:
+            attrs += f' data-requires-python="{html.escape(w.requires_python)}"'
+        body.append(f"<a {attrs}>{html.escape(w.filename)}</a><br>")
+    return _page(f"Links for {project}", body)
+
+
+def root_page(projects: list[str]) -> str:
+    return _page("Simple index", [f'<a href="{html.escape(p)}/">{html.escape(p)}</a><br>' for p in projects])
+
+
+def usual_index_url(env: dict[str, str] | None = None) -> str:
+    """The index pip uses when told none: ``PIP_INDEX_URL``, else pip's own default. A site
+    holds only the wheels built here; their dependencies (torch, ...) come from there."""
+    env = dict(os.environ if env is None else env)
+    if env.get("PIP_INDEX_URL"):
+        return env["PIP_INDEX_URL"]
+    try:
+        from pip._internal.models.index import PyPI  # noqa: PLC0415 - stable since pip 10
+
+        return str(PyPI.simple_url)
+    except Exception:  # noqa: BLE001 - no pip here: say what belongs there
+        return "<your package index>"
+
+
+def install_command(site_url: str, key: str, project: str = "prebuild", extra_index: str | None = None) -> str:
+    """Pure: the pip command that installs from one index of the site (``key`` a variant or
+    ``ALL``), taking the dependencies from ``extra_index`` (``usual_index_url()``)."""
+    where = f"{site_url.rstrip('/')}/{key}/simple" if key else f"{site_url.rstrip('/')}/simple"
+    extra = extra_index if extra_index is not None else usual_index_url()
+    return f"pip install {project} --index-url {where} --extra-index-url {extra}"
+
+
+def landing_page(indexes: dict[str, list[WheelInfo]]) -> str:
+    body = ["<h1>prebuild wheels</h1>",
+            "<p>Pick the index of your GPU's arch and your torch's CUDA version "
+            "(or let <code>prebuild install --from SITE_URL</code> pick), then:</p>",
+            "<pre>pip install PROJECT --index-url SITE_URL/VARIANT/simple --extra-index-url YOUR_USUAL_INDEX</pre>",
+            "<p>The site holds only these wheels: their dependencies (torch, ...) come from the extra "
+            "index (or pass <code>--no-deps</code> when they are installed).</p>", "<ul>"]  # fmt: skip
+    for key, wheels in indexes.items():
+        where = f"{key}/simple/" if key else "simple/"
+        label = key or "all wheels"
+        files = ", ".join(html.escape(w.filename) for w in wheels)
+        body.append(f'<li><a href="{where}">{html.escape(label)}</a>: {files}</li>')
+    body.append("</ul>")
+    return _page("prebuild wheels", body)
+
+
+def index_json(indexes: dict[str, list[WheelInfo]]) -> dict:
+    variants = {}
+    for key, wheels in indexes.items():
+        if key == ALL:
+            continue
+        v = wheel_variant(wheels[0].filename)
+        assert v is not None
+        variants[key] = {
+            "cuda_tag": v.cuda_tag,
+            "torch_tag": v.torch_tag or None,
+            "sass_archs": [a.sm for a in v.sass],
+            "index": f"{key}/simple",
+            "wheels": [{"filename": w.filename, "sha256": w.sha256,
+                        "ptx_archs": [a.compute for a in wheel_variant(w.filename).ptx]} for w in wheels],  # type: ignore[union-attr]
+        }  # fmt: skip
+    return {
+        "schema": 1,
+        "wheels": [{"filename": w.filename, "sha256": w.sha256, "path": f"wheels/{w.filename}"} for w in indexes[ALL]],
+        "variants": variants,
+    }
+
+
+def _requires_python(wheel: Path) -> str | None:
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            name = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1), None)
+            if name is None:
+                raise SiteError(f"{wheel.name} has no .dist-info/METADATA: not a wheel")
+            return HeaderParser().parsestr(zf.read(name).decode("utf-8", "replace")).get("Requires-Python")
+    except zipfile.BadZipFile as exc:
+        raise SiteError(f"{wheel.name} is not a readable wheel: {exc}") from exc
+
+
+def read_wheels(dist_dir: Path) -> list[tuple[Path, WheelInfo]]:
+    """Every wheel in DIST_DIR (not recursive), hashed; SiteError for a bad name or file."""
+    if not dist_dir.is_dir():
+        raise SiteError(f"{dist_dir} is not a directory")
+    found = []
+    for path in sorted(dist_dir.glob("*.whl")):
+        try:
+            parse_wheel_filename(path.name)
+        except InvalidWheelFilename as exc:
+            raise SiteError(f"{path.name}: {exc}") from exc
+        found.append((path, WheelInfo(path.name, sha256_file(path), _requires_python(path))))
+    if not found:
+        raise SiteError(f"no wheels (*.whl) in {dist_dir}: build some with `prebuild wheel --arch ...`")
+    return found
+
+
+def write_site(site: Path, wheels: list[tuple[Path, WheelInfo]]) -> dict[str, list[WheelInfo]]:
+    """Write the whole site into ``site`` (which must not exist)."""
+    indexes = plan([info for _, info in wheels])
+    (site / "wheels").mkdir(parents=True)
+    for path, info in wheels:
+        shutil.copyfile(path, site / "wheels" / info.filename)
+    for key, listed in indexes.items():
+        simple = site / key / "simple" if key else site / "simple"
+        depth = 2 if key else 1  # from <simple>/<project>/ up to SITE
+        projects = sorted({w.project for w in listed})
+        simple.mkdir(parents=True)
+        (simple / "index.html").write_text(root_page(projects), encoding="utf-8")
+        for project in projects:
+            (simple / project).mkdir()
+            page = project_page(project, [w for w in listed if w.project == project], "../" * (depth + 1) + "wheels/")
+            (simple / project / "index.html").write_text(page, encoding="utf-8")
+    (site / "index.html").write_text(landing_page(indexes), encoding="utf-8")
+    (site / "index.json").write_text(json.dumps(index_json(indexes), indent=2) + "\n", encoding="utf-8")
+    (site / MARKER).write_text("written by prebuild index; the whole folder is replaced on the next run\n")
+    return indexes
+
+
+def build_index(dist_dir: Path, site: Path) -> dict[str, list[WheelInfo]]:
+    """Build the site next to SITE, then put it in place: SITE must be absent, empty, or a
+    site this command wrote before (it is replaced whole, so no stale wheel lingers)."""
+    wheels = read_wheels(dist_dir)
+    site = site.resolve()
+    if site.exists() and (not site.is_dir() or (any(site.iterdir()) and not (site / MARKER).exists())):
+        raise SiteError(f"{site} exists and is not an index written by prebuild index: choose another --out")
+    site.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{site.name}.", dir=site.parent))
+    try:
+        indexes = write_site(staging / "site", wheels)
+        old = staging / "old"
+        if site.exists():
+            os.replace(site, old)
+        os.replace(staging / "site", site)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return indexes

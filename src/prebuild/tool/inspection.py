@@ -1,0 +1,337 @@
+"""What a wheel or a compiled library really contains, compared with its manifest.
+
+The manifest says which archs a wheel was built for; this module reads the binaries
+themselves: the ELF ``.nv_fatbin`` section (pyelftools) parsed by ``prebuild.tool.fatbin``. It is
+the one way the project asks "which archs are inside": ``prebuild inspect`` and the checks
+``prebuild wheel`` runs before a wheel is written use it (cuobjdump only cross-checks it, in
+the tests). Both manifests are understood: prebuild's own (``prebuild/_manifest.json``) and
+the one of another project's wheel (``.dist-info/prebuild.json``), in a wheel file or in an
+installed distribution.
+
+``compare`` is pure (a manifest and what was found in, disagreements out); the rest reads
+files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import io
+import zipfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Union
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+from prebuild.tool.fatbin import EmbeddedCode, FatbinError, parse_fatbin, summarize
+from prebuild.runtime.manifest import (
+    MANIFEST_NAME,
+    PROJECT_MANIFEST_NAME,
+    BuiltLibrary,
+    Manifest,
+    ManifestError,
+    ProjectManifest,
+    read_manifest,
+)
+
+FATBIN_SECTION = ".nv_fatbin"
+PACKAGE_DIR = "prebuild"
+AnyManifest = Union[Manifest, ProjectManifest]
+
+
+class InspectionError(ValueError):
+    """The path cannot be inspected: missing, not a wheel, directory or ELF library."""
+
+
+def library_code(data: bytes, name: str = "library") -> EmbeddedCode:
+    """The archs inside one ELF shared library, given as bytes (no fatbin: no GPU code)."""
+    try:
+        section = ELFFile(io.BytesIO(data)).get_section_by_name(FATBIN_SECTION)
+        if section is None:
+            return EmbeddedCode()
+        return summarize(parse_fatbin(section.data()))
+    except ELFError as exc:
+        raise InspectionError(f"{name} is not an ELF library: {exc}") from exc
+    except FatbinError as exc:
+        raise InspectionError(f"{name}: its {FATBIN_SECTION} section is malformed: {exc}") from exc
+
+
+def exports_symbol(data: bytes, symbol: str) -> bool:
+    """Whether an ELF library exports ``symbol`` (``PyInit_<name>``: it is a Python extension
+    module, not a plain shared library)."""
+    try:
+        table = ELFFile(io.BytesIO(data)).get_section_by_name(".dynsym")
+        return table is not None and any(s.name == symbol and s["st_shndx"] != "SHN_UNDEF" for s in table.iter_symbols())  # type: ignore[attr-defined]
+    except ELFError:
+        return False
+
+
+@dataclass(frozen=True)
+class FoundLibrary:
+    file: str
+    sha256: str
+    code: EmbeddedCode
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """``what`` is ``"file"`` (missing, unlisted, altered) or ``"archs"``."""
+
+    what: str
+    file: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a manifest says of one library. ``all_sass``: every SASS entry counts, not only
+    those named after a source file (see ``built_library``)."""
+
+    file: str
+    kind: str  # "cpu"/"cuda" (prebuild's own), "cuda"/"host" (another project's)
+    sha256: str
+    size: int | None
+    sass: tuple
+    ptx: tuple
+    all_sass: bool = False
+
+
+def expected_libraries(manifest: AnyManifest) -> list[Expected]:
+    """Pure: each library a manifest lists, with the archs it must hold."""
+    if isinstance(manifest, ProjectManifest):
+        return [Expected(lib.file, "cuda" if lib.has_code else "host", lib.sha256, lib.size, lib.sass, lib.ptx, True)
+                for lib in manifest.libraries]  # fmt: skip
+    return [Expected(lib.file, lib.kind, lib.sha256, lib.size,
+                     manifest.sass_archs if lib.kind == "cuda" else (),
+                     manifest.ptx_archs if lib.kind == "cuda" else ()) for lib in manifest.libraries]  # fmt: skip
+
+
+def built_library(lib: FoundLibrary) -> BuiltLibrary:
+    """A library of another project's wheel as its manifest records it. All SASS counts:
+    fatbin entries carry a source name only with -lineinfo or -G, so the named/unnamed split
+    that sets a static CUDA runtime's kernels apart means nothing there (torch extensions
+    link the CUDA runtime dynamically)."""
+    sass = tuple(sorted({*lib.code.sass, *lib.code.linked_sass}))
+    return BuiltLibrary(lib.file, lib.sha256, lib.size or 0, sass, lib.code.ptx)
+
+
+def compare(manifest: AnyManifest, found: list[FoundLibrary], complete: bool = True) -> list[Disagreement]:
+    """Every way the libraries found differ from what the manifest records.
+
+    Each library must hold exactly the archs the manifest gives it: for prebuild's own, the
+    manifest's SASS and PTX in the CUDA library (code of statically linked libraries aside)
+    and none in the others; for another project's, the archs recorded per library.
+    ``complete``: ``found`` is every library there is, so a library absent from the manifest
+    is a disagreement too.
+    """
+    by_file = {lib.file: lib for lib in found}
+    out: list[Disagreement] = []
+    expected = expected_libraries(manifest)
+    for listed in expected:
+        lib = by_file.get(listed.file)
+        if lib is None:
+            out.append(Disagreement("file", listed.file, "listed in the manifest but missing"))
+            continue
+        if lib.sha256 != listed.sha256:
+            out.append(Disagreement("file", listed.file,
+                                    f"sha256 {lib.sha256[:12]}... is not the manifest's "
+                                    f"{listed.sha256[:12]}...: altered or replaced"))  # fmt: skip
+        if listed.size is not None and lib.size is not None and lib.size != listed.size:
+            out.append(Disagreement("file", listed.file, f"{lib.size} bytes, the manifest says {listed.size}"))
+        sass = built_library(lib).sass if listed.all_sass else lib.code.sass
+        if sass != tuple(listed.sass):
+            out.append(Disagreement("archs", listed.file,
+                                    f"SASS {_names(sass, 'sm')} inside, manifest says "
+                                    f"{_names(listed.sass, 'sm')}"))  # fmt: skip
+        if lib.code.ptx != tuple(listed.ptx):
+            out.append(Disagreement("archs", listed.file,
+                                    f"PTX {_names(lib.code.ptx, 'compute')} inside, manifest "
+                                    f"says {_names(listed.ptx, 'compute')}"))  # fmt: skip
+    if complete:
+        listed_files = {lib.file for lib in expected}
+        for lib in found:
+            if lib.file not in listed_files:
+                out.append(Disagreement("file", lib.file, "a library the manifest does not list"))
+    return out
+
+
+def _names(archs, attr: str) -> str:
+    return "[" + ", ".join(getattr(a, attr) for a in archs) + "]" if archs else "none"
+
+
+@dataclass
+class Report:
+    target: Path
+    manifest: AnyManifest | None
+    libraries: list[FoundLibrary] = field(default_factory=list)
+    disagreements: list[Disagreement] = field(default_factory=list)
+    project: str = PACKAGE_DIR  # the distribution's name and version, for another project's
+    version: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.disagreements
+
+    def kind_of(self, file: str) -> str | None:
+        listed = [e for e in expected_libraries(self.manifest) if e.file == file] if self.manifest else []
+        return listed[0].kind if listed else None
+
+    def code_of(self, lib: FoundLibrary) -> EmbeddedCode:
+        """The archs to show for a library: in another project's, all SASS is its own
+        (see ``built_library``), none "linked"."""
+        if isinstance(self.manifest, ProjectManifest):
+            return EmbeddedCode(built_library(lib).sass, lib.code.ptx)
+        return lib.code
+
+    @property
+    def summary(self) -> str:
+        """One line: what was built, for which archs, against which torch and CUDA."""
+        m = self.manifest
+        if m is None:
+            return f"{self.target}: no manifest; showing what is inside only"
+        archs = (f"SASS {', '.join(a.sm for a in m.sass_archs) or 'none'}, "
+                 f"PTX {', '.join(a.compute for a in m.ptx_archs) or 'none'}")  # fmt: skip
+        if isinstance(m, ProjectManifest):
+            return (f"{self.project} {self.version}: a {m.kind} build by prebuild for torch {m.torch_minor} "
+                    f"(built with {m.torch}), CUDA {m.cuda}, {m.python_tag}; manifest: {archs}")  # fmt: skip
+        return f"prebuild {m.package_version}, CUDA {m.cuda_version or 'none'}; manifest: {archs}"
+
+    def to_dict(self) -> dict:
+        m = self.manifest
+        if m is None:
+            about = None
+        elif isinstance(m, ProjectManifest):
+            about = {"kind": m.kind, "project": self.project, "version": self.version, "torch": m.torch,
+                     "torch_cuda": m.torch_cuda, "cuda_version": m.cuda, "python_tag": m.python_tag,
+                     "sass_archs": [a.sm for a in m.sass_archs], "ptx_archs": [a.compute for a in m.ptx_archs]}  # fmt: skip
+        else:
+            about = {"kind": "prebuild", "package_version": m.package_version, "cuda_version": m.cuda_version,
+                     "sass_archs": [a.sm for a in m.sass_archs], "ptx_archs": [a.compute for a in m.ptx_archs]}  # fmt: skip
+        return {
+            "target": str(self.target),
+            "ok": self.ok,
+            "manifest": about,
+            "libraries": [
+                {"file": lib.file, "kind": self.kind_of(lib.file), "sha256": lib.sha256,
+                 "sass": [a.sm for a in code.sass], "ptx": [a.compute for a in code.ptx],
+                 "linked_sass": [a.sm for a in code.linked_sass]}
+                for lib, code in ((lib, self.code_of(lib)) for lib in self.libraries)
+            ],
+            "disagreements": [{"what": d.what, "file": d.file, "message": d.message} for d in self.disagreements],
+        }  # fmt: skip
+
+
+def found_library(name: str, data: bytes) -> FoundLibrary:
+    """One library's sha256, archs and size, from its bytes (the one reader of libraries)."""
+    return FoundLibrary(name, hashlib.sha256(data).hexdigest(), library_code(data, name), len(data))
+
+
+def is_shared_library(name: str) -> bool:
+    return name.endswith(".so") or ".so." in Path(name).name
+
+
+def inspect_wheel(wheel: Path) -> Report:
+    """Every library in a wheel against the wheel's manifest: prebuild's own (the libraries
+    under ``prebuild/``) or another project's (``.dist-info/prebuild.json``, every library)."""
+    try:
+        zf = zipfile.ZipFile(wheel)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise InspectionError(f"{wheel} is not a readable wheel: {exc}") from exc
+    with zf:
+        names = sorted(zf.namelist())
+        own = f"{PACKAGE_DIR}/{MANIFEST_NAME}"
+        if own in names:
+            manifest: AnyManifest = Manifest.from_json(zf.read(own).decode())
+            found = [found_library(Path(name).name, zf.read(name)) for name in names
+                     if name.startswith(f"{PACKAGE_DIR}/") and name.count("/") == 1 and name.endswith(".so")]  # fmt: skip
+            return Report(wheel, manifest, found, compare(manifest, found))
+        theirs = [n for n in names if n.count("/") == 1 and n.endswith(f".dist-info/{PROJECT_MANIFEST_NAME}")]
+        if not theirs:
+            raise ManifestError(f"{wheel.name} has no {own} and no .dist-info/{PROJECT_MANIFEST_NAME}: "
+                                "prebuild did not build it")  # fmt: skip
+        manifest = ProjectManifest.from_json(zf.read(theirs[0]).decode())
+        found = [found_library(name, zf.read(name)) for name in names if is_shared_library(name)]
+    project, version = theirs[0][: -len(f".dist-info/{PROJECT_MANIFEST_NAME}")].rsplit("-", 1)
+    return Report(wheel, manifest, found, compare(manifest, found), project, version)
+
+
+def inspect_distribution(name: str) -> Report:
+    """An installed distribution, by name: another project's (its ``.dist-info/prebuild.json``
+    and the files it installed) or prebuild itself (its package directory)."""
+    try:
+        dist = importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise InspectionError(f"{name} is neither a path nor an installed distribution") from exc
+    text = dist.read_text(PROJECT_MANIFEST_NAME)
+    if text is None:
+        package = Path(str(dist.locate_file(PACKAGE_DIR)))
+        if (package / MANIFEST_NAME).is_file() and str(dist.metadata["Name"]).lower() == PACKAGE_DIR:
+            return inspect_directory(package)
+        raise ManifestError(f"{name} {dist.version} is installed but carries no {PROJECT_MANIFEST_NAME}: "
+                            "prebuild did not build it")  # fmt: skip
+    manifest = ProjectManifest.from_json(text)
+    found, unreadable = [], []
+    for lib in manifest.libraries:  # the files the manifest names, where pip put them
+        path = Path(str(dist.locate_file(lib.file)))
+        if path.is_file():
+            try:
+                found.append(found_library(lib.file, path.read_bytes()))
+            except InspectionError as exc:  # damaged after installing: a disagreement, not bad input
+                unreadable.append(Disagreement("file", lib.file, f"damaged: {exc}"))
+    damaged = {d.file for d in unreadable}
+    disagreements = [d for d in compare(manifest, found, complete=False) if d.file not in damaged] + unreadable
+    return Report(Path(str(dist.locate_file(""))), manifest, found, disagreements,
+                  str(dist.metadata["Name"]), dist.version)  # fmt: skip
+
+
+def inspect_directory(directory: Path) -> Report:
+    """An installed (or in-place) package directory holding ``_manifest.json``."""
+    manifest = read_manifest(directory)
+    found = [found_library(p.name, p.read_bytes()) for p in sorted(directory.glob("*.so")) if p.is_file()]
+    return Report(directory, manifest, found, compare(manifest, found))
+
+
+def inspect_library(library: Path) -> Report:
+    """One library; compared with a ``_manifest.json`` beside it when one lists it."""
+    found = [found_library(library.name, library.read_bytes())]
+    manifest_path = library.parent / MANIFEST_NAME
+    if not manifest_path.is_file():
+        return Report(library, None, found)
+    full = read_manifest(library.parent)
+    listed = [lib for lib in full.libraries if lib.file == library.name]
+    if not listed:
+        return Report(library, full, found, [Disagreement("file", library.name,
+                                                          "the manifest beside it does not list it")])  # fmt: skip
+    manifest = replace(full, libraries=tuple(listed))
+    return Report(library, full, found, compare(manifest, found))
+
+
+def inspect_path(path: Path | str) -> Report:
+    """A wheel (``.whl``), a package directory, one library, or an installed distribution's
+    name; InspectionError or ManifestError when it cannot be read."""
+    text = str(path)
+    path = Path(path)
+    if not path.exists():
+        if "/" not in text and not text.endswith((".whl", ".so")):
+            return inspect_distribution(text)
+        raise InspectionError(f"{path} does not exist")
+    if path.is_dir():
+        return inspect_directory(path)
+    if path.suffix == ".whl":
+        return inspect_wheel(path)
+    return inspect_library(path)
+
+
+def read_wheel_manifest(wheel: Path) -> Manifest:
+    """The manifest inside a wheel, after checking that every listed library is there with
+    its recorded sha256 (ManifestError otherwise)."""
+    report = inspect_wheel(wheel)
+    problems = [d for d in report.disagreements if d.what == "file"]
+    if problems:
+        raise ManifestError(f"{wheel.name}: " + "; ".join(f"{d.file}: {d.message}" for d in problems))
+    if not isinstance(report.manifest, Manifest):
+        raise ManifestError(f"{wheel.name} is another project's wheel, not one of prebuild's own")
+    return report.manifest

@@ -1,0 +1,260 @@
+"""``prebuild install``: pick the wheel that covers every visible GPU, and say why.
+
+``select_wheel`` is pure: wheel file names, the GPUs' compute capabilities, torch's and the
+driver's CUDA versions in; the decision with a reason for every wheel out. The SASS/PTX
+rules are ``prebuild.runtime.arch.select_code`` and the CUDA rules ``prebuild.runtime.compat``'s:
+this module only ranks. ``find_candidates`` lists the wheels of a folder, of a site written
+by ``prebuild index``, or of a PEP 503 index URL.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from prebuild.runtime.arch import Arch, CodeKind, arch_for_capability, format_capability, select_code
+from prebuild.tool.index import parse_variant
+from prebuild.tool.builder.flags import TORCH_TARGET
+from prebuild.tool.support import torch_minor_of, torch_tag
+from prebuild.tool.gpus import TorchInfo
+from prebuild.runtime.compat import cpu_torch_note, cuda_torch_command, driver_supports, same_cuda_major
+
+
+class SourceError(ValueError):
+    """--from names nothing that holds wheels."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    filename: str
+    location: str  # a local path or a URL pip can install from
+
+
+@dataclass(frozen=True)
+class Target:
+    """A GPU to cover: a visible one, or one named with ``--arch``."""
+
+    label: str  # "cuda:0 (NVIDIA A100)" or "--arch sm_90"
+    capability: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    target: Target
+    kind: CodeKind
+    arch: Arch | None
+
+    @property
+    def text(self) -> str:
+        if self.kind is CodeKind.SASS:
+            return f"SASS {self.arch.sm}"  # type: ignore[union-attr]
+        if self.kind is CodeKind.PTX:
+            return f"PTX {self.arch.compute} via the driver's JIT"  # type: ignore[union-attr]
+        return "not covered"
+
+
+@dataclass
+class Considered:
+    candidate: Candidate
+    verdicts: list[Verdict] = field(default_factory=list)
+    rejected: str = ""  # why it cannot be used; "" when it can
+    other_torch: str = ""  # "2.14": rejected only for being built for that torch release
+
+
+@dataclass
+class Decision:
+    chosen: Considered | None
+    reason: str
+    considered: list[Considered]
+
+    def to_dict(self) -> dict:
+        def one(c: Considered) -> dict:
+            return {"wheel": c.candidate.filename, "location": c.candidate.location, "rejected": c.rejected,
+                    "verdicts": [{"target": v.target.label, "capability": format_capability(v.target.capability),
+                                  "code": v.kind.value, "arch": v.arch.sm if v.arch else None} for v in c.verdicts]}  # fmt: skip
+
+        return {"chosen": one(self.chosen) if self.chosen else None, "reason": self.reason,
+                "considered": [one(c) for c in self.considered]}  # fmt: skip
+
+
+def _rank(c: Considered) -> tuple:
+    """Higher is better: every GPU on SASS, the newest release, the fewest archs beyond what
+    is needed (a smaller wheel made for these GPUs), code closest to each GPU (sm_86 over
+    sm_80 for an 8.9 GPU), then the newest CUDA."""
+    version = parse_wheel_filename(c.candidate.filename)[1]
+    variant = parse_variant(version.local)
+    assert variant is not None
+    ptx_used = sum(v.kind is CodeKind.PTX for v in c.verdicts)
+    closeness = sum(v.arch.capability[0] * 10 + v.arch.capability[1] for v in c.verdicts if v.arch)
+    return (-ptx_used, Version(version.public), -len(variant.sass) - len(variant.ptx), closeness,
+            Version(variant.cuda_version))  # fmt: skip
+
+
+def select_wheel(
+    filenames: list[Candidate],
+    targets: list[Target],
+    torch_cuda: str | None,
+    driver_cuda: str | None,
+    torch_version: str | None = None,
+) -> Decision:
+    """The best wheel whose code runs on every target, or None with the reason. A wheel tied
+    to one torch minor release (``+pt214...``: another project's classic build) fits only
+    that torch."""
+    considered: list[Considered] = []
+    for cand in filenames:
+        c = Considered(cand)
+        considered.append(c)
+        try:
+            version = parse_wheel_filename(cand.filename)[1]
+        except InvalidWheelFilename:
+            c.rejected = "not a wheel file name"
+            continue
+        variant = parse_variant(version.local)
+        if variant is None:
+            c.rejected = "no CUDA kernels (its version names no CUDA archs)"
+            continue
+        wheel_cuda = variant.cuda_version
+        if variant.torch_tag and (torch_version is None or torch_tag(torch_version) != variant.torch_tag):
+            have = f"torch {torch_version} is installed" if torch_version else "torch is not installed"
+            c.other_torch = torch_minor_of(variant.torch_tag)
+            c.rejected = f"built for torch {c.other_torch} ({variant.torch_tag}); {have}"
+            continue
+        choices = [select_code(t.capability, variant.sass, variant.ptx) for t in targets]
+        c.verdicts = [Verdict(t, choice.kind, choice.arch) for t, choice in zip(targets, choices)]
+        missing = [v.target.label for v in c.verdicts if v.kind is CodeKind.NONE]
+        if missing:
+            c.rejected = f"no code for {', '.join(missing)}"
+        elif torch_cuda is not None and not same_cuda_major(wheel_cuda, torch_cuda):
+            c.rejected = f"built with CUDA {wheel_cuda}; torch uses CUDA {torch_cuda} (the majors must match)"
+        elif driver_cuda is not None and not driver_supports(wheel_cuda, driver_cuda):
+            c.rejected = f"built with CUDA {wheel_cuda}; the driver supports CUDA {driver_cuda} at most"
+    if not targets:
+        return Decision(None, "no GPU to cover: pass --arch to choose for a GPU that is not here", considered)
+    fitting = [c for c in considered if not c.rejected]
+    if not fitting:
+        caps = ", ".join(f"{t.label} ({format_capability(t.capability)})" for t in targets)
+        return Decision(None, f"no wheel covers {caps}", considered)
+    best = max(fitting, key=_rank)
+    how = "; ".join(f"{v.target.label}: {v.text}" for v in best.verdicts)
+    others = len(fitting) - 1
+    reason = f"covers every GPU ({how})" + (f"; preferred over {others} other fitting wheel(s): "
+                                            "SASS over PTX, newest release, fewest archs, closest arch, newest CUDA"
+                                            if others else "")  # fmt: skip
+    return Decision(best, reason, considered)
+
+
+def no_fit_fix(decision: Decision, project: str, targets: list[Target]) -> str:
+    """Pure: what to run when no wheel fits. Wheels refused only for being built for another
+    torch: install that torch, or build for this one; otherwise build for these GPUs."""
+    if decision.chosen is not None or not targets:
+        return ""
+    archs = ",".join(sorted({arch_for_capability(t.capability).sm for t in targets}))
+    build = f"prebuild wheel --arch {archs}" + ("" if canonicalize_name(project) == "prebuild" else f" {project}")
+    rejected = [c for c in decision.considered if c.rejected]
+    if rejected and all(c.other_torch for c in rejected):
+        pins = " or ".join(f"pip install 'torch=={minor}.*'" for minor in sorted({c.other_torch for c in rejected}))
+        return f"install the torch these wheels were built for ({pins}), or build them for this torch: {build}"
+    return f"build a wheel for these GPUs (in an environment with the torch you use): {build}"
+
+
+def cpu_torch_warning(torch: TorchInfo, decision: Decision) -> str | None:
+    """Pure: with a CPU build of torch, the CUDA wheel about to be picked (or any of those
+    considered) runs its CPU ops only: say so, and which torch to install, before picking."""
+    if torch.version is None or torch.cuda is not None:
+        return None
+    considered = [decision.chosen] if decision.chosen else decision.considered
+    for c in considered:
+        try:
+            variant = parse_variant(parse_wheel_filename(c.candidate.filename)[1].local)
+        except InvalidWheelFilename:
+            continue
+        if variant is not None:
+            archs = ", ".join([a.sm for a in variant.sass] + [a.compute for a in variant.ptx])
+            return (f"{cpu_torch_note(torch.version, variant.cuda_version, archs)}. To use the GPU, first "
+                    f"install a CUDA build of torch: {cuda_torch_command(variant.cuda_version, str(TORCH_TARGET))}")
+    return None
+
+
+# --- where the wheels are -----------------------------------------------------------------
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag, attrs) -> None:
+        if tag == "a":
+            href = dict(attrs).get("href")
+            if href:
+                self.hrefs.append(href)
+
+
+def links_in(page: str, base_url: str) -> list[Candidate]:
+    """Pure: the wheels a PEP 503 project page links to, as absolute URLs (with #sha256)."""
+    parser = _Links()
+    parser.feed(page)
+    out = []
+    for href in parser.hrefs:
+        url = urllib.parse.urljoin(base_url, href)
+        name = urllib.parse.unquote(urllib.parse.urlparse(url).path.rsplit("/", 1)[-1])
+        if name.endswith(".whl"):
+            out.append(Candidate(name, url))
+    return out
+
+
+def project_page_url(source: str, project: str = "prebuild") -> str:
+    """Pure: a project's page for an index URL given as the site root, its ``simple/``
+    index, or the project page itself (a site may itself be named after the project)."""
+    name = canonicalize_name(project)
+    url = source.rstrip("/")
+    if url.endswith(f"/simple/{name}"):
+        return url + "/"
+    if url.endswith("/simple"):
+        return url + f"/{name}/"
+    return url + f"/simple/{name}/"
+
+
+def _project_of(filename: str) -> str | None:
+    try:
+        return canonicalize_name(parse_wheel_filename(filename)[0])
+    except InvalidWheelFilename:
+        return None
+
+
+def find_candidates(source: str, project: str = "prebuild") -> list[Candidate]:
+    """The project's wheels in a folder of wheels, a site written by ``prebuild index``, or
+    at a PEP 503 index URL (``file://``, ``https://``: the site, its ``simple/`` index or
+    the project page)."""
+    name = canonicalize_name(project)
+    if "://" not in source:
+        path = Path(source)
+        if (path / "index.json").is_file():
+            data = json.loads((path / "index.json").read_text(encoding="utf-8"))
+            wheels = [Candidate(w["filename"], str(path / w["path"])) for w in data["wheels"]]
+        elif path.is_dir():
+            wheels = [Candidate(p.name, str(p.resolve())) for p in sorted(path.glob("*.whl"))]
+            if not wheels:
+                raise SourceError(f"no wheels (*.whl) in {path}")
+        else:
+            raise SourceError(f"{source} is not a folder of wheels, a site, or an index URL")
+        mine = [c for c in wheels if _project_of(c.filename) == name]
+        if not mine:
+            others = sorted({p for c in wheels if (p := _project_of(c.filename))})
+            raise SourceError(f"no wheels of {project} in {source}; it holds wheels of {', '.join(others)}: "
+                              "name one of them (prebuild install NAME --from ...)")  # fmt: skip
+        return mine
+    url = project_page_url(source, project)
+    try:
+        with urllib.request.urlopen(url if not url.startswith("file:") else url + "index.html", timeout=30) as r:
+            page = r.read().decode("utf-8", "replace")
+    except (OSError, ValueError) as exc:
+        raise SourceError(f"cannot read the index page {url} (is {project} on that index?): {exc}") from exc
+    return [c for c in links_in(page, url) if _project_of(c.filename) == name]

@@ -1,0 +1,43 @@
+"""The wheel workflow's scripts on a real wheel: publish_index.sh inspects it and writes the
+index; test_wheel.sh tests the installed wheel (not the source tree) in a fresh venv."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[3]
+CI = ROOT / "scripts" / "ci"
+PREBUILD = Path(sys.executable).parent / "prebuild"
+
+
+def test_publish_index_and_test_wheel_on_a_real_wheel(tmp_path, built_wheel, fresh_venv):
+    env = {**os.environ, "COLUMNS": "200"}
+    wheel = built_wheel("sm_80")
+    dist = wheel.parent
+
+    site = tmp_path / "site"
+    proc = subprocess.run([str(CI / "publish_index.sh"), str(dist), str(site)], capture_output=True, text=True,
+                          timeout=300, env={**env, "PYTHON": sys.executable})  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "match the manifest" in proc.stdout
+    assert list(site.glob("cu*-sm80/simple/prebuild/index.html"))
+
+    py = fresh_venv()
+    env_dir = py.parent.parent
+    subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                    "torch==2.13.0", "pytest", "hypothesis", "numpy", str(wheel)],
+                   check=True, timeout=900)  # fmt: skip
+    test_env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "200",
+                "PYTEST_ARGS": f"{ROOT / 'tests' / 'test_arch.py'} {ROOT / 'tests' / 'test_manifest.py'} -q"}  # fmt: skip
+    proc = subprocess.run(["bash", str(CI / "test_wheel.sh"), str(ROOT)], capture_output=True, text=True,
+                          timeout=900, env=test_env)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "match the manifest" in proc.stdout and " passed" in proc.stdout
+    assert str(env_dir) in proc.stdout  # inspect ran on the installed package

@@ -1,0 +1,180 @@
+"""`prebuild wheel --arch ... PROJECT` on classic (torch/extension.h) projects, unmodified:
+fixture projects written for these tests (tests/tool/builder/fixtures/classic/), built in a venv
+with the CUDA build of torch 2.14.1.
+
+- plain_ext (torch/extension.h + pybind11, a package with its extension inside): two wheels,
+  each holding exactly its arch, a torch pin, prebuild.json; installs and runs its CPU
+  function next to its torch, and pip refuses it next to another torch minor release;
+- gencode_ext (hard-coded -gencode for sm_75 plus --use_fast_math/--maxrregcount, a top-level
+  extension module beside a package): an sm_90 wheel holds sm_90 only, the other flags kept;
+- broken_ext: the compiler's error is shown, no wheel appears, and a second run fails the
+  same way (nothing left locked).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from wheel.wheelfile import WheelFile
+
+from prebuild.tool.inspection import inspect_path, library_code
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[3]
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "classic"
+
+
+def prebuild_wheel(python: Path, *args: str) -> subprocess.CompletedProcess:
+    """``prebuild wheel ARGS`` run by the CUDA torch venv's python, prebuild from src/."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "200",
+           "PATH": f"{python.parent}:{os.environ.get('PATH', '')}"}  # fmt: skip
+    return subprocess.run([str(python), "-m", "prebuild", "wheel", *args], capture_output=True, text=True,
+                          timeout=1800, env=env)  # fmt: skip
+
+
+def prebuild(python: Path, *args: str) -> subprocess.CompletedProcess:
+    """Any other prebuild command, run the same way."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "200"}
+    return subprocess.run([str(python), "-m", "prebuild", *args], capture_output=True, text=True, timeout=600,
+                          env=env)  # fmt: skip
+
+
+def all_sass(code) -> list[str]:
+    """Named or not: without -lineinfo nvcc names no source in the fatbin entries."""
+    return [a.sm for a in sorted({*code.sass, *code.linked_sass})]
+
+
+def tree_snapshot(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+def wheel_contents(wheel: Path) -> tuple[dict, str, dict[str, bytes]]:
+    """prebuild.json, METADATA and the shared libraries, read through WheelFile (which checks
+    every file against RECORD)."""
+    with WheelFile(wheel) as wf:
+        info = wf.dist_info_path
+        files = {name: wf.read(name) for name in wf.namelist()}
+    libraries = {n: data for n, data in files.items() if n.endswith(".so")}
+    return json.loads(files[f"{info}/prebuild.json"]), files[f"{info}/METADATA"].decode(), libraries
+
+
+@pytest.fixture(scope="module")
+def plain_wheels(cuda_torch_python, tmp_path_factory) -> list[Path]:
+    before = tree_snapshot(FIXTURES / "plain_ext")
+    out = tmp_path_factory.mktemp("plain-dist")
+    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_80,sm_90", str(FIXTURES / "plain_ext"), "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+    assert tree_snapshot(FIXTURES / "plain_ext") == before  # built from a private copy
+    assert "2 wheel(s)" in proc.stdout
+    return sorted(out.glob("*.whl"))
+
+
+def test_plain_extension_gets_one_wheel_per_arch_holding_exactly_it(plain_wheels, tmp_path):
+    assert [w.name for w in plain_wheels] == [
+        f"plain_ext-0.1.0+pt214.cu130.{sm}-cp311-cp311-linux_x86_64.whl" for sm in ("sm80", "sm90")
+    ]
+    for wheel, sm in zip(plain_wheels, ("sm_80", "sm_90")):
+        manifest, metadata, libraries = wheel_contents(wheel)
+        (name,) = libraries
+        assert name.startswith("plain_ext/_C.") and name.endswith(".so")
+        code = library_code(libraries[name], name)  # our own reader, on the bytes in the wheel
+        assert all_sass(code) == [sm] and code.ptx == ()
+        assert "Requires-Dist: torch>=2.14,<2.15" in metadata.splitlines()
+        assert f"Version: 0.1.0+pt214.cu130.{sm.replace('_', '')}" in metadata.splitlines()
+        assert manifest["torch"].startswith("2.14.1") and manifest["cuda"] == "13.0"
+        assert manifest["sass_archs"] == [sm] and manifest["ptx_archs"] == []
+        assert manifest["python_tag"] == "cp311-cp311-linux_x86_64"
+        (listed,) = manifest["libraries"]
+        assert listed["file"] == name and listed["sass"] == [sm] and listed["size"] == len(libraries[name])
+        assert manifest["nvcc_calls"] and all(f"-gencode=arch=compute_{sm[3:]},code={sm}" in c["run"]
+                                              for c in manifest["nvcc_calls"])  # fmt: skip
+        report = inspect_path(wheel)  # prebuild inspect's reader agrees with the bytes and prebuild.json
+        assert report.ok and report.summary.startswith(f"plain_ext 0.1.0+pt214.cu130.{sm.replace('_', '')}: a classic")
+    # One index per torch and arch, each with the pip command that names the project.
+    indexed = prebuild(Path(sys.executable), "index", str(plain_wheels[0].parent), "--out", str(tmp_path / "site"))
+    assert indexed.returncode == 0, indexed.stderr
+    assert "pip install plain-ext --index-url " + (tmp_path / "site").as_uri() + "/pt214-cu130-sm90/simple" in indexed.stdout
+    # This environment's torch is 2.13: install refuses and says which torch, or what to build.
+    refused = prebuild(Path(sys.executable), "install", "plain-ext", "--from", str(tmp_path / "site"), "--arch", "sm_90",
+                       "--dry-run")  # fmt: skip
+    said = " ".join(refused.stdout.split())
+    assert refused.returncode == 3 and "Instead: install the torch these wheels were built for (pip install 'torch==2.14.*')" in said
+
+
+def test_plain_wheel_installs_and_runs_next_to_its_torch_and_is_refused_next_to_another(
+    plain_wheels, fresh_cuda_venv, fresh_venv, tmp_path
+):
+    python = fresh_cuda_venv()
+    # prebuild install chooses by the torch installed (2.14.1 here) and the GPU asked for.
+    chosen = prebuild(python, "install", "plain-ext", "--from", str(plain_wheels[0].parent), "--arch", "sm_90",
+                      "--json")  # fmt: skip
+    assert chosen.returncode == 0, chosen.stdout + chosen.stderr
+    assert json.loads(chosen.stdout)["chosen"]["wheel"] == plain_wheels[1].name
+    script = "import torch, plain_ext; print(plain_ext.add_one(torch.arange(3.0)).tolist(), torch.cuda.is_initialized())"
+    ran = subprocess.run([str(python), "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split("\n")[-2] == "[1.0, 2.0, 3.0] False"  # a CPU function; no GPU touched
+    # Installed, inspect finds it by name and doctor checks it against this torch.
+    inspected = prebuild(python, "inspect", "plain-ext", "--json")
+    assert inspected.returncode == 0, inspected.stdout + inspected.stderr
+    report = json.loads(inspected.stdout)
+    assert report["manifest"]["kind"] == "classic" and report["manifest"]["sass_archs"] == ["sm_90"]
+    (lib,) = report["libraries"]
+    assert lib["file"].startswith("plain_ext/_C.") and lib["sass"] == ["sm_90"] and lib["linked_sass"] == []
+    doctor = json.loads(prebuild(python, "doctor", "--json").stdout)
+    (found,) = doctor["projects"]
+    assert found["name"] == "plain_ext" and found["modules"] == ["plain_ext._C"] and found["problem"] == ""
+    assert [c["status"] for c in found["checks"]] == ["ok", "ok"], found["checks"]  # intact; imports
+    assert found["checks"][-1]["message"] == "plain_ext._C import (checked in a child process)"
+    site = Path(report["target"])
+    (site / lib["file"]).write_bytes((site / lib["file"]).read_bytes()[:-1])  # damaged after installing
+    assert prebuild(python, "inspect", "plain-ext").returncode == 1
+    doctor = prebuild(python, "doctor", "--json")
+    (found,) = json.loads(doctor.stdout)["projects"]
+    assert doctor.returncode == 1 and found["checks"][0]["status"] == "fail"
+    assert found["problem"].startswith(f"{lib['file']}: damaged: "), found["problem"]
+    # Next to torch 2.13, pip refuses the wheel instead of the user meeting `undefined symbol`.
+    other = fresh_venv()
+    refused = subprocess.run([str(other), "-m", "pip", "install", "--disable-pip-version-check", "--no-index",
+                              str(plain_wheels[1])], capture_output=True, text=True, timeout=600)  # fmt: skip
+    said = " ".join((refused.stdout + refused.stderr).split())
+    assert refused.returncode != 0 and "plain-ext" in said and "torch" in said and "conflict" in said, said
+
+
+def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(cuda_torch_python, fresh_cuda_venv, tmp_path):
+    out = tmp_path / "dist"
+    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_90", str(FIXTURES / "gencode_ext"), "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+    (wheel,) = out.glob("*.whl")
+    assert wheel.name == "gencode_ext-0.2.0+lab1.pt214.cu130.sm90-cp311-cp311-linux_x86_64.whl"
+    manifest, _, libraries = wheel_contents(wheel)
+    (name,) = libraries
+    assert name.startswith("gencode_ext_cuda.")  # a top-level module
+    code = library_code(libraries[name], name)
+    assert all_sass(code) == ["sm_90"] and code.ptx == ()
+    (call,) = [c for c in manifest["nvcc_calls"] if any(a.endswith("kernel.cu") for a in c["given"])]
+    assert "-gencode=arch=compute_75,code=sm_75" in call["given"]
+    assert "-gencode=arch=compute_75,code=sm_75" not in call["run"]
+    assert {"--use_fast_math", "--maxrregcount=40", "-gencode=arch=compute_90,code=sm_90"} <= set(call["run"])
+    python = fresh_cuda_venv()
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-index", str(wheel)], check=True, timeout=600)
+    ran = subprocess.run([str(python), "-c", "import gencode_ext; print(gencode_ext.ANSWER)"], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=300)  # fmt: skip
+    assert ran.returncode == 0 and ran.stdout.strip() == "42", ran.stderr
+
+
+def test_a_project_that_does_not_compile_shows_the_error_and_leaves_no_wheel(cuda_torch_python, tmp_path):
+    out = tmp_path / "dist"
+    for attempt in range(2):  # the second run meets no lock or leftover from the first
+        proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_90", str(FIXTURES / "broken_ext"), "--out", str(out),
+                              "--build-dir", str(tmp_path / "work"))  # fmt: skip
+        assert proc.returncode == 1, (attempt, proc.stdout + proc.stderr)
+        assert "undeclared_in_this_kernel" in proc.stderr and "build.log" in proc.stderr, proc.stderr[-3000:]
+        assert "Traceback" not in proc.stderr
+        assert list(out.iterdir()) == []

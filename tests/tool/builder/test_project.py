@@ -1,0 +1,98 @@
+"""prebuild.tool.builder.project: what PROJECT names becomes a private copy (a directory, an sdist,
+a pip requirement or URL); prebuild's own checkout is recognised; nothing is written into the
+user's tree."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from prebuild.tool.builder.compile import BuildError
+from prebuild.tool.builder.project import CLASSIC, PREBUILD, resolve_project, unpack
+
+ROOT = Path(__file__).resolve().parents[3]
+SETUP = "from setuptools import setup\nsetup(name='tinyproj', version='1.0', py_modules=['tiny'])\n"
+
+
+def tiny_project(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / "setup.py").write_text(SETUP)
+    (path / "tiny.py").write_text("X = 1\n")
+    for junk in (".git/config", "build/lib/old.so", "tinyproj.egg-info/PKG-INFO"):
+        (path / junk).parent.mkdir(parents=True, exist_ok=True)
+        (path / junk).write_text("junk")
+    return path
+
+
+def snapshot(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_a_directory_is_copied_without_vcs_data_or_old_build_outputs(tmp_path):
+    user = tiny_project(tmp_path / "user")
+    before = snapshot(user)
+    project = resolve_project(str(user), tmp_path / "work", None)
+    assert project.kind == CLASSIC and project.source != user
+    assert sorted(p.name for p in project.source.iterdir()) == ["setup.py", "tiny.py"]
+    (project.source / "build").mkdir()  # the build writes into the copy only
+    assert snapshot(user) == before
+
+
+def test_prebuild_checkout_is_built_in_place():
+    assert resolve_project(None, Path("/unused"), ROOT).kind == PREBUILD
+    project = resolve_project(str(ROOT), Path("/unused"), None)
+    assert (project.kind, project.source) == (PREBUILD, ROOT)
+
+
+def test_an_sdist_is_unpacked_to_its_root(tmp_path):
+    user = tiny_project(tmp_path / "tinyproj-1.0")
+    sdist = tmp_path / "tinyproj-1.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tf:
+        tf.add(user / "setup.py", "tinyproj-1.0/setup.py")
+        tf.add(user / "tiny.py", "tinyproj-1.0/tiny.py")
+    project = resolve_project(str(sdist), tmp_path / "work", None)
+    assert project.kind == CLASSIC and (project.source / "setup.py").read_text() == SETUP
+
+
+def test_archives_pointing_outside_are_refused(tmp_path):
+    evil = tmp_path / "evil.zip"
+    with zipfile.ZipFile(evil, "w") as zf:
+        zf.writestr("../escaped.txt", "x")
+    with pytest.raises(BuildError, match="outside"):
+        unpack(evil, tmp_path / "out")
+    assert not (tmp_path / "escaped.txt").exists()
+    evil_tar = tmp_path / "evil.tar.gz"
+    with tarfile.open(evil_tar, "w:gz") as tf:
+        info = tarfile.TarInfo("../escaped.txt")
+        info.size = 1
+        tf.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(BuildError):
+        unpack(evil_tar, tmp_path / "out2")
+    assert not (tmp_path / "escaped.txt").exists()
+
+
+@pytest.mark.parametrize("spec, message", [("nothing/here/at/all==", "cannot get the source"), ("README.md", "not a source archive")])
+def test_bad_projects_are_refused(tmp_path, spec, message):
+    with pytest.raises(BuildError, match=message):
+        resolve_project(str(ROOT / spec) if spec == "README.md" else spec, tmp_path / "work", None)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(BuildError, match="no setup.py or pyproject.toml"):
+        resolve_project(str(empty), tmp_path / "work", None)
+
+
+def test_a_git_url_is_fetched_with_pip(tmp_path):
+    repo = tiny_project(tmp_path / "repo")
+    for junk in (".git", "build", "tinyproj.egg-info"):
+        subprocess.run(["rm", "-rf", str(repo / junk)], check=True)
+    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "tiny"], check=True)
+    project = resolve_project(f"git+file://{repo}", tmp_path / "work", None)
+    assert project.kind == CLASSIC and (project.source / "tiny.py").read_text() == "X = 1\n"

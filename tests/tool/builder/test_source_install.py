@@ -1,0 +1,72 @@
+"""README's "Building from source with pip" works as written in a fresh venv, and without
+the build requirements the build stops at once naming them (pip installs none of them when
+build isolation is off)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def readme_block(heading: str) -> str:
+    """The first ```bash block after a README heading."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index(heading):]
+    match = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert match, heading
+    return match.group(1)
+
+
+def copy_checkout(dest: Path) -> Path:
+    """The committed files of the checkout (a build writes build/ and *.egg-info in place)."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, files.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    return dest
+
+
+def test_readme_source_build_in_a_fresh_venv(fresh_venv, tmp_path):
+    python = fresh_venv()
+    source = copy_checkout(tmp_path / "checkout")
+    env = {"PATH": f"{python.parent}:{os.environ['PATH']}", "HOME": str(tmp_path / "home"),
+           "VIRTUAL_ENV": str(python.parent.parent)}  # fmt: skip
+
+    # A fresh venv has torch only: the build names what is missing instead of a traceback.
+    bare = subprocess.run(["pip", "install", "--no-build-isolation", "."], cwd=source, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert bare.returncode != 0
+    said = " ".join((bare.stdout + bare.stderr).split())
+    assert "prebuild's build needs" in said and "ninja" in said and "Traceback" not in said, said
+    assert re.search(r"pip install [^\n]*ninja", said), said
+
+    block = readme_block("### Building from source with pip")
+    assert "--no-build-isolation" in block and "PREBUILD_ARCHS=sm_86" in block
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=source, env=env,
+                          capture_output=True, text=True, timeout=1200)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    check = """
+import json, torch, prebuild
+from prebuild.ops._library import LIBRARY
+x = torch.rand(1, 3, 16, 16)
+print(json.dumps({"file": prebuild.__file__, "version": prebuild.__version__, "ssim": prebuild.fused_ssim(x, x).item(),
+                  "sass": [a.sm for a in LIBRARY.manifest.sass_archs]}))
+"""
+    ran = subprocess.run([str(python), "-c", check], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert result["file"].startswith(str(python.parent.parent))  # the installed copy, not the checkout
+    assert result["version"].endswith(".sm86") and result["sass"] == ["sm_86"]
+    assert result["ssim"] == pytest.approx(1.0, abs=1e-6)

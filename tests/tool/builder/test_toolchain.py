@@ -1,0 +1,171 @@
+"""prebuild.tool.builder.toolchain: finding nvcc and checking it against torch."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from prebuild.runtime.arch import Arch
+from prebuild.tool.builder import toolchain
+from prebuild.tool.builder.toolchain import (
+    Nvcc,
+    ToolchainError,
+    check_cuda_matches_torch,
+    find_nvcc,
+    nvcc_candidates,
+    parse_nvcc_version,
+)
+
+SYSTEM_NVCC = Path("/usr/local/cuda/bin/nvcc")
+needs_system_nvcc = pytest.mark.skipif(
+    not (SYSTEM_NVCC.is_file() and os.access(SYSTEM_NVCC, os.X_OK)),
+    reason="no CUDA toolkit at /usr/local/cuda",
+)
+
+NVCC_13_OUTPUT = """\
+nvcc: NVIDIA (R) Cuda compiler driver
+Copyright (c) 2005-2025 NVIDIA Corporation
+Built on Wed_Aug_20_01:58:59_PM_PDT_2025
+Cuda compilation tools, release 13.0, V13.0.88
+Build cuda_13.0.r13.0/compiler.36424714_0
+"""
+
+
+def make_executable(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+# --- nvcc --version ----------------------------------------------------------------------
+
+
+def test_parse_nvcc_version_real_output():
+    assert parse_nvcc_version(NVCC_13_OUTPUT) == Version("13.0")
+
+
+def test_parse_nvcc_version_12():
+    text = NVCC_13_OUTPUT.replace("release 13.0, V13.0.88", "release 12.8, V12.8.93")
+    assert parse_nvcc_version(text) == Version("12.8")
+
+
+@pytest.mark.parametrize("output", ["", "garbage", "nvcc: command not found", "release thirteen"])
+def test_parse_nvcc_version_garbage(output):
+    with pytest.raises(ToolchainError, match="cannot read the CUDA version"):
+        parse_nvcc_version(output)
+
+
+# --- nvcc vs torch's CUDA ----------------------------------------------------------------
+
+
+def test_cpu_torch_accepts_any_nvcc():
+    check_cuda_matches_torch(Version("13.0"), None)
+    check_cuda_matches_torch(Version("12.8"), None)
+
+
+@pytest.mark.parametrize("torch_cuda", ["13.0", "13.2", "13"])
+def test_same_major_ok(torch_cuda):
+    check_cuda_matches_torch(Version("13.0"), torch_cuda)
+
+
+def test_different_major_refused_naming_both():
+    with pytest.raises(ToolchainError) as info:
+        check_cuda_matches_torch(Version("13.0"), "12.8")
+    message = str(info.value)
+    assert "13.0" in message
+    assert "12.8" in message
+    assert "CUDA_HOME" in message
+
+
+# --- where nvcc is looked for ------------------------------------------------------------
+
+
+def test_nvcc_candidates_order(tmp_path):
+    cuda_home = tmp_path / "cuda-home"
+    path_dir = tmp_path / "on-path"
+    on_path = make_executable(path_dir / "nvcc")
+    env = {"CUDA_HOME": str(cuda_home), "PATH": f"{tmp_path / 'empty'}{os.pathsep}{path_dir}"}
+    candidates = nvcc_candidates(env)
+    assert candidates[:3] == [cuda_home / "bin" / "nvcc", on_path, SYSTEM_NVCC]
+    # anything after comes from PyPI's nvidia packages
+    assert all(c.name == "nvcc" and "nvidia" in c.parts for c in candidates[3:])
+
+
+def test_nvcc_candidates_cuda_path_after_cuda_home(tmp_path):
+    env = {"CUDA_HOME": str(tmp_path / "a"), "CUDA_PATH": str(tmp_path / "b"), "PATH": ""}
+    candidates = nvcc_candidates(env)
+    assert candidates[:3] == [tmp_path / "a/bin/nvcc", tmp_path / "b/bin/nvcc", SYSTEM_NVCC]
+
+
+def test_nvcc_candidates_without_cuda_home_or_path():
+    candidates = nvcc_candidates({"PATH": ""})
+    assert candidates[0] == SYSTEM_NVCC
+
+
+def test_nvcc_candidates_uses_os_environ_by_default(monkeypatch, tmp_path):
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    assert nvcc_candidates()[0] == tmp_path / "bin" / "nvcc"
+
+
+def test_find_nvcc_prefers_cuda_home(tmp_path):
+    fake = make_executable(tmp_path / "bin" / "nvcc")
+    assert find_nvcc({"CUDA_HOME": str(tmp_path), "PATH": ""}) == fake
+
+
+def test_find_nvcc_skips_non_executable(tmp_path, monkeypatch):
+    not_exec = tmp_path / "a" / "bin" / "nvcc"
+    not_exec.parent.mkdir(parents=True)
+    not_exec.write_text("")
+    good = make_executable(tmp_path / "b" / "bin" / "nvcc")
+    monkeypatch.setattr(toolchain, "cuda_tool_candidates", lambda tool, env=None: [not_exec, good])
+    assert find_nvcc({}) == good
+
+
+@needs_system_nvcc
+def test_find_nvcc_falls_back_to_usr_local_cuda(tmp_path):
+    (tmp_path / "home").mkdir()
+    (tmp_path / "path").mkdir()
+    env = {"CUDA_HOME": str(tmp_path / "home"), "PATH": str(tmp_path / "path")}
+    assert find_nvcc(env) == SYSTEM_NVCC
+
+
+def test_find_nvcc_nothing_found_explains_every_way(tmp_path, monkeypatch):
+    missing = [tmp_path / "nope" / "bin" / "nvcc", tmp_path / "also-not" / "nvcc"]
+    monkeypatch.setattr(toolchain, "cuda_tool_candidates", lambda tool, env=None: missing)
+    with pytest.raises(ToolchainError) as info:
+        find_nvcc({"CUDA_HOME": str(tmp_path / "nope"), "PATH": ""})
+    message = str(info.value)
+    for hint in ("CUDA_HOME", "PATH", "/usr/local/cuda", "nvidia-cuda-nvcc", "PREBUILD_ARCHS=''"):
+        assert hint in message
+
+
+# --- asking the real nvcc ----------------------------------------------------------------
+
+
+@needs_system_nvcc
+def test_real_nvcc():
+    nvcc = Nvcc(find_nvcc({"PATH": ""}))
+    assert nvcc.cuda_home == Path("/usr/local/cuda")
+    assert nvcc.version.major >= 12
+    supported = nvcc.supported_archs
+    assert Arch(8, 0) in supported
+    assert Arch(9, 0) in supported
+    assert all(a.suffix == "" for a in supported)
+    assert list(supported) == sorted(supported)
+
+
+def test_nvcc_failure_is_a_toolchain_error(tmp_path):
+    broken = tmp_path / "bin" / "nvcc"
+    broken.parent.mkdir()
+    broken.write_text("#!/bin/sh\necho boom >&2\nexit 3\n")
+    broken.chmod(0o755)
+    with pytest.raises(ToolchainError, match="boom"):
+        Nvcc(broken).version
+    with pytest.raises(ToolchainError):
+        Nvcc(tmp_path / "missing").supported_archs

@@ -1,0 +1,88 @@
+"""The `prebuild` command line as a user meets it: --help that reads right in an
+80-column terminal, and `prebuild wheel` refusing bad input before it takes a lock or
+compiles anything."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from prebuild.tool.cli import app, reflow_help
+
+PREBUILD = Path(sys.executable).parent / "prebuild"
+COMMANDS = sorted(c.callback.__name__ for c in app.registered_commands)
+
+
+def run_cli(*args: str, columns: int = 200, **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": str(columns), "TERM": "dumb"}
+    return subprocess.run([str(PREBUILD), *args], capture_output=True, text=True, timeout=300, env=env, **kwargs)
+
+
+def test_reflow_help_joins_prose_and_keeps_examples():
+    doc = """Summary line.
+
+    A paragraph written
+    over three
+    lines.
+
+      prebuild wheel --arch sm_80   # an example, kept as written
+    """
+    assert reflow_help(doc) == (
+        "Summary line.\n\nA paragraph written over three lines.\n\n"
+        "  prebuild wheel --arch sm_80   # an example, kept as written"
+    )
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_fits_80_columns(command):
+    proc = run_cli(command, "--help", columns=80)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert "…" not in text, text  # nothing truncated
+    # Every default is shown whole, on one line.
+    for line in text.splitlines():
+        if "[default:" in line:
+            assert re.search(r"\[default: [^\]]+\]", line), line
+    # Every example of the docstring appears intact, on a line of its own.
+    doc = next(c.callback.__doc__ for c in app.registered_commands if c.callback.__name__ == command)
+    examples = [line.strip() for line in doc.splitlines() if line.strip().startswith(("prebuild ", "pip ", "echo "))]
+    assert examples, f"{command} --help shows no example"
+    shown = [line.strip() for line in text.splitlines()]
+    for example in examples:
+        assert example in shown, f"example wrapped or missing at 80 columns: {example}\n{text}"
+
+
+def test_wheel_refuses_an_unwritable_out_before_locking_or_compiling(tmp_path):
+    objects = tmp_path / "objects"
+    for out in ("/proc/prebuild-test/dist", str(tmp_path / "a-file")):
+        (tmp_path / "a-file").write_text("")
+        proc = run_cli("wheel", "--arch", "sm_80", "--out", out, "--build-dir", str(objects))
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert f"--out {out}" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not objects.exists()  # no lock taken, nothing compiled
+
+
+def test_wheel_refuses_an_unwritable_lock_target_before_compiling(tmp_path):
+    objects = tmp_path / "objects"
+    proc = run_cli("wheel", "--arch", "sm_80", "--out", str(tmp_path / "dist"), "--build-dir", str(objects),
+                   "--lock", "/proc/prebuild-test/prebuild.lock")  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "--lock /proc/prebuild-test" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not objects.exists()
+
+
+@pytest.mark.parametrize("module, extra_hint", [("ninja", "'ninja'"), ("build", "'build'"), ("filelock", "'filelock'")])
+def test_wheel_without_the_build_extra_names_it(tmp_path, module, extra_hint):
+    """An install without `prebuild[build]`: one line saying what to install, no traceback."""
+    script = (f"import sys; sys.modules[{module!r}] = None; sys.argv = ['prebuild', 'wheel', '--arch', 'sm_80', "
+              f"'--out', {str(tmp_path / 'dist')!r}]; from prebuild.tool.cli import main; main()")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "pip install 'prebuild[build]'" in proc.stderr and extra_hint in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -1,0 +1,200 @@
+"""The wheel workflow cannot run here: check what can be checked locally. The YAML parses
+and is wired as intended, every script it or [tool.cibuildwheel] calls exists and does what
+it says, and cibuildwheel accepts the configuration."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from prebuild.runtime.arch import parse_arch_list
+from prebuild.tool.support import CUDA_RELEASES, classic_matrix, matrix
+
+ARCHS_80_90 = parse_arch_list("sm_80,sm_90")
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = ROOT / ".github" / "workflows"
+CI = ROOT / "scripts" / "ci"
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+CIBW = PYPROJECT["tool"]["cibuildwheel"]
+
+
+def load(name: str) -> dict:
+    return yaml.safe_load((WORKFLOWS / name).read_text())
+
+
+def referenced_scripts() -> set[str]:
+    texts = [p.read_text() for p in WORKFLOWS.glob("*.yml")]
+    texts.append(json.dumps(CIBW))
+    return {m for text in texts for m in re.findall(r"scripts/[\w./-]+\.sh", text)}
+
+
+def test_every_workflow_parses_and_every_script_exists_and_is_executable():
+    for path in WORKFLOWS.glob("*.yml"):
+        assert isinstance(load(path.name)["jobs"], dict), path
+    scripts = referenced_scripts()
+    assert {"scripts/ci/matrix.sh", "scripts/ci/install_cuda.sh", "scripts/ci/repair_wheel.sh",
+            "scripts/ci/test_wheel.sh", "scripts/ci/publish_index.sh"} <= scripts  # fmt: skip
+    for script in scripts:
+        path = ROOT / script
+        assert path.is_file(), script
+        assert path.stat().st_mode & stat.S_IXUSR, f"{script} is not executable"
+        subprocess.run(["bash", "-n", str(path)], check=True)  # parses
+
+
+def test_wheel_jobs_come_from_prebuild_matrix_and_reach_the_container():
+    wf = load("wheels.yml")
+    jobs = wf["jobs"]
+    assert "matrix.sh" in json.dumps(jobs["matrix"]["steps"])
+    wheels = jobs["wheels"]
+    assert wheels["needs"] == "matrix"
+    assert wheels["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.matrix) }}"
+    passed = set(CIBW["linux"]["environment-pass"])
+    assert set(wheels["env"]) <= passed  # every per-job variable enters the container
+    assert {"PREBUILD_ARCHS", "PREBUILD_PTX", "CUDA_VERSION"} <= passed
+    (cibw_step,) = [s for s in wheels["steps"] if "cibuildwheel" in s.get("uses", "")]
+    from importlib.metadata import version
+
+    assert cibw_step["uses"].endswith("@v" + version("cibuildwheel")), "validate with the version the workflow uses"
+    publish = jobs["publish"]
+    assert publish["needs"] == "wheels"
+    uses = {s.get("uses", "").split("@")[0] for s in publish["steps"]}
+    assert {"softprops/action-gh-release", "actions/upload-pages-artifact", "actions/deploy-pages"} <= uses
+    assert "publish_index.sh" in json.dumps(publish["steps"])
+
+
+def test_cibuildwheel_config():
+    assert CIBW["build"] == "cp310-manylinux_x86_64"
+    assert CIBW["build-frontend"] == {"name": "build", "args": ["--no-isolation"]}
+    assert CIBW["linux"]["manylinux-x86_64-image"] == "manylinux_2_28"
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "cibuildwheel"), "--print-build-identifiers", "--platform", "linux", str(ROOT)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["cp310-manylinux_x86_64"]
+
+
+def test_cibuildwheel_rejects_a_broken_config(tmp_path):
+    """The check above can fail: cibuildwheel refuses an unknown option."""
+    bad = tmp_path / "pyproject.toml"
+    bad.write_text((ROOT / "pyproject.toml").read_text().replace("[tool.cibuildwheel]\n", "[tool.cibuildwheel]\nbogus = 1\n"))
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "cibuildwheel"), "--print-build-identifiers", "--platform", "linux",
+         "--config-file", str(bad), str(ROOT)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "bogus" in proc.stderr
+
+
+def test_project_wheels_jobs_come_from_the_torch_matrix_and_use_each_entry():
+    """Another project's wheels: every `matrix.X` the jobs read is a key of `prebuild
+    matrix --torch` entries; each job installs that torch and runs prebuild wheel."""
+    text = (WORKFLOWS / "project-wheels.yml").read_text()
+    jobs = load("project-wheels.yml")["jobs"]
+    assert "matrix.sh --torch" in json.dumps(jobs["matrix"]["steps"])
+    assert jobs["wheels"]["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.matrix) }}"
+    entry = classic_matrix(("2.14",))["include"][0]
+    assert set(re.findall(r"\${{[^}]*(?<![.\w])matrix\.(\w+)", text)) <= set(entry)
+    steps = json.dumps(jobs["wheels"]["steps"])
+    assert "${{ matrix.torch_install }}" in steps and "-m prebuild wheel --arch" in steps
+    assert "publish_index.sh" in json.dumps(jobs["publish"]["steps"])
+
+
+# --- the scripts ----------------------------------------------------------------------------
+
+
+def test_matrix_script_writes_the_matrix_output(tmp_path):
+    out = tmp_path / "github_output"
+    env = {**os.environ, "GITHUB_OUTPUT": str(out), "PYTHON": sys.executable}
+    subprocess.run([str(CI / "matrix.sh")], check=True, env=env, timeout=120)
+    key, _, value = out.read_text().strip().partition("=")
+    assert key == "matrix" and json.loads(value) == matrix()
+    out.unlink()
+    subprocess.run([str(CI / "matrix.sh"), "--cuda", "13.0"], check=True, env=env, timeout=120)
+    assert {j["cuda"] for j in json.loads(out.read_text().split("=", 1)[1])["include"]} == {"13.0"}
+    bad = subprocess.run([str(CI / "matrix.sh"), "--cuda", "1.0"], env=env, capture_output=True, text=True)
+    assert bad.returncode == 2
+    out.unlink()  # as project-wheels.yml calls it
+    subprocess.run([str(CI / "matrix.sh"), "--torch", "2.14", "--cuda", "13.0", "--arch", "sm_80,sm_90"], check=True,
+                   env=env, timeout=120)  # fmt: skip
+    assert json.loads(out.read_text().split("=", 1)[1]) == classic_matrix(("2.14",), CUDA_RELEASES[-1:], ARCHS_80_90)
+
+
+@pytest.mark.parametrize("version, packages", [
+    ("13.0", "cuda-nvcc-13-0 cuda-cudart-devel-13-0 cuda-crt-13-0 cuda-cccl-13-0"),
+    ("12.8", "cuda-nvcc-12-8 cuda-cudart-devel-12-8 cuda-cccl-12-8"),
+])  # fmt: skip
+def test_install_cuda_dry_run(version, packages):
+    proc = subprocess.run([str(CI / "install_cuda.sh"), version], env={**os.environ, "DRY_RUN": "1"},
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("dnf config-manager --add-repo https://") and "rhel8" in lines[0]
+    assert lines[1] == f"dnf install -y {packages}"
+    assert lines[2] == f"ln -sfn /usr/local/cuda-{version} /usr/local/cuda"
+
+
+@pytest.mark.parametrize("version", ["", "13", "thirteen", "13.0; rm -rf /"])
+def test_install_cuda_refuses_a_bad_version(version):
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VERSION"}
+    proc = subprocess.run([str(CI / "install_cuda.sh"), version], env={**env, "DRY_RUN": "1"},
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 2 and "CUDA version" in proc.stderr
+
+
+def fake_tool(bin_dir: Path, name: str) -> Path:
+    """A stand-in that records its arguments, one per line."""
+    bin_dir.mkdir(exist_ok=True)
+    log = bin_dir / f"{name}.args"
+    tool = bin_dir / name
+    tool.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {log}\n')
+    tool.chmod(0o755)
+    return log
+
+
+def test_repair_excludes_torch_and_cuda_libraries(tmp_path):
+    log = fake_tool(tmp_path / "bin", "auditwheel")
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    subprocess.run([str(CI / "repair_wheel.sh"), "/dest", "/w/x.whl"], check=True, env=env)
+    args = log.read_text().splitlines()
+    assert args[:3] == ["repair", "--plat", "manylinux_2_28_x86_64"]
+    excluded = [args[i + 1] for i, a in enumerate(args) if a == "--exclude"]
+    for lib in ("libtorch_cpu.so", "libc10.so", "libtorch.so", "libcudart.so*", "libcuda.so*"):
+        assert lib in excluded
+    assert args[-3:] == ["-w", "/dest", "/w/x.whl"]
+    assert subprocess.run([str(CI / "repair_wheel.sh"), "/dest"], env=env, capture_output=True).returncode == 2
+
+
+def test_publish_index_inspects_every_wheel_then_writes_the_site(tmp_path):
+    from test_index import fake_wheel
+
+    dist = tmp_path / "dist"
+    fake_wheel(dist, "0.1.0+cu130.sm90")
+    env = {**os.environ, "PYTHON": sys.executable, "COLUMNS": "200"}
+    proc = subprocess.run([str(CI / "publish_index.sh"), str(dist), str(tmp_path / "site")], env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    # The made-up wheel has no manifest: inspect refuses it, and nothing is published.
+    assert proc.returncode == 2 and "_manifest.json" in proc.stderr
+    assert not (tmp_path / "site").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = subprocess.run([str(CI / "publish_index.sh"), str(empty), str(tmp_path / "site")], env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 1 and "no wheels" in proc.stderr
+
+
+def test_test_wheel_refuses_to_test_the_source_tree():
+    """In the development venv prebuild is the source tree (editable): the script must say
+    so rather than test the wrong thing."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    proc = subprocess.run([str(CI / "test_wheel.sh"), str(ROOT)], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "source tree" in proc.stderr
