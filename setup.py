@@ -1,4 +1,5 @@
-"""Build the prebuild wheel: the compiled libraries come from a custom build_ext.
+"""Build the prebuild wheel: the compiled libraries come from prebuild's own build_ext,
+driven by [tool.prebuild] in pyproject.toml.
 
 Build settings come from the environment (see README, "Building"):
   PREBUILD_ARCHS  CUDA archs, e.g. "sm_80,sm_90"; "" builds the CPU code only.
@@ -24,17 +25,9 @@ if _missing:
         "then build again (see README, 'Building from source with pip')."
     )
 
-from setuptools import Extension, setup  # noqa: E402
-
 sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
 
-from prebuild.tool.builder.setuptools_ext import PrebuildBuildExt, package_version  # noqa: E402
+# prebuild's own kernels are a native project like any other: [tool.prebuild] in pyproject.toml.
+from prebuild.tool.builder.setuptools_ext import kernels_setup  # noqa: E402
 
-setup(
-    version=package_version(),
-    # One placeholder extension marks the wheel as binary and abi3; PrebuildBuildExt builds
-    # both real libraries (CPU and CUDA) itself.
-    ext_modules=[Extension("prebuild._C", sources=[], py_limited_api=True)],
-    cmdclass={"build_ext": PrebuildBuildExt},
-    options={"bdist_wheel": {"py_limited_api": "cp310"}},
-)
+kernels_setup()

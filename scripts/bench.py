@@ -248,15 +248,16 @@ def copy_source(dest: Path) -> Path:
 
 
 def wheel_cmd(src: Path, build: Path, out: Path, archs: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "prebuild", "wheel", "--arch", archs, "--source", str(src),
+    return [sys.executable, "-m", "prebuild", "wheel", str(src), "--arch", archs,
             "--build-dir", str(build), "--out", str(out), *extra]  # fmt: skip
 
 
 def cpu_only_cmd(src: Path, build: Path) -> list[str]:
     """--quick: the same compile step as ``prebuild wheel``, CPU library only (no nvcc)."""
     code = ("from pathlib import Path; from prebuild.tool.builder.compile import compile_libraries; "
+            "from prebuild.tool.builder.config import read_config; "
             "from prebuild.tool.builder.flags import BuildOptions; "
-            f"compile_libraries(Path({str(src)!r}), BuildOptions(archs=(), ptx=False, "
+            f"compile_libraries(read_config(Path({str(src)!r})), BuildOptions(archs=(), ptx=False, "
             f"build_dir=Path({str(build)!r})))")  # fmt: skip
     return [sys.executable, "-c", code]
 

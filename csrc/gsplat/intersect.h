@@ -20,7 +20,7 @@
 #include <tuple>
 #include <vector>
 
-#include "../common/checks.h"
+#include <prebuild/checks.h>
 #include "intersect_kernels.h"
 
 namespace prebuild {

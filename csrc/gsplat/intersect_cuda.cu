@@ -7,7 +7,7 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
-#include "../common/cuda_launch.cuh"
+#include <prebuild/cuda_launch.cuh>
 #include "intersect.h"
 #include "intersect_kernels.h"
 

@@ -1,5 +1,5 @@
 // Block bodies of the tile-intersection kernels, written through the SIMT layer
-// (common/simt.h): compiled by nvcc into the CUDA library and run on the CPU by the simt
+// (prebuild/simt.h): compiled by nvcc into the CUDA library and run on the CPU by the simt
 // launcher in tests. Each thread handles one element; the per-element functions are
 // PREBUILD_HD so the plain CPU backend runs them too (over torch::stable::parallel_for).
 //
@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "../common/simt.h"
+#include <prebuild/simt.h>
 #include "intersect_math.h"
 
 namespace prebuild {

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "../common/hd.h"
+#include <prebuild/hd.h>
 
 namespace prebuild {
 namespace gsplat {

@@ -3,7 +3,7 @@
 // The scan and the sort are the CPU backend's (intersect.h).
 #include <torch/csrc/stable/library.h>
 
-#include "../simt/launch_op.h"
+#include <prebuild/simt_launch_op.h>
 #include "intersect.h"
 #include "intersect_kernels.h"
 

@@ -23,7 +23,7 @@
 #include <optional>
 #include <tuple>
 
-#include "../common/checks.h"
+#include <prebuild/checks.h>
 #include "projection_kernels.h"
 
 namespace prebuild {

@@ -3,7 +3,7 @@
 // functions.
 #include <torch/csrc/stable/library.h>
 
-#include "../common/cuda_launch.cuh"
+#include <prebuild/cuda_launch.cuh>
 #include "projection.h"
 #include "projection_kernels.h"
 

@@ -1,5 +1,5 @@
 // The fully fused projection kernels' block bodies, written through the SIMT layer
-// (common/simt.h): compiled by nvcc into the CUDA library and by the C++ compiler into the
+// (prebuild/simt.h): compiled by nvcc into the CUDA library and by the C++ compiler into the
 // simt test library. One thread per (camera, Gaussian) pair, idx = camera * N + gaussian,
 // 256 threads per block, a grid-stride loop when C * N exceeds the grid.
 //
@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "../common/simt.h"
+#include <prebuild/simt.h>
 #include "projection_math.h"
 
 namespace prebuild {

@@ -23,7 +23,7 @@
 
 #include <cmath>
 
-#include "../common/hd.h"
+#include <prebuild/hd.h>
 
 namespace prebuild {
 namespace gsplat {

@@ -2,7 +2,7 @@
 // the SIMT launcher, for tests: the CPU kernels of torch.ops.prebuild_simt.fully_fused_*.
 #include <torch/csrc/stable/library.h>
 
-#include "../simt/launch_op.h"
+#include <prebuild/simt_launch_op.h>
 #include "projection.h"
 #include "projection_kernels.h"
 

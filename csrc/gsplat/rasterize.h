@@ -21,7 +21,7 @@
 #include <tuple>
 #include <type_traits>
 
-#include "../common/checks.h"
+#include <prebuild/checks.h>
 #include "rasterize_kernels.h"
 
 namespace prebuild {

@@ -3,7 +3,7 @@
 // for the CUDA dispatch key.
 #include <torch/csrc/stable/library.h>
 
-#include "../common/cuda_launch.cuh"
+#include <prebuild/cuda_launch.cuh>
 #include "rasterize.h"
 #include "rasterize_kernels.h"
 

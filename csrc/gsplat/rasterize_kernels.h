@@ -1,5 +1,5 @@
 // Block bodies of rasterize_to_pixels (forward and backward), written through the SIMT layer
-// (common/simt.h): compiled by nvcc into the CUDA library and by the C++ compiler into the
+// (prebuild/simt.h): compiled by nvcc into the CUDA library and by the C++ compiler into the
 // simt test library. Per-pixel math: rasterize_math.h.
 //
 // One block of tile_size x tile_size threads per (camera, tile): grid = (C, tiles_y,
@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-#include "../common/simt.h"
+#include <prebuild/simt.h>
 #include "rasterize_math.h"
 
 namespace prebuild {

@@ -22,7 +22,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "../common/hd.h"
+#include <prebuild/hd.h>
 
 namespace prebuild {
 namespace gsplat {

@@ -2,7 +2,7 @@
 // launcher, for tests: registered as the CPU kernels of torch.ops.prebuild_simt.*.
 #include <torch/csrc/stable/library.h>
 
-#include "../simt/launch_op.h"
+#include <prebuild/simt_launch_op.h>
 #include "rasterize.h"
 #include "rasterize_kernels.h"
 

@@ -1,4 +1,4 @@
-// Op schemas of the simt test library (see simt/launcher.h): the CUDA kernel bodies
+// Op schemas of the simt test library (see prebuild/simt_launcher.h): the CUDA kernel bodies
 // run on the CPU, reachable as torch.ops.prebuild_simt.* through prebuild.testing.
 #include <torch/csrc/stable/library.h>
 

@@ -6,9 +6,9 @@
 
 #include <stdexcept>
 
-#include "../common/checks.h"
-#include "../common/simt.h"
-#include "launcher.h"
+#include <prebuild/checks.h>
+#include <prebuild/simt.h>
+#include <prebuild/simt_launcher.h>
 
 namespace prebuild {
 namespace simt {

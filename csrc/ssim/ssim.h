@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <tuple>
 
-#include "../common/checks.h"
+#include <prebuild/checks.h>
 #include "ssim_kernels.h"
 
 namespace prebuild {

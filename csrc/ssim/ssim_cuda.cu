@@ -2,7 +2,7 @@
 // the host functions registered for the CUDA dispatch key.
 #include <torch/csrc/stable/library.h>
 
-#include "../common/cuda_launch.cuh"
+#include <prebuild/cuda_launch.cuh>
 #include "ssim.h"
 #include "ssim_kernels.h"
 

@@ -1,4 +1,4 @@
-// The fused SSIM kernels' block bodies, written through the SIMT layer (common/simt.h):
+// The fused SSIM kernels' block bodies, written through the SIMT layer (prebuild/simt.h):
 // compiled by nvcc into the CUDA library and by the C++ compiler into the simt test
 // library, so the code that runs on GPUs is also executed (and sanitised) on the CPU.
 //
@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "../common/simt.h"
+#include <prebuild/simt.h>
 #include "ssim_math.h"
 
 namespace prebuild {

@@ -14,7 +14,7 @@
 // i.e. five more separable convolutions, which is what the backward kernels compute.
 #pragma once
 
-#include "../common/hd.h"
+#include <prebuild/hd.h>
 
 namespace prebuild {
 namespace ssim {

@@ -2,7 +2,7 @@
 // tests: registered as the CPU kernels of torch.ops.prebuild_simt.fused_ssim_*.
 #include <torch/csrc/stable/library.h>
 
-#include "../simt/launch_op.h"
+#include <prebuild/simt_launch_op.h>
 #include "ssim.h"
 #include "ssim_kernels.h"
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from prebuild._version import BASE_VERSION
-
 if TYPE_CHECKING:
     from prebuild.ops.intersect import isect_offset_encode, isect_tiles
     from prebuild.ops.projection import fully_fused_projection
@@ -42,8 +40,15 @@ def __getattr__(name: str) -> Any:
 
         try:
             return version("prebuild")
-        except PackageNotFoundError:
-            return BASE_VERSION
+        except PackageNotFoundError:  # a checkout on sys.path: the version it was built as
+            from pathlib import Path
+
+            from prebuild.runtime.manifest import ManifestError, read_manifest
+
+            try:
+                return read_manifest(Path(__file__).parent).package_version
+            except ManifestError:
+                return "0+unknown"
     raise AttributeError(f"module 'prebuild' has no attribute {name!r}")
 
 

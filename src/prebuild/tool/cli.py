@@ -55,9 +55,10 @@ def wheel(
     project: Optional[str] = typer.Argument(
         None, metavar="[PROJECT]", show_default=False,
         help="What to build: a source directory, an sdist, or a pip requirement or URL "
-        "(fused-ssim==1.0.0, git+https://...). Default: prebuild's own kernels (the checkout "
-        "around the current directory). Another project is built from a private copy, by its "
-        "own build backend, in this environment: it needs a CUDA build of torch.",
+        "(fused-ssim==1.0.0, git+https://...). Default: the project around the current "
+        "directory. A native project ([tool.prebuild] in its pyproject.toml, as prebuild's own "
+        "kernels) is built in place; another (classic) project from a private copy, by its own "
+        "build backend, in this environment: it needs a CUDA build of torch.",
     ),
     arch: List[str] = typer.Option(
         ...,
@@ -77,13 +78,9 @@ def wheel(
         None, "--jobs", "-j", min=1, metavar="N",
         help="Parallel compile jobs (default: from cores and free memory).",
     ),
-    source: Optional[Path] = typer.Option(
-        None, "--source", metavar="DIR",
-        help="The prebuild checkout to build (default: the one around the current directory).",
-    ),
     build_dir: Optional[Path] = typer.Option(
         None, "--build-dir", metavar="DIR",
-        help="Where objects are kept between runs (default: build/prebuild in the checkout).",
+        help="Where objects are kept between runs (default: build/prebuild in a native project).",
     ),
     compress: bool = typer.Option(
         True, "--compress/--no-compress",
@@ -97,7 +94,7 @@ def wheel(
 ) -> None:
     """Compile CUDA kernels ahead of time into wheels, one per CUDA arch.
 
-    prebuild's own kernels: each wheel is a cp310-abi3 wheel for PyTorch's stable ABI: it installs on every Python >= 3.10 and loads in every torch from the targeted version on. Its version's local label names CUDA and the archs (prebuild-0.1.0+cu130.sm80-...whl). Compiled objects are kept in the build directory, so a second run only packages.
+    A native project (prebuild's own kernels, or any project with [tool.prebuild] in its pyproject.toml, see `prebuild new`): each wheel is a cp310-abi3 wheel for PyTorch's stable ABI: it installs on every Python >= 3.10 and loads in every torch from the targeted version on. Its version's local label names CUDA and the archs (prebuild-0.1.0+cu130.sm80-...whl). Compiled objects are kept in the build directory, so a second run only packages.
 
     Another project (a classic torch/extension.h CUDAExtension, unmodified): every nvcc call of its build produces exactly the archs asked for, whatever its setup.py says; the archs are read back from every library; the version gains +pt214.cu130.sm90 and the wheel requires that torch minor release.
 
@@ -120,10 +117,11 @@ def wheel(
         from prebuild.tool.builder.compile import BuildError, preflight
         from prebuild.tool.builder.toolchain import ToolchainError
         from prebuild.tool.builder.wheel import (
-            build_wheel, check_lock_target, find_source_dir, plan_variants, prepare_output_dir, write_lock,
+            build_wheel, check_lock_target, plan_variants, prepare_output_dir, write_lock,
         )  # fmt: skip
         from prebuild.tool.builder import classic
-        from prebuild.tool.builder.project import PREBUILD, project_kind, resolve_project
+        from prebuild.tool.builder.config import read_config
+        from prebuild.tool.builder.project import NATIVE, project_kind, resolve_project
     except ModuleNotFoundError as exc:
         raise _fail(_missing_build_extra(exc)) from None
 
@@ -139,25 +137,26 @@ def wheel(
         # Refuse bad archs, a missing nvcc or a CUDA mismatch (and for another project a CPU
         # torch), then an output directory that cannot be written: before anything is
         # copied, downloaded, locked or compiled.
-        if project_kind(project) == PREBUILD:
+        if project_kind(project) == NATIVE:
             _, nvcc = preflight(F.BuildOptions(archs=archs, ptx=ptx, jobs=jobs))
         else:
             torch, nvcc = classic.preflight_classic(archs)
         prepare_output_dir(out_dir)
-        checkout = source.resolve() if source else find_source_dir()
         if project is not None and not Path(project).expanduser().exists():
             err.print(f"Fetching the source of {escape(project)} with pip", highlight=False)
-        target = resolve_project(project, work, checkout if project is None else None)
-        if build_dir is None and target.kind == PREBUILD:
-            shutil.rmtree(work, ignore_errors=True)  # its objects live in the checkout's build/
+        target = resolve_project(project, work)
+        if target.kind == NATIVE:
+            kernels = read_config(target.source)
+            if build_dir is None and target.source.is_relative_to(work) is False:
+                shutil.rmtree(work, ignore_errors=True)  # its objects live in the project's build/
     except (ArchError, ValueError, ToolchainError, BuildError) as exc:
         if build_dir is None:
             shutil.rmtree(work, ignore_errors=True)
         raise _fail(str(exc)) from None
 
     def build_one(variant, on_progress, on_phase):
-        if target.kind == PREBUILD:
-            return build_wheel(target.source, variant, out_dir, jobs=jobs, build_dir=build_dir, compress=compress,
+        if target.kind == NATIVE:
+            return build_wheel(kernels, variant, out_dir, jobs=jobs, build_dir=build_dir, compress=compress,
                                on_progress=on_progress, on_phase=on_phase)  # fmt: skip
         return classic.build_classic_wheel(target.source, variant.archs, F.ptx_archs_for(variant.archs, variant.ptx),
                                            out_dir, torch, nvcc, work, jobs=jobs, on_phase=on_phase)  # fmt: skip
@@ -202,7 +201,7 @@ def wheel(
     out.print(f"[bold]{len(built)} wheel(s) in {escape(str(out_dir))}/, {time.monotonic() - started:.0f} s:[/]",
               highlight=False)  # fmt: skip
     name_width = max(len(r.path.name) for r in built)
-    if build_dir is None and target.kind != PREBUILD:
+    if build_dir is None and target.source.is_relative_to(work):
         shutil.rmtree(work, ignore_errors=True)  # kept on failure: the error names its build log
     for result in built:
         archs_text = ",".join([a.sm for a in result.sass_archs] + [a.compute for a in result.ptx_archs])

@@ -21,7 +21,7 @@ from packaging.version import Version
 
 from prebuild.runtime.arch import Arch, CodeKind, arch_for_capability, format_capability, select_code
 from prebuild.tool.index import parse_variant
-from prebuild.tool.builder.flags import TORCH_TARGET
+from prebuild.tool.builder.config import MIN_TORCH_TARGET
 from prebuild.tool.support import torch_minor_of, torch_tag
 from prebuild.tool.gpus import TorchInfo
 from prebuild.runtime.compat import cpu_torch_note, cuda_torch_command, driver_supports, same_cuda_major
@@ -178,7 +178,7 @@ def cpu_torch_warning(torch: TorchInfo, decision: Decision) -> str | None:
         if variant is not None:
             archs = ", ".join([a.sm for a in variant.sass] + [a.compute for a in variant.ptx])
             return (f"{cpu_torch_note(torch.version, variant.cuda_version, archs)}. To use the GPU, first "
-                    f"install a CUDA build of torch: {cuda_torch_command(variant.cuda_version, str(TORCH_TARGET))}")
+                    f"install a CUDA build of torch: {cuda_torch_command(variant.cuda_version, str(MIN_TORCH_TARGET))}")
     return None
 
 

@@ -14,7 +14,6 @@ from prebuild.runtime.arch import Arch, ArchError, parse_arch_list
 from prebuild.tool.builder.flags import (
     DEFAULT_ARCHS,
     DEFAULT_PTX,
-    TORCH_TARGET,
     BuildOptions,
     classic_local_label,
     gencode_flags,
@@ -35,9 +34,7 @@ CU130 = Version("13.0")
 
 
 def test_torch_target_define_2_13():
-    assert TORCH_TARGET == Version("2.13")
     assert torch_target_define(Version("2.13")) == "-DTORCH_TARGET_VERSION=0x020d000000000000"
-    assert torch_target_define() == "-DTORCH_TARGET_VERSION=0x020d000000000000"
 
 
 def test_torch_target_define_matches_torch_header_formula():
@@ -77,10 +74,11 @@ def test_gencode_flags_cpu_only():
 
 
 def test_nvcc_flags_hold_gencodes_defines_and_threads():
-    flags = nvcc_flags((Path("/inc"),), A("sm_80"), A("compute_80"), threads=2)
+    flags = nvcc_flags((Path("/inc"),), A("sm_80"), A("compute_80"), 2, True, Version("2.13"), "prebuild")
     assert "--threads=2" in flags
     assert "-I/inc" in flags
     assert "-DTORCH_TARGET_VERSION=0x020d000000000000" in flags
+    assert "-DPREBUILD_PACKAGE=prebuild" in flags  # named by the launch helper's errors
     assert flags[-2:] == [
         "-gencode=arch=compute_80,code=sm_80",
         "-gencode=arch=compute_80,code=compute_80",
@@ -89,7 +87,7 @@ def test_nvcc_flags_hold_gencodes_defines_and_threads():
 
 
 def test_nvcc_flags_without_compression():
-    flags = nvcc_flags((), A("sm_80"), (), threads=1, compress=False)
+    flags = nvcc_flags((), A("sm_80"), (), 1, False, Version("2.13"), "prebuild")
     assert "--no-compress" in flags and not any(f.startswith("--compress-mode") for f in flags)
 
 
@@ -207,6 +205,12 @@ def test_from_env_defaults():
     assert options.cuda
     assert options.jobs is None
     assert options.build_dir is None
+
+
+def test_from_env_defaults_come_from_the_project_when_declared():
+    options = BuildOptions.from_env({}, default_archs=A("sm_80,sm_90"), default_ptx=False)
+    assert options.archs == A("sm_80,sm_90") and options.ptx_archs == ()
+    assert BuildOptions.from_env({"PREBUILD_ARCHS": "sm_86"}, default_archs=A("sm_80")).archs == A("sm_86")
 
 
 def test_from_env_reads_os_environ(monkeypatch):

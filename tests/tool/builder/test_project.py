@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from prebuild.tool.builder.compile import BuildError
-from prebuild.tool.builder.project import CLASSIC, PREBUILD, resolve_project, unpack
+from prebuild.tool.builder.project import CLASSIC, NATIVE, project_kind, resolve_project, unpack
 
 ROOT = Path(__file__).resolve().parents[3]
 SETUP = "from setuptools import setup\nsetup(name='tinyproj', version='1.0', py_modules=['tiny'])\n"
@@ -36,17 +36,24 @@ def snapshot(path: Path) -> dict[str, bytes]:
 def test_a_directory_is_copied_without_vcs_data_or_old_build_outputs(tmp_path):
     user = tiny_project(tmp_path / "user")
     before = snapshot(user)
-    project = resolve_project(str(user), tmp_path / "work", None)
+    project = resolve_project(str(user), tmp_path / "work")
     assert project.kind == CLASSIC and project.source != user
     assert sorted(p.name for p in project.source.iterdir()) == ["setup.py", "tiny.py"]
     (project.source / "build").mkdir()  # the build writes into the copy only
     assert snapshot(user) == before
 
 
-def test_prebuild_checkout_is_built_in_place():
-    assert resolve_project(None, Path("/unused"), ROOT).kind == PREBUILD
-    project = resolve_project(str(ROOT), Path("/unused"), None)
-    assert (project.kind, project.source) == (PREBUILD, ROOT)
+def test_a_native_project_is_built_in_place_and_found_from_inside(monkeypatch, tmp_path):
+    """prebuild's own checkout declares [tool.prebuild]: a native project, built in place."""
+    project = resolve_project(str(ROOT), Path("/unused"))
+    assert (project.kind, project.source) == (NATIVE, ROOT) and project_kind(str(ROOT)) == NATIVE
+    monkeypatch.chdir(ROOT / "tests" / "ops")  # no PROJECT: the project around the current directory
+    assert project_kind(None) == NATIVE and resolve_project(None, Path("/unused")).source == ROOT
+    user = tiny_project(tmp_path / "user")  # a classic project's directory: a private copy of "."
+    monkeypatch.chdir(user)
+    assert project_kind(None) == CLASSIC
+    copied = resolve_project(None, tmp_path / "work")
+    assert copied.kind == CLASSIC and copied.source == tmp_path / "work" / "source"
 
 
 def test_an_sdist_is_unpacked_to_its_root(tmp_path):
@@ -55,7 +62,7 @@ def test_an_sdist_is_unpacked_to_its_root(tmp_path):
     with tarfile.open(sdist, "w:gz") as tf:
         tf.add(user / "setup.py", "tinyproj-1.0/setup.py")
         tf.add(user / "tiny.py", "tinyproj-1.0/tiny.py")
-    project = resolve_project(str(sdist), tmp_path / "work", None)
+    project = resolve_project(str(sdist), tmp_path / "work")
     assert project.kind == CLASSIC and (project.source / "setup.py").read_text() == SETUP
 
 
@@ -79,11 +86,11 @@ def test_archives_pointing_outside_are_refused(tmp_path):
 @pytest.mark.parametrize("spec, message", [("nothing/here/at/all==", "cannot get the source"), ("README.md", "not a source archive")])
 def test_bad_projects_are_refused(tmp_path, spec, message):
     with pytest.raises(BuildError, match=message):
-        resolve_project(str(ROOT / spec) if spec == "README.md" else spec, tmp_path / "work", None)
+        resolve_project(str(ROOT / spec) if spec == "README.md" else spec, tmp_path / "work")
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(BuildError, match="no setup.py or pyproject.toml"):
-        resolve_project(str(empty), tmp_path / "work", None)
+        resolve_project(str(empty), tmp_path / "work")
 
 
 def test_a_git_url_is_fetched_with_pip(tmp_path):
@@ -94,5 +101,5 @@ def test_a_git_url_is_fetched_with_pip(tmp_path):
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "tiny"], check=True)
-    project = resolve_project(f"git+file://{repo}", tmp_path / "work", None)
+    project = resolve_project(f"git+file://{repo}", tmp_path / "work")
     assert project.kind == CLASSIC and (project.source / "tiny.py").read_text() == "X = 1\n"

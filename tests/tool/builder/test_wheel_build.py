@@ -162,7 +162,7 @@ def test_failed_build_reports_the_compiler_error_and_leaves_no_wheel(tmp_path):
     for kernel in kernels:
         kernel.write_text("static_assert(false, \"planted compile error\");\n" + kernel.read_text())
     out = tmp_path / "out"
-    proc = run_cli("wheel", "--arch", "sm_80", "--out", str(out), "--source", str(source),
+    proc = run_cli("wheel", str(source), "--arch", "sm_80", "--out", str(out),
                    "--build-dir", str(tmp_path / "objects"))  # fmt: skip
     assert proc.returncode == 1
     assert "planted compile error" in proc.stderr and any(k.name in proc.stderr for k in kernels), proc.stderr

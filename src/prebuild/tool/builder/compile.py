@@ -1,14 +1,18 @@
-"""Compiling the libraries with ninja: one ninja file per build directory.
+"""Compiling a native project's libraries with ninja: one ninja file per build directory.
 
-Two libraries are built (see ``csrc/``):
+Two libraries are built from the project's sources (``[tool.prebuild] sources``, ``csrc/``
+by default; ``_C`` is ``[tool.prebuild] library``):
 
-* ``_C.abi3.so``: op schemas and the CPU kernels, from ``csrc/**/*.cpp`` with the C++
-  compiler. Its build directory does not depend on the archs, so the host code is compiled
-  once and reused by every per-arch wheel.
-* ``_C_cuda.abi3.so``: the CUDA kernels, from ``csrc/**/*.cu`` with nvcc, one build
-  directory per (CUDA version, archs, PTX) variant. The CUDA runtime is linked statically
-  and the library is loaded only when torch has CUDA, so a CPU-only torch imports the
-  package and runs the CPU ops on machines with no CUDA runtime library at all.
+* ``_C.abi3.so``: op schemas and the CPU kernels, from ``**/*.cpp`` with the C++ compiler.
+  Its build directory does not depend on the archs, so the host code is compiled once and
+  reused by every per-arch wheel.
+* ``_C_cuda.abi3.so``: the CUDA kernels, from ``**/*.cu`` with nvcc, one build directory
+  per (CUDA version, archs, PTX) variant. The CUDA runtime is linked statically and the
+  library is loaded only when torch has CUDA, so a CPU-only torch imports the package and
+  runs the CPU ops on machines with no CUDA runtime library at all.
+
+Every compile sees prebuild's kernel-side headers (``prebuild/include``: the SIMT layer, the
+CUDA launch helper, the input checks) and the project's ``include-dirs``.
 
 A second run reuses every object whose command line and inputs (headers included, through
 depfiles) are unchanged: that is ninja's job, and why each directory keeps its own log.
@@ -27,6 +31,7 @@ from ninja.ninja_syntax import Writer, escape_path
 
 from prebuild.runtime.arch import check_supported
 from prebuild.tool.builder import flags as F
+from prebuild.tool.builder.config import KernelProject
 from prebuild.tool.builder.toolchain import (
     Nvcc,
     Torch,
@@ -39,9 +44,6 @@ from prebuild.tool.builder.toolchain import (
     find_torch,
 )
 
-CPU_LIBRARY = "_C.abi3.so"
-CUDA_LIBRARY = "_C_cuda.abi3.so"
-SIMT_LIBRARY = "_C_simt.abi3.so"
 # Sources named *_simt.cpp run the CUDA kernel bodies on the CPU: test library only.
 SIMT_SUFFIX = "_simt.cpp"
 
@@ -63,13 +65,22 @@ class CompiledLibraries:
     flags: dict[str, list[str]] = field(default_factory=dict)
 
 
-def _sources(source_dir: Path, suffix: str) -> list[Path]:
-    return sorted((source_dir / "csrc").rglob(f"*{suffix}"))
+def headers_dir() -> Path:
+    """prebuild's kernel-side headers (``#include <prebuild/simt.h>``), shipped in its package."""
+    return Path(__file__).resolve().parents[2] / "include"
 
 
-def _object_name(source_dir: Path, source: Path) -> str:
-    rel = source.relative_to(source_dir / "csrc")
+def _sources(project: KernelProject, suffix: str) -> list[Path]:
+    return sorted(project.sources.rglob(f"*{suffix}"))
+
+
+def _object_name(sources: Path, source: Path) -> str:
+    rel = source.relative_to(sources)
     return str(rel.with_suffix(rel.suffix + ".o")).replace(os.sep, "__")
+
+
+def include_dirs(project: KernelProject, torch: Torch) -> tuple[Path, ...]:
+    return (project.sources, *project.include_dirs, headers_dir(), *torch.include_dirs)
 
 
 def _shell(args: list[str]) -> str:
@@ -91,7 +102,7 @@ class LibrarySpec:
     sources: list[Path]
 
 
-def write_ninja(source_dir: Path, build_dir: Path, spec: LibrarySpec) -> Path:
+def write_ninja(sources: Path, build_dir: Path, spec: LibrarySpec) -> Path:
     path = build_dir / "build.ninja"
     with open(path, "w", encoding="utf-8") as f:
         w = Writer(f, width=100)
@@ -108,7 +119,7 @@ def write_ninja(source_dir: Path, build_dir: Path, spec: LibrarySpec) -> Path:
         w.rule("link", f"$cc $in {_shell(spec.link_flags)} -o $out", description="link $out")
         objects = []
         for src in spec.sources:
-            obj = f"obj/{_object_name(source_dir, src)}"
+            obj = f"obj/{_object_name(sources, src)}"
             w.build(obj, "compile", escape_path(str(src)))
             objects.append(obj)
         w.build(spec.output, "link", objects)
@@ -117,16 +128,16 @@ def write_ninja(source_dir: Path, build_dir: Path, spec: LibrarySpec) -> Path:
 
 
 def host_library_spec(
-    source_dir: Path, torch: Torch, cxx: str, options: F.BuildOptions, simt: bool
+    project: KernelProject, torch: Torch, cxx: str, options: F.BuildOptions, simt: bool
 ) -> LibrarySpec:
     """The CPU library (``simt=False``) or the simt test library (``simt=True``)."""
     sanitize = F.sanitizer_flags(options.sanitize)
-    sources = [s for s in _sources(source_dir, ".cpp") if s.name.endswith(SIMT_SUFFIX) == simt]
+    sources = [s for s in _sources(project, ".cpp") if s.name.endswith(SIMT_SUFFIX) == simt]
     return LibrarySpec(
-        output=SIMT_LIBRARY if simt else CPU_LIBRARY,
+        output=project.simt_library if simt else project.cpu_library,
         what="C++ simt" if simt else "C++",
         compiler=cxx,
-        compile_flags=[*F.cxx_flags(torch.include_dirs), *sanitize],
+        compile_flags=[*F.cxx_flags(include_dirs(project, torch), project.torch_target, project.package), *sanitize],
         depfile="-MMD -MF $out.d",
         link_flags=[*F.link_flags(torch.library_dir), *sanitize],
         sources=sources,
@@ -134,19 +145,20 @@ def host_library_spec(
 
 
 def cuda_library_spec(
-    source_dir: Path, torch: Torch, nvcc: Nvcc, options: F.BuildOptions
+    project: KernelProject, torch: Torch, nvcc: Nvcc, options: F.BuildOptions
 ) -> LibrarySpec:
     sass, ptx = options.archs, options.ptx_archs
     threads = F.nvcc_threads(len(sass) + len(ptx), cpu_count())
     arch_names = ",".join(a.sm for a in sass) + (f"+{ptx[0].compute}" if ptx else "")
     return LibrarySpec(
-        output=CUDA_LIBRARY,
+        output=project.cuda_library,
         what=f"nvcc [{arch_names}]",
         compiler=str(nvcc.path),
-        compile_flags=F.nvcc_flags(torch.include_dirs, sass, ptx, threads, options.compress),
+        compile_flags=F.nvcc_flags(include_dirs(project, torch), sass, ptx, threads, options.compress,
+                                   project.torch_target, project.package),  # fmt: skip
         depfile="--generate-dependencies-with-compile --dependency-output $out.d",
         link_flags=["-cudart=static", *F.link_flags(torch.library_dir)],
-        sources=_sources(source_dir, ".cu"),
+        sources=_sources(project, ".cu"),
     )
 
 
@@ -196,24 +208,23 @@ def default_build_dir(source_dir: Path) -> Path:
 
 
 def compile_libraries(
-    source_dir: Path,
+    project: KernelProject,
     options: F.BuildOptions,
     on_progress: ProgressCallback | None = None,
 ) -> CompiledLibraries:
     """Compile (or bring up to date) the CPU library and, when archs are given, the CUDA
     library for exactly those archs. ``preflight`` runs before anything is compiled."""
-    source_dir = Path(source_dir).resolve()
-    root = (options.build_dir or default_build_dir(source_dir)).resolve()
+    root = (options.build_dir or default_build_dir(project.root)).resolve()
     torch, nvcc = preflight(options)
     cxx = find_cxx()
 
     suffix = "-sanitize" if options.sanitize else ""
     host = {}
     for simt in (False, True) if options.simt else (False,):
-        spec = host_library_spec(source_dir, torch, cxx, options, simt)
+        spec = host_library_spec(project, torch, cxx, options, simt)
         directory = root / (("simt" if simt else "cpu") + suffix)
         (directory / "obj").mkdir(parents=True, exist_ok=True)
-        write_ninja(source_dir, directory, spec)
+        write_ninja(project.sources, directory, spec)
         run_ninja(directory, options.jobs or cpu_count(), on_progress)
         host[simt] = (directory / spec.output, spec)
     cpu_library, cpu_spec = host[False]
@@ -226,8 +237,8 @@ def compile_libraries(
     # Uncompressed objects in their own directory, so toggling does not recompile the other.
     cuda_dir = root / "cuda" / (label if options.compress else f"{label}-nocompress")
     (cuda_dir / "obj").mkdir(parents=True, exist_ok=True)
-    cuda_spec = cuda_library_spec(source_dir, torch, nvcc, options)
-    write_ninja(source_dir, cuda_dir, cuda_spec)
+    cuda_spec = cuda_library_spec(project, torch, nvcc, options)
+    write_ninja(project.sources, cuda_dir, cuda_spec)
     threads = F.nvcc_threads(len(options.archs) + len(options.ptx_archs), cpu_count())
     jobs = options.jobs or F.parallel_jobs(
         max(1, cpu_count() // threads), available_memory_bytes(),
@@ -236,5 +247,5 @@ def compile_libraries(
     run_ninja(cuda_dir, jobs, on_progress)
     flags_used["nvcc"] = cuda_spec.compile_flags
     return CompiledLibraries(
-        cpu_library, cuda_dir / CUDA_LIBRARY, simt_library, torch, str(nvcc.version), flags_used
+        cpu_library, cuda_dir / project.cuda_library, simt_library, torch, str(nvcc.version), flags_used
     )

@@ -16,13 +16,6 @@ from packaging.version import Version
 from prebuild.runtime.arch import Arch, ArchError, parse_arch_list
 from prebuild.tool.support import ALL_ARCHS, torch_tag
 
-# The lowest torch whose stable ABI the kernels use: `Stream::nativeHandle()` (the current
-# stream's cudaStream_t) exists from 2.13 on. The binaries load in every torch >= this.
-TORCH_TARGET = Version("2.13")
-
-# The torch.ops namespace of our ops (STABLE_TORCH_LIBRARY(prebuild, ...) in csrc/library.cpp).
-OP_NAMESPACE = "prebuild"
-
 # Archs built when PREBUILD_ARCHS is not set (a source install on a user's machine): the
 # data-centre and consumer GPUs of Turing through Blackwell (prebuild.tool.support, the table the
 # CI matrix and README come from), plus PTX of the newest one so that future GPUs can still
@@ -35,7 +28,7 @@ DEFAULT_PTX = True
 NVCC_MEMORY_PER_THREAD = 2 << 30
 
 
-def torch_target_define(target: Version = TORCH_TARGET) -> str:
+def torch_target_define(target: Version) -> str:
     """``-DTORCH_TARGET_VERSION=0x020d000000000000`` for 2.13 (major << 56 | minor << 48)."""
     value = (target.major << 56) | (target.minor << 48)
     return f"-DTORCH_TARGET_VERSION=0x{value:016x}"
@@ -60,14 +53,16 @@ def gencode_flags(sass: tuple[Arch, ...], ptx: tuple[Arch, ...]) -> list[str]:
     return flags
 
 
-def common_defines() -> list[str]:
-    return [torch_target_define(), PY_LIMITED_API_DEFINE]
+def common_defines(torch_target: Version, package: str) -> list[str]:
+    """The stable-ABI target, the limited API, and the package the library belongs to
+    (``PREBUILD_PACKAGE``: prebuild's headers name it in their error messages)."""
+    return [torch_target_define(torch_target), PY_LIMITED_API_DEFINE, f"-DPREBUILD_PACKAGE={package}"]
 
 
-def cxx_flags(include_dirs: tuple[Path, ...]) -> list[str]:
+def cxx_flags(include_dirs: tuple[Path, ...], torch_target: Version, package: str) -> list[str]:
     return [
         "-std=c++17", "-O3", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wno-unknown-pragmas",
-        *common_defines(), *(f"-I{d}" for d in include_dirs),
+        *common_defines(torch_target, package), *(f"-I{d}" for d in include_dirs),
     ]  # fmt: skip
 
 
@@ -79,13 +74,13 @@ def compress_flags(compress: bool) -> list[str]:
 
 def nvcc_flags(
     include_dirs: tuple[Path, ...], sass: tuple[Arch, ...], ptx: tuple[Arch, ...], threads: int,
-    compress: bool = True,
+    compress: bool, torch_target: Version, package: str,
 ) -> list[str]:
     return [
         "-std=c++17", "-O3", "-lineinfo", f"--threads={threads}", *compress_flags(compress),
         "-Xcompiler=-fPIC", "-Xcompiler=-fvisibility=hidden",
         "--expt-relaxed-constexpr",
-        *common_defines(), *(f"-I{d}" for d in include_dirs), *gencode_flags(sass, ptx),
+        *common_defines(torch_target, package), *(f"-I{d}" for d in include_dirs), *gencode_flags(sass, ptx),
     ]  # fmt: skip
 
 
@@ -170,12 +165,18 @@ class BuildOptions:
         return env
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "BuildOptions":
+    def from_env(cls, env: Mapping[str, str] | None = None, default_archs: tuple[Arch, ...] | None = None,
+                 default_ptx: bool = DEFAULT_PTX) -> "BuildOptions":  # fmt: skip
+        """The options of a source build (setup.py); without PREBUILD_ARCHS, the project's
+        ``default-archs`` (else the support table's) and ``default-ptx``."""
         env = os.environ if env is None else env
         archs_text = env.get("PREBUILD_ARCHS")
-        archs = parse_arch_list(DEFAULT_ARCHS if archs_text is None else archs_text)
+        if archs_text is None:
+            archs = default_archs if default_archs is not None else parse_arch_list(DEFAULT_ARCHS)
+        else:
+            archs = parse_arch_list(archs_text)
         ptx_text = env.get("PREBUILD_PTX")
-        ptx = (DEFAULT_PTX if archs_text is None else False) if ptx_text is None else _flag("PREBUILD_PTX", ptx_text)
+        ptx = (default_ptx if archs_text is None else False) if ptx_text is None else _flag("PREBUILD_PTX", ptx_text)
         simt = _flag("PREBUILD_SIMT", env.get("PREBUILD_SIMT", "0"))
         compress = _flag("PREBUILD_COMPRESS", env.get("PREBUILD_COMPRESS", "1"))
         sanitize = env.get("PREBUILD_SANITIZE", "").strip()

@@ -1,6 +1,9 @@
-"""What ``prebuild wheel ... PROJECT`` builds: prebuild's own checkout, or another project
-(a source directory, an sdist, or anything pip accepts as a requirement or URL for a source
-build), of which prebuild makes a private copy: it never writes into the user's tree.
+"""What ``prebuild wheel ... PROJECT`` builds: a native project (``[tool.prebuild]`` in its
+pyproject.toml, prebuild's own checkout among them), built in place like ``pip wheel .``, or
+another project (a classic one: a source directory, an sdist, or anything pip accepts as a
+requirement or URL for a source build), of which prebuild makes a private copy: it never
+writes into the user's tree. An sdist or requirement of a native project is unpacked into
+the private copy too.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prebuild.tool.builder.compile import BuildError
+from prebuild.tool.builder.config import declares_kernels
 
-PREBUILD = "prebuild"
+NATIVE = "native"
 CLASSIC = "classic"
 
 # Not copied from a user's tree: VCS data and earlier build outputs.
@@ -25,13 +29,23 @@ SDIST_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
 
 @dataclass(frozen=True)
 class Project:
-    kind: str  # PREBUILD: prebuild's own checkout (built in place); CLASSIC: a private copy
+    kind: str  # NATIVE ([tool.prebuild]) or CLASSIC
     source: Path
     origin: str  # what the user named
 
 
-def is_prebuild_checkout(path: Path) -> bool:
-    return (path / "csrc").is_dir() and (path / "setup.py").is_file() and (path / "src" / "prebuild").is_dir()
+def is_native(path: Path) -> bool:
+    """A directory holding a pyproject.toml with ``[tool.prebuild]`` (ConfigError if unreadable)."""
+    return path.is_dir() and declares_kernels(path)
+
+
+def find_native_project(start: Path) -> Path | None:
+    """The native project around ``start``: it or its nearest parent declaring kernels."""
+    start = start.resolve()
+    for path in (start, *start.parents):
+        if (path / "pyproject.toml").is_file():
+            return path if is_native(path) else None
+    return None
 
 
 def _single_root(directory: Path) -> Path:
@@ -83,25 +97,27 @@ def download_source(spec: str, dest: Path) -> Path:
 
 
 def project_kind(spec: str | None) -> str:
-    """PREBUILD or CLASSIC, known before anything is copied or downloaded."""
+    """NATIVE or CLASSIC as far as it is known before anything is copied or downloaded
+    (an sdist or a requirement is CLASSIC until unpacked). ``None``: the current directory."""
+    path = Path(spec).expanduser() if spec is not None else Path.cwd()
     if spec is None:
-        return PREBUILD
-    path = Path(spec).expanduser()
-    return PREBUILD if path.is_dir() and is_prebuild_checkout(path.resolve()) else CLASSIC
+        return NATIVE if find_native_project(path) else CLASSIC
+    return NATIVE if is_native(path) else CLASSIC
 
 
-def resolve_project(spec: str | None, work: Path, prebuild_checkout: Path | None) -> Project:
-    """The project to build. ``None``: prebuild's own checkout (``prebuild_checkout``)."""
+def resolve_project(spec: str | None, work: Path) -> Project:
+    """The project to build. ``None``: the project around the current directory."""
     if spec is None:
-        if prebuild_checkout is None:
-            raise BuildError("no prebuild source checkout found: run inside one, or name a PROJECT to build")
-        return Project(PREBUILD, prebuild_checkout, str(prebuild_checkout))
+        native = find_native_project(Path.cwd())
+        if native is not None:
+            return Project(NATIVE, native, str(native))
+        spec = "."
     path = Path(spec).expanduser()
     copy = work / "source"
     shutil.rmtree(copy, ignore_errors=True)
     if path.is_dir():
-        if is_prebuild_checkout(path.resolve()):
-            return Project(PREBUILD, path.resolve(), spec)
+        if is_native(path):
+            return Project(NATIVE, path.resolve(), spec)
         if not _has_build_files(path):
             raise BuildError(f"{spec} has no setup.py or pyproject.toml: not a project prebuild can build")
         shutil.copytree(path, copy, symlinks=True, ignore=shutil.ignore_patterns(*IGNORED))
@@ -114,4 +130,4 @@ def resolve_project(spec: str | None, work: Path, prebuild_checkout: Path | None
         source = unpack(download_source(spec, work / "download"), copy)
     if not _has_build_files(source):
         raise BuildError(f"{spec}: the source has no setup.py or pyproject.toml")
-    return Project(CLASSIC, source, spec)
+    return Project(NATIVE if is_native(source) else CLASSIC, source, spec)

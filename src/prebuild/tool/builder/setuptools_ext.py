@@ -1,32 +1,38 @@
-"""The setuptools side of the build: a ``build_ext`` that compiles with ninja and nvcc.
+"""The setuptools side of a native project's build: a ``build_ext`` that compiles with ninja
+and nvcc, and ``kernels_setup()``, the whole of such a project's setup.py.
 
 torch's ``BuildExtension`` refuses to compile CUDA when the installed torch is a CPU build
 and gives no per-arch control, so this command drives the compilers itself (through
-``prebuild.tool.builder.compile``) and then places the libraries and the manifest in the package.
+``prebuild.tool.builder.compile``) and then places the libraries and the manifest in the
+project's package. What to build comes from ``[tool.prebuild]`` in the project's
+pyproject.toml (``prebuild.tool.builder.config``); the archs from ``PREBUILD_ARCHS`` (see
+README, "Building").
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
 
 from setuptools.command.build_ext import build_ext
 
-from prebuild._version import BASE_VERSION
+from prebuild.runtime.manifest import MANIFEST_NAME, Library, Manifest, sha256_file
 from prebuild.tool.builder import flags as F
-from prebuild.tool.builder.compile import CUDA_LIBRARY, SIMT_LIBRARY, compile_libraries
+from prebuild.tool.builder.compile import compile_libraries
+from prebuild.tool.builder.config import KernelProject, read_config
 from prebuild.tool.builder.toolchain import Nvcc, find_nvcc
-from prebuild.runtime.manifest import Library, Manifest, sha256_file
-
-SOURCE_DIR = Path(__file__).resolve().parents[4]
 
 
-def package_version(options: F.BuildOptions | None = None) -> str:
+def build_options(project: KernelProject) -> F.BuildOptions:
+    return F.BuildOptions.from_env(default_archs=project.default_archs, default_ptx=project.default_ptx)
+
+
+def package_version(project: KernelProject, options: F.BuildOptions) -> str:
     """``0.1.0+cu130.sm80`` for the arch set being built, ``0.1.0+cpu`` without CUDA."""
-    options = options or F.BuildOptions.from_env()
     cuda = Nvcc(find_nvcc()).version if options.cuda else None
-    return f"{BASE_VERSION}+{F.local_version_label(cuda, options.archs, options.ptx_archs)}"
+    return f"{project.version}+{F.local_version_label(cuda, options.archs, options.ptx_archs)}"
 
 
 def _print_progress(done: int, total: int, what: str) -> None:
@@ -38,19 +44,20 @@ def _manifest_flags(flags: dict[str, list[str]]) -> dict[str, list[str]]:
     return {k: [f for f in v if not f.startswith("-I")] for k, v in flags.items()}
 
 
-class PrebuildBuildExt(build_ext):
-    """Compiles the libraries, then copies them with a manifest into the package."""
+class KernelBuildExt(build_ext):
+    """Compiles the project's libraries, then copies them with a manifest into its package."""
 
     def run(self) -> None:
-        options = F.BuildOptions.from_env()
-        compiled = compile_libraries(SOURCE_DIR, options, on_progress=_print_progress)
-        package_dir = Path(self.get_ext_fullpath("prebuild._C")).parent
+        project = read_config(Path(os.getcwd()))
+        options = build_options(project)
+        compiled = compile_libraries(project, options, on_progress=_print_progress)
+        package_dir = Path(self.get_ext_fullpath(f"{project.package}.{project.library}")).parent
         package_dir.mkdir(parents=True, exist_ok=True)
 
         built = [(compiled.cpu_library, "cpu")]
         for path, kind, name in (
-            (compiled.cuda_library, "cuda", CUDA_LIBRARY),
-            (compiled.simt_library, "simt", SIMT_LIBRARY),
+            (compiled.cuda_library, "cuda", project.cuda_library),
+            (compiled.simt_library, "simt", project.simt_library),
         ):
             if path is not None:
                 built.append((path, kind))
@@ -66,9 +73,9 @@ class PrebuildBuildExt(build_ext):
             libraries.append(Library(path.name, kind, sha256_file(target), target.stat().st_size))
 
         Manifest(
-            package_version=package_version(options),
-            op_namespace=F.OP_NAMESPACE,
-            torch_target=str(F.TORCH_TARGET),
+            package_version=package_version(project, options),
+            op_namespace=project.namespace,
+            torch_target=str(project.torch_target),
             built_with_torch=compiled.torch.version_string,
             cuda_version=compiled.cuda_version,
             sass_archs=options.archs if compiled.cuda_library else (),
@@ -76,7 +83,23 @@ class PrebuildBuildExt(build_ext):
             libraries=tuple(libraries),
             flags=_manifest_flags(compiled.flags),
         ).write(package_dir)
-        self._outputs = [package_dir / "_manifest.json"] + [package_dir / p.name for p, _ in built]
+        self._outputs = [package_dir / MANIFEST_NAME] + [package_dir / p.name for p, _ in built]
 
     def get_outputs(self) -> list[str]:
         return [str(p) for p in getattr(self, "_outputs", [])]
+
+
+def kernels_setup(**kwargs) -> None:
+    """A native project's setup.py: ``setup()`` with the version of this build and one
+    placeholder abi3 extension (it marks the wheel binary; ``KernelBuildExt`` builds the real
+    libraries). ``kwargs`` go to ``setup()``."""
+    from setuptools import Extension, setup  # noqa: PLC0415
+
+    project = read_config(Path(os.getcwd()))
+    setup(
+        version=package_version(project, build_options(project)),
+        ext_modules=[Extension(f"{project.package}.{project.library}", sources=[], py_limited_api=True)],
+        cmdclass={"build_ext": KernelBuildExt},
+        options={"bdist_wheel": {"py_limited_api": "cp310"}},
+        **kwargs,
+    )

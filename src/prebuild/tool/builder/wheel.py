@@ -21,6 +21,7 @@ from filelock import FileLock, Timeout
 from prebuild.runtime.arch import Arch
 from prebuild.tool.builder import flags as F
 from prebuild.tool.builder.compile import BuildError, ProgressCallback, compile_libraries, default_build_dir
+from prebuild.tool.builder.config import KernelProject
 from prebuild.tool.inspection import InspectionError, inspect_wheel
 from prebuild.runtime.manifest import Manifest, ManifestError
 
@@ -125,7 +126,7 @@ def exclusive_build(
 
 
 def build_wheel(
-    source_dir: Path,
+    project: KernelProject,
     variant: WheelVariant,
     out_dir: Path,
     *,
@@ -135,17 +136,17 @@ def build_wheel(
     on_progress: ProgressCallback | None = None,
     on_phase: Callable[[str], None] | None = None,
 ) -> BuiltWheel:
+    """One wheel of a native project (built in place, objects kept in ``build_dir``)."""
     start = time.monotonic()
-    source_dir = Path(source_dir).resolve()
-    build_dir = (build_dir or default_build_dir(source_dir)).resolve()
+    build_dir = (build_dir or default_build_dir(project.root)).resolve()
     options = F.BuildOptions(archs=variant.archs, ptx=variant.ptx, jobs=jobs, build_dir=build_dir,
                              compress=compress)
-    with exclusive_build(source_dir, build_dir, on_phase):
-        return _build_locked(source_dir, variant, out_dir, options, start, on_progress, on_phase)
+    with exclusive_build(project.root, build_dir, on_phase):
+        return _build_locked(project, variant, out_dir, options, start, on_progress, on_phase)
 
 
 def _build_locked(
-    source_dir: Path,
+    project: KernelProject,
     variant: WheelVariant,
     out_dir: Path,
     options: F.BuildOptions,
@@ -157,7 +158,7 @@ def _build_locked(
     assert build_dir is not None
     if on_phase:
         on_phase("compiling")
-    compile_libraries(source_dir, options, on_progress)
+    compile_libraries(project, options, on_progress)
 
     if on_phase:
         on_phase("packaging")
@@ -165,7 +166,7 @@ def _build_locked(
     staging_root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=staging_root, prefix="staging-") as staging:
         log = Path(staging) / "setuptools.log"
-        builder = ProjectBuilder(source_dir, python_executable=sys.executable,
+        builder = ProjectBuilder(project.root, python_executable=sys.executable,
                                  runner=quiet_runner(log, options.to_env()))  # fmt: skip
         try:
             built = Path(builder.build("wheel", Path(staging) / "out"))
@@ -262,17 +263,3 @@ def write_lock(template: str, wheel: Path) -> Path:
     partial.write_text(text, encoding="utf-8")
     os.replace(partial, path)
     return path
-
-
-def find_source_dir(start: Path | None = None) -> Path | None:
-    """The prebuild checkout to build: the nearest parent of ``start`` holding csrc/ and
-    setup.py, else the checkout this package is installed from in editable mode."""
-    candidates = [Path(start or Path.cwd()).resolve()]
-    candidates += list(candidates[0].parents)
-    candidates.append(Path(__file__).resolve().parents[4])
-    for path in candidates:
-        if (path / "csrc").is_dir() and (path / "setup.py").is_file() and (
-            path / "src" / "prebuild"
-        ).is_dir():
-            return path
-    return None

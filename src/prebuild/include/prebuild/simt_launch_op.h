@@ -7,7 +7,7 @@
 
 #include <exception>
 
-#include "launcher.h"
+#include "simt_launcher.h"
 
 namespace prebuild {
 namespace simt {

@@ -16,7 +16,14 @@
 
 #include "simt.h"
 
-#include "simt.h"
+// The package these kernels belong to, named in every error (`prebuild wheel` passes
+// -DPREBUILD_PACKAGE=<[tool.prebuild] package>).
+#ifndef PREBUILD_PACKAGE
+#define PREBUILD_PACKAGE prebuild
+#endif
+#define PREBUILD_STRINGIFY_(x) #x
+#define PREBUILD_STRINGIFY(x) PREBUILD_STRINGIFY_(x)
+#define PREBUILD_PACKAGE_NAME PREBUILD_STRINGIFY(PREBUILD_PACKAGE)
 
 namespace prebuild {
 
@@ -28,13 +35,13 @@ inline void check_cuda_launch(cudaError_t err, const char* kernel) {
     cudaGetDevice(&device);
     cudaDeviceProp prop{};
     cudaGetDeviceProperties(&prop, device);
-    STD_TORCH_CHECK(false, "prebuild: ", kernel, " has no code for cuda:", device, " (",
+    STD_TORCH_CHECK(false, PREBUILD_PACKAGE_NAME ": ", kernel, " has no code for cuda:", device, " (",
                     prop.name, ", compute capability ", prop.major, ".", prop.minor,
                     "). This wheel was not built for it; build one with `prebuild wheel --arch sm_",
                     prop.major, prop.minor, "` and pip install it. (CUDA error: ",
                     cudaGetErrorString(err), ")");
   }
-  STD_TORCH_CHECK(false, "prebuild: launching ", kernel, " failed: ", cudaGetErrorString(err));
+  STD_TORCH_CHECK(false, PREBUILD_PACKAGE_NAME ": launching ", kernel, " failed: ", cudaGetErrorString(err));
 }
 
 // Runs `fn(stream)` with the device of `on` made current and PyTorch's current stream for

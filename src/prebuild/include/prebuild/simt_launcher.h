@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "../common/simt.h"
+#include "simt.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define PREBUILD_SIMT_ASAN 1
