@@ -38,6 +38,10 @@ def cuda_torch_python() -> Path:
         venv.create(path, with_pip=True)
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                     *CUDA_VENV_PACKAGES], check=True, timeout=1800)  # fmt: skip
+    # Tests install wheels into copies of it, some asserting prebuild is absent: a prebuild
+    # left there by hand (it is kept between runs) would make them pass or fail by history.
+    subprocess.run([str(python), "-m", "pip", "uninstall", "--quiet", "--yes", "prebuild"], check=False,
+                   capture_output=True, timeout=600)  # fmt: skip
     return python
 
 

@@ -167,7 +167,7 @@ def test_inspect_package_directory_and_lone_library(tmp_path, libs):
     [
         (lambda p: p, "does not exist"),
         (lambda p: (p.write_text("not a zip"), p)[1], "not a readable wheel"),
-        (lambda p: make_wheel(p, {"_C.abi3.so": b"x"}, None), "has no prebuild/_manifest.json"),
+        (lambda p: make_wheel(p, {"_C.abi3.so": b"x"}, None), "has no package _manifest.json"),
         (lambda p: (p.with_suffix(".so").write_text("text"), p.with_suffix(".so"))[1], "not an ELF"),
     ],
 )

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from packaging.version import InvalidVersion, Version
-
 from .arch import CodeKind, arch_for_capability, format_capability, select_code
 from .manifest import Manifest
+from .versions import release
 from .errors import (
     CudaUnavailableError,
     LibraryLoadError,
@@ -22,21 +21,14 @@ from .errors import (
 )
 
 
-def _release(version: str) -> tuple[int, ...]:
-    try:
-        return Version(version).release
-    except InvalidVersion:
-        return ()
-
-
 def torch_version_error(manifest: Manifest, torch_version: str) -> PrebuildError | None:
     """The stable ABI loads in every torch >= the target; older ones lack shim symbols."""
-    target = _release(manifest.torch_target)[:2]
-    have = _release(torch_version)[:2]
+    target = release(manifest.torch_target)[:2]
+    have = release(torch_version)[:2]
     if not have or have >= target:
         return None
     return TorchVersionError(
-        f"this build of prebuild {manifest.package_version} needs torch >= "
+        f"this build of {manifest.package} {manifest.package_version} needs torch >= "
         f"{manifest.torch_target} (it uses PyTorch's stable ABI of that version), but torch "
         f"{torch_version} is installed. Upgrade torch: pip install 'torch>={manifest.torch_target}'"
     )
@@ -54,7 +46,7 @@ def load_failure_error(
         hint = (
             f" The library was built against torch {manifest.built_with_torch}'s stable ABI "
             f"(target {manifest.torch_target}); a symbol it needs is missing from torch "
-            f"{torch_version}. Reinstall torch, or a prebuild wheel built for this torch."
+            f"{torch_version}. Reinstall torch, or a {manifest.package} wheel built for this torch."
         )
     elif "cannot open shared object" in message or "No such file" in message:
         hint = " A library it depends on is missing: is torch installed correctly?"
@@ -63,7 +55,7 @@ def load_failure_error(
 
 def same_cuda_major(wheel_cuda: str, torch_cuda: str) -> bool:
     """CUDA kernels run only with a torch of the same CUDA major as the nvcc that built them."""
-    ours, theirs = _release(wheel_cuda)[:1], _release(torch_cuda)[:1]
+    ours, theirs = release(wheel_cuda)[:1], release(torch_cuda)[:1]
     return bool(ours) and ours == theirs
 
 
@@ -71,7 +63,7 @@ def driver_supports(wheel_cuda: str, driver_cuda: str) -> bool:
     """The wheel links the CUDA runtime statically: the driver (whose CUDA version, e.g.
     NVML's, is the newest it supports) must be of that CUDA major or newer; within a major,
     CUDA's minor-version compatibility lets a 13.2 runtime run on a 13.0 driver."""
-    need, have = _release(wheel_cuda)[:1], _release(driver_cuda)[:1]
+    need, have = release(wheel_cuda)[:1], release(driver_cuda)[:1]
     return not need or not have or have >= need
 
 
@@ -81,12 +73,12 @@ def cuda_major_error(manifest: Manifest, torch_cuda: str | None) -> PrebuildErro
         return None
     if same_cuda_major(manifest.cuda_version, torch_cuda):
         return None
-    ours, theirs = _release(manifest.cuda_version)[:1], _release(torch_cuda)[:1]
+    ours, theirs = release(manifest.cuda_version)[:1], release(torch_cuda)[:1]
     ours_major = ours[0] if ours else manifest.cuda_version
     theirs_major = theirs[0] if theirs else torch_cuda
     return CudaUnavailableError(
-        f"this prebuild wheel's CUDA kernels were built with CUDA {manifest.cuda_version}, but "
-        f"torch uses CUDA {torch_cuda}. Install a prebuild wheel built for CUDA {theirs_major} "
+        f"this {manifest.package} wheel's CUDA kernels were built with CUDA {manifest.cuda_version}, but "
+        f"torch uses CUDA {torch_cuda}. Install a {manifest.package} wheel built for CUDA {theirs_major} "
         f"(run `prebuild wheel` with a CUDA {theirs_major} nvcc), or a torch built for CUDA "
         f"{ours_major}. CPU ops are unaffected."
     )
@@ -96,7 +88,7 @@ def cuda_torch_command(wheel_cuda: str, torch_target: str, same_minor: bool = Fa
     """How to get a torch that runs a CUDA ``wheel_cuda`` wheel: PyTorch's own index for that
     CUDA release (``.../whl/cu130``) serves CUDA builds of every torch release. ``same_minor``:
     exactly that minor release (a classic extension's), not it or newer."""
-    tag = "cu" + "".join(str(n) for n in _release(wheel_cuda)[:2])
+    tag = "cu" + "".join(str(n) for n in release(wheel_cuda)[:2])
     spec = f"=={torch_target}.*" if same_minor else f">={torch_target}"
     return f"pip install 'torch{spec}' --index-url https://download.pytorch.org/whl/{tag}"
 
@@ -112,9 +104,9 @@ def cpu_torch_note(torch_version: str, wheel_cuda: str, archs: str) -> str:
 
 def no_cuda_kernels_error(manifest: Manifest) -> PrebuildError:
     return CudaUnavailableError(
-        f"this install of prebuild {manifest.package_version} has no CUDA kernels (it was "
+        f"this install of {manifest.package} {manifest.package_version} has no CUDA kernels (it was "
         "built with an empty arch list). Install a CUDA wheel, built with "
-        "`prebuild wheel --arch sm_XY` for your GPU; prebuild never compiles at run time."
+        "`prebuild wheel --arch sm_XY` for your GPU; kernels are never compiled at run time."
     )
 
 
@@ -138,7 +130,7 @@ def device_verdict(
         return DeviceVerdict()
     if choice.kind is CodeKind.PTX:
         text = (
-            f"prebuild has no machine code for {where}; the driver JIT-compiles the wheel's "
+            f"{manifest.package} has no machine code for {where}; the driver JIT-compiles the wheel's "
             f"PTX ({choice.arch.compute}) for it instead, which is slower to start. For "
             f"native code, build and install: {fix}"
         )
@@ -149,7 +141,7 @@ def device_verdict(
         return DeviceVerdict(warning=text)
     return DeviceVerdict(
         error=UnsupportedGPUError(
-            f"prebuild {manifest.package_version} cannot run on {where}: the wheel holds code "
+            f"{manifest.package} {manifest.package_version} cannot run on {where}: the wheel holds code "
             f"for {archs or 'no GPU arch'} only. Build and install a wheel for this GPU: "
             f"{fix}  (then pip install the wheel it writes to dist/)"
         )

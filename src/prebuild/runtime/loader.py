@@ -55,7 +55,7 @@ class LoadedPackage:
         with PREBUILD_SIMT=1). Loading it twice is a no-op."""
         if self.manifest.library(kind) is None:
             raise NoCompiledLibraryError(
-                f"this install of prebuild {self.manifest.package_version} in {self.directory} "
+                f"this install of {self.manifest.package} {self.manifest.package_version} in {self.directory} "
                 f"has no {kind} library. Rebuild it in place with it: "
                 f"PREBUILD_SIMT=1 pip install --no-build-isolation -e ."
             )
@@ -92,9 +92,10 @@ def _read_verified_manifest(directory: Path) -> Manifest:
     if not (directory / MANIFEST_NAME).exists():
         raise NoCompiledLibraryError(
             f"{directory} holds no compiled library ({MANIFEST_NAME} is missing): this is a "
-            "source tree or a pure-Python install. prebuild never compiles kernels at run time "
-            "(JIT is disabled by design). Install a built wheel (build one with `prebuild wheel "
-            "--arch sm_XY`), or in a checkout run: pip install --no-build-isolation -e ."
+            "source tree or a pure-Python install. Its kernels are never compiled at run time "
+            "(prebuild's loader: JIT is disabled by design). Install a built wheel (build one with "
+            "`prebuild wheel --arch sm_XY` in its source), or in a checkout run: "
+            "pip install --no-build-isolation -e ."
         )
     try:
         manifest = read_manifest(directory)

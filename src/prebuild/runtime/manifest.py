@@ -18,9 +18,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
-
 from .arch import Arch, ArchError, parse_arch
+from .versions import is_version, minor
 
 MANIFEST_NAME = "_manifest.json"
 SCHEMA_VERSION = 1
@@ -53,6 +52,7 @@ class Manifest:
     libraries: tuple[Library, ...] = ()
     flags: dict[str, list[str]] = field(default_factory=dict)
     op_namespace: str = "prebuild"  # the torch.ops namespace the libraries register
+    package: str = "prebuild"  # the import package the libraries belong to (named in errors)
 
     @property
     def has_cuda(self) -> bool:
@@ -79,6 +79,7 @@ class Manifest:
             manifest = cls(
                 package_version=_version_text(data["package_version"], "package_version"),
                 op_namespace=_identifier(data["op_namespace"], "op_namespace"),
+                package=_package(data.get("package", "prebuild")),
                 torch_target=_version_text(data["torch_target"], "torch_target"),
                 built_with_torch=_version_text(data["built_with_torch"], "built_with_torch"),
                 cuda_version=(
@@ -99,7 +100,7 @@ class Manifest:
             return manifest
         except ManifestError:
             raise
-        except (ValueError, KeyError, TypeError, AttributeError, ArchError, InvalidVersion) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, ArchError) as exc:
             raise ManifestError(f"manifest is malformed: {exc!r}") from exc
 
     def write(self, directory: Path) -> Path:
@@ -109,13 +110,11 @@ class Manifest:
 
 
 def _version_text(value: object, key: str) -> str:
-    """A version string that packaging can parse (``"2.13"``, ``"2.13.0+cpu"``)."""
+    """A version string (``"2.13"``, ``"2.13.0+cpu"``)."""
     if not isinstance(value, str):
         raise ValueError(f"{key} must be a version string, got {value!r}")
-    try:
-        Version(value)
-    except InvalidVersion as exc:
-        raise ValueError(f"{key} is not a version: {value!r}") from exc
+    if not is_version(value):
+        raise ValueError(f"{key} is not a version: {value!r}")
     return value
 
 
@@ -124,6 +123,12 @@ def _size(value: object) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"a library size must be a byte count, got {value!r}")
+    return value
+
+
+def _package(value: object) -> str:
+    if not isinstance(value, str) or not all(part.isidentifier() for part in value.split(".")):
+        raise ValueError(f"package must be a dotted Python name, got {value!r}")
     return value
 
 
@@ -247,8 +252,7 @@ class ProjectManifest:
     @property
     def torch_minor(self) -> str:
         """``"2.14"``: the release whose C++ ABI the libraries need."""
-        release = Version(self.torch).release
-        return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
+        return minor(self.torch)
 
     def to_dict(self) -> dict:
         return {
@@ -291,7 +295,7 @@ class ProjectManifest:
             )
         except ManifestError:
             raise
-        except (ValueError, KeyError, TypeError, AttributeError, ArchError, InvalidVersion) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, ArchError) as exc:
             raise ManifestError(f"{PROJECT_MANIFEST_NAME} is malformed: {exc!r}") from exc
 
 

@@ -566,6 +566,40 @@ def doctor(
     raise typer.Exit(1 if failed else 0)
 
 
+@app.command()
+def new(
+    name: str = typer.Argument(..., metavar="NAME", show_default=False,
+                               help="The project's name (its distribution; the package is NAME with '-' as '_')."),
+    directory: Optional[Path] = typer.Option(
+        None, "--dir", metavar="DIR", help="Where to create it (default: ./NAME); must be absent or empty.",
+    ),
+) -> None:
+    """Create a native project: kernels against PyTorch's stable ABI, built by `prebuild wheel`.
+
+    The project has one example op, scale_add(x, y, alpha) = x + alpha * y: its per-element math in one header shared by the CPU kernel and the CUDA kernel, the CUDA kernel written as a block body on prebuild's SIMT layer (so its own source also runs on the CPU in tests), a Python wrapper with torch.library autograd and fake kernels, tests (plain PyTorch, opcheck, torch.compile, the CUDA body on the CPU), and [tool.prebuild] in its pyproject.toml. Its wheels carry prebuild's loader: they need only torch.
+
+    Examples:
+
+      prebuild new my-kernels
+
+      cd my-kernels && prebuild wheel --arch sm_80,sm_90
+
+      PREBUILD_ARCHS= PREBUILD_SIMT=1 pip install --no-build-isolation -e . && pytest
+    """
+    from prebuild.tool.scaffold import ScaffoldError, create
+
+    dest = directory or Path(name)
+    try:
+        written = create(dest, name)
+    except (ScaffoldError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    out.print(f"[bold]Created {escape(str(dest))}/[/] ({len(written)} files). Next:", highlight=False)
+    out.print(f"  cd {escape(str(dest))}", highlight=False)
+    out.print("  prebuild wheel --arch sm_80,sm_90      # the wheels, in dist/", highlight=False)
+    out.print("  PREBUILD_ARCHS= PREBUILD_SIMT=1 pip install --no-build-isolation -e . && pytest", highlight=False,
+              soft_wrap=True)
+
+
 def reflow_help(doc: str) -> str:
     """A command's docstring as its --help text: prose paragraphs become one line each (the
     terminal wraps them to its width); indented lines (examples) stay as written."""

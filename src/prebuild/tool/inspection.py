@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import importlib.util
 import io
 import zipfile
 from dataclasses import dataclass, field, replace
@@ -37,7 +38,6 @@ from prebuild.runtime.manifest import (
 )
 
 FATBIN_SECTION = ".nv_fatbin"
-PACKAGE_DIR = "prebuild"
 AnyManifest = Union[Manifest, ProjectManifest]
 
 
@@ -168,7 +168,7 @@ class Report:
     manifest: AnyManifest | None
     libraries: list[FoundLibrary] = field(default_factory=list)
     disagreements: list[Disagreement] = field(default_factory=list)
-    project: str = PACKAGE_DIR  # the distribution's name and version, for another project's
+    project: str = ""  # the distribution's name and version, for another project's
     version: str = ""
 
     @property
@@ -197,7 +197,7 @@ class Report:
         if isinstance(m, ProjectManifest):
             return (f"{self.project} {self.version}: a {m.kind} build by prebuild for torch {m.torch_minor} "
                     f"(built with {m.torch}), CUDA {m.cuda}, {m.python_tag}; manifest: {archs}")  # fmt: skip
-        return f"prebuild {m.package_version}, CUDA {m.cuda_version or 'none'}; manifest: {archs}"
+        return f"{m.package} {m.package_version}, CUDA {m.cuda_version or 'none'}; manifest: {archs}"
 
     def to_dict(self) -> dict:
         m = self.manifest
@@ -233,24 +233,35 @@ def is_shared_library(name: str) -> bool:
     return name.endswith(".so") or ".so." in Path(name).name
 
 
+def package_manifests(names: list[str]) -> list[str]:
+    """Pure: the ``_manifest.json`` files of a wheel's packages (a native project's wheel,
+    prebuild's own among them: ``prebuild/_manifest.json``, ``my_kernels/_manifest.json``)."""
+    return [n for n in names if n.endswith(f"/{MANIFEST_NAME}") and ".dist-info/" not in n and ".data/" not in n]
+
+
 def inspect_wheel(wheel: Path) -> Report:
-    """Every library in a wheel against the wheel's manifest: prebuild's own (the libraries
-    under ``prebuild/``) or another project's (``.dist-info/prebuild.json``, every library)."""
+    """Every library in a wheel against the wheel's manifest: a native project's (the
+    libraries beside its package's ``_manifest.json``) or another project's
+    (``.dist-info/prebuild.json``, every library)."""
     try:
         zf = zipfile.ZipFile(wheel)
     except (OSError, zipfile.BadZipFile) as exc:
         raise InspectionError(f"{wheel} is not a readable wheel: {exc}") from exc
     with zf:
         names = sorted(zf.namelist())
-        own = f"{PACKAGE_DIR}/{MANIFEST_NAME}"
-        if own in names:
-            manifest: AnyManifest = Manifest.from_json(zf.read(own).decode())
-            found = [found_library(Path(name).name, zf.read(name)) for name in names
-                     if name.startswith(f"{PACKAGE_DIR}/") and name.count("/") == 1 and name.endswith(".so")]  # fmt: skip
+        native = package_manifests(names)
+        if len(native) > 1:
+            raise ManifestError(f"{wheel.name} holds {len(native)} package manifests ({', '.join(native)}): "
+                                "one wheel, one native package")  # fmt: skip
+        if native:
+            package_dir = native[0][: -len(MANIFEST_NAME)]
+            manifest: AnyManifest = Manifest.from_json(zf.read(native[0]).decode())
+            found = [found_library(name[len(package_dir):], zf.read(name)) for name in names
+                     if name.startswith(package_dir) and "/" not in name[len(package_dir):] and name.endswith(".so")]  # fmt: skip
             return Report(wheel, manifest, found, compare(manifest, found))
         theirs = [n for n in names if n.count("/") == 1 and n.endswith(f".dist-info/{PROJECT_MANIFEST_NAME}")]
         if not theirs:
-            raise ManifestError(f"{wheel.name} has no {own} and no .dist-info/{PROJECT_MANIFEST_NAME}: "
+            raise ManifestError(f"{wheel.name} has no package {MANIFEST_NAME} and no .dist-info/{PROJECT_MANIFEST_NAME}: "
                                 "prebuild did not build it")  # fmt: skip
         manifest = ProjectManifest.from_json(zf.read(theirs[0]).decode())
         found = [found_library(name, zf.read(name)) for name in names if is_shared_library(name)]
@@ -260,16 +271,20 @@ def inspect_wheel(wheel: Path) -> Report:
 
 def inspect_distribution(name: str) -> Report:
     """An installed distribution, by name: another project's (its ``.dist-info/prebuild.json``
-    and the files it installed) or prebuild itself (its package directory)."""
+    and the files it installed) or a native project's (its package directory)."""
     try:
         dist = importlib.metadata.distribution(name)
     except importlib.metadata.PackageNotFoundError as exc:
         raise InspectionError(f"{name} is neither a path nor an installed distribution") from exc
     text = dist.read_text(PROJECT_MANIFEST_NAME)
     if text is None:
-        package = Path(str(dist.locate_file(PACKAGE_DIR)))
-        if (package / MANIFEST_NAME).is_file() and str(dist.metadata["Name"]).lower() == PACKAGE_DIR:
-            return inspect_directory(package)
+        native = package_manifests([str(f) for f in dist.files or ()])
+        if len(native) == 1:
+            return inspect_directory(Path(str(dist.locate_file(native[0]))).parent)
+        # An editable install lists no package files: the package its name imports as.
+        spec = importlib.util.find_spec(str(dist.metadata["Name"]).lower().replace("-", "_"))
+        if spec is not None and spec.origin and (Path(spec.origin).parent / MANIFEST_NAME).is_file():
+            return inspect_directory(Path(spec.origin).parent)
         raise ManifestError(f"{name} {dist.version} is installed but carries no {PROJECT_MANIFEST_NAME}: "
                             "prebuild did not build it")  # fmt: skip
     manifest = ProjectManifest.from_json(text)

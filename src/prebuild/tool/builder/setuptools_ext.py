@@ -18,6 +18,7 @@ from pathlib import Path
 
 from setuptools.command.build_ext import build_ext
 
+from prebuild import runtime
 from prebuild.runtime.manifest import MANIFEST_NAME, Library, Manifest, sha256_file
 from prebuild.tool.builder import flags as F
 from prebuild.tool.builder.compile import compile_libraries
@@ -33,6 +34,25 @@ def package_version(project: KernelProject, options: F.BuildOptions) -> str:
     """``0.1.0+cu130.sm80`` for the arch set being built, ``0.1.0+cpu`` without CUDA."""
     cuda = Nvcc(find_nvcc()).version if options.cuda else None
     return f"{project.version}+{F.local_version_label(cuda, options.archs, options.ptx_archs)}"
+
+
+# The runtime loader is self-contained (relative imports, no dependency besides torch): a
+# native project's wheel carries a copy under this name, so it needs only torch at run time.
+VENDORED_RUNTIME = "_prebuild_runtime"
+RUNTIME_HOME = runtime.__name__.rpartition(".")[0]  # the package whose own runtime it is
+
+
+def vendor_runtime(package_dir: Path) -> list[Path]:
+    """Copy the loader into ``package_dir/_prebuild_runtime/`` (replacing an older copy):
+    ``from ._prebuild_runtime import load_package`` in the project's package."""
+    target = package_dir / VENDORED_RUNTIME
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    copied = []
+    for source in sorted(Path(runtime.__file__).parent.glob("*.py")):
+        shutil.copyfile(source, target / source.name)
+        copied.append(target / source.name)
+    return copied
 
 
 def _print_progress(done: int, total: int, what: str) -> None:
@@ -75,6 +95,7 @@ class KernelBuildExt(build_ext):
         Manifest(
             package_version=package_version(project, options),
             op_namespace=project.namespace,
+            package=project.package,
             torch_target=str(project.torch_target),
             built_with_torch=compiled.torch.version_string,
             cuda_version=compiled.cuda_version,
@@ -84,6 +105,8 @@ class KernelBuildExt(build_ext):
             flags=_manifest_flags(compiled.flags),
         ).write(package_dir)
         self._outputs = [package_dir / MANIFEST_NAME] + [package_dir / p.name for p, _ in built]
+        if project.package != RUNTIME_HOME:
+            self._outputs += vendor_runtime(package_dir)
 
     def get_outputs(self) -> list[str]:
         return [str(p) for p in getattr(self, "_outputs", [])]
