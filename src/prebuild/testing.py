@@ -1,5 +1,5 @@
 """Test-only access to the simt backend: the CUDA kernels' own block bodies, executed on the
-CPU by the SIMT launcher (csrc/simt/launcher.h).
+CPU by the SIMT launcher (prebuild/simt_launcher.h).
 
 ``prebuild.testing.simt`` is ``torch.ops.prebuild_simt``: the same op schemas as
 ``torch.ops.prebuild``, implemented by running the CUDA kernel source on CPU tensors. It

@@ -1,4 +1,4 @@
-"""The SIMT launcher itself (csrc/simt/launcher.h), through its self-test kernel: a block
+"""The SIMT launcher itself (prebuild/simt_launcher.h), through its self-test kernel: a block
 reduction in shared memory over a 3-D grid of 8x4-thread blocks."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@
 //     __shared__, __syncthreads or atomicAdd itself;
 //   - a thin __global__ wrapper (CUDA) that declares the shared struct and calls the body with
 //     a DeviceContext, whose methods are the CUDA built-ins: zero cost once inlined;
-//   - on the host, simt::launch (csrc/simt/launcher.h) runs the same body for every block of
+//   - on the host, simt::launch (prebuild/simt_launcher.h) runs the same body for every block of
 //     the grid with blockDim logical threads (see there for how).
 #pragma once
 
@@ -24,7 +24,7 @@ struct Index3 {
 };
 
 // The grid and block of a launch: the same numbers for the CUDA launch
-// (common/cuda_launch.cuh) and the CPU one (simt/launch_op.h).
+// (cuda_launch.cuh) and the CPU one (simt_launch_op.h).
 struct LaunchGeometry {
   Index3 grid, block;
 };
