@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from prebuild.ops.intersect import isect_offset_encode, isect_tiles
     from prebuild.ops.projection import fully_fused_projection
     from prebuild.ops.rasterize import rasterize_to_pixels
-    from prebuild.ops.rasterization import rasterization
+    from prebuild.ops.rendering import rasterization
     from prebuild.ops.ssim import fused_ssim
 
 # The public ops and the module that defines each one.
@@ -24,7 +24,7 @@ _OPS = {
     "isect_tiles": "prebuild.ops.intersect",
     "isect_offset_encode": "prebuild.ops.intersect",
     "rasterize_to_pixels": "prebuild.ops.rasterize",
-    "rasterization": "prebuild.ops.rasterization",
+    "rasterization": "prebuild.ops.rendering",
 }
 
 __all__ = [*sorted(_OPS), "__version__"]

@@ -276,9 +276,9 @@ def _good():
 
 BAD_WRAPPER_CASES = [
     # (description, kwargs override, exception, message)
-    ("radii float", dict(radii=torch.ones(2, 4, 2)), TypeError, "radii must be torch.int32"),
+    ("radii float", dict(radii=torch.ones(2, 4, 2)), TypeError, "radii must be int32"),
     ("means2d float64", dict(means2d=torch.ones(2, 4, 2, dtype=torch.float64)), TypeError,
-     "means2d must be torch.float32"),
+     "means2d must be float32"),
     ("means2d not a tensor", dict(means2d=[[1.0, 2.0]]), TypeError, "means2d must be a torch.Tensor"),
     ("means2d 3 coords", dict(means2d=torch.ones(2, 4, 3)), ValueError, "means2d must have shape [C, N, 2]"),
     ("radii shape", dict(radii=torch.ones(2, 5, 2, dtype=torch.int32)), ValueError,
@@ -308,7 +308,7 @@ def test_wrapper_refuses_bad_inputs(case):
 
 def test_offset_encode_wrapper_refuses_bad_inputs():
     ids = torch.zeros(3, dtype=torch.int64)
-    with pytest.raises(TypeError, match="isect_ids must be torch.int64"):
+    with pytest.raises(TypeError, match="isect_ids must be int64"):
         isect_offset_encode(ids.int(), 1, 5, 3)
     with pytest.raises(ValueError, match=r"isect_ids must be 1-D \[M\]"):
         isect_offset_encode(ids.reshape(3, 1), 1, 5, 3)
@@ -362,11 +362,11 @@ def test_ops_refuse_bad_inputs(ops):
 
 def test_fake_kernels_refuse_what_the_kernels_refuse():
     m, r, d = (t.to("meta") for t in _good())
-    with pytest.raises(RuntimeError, match="radii must be torch.int32"):
+    with pytest.raises(RuntimeError, match="radii must be int32"):
         CPU.isect_tiles(m, r.float(), d, 16, 5, 3, True)
     with pytest.raises(RuntimeError, match="depths must have shape"):
         CPU.isect_tiles(m, r, d[:, :1], 16, 5, 3, True)
-    with pytest.raises(RuntimeError, match="isect_ids must be torch.int64"):
+    with pytest.raises(RuntimeError, match="isect_ids must be int64"):
         CPU.isect_offset_encode(torch.zeros(3, dtype=torch.int32, device="meta"), 1, 5, 3)
 
 

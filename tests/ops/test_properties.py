@@ -187,7 +187,7 @@ def test_rasterization_matches_the_reference_chain_or_stays_visible(scene, D, po
     """The whole chain on random scenes: equal to the references where every input is
     finite; a NaN colour shows up as NaN exactly in the pixels the Gaussian contributes to,
     never hidden in a finite value; Gaussians with non-finite geometry are culled."""
-    from test_rasterization import reference_render
+    from test_rendering import reference_render
 
     means, quats, scales, viewmats, Ks, poisoned = scene
     C, N = len(viewmats), len(means)

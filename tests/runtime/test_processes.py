@@ -87,7 +87,7 @@ def test_import_is_fork_safe_and_ops_run_in_forked_and_spawned_workers(child_env
         def main():
             audit = Audit.from_env()
             import prebuild
-            import prebuild.ops.ssim, prebuild.ops.rasterization  # the libraries and every op family
+            import prebuild.ops.ssim, prebuild.ops.rendering  # the libraries and every op family
             after_import = audit.result()
             parent_value = run_ops()  # the parent uses the ops (and torch's thread pool) first
             pid = os.fork()

@@ -17,7 +17,7 @@ from prebuild import _OPS
 if TYPE_CHECKING:
     from prebuild.ops.intersect import isect_offset_encode, isect_tiles
     from prebuild.ops.projection import fully_fused_projection
-    from prebuild.ops.rasterization import rasterization
+    from prebuild.ops.rendering import rasterization
     from prebuild.ops.rasterize import rasterize_to_pixels
     from prebuild.ops.ssim import fused_ssim
 

@@ -10,24 +10,21 @@ from __future__ import annotations
 
 import torch
 
-from prebuild.ops._checks import check_dtype, check_float32, check_same_devices
+from prebuild.ops._checks import (
+    check_bool,
+    check_dtype,
+    check_float32,
+    check_int,
+    check_same_devices,
+    check_tensor,
+)
 from prebuild.ops._library import LIBRARY
 
-_DEVICE_TYPES = ("cpu", "cuda", "meta")
 _DEPTH_BITS = 32
 
 
 def _tile_bits(tile_width: int, tile_height: int) -> int:
     return (tile_width * tile_height).bit_length()
-
-
-def _check_int(op: str, name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{op}: {name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        kind = "positive" if minimum == 1 else "non-negative"
-        raise ValueError(f"{op}: {name} must be {kind}, got {value}")
-    return value
 
 
 def _check_grid(op: str, n_cameras: int, tile_width: int, tile_height: int) -> None:
@@ -40,21 +37,11 @@ def _check_grid(op: str, n_cameras: int, tile_width: int, tile_height: int) -> N
         )
 
 
-def _check_tensor(op: str, name: str, t: object, dtype: torch.dtype) -> torch.Tensor:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dtype != dtype:
-        raise TypeError(f"{op}: {name} must be {dtype}, got {t.dtype}")
-    if t.device.type not in _DEVICE_TYPES:
-        raise ValueError(f"{op}: {name} is on {t.device}; only CPU and CUDA are supported")
-    return t
-
-
 def _check_tile_inputs(means2d, radii, depths, tile_size, tile_width, tile_height, sort):
     op = "isect_tiles"
-    m = _check_tensor(op, "means2d", means2d, torch.float32)
-    r = _check_tensor(op, "radii", radii, torch.int32)
-    d = _check_tensor(op, "depths", depths, torch.float32)
+    m = check_tensor(op, "means2d", means2d, torch.float32)
+    r = check_tensor(op, "radii", radii, torch.int32)
+    d = check_tensor(op, "depths", depths, torch.float32)
     if m.dim() != 3 or m.shape[2] != 2:
         raise ValueError(f"{op}: means2d must have shape [C, N, 2], got {tuple(m.shape)}")
     if r.shape != m.shape:
@@ -73,9 +60,8 @@ def _check_tile_inputs(means2d, radii, depths, tile_size, tile_width, tile_heigh
         )
     for name, value in (("tile_size", tile_size), ("tile_width", tile_width),
                         ("tile_height", tile_height)):  # fmt: skip
-        _check_int(op, name, value, 1)
-    if not isinstance(sort, bool):
-        raise TypeError(f"{op}: sort must be a bool, got {type(sort).__name__}")
+        check_int(op, name, value, 1)
+    check_bool(op, "sort", sort)
     _check_grid(op, m.shape[0], tile_width, tile_height)
     if m.shape[0] * m.shape[1] >= 2**31:
         raise ValueError(f"{op}: C * N must fit in int32 (flatten_ids are int32)")
@@ -150,12 +136,12 @@ def isect_offset_encode(
         not checked (that would synchronise) and give meaningless offsets.
     """
     op = "isect_offset_encode"
-    ids = _check_tensor(op, "isect_ids", isect_ids, torch.int64)
+    ids = check_tensor(op, "isect_ids", isect_ids, torch.int64)
     if ids.dim() != 1:
         raise ValueError(f"{op}: isect_ids must be 1-D [M], got shape {tuple(ids.shape)}")
-    _check_int(op, "n_cameras", n_cameras, 0)
-    _check_int(op, "tile_width", tile_width, 1)
-    _check_int(op, "tile_height", tile_height, 1)
+    check_int(op, "n_cameras", n_cameras, 0)
+    check_int(op, "tile_width", tile_width, 1)
+    check_int(op, "tile_height", tile_height, 1)
     _check_grid(op, n_cameras, tile_width, tile_height)
     if ids.is_cuda and not torch.compiler.is_compiling():
         LIBRARY.ensure_device(ids.device)

@@ -25,13 +25,19 @@ Deliberate differences from gsplat 1.5.3 (all documented on the function too):
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Optional
 
 import torch
 
-from prebuild.ops._checks import check_dtype, check_float32, check_float_input, check_same_devices
+from prebuild.ops._checks import (
+    check_bool,
+    check_dtype,
+    check_float32,
+    check_float_input,
+    check_int,
+    check_real,
+    check_same_devices,
+)
 from prebuild.ops._library import LIBRARY
 
 _NAME = "fully_fused_projection"
@@ -68,20 +74,6 @@ def _check_finite_cameras(viewmats: torch.Tensor, Ks: torch.Tensor) -> None:
             raise ValueError(f"{_NAME}: {name}[{camera}] (camera {camera}) is not finite")
 
 
-def _check_size(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{_NAME}: {name} must be an int, got {type(value).__name__}")
-    if value <= 0:
-        raise ValueError(f"{_NAME}: {name} must be positive, got {value}")
-
-
-def _check_number(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{_NAME}: {name} must be a float, got {type(value).__name__}")
-    if math.isnan(value):
-        raise ValueError(f"{_NAME}: {name} is NaN")
-
-
 def _check_inputs(means, covars, quats, scales, viewmats, Ks, width, height) -> None:
     m = _check_tensor("means", means, 3)
     N = m.shape[0]
@@ -103,8 +95,8 @@ def _check_inputs(means, covars, quats, scales, viewmats, Ks, width, height) -> 
     if len(devices) > 1:
         where = ", ".join(f"{n} on {t.device}" for n, t in tensors.items())
         raise ValueError(f"{_NAME}: all tensors must be on the same device, got {where}")
-    _check_size("width", width)
-    _check_size("height", height)
+    check_int(_NAME, "width", width)
+    check_int(_NAME, "height", height)
 
 
 def fully_fused_projection(
@@ -174,11 +166,8 @@ def fully_fused_projection(
         ("far_plane", far_plane),
         ("radius_clip", radius_clip),
     ):
-        _check_number(name, value)
-    if not isinstance(calc_compensations, bool):
-        raise TypeError(
-            f"{_NAME}: calc_compensations must be a bool, got {type(calc_compensations).__name__}"
-        )
+        check_real(_NAME, name, value)
+    check_bool(_NAME, "calc_compensations", calc_compensations)
     if not torch.compiler.is_compiling() and viewmats.device.type != "meta":
         _check_finite_cameras(viewmats, Ks)
         if means.is_cuda:

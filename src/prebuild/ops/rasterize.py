@@ -8,85 +8,59 @@ from __future__ import annotations
 
 import torch
 
-from prebuild.ops._checks import check_dtype, check_float32, check_same_devices
+from prebuild.ops._checks import (
+    TILE_GRID_MISMATCH,
+    check_dtype,
+    check_float32,
+    check_int,
+    check_same_devices,
+    check_tensor,
+    shape_error,
+    tile_grid,
+)
 from prebuild.ops._library import LIBRARY
 
 _NAME = "rasterize_to_pixels"
-_DEVICE_TYPES = ("cpu", "cuda", "meta")
-
-
-def _tensor(name: str, t: object) -> torch.Tensor:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{_NAME}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.device.type not in _DEVICE_TYPES:
-        raise ValueError(f"{_NAME}: {name} is on {t.device}; only CPU and CUDA are supported")
-    return t
-
-
-def _float(name: str, t: object) -> torch.Tensor:
-    t = _tensor(name, t)
-    if t.dtype != torch.float32:
-        raise TypeError(f"{_NAME}: {name} must be float32, got {t.dtype}")
-    return t
-
-
-def _int32(name: str, t: object) -> torch.Tensor:
-    t = _tensor(name, t)
-    if t.dtype != torch.int32:
-        raise TypeError(f"{_NAME}: {name} must be int32, got {t.dtype}")
-    return t
-
-
-def _shape_error(name: str, expected: str, t: torch.Tensor) -> ValueError:
-    return ValueError(f"{_NAME}: {name} must have shape {expected}, got {tuple(t.shape)}")
-
-
-def _positive_int(name: str, v: object) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError(f"{_NAME}: {name} must be an int, got {type(v).__name__}")
-    if v < 1:
-        raise ValueError(f"{_NAME}: {name} must be positive, got {v}")
-    return v
 
 
 def _check_inputs(means2d, conics, colors, opacities, image_width, image_height, tile_size,
                   isect_offsets, flatten_ids, backgrounds) -> None:
-    means2d = _float("means2d", means2d)
+    means2d = check_tensor(_NAME, "means2d", means2d, torch.float32)
     if means2d.dim() != 3 or means2d.shape[2] != 2:
-        raise _shape_error("means2d", "[C, N, 2]", means2d)
+        raise shape_error(_NAME, "means2d", "[C, N, 2]", means2d)
     C, N = means2d.shape[:2]
-    conics = _float("conics", conics)
+    conics = check_tensor(_NAME, "conics", conics, torch.float32)
     if tuple(conics.shape) != (C, N, 3):
-        raise _shape_error("conics", f"[C, N, 3] = [{C}, {N}, 3]", conics)
-    colors = _float("colors", colors)
+        raise shape_error(_NAME, "conics", f"[C, N, 3] = [{C}, {N}, 3]", conics)
+    colors = check_tensor(_NAME, "colors", colors, torch.float32)
     if colors.dim() != 3 or tuple(colors.shape[:2]) != (C, N):
-        raise _shape_error("colors", f"[C, N, D] = [{C}, {N}, D]", colors)
+        raise shape_error(_NAME, "colors", f"[C, N, D] = [{C}, {N}, D]", colors)
     D = colors.shape[2]
     if D < 1:
         raise ValueError(f"{_NAME}: colors must have at least one channel (D >= 1), got D = 0")
-    opacities = _float("opacities", opacities)
+    opacities = check_tensor(_NAME, "opacities", opacities, torch.float32)
     if tuple(opacities.shape) not in ((C, N), (N,)):
-        raise _shape_error("opacities", f"[C, N] = [{C}, {N}] or [N] = [{N}]", opacities)
-    W = _positive_int("image_width", image_width)
-    H = _positive_int("image_height", image_height)
-    tile = _positive_int("tile_size", tile_size)
-    isect_offsets = _int32("isect_offsets", isect_offsets)
-    grid = (C, -(-H // tile), -(-W // tile))
+        raise shape_error(_NAME, "opacities", f"[C, N] = [{C}, {N}] or [N] = [{N}]", opacities)
+    W = check_int(_NAME, "image_width", image_width)
+    H = check_int(_NAME, "image_height", image_height)
+    tile = check_int(_NAME, "tile_size", tile_size)
+    isect_offsets = check_tensor(_NAME, "isect_offsets", isect_offsets, torch.int32)
+    grid = tile_grid(C, H, W, tile)
     if tuple(isect_offsets.shape) != grid:
         raise ValueError(
-            f"{_NAME}: tile_size does not match the tile grid of isect_offsets: expected shape "
+            f"{_NAME}: {TILE_GRID_MISMATCH}: expected shape "
             f"[C, ceil(H / tile_size), ceil(W / tile_size)] = {list(grid)} for tile_size={tile}, "
             f"got {list(isect_offsets.shape)}"
         )
-    flatten_ids = _int32("flatten_ids", flatten_ids)
+    flatten_ids = check_tensor(_NAME, "flatten_ids", flatten_ids, torch.int32)
     if flatten_ids.dim() != 1:
-        raise _shape_error("flatten_ids", "[M] (1-D)", flatten_ids)
+        raise shape_error(_NAME, "flatten_ids", "[M] (1-D)", flatten_ids)
     tensors = {"means2d": means2d, "conics": conics, "colors": colors, "opacities": opacities,
                "isect_offsets": isect_offsets, "flatten_ids": flatten_ids}
     if backgrounds is not None:
-        backgrounds = _float("backgrounds", backgrounds)
+        backgrounds = check_tensor(_NAME, "backgrounds", backgrounds, torch.float32)
         if tuple(backgrounds.shape) != (C, D):
-            raise _shape_error("backgrounds", f"[C, D] = [{C}, {D}]", backgrounds)
+            raise shape_error(_NAME, "backgrounds", f"[C, D] = [{C}, {D}]", backgrounds)
         tensors["backgrounds"] = backgrounds
     devices = {t.device for t in tensors.values()}
     if len(devices) != 1:
@@ -158,10 +132,8 @@ def _fake_checks(op, means2d, conics, colors, opacities, backgrounds, image_widt
     torch._check(tile_size >= 1, lambda: f"{op}: tile_size must be positive")
     torch._check(image_width >= 1 and image_height >= 1,
                  lambda: f"{op}: image_width and image_height must be positive")
-    grid = (C, (image_height + tile_size - 1) // tile_size,
-            (image_width + tile_size - 1) // tile_size)
-    torch._check(isect_offsets.shape == grid,
-                 lambda: f"{op}: tile_size does not match the tile grid of isect_offsets")
+    grid = tile_grid(C, image_height, image_width, tile_size)
+    torch._check(isect_offsets.shape == grid, lambda: f"{op}: {TILE_GRID_MISMATCH}")
     torch._check(flatten_ids.dim() == 1, lambda: f"{op}: flatten_ids must be 1-D")
     tensors = dict(means2d=means2d, conics=conics, colors=colors, opacities=opacities)
     if backgrounds is not None:

@@ -11,7 +11,7 @@ import warnings
 
 import torch
 
-from prebuild.ops._checks import check_float32, check_float_input, check_same_devices
+from prebuild.ops._checks import check_bool, check_float32, check_float_input, check_same_devices
 from prebuild.ops._library import LIBRARY
 
 _PADDINGS = ("same", "valid")
@@ -63,8 +63,7 @@ def _check_inputs(img1: object, img2: object, padding: object, train: object) ->
             f"fused_ssim: padding='valid' needs images of at least {_WINDOW}x{_WINDOW} pixels "
             f"(the window size), got {a.shape[2]}x{a.shape[3]}; use padding='same'"
         )
-    if not isinstance(train, bool):
-        raise TypeError(f"fused_ssim: train must be a bool, got {type(train).__name__}")
+    check_bool("fused_ssim", "train", train)
 
 
 def fused_ssim(

@@ -35,7 +35,7 @@ def test_publish_index_and_test_wheel_on_a_real_wheel(tmp_path, built_wheel, fre
                     "torch==2.13.0", "pytest", "hypothesis", "numpy", str(wheel)],
                    check=True, timeout=900)  # fmt: skip
     test_env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "200",
-                "PYTEST_ARGS": f"{ROOT / 'tests' / 'test_arch.py'} {ROOT / 'tests' / 'test_manifest.py'} -q"}  # fmt: skip
+                "PYTEST_ARGS": f"{ROOT / 'tests' / 'runtime' / 'test_arch.py'} {ROOT / 'tests' / 'runtime' / 'test_manifest.py'} -q"}  # fmt: skip
     proc = subprocess.run(["bash", str(CI / "test_wheel.sh"), str(ROOT)], capture_output=True, text=True,
                           timeout=900, env=test_env)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from prebuild.ops._checks import check_int
 from prebuild.ops.intersect import isect_offset_encode, isect_tiles
 from prebuild.ops.projection import fully_fused_projection
 from prebuild.ops.rasterize import rasterize_to_pixels
@@ -67,8 +68,7 @@ def rasterization(
         raise ValueError(
             f"rasterization: rasterize_mode must be one of {RASTERIZE_MODES}, got {rasterize_mode!r}"
         )
-    if not isinstance(tile_size, int) or tile_size <= 0:
-        raise ValueError(f"rasterization: tile_size must be a positive int, got {tile_size!r}")
+    check_int("rasterization", "tile_size", tile_size)
     if not isinstance(opacities, torch.Tensor) or opacities.dim() != 1:
         shape = tuple(opacities.shape) if isinstance(opacities, torch.Tensor) else type(opacities)
         raise ValueError(f"rasterization: opacities must be a [N] tensor, got {shape}")
