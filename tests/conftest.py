@@ -81,3 +81,10 @@ def fresh_venv(_venv_template, tmp_path) -> Callable[[str], Path]:
 def fresh_cuda_venv(cuda_torch_python, tmp_path) -> Callable[[str], Path]:
     """``fresh_cuda_venv(name)`` -> the python of a copy of .venv-cuda (torch 2.14.1+cu130)."""
     return lambda name="venv-cuda": clone_venv(cuda_torch_python.parent.parent, tmp_path / name)
+
+
+@pytest.fixture
+def dev_venv_copy(tmp_path) -> Callable[[str], Path]:
+    """``dev_venv_copy(name)`` -> the python of a hard-linked copy of the development venv
+    (.venv: prebuild editable, pytest, torch 2.13), to install into without touching .venv."""
+    return lambda name="venv-dev": clone_venv(ROOT / ".venv", tmp_path / name)

@@ -153,7 +153,7 @@ def test_no_cuda_kernels_error():
     error = no_cuda_kernels_error(manifest(cuda=None, sass=""))
     assert isinstance(error, CudaUnavailableError)
     assert "prebuild wheel --arch sm_XY" in str(error)
-    assert "never compiles" in str(error)
+    assert "never compiled at run time" in str(error)
 
 
 # --- one GPU -----------------------------------------------------------------------------
@@ -221,3 +221,23 @@ def test_arch_specific_sass_only_on_its_gpu():
     m = manifest("sm_90a")
     assert device_verdict(m, 0, "H100", (9, 0), False) == DeviceVerdict()
     assert isinstance(device_verdict(m, 0, "GH?", (9, 1), False).error, UnsupportedGPUError)
+
+
+def test_every_error_names_the_package_the_wheel_belongs_to():
+    """A native project's wheel carries this loader: its errors name that package (and the
+    `prebuild wheel` command that fixes them), not prebuild."""
+    from dataclasses import replace
+
+    demo = replace(manifest(sass="sm_80"), package="demo", package_version="0.3.0+cu130.sm80")
+    messages = [
+        str(device_verdict(demo, 0, "T4", (7, 5), strict=True).error),  # no SASS, no PTX for it
+        str(torch_version_error(replace(demo, torch_target="2.14"), "2.13.0")),
+        str(cuda_major_error(demo, "12.8")),
+        str(no_cuda_kernels_error(replace(demo, cuda_version=None, libraries=(CPU_LIB,)))),
+        str(load_failure_error(demo, "_C.abi3.so", "2.13.0", "undefined symbol: aoti_x")),
+    ]
+    for message in messages:
+        assert "demo" in message and "prebuild 0." not in message and "prebuild wheel built" not in message, message
+    assert "demo 0.3.0+cu130.sm80 cannot run on cuda:0 (T4" in messages[0]
+    assert "prebuild wheel --arch sm_75" in messages[0]
+    assert Manifest.from_json(demo.to_json()).package == "demo"

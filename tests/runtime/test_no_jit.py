@@ -81,3 +81,15 @@ def test_import_prebuild_alone_does_not_import_torch(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "False"]
+
+
+def test_the_kernel_api_imports_none_of_the_tool():
+    """`import prebuild` and an op: the kernel API (ops, runtime) only, none of prebuild.tool."""
+    import subprocess
+    import sys
+
+    code = ("import sys, prebuild; prebuild.fused_ssim; import prebuild.ops; "
+            "print(sorted(m for m in sys.modules if m.startswith('prebuild.tool')))")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

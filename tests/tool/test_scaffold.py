@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import clone_venv
 from prebuild.tool.builder.config import parse_config
 from prebuild.tool.cli import app
 from prebuild.tool.scaffold import ScaffoldError, create, project_names, render, template_files, TEMPLATES
@@ -65,7 +64,8 @@ def run(args, **kwargs) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_a_new_project_builds_installs_without_prebuild_and_passes_its_tests(tmp_path, fresh_venv, fresh_cuda_venv):
+def test_a_new_project_builds_installs_without_prebuild_and_passes_its_tests(tmp_path, fresh_venv, fresh_cuda_venv,
+                                                                             dev_venv_copy):
     prebuild = [sys.executable, "-m", "prebuild"]
     assert run([*prebuild, "new", "demo"], cwd=tmp_path).returncode == 0
     project = tmp_path / "demo"
@@ -90,7 +90,7 @@ def test_a_new_project_builds_installs_without_prebuild_and_passes_its_tests(tmp
         values, version = ran.stdout.split("\n")[-2].rsplit(" ", 1)
         assert values == "[0.5, 1.5, 2.5, 3.5]" and version.startswith(("2.13.0", "2.14.1")), ran.stdout
     # The README's test command, in a copy of the development venv (prebuild, pytest, torch 2.13).
-    python = clone_venv(ROOT / ".venv", tmp_path / "venv-dev")
+    python = dev_venv_copy()
     env = {**os.environ, "PREBUILD_ARCHS": "", "PREBUILD_SIMT": "1", "PATH": f"{python.parent}:{os.environ['PATH']}"}
     env.pop("PYTHONPATH", None)
     editable = run([str(python), "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-deps", "-e", "."],

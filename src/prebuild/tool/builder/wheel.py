@@ -82,7 +82,7 @@ def check_embedded_archs(wheel: Path) -> Manifest:
             + "; ".join(f"{d.file}: {d.message}" for d in report.disagreements)
         )
     if not isinstance(report.manifest, Manifest):
-        raise BuildError(f"{wheel.name} carries no prebuild/_manifest.json")
+        raise BuildError(f"{wheel.name} carries no package _manifest.json")
     return report.manifest
 
 
