@@ -711,12 +711,16 @@ def quick_cuda_object(work: Path) -> Path:
     flags, as a cubin (no host compilation: seconds)."""
     from prebuild.runtime.arch import parse_arch_list
     from prebuild.tool.builder import flags as F
+    from prebuild.tool.builder.compile import include_dirs
+    from prebuild.tool.builder.config import read_config
     from prebuild.tool.builder.toolchain import find_nvcc, find_torch
 
     work.mkdir(parents=True, exist_ok=True)
     obj = work / "ssim_cuda.cubin"
-    cmd = [str(find_nvcc()), *F.nvcc_flags(find_torch().include_dirs, parse_arch_list("sm_80"), (), 1),
-           "-cubin", str(ROOT / "csrc/ssim/ssim_cuda.cu"), "-o", str(obj)]  # fmt: skip
+    project = read_config(ROOT)
+    flags = F.nvcc_flags(include_dirs(project, find_torch()), parse_arch_list("sm_80"), (), 1, True,
+                         project.torch_target, project.package)  # fmt: skip
+    cmd = [str(find_nvcc()), *flags, "-cubin", str(project.sources / "ssim/ssim_cuda.cu"), "-o", str(obj)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)} failed:\n{proc.stderr[-3000:]}")

@@ -30,6 +30,10 @@ CUDA_VENV_PACKAGES = [CUDA_TORCH, "setuptools", "wheel", "ninja", "packaging", "
                       "filelock", "pyelftools", "nvidia-cuda-cuobjdump"]  # fmt: skip
 
 
+# What tests build and install; never to be found in .venv-cuda itself.
+CUDA_VENV_FOREIGN = ["prebuild", "plain_ext", "gencode_ext", "broken_ext", "demo", "fused_ssim"]
+
+
 @pytest.fixture(scope="session")
 def cuda_torch_python() -> Path:
     path = ROOT / ".venv-cuda"
@@ -38,10 +42,14 @@ def cuda_torch_python() -> Path:
         venv.create(path, with_pip=True)
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                     *CUDA_VENV_PACKAGES], check=True, timeout=1800)  # fmt: skip
-    # Tests install wheels into copies of it, some asserting prebuild is absent: a prebuild
-    # left there by hand (it is kept between runs) would make them pass or fail by history.
-    subprocess.run([str(python), "-m", "pip", "uninstall", "--quiet", "--yes", "prebuild"], check=False,
+    # Tests install wheels into hard-linked copies of it (some asserting prebuild is absent):
+    # anything installed here by an older run or by hand would be shared with every copy.
+    subprocess.run([str(python), "-m", "pip", "uninstall", "--quiet", "--yes", *CUDA_VENV_FOREIGN], check=False,
                    capture_output=True, timeout=600)  # fmt: skip
+    listed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True,
+                            check=True, timeout=600).stdout  # fmt: skip
+    left = [line for line in listed.splitlines() if line.split("==")[0].lower().replace("-", "_") in CUDA_VENV_FOREIGN]
+    assert not left, f".venv-cuda still holds {left}"
     return python
 
 

@@ -133,7 +133,9 @@ def test_plain_wheel_installs_and_runs_next_to_its_torch_and_is_refused_next_to_
     assert [c["status"] for c in found["checks"]] == ["ok", "ok"], found["checks"]  # intact; imports
     assert found["checks"][-1]["message"] == "plain_ext._C import (checked in a child process)"
     site = Path(report["target"])
-    (site / lib["file"]).write_bytes((site / lib["file"]).read_bytes()[:-1])  # damaged after installing
+    damaged = site / (lib["file"] + ".damaged")  # a new file: the venv is a hard-linked copy
+    damaged.write_bytes((site / lib["file"]).read_bytes()[:-1])
+    damaged.replace(site / lib["file"])  # damaged after installing
     assert prebuild(python, "inspect", "plain-ext").returncode == 1
     doctor = prebuild(python, "doctor", "--json")
     (found,) = json.loads(doctor.stdout)["projects"]

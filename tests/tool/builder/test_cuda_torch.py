@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_wheel_built_with_cuda_torch_loads_there_and_in_cpu_torch(cuda_torch_python, tmp_path):
+def test_wheel_built_with_cuda_torch_loads_there_and_in_cpu_torch(cuda_torch_python, fresh_cuda_venv, tmp_path):
     py = cuda_torch_python
     out = tmp_path / "dist"
     subprocess.run(
@@ -28,8 +28,9 @@ def test_wheel_built_with_cuda_torch_loads_there_and_in_cpu_torch(cuda_torch_pyt
     )  # fmt: skip
     (wheel,) = out.glob("*.whl")
     assert "+cu130.sm80-cp310-abi3" in wheel.name
-    # .venv-cuda is kept between runs: replace whatever an earlier run installed.
-    subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", str(wheel)], check=True)
+    # Installed into a copy: .venv-cuda itself stays as the fixture made it (torch, build tools).
+    py = fresh_cuda_venv()
+    subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)], check=True)
     script = """
 import json, torch, prebuild
 from prebuild.ops._library import LIBRARY
