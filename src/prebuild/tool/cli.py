@@ -121,7 +121,7 @@ def wheel(
         )  # fmt: skip
         from prebuild.tool.builder import classic
         from prebuild.tool.builder.config import read_config
-        from prebuild.tool.builder.project import NATIVE, project_kind, resolve_project
+        from prebuild.tool.builder.project import CLASSIC, NATIVE, project_kind, resolve_project
     except ModuleNotFoundError as exc:
         raise _fail(_missing_build_extra(exc)) from None
 
@@ -137,14 +137,17 @@ def wheel(
         # Refuse bad archs, a missing nvcc or a CUDA mismatch (and for another project a CPU
         # torch), then an output directory that cannot be written: before anything is
         # copied, downloaded, locked or compiled.
-        if project_kind(project) == NATIVE:
-            _, nvcc = preflight(F.BuildOptions(archs=archs, ptx=ptx, jobs=jobs))
-        else:
+        kind = project_kind(project)  # None: an sdist or requirement, known once unpacked
+        if kind == CLASSIC:
             torch, nvcc = classic.preflight_classic(archs)
+        else:  # what every build needs (a classic one's CPU-torch check follows once known)
+            _, nvcc = preflight(F.BuildOptions(archs=archs, ptx=ptx, jobs=jobs))
         prepare_output_dir(out_dir)
         if project is not None and not Path(project).expanduser().exists():
             err.print(f"Fetching the source of {escape(project)} with pip", highlight=False)
         target = resolve_project(project, work)
+        if target.kind == CLASSIC and kind is None:
+            torch, nvcc = classic.preflight_classic(archs)
         if target.kind == NATIVE:
             kernels = read_config(target.source)
             if build_dir is None and target.source.is_relative_to(work) is False:

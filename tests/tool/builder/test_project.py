@@ -62,6 +62,7 @@ def test_an_sdist_is_unpacked_to_its_root(tmp_path):
     with tarfile.open(sdist, "w:gz") as tf:
         tf.add(user / "setup.py", "tinyproj-1.0/setup.py")
         tf.add(user / "tiny.py", "tinyproj-1.0/tiny.py")
+    assert project_kind(str(sdist)) is None  # known once unpacked
     project = resolve_project(str(sdist), tmp_path / "work")
     assert project.kind == CLASSIC and (project.source / "setup.py").read_text() == SETUP
 
@@ -103,3 +104,22 @@ def test_a_git_url_is_fetched_with_pip(tmp_path):
     subprocess.run([*git, "commit", "-qm", "tiny"], check=True)
     project = resolve_project(f"git+file://{repo}", tmp_path / "work")
     assert project.kind == CLASSIC and (project.source / "tiny.py").read_text() == "X = 1\n"
+
+
+def test_a_classic_project_is_refused_with_a_cpu_torch_before_or_after_unpacking(tmp_path):
+    """This venv's torch is a CPU build: a directory is refused before it is copied, an sdist
+    once unpacked shows it is classic; the message names the torch to install."""
+    from typer.testing import CliRunner
+
+    from prebuild.tool.cli import app
+
+    user = tiny_project(tmp_path / "tinyproj-1.0")
+    sdist = tmp_path / "tinyproj-1.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tf:
+        tf.add(user / "setup.py", "tinyproj-1.0/setup.py")
+    for spec in (str(user), str(sdist)):
+        result = CliRunner().invoke(app, ["wheel", "--arch", "sm_90", spec, "--out", str(tmp_path / "dist"),
+                                          "--build-dir", str(tmp_path / "work")], env={"COLUMNS": "300"})  # fmt: skip
+        text = " ".join(result.output.split())
+        assert result.exit_code == 2 and "is a CPU build" in text and "pip install" in text, text
+        assert not list((tmp_path / "dist").glob("*.whl"))

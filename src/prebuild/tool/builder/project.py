@@ -96,12 +96,14 @@ def download_source(spec: str, dest: Path) -> Path:
     return archives[0]
 
 
-def project_kind(spec: str | None) -> str:
-    """NATIVE or CLASSIC as far as it is known before anything is copied or downloaded
-    (an sdist or a requirement is CLASSIC until unpacked). ``None``: the current directory."""
-    path = Path(spec).expanduser() if spec is not None else Path.cwd()
+def project_kind(spec: str | None) -> str | None:
+    """NATIVE or CLASSIC when known before anything is copied or downloaded (a directory;
+    ``None``: the current directory); None for an sdist or a requirement, known once unpacked."""
     if spec is None:
-        return NATIVE if find_native_project(path) else CLASSIC
+        return NATIVE if find_native_project(Path.cwd()) else CLASSIC
+    path = Path(spec).expanduser()
+    if not path.is_dir():
+        return None
     return NATIVE if is_native(path) else CLASSIC
 
 
