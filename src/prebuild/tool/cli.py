@@ -150,7 +150,7 @@ def wheel(
             torch, nvcc = classic.preflight_classic(archs)
         if target.kind == NATIVE:
             kernels = read_config(target.source)
-            if build_dir is None and target.source.is_relative_to(work) is False:
+            if build_dir is None and not target.source.is_relative_to(work):
                 shutil.rmtree(work, ignore_errors=True)  # its objects live in the project's build/
     except (ArchError, ValueError, ToolchainError, BuildError) as exc:
         if build_dir is None:

@@ -20,6 +20,7 @@ from prebuild.tool.builder.config import MIN_TORCH_TARGET
 TEMPLATES = Path(__file__).resolve().parent / "templates" / "native"
 PACKAGE_PLACEHOLDER = "__package__"  # a directory name in the templates
 RENAMED = {"gitignore": ".gitignore"}  # kept out of the way of prebuild's own git checkout
+TEMPLATE_SUFFIX = ".tmpl"  # on Python templates: not Python (nor byte-compiled) until rendered
 
 
 class ScaffoldError(ValueError):
@@ -59,6 +60,7 @@ def template_files() -> list[Path]:
 def render(relative: Path, text: str, names: ProjectNames) -> tuple[Path, str]:
     """Pure: one template file's path in the new project and its content."""
     parts = [names.package if part == PACKAGE_PLACEHOLDER else RENAMED.get(part, part) for part in relative.parts]
+    parts[-1] = parts[-1].removesuffix(TEMPLATE_SUFFIX)
     try:
         content = Template(text).substitute(asdict(names))
     except (KeyError, ValueError) as exc:  # a template bug, not the user's
