@@ -329,3 +329,64 @@ def test_installed_projects_finds_every_distribution_with_a_prebuild_manifest(tm
     (site / "fake_ext" / "libhelper.so").unlink()
     (missing,) = installed_projects(check_load=True)
     assert "listed in the manifest but missing" in missing.problem and missing.modules == ()
+
+
+# --- native projects (a package _manifest.json and the loader their wheel carries) ----------
+
+
+def native(sass="sm_90", cuda="13.0", target="2.13", **kw) -> InstalledProject:
+    m = Manifest(package_version="0.3.0+cu130.sm90", torch_target=target, built_with_torch="2.13.0+cpu",
+                 cuda_version=cuda, sass_archs=parse_arch_list(sass), ptx_archs=(), package="demo",
+                 op_namespace="demo", libraries=(Library("_C.abi3.so", "cpu", "0" * 64),
+                                                 Library("_C_cuda.abi3.so", "cuda", "1" * 64)))  # fmt: skip
+    base = dict(name="demo", version="0.3.0+cu130.sm90", manifest=m, modules=("demo._prebuild_runtime",), load_error="")
+    base.update(kw)
+    return InstalledProject(**base)
+
+
+def test_a_native_project_by_its_own_loaders_rules():
+    t = TorchInfo("2.14.1+cu130", "13.0", True)
+    checks = project_checks(native(), t, gpus((9, 0), (8, 6)))
+    assert checks[0].status == OK and "native build for torch >= 2.13, CUDA 13.0, archs sm_90" in checks[0].message
+    assert [c.status for c in checks] == [OK, OK, FAIL, OK]
+    assert "demo 0.3.0+cu130.sm90 cannot run on cuda:1" in checks[2].message
+    assert checks[-1].message == "its libraries load (its own loader, in a child process)"
+    old = project_checks(native(target="2.15"), t, gpus())
+    assert any(c.status == FAIL and "needs torch >= 2.15" in c.message for c in old)
+    cpu = project_checks(native(), TorchInfo("2.13.0+cpu", None, True), gpus())
+    assert any(c.status == WARN and "CPU build" in c.message for c in cpu)
+    cu12 = project_checks(native(), TorchInfo("2.14.1+cu128", "12.8", True), gpus())
+    assert any(c.status == FAIL and "torch uses CUDA 12.8" in c.message for c in cu12)
+    broken = project_checks(native(load_error="OSError: undefined symbol"), t, gpus())
+    assert broken[-1].status == FAIL
+
+
+def test_installed_native_projects_are_found_checked_and_loaded_by_their_own_loader(tmp_path, monkeypatch):
+    """A made-up installed native project: prebuild's own CPU library under another package
+    name, with the loader copied in as a build does; found through its files (RECORD)."""
+    import hashlib
+
+    from prebuild.tool.builder.setuptools_ext import vendor_runtime
+
+    site = tmp_path / "site"
+    package = site / "demo"
+    package.mkdir(parents=True)
+    data = (Path(__file__).parents[2] / "src" / "prebuild" / "_C.abi3.so").read_bytes()
+    (package / "_C.abi3.so").write_bytes(data)
+    (package / "__init__.py").write_text("")
+    vendor_runtime(package)
+    Manifest(package_version="0.3.0+cpu", torch_target="2.13", built_with_torch="2.13.0+cpu", cuda_version=None,
+             package="demo", op_namespace="prebuild",
+             libraries=(Library("_C.abi3.so", "cpu", hashlib.sha256(data).hexdigest(), len(data)),)).write(package)  # fmt: skip
+    info = site / "demo-0.3.0+cpu.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: demo\nVersion: 0.3.0+cpu\n")
+    files = [p.relative_to(site) for p in package.rglob("*") if p.is_file()]
+    (info / "RECORD").write_text("".join(f"{f},,\n" for f in files) + f"{info.name}/RECORD,,\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    (found,) = [p for p in installed_projects(check_load=True) if p.name == "demo"]
+    assert isinstance(found.manifest, Manifest) and found.problem == "" and found.load_error == ""
+    (package / "_C.abi3.so").write_bytes(data[:-1])
+    (damaged,) = [p for p in installed_projects(check_load=True) if p.name == "demo"]
+    assert "_C.abi3.so" in damaged.problem and damaged.load_error is None

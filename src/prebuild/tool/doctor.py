@@ -205,6 +205,10 @@ def installed_package() -> tuple[Path, Manifest | None, str]:
 LOAD_SCRIPT = "from prebuild.ops import *; print('loaded')"  # every library and op family
 # Another project's extension modules, after torch (whose libraries they need loaded first).
 IMPORT_SCRIPT = "import importlib, sys, torch\nfor m in sys.argv[1:]: importlib.import_module(m)\nprint('loaded')"
+# A native project's libraries, through the loader its wheel carries (argv: package, directory).
+NATIVE_LOAD_SCRIPT = ("import importlib, sys, torch\n"
+                      "importlib.import_module(sys.argv[1] + '._prebuild_runtime').load_package(sys.argv[2])\n"
+                      "print('loaded')")  # fmt: skip
 
 
 def load_check(script: str = LOAD_SCRIPT, args: tuple[str, ...] = (), timeout: float = 300) -> str:
@@ -222,11 +226,13 @@ def load_check(script: str = LOAD_SCRIPT, args: tuple[str, ...] = (), timeout: f
 
 @dataclass(frozen=True)
 class InstalledProject:
-    """An installed distribution whose wheel prebuild built (``.dist-info/prebuild.json``)."""
+    """An installed distribution whose wheel prebuild built: another project's
+    (``.dist-info/prebuild.json``, a ``ProjectManifest``) or a native project's (its package's
+    ``_manifest.json``, a ``Manifest``)."""
 
     name: str
     version: str
-    manifest: ProjectManifest | None
+    manifest: ProjectManifest | Manifest | None
     problem: str = ""  # the manifest unreadable, or libraries missing or altered; "" when fine
     modules: tuple[str, ...] = ()  # its extension modules
     load_error: str | None = None  # None: not checked; "": imported fine
@@ -251,8 +257,13 @@ def installed_projects(check_load: bool = True) -> list[InstalledProject]:
     found: dict[str, InstalledProject] = {}
     for dist in importlib.metadata.distributions():
         name = str(dist.metadata["Name"] or "")
-        if not name or canonicalize_name(name) in found or dist.read_text(PROJECT_MANIFEST_NAME) is None:
-            continue  # not ours, or shadowed by the same name earlier on sys.path
+        if not name or canonicalize_name(name) in found:
+            continue  # shadowed by the same name earlier on sys.path
+        if dist.read_text(PROJECT_MANIFEST_NAME) is None:
+            native = installed_native_project(dist, check_load)
+            if native is not None:
+                found[canonicalize_name(name)] = native
+            continue
         try:
             report = inspect_distribution(name)
         except (ManifestError, InspectionError, OSError) as exc:
@@ -268,6 +279,33 @@ def installed_projects(check_load: bool = True) -> list[InstalledProject]:
         load_error = load_check(IMPORT_SCRIPT, modules) if check_load and modules else None
         found[canonicalize_name(name)] = InstalledProject(name, dist.version, manifest, problem, modules, load_error)
     return sorted(found.values(), key=lambda p: canonicalize_name(p.name))
+
+
+def installed_native_project(dist, check_load: bool) -> InstalledProject | None:
+    """A native project's distribution (a package ``_manifest.json`` among its files) other
+    than this prebuild's own package (the "install" rows): its libraries checked (sha256 and
+    archs) and, when intact, loaded by its own loader in a child."""
+    from prebuild.tool.inspection import InspectionError, inspect_directory, package_manifests  # noqa: PLC0415
+
+    manifests = package_manifests([str(f) for f in dist.files or ()])
+    if len(manifests) != 1:
+        return None
+    directory = Path(str(dist.locate_file(manifests[0]))).parent
+    if directory.resolve() == Path(__file__).resolve().parents[1]:
+        return None  # this prebuild's own kernels: diagnosed above
+    name = str(dist.metadata["Name"])
+    try:
+        report = inspect_directory(directory)
+    except (ManifestError, InspectionError, OSError) as exc:
+        return InstalledProject(name, dist.version, None, str(exc))
+    manifest = report.manifest
+    assert isinstance(manifest, Manifest)
+    problem = "; ".join(f"{d.file}: {d.message}" for d in report.disagreements)
+    runtime = f"{manifest.package}._prebuild_runtime"
+    load_error = None
+    if check_load and not problem:
+        load_error = load_check(NATIVE_LOAD_SCRIPT, (manifest.package, str(directory)))
+    return InstalledProject(name, dist.version, manifest, problem, (runtime,), load_error)
 
 
 def gather(env: dict[str, str] | None = None, check_load: bool = True) -> Facts:
@@ -429,6 +467,8 @@ def project_checks(p: InstalledProject, torch: TorchInfo, gpus: GpuQuery) -> lis
     m = p.manifest
     if m is None:
         return [Check(area, FAIL, f"{p.name} {p.version}: {p.problem}", reinstall)]
+    if isinstance(m, Manifest):
+        return native_checks(p, m, torch, gpus, reinstall)
     archs = ", ".join([a.sm for a in m.sass_archs] + [a.compute for a in m.ptx_archs]) or "none"
     checks = [Check(area, FAIL if p.problem else OK,
                     f"{p.name} {p.version}: {m.kind} build for torch {m.torch_minor} (built with {m.torch}), "
@@ -478,6 +518,59 @@ def project_checks(p: InstalledProject, torch: TorchInfo, gpus: GpuQuery) -> lis
     return checks
 
 
+def native_checks(p: InstalledProject, m: Manifest, torch: TorchInfo, gpus: GpuQuery, reinstall: str) -> list[Check]:
+    """Pure: a native project's stable-ABI wheel, by its own loader's rules (torch from the
+    target on, the CUDA major, the driver, code per GPU)."""
+    area = p.name
+    archs = _archs(m)
+    checks = [Check(area, FAIL if p.problem else OK,
+                    f"{p.name} {p.version}: native build for torch >= {m.torch_target}, CUDA {m.cuda_version or 'none'}, "
+                    f"archs {archs}" + (f"; {p.problem}" if p.problem else ""), reinstall if p.problem else "")]  # fmt: skip
+    if torch.version is None:
+        return checks + [Check(area, FAIL, f"torch is not installed; {p.name} needs torch >= {m.torch_target}",
+                               f"pip install 'torch>={m.torch_target}'")]  # fmt: skip
+    too_old = compat.torch_version_error(m, torch.version)
+    if too_old:
+        checks.append(Check(area, FAIL, str(too_old), f"pip install 'torch>={m.torch_target}'"))
+    elif m.has_cuda and torch.cuda is None and m.cuda_version:
+        checks.append(Check(area, WARN, compat.cpu_torch_note(torch.version, m.cuda_version, archs),
+                            compat.cuda_torch_command(m.cuda_version, m.torch_target)))  # fmt: skip
+    cuda_error = compat.cuda_major_error(m, torch.cuda)
+    if cuda_error:
+        checks.append(Check(area, FAIL, str(cuda_error), f"prebuild install {p.name} --from SITE"))
+    if m.cuda_version and gpus.driver_cuda and not compat.driver_supports(m.cuda_version, gpus.driver_cuda):
+        checks.append(Check(area, FAIL, f"built with CUDA {m.cuda_version}; the driver supports CUDA {gpus.driver_cuda} at most",
+                            f"update the NVIDIA driver to one for CUDA {m.cuda_version}"))  # fmt: skip
+    for gpu in gpus.gpus:
+        device = f"cuda:{gpu.index} {gpu.name} ({format_capability(gpu.capability)})"
+        if not m.has_cuda:
+            checks.append(Check(area, FAIL, f"{device}: {compat.no_cuda_kernels_error(m)}"))
+            continue
+        verdict = compat.device_verdict(m, gpu.index, gpu.name, gpu.capability, strict=False)
+        if verdict.error:
+            checks.append(Check(area, FAIL, str(verdict.error), f"prebuild install {p.name} --from SITE"))
+        elif verdict.warning:
+            checks.append(Check(area, WARN, verdict.warning))
+        else:
+            choice = select_code(gpu.capability, m.sass_archs, m.ptx_archs)
+            checks.append(Check(area, OK, f"{device}: SASS {choice.arch.sm}"))  # type: ignore[union-attr]
+    if p.load_error is not None:
+        checks.append(Check(area, FAIL if p.load_error else OK,
+                            f"loading its libraries: {p.load_error}" if p.load_error
+                            else "its libraries load (its own loader, in a child process)"))  # fmt: skip
+    return checks
+
+
+def _project_manifest_dict(m: ProjectManifest | Manifest | None) -> dict | None:
+    if isinstance(m, ProjectManifest):
+        return m.to_dict() | {"torch_minor": m.torch_minor}
+    if isinstance(m, Manifest):
+        return {"kind": "native", "package": m.package, "package_version": m.package_version,
+                "torch_target": m.torch_target, "cuda_version": m.cuda_version,
+                "sass_archs": [a.sm for a in m.sass_archs], "ptx_archs": [a.compute for a in m.ptx_archs]}  # fmt: skip
+    return None
+
+
 def to_dict(facts: Facts, checks: list[Check], verdicts: list[OpVerdict]) -> dict:
     return {
         "ok": not any(c.status == FAIL for c in checks + verdicts),  # type: ignore[operator]
@@ -491,7 +584,7 @@ def to_dict(facts: Facts, checks: list[Check], verdicts: list[OpVerdict]) -> dic
         },
         "gpus": facts.gpus.to_dict(),
         "projects": [{"name": p.name, "version": p.version, "modules": list(p.modules), "problem": p.problem,
-                      "manifest": None if p.manifest is None else p.manifest.to_dict() | {"torch_minor": p.manifest.torch_minor},
+                      "manifest": _project_manifest_dict(p.manifest),
                       "checks": [{"status": c.status, "message": c.message, "fix": c.fix}
                                  for c in project_checks(p, facts.torch, facts.gpus)]}
                      for p in facts.projects],
