@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from prebuild.runtime.arch import CodeKind, arch_for_capability, format_capability, select_code
 from prebuild.tool.gpus import GpuQuery, TorchInfo
@@ -38,6 +37,7 @@ from prebuild.runtime.manifest import (
     verify_libraries,
 )
 from prebuild.runtime import compat
+from prebuild.runtime.versions import release
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 UNKNOWN = "unknown"  # could not be found out here; the fix says how
@@ -450,12 +450,12 @@ def diagnose(facts: Facts) -> list[Check]:
     return checks
 
 
-def _minor(version: str) -> str | None:
-    try:
-        v = Version(version)
-    except InvalidVersion:
-        return None
-    return f"{v.major}.{v.minor}"
+def _driver_check(area: str, wheel_cuda: str | None, gpus: GpuQuery) -> list[Check]:
+    """A FAIL row when the driver is older than the CUDA the wheel was built with."""
+    if not wheel_cuda or not gpus.driver_cuda or compat.driver_supports(wheel_cuda, gpus.driver_cuda):
+        return []
+    return [Check(area, FAIL, f"built with CUDA {wheel_cuda}; the driver supports CUDA {gpus.driver_cuda} at most",
+                  f"update the NVIDIA driver to one for CUDA {wheel_cuda}")]  # fmt: skip
 
 
 def project_checks(p: InstalledProject, torch: TorchInfo, gpus: GpuQuery) -> list[Check]:
@@ -480,7 +480,7 @@ def project_checks(p: InstalledProject, torch: TorchInfo, gpus: GpuQuery) -> lis
         checks.append(Check(area, FAIL, f"torch is not installed; {p.name} needs torch {m.torch_minor}",
                             f"pip install 'torch=={m.torch_minor}.*'"))  # fmt: skip
         return checks
-    if _minor(torch.version) != m.torch_minor:
+    if release(torch.version)[:2] != release(m.torch)[:2]:
         checks.append(Check(area, FAIL,
                             f"built for torch {m.torch_minor}; torch {torch.version} is installed: its C++ ABI "
                             "differs, so importing fails (undefined symbol) or misbehaves",
@@ -493,9 +493,7 @@ def project_checks(p: InstalledProject, torch: TorchInfo, gpus: GpuQuery) -> lis
     elif not compat.same_cuda_major(m.cuda, torch.cuda):
         checks.append(Check(area, FAIL, f"built with CUDA {m.cuda}; torch uses CUDA {torch.cuda} (the majors must match)",
                             f"install a torch {m.torch_minor} for CUDA {m.cuda}, or build it with this torch: {rebuild}"))  # fmt: skip
-    if gpus.driver_cuda and not compat.driver_supports(m.cuda, gpus.driver_cuda):
-        checks.append(Check(area, FAIL, f"built with CUDA {m.cuda}; the driver supports CUDA {gpus.driver_cuda} at most",
-                            f"update the NVIDIA driver to one for CUDA {m.cuda}"))  # fmt: skip
+    checks += _driver_check(area, m.cuda, gpus)
     for gpu in gpus.gpus:
         device = f"cuda:{gpu.index} {gpu.name} ({format_capability(gpu.capability)})"
         choice = select_code(gpu.capability, m.sass_archs, m.ptx_archs)
@@ -538,9 +536,7 @@ def native_checks(p: InstalledProject, m: Manifest, torch: TorchInfo, gpus: GpuQ
     cuda_error = compat.cuda_major_error(m, torch.cuda)
     if cuda_error:
         checks.append(Check(area, FAIL, str(cuda_error), f"prebuild install {p.name} --from SITE"))
-    if m.cuda_version and gpus.driver_cuda and not compat.driver_supports(m.cuda_version, gpus.driver_cuda):
-        checks.append(Check(area, FAIL, f"built with CUDA {m.cuda_version}; the driver supports CUDA {gpus.driver_cuda} at most",
-                            f"update the NVIDIA driver to one for CUDA {m.cuda_version}"))  # fmt: skip
+    checks += _driver_check(area, m.cuda_version, gpus)
     for gpu in gpus.gpus:
         device = f"cuda:{gpu.index} {gpu.name} ({format_capability(gpu.capability)})"
         if not m.has_cuda:

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from packaging.version import InvalidVersion, Version
-
 from prebuild.runtime.arch import Arch, parse_arch
 from prebuild.runtime.compat import cuda_torch_command
+from prebuild.runtime import versions
 
 
 @dataclass(frozen=True)
@@ -88,13 +87,12 @@ def matrix(releases: tuple[CudaRelease, ...] = CUDA_RELEASES, archs: tuple[Arch,
 def torch_minor(version: str) -> str:
     """``"2.14"`` from ``2.14``, ``2.14.1`` or ``2.14.1+cu130``; ValueError when it is not a
     torch version."""
-    try:
-        v = Version(version)
-    except InvalidVersion as exc:
-        raise ValueError(f"{version!r} is not a torch version (e.g. 2.14)") from exc
-    if len(v.release) < 2:
+    parts = versions.release(version)
+    if not parts:
+        raise ValueError(f"{version!r} is not a torch version (e.g. 2.14)")
+    if len(parts) < 2:
         raise ValueError(f"{version!r}: give torch's minor release too (e.g. 2.14)")
-    return f"{v.major}.{v.minor}"
+    return f"{parts[0]}.{parts[1]}"
 
 
 def torch_tag(torch_version: str) -> str:

@@ -43,7 +43,7 @@ from prebuild.tool.builder.toolchain import (
     find_nvcc,
     find_torch,
 )
-from prebuild.tool.inspection import InspectionError, built_library, found_library
+from prebuild.tool.inspection import InspectionError, built_library, found_library, is_shared_library
 from prebuild.runtime.manifest import BuiltLibrary, NvccCall, ProjectManifest
 
 # A torch/extension.h translation unit takes 1-3 GiB to compile: torch's MAX_JOBS from this.
@@ -136,7 +136,7 @@ def read_wheel_libraries(wheel: Path) -> tuple[BuiltLibrary, ...]:
     """Every shared library in the wheel with its sha256, size and the archs inside it."""
     found = []
     with zipfile.ZipFile(wheel) as zf:
-        for name in sorted(n for n in zf.namelist() if n.endswith(".so") or ".so." in n):
+        for name in sorted(n for n in zf.namelist() if is_shared_library(n)):
             try:
                 found.append(built_library(found_library(name, zf.read(name))))
             except InspectionError as exc:
