@@ -1,4 +1,4 @@
-// Fully fused projection on CUDA: thin __global__ wrappers over the block bodies of
+// The projection ops on CUDA: thin __global__ wrappers over the block bodies of
 // projection_kernels.h, registered for the CUDA dispatch key through projection.h's host
 // functions.
 #include <torch/csrc/stable/library.h>
@@ -18,26 +18,44 @@ __global__ void __launch_bounds__(kBlock) projection_forward_kernel(ForwardArgs 
 }
 
 __global__ void __launch_bounds__(kBlock) projection_backward_kernel(BackwardArgs args) {
-  NoShared shared;
+  __shared__ BackwardShared shared;
   backward_block(simt::DeviceContext{}, shared, args);
+}
+
+__global__ void __launch_bounds__(kBlock) proj_forward_kernel(ProjArgs args) {
+  NoShared shared;
+  proj_forward_block(simt::DeviceContext{}, shared, args);
+}
+
+__global__ void __launch_bounds__(kBlock) proj_backward_kernel(ProjArgs args) {
+  NoShared shared;
+  proj_backward_block(simt::DeviceContext{}, shared, args);
 }
 
 struct CudaBackend {
   static constexpr const char* forward_name = "prebuild::fully_fused_projection_forward";
   static constexpr const char* backward_name = "prebuild::fully_fused_projection_backward";
+  static constexpr const char* proj_forward_name = "prebuild::proj_forward";
+  static constexpr const char* proj_backward_name = "prebuild::proj_backward";
   static constexpr const char* device = "CUDA";
   static bool on_device(const Tensor& t) { return t.is_cuda(); }
 
   static void run_forward(const ForwardArgs& args, const Tensor& on) {
-    const LaunchGeometry g = launch_geometry(args.scene.C * args.scene.N);
-    launch(kForwardOp, projection_forward_kernel, g, 0, on,
+    launch(kForwardOp, projection_forward_kernel, launch_geometry(pair_count(args.scene)), 0, on,
            args);
   }
 
   static void run_backward(const BackwardArgs& args, const Tensor& on) {
-    const LaunchGeometry g = launch_geometry(args.scene.C * args.scene.N);
-    launch(kBackwardOp, projection_backward_kernel, g, 0, on,
-           args);
+    launch(kBackwardOp, projection_backward_kernel, launch_geometry(pair_count(args.scene)), 0,
+           on, args);
+  }
+
+  static void run_proj_forward(const ProjArgs& args, const Tensor& on) {
+    launch(kProjForwardOp, proj_forward_kernel, launch_geometry(args.I * args.N), 0, on, args);
+  }
+
+  static void run_proj_backward(const ProjArgs& args, const Tensor& on) {
+    launch(kProjBackwardOp, proj_backward_kernel, launch_geometry(args.I * args.N), 0, on, args);
   }
 };
 

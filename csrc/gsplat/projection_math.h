@@ -1,15 +1,20 @@
-// Per-Gaussian math of the EWA projection (gsplat 1.5.3's fully fused projection, pinhole
-// cameras), shared by the CUDA kernels and the CPU implementation.
+// Per-Gaussian math of the EWA projection (gsplat 1.5.3's fully fused projection and `proj`,
+// pinhole, orthographic and fisheye cameras), shared by the CUDA kernels and the CPU
+// implementation.
 //
 // For a Gaussian (mean m, covariance S, or quaternion q and scale s with S = R(q) diag(s)^2
 // R(q)^T) and a camera (world-to-camera [W | t], intrinsics fx, fy, cx, cy, image w x h):
 //   p  = W m + t                          camera-space mean; depth = p.z
 //   Sc = W S W^T                          camera-space covariance
-//   J  = [[fx/z, 0, -fx tx/z^2],          perspective Jacobian, where tx = z clamp(x/z,
-//         [0, fy/z, -fy ty/z^2]]          -lim_x_neg, lim_x_pos) (same for y): the frustum
-//                                         widened by 0.3 tan(fov/2) on each side
+//   mean2d, J = the camera model's projection of p and its Jacobian (project_point):
+//     pinhole: mean2d = (fx x/z + cx, fy y/z + cy), J = [[fx/z, 0, -fx tx/z^2],
+//              [0, fy/z, -fy ty/z^2]] where tx = z clamp(x/z, -lim_x_neg, lim_x_pos) (same
+//              for y): the frustum widened by 0.3 tan(fov/2) on each side
+//     ortho:   mean2d = (fx x + cx, fy y + cy), J = [[fx, 0, 0], [0, fy, 0]]
+//     fisheye: equidistant, mean2d = f theta / |xy| (x, y) + c with theta = atan2(|xy|, z),
+//              J its Jacobian (gsplat's formulas, their 1e-7 guards included)
 //   S2 = J Sc J^T + eps2d I               2D covariance (with the anti-aliasing blur)
-//   conic = S2^-1 as (a, b, c); mean2d = (fx x/z + cx, fy y/z + cy)
+//   conic = S2^-1 as (a, b, c)
 //   compensation = sqrt(max(0, det(S2 - eps2d I) / det(S2)))
 //   radius = ceil(3.33 sqrt(S2_00)), ceil(3.33 sqrt(S2_11))   (per axis)
 // A Gaussian is culled (radii 0, 0) when z < near or z > far, det(S2) <= 0, both radii
@@ -18,12 +23,15 @@
 // The backward functions are the vector-Jacobian products of the same chain, in the same
 // order, with gsplat's conventions: d conic_b counts once (the off-diagonal entries of the
 // inverse each get half of it), the clamp of tx, ty passes no gradient to x, y where it is
-// active, and the compensation term divides by (compensation + 1e-6).
+// active, and the compensation term divides by (compensation + 1e-6). The derivatives of
+// mean2d and J with respect to p come from project_point itself, run on dual numbers.
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 #include <prebuild/hd.h>
+#include "dual.h"
 
 namespace prebuild {
 namespace gsplat {
@@ -164,60 +172,151 @@ PREBUILD_HD Mat3 world_covariance(const float* covar, const float* quat, const f
   return matmul_bt(M, M);
 }
 
-// ------------------------------------------------------------------ perspective projection
+// ----------------------------------------------------------------------- camera models
 
-// Perspective Jacobian rows: J = [[j00, 0, j02], [0, j11, j12]], and whether the clamp of
-// x/z (clamped_x) and y/z (clamped_y) to the widened frustum is active.
-struct Jacobian {
-  float j00, j02, j11, j12;
-  float tx, ty;  // z * clamp(x/z), z * clamp(y/z)
-  bool clamped_x, clamped_y;
+// gsplat's camera_model values, as the ops take them (CAMERA_MODELS in ops/projection.py).
+enum CameraModel : int { kPinhole = 0, kOrtho = 1, kFisheye = 2 };
+
+PREBUILD_HD bool is_camera_model(int64_t model) { return model >= kPinhole && model <= kFisheye; }
+
+// A camera-space point's image position and the Jacobian of the projection used for the
+// covariance (2x3, row-major).
+template <typename T>
+struct PointProjection {
+  T mean2d[2];
+  T J[2][3];
 };
 
-PREBUILD_HD Jacobian perspective_jacobian(const Camera& cam, const Vec3& p) {
-  const float tan_fovx = 0.5f * cam.width / cam.fx;
-  const float tan_fovy = 0.5f * cam.height / cam.fy;
-  const float lim_x_pos = (cam.width - cam.cx) / cam.fx + kFovMargin * tan_fovx;
-  const float lim_x_neg = cam.cx / cam.fx + kFovMargin * tan_fovx;
-  const float lim_y_pos = (cam.height - cam.cy) / cam.fy + kFovMargin * tan_fovy;
-  const float lim_y_neg = cam.cy / cam.fy + kFovMargin * tan_fovy;
-  const float rz = 1.f / p.z;
-  const float rz2 = rz * rz;
-  const float u = p.x * rz, v = p.y * rz;
-  Jacobian J;
-  J.clamped_x = !(u <= lim_x_pos && u >= -lim_x_neg);
-  J.clamped_y = !(v <= lim_y_pos && v >= -lim_y_neg);
-  J.tx = p.z * fminf(lim_x_pos, fmaxf(-lim_x_neg, u));
-  J.ty = p.z * fminf(lim_y_pos, fmaxf(-lim_y_neg, v));
-  J.j00 = cam.fx * rz;
-  J.j11 = cam.fy * rz;
-  J.j02 = -cam.fx * J.tx * rz2;
-  J.j12 = -cam.fy * J.ty * rz2;
-  return J;
-}
-
-// Rows of T = J Sc (2x3).
-struct Rows23 {
-  float r[2][3];
-};
-
-PREBUILD_HD Rows23 jacobian_times(const Jacobian& J, const Mat3& S) {
-  Rows23 T;
-  for (int k = 0; k < 3; ++k) {
-    T.r[0][k] = J.j00 * S.m[0][k] + J.j02 * S.m[2][k];
-    T.r[1][k] = J.j11 * S.m[1][k] + J.j12 * S.m[2][k];
+// Projects the camera-space point (x, y, z) with `model`; T is float, or Dual for derivatives.
+template <typename T>
+PREBUILD_HD PointProjection<T> project_point(int model, const Camera& cam, T x, T y, T z) {
+  PointProjection<T> out;
+  const T zero = constant<T>(0.f);
+  if (model == kOrtho) {
+    out.mean2d[0] = cam.fx * x + cam.cx;
+    out.mean2d[1] = cam.fy * y + cam.cy;
+    out.J[0][0] = constant<T>(cam.fx);
+    out.J[0][1] = zero;
+    out.J[0][2] = zero;
+    out.J[1][0] = zero;
+    out.J[1][1] = constant<T>(cam.fy);
+    out.J[1][2] = zero;
+  } else if (model == kFisheye) {
+    const float eps = 1e-7f;
+    const T xy_len = sqrt_of(x * x + y * y) + eps;
+    const T theta = atan2_of(xy_len, z + eps);
+    out.mean2d[0] = cam.fx * x * theta / xy_len + cam.cx;
+    out.mean2d[1] = cam.fy * y * theta / xy_len + cam.cy;
+    const T x2 = x * x + eps, y2 = y * y, xy = x * y;
+    const T x2y2 = x2 + y2;
+    const T inv_l2 = 1.f / (x2y2 + z * z);
+    const T b = atan2_of(xy_len, z) / xy_len / x2y2;
+    const T a = z * inv_l2 / x2y2;
+    out.J[0][0] = cam.fx * (x2 * a + y2 * b);
+    out.J[0][1] = cam.fx * xy * (a - b);
+    out.J[0][2] = -cam.fx * x * inv_l2;
+    out.J[1][0] = cam.fy * xy * (a - b);
+    out.J[1][1] = cam.fy * (y2 * a + x2 * b);
+    out.J[1][2] = -cam.fy * y * inv_l2;
+  } else {  // pinhole
+    const float tan_fovx = 0.5f * cam.width / cam.fx;
+    const float tan_fovy = 0.5f * cam.height / cam.fy;
+    const float lim_x_pos = (cam.width - cam.cx) / cam.fx + kFovMargin * tan_fovx;
+    const float lim_x_neg = cam.cx / cam.fx + kFovMargin * tan_fovx;
+    const float lim_y_pos = (cam.height - cam.cy) / cam.fy + kFovMargin * tan_fovy;
+    const float lim_y_neg = cam.cy / cam.fy + kFovMargin * tan_fovy;
+    const T rz = 1.f / z;
+    const T rz2 = rz * rz;
+    const T tx = z * clamp_of(x * rz, -lim_x_neg, lim_x_pos);
+    const T ty = z * clamp_of(y * rz, -lim_y_neg, lim_y_pos);
+    out.mean2d[0] = cam.fx * x * rz + cam.cx;
+    out.mean2d[1] = cam.fy * y * rz + cam.cy;
+    out.J[0][0] = cam.fx * rz;
+    out.J[0][1] = zero;
+    out.J[0][2] = -cam.fx * tx * rz2;
+    out.J[1][0] = zero;
+    out.J[1][1] = cam.fy * rz;
+    out.J[1][2] = -cam.fy * ty * rz2;
   }
-  return T;
+  return out;
 }
 
-// J Sc J^T (before the blur).
-PREBUILD_HD Sym2 project_covariance(const Jacobian& J, const Mat3& Sc) {
-  const Rows23 T = jacobian_times(J, Sc);
-  return {T.r[0][0] * J.j00 + T.r[0][2] * J.j02, T.r[0][1] * J.j11 + T.r[0][2] * J.j12,
-          T.r[1][1] * J.j11 + T.r[1][2] * J.j12};
+// Row-major 2x2 matrix (the 2D covariance of `proj`, and gradients with respect to it).
+struct Mat2 {
+  float m[2][2];
+};
+
+// J S J^T for a 2x3 J and any 3x3 S.
+PREBUILD_HD Mat2 project_covariance(const float (&J)[2][3], const Mat3& S) {
+  float T[2][3];
+  for (int r = 0; r < 2; ++r)
+    for (int k = 0; k < 3; ++k)
+      T[r][k] = J[r][0] * S.m[0][k] + J[r][1] * S.m[1][k] + J[r][2] * S.m[2][k];
+  Mat2 out;
+  for (int r = 0; r < 2; ++r)
+    for (int s = 0; s < 2; ++s)
+      out.m[r][s] = T[r][0] * J[s][0] + T[r][1] * J[s][1] + T[r][2] * J[s][2];
+  return out;
 }
 
 PREBUILD_HD float det2(const Sym2& s) { return s.a * s.c - s.b * s.b; }
+
+// mean2d and S2 = J Sc J^T (no blur) of the camera-space mean `pc` and covariance `Sc`.
+struct Projected2D {
+  float mean2d[2];
+  Mat2 cov2d;
+};
+
+PREBUILD_HD Projected2D project_to_image(int model, const Camera& cam, const Vec3& pc,
+                                         const Mat3& Sc) {
+  const PointProjection<float> pp = project_point(model, cam, pc.x, pc.y, pc.z);
+  return {{pp.mean2d[0], pp.mean2d[1]}, project_covariance(pp.J, Sc)};
+}
+
+// Gradients of a loss with respect to the camera-space mean and covariance, from its gradients
+// v_mean2d and G (with respect to S2 = J Sc J^T) through project_to_image.
+struct CameraSpaceGrad {
+  Vec3 mean;
+  Mat3 covar;
+};
+
+PREBUILD_HD CameraSpaceGrad project_to_image_vjp(int model, const Camera& cam, const Vec3& pc,
+                                                 const Mat3& Sc, const float* v_mean2d,
+                                                 const Mat2& G) {
+  const PointProjection<float> pp = project_point(model, cam, pc.x, pc.y, pc.z);
+  CameraSpaceGrad out;
+  // S2 = J Sc J^T: dL/dSc = J^T G J, dL/dJ = G J Sc^T + G^T J Sc.
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      float acc = 0.f;
+      for (int r = 0; r < 2; ++r)
+        for (int s = 0; s < 2; ++s) acc += pp.J[r][i] * G.m[r][s] * pp.J[s][j];
+      out.covar.m[i][j] = acc;
+    }
+  float v_J[2][3];
+  for (int r = 0; r < 2; ++r)
+    for (int k = 0; k < 3; ++k) {
+      float acc = 0.f;
+      for (int s = 0; s < 2; ++s)
+        for (int j = 0; j < 3; ++j)
+          acc += G.m[r][s] * pp.J[s][j] * Sc.m[k][j] + G.m[s][r] * pp.J[s][j] * Sc.m[j][k];
+      v_J[r][k] = acc;
+    }
+  // mean2d and J depend on p: their derivatives along x, y and z from dual numbers.
+  float v_p[3];
+  for (int k = 0; k < 3; ++k) {
+    const Dual x = {pc.x, k == 0 ? 1.f : 0.f};
+    const Dual y = {pc.y, k == 1 ? 1.f : 0.f};
+    const Dual z = {pc.z, k == 2 ? 1.f : 0.f};
+    const PointProjection<Dual> d = project_point(model, cam, x, y, z);
+    float acc = v_mean2d[0] * d.mean2d[0].d + v_mean2d[1] * d.mean2d[1].d;
+    for (int r = 0; r < 2; ++r)
+      for (int c = 0; c < 3; ++c) acc += v_J[r][c] * d.J[r][c].d;
+    v_p[k] = acc;
+  }
+  out.mean = {v_p[0], v_p[1], v_p[2]};
+  return out;
+}
 
 // ------------------------------------------------------------------------------ forward
 
@@ -238,19 +337,28 @@ PREBUILD_HD Projected culled() {
   return {0, 0, 0.f, 0.f, 0.f, {0.f, 0.f, 0.f}, 0.f};
 }
 
+// World to camera: p = W m + t, Sc = W S W^T.
+PREBUILD_HD Vec3 to_camera(const Camera& cam, const float* mean) {
+  const Vec3 p = apply(cam.R, Vec3{mean[0], mean[1], mean[2]});
+  return {p.x + cam.t.x, p.y + cam.t.y, p.z + cam.t.z};
+}
+
+PREBUILD_HD Mat3 covariance_to_camera(const Camera& cam, const Mat3& S) {
+  return matmul_bt(matmul(cam.R, S), cam.R);
+}
+
 // Projects the Gaussian with world mean `mean` and covariance `covar` (packed, may be null:
-// then from `quat`, `scale`) into `cam`.
-PREBUILD_HD Projected project_gaussian(const Camera& cam, const ProjectParams& prm,
+// then from `quat`, `scale`) into `cam`, a `camera_model` camera.
+PREBUILD_HD Projected project_gaussian(const Camera& cam, int camera_model,
+                                       const ProjectParams& prm,
                                        const float* mean, const float* covar, const float* quat,
                                        const float* scale) {
-  const Vec3 p = apply(cam.R, Vec3{mean[0], mean[1], mean[2]});
-  const Vec3 pc = {p.x + cam.t.x, p.y + cam.t.y, p.z + cam.t.z};
+  const Vec3 pc = to_camera(cam, mean);
   if (pc.z < prm.near_plane || pc.z > prm.far_plane) return culled();
 
-  const Mat3 S = world_covariance(covar, quat, scale);
-  const Mat3 Sc = matmul_bt(matmul(cam.R, S), cam.R);
-  const Jacobian J = perspective_jacobian(cam, pc);
-  Sym2 cov = project_covariance(J, Sc);
+  const Mat3 Sc = covariance_to_camera(cam, world_covariance(covar, quat, scale));
+  const Projected2D img = project_to_image(camera_model, cam, pc, Sc);
+  Sym2 cov = {img.cov2d.m[0][0], img.cov2d.m[0][1], img.cov2d.m[1][1]};
   const float det_orig = det2(cov);
   cov.a += prm.eps2d;
   cov.c += prm.eps2d;
@@ -261,9 +369,7 @@ PREBUILD_HD Projected project_gaussian(const Camera& cam, const ProjectParams& p
   const float ry = ceilf(kExtend * sqrtf(cov.c));
   if (rx <= prm.radius_clip && ry <= prm.radius_clip) return culled();
 
-  const float rz = 1.f / pc.z;
-  const float mx = cam.fx * pc.x * rz + cam.cx;
-  const float my = cam.fy * pc.y * rz + cam.cy;
+  const float mx = img.mean2d[0], my = img.mean2d[1];
   if (mx + rx <= 0.f || mx - rx >= cam.width || my + ry <= 0.f || my - ry >= cam.height) {
     return culled();
   }
@@ -290,13 +396,16 @@ struct ProjectedGrad {
   bool has_compensation;
 };
 
-// Gradients of one (camera, Gaussian) with respect to the Gaussian's parameters: mean and
-// either the packed covariance (covar path) or quat and scale.
+// Gradients of one (camera, Gaussian) with respect to the Gaussian's parameters (mean and
+// either the packed covariance or quat and scale) and to the camera's world-to-camera
+// rotation and translation.
 struct GaussianGrad {
   float mean[3];
   float covar[6];
   float quat[4];
   float scale[3];
+  Mat3 rotation;  // d/dW
+  Vec3 translation;  // d/dt
 };
 
 // d/d(quat) of a loss whose gradient with respect to R = quat_to_rotmat(quat) is G.
@@ -336,12 +445,10 @@ PREBUILD_HD void covariance_vjp(const float* quat, const float* scale, const Mat
     v_scale[j] = R.m[0][j] * v_M.m[0][j] + R.m[1][j] * v_M.m[1][j] + R.m[2][j] * v_M.m[2][j];
 }
 
-// Gradients of one (camera, Gaussian) that was not culled, from its forward outputs `conic`
-// and `compensation` and the incoming gradients `g`.
-PREBUILD_HD GaussianGrad project_gaussian_vjp(const Camera& cam, float eps2d, const float* mean,
-                                              const float* covar, const float* quat,
-                                              const float* scale, const Sym2& conic,
-                                              float compensation, const ProjectedGrad& g) {
+// Gradient with respect to S2 (the blurred 2D covariance) of the conic S2^-1 and the
+// compensation, from their incoming gradients; `cov2d` is S2 - eps2d I (before the blur).
+PREBUILD_HD Sym2 conic_vjp(const Sym2& conic, const Sym2& cov2d, float eps2d, float compensation,
+                           const ProjectedGrad& g) {
   // conic = S2^-1: dL/dS2 = -P V P with V the symmetric gradient of P (b split in halves).
   const Sym2 P = conic;
   const Sym2 V = {g.conic_a, 0.5f * g.conic_b, g.conic_c};
@@ -350,66 +457,49 @@ PREBUILD_HD GaussianGrad project_gaussian_vjp(const Camera& cam, float eps2d, co
   Sym2 G2 = {-(pv00 * P.a + pv01 * P.b), -(pv00 * P.b + pv01 * P.c),
              -(pv10 * P.b + pv11 * P.c)};
   if (g.has_compensation) {
-    // compensation = sqrt(det(S2 - eps I) / det(S2)):
-    // d comp^2 / d S2 = (1 - comp^2) S2^-1 - eps I det(S2^-1).
-    const float det_conic = det2(P);
+    // comp^2 = det(S2o) / det(S2) with S2o = S2 - eps I, and
+    // d comp^2 / d S2 = ((1 - comp^2) cof(S2o) - comp^2 eps I) / det(S2), cof the cofactor
+    // matrix. (gsplat's equal form, (1 - comp^2) S2^-1 - eps det(S2^-1) I, subtracts two
+    // nearly equal terms when comp is small, which loses all precision for thin Gaussians.)
+    const Sym2 blurred = {cov2d.a + eps2d, cov2d.b, cov2d.c + eps2d};
+    const float inv_det = 1.f / det2(blurred);
+    const float c2 = compensation * compensation;
     const float v_sq = g.compensation * 0.5f / (compensation + kCompensationEps);
-    const float one_minus = 1.f - compensation * compensation;
-    G2.a += v_sq * (one_minus * P.a - eps2d * det_conic);
-    G2.b += v_sq * (one_minus * P.b);
-    G2.c += v_sq * (one_minus * P.c - eps2d * det_conic);
+    G2.a += v_sq * ((1.f - c2) * cov2d.c - c2 * eps2d) * inv_det;
+    G2.b += v_sq * (1.f - c2) * -cov2d.b * inv_det;
+    G2.c += v_sq * ((1.f - c2) * cov2d.a - c2 * eps2d) * inv_det;
   }
+  return G2;
+}
 
-  const Vec3 pw = {mean[0], mean[1], mean[2]};
-  const Vec3 p = apply(cam.R, pw);
-  const Vec3 pc = {p.x + cam.t.x, p.y + cam.t.y, p.z + cam.t.z};
+// Gradients of one (camera, Gaussian) that was not culled, from its forward outputs `conic`
+// and `compensation` and the incoming gradients `g`.
+PREBUILD_HD GaussianGrad project_gaussian_vjp(const Camera& cam, int camera_model, float eps2d,
+                                              const float* mean, const float* covar,
+                                              const float* quat, const float* scale,
+                                              const Sym2& conic, float compensation,
+                                              const ProjectedGrad& g) {
+  const Vec3 pc = to_camera(cam, mean);
   const Mat3 S = world_covariance(covar, quat, scale);
-  const Mat3 Sc = matmul_bt(matmul(cam.R, S), cam.R);
-  const Jacobian J = perspective_jacobian(cam, pc);
-
-  // S2 = J Sc J^T: dL/dSc = J^T G2 J.
-  const float jr[2][3] = {{J.j00, 0.f, J.j02}, {0.f, J.j11, J.j12}};
-  const float g2[2][2] = {{G2.a, G2.b}, {G2.b, G2.c}};
-  Mat3 v_Sc;
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) {
-      float acc = 0.f;
-      for (int r = 0; r < 2; ++r)
-        for (int s = 0; s < 2; ++s) acc += jr[r][i] * g2[r][s] * jr[s][j];
-      v_Sc.m[i][j] = acc;
-    }
-
-  // mean2d = (fx x/z + cx, fy y/z + cy).
-  const float rz = 1.f / pc.z, rz2 = rz * rz, rz3 = rz2 * rz;
-  Vec3 v_pc = {cam.fx * rz * g.mean2d_x, cam.fy * rz * g.mean2d_y,
-               -(cam.fx * pc.x * g.mean2d_x + cam.fy * pc.y * g.mean2d_y) * rz2};
-
-  // dL/dJ = 2 G2 J Sc (G2 and Sc symmetric); J depends on the mean through x, y, z.
-  const Rows23 T = jacobian_times(J, Sc);
-  float v_J[2][3];
-  for (int r = 0; r < 2; ++r)
-    for (int k = 0; k < 3; ++k) v_J[r][k] = 2.f * (g2[r][0] * T.r[0][k] + g2[r][1] * T.r[1][k]);
-  if (!J.clamped_x) {
-    v_pc.x += -cam.fx * rz2 * v_J[0][2];
-  } else {
-    v_pc.z += -cam.fx * rz3 * v_J[0][2] * J.tx;
+  const Mat3 Sc = covariance_to_camera(cam, S);
+  Sym2 cov2d = {0.f, 0.f, 0.f};  // needed by the compensation term only
+  if (g.has_compensation) {
+    const Mat2 m = project_to_image(camera_model, cam, pc, Sc).cov2d;
+    cov2d = {m.m[0][0], m.m[0][1], m.m[1][1]};
   }
-  if (!J.clamped_y) {
-    v_pc.y += -cam.fy * rz2 * v_J[1][2];
-  } else {
-    v_pc.z += -cam.fy * rz3 * v_J[1][2] * J.ty;
-  }
-  v_pc.z += -cam.fx * rz2 * v_J[0][0] - cam.fy * rz2 * v_J[1][1] +
-            2.f * cam.fx * J.tx * rz3 * v_J[0][2] + 2.f * cam.fy * J.ty * rz3 * v_J[1][2];
-  v_pc.z += g.depth;
+  const Sym2 G2 = conic_vjp(conic, cov2d, eps2d, compensation, g);
+  const float v_mean2d[2] = {g.mean2d_x, g.mean2d_y};
+  const Mat2 G = {{{G2.a, G2.b}, {G2.b, G2.c}}};
+  CameraSpaceGrad v_cam = project_to_image_vjp(camera_model, cam, pc, Sc, v_mean2d, G);
+  v_cam.mean.z += g.depth;
 
   // World to camera: p = W m + t, Sc = W S W^T.
   GaussianGrad out;
-  const Vec3 v_mean = apply_transposed(cam.R, v_pc);
+  const Vec3 v_mean = apply_transposed(cam.R, v_cam.mean);
   out.mean[0] = v_mean.x;
   out.mean[1] = v_mean.y;
   out.mean[2] = v_mean.z;
-  const Mat3 v_S = matmul(matmul_at(cam.R, v_Sc), cam.R);
+  const Mat3 v_S = matmul(matmul_at(cam.R, v_cam.covar), cam.R);
   for (int i = 0; i < 6; ++i) out.covar[i] = 0.f;
   for (int i = 0; i < 4; ++i) out.quat[i] = 0.f;
   for (int i = 0; i < 3; ++i) out.scale[i] = 0.f;
@@ -423,6 +513,16 @@ PREBUILD_HD GaussianGrad project_gaussian_vjp(const Camera& cam, float eps2d, co
   } else {
     covariance_vjp(quat, scale, v_S, out.quat, out.scale);
   }
+  // dL/dW = v_p m^T + (v_Sc + v_Sc^T) W S (S symmetric); dL/dt = v_p.
+  Mat3 v_sym;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) v_sym.m[i][j] = v_cam.covar.m[i][j] + v_cam.covar.m[j][i];
+  out.rotation = matmul(matmul(v_sym, cam.R), S);
+  for (int i = 0; i < 3; ++i) {
+    const float vi = i == 0 ? v_cam.mean.x : (i == 1 ? v_cam.mean.y : v_cam.mean.z);
+    for (int j = 0; j < 3; ++j) out.rotation.m[i][j] += vi * mean[j];
+  }
+  out.translation = v_cam.mean;
   return out;
 }
 

@@ -1,5 +1,6 @@
-// The fully fused projection's CUDA block bodies (projection_kernels.h) run on the CPU by
-// the SIMT launcher, for tests: the CPU kernels of torch.ops.prebuild_simt.fully_fused_*.
+// The projection ops' CUDA block bodies (projection_kernels.h) run on the CPU by the SIMT
+// launcher, for tests: the CPU kernels of torch.ops.prebuild_simt.{fully_fused_projection,
+// proj}_*.
 #include <torch/csrc/stable/library.h>
 
 #include <prebuild/simt_launch_op.h>
@@ -11,22 +12,30 @@ namespace gsplat {
 namespace projection {
 namespace {
 
-// Runs `body` over the C * N pairs.
-template <typename Args, typename Body>
-void run_simt(const char* op, const Args& args, const Body& body) {
-  simt::launch_op<NoShared>(op, launch_geometry(args.scene.C * args.scene.N), args, body);
-}
-
 struct SimtBackend : OnCpu {
   static constexpr const char* forward_name = "prebuild_simt::fully_fused_projection_forward";
   static constexpr const char* backward_name = "prebuild_simt::fully_fused_projection_backward";
+  static constexpr const char* proj_forward_name = "prebuild_simt::proj_forward";
+  static constexpr const char* proj_backward_name = "prebuild_simt::proj_backward";
 
   static void run_forward(const ForwardArgs& args, const Tensor&) {
-    run_simt(forward_name, args, forward_block<simt::HostContext>);
+    simt::launch_op<NoShared>(forward_name, launch_geometry(pair_count(args.scene)), args,
+                              forward_block<simt::HostContext>);
   }
 
   static void run_backward(const BackwardArgs& args, const Tensor&) {
-    run_simt(backward_name, args, backward_block<simt::HostContext>);
+    simt::launch_op<BackwardShared>(backward_name, launch_geometry(pair_count(args.scene)), args,
+                                    backward_block<simt::HostContext>);
+  }
+
+  static void run_proj_forward(const ProjArgs& args, const Tensor&) {
+    simt::launch_op<NoShared>(proj_forward_name, launch_geometry(args.I * args.N), args,
+                              proj_forward_block<simt::HostContext>);
+  }
+
+  static void run_proj_backward(const ProjArgs& args, const Tensor&) {
+    simt::launch_op<NoShared>(proj_backward_name, launch_geometry(args.I * args.N), args,
+                              proj_backward_block<simt::HostContext>);
   }
 };
 

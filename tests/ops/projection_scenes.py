@@ -138,3 +138,16 @@ def assert_matches_oracle(out, ref, calc_compensations, width=WIDTH, height=HEIG
     else:
         assert comps.shape == (0,)
     return visible
+
+
+def proj_scene(I: int, N: int, seed: int = 0):
+    """Camera-space Gaussians for `proj`: means [I, N, 3] in front of each camera (inside and
+    outside its view), full SPD covariances [I, N, 3, 3], and Ks [I, 3, 3]."""
+    gen = torch.Generator().manual_seed(seed)
+    z = 1.0 + 3.0 * torch.rand(I, N, 1, generator=gen)
+    xy = (torch.rand(I, N, 2, generator=gen) * 2 - 1) * z * 0.9
+    means = torch.cat([xy, z], dim=-1)
+    A = torch.randn(I, N, 3, 3, generator=gen) * 0.08
+    covars = A @ A.transpose(-1, -2) + 0.004 * torch.eye(3)
+    _, Ks = cameras(I)
+    return means, covars, Ks

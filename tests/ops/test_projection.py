@@ -23,6 +23,7 @@ from projection_scenes import (
     gaussians,
     identity_camera,
     oracle,
+    proj_scene,
     special_gaussians,
 )
 
@@ -42,14 +43,38 @@ def sizes(backend):
     return (3, 40) if backend is simt else (4, 300)
 
 
+def batched(*tensors):
+    """The ops' batch-of-one layout of (N, k) Gaussians and (C, r, r) cameras."""
+    return [None if t is None else t.unsqueeze(0) for t in tensors]
+
+
 def forward(backend, means, covars, quats, scales, viewmats, Ks, width=WIDTH, height=HEIGHT,
-            eps2d=0.3, near_plane=0.01, far_plane=1e10, radius_clip=0.0, comp=False):
-    """The forward op's outputs in gsplat's order (radii first; the op returns it last)."""
+            eps2d=0.3, near_plane=0.01, far_plane=1e10, radius_clip=0.0, comp=False,
+            camera_model=0):
+    """The forward op's outputs for one batch in gsplat's order (radii first; the op returns it
+    last), without the batch dimension."""
     *floats, radii = backend.fully_fused_projection_forward(
-        means, covars, quats, scales, viewmats, Ks, width, height, eps2d, near_plane,
-        far_plane, radius_clip, comp,
+        *batched(means, covars, quats, scales, viewmats, Ks), width, height, eps2d, near_plane,
+        far_plane, radius_clip, comp, camera_model,
     )
-    return (radii, *floats)
+    return tuple(t[0] if t.dim() > 1 else t for t in (radii, *floats))
+
+
+def backward(backend, means, covars, quats, scales, viewmats, Ks, width, height, eps2d, radii,
+             conics, compensations, v_means2d, v_depths, v_conics, v_compensations,
+             camera_model=0, viewmats_grad=False):
+    """The backward op for one batch: (v_means, v_covars, v_quats, v_scales, v_viewmats)
+    without the batch dimension (unused ones have shape (0,))."""
+
+    def pair(t):  # (C, N[, k]) -> (1, C, N[, k]); an empty (0,) stays as it is
+        return t.unsqueeze(0) if t.dim() > 1 else t
+
+    grads = backend.fully_fused_projection_backward(
+        *batched(means, covars, quats, scales, viewmats, Ks), width, height, eps2d,
+        camera_model, pair(radii), pair(conics), pair(compensations), pair(v_means2d),
+        pair(v_depths), pair(v_conics), pair(v_compensations), viewmats_grad,
+    )
+    return tuple(g[0] if g.dim() > 1 else g for g in grads)
 
 
 def path_args(path, quats, scales, covars):
@@ -150,8 +175,8 @@ def test_no_gaussians_and_no_cameras(backend, path):
     cov, q, s = path_args(path, quats, scales, covars)
     out = forward(backend, means, cov, q, s, viewmats[:0], Ks[:0])
     assert [tuple(t.shape) for t in out] == [(0, 5, 2), (0, 5, 2), (0, 5), (0, 5, 3), (0,)]
-    grads = backend.fully_fused_projection_backward(
-        means, cov, q, s, viewmats[:0], Ks[:0], WIDTH, HEIGHT, 0.3, out[0], out[3], out[4],
+    grads = backward(
+        backend, means, cov, q, s, viewmats[:0], Ks[:0], WIDTH, HEIGHT, 0.3, out[0], out[3], out[4],
         out[1], out[2], out[3], out[4],
     )
     assert grads[0].shape == (5, 3) and (grads[0] == 0).all()
@@ -207,8 +232,8 @@ def test_backward_matches_oracle_autograd(backend, path, calc_compensations, sce
     gen = torch.Generator().manual_seed(11)
     v = [torch.randn(t.shape, generator=gen) for t in out[1:]]
     # Gradients arriving at culled pairs must be ignored: send them anyway.
-    grads = backend.fully_fused_projection_backward(
-        means, cov, q, s, viewmats, Ks, WIDTH, HEIGHT, 0.3, out[0], out[3], out[4], *v
+    grads = backward(
+        backend, means, cov, q, s, viewmats, Ks, WIDTH, HEIGHT, 0.3, out[0], out[3], out[4], *v
     )
 
     leaves = [t.double().requires_grad_(True) if t is not None else None for t in (means, cov, q, s)]
@@ -238,8 +263,8 @@ def test_simt_backward_equals_cpu():
     out = forward(CPU, means, None, quats, scales, viewmats, Ks, comp=True)
     v = [torch.randn_like(t) for t in out[1:]]
     args = (means, None, quats, scales, viewmats, Ks, WIDTH, HEIGHT, 0.3, out[0], out[3], out[4], *v)
-    for a, b in zip(CPU.fully_fused_projection_backward(*args),
-                    simt.fully_fused_projection_backward(*args)):
+    for a, b in zip(backward(CPU, *args, viewmats_grad=True),
+                    backward(simt, *args, viewmats_grad=True)):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
@@ -282,14 +307,17 @@ def test_public_function_without_compensations_and_covars_path():
     assert c.grad.shape == (30, 6) and c.grad.abs().sum() > 0
 
 
-def test_no_gradient_for_cameras():
+def test_viewmats_get_a_gradient_and_Ks_none():
     viewmats, Ks = cameras(2)
     means, quats, scales, _ = gaussians(20, seed=8)
     V = viewmats.clone().requires_grad_(True)
+    K = Ks.clone().requires_grad_(True)
     m = means.clone().requires_grad_(True)
-    out = fully_fused_projection(m, None, quats, scales, V, Ks, WIDTH, HEIGHT)
+    out = fully_fused_projection(m, None, quats, scales, V, K, WIDTH, HEIGHT)
     out[1].sum().backward()
-    assert V.grad is None and m.grad is not None
+    assert K.grad is None and m.grad is not None
+    assert V.grad.shape == (2, 4, 4) and V.grad[:, :3].abs().sum() > 0
+    assert (V.grad[:, 3] == 0).all()  # the bottom row is constant
 
 
 def test_float16_and_float64_inputs_are_converted():
@@ -318,36 +346,59 @@ def test_meta_tensors_give_shapes():
 # ----------------------------------------------------------- 4. opcheck, torch.compile
 
 
-def _small_scene(path):
-    """(means, covars, quats, scales, viewmats, Ks) of 12 Gaussians and 2 cameras."""
-    viewmats, Ks = cameras(2)
-    means, quats, scales, covars = gaussians(12, seed=10)
-    return (means, *path_args(path, quats, scales, covars), viewmats, Ks)
+def _small_scene(path, batch=2):
+    """(means, covars, quats, scales, viewmats, Ks) of `batch` scenes of 12 Gaussians and 2
+    cameras, in the ops' (B, ...) layout."""
+    scenes = []
+    for b in range(batch):
+        viewmats, Ks = cameras(2)
+        means, quats, scales, covars = gaussians(12, seed=10 + b)
+        scenes.append((means, *path_args(path, quats, scales, covars), viewmats, Ks))
+    return tuple(None if ts[0] is None else torch.stack(ts) for ts in zip(*scenes))
 
 
 OPCHECK_CASES = pytest.mark.parametrize(
-    "path, calc_compensations", [(p, c) for p in ("quats", "covars") for c in (True, False)]
+    "path, calc_compensations, camera_model",
+    [("quats", True, 0), ("covars", False, 0), ("quats", False, 1), ("covars", True, 2)],
 )
 
 
 @OPCHECK_CASES
-def test_opcheck_forward(path, calc_compensations):
+def test_opcheck_forward(path, calc_compensations, camera_model):
     scene = _small_scene(path)
-    for t in scene[:4]:
+    for t in scene[:5]:
         if t is not None:
             t.requires_grad_(True)
-    args = (*scene, WIDTH, HEIGHT, 0.3, 0.01, 1e10, 0.0, calc_compensations)
+    args = (*scene, WIDTH, HEIGHT, 0.3, 0.01, 1e10, 0.0, calc_compensations, camera_model)
     torch.library.opcheck(CPU.fully_fused_projection_forward.default, args)
 
 
 @OPCHECK_CASES
-def test_opcheck_backward(path, calc_compensations):
+def test_opcheck_backward(path, calc_compensations, camera_model):
     scene = _small_scene(path)
-    out = forward(CPU, *scene, comp=calc_compensations)
-    v = [torch.randn_like(t) for t in out[1:]]
+    *floats, radii = CPU.fully_fused_projection_forward(
+        *scene, WIDTH, HEIGHT, 0.3, 0.01, 1e10, 0.0, calc_compensations, camera_model
+    )
+    v = [torch.randn_like(t) for t in floats]
+    for viewmats_grad in (True, False):
+        torch.library.opcheck(
+            CPU.fully_fused_projection_backward.default,
+            (*scene, WIDTH, HEIGHT, 0.3, camera_model, radii, floats[2], floats[3], *v,
+             viewmats_grad),
+        )
+
+
+@pytest.mark.parametrize("camera_model", [0, 1, 2])
+def test_opcheck_proj(camera_model):
+    means, covars, Ks = proj_scene(3, 10)
+    means.requires_grad_(True)
+    covars.requires_grad_(True)
+    args = (means, covars, Ks, WIDTH, HEIGHT, camera_model)
+    torch.library.opcheck(CPU.proj_forward.default, args)
+    m2, c2 = CPU.proj_forward(*args)
+    plain = (means.detach(), covars.detach(), *args[2:])
     torch.library.opcheck(
-        CPU.fully_fused_projection_backward.default,
-        (*scene, WIDTH, HEIGHT, 0.3, out[0], out[3], out[4], *v),
+        CPU.proj_backward.default, (*plain, torch.randn_like(m2), torch.randn_like(c2))
     )
 
 
@@ -413,8 +464,8 @@ def _nan_camera(name, camera):
 @pytest.mark.parametrize(
     "changes, exc, fragment",
     [
-        ({"means": torch.zeros(6, 2)}, ValueError, r"means must have shape \(N, 3\)"),
-        ({"means": torch.zeros(1, 6, 3)}, ValueError, "batch dimensions are not supported"),
+        ({"means": torch.zeros(6, 2)}, ValueError, r"means must have shape \(\.\.\., N, 3\)"),
+        ({"means": torch.zeros(1, 6, 3)}, ValueError, r"quats must have shape \(1, 6, 4\)"),
         ({"means": [[0.0, 0.0, 1.0]]}, TypeError, "means must be a torch.Tensor"),
         ({"means": torch.zeros(6, 3, dtype=torch.int64)}, TypeError, "floating point"),
         ({"quats": torch.zeros(5, 4)}, ValueError, r"quats must have shape \(6, 4\)"),
@@ -435,8 +486,10 @@ def _nan_camera(name, camera):
         ({"eps2d": "0.3"}, TypeError, "eps2d must be a float"),
         ({"near_plane": float("nan")}, ValueError, "near_plane is NaN"),
         ({"calc_compensations": 1}, TypeError, "calc_compensations must be a bool"),
-        ({"packed": True}, NotImplementedError, "packed"),
-        ({"camera_model": "fisheye"}, NotImplementedError, "pinhole"),
+        ({"sparse_grad": True}, ValueError, "needs packed=True"),
+        ({"packed": 1}, TypeError, "packed must be a bool"),
+        ({"camera_model": "ftheta"}, NotImplementedError, "ftheta"),
+        ({"camera_model": "pinhol"}, ValueError, "camera_model must be one of"),
         ({"opacities": torch.ones(6)}, NotImplementedError, "opacities"),
         ({"means": torch.zeros(6, 3, device="meta")}, ValueError, "same device"),
     ],
@@ -463,9 +516,9 @@ def test_raw_ops_refuse_bad_input(backend):
         forward(backend, m, None, None, None, V, K)
     with pytest.raises(RuntimeError, match="quats and scales must be given together"):
         forward(backend, m, None, q, None, V, K)
-    with pytest.raises(RuntimeError, match=r"means \(N, 3\) must be float32"):
+    with pytest.raises(RuntimeError, match=r"means \(B, N, 3\) must be float32"):
         forward(backend, m.double(), None, q, s, V, K)
-    with pytest.raises(RuntimeError, match=r"scales must have shape \(6, 3\)"):
+    with pytest.raises(RuntimeError, match=r"scales must have shape \(1, 6, 3\), got \(1, 5, 3\)"):
         forward(backend, m, None, q, s[:5], V, K)
     with pytest.raises(RuntimeError, match="quats .* must be contiguous"):
         forward(backend, m, None, q.t().contiguous().t(), s, V, K)
@@ -476,12 +529,12 @@ def test_raw_ops_refuse_bad_input(backend):
     out = forward(backend, m, None, q, s, V, K)
     v = [torch.zeros_like(t) for t in out[1:4]]
     with pytest.raises(RuntimeError, match="radii must be int32"):
-        backend.fully_fused_projection_backward(
-            m, None, q, s, V, K, WIDTH, HEIGHT, 0.3, out[0].float(), out[3], out[4], *v, out[4])
+        backward(
+            backend, m, None, q, s, V, K, WIDTH, HEIGHT, 0.3, out[0].float(), out[3], out[4], *v, out[4])
     with pytest.raises(RuntimeError, match="compensations .* needed with v_compensations"):
-        backend.fully_fused_projection_backward(
-            m, None, q, s, V, K, WIDTH, HEIGHT, 0.3, out[0], out[3], out[4], *v, out[2])
+        backward(
+            backend, m, None, q, s, V, K, WIDTH, HEIGHT, 0.3, out[0], out[3], out[4], *v, out[2])
     with pytest.raises(RuntimeError, match="v_conics .* does not match"):
-        backend.fully_fused_projection_backward(
-            m, None, q, s, V, K, WIDTH, HEIGHT, 0.3, out[0], out[3], out[4], v[0], v[1],
+        backward(
+            backend, m, None, q, s, V, K, WIDTH, HEIGHT, 0.3, out[0], out[3], out[4], v[0], v[1],
             v[2][:1], out[4])
