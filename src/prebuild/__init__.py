@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from prebuild.ops.covariance import quat_scale_to_covar_preci
     from prebuild.ops.intersect import isect_offset_encode, isect_tiles
     from prebuild.ops.projection import fully_fused_projection
     from prebuild.ops.rasterize import rasterize_to_pixels
@@ -25,6 +26,7 @@ _OPS = {
     "isect_offset_encode": "prebuild.ops.intersect",
     "rasterize_to_pixels": "prebuild.ops.rasterize",
     "rasterization": "prebuild.ops.rendering",
+    "quat_scale_to_covar_preci": "prebuild.ops.covariance",
 }
 
 __all__ = [*sorted(_OPS), "__version__"]

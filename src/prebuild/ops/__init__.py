@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from prebuild import _OPS
 
 if TYPE_CHECKING:
+    from prebuild.ops.covariance import quat_scale_to_covar_preci
     from prebuild.ops.intersect import isect_offset_encode, isect_tiles
     from prebuild.ops.projection import fully_fused_projection
     from prebuild.ops.rendering import rasterization
