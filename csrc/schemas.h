@@ -4,6 +4,7 @@
 // One header per op family holds its schemas.
 #pragma once
 
+#include "gsplat/covariance_schemas.h"
 #include "gsplat/intersect_schemas.h"
 #include "gsplat/projection_schemas.h"
 #include "gsplat/rasterize_schemas.h"
@@ -14,6 +15,7 @@ namespace prebuild {
 template <typename Library>
 void define_ops(Library& m) {
   ssim::define_ops(m);
+  gsplat::define_covariance_ops(m);
   gsplat::define_projection_ops(m);
   gsplat::define_intersect_ops(m);
   gsplat::define_rasterize_ops(m);

@@ -31,6 +31,7 @@
 #include <cstdint>
 
 #include <prebuild/hd.h>
+#include "covariance_math.h"  // Mat3, quat_to_rotmat, covariance_vjp (shared)
 #include "dual.h"
 
 namespace prebuild {
@@ -46,11 +47,6 @@ constexpr float kMaxRadius = 2147483520.f;
 
 struct Vec3 {
   float x, y, z;
-};
-
-// Row-major 3x3 matrix.
-struct Mat3 {
-  float m[3][3];
 };
 
 // Symmetric 2x2 matrix [[a, b], [b, c]].
@@ -81,39 +77,6 @@ PREBUILD_HD Camera load_camera(const float* viewmat, const float* K, int width, 
   return cam;
 }
 
-PREBUILD_HD Mat3 mat3_zero() {
-  Mat3 r;
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) r.m[i][j] = 0.f;
-  return r;
-}
-
-PREBUILD_HD Mat3 matmul(const Mat3& A, const Mat3& B) {
-  Mat3 r;
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j)
-      r.m[i][j] = A.m[i][0] * B.m[0][j] + A.m[i][1] * B.m[1][j] + A.m[i][2] * B.m[2][j];
-  return r;
-}
-
-// A B^T
-PREBUILD_HD Mat3 matmul_bt(const Mat3& A, const Mat3& B) {
-  Mat3 r;
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j)
-      r.m[i][j] = A.m[i][0] * B.m[j][0] + A.m[i][1] * B.m[j][1] + A.m[i][2] * B.m[j][2];
-  return r;
-}
-
-// A^T B
-PREBUILD_HD Mat3 matmul_at(const Mat3& A, const Mat3& B) {
-  Mat3 r;
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j)
-      r.m[i][j] = A.m[0][i] * B.m[0][j] + A.m[1][i] * B.m[1][j] + A.m[2][i] * B.m[2][j];
-  return r;
-}
-
 PREBUILD_HD Vec3 apply(const Mat3& A, const Vec3& v) {
   return {A.m[0][0] * v.x + A.m[0][1] * v.y + A.m[0][2] * v.z,
           A.m[1][0] * v.x + A.m[1][1] * v.y + A.m[1][2] * v.z,
@@ -127,31 +90,6 @@ PREBUILD_HD Vec3 apply_transposed(const Mat3& A, const Vec3& v) {
 }
 
 // ----------------------------------------------------------------------- 3D covariance
-
-// Rotation of the quaternion (w, x, y, z), normalised first.
-PREBUILD_HD Mat3 quat_to_rotmat(const float* q) {
-  const float inv = 1.f / sqrtf(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
-  const float w = q[0] * inv, x = q[1] * inv, y = q[2] * inv, z = q[3] * inv;
-  Mat3 R;
-  R.m[0][0] = 1.f - 2.f * (y * y + z * z);
-  R.m[0][1] = 2.f * (x * y - w * z);
-  R.m[0][2] = 2.f * (x * z + w * y);
-  R.m[1][0] = 2.f * (x * y + w * z);
-  R.m[1][1] = 1.f - 2.f * (x * x + z * z);
-  R.m[1][2] = 2.f * (y * z - w * x);
-  R.m[2][0] = 2.f * (x * z - w * y);
-  R.m[2][1] = 2.f * (y * z + w * x);
-  R.m[2][2] = 1.f - 2.f * (x * x + y * y);
-  return R;
-}
-
-// M = R diag(s): the covariance is M M^T.
-PREBUILD_HD Mat3 scaled_rotation(const Mat3& R, const float* s) {
-  Mat3 M;
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) M.m[i][j] = R.m[i][j] * s[j];
-  return M;
-}
 
 // Covariance from the packed upper triangle (xx, xy, xz, yy, yz, zz).
 PREBUILD_HD Mat3 unpack_covar(const float* c) {
@@ -407,43 +345,6 @@ struct GaussianGrad {
   Mat3 rotation;  // d/dW
   Vec3 translation;  // d/dt
 };
-
-// d/d(quat) of a loss whose gradient with respect to R = quat_to_rotmat(quat) is G.
-PREBUILD_HD void quat_to_rotmat_vjp(const float* q, const Mat3& G, float* v_quat) {
-  const float inv = 1.f / sqrtf(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
-  const float w = q[0] * inv, x = q[1] * inv, y = q[2] * inv, z = q[3] * inv;
-  const float(*g)[3] = G.m;
-  // Gradient with respect to the normalised quaternion...
-  const float vn[4] = {
-      2.f * (x * (g[2][1] - g[1][2]) + y * (g[0][2] - g[2][0]) + z * (g[1][0] - g[0][1])),
-      2.f * (-2.f * x * (g[1][1] + g[2][2]) + y * (g[0][1] + g[1][0]) + z * (g[0][2] + g[2][0]) +
-             w * (g[2][1] - g[1][2])),
-      2.f * (x * (g[0][1] + g[1][0]) - 2.f * y * (g[0][0] + g[2][2]) + z * (g[1][2] + g[2][1]) +
-             w * (g[0][2] - g[2][0])),
-      2.f * (x * (g[0][2] + g[2][0]) + y * (g[1][2] + g[2][1]) - 2.f * z * (g[0][0] + g[1][1]) +
-             w * (g[1][0] - g[0][1]))};
-  // ...then through the normalisation (drop the radial component, divide by the norm).
-  const float qn[4] = {w, x, y, z};
-  const float radial = vn[0] * w + vn[1] * x + vn[2] * y + vn[3] * z;
-  for (int i = 0; i < 4; ++i) v_quat[i] = (vn[i] - radial * qn[i]) * inv;
-}
-
-// d/d(quat, scale) of a loss whose gradient with respect to the covariance R S^2 R^T is G.
-PREBUILD_HD void covariance_vjp(const float* quat, const float* scale, const Mat3& G,
-                                float* v_quat, float* v_scale) {
-  const Mat3 R = quat_to_rotmat(quat);
-  const Mat3 M = scaled_rotation(R, scale);
-  Mat3 Gs;  // G + G^T
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) Gs.m[i][j] = G.m[i][j] + G.m[j][i];
-  const Mat3 v_M = matmul(Gs, M);
-  Mat3 v_R;
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) v_R.m[i][j] = v_M.m[i][j] * scale[j];
-  quat_to_rotmat_vjp(quat, v_R, v_quat);
-  for (int j = 0; j < 3; ++j)
-    v_scale[j] = R.m[0][j] * v_M.m[0][j] + R.m[1][j] * v_M.m[1][j] + R.m[2][j] * v_M.m[2][j];
-}
 
 // Gradient with respect to S2 (the blurred 2D covariance) of the conic S2^-1 and the
 // compensation, from their incoming gradients; `cov2d` is S2 - eps2d I (before the blur).

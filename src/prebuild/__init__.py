@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from prebuild.ops.covariance import quat_scale_to_covar_preci
     from prebuild.ops.intersect import isect_offset_encode, isect_tiles
-    from prebuild.ops.projection import fully_fused_projection
+    from prebuild.ops.projection import fully_fused_projection, proj
     from prebuild.ops.rasterize import rasterize_to_pixels
     from prebuild.ops.rendering import rasterization
     from prebuild.ops.ssim import fused_ssim
@@ -20,11 +21,13 @@ if TYPE_CHECKING:
 # The public ops and the module that defines each one.
 _OPS = {
     "fully_fused_projection": "prebuild.ops.projection",
+    "proj": "prebuild.ops.projection",
     "fused_ssim": "prebuild.ops.ssim",
     "isect_tiles": "prebuild.ops.intersect",
     "isect_offset_encode": "prebuild.ops.intersect",
     "rasterize_to_pixels": "prebuild.ops.rasterize",
     "rasterization": "prebuild.ops.rendering",
+    "quat_scale_to_covar_preci": "prebuild.ops.covariance",
 }
 
 __all__ = [*sorted(_OPS), "__version__"]

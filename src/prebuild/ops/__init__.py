@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 from prebuild import _OPS
 
 if TYPE_CHECKING:
+    from prebuild.ops.covariance import quat_scale_to_covar_preci
     from prebuild.ops.intersect import isect_offset_encode, isect_tiles
-    from prebuild.ops.projection import fully_fused_projection
+    from prebuild.ops.projection import fully_fused_projection, proj
     from prebuild.ops.rendering import rasterization
     from prebuild.ops.rasterize import rasterize_to_pixels
     from prebuild.ops.ssim import fused_ssim
