@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""Fit a small image with a few hundred 3D Gaussians, on the CPU, with prebuild's ops.
+"""Fit a small image with 3D Gaussians on the CPU, with prebuild's ops, as a 3DGS trainer does.
 
-The end-to-end check that the rasterizer and the SSIM loss train together: every step
-renders the Gaussians with ``prebuild.rasterization`` and backpropagates
-``0.8 * L1 + 0.2 * (1 - prebuild.fused_ssim)`` through it into means, scales, rotations,
-opacities and colors. The target is a synthetic image made here (disks on a gradient), so
-nothing is downloaded.
+The end-to-end check that the rasterizer, the spherical harmonics and the SSIM loss train
+together: every step renders the Gaussians with ``prebuild.rasterization`` (colours from
+spherical harmonics, the degree raised every ``--sh-every`` steps up to ``--sh-degree``) and
+backpropagates ``0.8 * L1 + 0.2 * (1 - prebuild.fused_ssim)`` into means, scales,
+rotations, opacities and SH coefficients. With ``--densify``, gsplat's own
+``DefaultStrategy`` clones, splits and prunes Gaussians from the 2D-mean gradients
+``prebuild.rasterization`` returns (gsplat is then needed: ``pip install --no-deps
+gsplat``; prebuild.gsplat_compat points it at prebuild's kernels). The target is a synthetic
+image made here (disks on a gradient), so nothing is downloaded.
 
     .venv/bin/python scripts/fit_image.py --steps 300 --save fit.ppm
+    .venv/bin/python scripts/fit_image.py --steps 300 --densify --absgrad
 """
 
 from __future__ import annotations
@@ -45,61 +50,89 @@ def camera(size: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.eye(4)[None], K[None]
 
 
-def init_gaussians(n: int, seed: int) -> dict[str, torch.Tensor]:
+def init_gaussians(n: int, seed: int, sh_degree: int) -> dict[str, torch.Tensor]:
+    """Parameters under gsplat's trainer names: log-scales, opacity logits, SH coefficients
+    split into the DC term (sh0) and the rest (shN)."""
     gen = torch.Generator().manual_seed(seed)
     xy = torch.rand(n, 2, generator=gen) * 2 - 1
     z = 2.0 + 0.05 * torch.rand(n, 1, generator=gen)
     return {
         "means": torch.cat([xy, z], dim=1),
-        "log_scales": torch.full((n, 3), math.log(0.04)),
+        "scales": torch.full((n, 3), math.log(0.04)),
         "quats": torch.randn(n, 4, generator=gen),
-        "opacity_logits": torch.zeros(n),
-        "color_logits": torch.zeros(n, 3),
+        "opacities": torch.zeros(n),
+        "sh0": torch.zeros(n, 1, 3),
+        "shN": torch.zeros(n, (sh_degree + 1) ** 2 - 1, 3),
     }
 
 
-def fit(size: int = 64, n: int = 300, steps: int = 300, seed: int = 0, log_every: int = 25):
+LEARNING_RATES = {"means": 2e-3, "scales": 1e-2, "quats": 1e-2, "opacities": 5e-2, "sh0": 5e-2, "shN": 2.5e-3}
+
+
+def fit(size: int = 64, n: int = 300, steps: int = 300, seed: int = 0, log_every: int = 25,
+        sh_degree: int = 3, sh_every: int = 50, densify: bool = False, absgrad: bool = False):  # fmt: skip
+    """Returns (loss history, target, final image, seconds, Gaussian count history)."""
     torch.manual_seed(seed)
     target = target_image(size)
     viewmats, Ks = camera(size)
-    params = {k: v.requires_grad_() for k, v in init_gaussians(n, seed).items()}
-    optimizer = torch.optim.Adam(
-        [
-            {"params": [params["means"]], "lr": 2e-3},
-            {"params": [params["log_scales"]], "lr": 1e-2},
-            {"params": [params["quats"]], "lr": 1e-2},
-            {"params": [params["opacity_logits"]], "lr": 5e-2},
-            {"params": [params["color_logits"]], "lr": 5e-2},
-        ]
+    params = torch.nn.ParameterDict(
+        {k: torch.nn.Parameter(v) for k, v in init_gaussians(n, seed, sh_degree).items()}
     )
+    # One optimizer per parameter: the layout gsplat's strategies edit when they add or
+    # remove Gaussians.
+    optimizers = {k: torch.optim.Adam([params[k]], lr=lr) for k, lr in LEARNING_RATES.items()}
+    strategy = state = None
+    if densify:
+        from prebuild.gsplat_compat import use_prebuild_kernels
 
-    def render() -> torch.Tensor:
-        colors, _, _ = prebuild.rasterization(
-            params["means"], params["quats"], params["log_scales"].exp(),
-            torch.sigmoid(params["opacity_logits"]), torch.sigmoid(params["color_logits"]),
-            viewmats, Ks, size, size,
+        use_prebuild_kernels()
+        from gsplat.strategy import DefaultStrategy
+
+        strategy = DefaultStrategy(
+            refine_start_iter=max(steps // 10, 1), refine_stop_iter=steps * 3 // 4,
+            refine_every=max(steps // 10, 1), reset_every=10 * steps, absgrad=absgrad,
+            grow_grad2d=0.0002 if not absgrad else 0.0006,
         )  # fmt: skip
-        return colors[0]
+        strategy.check_sanity(params, optimizers)
+        state = strategy.initialize_state(scene_scale=1.0)
+
+    def render(step: int):
+        colors = torch.cat([params["sh0"], params["shN"]], dim=1)
+        image, _, info = prebuild.rasterization(
+            params["means"], params["quats"], params["scales"].exp(),
+            torch.sigmoid(params["opacities"]), colors, viewmats, Ks, size, size,
+            sh_degree=min(step // sh_every, sh_degree), absgrad=absgrad,
+        )  # fmt: skip
+        return image[0], info
 
     def loss_of(image: torch.Tensor) -> torch.Tensor:
         l1 = (image - target).abs().mean()
         ssim = prebuild.fused_ssim(image.permute(2, 0, 1)[None], target.permute(2, 0, 1)[None])
         return 0.8 * l1 + 0.2 * (1 - ssim)
 
-    history = []
+    history, counts = [], []
     start = time.monotonic()
     for step in range(steps + 1):
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_of(render())
+        image, info = render(step)
+        loss = loss_of(image)
         history.append(loss.item())
+        counts.append(len(params["means"]))
         if log_every and step % log_every == 0:
-            print(f"step {step:4d}  loss {loss.item():.4f}  {time.monotonic() - start:6.1f} s", file=sys.stderr)
-        if step < steps:
-            loss.backward()
+            print(f"step {step:4d}  loss {loss.item():.4f}  gaussians {counts[-1]:5d}  "
+                  f"{time.monotonic() - start:6.1f} s", file=sys.stderr)  # fmt: skip
+        if step == steps:
+            break
+        if strategy is not None:
+            strategy.step_pre_backward(params, optimizers, state, step, info)
+        loss.backward()
+        if strategy is not None:
+            strategy.step_post_backward(params, optimizers, state, step, info, packed=True)
+        for optimizer in optimizers.values():
             optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
     with torch.no_grad():
-        final_image = render()
-    return history, target, final_image, time.monotonic() - start
+        final_image, _ = render(steps)
+    return history, target, final_image, time.monotonic() - start, counts
 
 
 def write_ppm(path: Path, images: list[torch.Tensor]) -> None:
@@ -112,16 +145,23 @@ def write_ppm(path: Path, images: list[torch.Tensor]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=64, help="image side in pixels")
-    parser.add_argument("--gaussians", type=int, default=300)
+    parser.add_argument("--gaussians", type=int, default=300, help="Gaussians at the start")
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sh-degree", type=int, default=3, choices=range(5), help="final SH degree")
+    parser.add_argument("--sh-every", type=int, default=50, help="steps per SH degree increase")
+    parser.add_argument("--densify", action="store_true", help="gsplat's DefaultStrategy (needs gsplat)")
+    parser.add_argument("--absgrad", action="store_true", help="densify by absolute 2D-mean gradients")
     parser.add_argument("--save", type=Path, help="write target | fit side by side as a PPM")
     args = parser.parse_args()
-    history, target, final_image, seconds = fit(args.size, args.gaussians, args.steps, args.seed)
+    history, target, final_image, seconds, counts = fit(
+        args.size, args.gaussians, args.steps, args.seed, sh_degree=args.sh_degree,
+        sh_every=args.sh_every, densify=args.densify, absgrad=args.absgrad,
+    )  # fmt: skip
     if args.save:
         write_ppm(args.save, [target, final_image])
-    print(json.dumps({"initial_loss": history[0], "final_loss": history[-1],
-                      "steps": args.steps, "seconds": round(seconds, 2)}))  # fmt: skip
+    print(json.dumps({"initial_loss": history[0], "final_loss": history[-1], "steps": args.steps,
+                      "gaussians": [counts[0], counts[-1]], "seconds": round(seconds, 2)}))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,7 +1,63 @@
-"""The package's own compiled libraries, loaded once when the first op module is imported."""
+"""The package's own compiled libraries, loaded once when the first op module is imported,
+and the one place that says which op namespace the public functions launch.
+
+Every op family registers its fake and autograd kernels through ``for_each_namespace``: for
+``prebuild`` (the production kernels) at import, and for ``prebuild_simt`` (the CUDA block
+bodies run on the CPU, a test library) once ``load_simt`` has loaded it. The public functions
+call ``kernels()``: ``torch.ops.prebuild``, or ``torch.ops.prebuild_simt`` inside
+``prebuild.testing.use_simt()``. Each namespace's autograd formula calls that namespace's
+backward op (the families bind it when they register).
+"""
+
+from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
+
+import torch
 
 from prebuild.runtime import load_package
 
 LIBRARY = load_package(Path(__file__).resolve().parent.parent)
+
+PRODUCTION = "prebuild"
+SIMT = "prebuild_simt"
+_namespaces = [PRODUCTION]
+_registrations: list[Callable[[str], None]] = []
+_active = [PRODUCTION]
+
+
+def for_each_namespace(register: Callable[[str], None]) -> Callable[[str], None]:
+    """Runs ``register(namespace)`` for every loaded op namespace, now and on later loads."""
+    _registrations.append(register)
+    for namespace in _namespaces:
+        register(namespace)
+    return register
+
+
+def load_simt() -> None:
+    """Loads the simt test library (once) and registers every family's kernels for it."""
+    if SIMT in _namespaces:
+        return
+    LIBRARY.load_optional("simt")
+    _namespaces.append(SIMT)
+    for register in _registrations:
+        register(SIMT)
+
+
+def kernels():
+    """The op namespace the public functions launch: torch.ops.prebuild, or
+    torch.ops.prebuild_simt inside prebuild.testing.use_simt()."""
+    return getattr(torch.ops, _active[-1])
+
+
+def push_namespace(namespace: str) -> None:
+    if namespace not in _namespaces:
+        raise RuntimeError(f"op namespace {namespace!r} is not loaded")
+    _active.append(namespace)
+
+
+def pop_namespace() -> None:
+    if len(_active) == 1:
+        raise RuntimeError("pop_namespace without a matching push_namespace")
+    _active.pop()

@@ -19,6 +19,7 @@ Differences from gsplat 1.5.3 (documented on the function too):
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Optional
 
 import torch
@@ -30,7 +31,7 @@ from prebuild.ops._checks import (
     check_same_devices,
     shape_error,
 )
-from prebuild.ops._library import LIBRARY
+from prebuild.ops._library import LIBRARY, for_each_namespace, kernels
 
 _NAME = "quat_scale_to_covar_preci"
 
@@ -87,7 +88,7 @@ def quat_scale_to_covar_preci(
     if quats.is_cuda and not torch.compiler.is_compiling():
         LIBRARY.ensure_device(quats.device)
 
-    covars, precis = torch.ops.prebuild.quat_scale_to_covar_preci_forward(
+    covars, precis = kernels().quat_scale_to_covar_preci_forward(
         quats.to(torch.float32).contiguous(),
         scales.to(torch.float32).contiguous(),
         compute_covar,
@@ -123,7 +124,6 @@ def _check_gaussians_fake(op, quats, scales):
     return batch
 
 
-@torch.library.register_fake(_FWD)
 def _forward_fake(quats, scales, compute_covar, compute_preci, triu):
     batch = _check_gaussians_fake(_FWD, quats, scales)
     shape = _matrix_shape(batch, triu)
@@ -133,7 +133,6 @@ def _forward_fake(quats, scales, compute_covar, compute_preci, triu):
     )
 
 
-@torch.library.register_fake(_BWD)
 def _backward_fake(quats, scales, triu, v_covars, v_precis):
     batch = _check_gaussians_fake(_BWD, quats, scales)
     for name, v in (("v_covars", v_covars), ("v_precis", v_precis)):
@@ -157,13 +156,13 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.compute_covar, ctx.compute_preci, ctx.triu = compute_covar, compute_preci, triu
 
 
-def _backward(ctx, v_covars, v_precis):
+def _backward(ops, ctx, v_covars, v_precis):
     quats, scales = ctx.saved_tensors
 
     def grad(v, computed):  # None for an output not computed or not reached by the loss
         return v.contiguous() if computed and v is not None else None
 
-    v_quats, v_scales = torch.ops.prebuild.quat_scale_to_covar_preci_backward(
+    v_quats, v_scales = ops.quat_scale_to_covar_preci_backward(
         quats, scales, ctx.triu, grad(v_covars, ctx.compute_covar),
         grad(v_precis, ctx.compute_preci),
     )
@@ -178,8 +177,16 @@ def _no_double_backward(ctx, *grads):
     )
 
 
-torch.library.register_autograd(_FWD, _backward, setup_context=_setup_context)
-# Without an autograd kernel, a double backward would silently drop the second-order term.
-torch.library.register_autograd(
-    _BWD, _no_double_backward, setup_context=lambda ctx, inputs, output: None
-)
+@for_each_namespace
+def _register(ns: str) -> None:
+    torch.library.register_fake(f"{ns}::quat_scale_to_covar_preci_forward")(_forward_fake)
+    torch.library.register_fake(f"{ns}::quat_scale_to_covar_preci_backward")(_backward_fake)
+    torch.library.register_autograd(
+        f"{ns}::quat_scale_to_covar_preci_forward", partial(_backward, getattr(torch.ops, ns)),
+        setup_context=_setup_context,
+    )  # fmt: skip
+    # Without an autograd kernel, a double backward would silently drop the second-order term.
+    torch.library.register_autograd(
+        f"{ns}::quat_scale_to_covar_preci_backward", _no_double_backward,
+        setup_context=lambda ctx, inputs, output: None,
+    )  # fmt: skip

@@ -29,6 +29,7 @@ Deliberate differences from gsplat 1.5.3 (all documented on the functions too):
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Optional
 
 import torch
@@ -43,7 +44,7 @@ from prebuild.ops._checks import (
     check_same_devices,
     shape_error,
 )
-from prebuild.ops._library import LIBRARY
+from prebuild.ops._library import LIBRARY, for_each_namespace, kernels
 
 _NAME = "fully_fused_projection"
 # gsplat's camera models, in the order of the kernels' CameraModel (projection_math.h).
@@ -222,7 +223,7 @@ def fully_fused_projection(
     if sparse_grad:
         # Gradients of the Gaussians' parameters become sparse rows once autograd gets there.
         means, covars, quats, scales = (_SparseRows.wrap(t) for t in (means, covars, quats, scales))
-    means2d, depths, conics, compensations, radii = torch.ops.prebuild.fully_fused_projection_forward(
+    means2d, depths, conics, compensations, radii = kernels().fully_fused_projection_forward(
         _f32(means, (B, N, 3)),
         _f32(covars, (B, N, 6)),
         _f32(quats, (B, N, 4)),
@@ -332,7 +333,7 @@ def proj(
         if m.is_cuda:
             LIBRARY.ensure_device(m.device)
     I = math.prod(lead)
-    means2d, covars2d = torch.ops.prebuild.proj_forward(
+    means2d, covars2d = kernels().proj_forward(
         _f32(m, (I, N, 3)), _f32(c, (I, N, 3, 3)), _f32(k, (I, 3, 3)), int(width), int(height),
         model,
     )  # fmt: skip
@@ -386,7 +387,6 @@ def _check_camera_model_fake(op, camera_model):
     )
 
 
-@torch.library.register_fake(_FWD)
 def _forward_fake(
     means, covars, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane,
     radius_clip, calc_compensations, camera_model,
@@ -403,7 +403,6 @@ def _forward_fake(
     )
 
 
-@torch.library.register_fake(_BWD)
 def _backward_fake(
     means, covars, quats, scales, viewmats, Ks, width, height, eps2d, camera_model, radii,
     conics, compensations, v_means2d, v_depths, v_conics, v_compensations,
@@ -446,13 +445,11 @@ def _check_proj_fake(op, means, covars, Ks, camera_model):
     return I, N
 
 
-@torch.library.register_fake(_PROJ_FWD)
 def _proj_forward_fake(means, covars, Ks, width, height, camera_model):
     I, N = _check_proj_fake(_PROJ_FWD, means, covars, Ks, camera_model)
     return means.new_empty((I, N, 2)), means.new_empty((I, N, 2, 2))
 
 
-@torch.library.register_fake(_PROJ_BWD)
 def _proj_backward_fake(means, covars, Ks, width, height, camera_model, v_means2d, v_covars2d):
     I, N = _check_proj_fake(_PROJ_BWD, means, covars, Ks, camera_model)
     torch._check(v_means2d.shape == (I, N, 2), lambda: f"{_PROJ_BWD}: v_means2d must be (I, N, 2)")
@@ -473,7 +470,7 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.mark_non_differentiable(radii)
 
 
-def _backward(ctx, v_means2d, v_depths, v_conics, v_compensations, _v_radii):
+def _backward(ops, ctx, v_means2d, v_depths, v_conics, v_compensations, _v_radii):
     means, covars, quats, scales, viewmats, Ks, radii, conics, compensations = ctx.saved_tensors
 
     def grad(g, last):  # incoming gradient of a (B, C, N[, last]) output, zeros when None
@@ -487,7 +484,7 @@ def _backward(ctx, v_means2d, v_depths, v_conics, v_compensations, _v_radii):
         v_comp = means.new_empty((0,))
     need = ctx.needs_input_grad
     v_means, v_covars, v_quats, v_scales, v_viewmats = (
-        torch.ops.prebuild.fully_fused_projection_backward(
+        ops.fully_fused_projection_backward(
             means, covars, quats, scales, viewmats, Ks, ctx.width, ctx.height, ctx.eps2d,
             ctx.camera_model, radii, conics, compensations,
             grad(v_means2d, 2), grad(v_depths, 0), grad(v_conics, 3), v_comp, need[4],
@@ -509,13 +506,13 @@ def _proj_setup_context(ctx, inputs, output) -> None:
     ctx.width, ctx.height, ctx.camera_model = width, height, camera_model
 
 
-def _proj_backward(ctx, v_means2d, v_covars2d):
+def _proj_backward(ops, ctx, v_means2d, v_covars2d):
     means, covars, Ks = ctx.saved_tensors
     if v_means2d is None:
         v_means2d = means.new_zeros(means.shape[:2] + (2,))
     if v_covars2d is None:
         v_covars2d = means.new_zeros(means.shape[:2] + (2, 2))
-    v_means, v_covars = torch.ops.prebuild.proj_backward(
+    v_means, v_covars = ops.proj_backward(
         means, covars, Ks, ctx.width, ctx.height, ctx.camera_model, v_means2d.contiguous(),
         v_covars2d.contiguous(),
     )  # fmt: skip
@@ -530,10 +527,24 @@ def _no_double_backward(ctx, *grads):
     )
 
 
-torch.library.register_autograd(_FWD, _backward, setup_context=_setup_context)
-torch.library.register_autograd(_PROJ_FWD, _proj_backward, setup_context=_proj_setup_context)
-# Without an autograd kernel, a double backward would silently drop the second-order term.
-for _op in (_BWD, _PROJ_BWD):
+@for_each_namespace
+def _register(ns: str) -> None:
+    ops = getattr(torch.ops, ns)
+    for name, fake in (
+        ("fully_fused_projection_forward", _forward_fake),
+        ("fully_fused_projection_backward", _backward_fake),
+        ("proj_forward", _proj_forward_fake),
+        ("proj_backward", _proj_backward_fake),
+    ):
+        torch.library.register_fake(f"{ns}::{name}")(fake)
     torch.library.register_autograd(
-        _op, _no_double_backward, setup_context=lambda ctx, inputs, output: None
+        f"{ns}::fully_fused_projection_forward", partial(_backward, ops), setup_context=_setup_context
     )
+    torch.library.register_autograd(
+        f"{ns}::proj_forward", partial(_proj_backward, ops), setup_context=_proj_setup_context
+    )
+    # Without an autograd kernel, a double backward would silently drop the second-order term.
+    for name in ("fully_fused_projection_backward", "proj_backward"):
+        torch.library.register_autograd(
+            f"{ns}::{name}", _no_double_backward, setup_context=lambda ctx, inputs, output: None
+        )

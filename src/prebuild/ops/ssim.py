@@ -8,11 +8,17 @@ The kernels are ``torch.ops.prebuild.fused_ssim_forward`` / ``fused_ssim_backwar
 from __future__ import annotations
 
 import warnings
+from functools import partial
 
 import torch
 
-from prebuild.ops._checks import check_bool, check_float32, check_float_input, check_same_devices
-from prebuild.ops._library import LIBRARY
+from prebuild.ops._checks import (
+    check_bool,
+    check_float32,
+    check_float_input,
+    check_same_devices,
+)
+from prebuild.ops._library import LIBRARY, for_each_namespace, kernels
 
 _PADDINGS = ("same", "valid")
 _WINDOW = 11
@@ -101,13 +107,12 @@ def fused_ssim(
         LIBRARY.ensure_device(img1.device)
     x = img1.to(torch.float32).contiguous()
     y = img2.to(torch.float32).contiguous()
-    ssim_map, _ = torch.ops.prebuild.fused_ssim_forward(x, y, train)
+    ssim_map, _ = kernels().fused_ssim_forward(x, y, train)
     if padding == "valid":
         ssim_map = ssim_map[:, :, _CROP:-_CROP, _CROP:-_CROP]
     return ssim_map.mean()
 
 
-@torch.library.register_fake("prebuild::fused_ssim_forward")
 def _forward_fake(img1: torch.Tensor, img2: torch.Tensor, train: bool):
     op = "prebuild::fused_ssim_forward"
     torch._check(img1.dim() == 4, lambda: f"{op}: img1 must have 4 dimensions, got {img1.dim()}")
@@ -119,7 +124,6 @@ def _forward_fake(img1: torch.Tensor, img2: torch.Tensor, train: bool):
     return ssim_map, dS
 
 
-@torch.library.register_fake("prebuild::fused_ssim_backward")
 def _backward_fake(grad_map, img1, img2, dS):
     op = "prebuild::fused_ssim_backward"
     torch._check(img1.dim() == 4, lambda: f"{op}: img1 must have 4 dimensions, got {img1.dim()}")
@@ -138,11 +142,11 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.mark_non_differentiable(dS)
 
 
-def _backward(ctx, grad_map, _grad_dS):
+def _backward(ops, ctx, grad_map, _grad_dS):
     img1, img2, dS = ctx.saved_tensors
     if dS.numel() == 0:  # forward ran with train=False: recompute the derivatives
-        _, dS = torch.ops.prebuild.fused_ssim_forward(img1, img2, True)
-    grad1, grad2 = torch.ops.prebuild.fused_ssim_backward(
+        _, dS = ops.fused_ssim_forward(img1, img2, True)
+    grad1, grad2 = ops.fused_ssim_backward(
         grad_map.contiguous(), img1, img2, dS
     )
     return (
@@ -159,10 +163,16 @@ def _no_double_backward(ctx, grad1, grad2):
     )
 
 
-torch.library.register_autograd(
-    "prebuild::fused_ssim_forward", _backward, setup_context=_setup_context
-)
-# Without an autograd kernel, a double backward would silently drop the second-order term.
-torch.library.register_autograd(
-    "prebuild::fused_ssim_backward", _no_double_backward, setup_context=lambda ctx, inputs, output: None
-)
+@for_each_namespace
+def _register(ns: str) -> None:
+    torch.library.register_fake(f"{ns}::fused_ssim_forward")(_forward_fake)
+    torch.library.register_fake(f"{ns}::fused_ssim_backward")(_backward_fake)
+    torch.library.register_autograd(
+        f"{ns}::fused_ssim_forward", partial(_backward, getattr(torch.ops, ns)),
+        setup_context=_setup_context,
+    )  # fmt: skip
+    # Without an autograd kernel, a double backward would silently drop the second-order term.
+    torch.library.register_autograd(
+        f"{ns}::fused_ssim_backward", _no_double_backward,
+        setup_context=lambda ctx, inputs, output: None,
+    )  # fmt: skip

@@ -1,0 +1,70 @@
+"""Run gsplat's own Python code (its densification strategies, its helpers, its tests) on
+prebuild's kernels, with no gsplat CUDA extension built or loaded.
+
+prebuild's ops have gsplat 1.5.3's names and signatures, so gsplat's Python layers work on
+them unchanged once they refer to them::
+
+    import prebuild.gsplat_compat
+    prebuild.gsplat_compat.use_prebuild_kernels()
+    from gsplat.strategy import DefaultStrategy   # splits Gaussians with prebuild's covariances
+
+Importing this module imports neither gsplat nor torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# gsplat's CUDA-backed functions that prebuild provides (gsplat.cuda._wrapper names), and
+# its rasterization().
+GSPLAT_OPS = (
+    "fully_fused_projection",
+    "isect_tiles",
+    "isect_offset_encode",
+    "rasterize_to_pixels",
+    "spherical_harmonics",
+    "quat_scale_to_covar_preci",
+    "proj",
+)
+# The gsplat modules that bind those functions by name when imported.
+_GSPLAT_MODULES = ("gsplat", "gsplat.cuda._wrapper", "gsplat.rendering", "gsplat.strategy.ops")
+
+
+def _refuse_cuda(name: str):
+    def refuse(*args, **kwargs):
+        raise RuntimeError(
+            f"gsplat's CUDA op {name!r} was called, which prebuild does not provide; "
+            "prebuild.gsplat_compat replaced gsplat's CUDA extension (no JIT build happens)"
+        )
+
+    return refuse
+
+
+def use_prebuild_kernels() -> dict[str, object]:
+    """Points every reference gsplat's modules hold to one of its CUDA-backed ops (and to
+    ``rasterization``) at prebuild's function of the same name, and makes any other gsplat
+    CUDA op raise instead of building gsplat's extension. Returns {name: prebuild function}.
+
+    Raises ImportError when gsplat is not installed.
+    """
+    try:
+        wrapper = importlib.import_module("gsplat.cuda._wrapper")
+    except ImportError as exc:
+        raise ImportError("prebuild.gsplat_compat needs gsplat installed (pip install --no-deps gsplat)") from exc
+    for name in _GSPLAT_MODULES:
+        importlib.import_module(name)
+    rendering = sys.modules["gsplat.rendering"]
+
+    import prebuild
+
+    replacements = {getattr(wrapper, name): getattr(prebuild, name) for name in GSPLAT_OPS}
+    replacements[rendering.rasterization] = prebuild.rasterization
+    for module_name, module in list(sys.modules.items()):
+        if module is None or not (module_name == "gsplat" or module_name.startswith("gsplat.")):
+            continue
+        for attr, value in list(vars(module).items()):
+            if callable(value) and value in replacements:
+                setattr(module, attr, replacements[value])
+    wrapper._make_lazy_cuda_func = _refuse_cuda
+    return {name: getattr(prebuild, name) for name in (*GSPLAT_OPS, "rasterization")}
