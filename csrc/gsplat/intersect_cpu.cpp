@@ -34,16 +34,18 @@ struct CpuBackend : HostSteps {
 
 std::tuple<Tensor, Tensor, Tensor> isect_tiles_cpu(Tensor means2d, Tensor radii, Tensor depths,
                                                    int64_t tile_size, int64_t tile_width,
-                                                   int64_t tile_height, bool sort) {
+                                                   int64_t tile_height, bool sort,
+                                                   std::optional<Tensor> image_ids,
+                                                   std::optional<int64_t> n_images) {
   CpuBackend backend;
   return run_isect_tiles(means2d, radii, depths, tile_size, tile_width, tile_height, sort,
-                         "prebuild::isect_tiles", backend);
+                         image_ids, n_images, "prebuild::isect_tiles", backend);
 }
 
-Tensor isect_offset_encode_cpu(Tensor isect_ids, int64_t n_cameras, int64_t tile_width,
+Tensor isect_offset_encode_cpu(Tensor isect_ids, int64_t n_images, int64_t tile_width,
                                int64_t tile_height) {
   CpuBackend backend;
-  return run_offset_encode(isect_ids, n_cameras, tile_width, tile_height,
+  return run_offset_encode(isect_ids, n_images, tile_width, tile_height,
                            "prebuild::isect_offset_encode", backend);
 }
 

@@ -76,7 +76,7 @@ struct CudaBackend {
     const LaunchGeometry g = linear_geometry(a.n_elements);
     launch("isect_tiles (fill)", fill_kernel, g, 0, on, a);
   }
-  // Ids are sorted as unsigned 64-bit keys over bits [0, end_bit): camera, tile, depth.
+  // Ids are sorted as unsigned 64-bit keys over bits [0, end_bit): image, tile, depth.
   std::tuple<Tensor, Tensor> sort(const Tensor& keys, const Tensor& values, int64_t n,
                                   int end_bit) const {
     Tensor keys_out = torch::stable::new_empty(keys, {n});
@@ -93,6 +93,8 @@ struct CudaBackend {
   }
   // Not read back on the GPU (see validate_ids_host); fill_offsets keeps writes in bounds.
   void validate_ids(const OffsetArgs&, const char*) const {}
+  // Not read back either (see validate_image_ids_host): ids only go into isect_ids' bits.
+  void validate_image_ids(const Tensor&, int64_t, const char*) const {}
   void offsets(const OffsetArgs& a) const {
     const LaunchGeometry g = linear_geometry(a.n_isects);
     launch("isect_offset_encode", offset_kernel, g, 0, on, a);
@@ -101,16 +103,18 @@ struct CudaBackend {
 
 std::tuple<Tensor, Tensor, Tensor> isect_tiles_cuda(Tensor means2d, Tensor radii, Tensor depths,
                                                     int64_t tile_size, int64_t tile_width,
-                                                    int64_t tile_height, bool sort) {
+                                                    int64_t tile_height, bool sort,
+                                                    std::optional<Tensor> image_ids,
+                                                    std::optional<int64_t> n_images) {
   CudaBackend backend{means2d};
   return run_isect_tiles(means2d, radii, depths, tile_size, tile_width, tile_height, sort,
-                         "prebuild::isect_tiles", backend);
+                         image_ids, n_images, "prebuild::isect_tiles", backend);
 }
 
-Tensor isect_offset_encode_cuda(Tensor isect_ids, int64_t n_cameras, int64_t tile_width,
+Tensor isect_offset_encode_cuda(Tensor isect_ids, int64_t n_images, int64_t tile_width,
                                 int64_t tile_height) {
   CudaBackend backend{isect_ids};
-  return run_offset_encode(isect_ids, n_cameras, tile_width, tile_height,
+  return run_offset_encode(isect_ids, n_images, tile_width, tile_height,
                            "prebuild::isect_offset_encode", backend);
 }
 

@@ -3,11 +3,11 @@
 // launcher in tests. Each thread handles one element; the per-element functions are
 // PREBUILD_HD so the plain CPU backend runs them too (over torch::stable::parallel_for).
 //
-//   count:  one thread per (camera, Gaussian): its number of tiles -> tiles_per_gauss and
-//           the int64 scan buffer (scanned in place afterwards).
-//   fill:   one thread per (camera, Gaussian): writes its entries at the scanned offset, in
-//           gsplat's order (Gaussians camera-major, tiles row by row).
-//   offset: one thread per sorted entry: where the (camera, tile) key changes, writes the
+//   count:  one thread per element ((image, Gaussian), or packed entry): its number of
+//           tiles -> tiles_per_gauss and the int64 scan buffer (scanned in place afterwards).
+//   fill:   one thread per element: writes its entries at the scanned offset, in gsplat's
+//           order (elements in order, tiles row by row).
+//   offset: one thread per sorted entry: where the (image, tile) key changes, writes the
 //           start offsets of the keys in between (gsplat's isect_offset_encode).
 #pragma once
 
@@ -31,16 +31,17 @@ inline LaunchGeometry linear_geometry(int64_t n) {
 }
 
 struct TileArgs {
-  const float* means2d;   // [C, N, 2]
-  const int32_t* radii;   // [C, N, 2]
-  const float* depths;    // [C, N]
-  int64_t n_gaussians;    // N (C * N elements in all)
-  int64_t n_elements;     // C * N
+  const float* means2d;      // [I, N, 2] or [nnz, 2] (packed)
+  const int32_t* radii;      // like means2d
+  const float* depths;       // [I, N] or [nnz]
+  const int64_t* image_ids;  // [nnz] (packed), or nullptr: element i is in image i / N
+  int64_t n_gaussians;       // N
+  int64_t n_elements;        // I * N, or nnz
   float tile_size;
   int32_t tile_width, tile_height;
   int tile_bits;
-  int32_t* tiles_per_gauss;  // [C * N]
-  int64_t* cum;              // [C * N]: counts (count), then their inclusive scan (fill)
+  int32_t* tiles_per_gauss;  // [n_elements]
+  int64_t* cum;              // [n_elements]: counts (count), then their inclusive scan (fill)
   int64_t* isect_ids;        // [M] (fill)
   int32_t* flatten_ids;      // [M] (fill)
 };
@@ -60,12 +61,12 @@ PREBUILD_HD void fill_element(const TileArgs& a, int64_t i) {
   const TileRange r = element_range(a, i);
   if (r.count() == 0) return;
   int64_t out = i == 0 ? 0 : a.cum[i - 1];
-  const int64_t camera = i / a.n_gaussians;
+  const int64_t image = a.image_ids ? a.image_ids[i] : i / a.n_gaussians;
   const uint64_t depth = depth_bits(a.depths[i]);
   for (int32_t ty = r.y0; ty < r.y1; ++ty) {
     for (int32_t tx = r.x0; tx < r.x1; ++tx) {
       const int64_t tile_id = static_cast<int64_t>(ty) * a.tile_width + tx;
-      a.isect_ids[out] = isect_id(camera, tile_id, depth, a.tile_bits);
+      a.isect_ids[out] = isect_id(image, tile_id, depth, a.tile_bits);
       a.flatten_ids[out] = static_cast<int32_t>(i);
       ++out;
     }
@@ -75,11 +76,11 @@ PREBUILD_HD void fill_element(const TileArgs& a, int64_t i) {
 struct OffsetArgs {
   const int64_t* isect_ids;  // [M], sorted
   int64_t n_isects;          // M
-  int64_t n_cameras;         // C
+  int64_t n_images;          // I
   int64_t n_tiles;
-  int64_t n_keys;            // C * n_tiles
+  int64_t n_keys;            // I * n_tiles
   int tile_bits;
-  int32_t* offsets;  // [C * n_tiles], zero-initialised
+  int32_t* offsets;  // [I * n_tiles], zero-initialised
 };
 
 // offsets[k] = v for k in [begin, end) clipped to the output: ids that are out of range
@@ -93,10 +94,10 @@ PREBUILD_HD void fill_offsets(const OffsetArgs& a, int64_t begin, int64_t end, i
 // Entry i owns the keys after the previous entry's key up to its own: they all start at i.
 // The first entry also owns the keys before it, the last one the keys after it (start M).
 PREBUILD_HD void offset_element(const OffsetArgs& a, int64_t i) {
-  const int64_t key = camera_tile_index(a.isect_ids[i], a.tile_bits, a.n_cameras, a.n_tiles);
+  const int64_t key = image_tile_index(a.isect_ids[i], a.tile_bits, a.n_images, a.n_tiles);
   if (i == 0) fill_offsets(a, 0, key + 1, 0);
   if (i > 0) {
-    const int64_t prev = camera_tile_index(a.isect_ids[i - 1], a.tile_bits, a.n_cameras, a.n_tiles);
+    const int64_t prev = image_tile_index(a.isect_ids[i - 1], a.tile_bits, a.n_images, a.n_tiles);
     if (prev != key) fill_offsets(a, prev + 1, key + 1, static_cast<int32_t>(i));
   }
   if (i == a.n_isects - 1) fill_offsets(a, key + 1, a.n_keys, static_cast<int32_t>(a.n_isects));

@@ -6,7 +6,7 @@
 //   - its tiles are [floor((mean - radius) / tile_size), ceil((mean + radius) / tile_size))
 //     per axis, computed in float32 and clamped to [0, tile_width] x [0, tile_height];
 //   - its entries are emitted row by row (ty outer, tx inner);
-//   - isect_id = camera << (32 + tile_bits) | tile_id << 32 | bits(depth) (zero-extended),
+//   - isect_id = image << (32 + tile_bits) | tile_id << 32 | bits(depth) (zero-extended),
 //     tile_id = ty * tile_width + tx, tile_bits = bit_length(tile_width * tile_height).
 #pragma once
 
@@ -67,23 +67,23 @@ PREBUILD_HD uint64_t depth_bits(float depth) {
 #endif
 }
 
-PREBUILD_HD int64_t isect_id(int64_t camera, int64_t tile_id, uint64_t depth_bits,
+PREBUILD_HD int64_t isect_id(int64_t image, int64_t tile_id, uint64_t depth_bits,
                              int tile_bits) {
-  const uint64_t id = (static_cast<uint64_t>(camera) << (32 + tile_bits)) |
+  const uint64_t id = (static_cast<uint64_t>(image) << (32 + tile_bits)) |
                       (static_cast<uint64_t>(tile_id) << 32) | depth_bits;
   return static_cast<int64_t>(id);
 }
 
-// The (camera, tile) part of an isect_id as a flat index camera * n_tiles + tile_id.
-// Cameras past n_cameras (ids not made for these arguments) count as n_cameras, so the
+// The (image, tile) part of an isect_id as a flat index image * n_tiles + tile_id.
+// Images past n_images (ids not made for these arguments) count as n_images, so the
 // index stays below 2^33 and callers can clip it to their output.
-PREBUILD_HD int64_t camera_tile_index(int64_t isect_id, int tile_bits, int64_t n_cameras,
-                                      int64_t n_tiles) {
+PREBUILD_HD int64_t image_tile_index(int64_t isect_id, int tile_bits, int64_t n_images,
+                                     int64_t n_tiles) {
   const uint64_t key = static_cast<uint64_t>(isect_id) >> 32;
-  uint64_t camera = key >> tile_bits;
-  if (camera > static_cast<uint64_t>(n_cameras)) camera = static_cast<uint64_t>(n_cameras);
+  uint64_t image = key >> tile_bits;
+  if (image > static_cast<uint64_t>(n_images)) image = static_cast<uint64_t>(n_images);
   const uint64_t tile = key & ((uint64_t{1} << tile_bits) - 1);
-  return static_cast<int64_t>(camera * static_cast<uint64_t>(n_tiles) + tile);
+  return static_cast<int64_t>(image * static_cast<uint64_t>(n_tiles) + tile);
 }
 
 }  // namespace gsplat

@@ -8,9 +8,10 @@ template <typename Library>
 void define_intersect_ops(Library& m) {
   m.def(
       "isect_tiles(Tensor means2d, Tensor radii, Tensor depths, int tile_size, int tile_width, "
-      "int tile_height, bool sort=True) -> (Tensor, Tensor, Tensor)");
+      "int tile_height, bool sort=True, Tensor? image_ids=None, int? n_images=None) -> "
+      "(Tensor, Tensor, Tensor)");
   m.def(
-      "isect_offset_encode(Tensor isect_ids, int n_cameras, int tile_width, int tile_height) -> "
+      "isect_offset_encode(Tensor isect_ids, int n_images, int tile_width, int tile_height) -> "
       "Tensor");
 }
 

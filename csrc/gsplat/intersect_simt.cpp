@@ -34,16 +34,18 @@ struct SimtBackend : HostSteps {
 
 std::tuple<Tensor, Tensor, Tensor> isect_tiles_simt(Tensor means2d, Tensor radii, Tensor depths,
                                                     int64_t tile_size, int64_t tile_width,
-                                                    int64_t tile_height, bool sort) {
+                                                    int64_t tile_height, bool sort,
+                                                    std::optional<Tensor> image_ids,
+                                                    std::optional<int64_t> n_images) {
   SimtBackend backend;
   return run_isect_tiles(means2d, radii, depths, tile_size, tile_width, tile_height, sort,
-                         kTilesOp, backend);
+                         image_ids, n_images, kTilesOp, backend);
 }
 
-Tensor isect_offset_encode_simt(Tensor isect_ids, int64_t n_cameras, int64_t tile_width,
+Tensor isect_offset_encode_simt(Tensor isect_ids, int64_t n_images, int64_t tile_width,
                                 int64_t tile_height) {
   SimtBackend backend;
-  return run_offset_encode(isect_ids, n_cameras, tile_width, tile_height, kOffsetOp, backend);
+  return run_offset_encode(isect_ids, n_images, tile_width, tile_height, kOffsetOp, backend);
 }
 
 }  // namespace

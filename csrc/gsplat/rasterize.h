@@ -1,13 +1,20 @@
 // Host-side pieces of rasterize_to_pixels shared by its backends (CPU, CUDA, simt).
 //
-//   rasterize_to_pixels_forward(means2d [C,N,2], conics [C,N,3], colors [C,N,D],
-//       opacities [C,N], backgrounds [C,D]?, image_width, image_height, tile_size,
-//       isect_offsets [C,tiles_y,tiles_x] int32, flatten_ids [M] int32)
-//     -> (render_colors [C,H,W,D], render_alphas [C,H,W,1], last_ids [C,H,W] int32)
+//   rasterize_to_pixels_forward(means2d, conics, colors, opacities, backgrounds [I,D]?,
+//       image_width, image_height, tile_size, isect_offsets [I,tiles_y,tiles_x] int32,
+//       flatten_ids [M] int32, masks [I,tiles_y,tiles_x] bool?, absgrad)
+//     -> (render_colors [I,H,W,D], render_alphas [I,H,W,1], last_ids [I,H,W] int32)
+//   The per-Gaussian inputs are dense, means2d [I,N,2], conics [I,N,3], colors [I,N,D],
+//   opacities [I,N], or packed, [nnz,2], [nnz,3], [nnz,D], [nnz]: flatten_ids index them as
+//   one flat list either way. I (images) comes from isect_offsets.
 //   last_ids: per pixel, the index into flatten_ids of the last Gaussian composited (-1: none).
-//   rasterize_to_pixels_backward(<the forward's inputs>, render_alphas, last_ids,
-//       v_render_colors [C,H,W,D], v_render_alphas [C,H,W,1])
-//     -> (v_means2d, v_conics, v_colors, v_opacities)
+//   A tile whose mask is false renders the background with alpha 0 and gets no gradients.
+//   absgrad is not used by the forward: the autograd formula passes it to the backward.
+//   rasterize_to_pixels_backward(<the forward's inputs but absgrad>, render_alphas, last_ids,
+//       v_render_colors [I,H,W,D], v_render_alphas [I,H,W,1], absgrad)
+//     -> (v_means2d, v_conics, v_colors, v_opacities, v_means2d_abs)
+//   v_means2d_abs (absgrad): like means2d, the sum over pixels of the absolute value of each
+//   pixel's contribution to v_means2d (gsplat's means2d.absgrad); [0] without absgrad.
 //   (the background's gradient, sum over pixels of (1 - alpha) v_render_colors, is a plain
 //   reduction done by the Python autograd formula, as gsplat does).
 #pragma once
@@ -28,6 +35,7 @@ namespace prebuild {
 namespace gsplat {
 
 using torch::stable::Tensor;
+using torch::headeronly::ScalarType;
 
 inline void check_int32(const Tensor& t, const char* op, const char* name) {
   STD_TORCH_CHECK(t.scalar_type() == torch::headeronly::ScalarType::Int, op, ": ", name,
@@ -42,13 +50,25 @@ inline void check_sizes(const Tensor& t, std::initializer_list<int64_t> sizes, c
   STD_TORCH_CHECK(ok, op, ": ", name, " must have shape ", shape);
 }
 
-inline void check_tensor(const Tensor& t, const Tensor& ref, bool is_float, const char* op,
+// t has means2d's leading dimensions ([I, N] or [nnz]), then `last` (none when last < 0).
+inline void check_rows(const Tensor& t, const Tensor& means2d, int64_t last, const char* op,
+                       const char* name, const char* shape) {
+  const int64_t lead = means2d.dim() - 1;
+  bool ok = t.dim() == lead + (last < 0 ? 0 : 1);
+  for (int64_t d = 0; ok && d < lead; ++d) ok = t.size(d) == means2d.size(d);
+  if (ok && last >= 0) ok = t.size(lead) == last;
+  STD_TORCH_CHECK(ok, op, ": ", name, " must have shape ", shape);
+}
+
+inline void check_tensor(const Tensor& t, const Tensor& ref, ScalarType dtype, const char* op,
                          const char* name) {
   check_same_device(t, ref, op, name, "means2d");
-  if (is_float) {
+  if (dtype == ScalarType::Float) {
     check_float32(t, op, name);
-  } else {
+  } else if (dtype == ScalarType::Int) {
     check_int32(t, op, name);
+  } else {
+    STD_TORCH_CHECK(t.scalar_type() == ScalarType::Bool, op, ": ", name, " must be bool");
   }
   check_contiguous(t, op, name);
 }
@@ -59,16 +79,8 @@ inline RasterShape check_forward_inputs(const Tensor& means2d, const Tensor& con
                                         const std::optional<Tensor>& backgrounds,
                                         int64_t image_width, int64_t image_height,
                                         int64_t tile_size, const Tensor& isect_offsets,
-                                        const Tensor& flatten_ids, const char* op) {
-  STD_TORCH_CHECK(means2d.dim() == 3 && means2d.size(2) == 2, op,
-                  ": means2d must have shape [C, N, 2]");
-  const int64_t C = means2d.size(0), N = means2d.size(1);
-  check_sizes(conics, {C, N, 3}, op, "conics", "[C, N, 3] matching means2d");
-  STD_TORCH_CHECK(colors.dim() == 3 && colors.size(0) == C && colors.size(1) == N, op,
-                  ": colors must have shape [C, N, D] matching means2d");
-  const int64_t D = colors.size(2);
-  STD_TORCH_CHECK(D >= 1, op, ": colors must have at least one channel (D >= 1)");
-  check_sizes(opacities, {C, N}, op, "opacities", "[C, N] matching means2d");
+                                        const Tensor& flatten_ids,
+                                        const std::optional<Tensor>& masks, const char* op) {
   STD_TORCH_CHECK(tile_size >= 1, op, ": tile_size must be positive, got ", tile_size);
   STD_TORCH_CHECK(image_width >= 1 && image_height >= 1, op,
                   ": image_width and image_height must be positive");
@@ -76,47 +88,74 @@ inline RasterShape check_forward_inputs(const Tensor& means2d, const Tensor& con
                   ": image_width and image_height must be below 2^30");
   const int64_t tiles_y = (image_height + tile_size - 1) / tile_size;
   const int64_t tiles_x = (image_width + tile_size - 1) / tile_size;
-  STD_TORCH_CHECK(isect_offsets.dim() == 3 && isect_offsets.size(0) == C &&
-                      isect_offsets.size(1) == tiles_y && isect_offsets.size(2) == tiles_x,
+  STD_TORCH_CHECK(isect_offsets.dim() == 3 && isect_offsets.size(1) == tiles_y &&
+                      isect_offsets.size(2) == tiles_x,
                   op, ": tile_size does not match the tile grid of isect_offsets (expected "
-                  "shape [C, ceil(H / tile_size), ceil(W / tile_size)] = [", C, ", ", tiles_y,
-                  ", ", tiles_x, "])");
+                  "shape [I, ceil(H / tile_size), ceil(W / tile_size)] = [I, ", tiles_y, ", ",
+                  tiles_x, "])");
+  const int64_t I = isect_offsets.size(0);
+  const bool packed = means2d.dim() == 2;
+  STD_TORCH_CHECK((means2d.dim() == 3 || packed) && means2d.size(means2d.dim() - 1) == 2, op,
+                  ": means2d must have shape [I, N, 2] or [nnz, 2] (packed)");
+  STD_TORCH_CHECK(packed || means2d.size(0) == I, op, ": means2d [I, N, 2] must have I = ", I,
+                  " images like isect_offsets, got ", means2d.size(0));
+  check_rows(conics, means2d, 3, op, "conics", "[I, N, 3] or [nnz, 3] matching means2d");
+  STD_TORCH_CHECK(colors.dim() == means2d.dim(), op,
+                  ": colors must have shape [I, N, D] or [nnz, D] matching means2d");
+  const int64_t D = colors.size(colors.dim() - 1);
+  check_rows(colors, means2d, D, op, "colors", "[I, N, D] or [nnz, D] matching means2d");
+  STD_TORCH_CHECK(D >= 1, op, ": colors must have at least one channel (D >= 1)");
+  check_rows(opacities, means2d, -1, op, "opacities", "[I, N] or [nnz] matching means2d");
   STD_TORCH_CHECK(flatten_ids.dim() == 1, op, ": flatten_ids must be 1-D");
-  STD_TORCH_CHECK(C * N < (int64_t{1} << 31), op, ": C * N must fit in int32 (flatten_ids)");
+  const int64_t n_gaussians = opacities.numel();
+  STD_TORCH_CHECK(n_gaussians < (int64_t{1} << 31), op,
+                  ": the number of Gaussians (I * N, or nnz) must fit in int32 (flatten_ids)");
   STD_TORCH_CHECK(flatten_ids.size(0) < (int64_t{1} << 31), op,
                   ": flatten_ids must have fewer than 2^31 entries");
-  check_tensor(means2d, means2d, true, op, "means2d");
-  check_tensor(conics, means2d, true, op, "conics");
-  check_tensor(colors, means2d, true, op, "colors");
-  check_tensor(opacities, means2d, true, op, "opacities");
-  check_tensor(isect_offsets, means2d, false, op, "isect_offsets");
-  check_tensor(flatten_ids, means2d, false, op, "flatten_ids");
+  check_tensor(means2d, means2d, ScalarType::Float, op, "means2d");
+  check_tensor(conics, means2d, ScalarType::Float, op, "conics");
+  check_tensor(colors, means2d, ScalarType::Float, op, "colors");
+  check_tensor(opacities, means2d, ScalarType::Float, op, "opacities");
+  check_tensor(isect_offsets, means2d, ScalarType::Int, op, "isect_offsets");
+  check_tensor(flatten_ids, means2d, ScalarType::Int, op, "flatten_ids");
   if (backgrounds.has_value()) {
-    check_sizes(*backgrounds, {C, D}, op, "backgrounds", "[C, D] matching colors");
-    check_tensor(*backgrounds, means2d, true, op, "backgrounds");
+    check_sizes(*backgrounds, {I, D}, op, "backgrounds",
+                "[I, D] matching isect_offsets and colors");
+    check_tensor(*backgrounds, means2d, ScalarType::Float, op, "backgrounds");
   }
-  return RasterShape{C, N, D, static_cast<int>(image_width), static_cast<int>(image_height),
-                     static_cast<int>(tile_size), static_cast<int>(tiles_x),
-                     static_cast<int>(tiles_y), flatten_ids.size(0), 0, 0};
+  if (masks.has_value()) {
+    check_sizes(*masks, {I, tiles_y, tiles_x}, op, "masks",
+                "[I, tiles_y, tiles_x] like isect_offsets");
+    check_tensor(*masks, means2d, ScalarType::Bool, op, "masks");
+  }
+  return RasterShape{I, n_gaussians, D, static_cast<int>(image_width),
+                     static_cast<int>(image_height), static_cast<int>(tile_size),
+                     static_cast<int>(tiles_x), static_cast<int>(tiles_y), flatten_ids.size(0),
+                     0, 0};
 }
 
 inline void check_backward_inputs(const RasterShape& s, const Tensor& means2d,
                                   const Tensor& render_alphas, const Tensor& last_ids,
                                   const Tensor& v_render_colors, const Tensor& v_render_alphas,
                                   const char* op) {
-  const int64_t C = s.C, H = s.height, W = s.width;
-  check_sizes(render_alphas, {C, H, W, 1}, op, "render_alphas", "[C, H, W, 1]");
-  check_sizes(last_ids, {C, H, W}, op, "last_ids", "[C, H, W]");
-  check_sizes(v_render_colors, {C, H, W, s.D}, op, "v_render_colors", "[C, H, W, D]");
-  check_sizes(v_render_alphas, {C, H, W, 1}, op, "v_render_alphas", "[C, H, W, 1]");
-  check_tensor(render_alphas, means2d, true, op, "render_alphas");
-  check_tensor(last_ids, means2d, false, op, "last_ids");
-  check_tensor(v_render_colors, means2d, true, op, "v_render_colors");
-  check_tensor(v_render_alphas, means2d, true, op, "v_render_alphas");
+  const int64_t I = s.n_images, H = s.height, W = s.width;
+  check_sizes(render_alphas, {I, H, W, 1}, op, "render_alphas", "[I, H, W, 1]");
+  check_sizes(last_ids, {I, H, W}, op, "last_ids", "[I, H, W]");
+  check_sizes(v_render_colors, {I, H, W, s.D}, op, "v_render_colors", "[I, H, W, D]");
+  check_sizes(v_render_alphas, {I, H, W, 1}, op, "v_render_alphas", "[I, H, W, 1]");
+  check_tensor(render_alphas, means2d, ScalarType::Float, op, "render_alphas");
+  check_tensor(last_ids, means2d, ScalarType::Int, op, "last_ids");
+  check_tensor(v_render_colors, means2d, ScalarType::Float, op, "v_render_colors");
+  check_tensor(v_render_alphas, means2d, ScalarType::Float, op, "v_render_alphas");
 }
 
 inline const float* optional_ptr(const std::optional<Tensor>& t) {
   return t.has_value() ? t->const_data_ptr<float>() : nullptr;
+}
+
+// The stable ABI has no typed data pointer for bool (checked by check_tensor).
+inline const bool* masks_ptr(const std::optional<Tensor>& masks) {
+  return masks.has_value() ? static_cast<const bool*>(masks->const_data_ptr()) : nullptr;
 }
 
 struct ForwardOutputs {
@@ -128,15 +167,16 @@ inline ForwardOutputs allocate_forward(const RasterShape& s, const Tensor& means
                                        const Tensor& conics, const Tensor& colors,
                                        const Tensor& opacities,
                                        const std::optional<Tensor>& backgrounds,
-                                       const Tensor& isect_offsets, const Tensor& flatten_ids) {
-  const int64_t C = s.C, H = s.height, W = s.width;
-  Tensor render_colors = torch::stable::new_empty(means2d, {C, H, W, s.D});
-  Tensor render_alphas = torch::stable::new_empty(means2d, {C, H, W, 1});
-  Tensor last_ids =
-      torch::stable::new_empty(means2d, {C, H, W}, torch::headeronly::ScalarType::Int);
+                                       const Tensor& isect_offsets, const Tensor& flatten_ids,
+                                       const std::optional<Tensor>& masks) {
+  const int64_t I = s.n_images, H = s.height, W = s.width;
+  Tensor render_colors = torch::stable::new_empty(means2d, {I, H, W, s.D});
+  Tensor render_alphas = torch::stable::new_empty(means2d, {I, H, W, 1});
+  Tensor last_ids = torch::stable::new_empty(means2d, {I, H, W}, ScalarType::Int);
   ForwardArgs args{means2d.const_data_ptr<float>(),     conics.const_data_ptr<float>(),
                    colors.const_data_ptr<float>(),      opacities.const_data_ptr<float>(),
-                   optional_ptr(backgrounds),           isect_offsets.const_data_ptr<int32_t>(),
+                   optional_ptr(backgrounds),           masks_ptr(masks),
+                   isect_offsets.const_data_ptr<int32_t>(),
                    flatten_ids.const_data_ptr<int32_t>(), s,
                    render_colors.mutable_data_ptr<float>(),
                    render_alphas.mutable_data_ptr<float>(), last_ids.mutable_data_ptr<int32_t>()};
@@ -144,28 +184,36 @@ inline ForwardOutputs allocate_forward(const RasterShape& s, const Tensor& means
 }
 
 struct BackwardOutputs {
-  Tensor v_means2d, v_conics, v_colors, v_opacities;
+  Tensor v_means2d, v_conics, v_colors, v_opacities, v_means2d_abs;
   BackwardArgs args;
+
+  std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> tuple() const {
+    return {v_means2d, v_conics, v_colors, v_opacities, v_means2d_abs};
+  }
 };
 
-// Zero-initialised gradients (the kernels accumulate into them).
+// Zero-initialised gradients shaped like their inputs (the kernels accumulate into them).
 inline BackwardOutputs allocate_backward(const RasterShape& s, const Tensor& means2d,
                                          const Tensor& conics, const Tensor& colors,
                                          const Tensor& opacities,
                                          const std::optional<Tensor>& backgrounds,
                                          const Tensor& isect_offsets, const Tensor& flatten_ids,
+                                         const std::optional<Tensor>& masks,
                                          const Tensor& render_alphas, const Tensor& last_ids,
                                          const Tensor& v_render_colors,
-                                         const Tensor& v_render_alphas) {
-  Tensor v_means2d = torch::stable::new_zeros(means2d, {s.C, s.N, 2});
-  Tensor v_conics = torch::stable::new_zeros(means2d, {s.C, s.N, 3});
-  Tensor v_colors = torch::stable::new_zeros(means2d, {s.C, s.N, s.D});
-  Tensor v_opacities = torch::stable::new_zeros(means2d, {s.C, s.N});
+                                         const Tensor& v_render_alphas, bool absgrad) {
+  Tensor v_means2d = torch::stable::new_zeros(means2d, means2d.sizes());
+  Tensor v_conics = torch::stable::new_zeros(means2d, conics.sizes());
+  Tensor v_colors = torch::stable::new_zeros(means2d, colors.sizes());
+  Tensor v_opacities = torch::stable::new_zeros(means2d, opacities.sizes());
+  Tensor v_means2d_abs = absgrad ? torch::stable::new_zeros(means2d, means2d.sizes())
+                                 : torch::stable::new_empty(means2d, {0});
   BackwardArgs args{means2d.const_data_ptr<float>(),
                     conics.const_data_ptr<float>(),
                     colors.const_data_ptr<float>(),
                     opacities.const_data_ptr<float>(),
                     optional_ptr(backgrounds),
+                    masks_ptr(masks),
                     isect_offsets.const_data_ptr<int32_t>(),
                     flatten_ids.const_data_ptr<int32_t>(),
                     render_alphas.const_data_ptr<float>(),
@@ -176,8 +224,9 @@ inline BackwardOutputs allocate_backward(const RasterShape& s, const Tensor& mea
                     v_means2d.mutable_data_ptr<float>(),
                     v_conics.mutable_data_ptr<float>(),
                     v_colors.mutable_data_ptr<float>(),
-                    v_opacities.mutable_data_ptr<float>()};
-  return {v_means2d, v_conics, v_colors, v_opacities, args};
+                    v_opacities.mutable_data_ptr<float>(),
+                    absgrad ? v_means2d_abs.mutable_data_ptr<float>() : nullptr};
+  return {v_means2d, v_conics, v_colors, v_opacities, v_means2d_abs, args};
 }
 
 // ---------------------------------------------------------------- CUDA and simt launches
@@ -205,15 +254,15 @@ void for_each_channel_chunk(int64_t D, const Fn& fn) {
 
 using simt::LaunchGeometry;
 
-// Grid (C, tiles_y, tiles_x) of tile_size x tile_size blocks, as gsplat.
+// Grid (I, tiles_y, tiles_x) of tile_size x tile_size blocks, as gsplat.
 inline LaunchGeometry launch_geometry(const RasterShape& s, const char* op) {
   STD_TORCH_CHECK(int64_t{s.tile_size} * s.tile_size <= kMaxBlockThreads, op,
                   ": tile_size must be at most 32 on this backend (one thread per pixel of a "
                   "tile: tile_size^2 <= 1024), got ", s.tile_size);
   STD_TORCH_CHECK(s.tiles_y <= kMaxGridYZ && s.tiles_x <= kMaxGridYZ, op,
                   ": the image is too large: at most ", kMaxGridYZ, " tiles per axis");
-  STD_TORCH_CHECK(s.C < (int64_t{1} << 31), op, ": too many cameras");
-  return {{static_cast<int>(s.C), s.tiles_y, s.tiles_x}, {s.tile_size, s.tile_size, 1}};
+  STD_TORCH_CHECK(s.n_images < (int64_t{1} << 31), op, ": too many images");
+  return {{static_cast<int>(s.n_images), s.tiles_y, s.tiles_x}, {s.tile_size, s.tile_size, 1}};
 }
 
 // The host side of the CUDA and simt backends: checks, outputs, then per channel chunk
@@ -222,16 +271,17 @@ template <typename OnDevice, typename Launch>
 std::tuple<Tensor, Tensor, Tensor> forward_tiled(
     const Tensor& means2d, const Tensor& conics, const Tensor& colors, const Tensor& opacities,
     const std::optional<Tensor>& backgrounds, int64_t image_width, int64_t image_height,
-    int64_t tile_size, const Tensor& isect_offsets, const Tensor& flatten_ids, const char* op,
-    const char* device, const OnDevice& on_device, const Launch& launch) {
+    int64_t tile_size, const Tensor& isect_offsets, const Tensor& flatten_ids,
+    const std::optional<Tensor>& masks, const char* op, const char* device,
+    const OnDevice& on_device, const Launch& launch) {
   const RasterShape s = check_forward_inputs(means2d, conics, colors, opacities, backgrounds,
                                              image_width, image_height, tile_size,
-                                             isect_offsets, flatten_ids, op);
+                                             isect_offsets, flatten_ids, masks, op);
   STD_TORCH_CHECK(on_device(means2d), op, ": this kernel runs on ", device, " tensors");
   const LaunchGeometry g = launch_geometry(s, op);
   ForwardOutputs out = allocate_forward(s, means2d, conics, colors, opacities, backgrounds,
-                                        isect_offsets, flatten_ids);
-  if (s.C > 0) {
+                                        isect_offsets, flatten_ids, masks);
+  if (s.n_images > 0) {
     for_each_channel_chunk<kMaxForwardChunk>(s.D, [&](auto chunk, int c0, int nc) {
       ForwardArgs args = out.args;
       args.s.c0 = c0;
@@ -243,24 +293,24 @@ std::tuple<Tensor, Tensor, Tensor> forward_tiled(
 }
 
 template <typename OnDevice, typename Launch>
-std::tuple<Tensor, Tensor, Tensor, Tensor> backward_tiled(
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_tiled(
     const Tensor& means2d, const Tensor& conics, const Tensor& colors, const Tensor& opacities,
     const std::optional<Tensor>& backgrounds, int64_t image_width, int64_t image_height,
     int64_t tile_size, const Tensor& isect_offsets, const Tensor& flatten_ids,
-    const Tensor& render_alphas, const Tensor& last_ids, const Tensor& v_render_colors,
-    const Tensor& v_render_alphas, const char* op, const char* device,
-    const OnDevice& on_device, const Launch& launch) {
+    const std::optional<Tensor>& masks, const Tensor& render_alphas, const Tensor& last_ids,
+    const Tensor& v_render_colors, const Tensor& v_render_alphas, bool absgrad, const char* op,
+    const char* device, const OnDevice& on_device, const Launch& launch) {
   const RasterShape s = check_forward_inputs(means2d, conics, colors, opacities, backgrounds,
                                              image_width, image_height, tile_size,
-                                             isect_offsets, flatten_ids, op);
+                                             isect_offsets, flatten_ids, masks, op);
   check_backward_inputs(s, means2d, render_alphas, last_ids, v_render_colors, v_render_alphas,
                         op);
   STD_TORCH_CHECK(on_device(means2d), op, ": this kernel runs on ", device, " tensors");
   const LaunchGeometry g = launch_geometry(s, op);
   BackwardOutputs out = allocate_backward(s, means2d, conics, colors, opacities, backgrounds,
-                                          isect_offsets, flatten_ids, render_alphas, last_ids,
-                                          v_render_colors, v_render_alphas);
-  if (s.C > 0 && s.n_isects > 0) {
+                                          isect_offsets, flatten_ids, masks, render_alphas,
+                                          last_ids, v_render_colors, v_render_alphas, absgrad);
+  if (s.n_images > 0 && s.n_isects > 0) {
     for_each_channel_chunk<kMaxBackwardChunk>(s.D, [&](auto chunk, int c0, int nc) {
       BackwardArgs args = out.args;
       args.s.c0 = c0;
@@ -268,7 +318,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> backward_tiled(
       launch(chunk, g, args);
     });
   }
-  return {out.v_means2d, out.v_conics, out.v_colors, out.v_opacities};
+  return out.tuple();
 }
 
 }  // namespace gsplat

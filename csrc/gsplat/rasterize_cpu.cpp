@@ -5,8 +5,8 @@
 #include <torch/csrc/stable/ops.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
-#include <vector>
 
 #include "rasterize.h"
 #include "rasterize_math.h"
@@ -17,11 +17,11 @@ namespace {
 
 // The CPU backend can afford to check the index tensors' values: isect_offsets must be
 // non-decreasing runs inside flatten_ids (so tiles own disjoint runs, which the backward's
-// race-free accumulation relies on) and flatten_ids must index the C * N Gaussians.
+// race-free accumulation relies on) and flatten_ids must index the Gaussians (I * N, or nnz).
 void check_index_values(const RasterShape& s, const Tensor& isect_offsets,
                         const Tensor& flatten_ids, const char* op) {
   const int32_t* off = isect_offsets.const_data_ptr<int32_t>();
-  const int64_t n_tiles = s.C * s.tiles_y * s.tiles_x;
+  const int64_t n_tiles = s.n_images * s.tiles_y * s.tiles_x;
   int64_t prev = 0;
   for (int64_t t = 0; t < n_tiles; ++t) {
     STD_TORCH_CHECK(off[t] >= prev && off[t] <= s.n_isects, op,
@@ -31,29 +31,30 @@ void check_index_values(const RasterShape& s, const Tensor& isect_offsets,
   }
   const int32_t* ids = flatten_ids.const_data_ptr<int32_t>();
   for (int64_t i = 0; i < s.n_isects; ++i) {
-    STD_TORCH_CHECK(ids[i] >= 0 && ids[i] < s.C * s.N, op,
-                    ": flatten_ids must be in [0, C * N) = [0, ", s.C * s.N, "), got ", ids[i],
-                    " at ", i);
+    STD_TORCH_CHECK(ids[i] >= 0 && ids[i] < s.n_gaussians, op,
+                    ": flatten_ids must index the Gaussians, in [0, I * N or nnz) = [0, ",
+                    s.n_gaussians, "), got ", ids[i], " at ", i);
   }
 }
 
-// Calls fn(camera, x0, y0, x1, y1, start, stop) for every tile, in parallel: the tile's
-// pixels [x0, x1) x [y0, y1) and its run [start, stop) of flatten_ids.
+// Calls fn(image, x0, y0, x1, y1, start, stop) for every tile, in parallel: the tile's
+// pixels [x0, x1) x [y0, y1) and its run [start, stop) of flatten_ids (empty when masked).
 template <typename Fn>
-void for_each_tile(const RasterShape& s, const int32_t* offsets, const Fn& fn) {
-  const int64_t per_camera = int64_t{s.tiles_y} * s.tiles_x;
-  const int64_t n_tiles = s.C * per_camera;
+void for_each_tile(const RasterShape& s, const int32_t* offsets, const bool* masks,
+                   const Fn& fn) {
+  const int64_t per_image = int64_t{s.tiles_y} * s.tiles_x;
+  const int64_t n_tiles = s.n_images * per_image;
   torch::stable::parallel_for(0, n_tiles, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      const int camera = static_cast<int>(t / per_camera);
-      const int ty = static_cast<int>((t % per_camera) / s.tiles_x);
+      const int image = static_cast<int>(t / per_image);
+      const int ty = static_cast<int>((t % per_image) / s.tiles_x);
       const int tx = static_cast<int>(t % s.tiles_x);
       const int x0 = tx * s.tile_size, y0 = ty * s.tile_size;
       const int x1 = std::min(x0 + s.tile_size, s.width);
       const int y1 = std::min(y0 + s.tile_size, s.height);
       int64_t start, stop;
-      tile_range(offsets, t, n_tiles, s.n_isects, &start, &stop);
-      fn(camera, x0, y0, x1, y1, start, stop);
+      tile_range(offsets, masks, t, n_tiles, s.n_isects, &start, &stop);
+      fn(image, x0, y0, x1, y1, start, stop);
     }
   });
 }
@@ -63,22 +64,23 @@ std::tuple<Tensor, Tensor, Tensor> forward_cpu(Tensor means2d, Tensor conics, Te
                                                std::optional<Tensor> backgrounds,
                                                int64_t image_width, int64_t image_height,
                                                int64_t tile_size, Tensor isect_offsets,
-                                               Tensor flatten_ids) {
+                                               Tensor flatten_ids, std::optional<Tensor> masks,
+                                               bool /*absgrad: the backward's*/) {
   constexpr const char* op = "prebuild::rasterize_to_pixels_forward";
   const RasterShape s = check_forward_inputs(means2d, conics, colors, opacities, backgrounds,
                                              image_width, image_height, tile_size,
-                                             isect_offsets, flatten_ids, op);
+                                             isect_offsets, flatten_ids, masks, op);
   STD_TORCH_CHECK(means2d.is_cpu(), op, ": the CPU kernel got tensors that are not on the CPU");
   check_index_values(s, isect_offsets, flatten_ids, op);
   ForwardOutputs out = allocate_forward(s, means2d, conics, colors, opacities, backgrounds,
-                                        isect_offsets, flatten_ids);
+                                        isect_offsets, flatten_ids, masks);
   const ForwardArgs a = out.args;
-  for_each_tile(s, a.isect_offsets, [&](int camera, int x0, int y0, int x1, int y1,
-                                        int64_t start, int64_t stop) {
-    const float* bg = a.backgrounds ? a.backgrounds + camera * s.D : nullptr;
+  for_each_tile(s, a.isect_offsets, a.masks, [&](int image, int x0, int y0, int x1, int y1,
+                                                 int64_t start, int64_t stop) {
+    const float* bg = a.backgrounds ? a.backgrounds + image * s.D : nullptr;
     for (int y = y0; y < y1; ++y) {
       for (int x = x0; x < x1; ++x) {
-        const int64_t pixel = (int64_t{camera} * s.height + y) * s.width + x;
+        const int64_t pixel = (int64_t{image} * s.height + y) * s.width + x;
         float* color_out = a.render_colors + pixel * s.D;
         std::fill(color_out, color_out + s.D, 0.f);
         float T = 1.f;
@@ -112,45 +114,43 @@ std::tuple<Tensor, Tensor, Tensor> forward_cpu(Tensor means2d, Tensor conics, Te
 // entry's gradient into its own row of per-entry buffers (a task only writes the rows of its
 // tiles, pixels in a fixed order); then one sequential pass in flatten_ids order adds the
 // rows into the per-Gaussian gradients. The result does not depend on the thread count.
-std::tuple<Tensor, Tensor, Tensor, Tensor> backward_cpu(
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cpu(
     Tensor means2d, Tensor conics, Tensor colors, Tensor opacities,
     std::optional<Tensor> backgrounds, int64_t image_width, int64_t image_height,
-    int64_t tile_size, Tensor isect_offsets, Tensor flatten_ids, Tensor render_alphas,
-    Tensor last_ids, Tensor v_render_colors, Tensor v_render_alphas) {
+    int64_t tile_size, Tensor isect_offsets, Tensor flatten_ids, std::optional<Tensor> masks,
+    Tensor render_alphas, Tensor last_ids, Tensor v_render_colors, Tensor v_render_alphas,
+    bool absgrad) {
   constexpr const char* op = "prebuild::rasterize_to_pixels_backward";
   const RasterShape s = check_forward_inputs(means2d, conics, colors, opacities, backgrounds,
                                              image_width, image_height, tile_size,
-                                             isect_offsets, flatten_ids, op);
+                                             isect_offsets, flatten_ids, masks, op);
   check_backward_inputs(s, means2d, render_alphas, last_ids, v_render_colors, v_render_alphas,
                         op);
   STD_TORCH_CHECK(means2d.is_cpu(), op, ": the CPU kernel got tensors that are not on the CPU");
   check_index_values(s, isect_offsets, flatten_ids, op);
   BackwardOutputs out = allocate_backward(s, means2d, conics, colors, opacities, backgrounds,
-                                          isect_offsets, flatten_ids, render_alphas, last_ids,
-                                          v_render_colors, v_render_alphas);
-  if (s.n_isects == 0) return {out.v_means2d, out.v_conics, out.v_colors, out.v_opacities};
+                                          isect_offsets, flatten_ids, masks, render_alphas,
+                                          last_ids, v_render_colors, v_render_alphas, absgrad);
+  if (s.n_isects == 0) return out.tuple();
   const BackwardArgs a = out.args;
-  constexpr int kGeo = 6;  // x, y, opacity, a, b, c
-  Tensor geo_rows = torch::stable::new_zeros(means2d, {s.n_isects, kGeo});
+  // x, y, opacity, a, b, c, then with absgrad |x|, |y| summed over pixels.
+  const int64_t n_geo = absgrad ? 8 : 6;
+  Tensor geo_rows = torch::stable::new_zeros(means2d, {s.n_isects, n_geo});
   Tensor color_rows = torch::stable::new_zeros(means2d, {s.n_isects, s.D});
   float* geo = geo_rows.mutable_data_ptr<float>();
   float* col = color_rows.mutable_data_ptr<float>();
 
-  for_each_tile(s, a.isect_offsets, [&](int camera, int x0, int y0, int x1, int y1,
-                                        int64_t start, int64_t stop) {
-    std::vector<float> behind(static_cast<size_t>(s.D));
-    const float* bg = a.backgrounds ? a.backgrounds + camera * s.D : nullptr;
+  for_each_tile(s, a.isect_offsets, a.masks, [&](int image, int x0, int y0, int x1, int y1,
+                                                 int64_t start, int64_t stop) {
+    const float* bg = a.backgrounds ? a.backgrounds + image * s.D : nullptr;
     for (int y = y0; y < y1; ++y) {
       for (int x = x0; x < x1; ++x) {
-        const int64_t pixel = (int64_t{camera} * s.height + y) * s.width + x;
+        const int64_t pixel = (int64_t{image} * s.height + y) * s.width + x;
         const float T_final = 1.f - a.render_alphas[pixel];
         const float* v_color = a.v_render_colors + pixel * s.D;
         const float v_alpha_out = a.v_render_alphas[pixel];
-        float bg_dot = 0.f;
-        if (bg) {
-          for (int64_t k = 0; k < s.D; ++k) bg_dot += bg[k] * v_color[k];
-        }
-        std::fill(behind.begin(), behind.end(), 0.f);
+        const float bg_dot = bg ? channel_dot(bg, v_color, s.D) : 0.f;
+        float behind_dot = 0.f;  // behind . v_color (rasterize_math.h)
         float T = T_final;
         // Clamped: a malformed last_ids cannot leave the tile's run.
         for (int64_t idx = std::min<int64_t>(a.last_ids[pixel], stop - 1); idx >= start; --idx) {
@@ -161,23 +161,24 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> backward_cpu(
           const float ra = uncomposite_step(h.alpha, &T);
           const float weight = h.alpha * T;
           const float* color = a.colors + g * s.D;
-          float v_alpha = alpha_vjp_pixel(T_final, ra, v_alpha_out, bg_dot);
-          for (int64_t k = 0; k < s.D; ++k) {
-            v_alpha += alpha_vjp_channel(color[k], behind[k], v_color[k], T, ra);
-          }
+          const float color_dot = channel_dot(color, v_color, s.D);
+          const float v_alpha = alpha_vjp_colors(color_dot, behind_dot, T, ra) +
+                                alpha_vjp_pixel(T_final, ra, v_alpha_out, bg_dot);
+          behind_dot += color_dot * weight;
           const SplatGrad gr = splat_vjp(sp, h, v_alpha);
-          float* row = geo + idx * kGeo;
+          float* row = geo + idx * n_geo;
           row[0] += gr.x;
           row[1] += gr.y;
           row[2] += gr.opacity;
           row[3] += gr.a;
           row[4] += gr.b;
           row[5] += gr.c;
-          float* crow = col + idx * s.D;
-          for (int64_t k = 0; k < s.D; ++k) {
-            crow[k] += weight * v_color[k];
-            behind[k] += color[k] * weight;
+          if (absgrad) {
+            row[6] += std::fabs(gr.x);
+            row[7] += std::fabs(gr.y);
           }
+          float* crow = col + idx * s.D;
+          for (int64_t k = 0; k < s.D; ++k) crow[k] += weight * v_color[k];
         }
       }
     }
@@ -185,18 +186,22 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> backward_cpu(
 
   for (int64_t idx = 0; idx < s.n_isects; ++idx) {
     const int64_t g = a.flatten_ids[idx];
-    const float* row = geo + idx * kGeo;
+    const float* row = geo + idx * n_geo;
     a.v_means2d[2 * g] += row[0];
     a.v_means2d[2 * g + 1] += row[1];
     a.v_opacities[g] += row[2];
     a.v_conics[3 * g] += row[3];
     a.v_conics[3 * g + 1] += row[4];
     a.v_conics[3 * g + 2] += row[5];
+    if (absgrad) {
+      a.v_means2d_abs[2 * g] += row[6];
+      a.v_means2d_abs[2 * g + 1] += row[7];
+    }
     const float* crow = col + idx * s.D;
     float* v_col = a.v_colors + g * s.D;
     for (int64_t k = 0; k < s.D; ++k) v_col[k] += crow[k];
   }
-  return {out.v_means2d, out.v_conics, out.v_colors, out.v_opacities};
+  return out.tuple();
 }
 
 }  // namespace

@@ -30,25 +30,27 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(Tensor means2d, Tensor conics, T
                                                 std::optional<Tensor> backgrounds,
                                                 int64_t image_width, int64_t image_height,
                                                 int64_t tile_size, Tensor isect_offsets,
-                                                Tensor flatten_ids) {
+                                                Tensor flatten_ids, std::optional<Tensor> masks,
+                                                bool /*absgrad: the backward's*/) {
   return forward_tiled(
       means2d, conics, colors, opacities, backgrounds, image_width, image_height, tile_size,
-      isect_offsets, flatten_ids, "prebuild::rasterize_to_pixels_forward", "CUDA", on_gpu,
+      isect_offsets, flatten_ids, masks, "prebuild::rasterize_to_pixels_forward", "CUDA", on_gpu,
       [&](auto chunk, const LaunchGeometry& g, const ForwardArgs& args) {
         launch("rasterize_to_pixels_forward", rasterize_forward_kernel<decltype(chunk)::value>,
                g, 0, means2d, args);
       });
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> backward_cuda(
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     Tensor means2d, Tensor conics, Tensor colors, Tensor opacities,
     std::optional<Tensor> backgrounds, int64_t image_width, int64_t image_height,
-    int64_t tile_size, Tensor isect_offsets, Tensor flatten_ids, Tensor render_alphas,
-    Tensor last_ids, Tensor v_render_colors, Tensor v_render_alphas) {
+    int64_t tile_size, Tensor isect_offsets, Tensor flatten_ids, std::optional<Tensor> masks,
+    Tensor render_alphas, Tensor last_ids, Tensor v_render_colors, Tensor v_render_alphas,
+    bool absgrad) {
   return backward_tiled(
       means2d, conics, colors, opacities, backgrounds, image_width, image_height, tile_size,
-      isect_offsets, flatten_ids, render_alphas, last_ids, v_render_colors, v_render_alphas,
-      "prebuild::rasterize_to_pixels_backward", "CUDA", on_gpu,
+      isect_offsets, flatten_ids, masks, render_alphas, last_ids, v_render_colors,
+      v_render_alphas, absgrad, "prebuild::rasterize_to_pixels_backward", "CUDA", on_gpu,
       [&](auto chunk, const LaunchGeometry& g, const BackwardArgs& args) {
         launch("rasterize_to_pixels_backward",
                rasterize_backward_kernel<decltype(chunk)::value>, g, 0, means2d, args);

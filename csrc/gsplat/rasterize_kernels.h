@@ -2,19 +2,23 @@
 // (prebuild/simt.h): compiled by nvcc into the CUDA library and by the C++ compiler into the
 // simt test library. Per-pixel math: rasterize_math.h.
 //
-// One block of tile_size x tile_size threads per (camera, tile): grid = (C, tiles_y,
+// One block of tile_size x tile_size threads per (image, tile): grid = (I, tiles_y,
 // tiles_x), as gsplat. The block walks its tile's depth-sorted run of flatten_ids in
 // batches: each thread loads one Gaussian of the batch into shared memory, a barrier, then
 // every thread composites its own pixel with the whole batch. The forward stops at the
 // barrier where every pixel of the tile is done (ctx.sync_count); the backward walks the run
 // back to front, skipping batches behind every pixel's last composited Gaussian.
+// flatten_ids index the per-Gaussian arrays as one flat list (image * N + id, or the packed
+// index), so dense and packed inputs run the same code.
 //
 // Channels: a thread keeps kChunk accumulators in registers, so a launch handles the
 // channels [c0, c0 + nc) with nc <= kChunk (a compile-time bucket: 1, 2, 3, 4, 8, 16, 32);
-// more channels take more launches (rasterize.h), so any D >= 1 works. The compositing decisions do not depend on the channels, so every
-// chunk makes the same ones; the first chunk writes render_alphas and last_ids, and in the
-// backward adds the render_alphas term. The other terms of dL/dalpha are sums over
-// channels, so each chunk adds its own part of the geometry gradients.
+// more channels take more launches (rasterize.h), so any D >= 1 works. The compositing
+// decisions do not depend on the channels, so every chunk makes the same ones; the first
+// chunk writes render_alphas and last_ids. In the backward every launch adds its channels'
+// colour gradients, and the first one also the geometry gradients (means2d, conics,
+// opacities, absgrad): their dL/dalpha needs colour . v_color over all D channels, which it
+// completes from global memory past its chunk, so each pixel's contribution is whole.
 #pragma once
 
 #include <stdint.h>
@@ -27,8 +31,8 @@ namespace gsplat {
 
 constexpr int kMaxBatch = 256;  // Gaussians per shared-memory batch (at most one per thread)
 // Channels per launch. The kernels are compiled for up to 1024 threads per block (64
-// registers a thread); the backward keeps two arrays of kChunk floats per thread, and 32 of
-// them spilled 268 bytes a thread, 16 spill 32 (ptxas -v, sm_80), 8 and fewer none.
+// registers a thread); the backward keeps an array of kChunk floats per thread (v_color):
+// 32 of them spill 96 bytes a thread, 16 spill 36 (ptxas -v, sm_80), 8 and fewer none.
 constexpr int kMaxForwardChunk = 32;
 constexpr int kMaxBackwardChunk = 16;
 constexpr int kMaxGridYZ = 65535;
@@ -36,24 +40,25 @@ constexpr int kMaxBlockThreads = 1024;
 
 // Sizes shared by the forward and backward arguments.
 struct RasterShape {
-  int64_t C, N, D;            // cameras, Gaussians per camera, channels
+  int64_t n_images, n_gaussians, D;  // I; rows of the per-Gaussian arrays (I * N or nnz); channels
   int width, height, tile_size, tiles_x, tiles_y;
   int64_t n_isects;           // length of flatten_ids
   int c0, nc;                 // this launch's channel chunk
 };
 
 struct ForwardArgs {
-  const float* means2d;      // [C, N, 2]
-  const float* conics;       // [C, N, 3]
-  const float* colors;       // [C, N, D]
-  const float* opacities;    // [C, N]
-  const float* backgrounds;  // [C, D] or nullptr
-  const int32_t* isect_offsets;  // [C, tiles_y, tiles_x]
+  const float* means2d;      // [n_gaussians, 2] ([I, N, 2] or [nnz, 2])
+  const float* conics;       // [n_gaussians, 3]
+  const float* colors;       // [n_gaussians, D]
+  const float* opacities;    // [n_gaussians]
+  const float* backgrounds;  // [I, D] or nullptr
+  const bool* masks;         // [I, tiles_y, tiles_x] or nullptr
+  const int32_t* isect_offsets;  // [I, tiles_y, tiles_x]
   const int32_t* flatten_ids;    // [n_isects]
   RasterShape s;
-  float* render_colors;  // [C, H, W, D]
-  float* render_alphas;  // [C, H, W, 1]
-  int32_t* last_ids;     // [C, H, W]: index into flatten_ids of the last composited, or -1
+  float* render_colors;  // [I, H, W, D]
+  float* render_alphas;  // [I, H, W, 1]
+  int32_t* last_ids;     // [I, H, W]: index into flatten_ids of the last composited, or -1
 };
 
 struct BackwardArgs {
@@ -62,22 +67,24 @@ struct BackwardArgs {
   const float* colors;
   const float* opacities;
   const float* backgrounds;
+  const bool* masks;
   const int32_t* isect_offsets;
   const int32_t* flatten_ids;
-  const float* render_alphas;    // [C, H, W, 1] from the forward
-  const int32_t* last_ids;       // [C, H, W] from the forward
-  const float* v_render_colors;  // [C, H, W, D]
-  const float* v_render_alphas;  // [C, H, W, 1]
+  const float* render_alphas;    // [I, H, W, 1] from the forward
+  const int32_t* last_ids;       // [I, H, W] from the forward
+  const float* v_render_colors;  // [I, H, W, D]
+  const float* v_render_alphas;  // [I, H, W, 1]
   RasterShape s;
-  float* v_means2d;    // [C, N, 2], zero-initialised, accumulated with atomics
-  float* v_conics;     // [C, N, 3]
-  float* v_colors;     // [C, N, D]
-  float* v_opacities;  // [C, N]
+  float* v_means2d;      // [n_gaussians, 2], zero-initialised, accumulated with atomics
+  float* v_conics;       // [n_gaussians, 3]
+  float* v_colors;       // [n_gaussians, D]
+  float* v_opacities;    // [n_gaussians]
+  float* v_means2d_abs;  // [n_gaussians, 2]: sum over pixels of |d pixel / d means2d|, or nullptr
 };
 
 // A batch of Gaussians staged in shared memory.
 struct SplatBatch {
-  int32_t ids[kMaxBatch];  // flat index camera * N + id; -1 for an invalid flatten id
+  int32_t ids[kMaxBatch];  // flat Gaussian index; -1 for an invalid flatten id
   Splat splats[kMaxBatch];
 };
 
@@ -87,30 +94,31 @@ struct BackwardShared {
   float colors[kMaxBatch][kChunk];
 };
 
-// Where the calling thread works: its camera, tile, pixel and rank in the block.
+// Where the calling thread works: its image, tile, pixel and rank in the block.
 struct TileThread {
-  int camera, px, py, rank, threads, batch;
+  int image, px, py, rank, threads, batch;
   bool inside;
-  int64_t pixel;  // camera * H * W + py * W + px (only meaningful when inside)
+  int64_t pixel;  // image * H * W + py * W + px (only meaningful when inside)
   int64_t range_start, range_end;
 };
 
 template <typename Ctx>
 PREBUILD_SIMT_BODY TileThread tile_thread(const Ctx& ctx, const RasterShape& s,
-                                          const int32_t* isect_offsets) {
+                                          const int32_t* isect_offsets, const bool* masks) {
   const simt::Index3 b = ctx.block(), t = ctx.thread(), bd = ctx.block_dim();
   TileThread w;
-  w.camera = b.x;
+  w.image = b.x;
   w.py = b.y * s.tile_size + t.y;
   w.px = b.z * s.tile_size + t.x;
   w.rank = t.y * bd.x + t.x;
   w.threads = bd.x * bd.y;
   w.batch = w.threads < kMaxBatch ? w.threads : kMaxBatch;
   w.inside = w.py < s.height && w.px < s.width;
-  w.pixel = (static_cast<int64_t>(w.camera) * s.height + w.py) * s.width + w.px;
-  const int64_t n_tiles = s.C * s.tiles_y * s.tiles_x;
-  const int64_t flat_tile = (static_cast<int64_t>(w.camera) * s.tiles_y + b.y) * s.tiles_x + b.z;
-  tile_range(isect_offsets, flat_tile, n_tiles, s.n_isects, &w.range_start, &w.range_end);
+  w.pixel = (static_cast<int64_t>(w.image) * s.height + w.py) * s.width + w.px;
+  const int64_t n_tiles = s.n_images * s.tiles_y * s.tiles_x;
+  const int64_t flat_tile = (static_cast<int64_t>(w.image) * s.tiles_y + b.y) * s.tiles_x + b.z;
+  tile_range(isect_offsets, masks, flat_tile, n_tiles, s.n_isects, &w.range_start,
+             &w.range_end);
   return w;
 }
 
@@ -132,7 +140,7 @@ PREBUILD_SIMT_BODY void stage_splat(SplatBatch& sb, int slot, const int32_t* fla
 template <int kChunk, typename Ctx>
 PREBUILD_SIMT_BODY void forward_block(const Ctx& ctx, SplatBatch& sh, const ForwardArgs& a) {
   const RasterShape& s = a.s;
-  const TileThread w = tile_thread(ctx, s, a.isect_offsets);
+  const TileThread w = tile_thread(ctx, s, a.isect_offsets, a.masks);
   const float px = pixel_centre(w.px), py = pixel_centre(w.py);
 
   float T = 1.f;
@@ -147,7 +155,8 @@ PREBUILD_SIMT_BODY void forward_block(const Ctx& ctx, SplatBatch& sh, const Forw
     if (ctx.sync_count(done) == w.threads) break;
     const int64_t idx = start + w.rank;
     if (w.rank < w.batch && idx < w.range_end) {
-      stage_splat(sh, w.rank, a.flatten_ids, idx, s.C * s.N, a.means2d, a.conics, a.opacities);
+      stage_splat(sh, w.rank, a.flatten_ids, idx, s.n_gaussians, a.means2d, a.conics,
+                  a.opacities);
     }
     ctx.sync();
     const int64_t left = w.range_end - start;
@@ -171,7 +180,7 @@ PREBUILD_SIMT_BODY void forward_block(const Ctx& ctx, SplatBatch& sh, const Forw
 
   if (w.inside) {
     float* out = a.render_colors + w.pixel * s.D + s.c0;
-    const float* bg = a.backgrounds ? a.backgrounds + w.camera * s.D + s.c0 : nullptr;
+    const float* bg = a.backgrounds ? a.backgrounds + w.image * s.D + s.c0 : nullptr;
 #pragma unroll
     for (int k = 0; k < kChunk; ++k) {
       if (k < s.nc) out[k] = bg ? acc[k] + T * bg[k] : acc[k];
@@ -187,21 +196,23 @@ template <int kChunk, typename Ctx>
 PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, BackwardShared<kChunk>& sh,
                                        const BackwardArgs& a) {
   const RasterShape& s = a.s;
-  const TileThread w = tile_thread(ctx, s, a.isect_offsets);
+  const TileThread w = tile_thread(ctx, s, a.isect_offsets, a.masks);
   const float px = pixel_centre(w.px), py = pixel_centre(w.py);
+  const bool geometry = s.c0 == 0;  // this launch adds the geometry gradients (see top)
 
   const float T_final = w.inside ? 1.f - a.render_alphas[w.pixel] : 1.f;
   float T = T_final;
   const int64_t last = w.inside ? a.last_ids[w.pixel] : -1;
-  float v_color[kChunk], behind[kChunk];
-  float bg_dot = 0.f;
+  const float* v_pixel = a.v_render_colors + w.pixel * s.D;  // read only when inside
+  float v_color[kChunk];
 #pragma unroll
-  for (int k = 0; k < kChunk; ++k) {
-    v_color[k] = (w.inside && k < s.nc) ? a.v_render_colors[w.pixel * s.D + s.c0 + k] : 0.f;
-    behind[k] = 0.f;
-    if (a.backgrounds && k < s.nc) bg_dot += a.backgrounds[w.camera * s.D + s.c0 + k] * v_color[k];
+  for (int k = 0; k < kChunk; ++k) v_color[k] = (w.inside && k < s.nc) ? v_pixel[s.c0 + k] : 0.f;
+  float v_alpha_out = 0.f, bg_dot = 0.f;
+  if (geometry && w.inside) {
+    v_alpha_out = a.v_render_alphas[w.pixel];
+    if (a.backgrounds) bg_dot = channel_dot(a.backgrounds + w.image * s.D, v_pixel, s.D);
   }
-  const float v_alpha_out = (w.inside && s.c0 == 0) ? a.v_render_alphas[w.pixel] : 0.f;
+  float behind_dot = 0.f;  // behind . v_color (rasterize_math.h)
 
   for (int64_t end = w.range_end; end > w.range_start; end -= w.batch) {
     const int64_t lo = end - w.batch > w.range_start ? end - w.batch : w.range_start;
@@ -210,7 +221,7 @@ PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, BackwardShared<kChunk>& s
     if (ctx.sync_count(last >= lo) == 0) continue;
     const int64_t idx = end - 1 - w.rank;  // slot 0: the back-most Gaussian of the batch
     if (w.rank < w.batch && idx >= lo) {
-      stage_splat(sh.batch, w.rank, a.flatten_ids, idx, s.C * s.N, a.means2d, a.conics,
+      stage_splat(sh.batch, w.rank, a.flatten_ids, idx, s.n_gaussians, a.means2d, a.conics,
                   a.opacities);
       const int32_t g = sh.batch.ids[w.rank];
 #pragma unroll
@@ -228,26 +239,32 @@ PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, BackwardShared<kChunk>& s
       if (!evaluate_splat(sp, px, py, &h)) continue;
       const float ra = uncomposite_step(h.alpha, &T);
       const float weight = h.alpha * T;
-      float v_alpha = alpha_vjp_pixel(T_final, ra, v_alpha_out, bg_dot);
-#pragma unroll
-      for (int k = 0; k < kChunk; ++k) {
-        if (k < s.nc) v_alpha += alpha_vjp_channel(sh.colors[t][k], behind[k], v_color[k], T, ra);
-      }
-      const SplatGrad gr = splat_vjp(sp, h, v_alpha);
       const int64_t g = sh.batch.ids[t];
+      float color_dot = 0.f;
 #pragma unroll
       for (int k = 0; k < kChunk; ++k) {
         if (k < s.nc) {
           ctx.atomic_add(a.v_colors + g * s.D + s.c0 + k, weight * v_color[k]);
-          behind[k] += sh.colors[t][k] * weight;
+          color_dot += sh.colors[t][k] * v_color[k];
         }
       }
+      if (!geometry) continue;
+      // The channels past this chunk (D > kMaxBackwardChunk), from global memory.
+      color_dot += channel_dot(a.colors + g * s.D + s.nc, v_pixel + s.nc, s.D - s.nc);
+      const float v_alpha = alpha_vjp_colors(color_dot, behind_dot, T, ra) +
+                            alpha_vjp_pixel(T_final, ra, v_alpha_out, bg_dot);
+      behind_dot += color_dot * weight;
+      const SplatGrad gr = splat_vjp(sp, h, v_alpha);
       ctx.atomic_add(a.v_means2d + 2 * g, gr.x);
       ctx.atomic_add(a.v_means2d + 2 * g + 1, gr.y);
       ctx.atomic_add(a.v_conics + 3 * g, gr.a);
       ctx.atomic_add(a.v_conics + 3 * g + 1, gr.b);
       ctx.atomic_add(a.v_conics + 3 * g + 2, gr.c);
       ctx.atomic_add(a.v_opacities + g, gr.opacity);
+      if (a.v_means2d_abs) {
+        ctx.atomic_add(a.v_means2d_abs + 2 * g, fabsf(gr.x));
+        ctx.atomic_add(a.v_means2d_abs + 2 * g + 1, fabsf(gr.y));
+      }
     }
   }
 }

@@ -17,6 +17,11 @@
 //                 + T_final ra (v_alpha - sum_k background_k v_color_k),
 //   dL/dcolor_ik = alpha_i T_i v_color_k,
 // and alpha's own VJP to the opacity, the conic and the mean (zero where alpha is clamped).
+// The channel sums are taken as dot products with the pixel's v_color:
+//   sum_k (color_ik T_i - behind_k ra) v_color_k = T_i (color_i . v) - ra (behind . v),
+//   behind . v = sum_{j>i} alpha_j T_j (color_j . v),
+// so a pixel carries one scalar behind the Gaussian instead of D channels, and the geometry
+// gradients of a pixel come in one piece whatever D is (absgrad needs the whole piece).
 #pragma once
 
 #include <math.h>
@@ -87,10 +92,17 @@ PREBUILD_HD float uncomposite_step(float alpha, float* T) {
   return ra;
 }
 
-// One channel's term of dL/dalpha (see top): T is the transmittance in front.
-PREBUILD_HD float alpha_vjp_channel(float color, float behind, float v_color, float T,
-                                    float ra) {
-  return (color * T - behind * ra) * v_color;
+// sum_k a[k] b[k] over n channels.
+PREBUILD_HD float channel_dot(const float* a, const float* b, int64_t n) {
+  float sum = 0.f;
+  for (int64_t k = 0; k < n; ++k) sum += a[k] * b[k];
+  return sum;
+}
+
+// The colour terms of dL/dalpha (see top): color_dot = color_i . v_color, behind_dot =
+// behind . v_color, T the transmittance in front.
+PREBUILD_HD float alpha_vjp_colors(float color_dot, float behind_dot, float T, float ra) {
+  return color_dot * T - behind_dot * ra;
 }
 
 // The pixel's terms of dL/dalpha through T_final: the rendered alpha and the background
@@ -114,22 +126,24 @@ PREBUILD_HD SplatGrad splat_vjp(const Splat& s, const SplatHit& h, float v_alpha
   return g;
 }
 
-// Gaussian `g` (flat index camera * N + id) of the [C*N, ...] input arrays.
+// Gaussian `g` (flat index image * N + id, or the packed index) of the per-Gaussian arrays.
 PREBUILD_HD Splat load_splat(const float* means2d, const float* conics, const float* opacities,
                              int64_t g) {
   return {means2d[2 * g], means2d[2 * g + 1], opacities[g],
           conics[3 * g], conics[3 * g + 1], conics[3 * g + 2]};
 }
 
-// The run [*start, *end) of flatten_ids for tile `flat_tile` (camera-major, like
+// The run [*start, *end) of flatten_ids for tile `flat_tile` (image-major, like
 // isect_offsets) out of `n_tiles` tiles and `n_isects` entries, clamped into [0, n_isects]
-// so malformed offsets can never index out of bounds.
-PREBUILD_HD void tile_range(const int32_t* offsets, int64_t flat_tile, int64_t n_tiles,
-                            int64_t n_isects, int64_t* start, int64_t* end) {
+// so malformed offsets can never index out of bounds. A tile whose mask (masks: one bool per
+// tile, or nullptr) is false gets an empty run: its pixels show the background, alpha 0.
+PREBUILD_HD void tile_range(const int32_t* offsets, const bool* masks, int64_t flat_tile,
+                            int64_t n_tiles, int64_t n_isects, int64_t* start, int64_t* end) {
   int64_t s = offsets[flat_tile];
   int64_t e = flat_tile + 1 < n_tiles ? offsets[flat_tile + 1] : n_isects;
   s = s < 0 ? 0 : (s > n_isects ? n_isects : s);
   e = e < s ? s : (e > n_isects ? n_isects : e);
+  if (masks && !masks[flat_tile]) e = s;
   *start = s;
   *end = e;
 }

@@ -17,27 +17,30 @@ std::tuple<Tensor, Tensor, Tensor> forward_simt(Tensor means2d, Tensor conics, T
                                                 std::optional<Tensor> backgrounds,
                                                 int64_t image_width, int64_t image_height,
                                                 int64_t tile_size, Tensor isect_offsets,
-                                                Tensor flatten_ids) {
+                                                Tensor flatten_ids, std::optional<Tensor> masks,
+                                                bool /*absgrad: the backward's*/) {
   constexpr const char* op = "prebuild_simt::rasterize_to_pixels_forward";
   return forward_tiled(
       means2d, conics, colors, opacities, backgrounds, image_width, image_height, tile_size,
-      isect_offsets, flatten_ids, op, "CPU", on_cpu,
+      isect_offsets, flatten_ids, masks, op, "CPU", on_cpu,
       [&](auto chunk, const LaunchGeometry& g, const ForwardArgs& args) {
         constexpr int K = decltype(chunk)::value;
         simt::launch_op<SplatBatch>(op, g, args, forward_block<K, simt::HostContext>);
       });
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> backward_simt(
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_simt(
     Tensor means2d, Tensor conics, Tensor colors, Tensor opacities,
     std::optional<Tensor> backgrounds, int64_t image_width, int64_t image_height,
-    int64_t tile_size, Tensor isect_offsets, Tensor flatten_ids, Tensor render_alphas,
-    Tensor last_ids, Tensor v_render_colors, Tensor v_render_alphas) {
+    int64_t tile_size, Tensor isect_offsets, Tensor flatten_ids, std::optional<Tensor> masks,
+    Tensor render_alphas, Tensor last_ids, Tensor v_render_colors, Tensor v_render_alphas,
+    bool absgrad) {
   constexpr const char* op = "prebuild_simt::rasterize_to_pixels_backward";
   return backward_tiled(
       means2d, conics, colors, opacities, backgrounds, image_width, image_height, tile_size,
-      isect_offsets, flatten_ids, render_alphas, last_ids, v_render_colors, v_render_alphas, op,
-      "CPU", on_cpu, [&](auto chunk, const LaunchGeometry& g, const BackwardArgs& args) {
+      isect_offsets, flatten_ids, masks, render_alphas, last_ids, v_render_colors,
+      v_render_alphas, absgrad, op, "CPU", on_cpu,
+      [&](auto chunk, const LaunchGeometry& g, const BackwardArgs& args) {
         constexpr int K = decltype(chunk)::value;
         simt::launch_op<BackwardShared<K>>(op, g, args, backward_block<K, simt::HostContext>);
       });

@@ -4,6 +4,9 @@ backend and on the simt backend (the CUDA kernel bodies run on the CPU), against
 
 from __future__ import annotations
 
+import math
+import re
+
 import pytest
 import torch
 from gsplat_oracle import torch_impl
@@ -267,7 +270,150 @@ def test_public_functions_match_the_ops_and_accept_any_layout():
     assert_equal(unsorted[2], CPU.isect_tiles(means2d, radii, depths, 16, 5, 3, False)[2])
 
 
-# ------------------------------------------------------------------------ 3. bad inputs
+# ------------------------------------------- 3. batch dimensions and packed inputs
+
+
+BATCH_DIMS = [(), (2,), (1, 2)]
+
+
+def packed_from_dense(means2d, radii, depths, keep):
+    """gsplat's packed layout of the (image, Gaussian) pairs where `keep` [I, N] is True, in
+    image-major order (as gsplat's packed projection): (means2d [nnz, 2], radii [nnz, 2],
+    depths [nnz], image_ids [nnz] int64, gaussian_ids [nnz] int64)."""
+    image_ids, gaussian_ids = keep.nonzero(as_tuple=True)
+    return (means2d[keep].contiguous(), radii[keep].contiguous(), depths[keep].contiguous(),
+            image_ids, gaussian_ids)
+
+
+@pytest.mark.parametrize("batch_dims", BATCH_DIMS, ids=str)
+def test_batch_dims_match_gsplat(batch_dims):
+    # gsplat's test_isect: [..., C, N] inputs (expanded over the batch dimensions, so not
+    # contiguous) against its torch implementation, which flattens them into I images.
+    C, N, ts, tw, th = 3, 40, 16, 3, 4
+    means2d, radii, depths = scene(C, N, ts, tw, th, seed=len(batch_dims))
+    I = math.prod(batch_dims) * C
+    m, r, d = (t.expand(*batch_dims, *t.shape) for t in (means2d, radii, depths))
+    tiles, ids, flat = isect_tiles(m, r, d, ts, tw, th)
+    offsets = isect_offset_encode(ids, I, tw, th)
+    want = oracle(m, r, d, ts, tw, th, sort=True)
+    assert tiles.shape == (*batch_dims, C, N)
+    for g, w in zip((tiles, ids, flat), want):
+        assert_equal(g, w)
+    assert_equal(offsets, offsets_oracle(want[1], I, tw, th))
+    assert offsets.shape == (I, th, tw) and ids.numel() > 0
+    if batch_dims:  # images past the first C hold the same Gaussians: the image bits differ
+        assert int(ids[-1] >> (32 + (tw * th).bit_length())) == I - 1
+
+
+def test_a_single_image_without_camera_dimension():
+    # Non-packed [N, 2]: no leading dimensions, one image (gsplat's prod(()) = 1).
+    means2d, radii, depths = scene(1, 30, 8, 5, 4, seed=3)
+    tiles, ids, flat = isect_tiles(means2d[0], radii[0], depths[0], 8, 5, 4, n_images=1)
+    want = oracle(means2d, radii, depths, 8, 5, 4, sort=True)
+    assert_equal(tiles, want[0][0])
+    assert_equal(ids, want[1])
+    assert_equal(flat, want[2])
+
+
+@pytest.mark.parametrize("ops", BACKENDS)
+@pytest.mark.parametrize("sort", [True, False])
+def test_packed_equals_dense(ops, sort):
+    # The packed entries of the kept (image, Gaussian) pairs (here those with radii > 0, as
+    # gsplat's packed projection keeps): the same isect_ids in the same order, flatten_ids
+    # naming the same Gaussians through the packed index.
+    C, N, ts, tw, th = 3, 30, 8, 5, 4
+    means2d, radii, depths = scene(C, N, ts, tw, th, seed=7)
+    keep = (radii > 0).all(-1)
+    keep[1, ::4] = False  # and a few visible ones dropped
+    radii = torch.where(keep[..., None], radii, torch.zeros_like(radii))
+    dense = ops.isect_tiles(means2d, radii, depths, ts, tw, th, sort)
+    pm, pr, pd, image_ids, gaussian_ids = packed_from_dense(means2d, radii, depths, keep)
+    packed = ops.isect_tiles(pm, pr, pd, ts, tw, th, sort, image_ids, C)
+    assert_equal(packed[0], dense[0][keep])
+    assert_equal(packed[1], dense[1])
+    assert_equal((image_ids * N + gaussian_ids).int()[packed[2].long()], dense[2])
+    assert dense[1].numel() > 0 and (~keep).any()
+    public = isect_tiles(pm, pr, pd, ts, tw, th, sort=sort, packed=True, n_images=C,
+                         image_ids=image_ids.int(), gaussian_ids=gaussian_ids)
+    for g, w in zip(public, packed):
+        assert_equal(g, w)
+    if sort:
+        assert_equal(ops.isect_offset_encode(packed[1], C, tw, th),
+                     offsets_oracle(oracle(means2d, radii, depths, ts, tw, th, True)[1], C, tw, th))
+
+
+@pytest.mark.parametrize("ops", BACKENDS)
+def test_packed_entries_in_any_image_order(ops):
+    # Packed lists need not be grouped by image: the sort orders the ids all the same.
+    C, N, ts, tw, th = 2, 25, 16, 3, 3
+    means2d, radii, depths = scene(C, N, ts, tw, th, seed=8)
+    keep = torch.ones(C, N, dtype=torch.bool)
+    pm, pr, pd, image_ids, gaussian_ids = packed_from_dense(means2d, radii, depths, keep)
+    order = torch.randperm(C * N, generator=torch.Generator().manual_seed(0))
+    tiles, ids, flat = ops.isect_tiles(pm[order], pr[order], pd[order], ts, tw, th, True,
+                                       image_ids[order], C)
+    want_tiles, want_ids, want_flat = oracle(means2d, radii, depths, ts, tw, th, True)
+    assert_equal(ids, want_ids)
+    assert_equal(tiles, want_tiles.flatten()[order])
+    # Ties (equal ids) keep the packed order, so compare the Gaussians per id as sets.
+    got = (image_ids * N + gaussian_ids)[order][flat.long()]
+    key = ids * (C * N) + got
+    assert_equal(key.sort().values, (want_ids * (C * N) + want_flat.long()).sort().values)
+
+
+@pytest.mark.parametrize("ops", BACKENDS)
+def test_packed_ops_refuse_bad_inputs(ops):
+    name = "prebuild_simt" if ops is simt else "prebuild"
+    m, r, d = (t[0] for t in scene(1, 6, 16, 5, 3))
+    ids = torch.zeros(6, dtype=torch.int64)
+    cases = [
+        ((m, r, d, 16, 5, 3, True, ids, None), r"n_images is required with image_ids \(packed\)"),
+        ((m, r, d, 16, 5, 3, True, ids, -1), "n_images must be non-negative"),
+        ((m, r, d, 16, 5, 3, True, ids[:5], 2), r"image_ids must have shape \[nnz\]"),
+        ((m, r, d, 16, 5, 3, True, ids.int(), 2), "image_ids must be int64"),
+        ((m, r, d[:5], 16, 5, 3, True, ids, 2), r"depths must have shape \[nnz\]"),
+        ((m[None], r[None], d[None], 16, 5, 3, True, ids, 2), r"means2d \[nnz, 2\] \(packed\)"),
+        ((m, r, d, 16, 5, 3, True, ids + 2, 2), r"image_ids must be in \[0, n_images\) = \[0, 2\), got 2 at 0"),
+        ((m, r, d, 16, 5, 3, True, ids - 1, 2), r"image_ids must be in \[0, n_images\) = \[0, 2\), got -1"),
+        ((m[None], r[None], d[None], 16, 5, 3, True, None, 2),
+         r"n_images \(2\) must be means2d's I \(1\) without image_ids"),
+    ]
+    for args, message in cases:
+        with pytest.raises(RuntimeError, match=f"{name}::isect_tiles: {message}"):
+            ops.isect_tiles(*args)
+
+
+def test_packed_wrapper_refuses_bad_inputs():
+    m, r, d = (t[0] for t in scene(1, 6, 16, 5, 3))
+    ids = torch.zeros(6, dtype=torch.int64)
+    good = dict(means2d=m, radii=r, depths=d, tile_size=16, tile_width=5, tile_height=3,
+                packed=True, n_images=2, image_ids=ids, gaussian_ids=ids)
+    cases = [
+        (dict(image_ids=None), ValueError, "packed=True needs n_images, image_ids and gaussian_ids"),
+        (dict(gaussian_ids=None), ValueError, "packed=True needs n_images"),
+        (dict(n_images=None), ValueError, "packed=True needs n_images"),
+        (dict(n_images=-1), ValueError, "n_images must be non-negative"),
+        (dict(image_ids=ids.float()), TypeError, "image_ids must be int64 (or int32)"),
+        (dict(gaussian_ids=ids[:3]), ValueError, "gaussian_ids must have shape [nnz] = [6] (packed)"),
+        (dict(means2d=m[None]), ValueError, "means2d must have shape [nnz, 2] (packed)"),
+        (dict(radii=r[:3]), ValueError, "radii must have shape [nnz, 2] = [6, 2]"),
+        (dict(depths=d[None]), ValueError, "depths must have shape [nnz] = [6] (packed)"),
+        (dict(image_ids=ids.to("meta")), ValueError, "must be on the same device"),
+    ]
+    for override, exc, message in cases:
+        with pytest.raises(exc, match=re.escape(message)):
+            isect_tiles(**{**good, **override})
+    assert isect_tiles(**good)[1].numel() > 0
+
+
+def test_segmented_sort_gives_the_same_order():
+    means2d, radii, depths = scene(3, 30, 8, 5, 4, seed=12)
+    for a, b in zip(isect_tiles(means2d, radii, depths, 8, 5, 4, segmented=True),
+                    isect_tiles(means2d, radii, depths, 8, 5, 4)):
+        assert_equal(a, b)
+
+
+# ------------------------------------------------------------------------ 4. bad inputs
 
 
 def _good():
@@ -280,10 +426,16 @@ BAD_WRAPPER_CASES = [
     ("means2d float64", dict(means2d=torch.ones(2, 4, 2, dtype=torch.float64)), TypeError,
      "means2d must be float32"),
     ("means2d not a tensor", dict(means2d=[[1.0, 2.0]]), TypeError, "means2d must be a torch.Tensor"),
-    ("means2d 3 coords", dict(means2d=torch.ones(2, 4, 3)), ValueError, "means2d must have shape [C, N, 2]"),
+    ("means2d 3 coords", dict(means2d=torch.ones(2, 4, 3)), ValueError, "means2d must have shape [..., N, 2]"),
+    ("means2d 1-D", dict(means2d=torch.ones(2)), ValueError, "means2d must have shape [..., N, 2]"),
     ("radii shape", dict(radii=torch.ones(2, 5, 2, dtype=torch.int32)), ValueError,
-     "radii must have shape [C, N, 2]"),
-    ("depths shape", dict(depths=torch.ones(2, 5)), ValueError, "depths must have shape [C, N]"),
+     "radii must have shape [..., N, 2] = [2, 4, 2] like means2d"),
+    ("depths shape", dict(depths=torch.ones(2, 5)), ValueError, "depths must have shape [..., N] = [2, 4]"),
+    ("n_images mismatch", dict(n_images=3), ValueError, "n_images (3) must be 2, the number of images"),
+    ("image_ids dense", dict(image_ids=torch.zeros(8, dtype=torch.int64)), ValueError,
+     "image_ids and gaussian_ids are for packed=True only"),
+    ("segmented int", dict(segmented=0), TypeError, "segmented must be a bool"),
+    ("packed int", dict(packed=1), TypeError, "packed must be a bool"),
     ("devices", dict(depths=torch.ones(2, 4, device="meta")), ValueError,
      "must be on the same device"),
     ("tile_size 0", dict(tile_size=0), ValueError, "tile_size must be positive"),
@@ -302,7 +454,7 @@ def test_wrapper_refuses_bad_inputs(case):
     kwargs = dict(means2d=means2d, radii=radii, depths=depths, tile_size=16, tile_width=5,
                   tile_height=3, sort=True)  # fmt: skip
     kwargs.update(override)
-    with pytest.raises(exc, match=message.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(exc, match=re.escape(message)):
         isect_tiles(**kwargs)
 
 
@@ -312,7 +464,7 @@ def test_offset_encode_wrapper_refuses_bad_inputs():
         isect_offset_encode(ids.int(), 1, 5, 3)
     with pytest.raises(ValueError, match=r"isect_ids must be 1-D \[M\]"):
         isect_offset_encode(ids.reshape(3, 1), 1, 5, 3)
-    with pytest.raises(ValueError, match="n_cameras must be non-negative"):
+    with pytest.raises(ValueError, match="n_images must be non-negative"):
         isect_offset_encode(ids, -1, 5, 3)
     with pytest.raises(ValueError, match="tile_width must be positive"):
         isect_offset_encode(ids, 1, 0, 3)
@@ -329,15 +481,15 @@ def test_ops_refuse_bad_inputs(ops):
         ((m, r.float(), d, 16, 5, 3, True), "radii must be int32"),
         ((m.double(), r, d, 16, 5, 3, True), "means2d must be float32"),
         ((m, r, d.double(), 16, 5, 3, True), "depths must be float32"),
-        ((m[..., :1], r[..., :1], d, 16, 5, 3, True), r"means2d must have shape \[C, N, 2\]"),
+        ((m[..., :1], r[..., :1], d, 16, 5, 3, True), r"means2d must have shape \[I, N, 2\]"),
         ((m, r[:, :3], d, 16, 5, 3, True), "means2d and radii must have the same shape"),
-        ((m, r, d[:, :3], 16, 5, 3, True), r"depths must have shape \[C, N\]"),
+        ((m, r, d[:, :3], 16, 5, 3, True), r"depths must have shape \[I, N\]"),
         ((m, r, d[0], 16, 5, 3, True), "depths .* must have 2 dimensions"),
         ((m.transpose(0, 1), r.transpose(0, 1), d.t(), 16, 5, 3, True), "means2d must be contiguous"),
         ((m, r, d, 0, 5, 3, True), "tile_size must be positive"),
         ((m, r, d, 16, 0, 3, True), "tile_width and tile_height must be positive"),
         ((m, r, d, 16, 2**16, 2**15, True),
-         r"2 cameras \(2 bits\) and 65536x32768 tiles \(32 bits\) do not fit in a 64-bit"),
+         r"2 images \(2 bits\) and 65536x32768 tiles \(32 bits\) do not fit in a 64-bit"),
     ]
     for args, message in cases:
         with pytest.raises(RuntimeError, match=f"{name}::isect_tiles: {message}"):
@@ -348,11 +500,11 @@ def test_ops_refuse_bad_inputs(ops):
     bad_offsets = [
         ((ids.int(), 2, 5, 3), "isect_ids must be int64"),
         ((ids[None], 2, 5, 3), "isect_ids .* must have 1 dimensions"),
-        ((ids, -1, 5, 3), "n_cameras must be non-negative"),
+        ((ids, -1, 5, 3), "n_images must be non-negative"),
         ((ids, 2, 5, -3), "tile_width and tile_height must be positive"),
         ((ids.flip(0), 2, 5, 3), r"isect_ids must be sorted \(as returned by isect_tiles with sort=True\); entry 1 "),
-        ((ids, 1, 5, 3), r"isect_ids entry \d+ encodes camera 1 and tile \d+, outside the 1 cameras of 15"),
-        ((torch.tensor([15 << 32]), 1, 5, 3), "isect_ids entry 0 encodes camera 0 and tile 15"),
+        ((ids, 1, 5, 3), r"isect_ids entry \d+ encodes image 1 and tile \d+, outside the 1 images of 15"),
+        ((torch.tensor([15 << 32]), 1, 5, 3), "isect_ids entry 0 encodes image 0 and tile 15"),
     ]
     assert int(ids[-1] >> 36) == 1  # camera 1 has entries
     for args, message in bad_offsets:
@@ -368,9 +520,17 @@ def test_fake_kernels_refuse_what_the_kernels_refuse():
         CPU.isect_tiles(m, r, d[:, :1], 16, 5, 3, True)
     with pytest.raises(RuntimeError, match="isect_ids must be int64"):
         CPU.isect_offset_encode(torch.zeros(3, dtype=torch.int32, device="meta"), 1, 5, 3)
+    p = [t.reshape(-1, *t.shape[2:]) for t in (m, r, d)]  # packed [nnz, ...]
+    ids = torch.zeros(8, dtype=torch.int64, device="meta")
+    with pytest.raises(RuntimeError, match="image_ids must be int64"):
+        CPU.isect_tiles(*p, 16, 5, 3, True, ids.int(), 2)
+    with pytest.raises(RuntimeError, match=r"n_images is required with image_ids \(packed\)"):
+        CPU.isect_tiles(*p, 16, 5, 3, True, ids, None)
+    with pytest.raises(RuntimeError, match=r"means2d must have shape \[I, N, 2\]"):
+        CPU.isect_tiles(*p, 16, 5, 3, True, None, None)
 
 
-# ------------------------------------------------------------ 4. opcheck and compile
+# ------------------------------------------------------------ 5. opcheck and compile
 
 
 @pytest.mark.parametrize("sort", [True, False])
@@ -401,3 +561,39 @@ def test_torch_compile_fullgraph():
         args = scene(2, N, 16, 5, 3, seed=seed)
         for got, want in zip(compiled(*args), tiles_and_offsets(*args)):
             assert_equal(got, want)
+
+
+def test_opcheck_packed():
+    C, N = 2, 12
+    means2d, radii, depths = scene(C, N, 16, 5, 3, seed=6)
+    keep = torch.rand(C, N, generator=torch.Generator().manual_seed(1)) < 0.7
+    pm, pr, pd, image_ids, _ = packed_from_dense(means2d, radii, depths, keep)
+    for sort in (True, False):
+        torch.library.opcheck(CPU.isect_tiles.default, (pm, pr, pd, 16, 5, 3, sort, image_ids, C))
+    # Dense with n_images given.
+    torch.library.opcheck(CPU.isect_tiles.default, (means2d, radii, depths, 16, 5, 3, True, None, C))
+
+
+def test_torch_compile_fullgraph_batch_dims_and_packed():
+    def dense(means2d, radii, depths):
+        tiles, ids, flat = prebuild.isect_tiles(means2d, radii, depths, 16, 5, 3)
+        offsets = prebuild.isect_offset_encode(ids, math.prod(means2d.shape[:-2]), 5, 3)
+        return tiles, ids, flat, offsets.reshape(*means2d.shape[:-2], 3, 5)
+
+    def packed(means2d, radii, depths, image_ids, gaussian_ids):
+        tiles, ids, flat = prebuild.isect_tiles(means2d, radii, depths, 16, 5, 3, packed=True,
+                                                n_images=2, image_ids=image_ids,
+                                                gaussian_ids=gaussian_ids)
+        return tiles, ids, flat, prebuild.isect_offset_encode(ids, 2, 5, 3)
+
+    torch._dynamo.reset()
+    try:
+        means2d, radii, depths = scene(2, 20, 16, 5, 3, seed=10)
+        batched = [t.expand(2, *t.shape) for t in (means2d, radii, depths)]
+        for got, want in zip(torch.compile(dense, fullgraph=True)(*batched), dense(*batched)):
+            assert_equal(got, want)
+        args = packed_from_dense(means2d, radii, depths, (radii > 0).all(-1))
+        for got, want in zip(torch.compile(packed, fullgraph=True)(*args), packed(*args)):
+            assert_equal(got, want)
+    finally:
+        torch._dynamo.reset()

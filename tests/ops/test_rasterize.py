@@ -1,7 +1,8 @@
 """Tests of prebuild.rasterize_to_pixels and its custom ops (CPU backend and the CUDA kernels'
 block bodies run by the simt launcher) against the plain-PyTorch dense reference
 (raster_reference.py). Tile lists come from gsplat 1.5.3's own torch implementation
-(_isect_tiles + _isect_offset_encode)."""
+(_isect_tiles + _isect_offset_encode). gsplat's own oracle, _torch_impl._rasterize_to_pixels,
+cannot run here: it calls gsplat's CUDA rasterize_to_indices_in_range and nerfacc."""
 
 from __future__ import annotations
 
@@ -94,14 +95,19 @@ def reference(scene, dtype=torch.float64, requires_grad=False, return_stopped=Fa
     return out, leaves
 
 
-def backend_grads(ops, scene, v_colors, v_alphas):
-    """Forward and all input gradients through a backend's raw ops."""
+def backend_grads(ops, scene, v_colors, v_alphas, masks=None, absgrad=False):
+    """Forward and all input gradients through a backend's raw ops (with absgrad, also
+    means2d's as "absgrad")."""
     args = op_args(scene)
-    colors, alphas, last_ids = ops.rasterize_to_pixels_forward(*args)
-    v_means, v_conics, v_cols, v_opac = ops.rasterize_to_pixels_backward(
-        *args, alphas, last_ids, v_colors, v_alphas
+    colors, alphas, last_ids = ops.rasterize_to_pixels_forward(*args, masks)
+    v_means, v_conics, v_cols, v_opac, v_abs = ops.rasterize_to_pixels_backward(
+        *args, masks, alphas, last_ids, v_colors, v_alphas, absgrad
     )
     grads = dict(means2d=v_means, conics=v_conics, colors=v_cols, opacities=v_opac)
+    if absgrad:
+        grads["absgrad"] = v_abs
+    else:
+        assert v_abs.shape == (0,)
     if scene["backgrounds"] is not None:
         grads["backgrounds"] = (v_colors * (1.0 - alphas)).sum(dim=(1, 2))
     return colors, alphas, last_ids, grads
@@ -306,10 +312,11 @@ def test_empty_scene_renders_background(ops, N):
     assert torch.equal(alphas, torch.zeros(C, H, W, 1))
     assert torch.equal(last_ids, torch.full((C, H, W), -1, dtype=torch.int32))
     v = torch.randn(C, H, W, D)
-    grads = ops.rasterize_to_pixels_backward(*op_args(scene), alphas, last_ids, v,
-                                             torch.randn(C, H, W, 1))
+    grads = ops.rasterize_to_pixels_backward(*op_args(scene), None, alphas, last_ids, v,
+                                             torch.randn(C, H, W, 1), True)
     for gr in grads:
         assert torch.equal(gr, torch.zeros_like(gr))
+    assert grads[4].shape == scene["means2d"].shape  # absgrad
     scene["backgrounds"] = None
     colors, _, _ = ops.rasterize_to_pixels_forward(*op_args(scene))
     assert torch.equal(colors, torch.zeros(C, H, W, D))
@@ -322,6 +329,349 @@ def test_empty_scene_background_gradient():
                                     backgrounds=bg)
     colors.sum().backward()
     assert torch.equal(bg.grad, torch.full((1, 2), 20.0))
+
+
+# -------------------------------------- batch dimensions, channels, packed, masks, absgrad
+
+
+def batched(scene, lead):
+    """The scene's I images as leading dimensions `lead` (prod(lead) = I)."""
+    out = dict(scene)
+    for k in ("means2d", "conics", "colors", "opacities", "isect_offsets", "backgrounds"):
+        if out[k] is not None:
+            out[k] = out[k].reshape(*lead, *out[k].shape[1:])
+    return out
+
+
+def packed(scene, seed=0):
+    """gsplat's packed layout of a dense scene: the (image, Gaussian) rows its flatten_ids
+    use plus some unused ones (image-major, as gsplat's packed projection), and flatten_ids
+    renumbered into them. Returns (packed scene, keep [I, N] bool)."""
+    I, N = scene["opacities"].shape
+    keep = torch.rand(I, N, generator=torch.Generator().manual_seed(seed)) < 0.3
+    keep.view(-1)[scene["flatten_ids"].long()] = True
+    renumber = torch.full((I * N,), -1, dtype=torch.int32)
+    renumber[keep.flatten()] = torch.arange(int(keep.sum()), dtype=torch.int32)
+    out = dict(scene, flatten_ids=renumber[scene["flatten_ids"].long()])
+    for k in ("means2d", "conics", "colors", "opacities"):
+        out[k] = scene[k][keep].contiguous()
+    assert (~keep).any()  # some rows are dropped (scenes with culled Gaussians)
+    return out, keep
+
+
+def masked(scene, masks):
+    """The scene with the entries of masked-out tiles removed from the tile lists: what a
+    masked tile renders (the background, alpha 0) and its gradients (none)."""
+    offsets = scene["isect_offsets"].flatten().tolist() + [scene["flatten_ids"].numel()]
+    runs = [scene["flatten_ids"][a:b] for a, b, keep in
+            zip(offsets[:-1], offsets[1:], masks.flatten().tolist()) if keep]
+    lengths = torch.tensor([0] + [int(keep) * (b - a) for a, b, keep in
+                                  zip(offsets[:-1], offsets[1:], masks.flatten().tolist())])
+    starts = torch.cumsum(lengths, 0)[:-1].int().reshape(scene["isect_offsets"].shape)
+    ids = torch.cat(runs) if runs else scene["flatten_ids"][:0]
+    return dict(scene, isect_offsets=starts.contiguous(), flatten_ids=ids.contiguous())
+
+
+def public_call(scene, leaves=None, **kwargs):
+    s = {**scene, **(leaves or {})}
+    return rasterize_to_pixels(
+        s["means2d"], s["conics"], s["colors"], s["opacities"], s["image_width"],
+        s["image_height"], s["tile_size"], s["isect_offsets"], s["flatten_ids"],
+        backgrounds=s["backgrounds"], **kwargs,
+    )
+
+
+def gsplat_close(got, want, name):
+    """gsplat's tolerances (tests/test_basic.py::test_rasterize_to_pixels): default float32
+    ones for values, its per-gradient ones for gradients, applied to gradients divided by
+    their scale when that exceeds 1 (these scenes' conic gradients reach 1e3, where float32
+    rounding alone exceeds an absolute 1e-3), against the float64 reference."""
+    tol = dict(means2d=(5e-3, 5e-3), conics=(1e-3, 1e-3), colors=(1e-3, 1e-3),
+               opacities=(8e-3, 6e-3), backgrounds=(1e-3, 1e-3)).get(name)
+    want = want.to(got.dtype)
+    if tol is None:
+        torch.testing.assert_close(got, want, msg=lambda m: f"{name}: {m}")
+        return
+    scale = max(1.0, want.abs().max().item())
+    torch.testing.assert_close(got / scale, want / scale, rtol=tol[0], atol=tol[1],
+                               msg=lambda m: f"{name} (/{scale:.3g}): {m}")
+
+
+@pytest.mark.parametrize("batch_dims", [(), (2,), (1, 2)], ids=str)
+@pytest.mark.parametrize("D,tile_size", [(3, 16), (32, 16), (128, 16), (3, 4), (32, 4), (128, 4)])
+def test_batch_dims_and_channels_as_gsplat(batch_dims, D, tile_size):
+    # gsplat's test_rasterize_to_pixels: [..., C, N] inputs with backgrounds, values and all
+    # gradients with its tolerances; opacities broadcast over the batch as there.
+    C = 2
+    I = math.prod(batch_dims) * C
+    scene = make_scene(C=I, N=25, W=19, H=14, D=D, tile_size=tile_size, background=True,
+                       overlap=5, seed=D + tile_size + len(batch_dims))
+    lead = (*batch_dims, C)
+    s = batched(scene, lead)
+    leaves = {k: s[k].clone().requires_grad_(True) for k in DIFF}
+    colors, alphas = public_call(s, leaves)
+    assert colors.shape == (*lead, 14, 19, D) and alphas.shape == (*lead, 14, 19, 1)
+    v_colors, v_alphas = torch.randn_like(colors), torch.randn_like(alphas)
+    ((colors * v_colors).sum() + (alphas * v_alphas).sum()).backward()
+    ref_c, ref_a, ref_grads = reference_grads(scene, v_colors.reshape(I, 14, 19, D),
+                                              v_alphas.reshape(I, 14, 19, 1))
+    gsplat_close(colors.detach(), ref_c.reshape(colors.shape), "render_colors")
+    gsplat_close(alphas.detach(), ref_a.reshape(alphas.shape), "render_alphas")
+    for name, leaf in leaves.items():
+        assert leaf.grad.shape == leaf.shape
+        gsplat_close(leaf.grad, ref_grads[name].reshape(leaf.shape), name)
+        assert leaf.grad.abs().max() > 0, name
+
+
+@pytest.mark.simt
+@pytest.mark.parametrize("D,tile_size", [(3, 16), (32, 16), (128, 16), (3, 4), (32, 4), (128, 4)])
+def test_simt_channels_as_gsplat(D, tile_size):
+    # The channel counts and tile sizes of gsplat's test on the CUDA block bodies (several
+    # channel chunks for D = 32 and 128), values and gradients with gsplat's tolerances.
+    scene = make_scene(C=2, N=20, W=19, H=14, D=D, tile_size=tile_size, background=True,
+                       overlap=5, seed=D * tile_size)
+    g = torch.Generator().manual_seed(8)
+    v_colors, v_alphas = torch.randn(2, 14, 19, D, generator=g), torch.randn(2, 14, 19, 1, generator=g)
+    colors, alphas, _, grads = backend_grads(simt, scene, v_colors, v_alphas)
+    ref_c, ref_a, ref_grads = reference_grads(scene, v_colors, v_alphas)
+    gsplat_close(colors, ref_c, "render_colors")
+    gsplat_close(alphas, ref_a, "render_alphas")
+    for name, grad in grads.items():
+        gsplat_close(grad, ref_grads[name], name)
+
+
+def test_batch_dims_with_expanded_inputs_and_shared_opacities():
+    # gsplat's test expands [C, N, ...] inputs over the batch dimensions (stride 0); the
+    # gradients reach the tensors they were expanded from, summed over the batch.
+    scene = make_scene(C=2, N=20, W=13, H=11, D=3, tile_size=8, background=True,
+                       opacity_shape="N", seed=3)
+    batch = 3
+    offsets, ids = isect_offsets_for_batch(scene, batch)
+    base = {k: scene[k].clone().requires_grad_(True) for k in DIFF}
+    expanded = {k: v.expand(batch, *v.shape) for k, v in base.items()}
+    expanded["opacities"] = base["opacities"]  # [N]: shared by every image
+    colors, _ = public_call({**scene, "isect_offsets": offsets, "flatten_ids": ids}, expanded)
+    assert colors.shape == (batch, 2, 11, 13, 3)
+    colors.sum().backward()
+    single = {k: scene[k].clone().requires_grad_(True) for k in DIFF}
+    one_c, _ = public_call(scene, single)
+    one_c.sum().backward()
+    for i in range(batch):
+        assert torch.equal(colors[i].detach(), one_c.detach())
+    for k in DIFF:
+        torch.testing.assert_close(base[k].grad, batch * single[k].grad)
+
+
+def isect_offsets_for_batch(scene, batch):
+    """Tile lists of `batch` copies of the scene's C images, one copy after the other:
+    (isect_offsets [batch, C, th, tw], flatten_ids)."""
+    C, N = scene["means2d"].shape[:2]
+    M = scene["flatten_ids"].numel()
+    offsets = torch.stack([scene["isect_offsets"] + b * M for b in range(batch)])
+    ids = torch.cat([scene["flatten_ids"] + b * C * N for b in range(batch)])
+    return offsets.int(), ids.int()
+
+
+PACKED_CASES = [
+    pytest.param(CPU, dict(C=2, N=40, W=21, H=13, D=3, tile_size=8, background=True), id="cpu-rgb"),
+    pytest.param(CPU, dict(C=3, N=20, W=13, H=9, D=40, tile_size=4, overlap=10), id="cpu-d40"),
+    pytest.param(simt, dict(C=2, N=40, W=21, H=13, D=3, tile_size=8, background=True),
+                 id="simt-rgb", marks=pytest.mark.simt),
+    pytest.param(simt, dict(C=1, N=20, W=13, H=9, D=40, tile_size=4, overlap=10),
+                 id="simt-d40", marks=pytest.mark.simt),
+]
+
+
+@pytest.mark.parametrize("ops,kw", PACKED_CASES)
+def test_packed_equals_dense(ops, kw):
+    dense = make_scene(**kw, seed=71)
+    pscene, keep = packed(dense)
+    I, H, W, D = dense["isect_offsets"].shape[0], kw["H"], kw["W"], kw["D"]
+    g = torch.Generator().manual_seed(5)
+    v_colors, v_alphas = torch.randn(I, H, W, D, generator=g), torch.randn(I, H, W, 1, generator=g)
+    d_out = backend_grads(ops, dense, v_colors, v_alphas, absgrad=True)
+    p_out = backend_grads(ops, pscene, v_colors, v_alphas, absgrad=True)
+    for a, b in zip(p_out[:3], d_out[:3]):  # the same Gaussians in the same order per tile
+        assert torch.equal(a, b)
+    for name, grad in d_out[3].items():
+        if name == "backgrounds":
+            assert torch.equal(p_out[3][name], grad)
+            continue
+        want = grad[keep]
+        assert p_out[3][name].shape == want.shape
+        # CPU: the same sums in the same order; simt: the same atomics, in block order.
+        torch.testing.assert_close(p_out[3][name], want, rtol=1e-6, atol=1e-7 * want.abs().max())
+        assert want.abs().max() > 0
+    (ref_c, _), _ = reference(dense)
+    assert_values_close(p_out[0], ref_c)
+
+
+def test_packed_public_function_gradients():
+    # Packed rows with isect_offsets and backgrounds carrying batch dimensions (1, 2).
+    dense = make_scene(C=2, N=30, W=17, H=12, D=4, tile_size=8, background=True, seed=73)
+    pscene, keep = packed(dense)
+    leaves = {k: pscene[k].clone().requires_grad_(True) for k in DIFF}
+    s = dict(pscene, isect_offsets=pscene["isect_offsets"].reshape(1, 2, 2, 3))
+    colors, alphas = public_call(
+        s, {**leaves, "backgrounds": leaves["backgrounds"].reshape(1, 2, 4)}, packed=True
+    )
+    assert colors.shape == (1, 2, 12, 17, 4) and alphas.shape == (1, 2, 12, 17, 1)
+    v_colors, v_alphas = torch.randn_like(colors), torch.randn_like(alphas)
+    ((colors * v_colors).sum() + (alphas * v_alphas).sum()).backward()
+    ref_c, ref_a, ref_grads = reference_grads(dense, v_colors[0], v_alphas[0])
+    assert_values_close(colors[0].detach(), ref_c)
+    assert_values_close(alphas[0].detach(), ref_a)
+    want = {k: (g if k == "backgrounds" else g[keep]) for k, g in ref_grads.items()}
+    assert_grads_close({k: v.grad for k, v in leaves.items()}, want)
+
+
+MASK_CASES = [
+    pytest.param(CPU, dict(C=2, N=40, W=21, H=13, D=3, tile_size=8, background=True), id="cpu"),
+    pytest.param(CPU, dict(C=1, N=20, W=13, H=9, D=20, tile_size=4, background=True), id="cpu-d20"),
+    pytest.param(simt, dict(C=2, N=40, W=21, H=13, D=3, tile_size=8, background=True),
+                 id="simt", marks=pytest.mark.simt),
+    pytest.param(simt, dict(C=1, N=20, W=13, H=9, D=20, tile_size=4, background=True),
+                 id="simt-d20", marks=pytest.mark.simt),
+]
+
+
+@pytest.mark.parametrize("ops,kw", MASK_CASES)
+def test_masked_tiles_render_background(ops, kw):
+    scene = make_scene(**kw, overlap=8, seed=79)
+    offsets = scene["isect_offsets"]
+    masks = torch.rand(offsets.shape, generator=torch.Generator().manual_seed(2)) < 0.6
+    masks.view(-1)[0] = False
+    I, H, W, D = offsets.shape[0], kw["H"], kw["W"], kw["D"]
+    g = torch.Generator().manual_seed(6)
+    v_colors, v_alphas = torch.randn(I, H, W, D, generator=g), torch.randn(I, H, W, 1, generator=g)
+    colors, alphas, last_ids, grads = backend_grads(ops, scene, v_colors, v_alphas, masks, True)
+    ref = masked(scene, masks)
+    ref_c, ref_a, ref_grads = reference_grads(ref, v_colors, v_alphas)
+    assert_values_close(colors, ref_c)
+    assert_values_close(alphas, ref_a)
+    assert_grads_close({k: v for k, v in grads.items() if k != "absgrad"}, ref_grads)
+    ts = kw["tile_size"]
+    pixel_masks = masks.repeat_interleave(ts, 1).repeat_interleave(ts, 2)[:, :H, :W]
+    assert torch.equal(colors[~pixel_masks], scene["backgrounds"][:, None, None].expand(I, H, W, D)[~pixel_masks])
+    assert (alphas[~pixel_masks] == 0).all() and (last_ids[~pixel_masks] == -1).all()
+    assert (alphas[pixel_masks] > 0).any()
+    # The same tiles unmasked render as without masks.
+    full = ops.rasterize_to_pixels_forward(*op_args(scene))
+    assert torch.equal(colors[pixel_masks], full[0][pixel_masks])
+
+
+def test_masks_public_function_with_batch_dims():
+    scene = make_scene(C=4, N=30, W=19, H=13, D=3, tile_size=8, background=True, seed=83)
+    masks = torch.rand(scene["isect_offsets"].shape, generator=torch.Generator().manual_seed(3)) < 0.5
+    s = batched(scene, (2, 2))
+    leaves = {k: s[k].clone().requires_grad_(True) for k in DIFF}
+    colors, alphas = public_call(s, leaves, masks=masks.reshape(2, 2, *masks.shape[1:]))
+    colors.square().sum().backward()
+    ref = masked(scene, masks)
+    (ref_c, ref_a), ref_leaves = reference(ref, requires_grad=True)
+    ref_c.square().sum().backward()
+    assert_values_close(colors.detach().reshape(ref_c.shape), ref_c.detach())
+    assert_values_close(alphas.detach().reshape(ref_a.shape), ref_a.detach())
+    assert_grads_close({k: v.grad.reshape(ref_leaves[k].shape) for k, v in leaves.items()},
+                       {k: v.grad for k, v in ref_leaves.items()})
+
+
+def absgrad_reference(scene, v_colors, v_alphas):
+    """gsplat's absgrad from its definition, independently of the kernels: per pixel p the
+    gradient of L_p = v_colors[p] . colors[p] + v_alphas[p] alphas[p] with respect to every
+    Gaussian's mean (float64 autograd of the dense reference), absolute values summed over
+    the pixels."""
+    (colors, alphas), leaves = reference(scene, requires_grad=True)
+    per_pixel = ((colors * v_colors.double()).sum(-1) + (alphas * v_alphas.double()).sum(-1)).flatten()
+    one_hot = torch.eye(per_pixel.numel(), dtype=per_pixel.dtype)  # one pixel per batch entry
+    (jacobian,) = torch.autograd.grad(per_pixel, leaves["means2d"], one_hot, is_grads_batched=True)
+    return jacobian.abs().sum(0)
+
+
+ABSGRAD_CASES = [
+    pytest.param(ops, kw, id=f"{name}-{label}", marks=[pytest.mark.simt] if ops is simt else [])
+    for name, ops in (("cpu", CPU), ("simt", simt))
+    for label, kw in (("rgb_bg", dict(C=2, N=12, W=11, H=9, D=3, tile_size=4, background=True)),
+                      ("d40_chunks", dict(C=1, N=10, W=9, H=7, D=40, tile_size=4, overlap=4)))
+]
+
+
+@pytest.mark.parametrize("ops,kw", ABSGRAD_CASES)
+def test_absgrad_matches_per_pixel_autograd(ops, kw):
+    # D = 40 takes three channel chunks in the backward: the sum of absolute values must be
+    # over whole-pixel contributions, not over chunks.
+    scene = make_scene(**kw, seed=89)
+    I, H, W, D = scene["isect_offsets"].shape[0], kw["H"], kw["W"], kw["D"]
+    g = torch.Generator().manual_seed(7)
+    v_colors, v_alphas = torch.randn(I, H, W, D, generator=g), torch.randn(I, H, W, 1, generator=g)
+    _, _, _, grads = backend_grads(ops, scene, v_colors, v_alphas, absgrad=True)
+    want = absgrad_reference(scene, v_colors, v_alphas)
+    assert_grads_close({"absgrad": grads["absgrad"]}, {"absgrad": want})
+    assert (grads["absgrad"] >= grads["means2d"].abs() - 1e-6).all()
+    # Pixels pull a Gaussian different ways: the sum of |.| exceeds |sum| somewhere.
+    assert (want > grads["means2d"].abs().double() * 1.5 + 1e-3).any()
+    without = backend_grads(ops, scene, v_colors, v_alphas)[3]
+    for k, v in without.items():
+        assert torch.equal(v, grads[k]), k
+
+
+def test_absgrad_attribute_on_the_tensor_passed_in():
+    scene = make_scene(C=2, N=20, W=13, H=10, D=3, tile_size=8, background=True, seed=97)
+    v_colors = torch.randn(2, 10, 13, 3)
+    _, _, _, want = backend_grads(CPU, scene, v_colors, torch.zeros(2, 10, 13, 1), absgrad=True)
+
+    def run(means2d, s=scene, **kwargs):
+        colors, _ = public_call(s, {"means2d": means2d}, absgrad=True, **kwargs)
+        (colors * v_colors.reshape(colors.shape)).sum().backward()
+
+    leaf = scene["means2d"].clone().requires_grad_(True)  # a leaf, passed as is
+    run(leaf)
+    assert torch.equal(leaf.absgrad, want["absgrad"])
+    base = scene["means2d"].clone().requires_grad_(True)  # a non-leaf
+    non_leaf = base * 1.0
+    run(non_leaf)
+    assert torch.equal(non_leaf.absgrad, want["absgrad"]) and not hasattr(base, "absgrad")
+    torch.testing.assert_close(base.grad, want["means2d"])
+    batch = scene["means2d"].reshape(1, 2, 20, 2).clone().requires_grad_(True)  # reshaped
+    run(batch, batched(scene, (1, 2)))
+    assert torch.equal(batch.absgrad, want["absgrad"].reshape(1, 2, 20, 2))
+    strided = torch.cat([scene["means2d"], scene["means2d"]], -1)[..., :2]  # copied
+    strided.requires_grad_(True)
+    run(strided)
+    assert torch.equal(strided.absgrad, want["absgrad"])
+    plain = scene["means2d"].clone().requires_grad_(True)
+    colors, _ = public_call(scene, {"means2d": plain})
+    colors.sum().backward()
+    assert not hasattr(plain, "absgrad")
+
+
+def test_absgrad_packed():
+    dense = make_scene(C=2, N=20, W=13, H=10, D=3, tile_size=8, cull=0.5, seed=101)
+    pscene, keep = packed(dense)
+    v_colors = torch.randn(2, 10, 13, 3)
+    _, _, _, want = backend_grads(CPU, dense, v_colors, torch.zeros(2, 10, 13, 1), absgrad=True)
+    means2d = pscene["means2d"].clone().requires_grad_(True)
+    colors, _ = public_call(pscene, {"means2d": means2d}, packed=True, absgrad=True)
+    (colors * v_colors).sum().backward()
+    assert torch.equal(means2d.absgrad, want["absgrad"][keep])
+
+
+def test_absgrad_under_torch_compile_runs_eagerly():
+    scene = make_scene(C=2, N=20, W=13, H=10, D=3, tile_size=8, seed=103)
+    _, _, _, want = backend_grads(CPU, scene, torch.ones(2, 10, 13, 3), torch.zeros(2, 10, 13, 1),
+                                  absgrad=True)
+
+    def loss_fn(means2d):
+        colors, _ = public_call(scene, {"means2d": means2d}, absgrad=True)
+        return colors.sum()
+
+    torch._dynamo.reset()
+    try:
+        means2d = scene["means2d"].clone().requires_grad_(True)
+        torch.compile(loss_fn)(means2d).backward()
+        torch.testing.assert_close(means2d.absgrad, want["absgrad"])
+    finally:
+        torch._dynamo.reset()
 
 
 # --------------------------------------------------------------------- opcheck / compile
@@ -339,7 +689,8 @@ def test_opcheck_forward(background):
 def test_opcheck_backward():
     scene = make_scene(C=2, N=20, W=19, H=13, D=3, tile_size=8, background=True, seed=31)
     _, alphas, last_ids = CPU.rasterize_to_pixels_forward(*op_args(scene))
-    args = (*op_args(scene), alphas, last_ids, torch.randn(2, 13, 19, 3), torch.randn(2, 13, 19, 1))
+    args = (*op_args(scene), None, alphas, last_ids, torch.randn(2, 13, 19, 3),
+            torch.randn(2, 13, 19, 1))
     torch.library.opcheck(CPU.rasterize_to_pixels_backward.default, args)
 
 
@@ -371,11 +722,66 @@ def test_torch_compile_fullgraph_with_backward():
         torch._dynamo.reset()
 
 
+def test_opcheck_masks_absgrad_and_packed():
+    scene = make_scene(C=2, N=20, W=19, H=13, D=3, tile_size=8, background=True, seed=29)
+    masks = torch.rand(scene["isect_offsets"].shape, generator=torch.Generator().manual_seed(4)) < 0.5
+    pscene, _ = packed(make_scene(C=2, N=20, W=19, H=13, D=3, tile_size=8, cull=0.5, seed=31))
+    for s in (scene, pscene):
+        leaves = {k: (s[k].clone().requires_grad_(True) if s[k] is not None else None) for k in DIFF}
+        args = op_args({**s, **leaves})
+        for m, absgrad in ((masks, True), (None, True), (masks, False)):
+            torch.library.opcheck(CPU.rasterize_to_pixels_forward.default, (*args, m, absgrad))
+        _, alphas, last_ids = CPU.rasterize_to_pixels_forward(*op_args(s), masks)
+        back = (*op_args(s), masks, alphas, last_ids, torch.randn(2, 13, 19, 3),
+                torch.randn(2, 13, 19, 1))
+        for absgrad in (True, False):
+            torch.library.opcheck(CPU.rasterize_to_pixels_backward.default, (*back, absgrad))
+
+
+def test_torch_compile_fullgraph_batch_dims_masks_and_packed():
+    scene = make_scene(C=2, N=30, W=26, H=17, D=3, tile_size=8, background=True, cull=0.4, seed=37)
+    masks = torch.rand(scene["isect_offsets"].shape, generator=torch.Generator().manual_seed(5)) < 0.7
+    pscene, _ = packed(scene)
+    cases = [(batched(scene, (1, 2)), dict(masks=masks.reshape(1, 2, 3, 4))),
+             (dict(pscene, isect_offsets=pscene["isect_offsets"]), dict(packed=True, masks=masks))]
+    torch._dynamo.reset()
+    try:
+        for s, kwargs in cases:
+            def loss_fn(means2d, conics, colors, opacities, backgrounds, s=s, kwargs=kwargs):
+                leaves = dict(means2d=means2d, conics=conics, colors=colors, opacities=opacities,
+                              backgrounds=backgrounds)
+                c, a = public_call(s, leaves, **kwargs)
+                return (c * c).sum() + a.sum()
+
+            compiled = torch.compile(loss_fn, fullgraph=True)
+            eager_leaves = [s[k].clone().requires_grad_(True) for k in DIFF]
+            comp_leaves = [s[k].clone().requires_grad_(True) for k in DIFF]
+            loss = compiled(*comp_leaves)
+            loss.backward()
+            eloss = loss_fn(*eager_leaves)
+            eloss.backward()
+            torch.testing.assert_close(loss.detach(), eloss.detach(), rtol=1e-6, atol=1e-5)
+            for c, e in zip(comp_leaves, eager_leaves):
+                torch.testing.assert_close(c.grad, e.grad, rtol=1e-5, atol=1e-6)
+                assert c.grad.abs().max() > 0
+    finally:
+        torch._dynamo.reset()
+
+
 def test_meta_tensors_shape_propagation():
     scene = make_scene(C=2, N=10, W=19, H=13, D=4, tile_size=8, background=True)
     meta = {k: (v.to("meta") if isinstance(v, torch.Tensor) else v) for k, v in scene.items()}
     c, a, l = CPU.rasterize_to_pixels_forward(*op_args(meta))
     assert c.shape == (2, 13, 19, 4) and a.shape == (2, 13, 19, 1) and l.dtype == torch.int32
+    # Packed rows: I from isect_offsets; the gradients take the rows' shapes.
+    rows = {k: meta[k].reshape(-1, *meta[k].shape[2:]) for k in ("means2d", "conics", "colors", "opacities")}
+    p = {**meta, **rows}
+    masks = torch.ones(2, 2, 3, dtype=torch.bool, device="meta")
+    c, a, l = CPU.rasterize_to_pixels_forward(*op_args(p), masks, True)
+    assert c.shape == (2, 13, 19, 4)
+    grads = CPU.rasterize_to_pixels_backward(*op_args(p), masks, a, l, c, a, True)
+    assert [g.shape for g in grads] == [(20, 2), (20, 3), (20, 4), (20,), (20, 2)]
+    assert CPU.rasterize_to_pixels_backward(*op_args(p), None, a, l, c, a)[4].shape == (0,)
 
 
 def test_double_backward_is_refused():
@@ -408,21 +814,69 @@ def _public_args(**override):
         (dict(flatten_ids=torch.zeros(3, 1, dtype=torch.int32)), ValueError, r"flatten_ids must have shape \[M\]"),
         (dict(flatten_ids=torch.zeros(3, dtype=torch.int64)), TypeError, "flatten_ids must be int32"),
         (dict(isect_offsets=torch.zeros(2, 2, 3, dtype=torch.int64)), TypeError, "isect_offsets must be int32"),
-        (dict(means2d=torch.zeros(2, 8, 3)), ValueError, r"means2d must have shape \[C, N, 2\]"),
+        (dict(means2d=torch.zeros(2, 8, 3)), ValueError, r"means2d must have shape \[\.\.\., N, 2\]"),
         (dict(conics=torch.zeros(2, 8, 2)), ValueError, "conics must have shape"),
         (dict(colors=torch.zeros(2, 8, 0)), ValueError, r"at least one channel \(D >= 1\)"),
         (dict(colors=torch.zeros(2, 7, 3)), ValueError, "colors must have shape"),
         (dict(colors=torch.zeros(2, 8, 3, dtype=torch.float64)), TypeError, "colors must be float32"),
         (dict(opacities=torch.zeros(3, 8)), ValueError, "opacities must have shape"),
-        (dict(backgrounds=torch.zeros(2, 4)), ValueError, r"backgrounds must have shape \[C, D\]"),
+        (dict(backgrounds=torch.zeros(2, 4)), ValueError, r"backgrounds must have shape \[\.\.\., D\]"),
         (dict(backgrounds=torch.zeros(2, 3).to("meta")), ValueError, "same device"),
         (dict(means2d=[[0.0, 0.0]]), TypeError, "means2d must be a torch.Tensor"),
+        (dict(isect_offsets=torch.zeros(1, 2, 2, 3, dtype=torch.int32)), ValueError,
+         r"expected shape \[\.\.\., ceil\(H / tile_size\), ceil\(W / tile_size\)\] = \[2, 2, 3\]"),
     ],
 )
 def test_bad_inputs_raise(override, exc, fragment):
     args, bg = _public_args(**override)
     with pytest.raises(exc, match=fragment):
         rasterize_to_pixels(*args, backgrounds=bg)
+
+
+@pytest.mark.parametrize(
+    "kwargs,exc,fragment",
+    [
+        (dict(masks=torch.ones(2, 2, 3)), TypeError, "masks must be bool"),
+        (dict(masks=torch.ones(2, 3, 2, dtype=torch.bool)), ValueError,
+         r"masks must have shape \[\.\.\., tile_height, tile_width\] = \[2, 2, 3\]"),
+        (dict(absgrad=1), TypeError, "absgrad must be a bool"),
+        (dict(packed="yes"), TypeError, "packed must be a bool"),
+        (dict(packed=True), ValueError, r"means2d must have shape \[nnz, 2\] \(packed\)"),
+    ],
+)
+def test_bad_new_arguments_raise(kwargs, exc, fragment):
+    args, bg = _public_args()
+    with pytest.raises(exc, match=fragment):
+        rasterize_to_pixels(*args, backgrounds=bg, **kwargs)
+
+
+def test_bad_packed_and_batched_inputs_raise():
+    scene = make_scene(C=2, N=8, W=19, H=13, D=3, tile_size=8, background=True, seed=43)
+    rows = {k: scene[k].reshape(-1, *scene[k].shape[2:]) for k in ("means2d", "conics", "colors", "opacities")}
+    p = {**scene, **rows}
+    cases = [
+        (dict(conics=rows["conics"][:5]), r"conics must have shape \[nnz, 3\] = \[16, 3\]"),
+        (dict(colors=rows["colors"][None]), r"colors must have shape \[nnz, D\]"),
+        (dict(opacities=rows["opacities"][:8]), r"opacities must have shape \[nnz\] = \[16\], got"),
+        (dict(backgrounds=scene["backgrounds"][0]), r"backgrounds must have shape \[\.\.\., D\] = \[2, 3\]"),
+    ]
+    for override, fragment in cases:
+        with pytest.raises(ValueError, match=fragment):
+            public_call({**p, **override}, packed=True)
+    with pytest.raises(ValueError, match=TILE_GRID):
+        public_call({**p, "isect_offsets": scene["isect_offsets"][0, :1]}, packed=True)
+    with pytest.raises(ValueError, match=r"isect_offsets must have shape \[\.\.\., tile_height, tile_width\]"):
+        public_call({**p, "isect_offsets": scene["isect_offsets"][0, 0]}, packed=True)
+    b = batched(scene, (1, 2))
+    with pytest.raises(ValueError, match=r"conics must have shape \[\.\.\., N, 3\] = \[1, 2, 8, 3\]"):
+        public_call({**b, "conics": scene["conics"]})
+    with pytest.raises(ValueError, match=TILE_GRID):
+        public_call({**b, "isect_offsets": scene["isect_offsets"]})
+    with pytest.raises(ValueError, match=r"opacities must have shape \[\.\.\., N\] = \[1, 2, 8\] or \[N\] = \[8\]"):
+        public_call({**b, "opacities": scene["opacities"]})
+
+
+TILE_GRID = "tile_size does not match the tile grid of isect_offsets"
 
 
 @pytest.mark.parametrize("ops", BACKENDS)
@@ -445,18 +899,24 @@ def test_direct_ops_refuse_bad_inputs(ops):
         call(colors=scene["colors"].double())
     with pytest.raises(RuntimeError, match="at least one channel"):
         call(colors=torch.zeros(2, 8, 0))
-    with pytest.raises(RuntimeError, match=r"backgrounds must have shape \[C, D\]"):
+    with pytest.raises(RuntimeError, match=r"backgrounds must have shape \[I, D\]"):
         call(backgrounds=torch.zeros(2, 2))
-    with pytest.raises(RuntimeError, match=r"opacities must have shape \[C, N\]"):
+    with pytest.raises(RuntimeError, match=r"opacities must have shape \[I, N\] or \[nnz\]"):
         call(opacities=scene["opacities"][0])
+    with pytest.raises(RuntimeError, match=r"means2d \[I, N, 2\] must have I = 1 images"):
+        call(isect_offsets=scene["isect_offsets"][:1])
+    with pytest.raises(RuntimeError, match="masks must be bool"):
+        fwd(*op_args(scene), torch.ones_like(scene["isect_offsets"]))
+    with pytest.raises(RuntimeError, match=r"masks must have shape \[I, tiles_y, tiles_x\]"):
+        fwd(*op_args(scene), torch.ones(2, 1, 1, dtype=torch.bool))
     with pytest.raises(RuntimeError, match="means2d must be contiguous"):
         call(means2d=scene["means2d"].transpose(0, 1).contiguous().transpose(0, 1))
     _, alphas, last_ids = fwd(*op_args(scene))
-    with pytest.raises(RuntimeError, match=r"v_render_colors must have shape \[C, H, W, D\]"):
-        ops.rasterize_to_pixels_backward(*op_args(scene), alphas, last_ids,
+    with pytest.raises(RuntimeError, match=r"v_render_colors must have shape \[I, H, W, D\]"):
+        ops.rasterize_to_pixels_backward(*op_args(scene), None, alphas, last_ids,
                                          torch.zeros(2, 13, 19, 2), torch.zeros(2, 13, 19, 1))
     with pytest.raises(RuntimeError, match="last_ids must be int32"):
-        ops.rasterize_to_pixels_backward(*op_args(scene), alphas, last_ids.float(),
+        ops.rasterize_to_pixels_backward(*op_args(scene), None, alphas, last_ids.float(),
                                          torch.zeros(2, 13, 19, 3), torch.zeros(2, 13, 19, 1))
 
 
@@ -477,7 +937,7 @@ def test_cpu_refuses_malformed_index_values():
     assert M > 2
     bad_ids = scene["flatten_ids"].clone()
     bad_ids[1] = 2 * 20
-    with pytest.raises(RuntimeError, match=r"flatten_ids must be in \[0, C \* N\)"):
+    with pytest.raises(RuntimeError, match=r"flatten_ids must index the Gaussians, in \[0, I \* N or nnz\) = \[0, 40\)"):
         CPU.rasterize_to_pixels_forward(*op_args({**scene, "flatten_ids": bad_ids}))
     bad_off = scene["isect_offsets"].clone()
     bad_off.view(-1)[-1] = M + 1
@@ -503,8 +963,9 @@ def test_simt_kernels_stay_in_bounds_with_malformed_indices():
     )
     assert torch.equal(alphas, torch.zeros_like(alphas))
     grads = simt.rasterize_to_pixels_backward(
-        *op_args({**scene, "flatten_ids": ids, "isect_offsets": off}), alphas,
-        torch.full_like(last_ids, 1_000_000), torch.ones(1, 16, 16, 1), torch.ones(1, 16, 16, 1)
+        *op_args({**scene, "flatten_ids": ids, "isect_offsets": off}), None, alphas,
+        torch.full_like(last_ids, 1_000_000), torch.ones(1, 16, 16, 1), torch.ones(1, 16, 16, 1),
+        True,
     )
     for g in grads:
         assert torch.equal(g, torch.zeros_like(g))

@@ -68,9 +68,9 @@ def shape_error(op: str, name: str, expected: str, t: torch.Tensor) -> ValueErro
     return ValueError(f"{op}: {name} must have shape {expected}, got {tuple(t.shape)}")
 
 
-def tile_grid(n_cameras: int, height: int, width: int, tile_size: int) -> tuple[int, int, int]:
-    """The shape of ``isect_offsets``: ``(C, ceil(H / tile_size), ceil(W / tile_size))``."""
-    return (n_cameras, -(-height // tile_size), -(-width // tile_size))
+def tile_grid(n_images: int, height: int, width: int, tile_size: int) -> tuple[int, int, int]:
+    """The shape of ``isect_offsets``: ``(I, ceil(H / tile_size), ceil(W / tile_size))``."""
+    return (n_images, -(-height // tile_size), -(-width // tile_size))
 
 
 def check_same_devices(op: str, **tensors: torch.Tensor) -> None:
