@@ -201,7 +201,7 @@ def test_rasterization_matches_the_reference_chain_or_stays_visible(scene, D, po
         s["colors"][:, nan_gaussian] = math.nan
     colors, alphas, meta = prebuild.rasterization(
         s["means"], s["quats"], s["scales"], s["opacities"], s["colors"], viewmats, Ks, 37, 29,
-        backgrounds=s["backgrounds"] if background else None,
+        backgrounds=s["backgrounds"] if background else None, packed=False,
     )  # fmt: skip
     assert colors.shape == (C, 29, 37, D) and alphas.shape == (C, 29, 37, 1)
     assert torch.isfinite(alphas).all() and (alphas >= 0).all() and (alphas <= 1).all()

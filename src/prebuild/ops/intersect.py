@@ -22,7 +22,7 @@ from prebuild.ops._checks import (
     check_tensor,
     shape_error,
 )
-from prebuild.ops._library import LIBRARY
+from prebuild.ops._library import LIBRARY, for_each_namespace, kernels
 
 _DEPTH_BITS = 32
 _INDEX_DTYPES = (torch.int32, torch.int64)
@@ -171,12 +171,12 @@ def isect_tiles(
     if means2d.is_cuda and not torch.compiler.is_compiling():
         LIBRARY.ensure_device(means2d.device)
     if packed:
-        return torch.ops.prebuild.isect_tiles(
+        return kernels().isect_tiles(
             means2d.detach().contiguous(), radii.contiguous(), depths.detach().contiguous(),
             tile_size, tile_width, tile_height, sort, image_ids.long().contiguous(), I,
         )  # fmt: skip
     N = means2d.shape[-2]
-    tiles_per_gauss, isect_ids, flatten_ids = torch.ops.prebuild.isect_tiles(
+    tiles_per_gauss, isect_ids, flatten_ids = kernels().isect_tiles(
         means2d.detach().reshape(I, N, 2).contiguous(), radii.reshape(I, N, 2).contiguous(),
         depths.detach().reshape(I, N).contiguous(), tile_size, tile_width, tile_height, sort,
     )  # fmt: skip
@@ -213,12 +213,11 @@ def isect_offset_encode(
     _check_grid(op, n_images, tile_width, tile_height)
     if ids.is_cuda and not torch.compiler.is_compiling():
         LIBRARY.ensure_device(ids.device)
-    return torch.ops.prebuild.isect_offset_encode(
+    return kernels().isect_offset_encode(
         ids.contiguous(), n_images, tile_width, tile_height
     )
 
 
-@torch.library.register_fake("prebuild::isect_tiles")
 def _isect_tiles_fake(means2d, radii, depths, tile_size, tile_width, tile_height, sort=True,
                       image_ids=None, n_images=None):
     op = "prebuild::isect_tiles"
@@ -259,7 +258,6 @@ def _isect_tiles_fake(means2d, radii, depths, tile_size, tile_width, tile_height
     )
 
 
-@torch.library.register_fake("prebuild::isect_offset_encode")
 def _isect_offset_encode_fake(isect_ids, n_images, tile_width, tile_height):
     op = "prebuild::isect_offset_encode"
     torch._check(isect_ids.dim() == 1, lambda: f"{op}: isect_ids must have 1 dimensions, got {isect_ids.dim()}")
@@ -270,3 +268,9 @@ def _isect_offset_encode_fake(isect_ids, n_images, tile_width, tile_height):
         lambda: f"{op}: tile_width and tile_height must be positive, got {tile_width} and {tile_height}",
     )
     return isect_ids.new_empty((n_images, tile_height, tile_width), dtype=torch.int32)
+
+
+@for_each_namespace
+def _register(ns: str) -> None:
+    torch.library.register_fake(f"{ns}::isect_tiles")(_isect_tiles_fake)
+    torch.library.register_fake(f"{ns}::isect_offset_encode")(_isect_offset_encode_fake)

@@ -9,6 +9,7 @@ into I and reshapes the results back.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 
@@ -23,7 +24,7 @@ from prebuild.ops._checks import (
     shape_error,
     tile_grid,
 )
-from prebuild.ops._library import LIBRARY
+from prebuild.ops._library import LIBRARY, for_each_namespace, kernels
 
 _NAME = "rasterize_to_pixels"
 # Set on the tensor the op received when it is a reshaped copy or view of the caller's
@@ -176,7 +177,7 @@ def rasterize_to_pixels(
     m = _reshaped(means2d, (*rows, 2))
     if absgrad and m is not means2d:
         setattr(m, _ABSGRAD_TARGET, means2d)
-    render_colors, render_alphas, _ = torch.ops.prebuild.rasterize_to_pixels_forward(
+    render_colors, render_alphas, _ = kernels().rasterize_to_pixels_forward(
         m, _reshaped(conics, (*rows, 3)), _reshaped(colors, (*rows, D)),
         _reshaped(opacities, rows), None if backgrounds is None else _reshaped(backgrounds, (I, D)),
         image_width, image_height, tile_size, _reshaped(isect_offsets, (I, *grid)),
@@ -225,7 +226,6 @@ def _fake_checks(op, means2d, conics, colors, opacities, backgrounds, image_widt
     return I, D
 
 
-@torch.library.register_fake("prebuild::rasterize_to_pixels_forward")
 def _forward_fake(means2d, conics, colors, opacities, backgrounds, image_width, image_height,
                   tile_size, isect_offsets, flatten_ids, masks=None, absgrad=False):
     I, D = _fake_checks("prebuild::rasterize_to_pixels_forward", means2d, conics, colors,
@@ -236,7 +236,6 @@ def _forward_fake(means2d, conics, colors, opacities, backgrounds, image_width, 
             means2d.new_empty((I, H, W), dtype=torch.int32))
 
 
-@torch.library.register_fake("prebuild::rasterize_to_pixels_backward")
 def _backward_fake(means2d, conics, colors, opacities, backgrounds, image_width, image_height,
                    tile_size, isect_offsets, flatten_ids, masks, render_alphas, last_ids,
                    v_render_colors, v_render_alphas, absgrad=False):
@@ -269,7 +268,7 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.mark_non_differentiable(last_ids)
 
 
-def _backward(ctx, v_render_colors, v_render_alphas, _v_last_ids):
+def _backward(ops, ctx, v_render_colors, v_render_alphas, _v_last_ids):
     (means2d, conics, colors, opacities, backgrounds, isect_offsets, flatten_ids, masks,
      render_alphas, last_ids) = ctx.saved_tensors
     width, height, tile_size = ctx.sizes
@@ -280,7 +279,7 @@ def _backward(ctx, v_render_colors, v_render_alphas, _v_last_ids):
         v_render_alphas = colors.new_zeros((I, height, width, 1))
     v_render_colors = v_render_colors.contiguous()
     v_means2d, v_conics, v_colors, v_opacities, v_means2d_abs = (
-        torch.ops.prebuild.rasterize_to_pixels_backward(
+        ops.rasterize_to_pixels_backward(
             means2d, conics, colors, opacities, backgrounds, width, height, tile_size,
             isect_offsets, flatten_ids, masks, render_alphas, last_ids, v_render_colors,
             v_render_alphas.contiguous(), ctx.absgrad,
@@ -304,10 +303,15 @@ def _no_double_backward(ctx, *grads):
     )
 
 
-torch.library.register_autograd(
-    "prebuild::rasterize_to_pixels_forward", _backward, setup_context=_setup_context
-)
-torch.library.register_autograd(
-    "prebuild::rasterize_to_pixels_backward", _no_double_backward,
-    setup_context=lambda ctx, inputs, output: None,
-)
+@for_each_namespace
+def _register(ns: str) -> None:
+    torch.library.register_fake(f"{ns}::rasterize_to_pixels_forward")(_forward_fake)
+    torch.library.register_fake(f"{ns}::rasterize_to_pixels_backward")(_backward_fake)
+    torch.library.register_autograd(
+        f"{ns}::rasterize_to_pixels_forward", partial(_backward, getattr(torch.ops, ns)),
+        setup_context=_setup_context,
+    )  # fmt: skip
+    torch.library.register_autograd(
+        f"{ns}::rasterize_to_pixels_backward", _no_double_backward,
+        setup_context=lambda ctx, inputs, output: None,
+    )  # fmt: skip

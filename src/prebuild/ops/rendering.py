@@ -243,11 +243,12 @@ def _view_colors(colors, per_camera, sh_degree, means, viewmats, radii, batch, C
     [nnz, D] when packed (batch_ids given)."""
     B = math.prod(batch)
     packed = batch_ids is not None
+    D = colors.shape[-1]
     if sh_degree is None:
         if packed:
             if per_camera:
-                return colors.reshape(B, C, N, -1)[batch_ids, camera_ids, gaussian_ids]
-            return colors.reshape(B, N, -1)[batch_ids, gaussian_ids]
+                return colors.reshape(B, C, N, D)[batch_ids, camera_ids, gaussian_ids]
+            return colors.reshape(B, N, D)[batch_ids, gaussian_ids]
         return colors if per_camera else torch.broadcast_to(colors[..., None, :, :], (*batch, C, N, colors.shape[-1]))
     # SH: evaluated in the direction from each camera's centre to the Gaussian.
     campos = torch.inverse(viewmats)[..., :3, 3]  # [..., C, 3]
