@@ -7,6 +7,7 @@
 #include "gsplat/intersect_schemas.h"
 #include "gsplat/projection_schemas.h"
 #include "gsplat/rasterize_schemas.h"
+#include "gsplat/sh_schemas.h"
 #include "ssim/ssim_schemas.h"
 
 namespace prebuild {
@@ -17,6 +18,7 @@ void define_ops(Library& m) {
   gsplat::define_projection_ops(m);
   gsplat::define_intersect_ops(m);
   gsplat::define_rasterize_ops(m);
+  gsplat::define_sh_ops(m);
 }
 
 }  // namespace prebuild

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from prebuild.ops.projection import fully_fused_projection
     from prebuild.ops.rasterize import rasterize_to_pixels
     from prebuild.ops.rendering import rasterization
+    from prebuild.ops.sh import spherical_harmonics
     from prebuild.ops.ssim import fused_ssim
 
 # The public ops and the module that defines each one.
@@ -25,6 +26,7 @@ _OPS = {
     "isect_offset_encode": "prebuild.ops.intersect",
     "rasterize_to_pixels": "prebuild.ops.rasterize",
     "rasterization": "prebuild.ops.rendering",
+    "spherical_harmonics": "prebuild.ops.sh",
 }
 
 __all__ = [*sorted(_OPS), "__version__"]

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from prebuild.ops.projection import fully_fused_projection
     from prebuild.ops.rendering import rasterization
     from prebuild.ops.rasterize import rasterize_to_pixels
+    from prebuild.ops.sh import spherical_harmonics
     from prebuild.ops.ssim import fused_ssim
 
 __all__ = sorted(_OPS)
