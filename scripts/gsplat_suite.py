@@ -92,7 +92,7 @@ def synthetic_garden(path: Path, points: int = 4000, width: int = 160, height: i
 def prepare(src: Path, work: Path, scene: str) -> Path:
     """gsplat's tests, rewritten for the CPU, in work/tests with the scene in work/assets."""
     tests = work / "tests"
-    tests.mkdir()
+    tests.mkdir(parents=True)
     for name in TEST_FILES:
         (tests / name).write_text(rewrite((src / "tests" / name).read_text(), name))
     (work / "assets").mkdir()

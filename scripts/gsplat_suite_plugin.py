@@ -146,9 +146,15 @@ def substitute() -> None:
 
     use_prebuild_kernels()
     wrapper.rasterize_to_indices_in_range = rasterize_to_indices_in_range
+
+    def oracle_sh(degrees_to_use, dirs, coeffs, masks=None):
+        # gsplat's CUDA SH gives masked-out Gaussians colour 0; its plain-PyTorch one has no masks.
+        colors = torch_impl._spherical_harmonics(degrees_to_use, dirs, coeffs)
+        return colors if masks is None else colors * masks[..., None]
+
     # The oracle `_rasterization` looks these up in gsplat.rendering's namespace: gsplat's
     # plain-PyTorch SH, and the tile intersection of the CUDA wrapper (prebuild's now).
-    rendering.spherical_harmonics = torch_impl._spherical_harmonics
+    rendering.spherical_harmonics = oracle_sh
 
 
 install_oracle_pieces()

@@ -161,6 +161,160 @@ def test_bad_shapes_are_named(field, value, fragment):
         render(dict(scene(), **{field: value}))
 
 
+@pytest.mark.parametrize(
+    "override",
+    [dict(with_ut=True), dict(distributed=True), dict(with_eval3d=True),
+     dict(radial_coeffs=torch.zeros(2, 6)), dict(camera_model="ftheta")],
+)
+def test_what_prebuild_leaves_out_is_refused_by_name(override):
+    name = next(iter(override))
+    with pytest.raises(NotImplementedError, match="ftheta" if name == "camera_model" else name):
+        render(scene(), **override)
+
+
+def _leaves(s, names=("means", "quats", "scales", "opacities", "colors", "viewmats")):
+    return {k: (v.clone().requires_grad_(True) if k in names else v) for k, v in s.items()}
+
+
+def _grads(s, out, names=("means", "quats", "scales", "opacities", "colors", "viewmats")):
+    gen = torch.Generator().manual_seed(3)
+    loss = sum((t * torch.randn(t.shape, generator=gen)).sum() for t in out[:2])
+    return torch.autograd.grad(loss, [s[k] for k in names])
+
+
+def sh_scene(degree=2, C=2, N=80, seed=0):
+    s = scene(C=C, N=N, seed=seed)
+    gen = torch.Generator().manual_seed(seed + 5)
+    s["colors"] = torch.randn(N, (degree + 1) ** 2, 3, generator=gen) * 0.3
+    return s
+
+
+@pytest.mark.parametrize("per_camera", [False, True])
+def test_sh_colours_are_gsplats_sh_from_the_camera_centres(per_camera):
+    """sh_degree: each Gaussian's colour is max(SH(mean - camera centre) + 0.5, 0) with
+    gsplat's plain-PyTorch SH as the oracle (values and gradients through the colours)."""
+    s = sh_scene()
+    if per_camera:
+        s["colors"] = s["colors"].expand(2, -1, -1, -1) + 0.1 * torch.randn(2, 80, 9, 3)
+    ours = _leaves(s, ("colors", "means"))
+    got = render(ours, sh_degree=2)
+    campos = torch.inverse(s["viewmats"])[:, :3, 3]
+    ref = _leaves(s, ("colors", "means"))
+    dirs = ref["means"][None] - campos[:, None]
+    coeffs = ref["colors"] if per_camera else ref["colors"].expand(2, -1, -1, -1)
+    rgb = torch.clamp_min(torch_impl._spherical_harmonics(2, dirs, coeffs) + 0.5, 0.0)
+    want = render(dict(ref, colors=rgb))
+    torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
+    for a, b in zip(_grads(ours, got, ("colors", "means")), _grads(ref, want, ("colors", "means"))):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("sh_degree", [None, 1])
+def test_packed_and_dense_render_the_same_values_and_gradients(sh_degree):
+    s = sh_scene(degree=1) if sh_degree is not None else scene()
+    dense, packed = _leaves(s), _leaves(s)
+    d = render(dense, sh_degree=sh_degree, packed=False)
+    p = render(packed, sh_degree=sh_degree, packed=True)
+    torch.testing.assert_close(d[0], p[0])
+    torch.testing.assert_close(d[1], p[1])
+    for a, b in zip(_grads(dense, d), _grads(packed, p)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    meta = p[2]
+    nnz = len(meta["gaussian_ids"])
+    assert meta["radii"].shape == (nnz, 2) and meta["means2d"].shape == (nnz, 2)
+    assert torch.equal(meta["radii"], d[2]["radii"][meta["camera_ids"], meta["gaussian_ids"]])
+
+
+def test_batch_dimensions_render_like_one_call_per_batch():
+    scenes = [scene(seed=seed) for seed in (0, 1)]
+    batched = {k: torch.stack([sc[k] for sc in scenes]) for k in scenes[0]}
+    colors, alphas, meta = render(batched, packed=True)
+    assert colors.shape == (2, 2, H, W, 3) and meta["n_batches"] == 2 and meta["n_cameras"] == 2
+    for b, sc in enumerate(scenes):
+        one = render(sc)
+        torch.testing.assert_close(colors[b], one[0])
+        torch.testing.assert_close(alphas[b], one[1])
+
+
+@pytest.mark.parametrize("camera_model", ["ortho", "fisheye"])
+def test_camera_models_chain_the_public_ops(camera_model):
+    """rasterization(camera_model=...) is the public ops chained by hand."""
+    s = scene()
+    if camera_model == "ortho":  # an orthographic camera sees x, y in world units
+        s["Ks"] = s["Ks"].clone()
+        s["Ks"][:, 0, 0] = s["Ks"][:, 1, 1] = 8.0
+    colors, alphas, _ = render(s, camera_model=camera_model)
+    radii, means2d, depths, conics, _ = prebuild.fully_fused_projection(
+        s["means"], None, s["quats"], s["scales"], s["viewmats"], s["Ks"], W, H,
+        camera_model=camera_model,
+    )  # fmt: skip
+    tw, th = math.ceil(W / TILE), math.ceil(H / TILE)
+    _, isect_ids, flatten_ids = prebuild.isect_tiles(means2d, radii, depths, TILE, tw, th)
+    offsets = prebuild.isect_offset_encode(isect_ids, 2, tw, th)
+    want = prebuild.rasterize_to_pixels(
+        means2d, conics, s["colors"], s["opacities"].expand(2, -1), W, H, TILE, offsets,
+        flatten_ids, backgrounds=s["backgrounds"],
+    )  # fmt: skip
+    assert (alphas > 0.3).any()
+    torch.testing.assert_close(colors, want[0])
+    torch.testing.assert_close(alphas, want[1])
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_meta_carries_what_gsplats_strategies_read(packed):
+    s = _leaves(scene())
+    colors, alphas, meta = render(s, packed=packed, absgrad=True)
+    meta["means2d"].retain_grad()
+    (colors.sum() + alphas.sum()).backward()
+    for key in ("means2d", "radii", "width", "height", "n_cameras", "tile_size", "depths",
+                "conics", "opacities", "isect_offsets", "flatten_ids"):  # fmt: skip
+        assert key in meta, key
+    assert (meta["width"], meta["height"], meta["n_cameras"]) == (W, H, 2)
+    grad, absgrad = meta["means2d"].grad, meta["means2d"].absgrad
+    assert grad.shape == absgrad.shape == meta["means2d"].shape
+    assert (absgrad >= grad.abs() - 1e-6).all() and absgrad.sum() > 0
+    if packed:
+        assert meta["gaussian_ids"].shape == (len(meta["means2d"]),)
+    else:
+        assert meta["gaussian_ids"] is None
+
+
+class _RecordOps(torch.utils._python_dispatch.TorchDispatchMode):
+    """The names of the ops dispatched inside the block (namespace.op.overload)."""
+
+    def __enter__(self):
+        self.names = set()
+        super().__enter__()
+        return self.names
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.add(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.simt
+def test_simt_backend_renders_like_the_cpu():
+    """prebuild.testing.use_simt() runs the whole chain on the CUDA kernels' code."""
+    from prebuild.testing import use_simt
+
+    s = sh_scene(degree=1, N=40)
+    cpu, sim = _leaves(s), _leaves(s)
+    c = render(cpu, sh_degree=1)
+    with use_simt(), _RecordOps() as called:
+        g = render(sim, sh_degree=1)
+        g_grads = _grads(sim, g)
+    ours = {name for name in called if name.startswith("prebuild")}
+    assert {n.split(".")[0] for n in ours} == {"prebuild_simt"}, ours
+    assert {n.split(".")[1] for n in ours} >= {
+        "fully_fused_projection_forward", "fully_fused_projection_backward",
+        "spherical_harmonics_forward", "spherical_harmonics_backward", "isect_tiles",
+        "isect_offset_encode", "rasterize_to_pixels_forward", "rasterize_to_pixels_backward",
+    }  # fmt: skip
+    torch.testing.assert_close(c[0], g[0], rtol=1e-5, atol=1e-5)
+    for a, b in zip(_grads(cpu, c), g_grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
 def load_fit_image():
     spec = importlib.util.spec_from_file_location("fit_image", ROOT / "scripts" / "fit_image.py")
     module = importlib.util.module_from_spec(spec)
