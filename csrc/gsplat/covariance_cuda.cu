@@ -29,11 +29,11 @@ struct CudaBackend {
   static bool on_device(const Tensor& t) { return t.is_cuda(); }
 
   static void run_forward(const ForwardArgs& args, const Tensor& on) {
-    launch(kForwardOp, covariance_forward_kernel, launch_geometry(args.n), 0, on, args);
+    launch(kForwardOp, covariance_forward_kernel, element_geometry(args.n), 0, on, args);
   }
 
   static void run_backward(const BackwardArgs& args, const Tensor& on) {
-    launch(kBackwardOp, covariance_backward_kernel, launch_geometry(args.n), 0, on, args);
+    launch(kBackwardOp, covariance_backward_kernel, element_geometry(args.n), 0, on, args);
   }
 };
 

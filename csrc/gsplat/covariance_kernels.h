@@ -11,24 +11,18 @@
 #include <algorithm>
 #include <cstdint>
 
-#include <prebuild/simt.h>
+#include <prebuild/simt_grid.h>
 #include "covariance_math.h"
 
 namespace prebuild {
 namespace gsplat {
 namespace covariance {
 
-constexpr int kBlock = 256;
-constexpr int64_t kMaxGridX = 65535;  // keeps the grid small; threads stride over the rest
+constexpr int kBlock = simt::kElementBlock;
 
 using simt::LaunchGeometry;
 using simt::NoShared;
-
-// Grid and block for `n` > 0 Gaussians.
-inline LaunchGeometry launch_geometry(int64_t n) {
-  const int64_t blocks = std::min<int64_t>((n + kBlock - 1) / kBlock, kMaxGridX);
-  return {{static_cast<int>(blocks), 1, 1}, {kBlock, 1, 1}};
-}
+using simt::element_geometry;
 
 struct ForwardArgs {
   const float* quats;   // [n, 4]
@@ -82,24 +76,14 @@ PREBUILD_HD void backward_element(const BackwardArgs& a, int64_t i) {
   for (int k = 0; k < 3; ++k) a.v_scales[i * 3 + k] = v_scale[k];
 }
 
-// Runs `fn(i)` for every Gaussian i this thread owns (grid-stride loop).
-template <typename Ctx, typename Fn>
-PREBUILD_SIMT_BODY void for_each_gaussian(const Ctx& ctx, int64_t n, const Fn& fn) {
-  const int64_t stride = static_cast<int64_t>(ctx.grid_dim().x) * ctx.block_dim().x;
-  for (int64_t i = static_cast<int64_t>(ctx.block().x) * ctx.block_dim().x + ctx.thread().x;
-       i < n; i += stride) {
-    fn(i);
-  }
-}
-
 template <typename Ctx>
 PREBUILD_SIMT_BODY void forward_block(const Ctx& ctx, NoShared&, const ForwardArgs& a) {
-  for_each_gaussian(ctx, a.n, [&](int64_t i) { forward_element(a, i); });
+  simt::for_each_element(ctx, a.n, [&](int64_t i) { forward_element(a, i); });
 }
 
 template <typename Ctx>
 PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, NoShared&, const BackwardArgs& a) {
-  for_each_gaussian(ctx, a.n, [&](int64_t i) { backward_element(a, i); });
+  simt::for_each_element(ctx, a.n, [&](int64_t i) { backward_element(a, i); });
 }
 
 }  // namespace covariance

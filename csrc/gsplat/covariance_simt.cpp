@@ -14,7 +14,7 @@ namespace {
 // Runs `body` over the args.n Gaussians.
 template <typename Args, typename Body>
 void run_simt(const char* op, const Args& args, const Body& body) {
-  simt::launch_op<NoShared>(op, launch_geometry(args.n), args, body);
+  simt::launch_op<NoShared>(op, element_geometry(args.n), args, body);
 }
 
 struct SimtBackend : OnCpu {

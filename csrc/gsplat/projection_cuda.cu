@@ -41,21 +41,21 @@ struct CudaBackend {
   static bool on_device(const Tensor& t) { return t.is_cuda(); }
 
   static void run_forward(const ForwardArgs& args, const Tensor& on) {
-    launch(kForwardOp, projection_forward_kernel, launch_geometry(pair_count(args.scene)), 0, on,
+    launch(kForwardOp, projection_forward_kernel, element_geometry(pair_count(args.scene)), 0, on,
            args);
   }
 
   static void run_backward(const BackwardArgs& args, const Tensor& on) {
-    launch(kBackwardOp, projection_backward_kernel, launch_geometry(pair_count(args.scene)), 0,
+    launch(kBackwardOp, projection_backward_kernel, element_geometry(pair_count(args.scene)), 0,
            on, args);
   }
 
   static void run_proj_forward(const ProjArgs& args, const Tensor& on) {
-    launch(kProjForwardOp, proj_forward_kernel, launch_geometry(args.I * args.N), 0, on, args);
+    launch(kProjForwardOp, proj_forward_kernel, element_geometry(args.I * args.N), 0, on, args);
   }
 
   static void run_proj_backward(const ProjArgs& args, const Tensor& on) {
-    launch(kProjBackwardOp, proj_backward_kernel, launch_geometry(args.I * args.N), 0, on, args);
+    launch(kProjBackwardOp, proj_backward_kernel, element_geometry(args.I * args.N), 0, on, args);
   }
 };
 

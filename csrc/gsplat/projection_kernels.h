@@ -10,24 +10,18 @@
 #include <algorithm>
 #include <cstdint>
 
-#include <prebuild/simt.h>
+#include <prebuild/simt_grid.h>
 #include "projection_math.h"
 
 namespace prebuild {
 namespace gsplat {
 namespace projection {
 
-constexpr int kBlock = 256;
-constexpr int64_t kMaxGridX = 65535;  // keeps the grid small; threads stride over the rest
+constexpr int kBlock = simt::kElementBlock;
 
 using simt::LaunchGeometry;
 using simt::NoShared;
-
-// Grid and block for `total` (camera, Gaussian) pairs; total > 0.
-inline LaunchGeometry launch_geometry(int64_t total) {
-  const int64_t blocks = std::min<int64_t>((total + kBlock - 1) / kBlock, kMaxGridX);
-  return {{static_cast<int>(blocks), 1, 1}, {kBlock, 1, 1}};
-}
+using simt::element_geometry;
 
 // Inputs shared by the forward and backward: Gaussians (covars, or quats and scales, null
 // when not given) and cameras, B batches of each. Pair idx = (b * C + c) * N + n: its camera
@@ -154,21 +148,8 @@ PREBUILD_HD void viewmat_grad(const GaussianGrad& g, float* out) {
 }
 
 template <typename Ctx>
-PREBUILD_SIMT_BODY int64_t first_index(const Ctx& ctx) {
-  return static_cast<int64_t>(ctx.block().x) * ctx.block_dim().x + ctx.thread().x;
-}
-
-template <typename Ctx>
-PREBUILD_SIMT_BODY int64_t grid_stride(const Ctx& ctx) {
-  return static_cast<int64_t>(ctx.grid_dim().x) * ctx.block_dim().x;
-}
-
-template <typename Ctx>
 PREBUILD_SIMT_BODY void forward_block(const Ctx& ctx, NoShared&, const ForwardArgs& a) {
-  const int64_t total = pair_count(a.scene);
-  for (int64_t idx = first_index(ctx); idx < total; idx += grid_stride(ctx)) {
-    forward_element(a, idx);
-  }
+  simt::for_each_element(ctx, pair_count(a.scene), [&](int64_t idx) { forward_element(a, idx); });
 }
 
 // The backward's shared memory: each thread's viewmat gradient, summed over the block before
@@ -186,7 +167,7 @@ PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, BackwardShared& sh, const
   const int64_t total = pair_count(s);
   const int t = static_cast<int>(ctx.thread().x);
   const int block = static_cast<int>(ctx.block_dim().x);
-  for (int64_t base = first_index(ctx) - t; base < total; base += grid_stride(ctx)) {
+  for (int64_t base = simt::first_element(ctx) - t; base < total; base += simt::element_stride(ctx)) {
     const int64_t idx = base + t;
     float v_view[kViewmatGrad] = {};
     if (idx < total && !is_culled(a, idx)) {
@@ -281,16 +262,12 @@ PREBUILD_HD void proj_backward_element(const ProjArgs& a, int64_t idx) {
 
 template <typename Ctx>
 PREBUILD_SIMT_BODY void proj_forward_block(const Ctx& ctx, NoShared&, const ProjArgs& a) {
-  for (int64_t idx = first_index(ctx); idx < a.I * a.N; idx += grid_stride(ctx)) {
-    proj_forward_element(a, idx);
-  }
+  simt::for_each_element(ctx, a.I * a.N, [&](int64_t idx) { proj_forward_element(a, idx); });
 }
 
 template <typename Ctx>
 PREBUILD_SIMT_BODY void proj_backward_block(const Ctx& ctx, NoShared&, const ProjArgs& a) {
-  for (int64_t idx = first_index(ctx); idx < a.I * a.N; idx += grid_stride(ctx)) {
-    proj_backward_element(a, idx);
-  }
+  simt::for_each_element(ctx, a.I * a.N, [&](int64_t idx) { proj_backward_element(a, idx); });
 }
 
 }  // namespace projection

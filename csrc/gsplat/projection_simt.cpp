@@ -19,22 +19,22 @@ struct SimtBackend : OnCpu {
   static constexpr const char* proj_backward_name = "prebuild_simt::proj_backward";
 
   static void run_forward(const ForwardArgs& args, const Tensor&) {
-    simt::launch_op<NoShared>(forward_name, launch_geometry(pair_count(args.scene)), args,
+    simt::launch_op<NoShared>(forward_name, element_geometry(pair_count(args.scene)), args,
                               forward_block<simt::HostContext>);
   }
 
   static void run_backward(const BackwardArgs& args, const Tensor&) {
-    simt::launch_op<BackwardShared>(backward_name, launch_geometry(pair_count(args.scene)), args,
+    simt::launch_op<BackwardShared>(backward_name, element_geometry(pair_count(args.scene)), args,
                                     backward_block<simt::HostContext>);
   }
 
   static void run_proj_forward(const ProjArgs& args, const Tensor&) {
-    simt::launch_op<NoShared>(proj_forward_name, launch_geometry(args.I * args.N), args,
+    simt::launch_op<NoShared>(proj_forward_name, element_geometry(args.I * args.N), args,
                               proj_forward_block<simt::HostContext>);
   }
 
   static void run_proj_backward(const ProjArgs& args, const Tensor&) {
-    simt::launch_op<NoShared>(proj_backward_name, launch_geometry(args.I * args.N), args,
+    simt::launch_op<NoShared>(proj_backward_name, element_geometry(args.I * args.N), args,
                               proj_backward_block<simt::HostContext>);
   }
 };

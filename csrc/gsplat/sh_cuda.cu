@@ -28,11 +28,11 @@ struct CudaBackend {
   static bool on_device(const Tensor& t) { return t.is_cuda(); }
 
   static void run_forward(const ForwardArgs& args, const Tensor& on) {
-    launch(kForwardOp, sh_forward_kernel, launch_geometry(args.in.N), 0, on, args);
+    launch(kForwardOp, sh_forward_kernel, element_geometry(args.in.N), 0, on, args);
   }
 
   static void run_backward(const BackwardArgs& args, const Tensor& on) {
-    launch(kBackwardOp, sh_backward_kernel, launch_geometry(args.in.N), 0, on, args);
+    launch(kBackwardOp, sh_backward_kernel, element_geometry(args.in.N), 0, on, args);
   }
 };
 

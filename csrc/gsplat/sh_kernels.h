@@ -12,24 +12,18 @@
 #include <algorithm>
 #include <cstdint>
 
-#include <prebuild/simt.h>
+#include <prebuild/simt_grid.h>
 #include "sh_math.h"
 
 namespace prebuild {
 namespace gsplat {
 namespace sh {
 
-constexpr int kBlock = 256;
-constexpr int64_t kMaxGridX = 65535;  // keeps the grid small; threads stride over the rest
+constexpr int kBlock = simt::kElementBlock;
 
 using simt::LaunchGeometry;
 using simt::NoShared;
-
-// Grid and block for n > 0 directions.
-inline LaunchGeometry launch_geometry(int64_t n) {
-  const int64_t blocks = std::min<int64_t>((n + kBlock - 1) / kBlock, kMaxGridX);
-  return {{static_cast<int>(blocks), 1, 1}, {kBlock, 1, 1}};
-}
+using simt::element_geometry;
 
 // Inputs shared by the forward and backward. The batch dimensions are flattened: N
 // directions, each with K coefficients per channel.
@@ -121,23 +115,13 @@ PREBUILD_HD void backward_element(const BackwardArgs& a, int64_t i) {
 }
 
 template <typename Ctx>
-PREBUILD_SIMT_BODY int64_t first_index(const Ctx& ctx) {
-  return static_cast<int64_t>(ctx.block().x) * ctx.block_dim().x + ctx.thread().x;
-}
-
-template <typename Ctx>
-PREBUILD_SIMT_BODY int64_t grid_stride(const Ctx& ctx) {
-  return static_cast<int64_t>(ctx.grid_dim().x) * ctx.block_dim().x;
-}
-
-template <typename Ctx>
 PREBUILD_SIMT_BODY void forward_block(const Ctx& ctx, NoShared&, const ForwardArgs& a) {
-  for (int64_t i = first_index(ctx); i < a.in.N; i += grid_stride(ctx)) forward_element(a, i);
+  simt::for_each_element(ctx, a.in.N, [&](int64_t i) { forward_element(a, i); });
 }
 
 template <typename Ctx>
 PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, NoShared&, const BackwardArgs& a) {
-  for (int64_t i = first_index(ctx); i < a.in.N; i += grid_stride(ctx)) backward_element(a, i);
+  simt::for_each_element(ctx, a.in.N, [&](int64_t i) { backward_element(a, i); });
 }
 
 }  // namespace sh

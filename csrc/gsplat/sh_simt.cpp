@@ -14,7 +14,7 @@ namespace {
 // Runs `body` over the N directions.
 template <typename Args, typename Body>
 void run_simt(const char* op, const Args& args, const Body& body) {
-  simt::launch_op<NoShared>(op, launch_geometry(args.in.N), args, body);
+  simt::launch_op<NoShared>(op, element_geometry(args.in.N), args, body);
 }
 
 struct SimtBackend : OnCpu {

@@ -4,13 +4,13 @@
 
 #include <cstdint>
 
-#include <prebuild/simt.h>
+#include <prebuild/simt_grid.h>
 
 #include "scale_add_math.h"
 
 namespace ${namespace} {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = prebuild::simt::kElementBlock;
 
 struct ScaleAddArgs {
   const float* x;
@@ -22,12 +22,13 @@ struct ScaleAddArgs {
 
 template <typename Ctx>
 PREBUILD_SIMT_BODY void scale_add_block(const Ctx& ctx, prebuild::simt::NoShared&, const ScaleAddArgs& a) {
-  const int64_t i = int64_t{ctx.block().x} * ctx.block_dim().x + ctx.thread().x;
-  if (i < a.n) a.out[i] = scale_add_one(a.x[i], a.y[i], a.alpha);
+  // A grid-stride loop: every element, whatever the grid (element_geometry caps it).
+  prebuild::simt::for_each_element(
+      ctx, a.n, [&](int64_t i) { a.out[i] = scale_add_one(a.x[i], a.y[i], a.alpha); });
 }
 
 inline prebuild::simt::LaunchGeometry scale_add_geometry(int64_t n) {
-  return {{static_cast<int>((n + kThreads - 1) / kThreads), 1, 1}, {kThreads, 1, 1}};
+  return prebuild::simt::element_geometry(n);
 }
 
 }  // namespace ${namespace}
