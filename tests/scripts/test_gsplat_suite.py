@@ -167,6 +167,7 @@ def test_gsplat_compat_points_gsplat_at_prebuild_and_refuses_its_cuda():
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 def test_gsplat_suite_passes_at_least_90_percent(tmp_path):
     """gsplat 1.5.3's tests from its sdist (pip download), CPU kernels, synthetic scene: the
     cases without batch dimensions (a third of the 186, each test function represented; the
