@@ -34,9 +34,7 @@ constexpr const char* kForwardOp = "quat_scale_to_covar_preci_forward";
 constexpr const char* kBackwardOp = "quat_scale_to_covar_preci_backward";
 
 inline void check_input(const Tensor& t, const Tensor& quats, const char* op, const char* name) {
-  check_same_device(t, quats, op, name, "quats");
-  check_float32(t, op, name);
-  check_contiguous(t, op, name);
+  check_float_input(t, quats, op, name, "quats");
 }
 
 // Whether `t` has shape batch + tail, batch being quats' sizes but the last.

@@ -56,8 +56,8 @@ inline void check_tensor(const Tensor& t, const Tensor& like, int64_t dim, const
 
 inline void check_float_tensor(const Tensor& t, const Tensor& like, int64_t dim, const char* op,
                                const char* name) {
-  check_tensor(t, like, dim, op, name);
-  check_float32(t, op, name);
+  check_dim(t, dim, op, name);
+  check_float_input(t, like, op, name, "means");
 }
 
 // Checks `t` (of the right number of dimensions) has shape (d0, d1, d2[, d3]) (d3 < 0: a

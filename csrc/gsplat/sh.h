@@ -36,9 +36,7 @@ constexpr const char* kBackwardOp = "spherical_harmonics_backward";
 
 inline void check_float_tensor(const Tensor& t, const Tensor& dirs, const char* op,
                                const char* name) {
-  check_same_device(t, dirs, op, name, "dirs");
-  check_float32(t, op, name);
-  check_contiguous(t, op, name);
+  check_float_input(t, dirs, op, name, "dirs");
 }
 
 // Whether t's first `count` sizes are those of `like`.

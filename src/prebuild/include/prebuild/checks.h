@@ -41,4 +41,12 @@ inline void check_same_device(const Tensor& a, const Tensor& b, const char* op,
                   " must be on the same device");
 }
 
+// A float32 contiguous tensor on `like`'s device (the inputs of most ops).
+inline void check_float_input(const Tensor& t, const Tensor& like, const char* op,
+                              const char* name, const char* like_name) {
+  check_same_device(t, like, op, name, like_name);
+  check_float32(t, op, name);
+  check_contiguous(t, op, name);
+}
+
 }  // namespace prebuild
