@@ -292,7 +292,8 @@ PREBUILD_HD Projected project_gaussian(const Camera& cam, int camera_model,
                                        const float* mean, const float* covar, const float* quat,
                                        const float* scale) {
   const Vec3 pc = to_camera(cam, mean);
-  if (pc.z < prm.near_plane || pc.z > prm.far_plane) return culled();
+  // Written as !(inside) so that a NaN depth or image position is culled too.
+  if (!(pc.z >= prm.near_plane && pc.z <= prm.far_plane)) return culled();
 
   const Mat3 Sc = covariance_to_camera(cam, world_covariance(covar, quat, scale));
   const Projected2D img = project_to_image(camera_model, cam, pc, Sc);
@@ -308,7 +309,7 @@ PREBUILD_HD Projected project_gaussian(const Camera& cam, int camera_model,
   if (rx <= prm.radius_clip && ry <= prm.radius_clip) return culled();
 
   const float mx = img.mean2d[0], my = img.mean2d[1];
-  if (mx + rx <= 0.f || mx - rx >= cam.width || my + ry <= 0.f || my - ry >= cam.height) {
+  if (!(mx + rx > 0.f && mx - rx < cam.width && my + ry > 0.f && my - ry < cam.height)) {
     return culled();
   }
 

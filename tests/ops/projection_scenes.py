@@ -97,7 +97,7 @@ def covar_matrix(covars6: torch.Tensor) -> torch.Tensor:
 
 
 def oracle(means, covars, quats, scales, viewmats, Ks, width, height, eps2d=0.3,
-           near_plane=0.01, far_plane=1e10, calc_compensations=False):
+           near_plane=0.01, far_plane=1e10, calc_compensations=False, camera_model="pinhole"):
     """gsplat's _fully_fused_projection in whatever dtype the inputs have."""
     if covars is not None:
         full = covar_matrix(covars)
@@ -105,7 +105,7 @@ def oracle(means, covars, quats, scales, viewmats, Ks, width, height, eps2d=0.3,
         full, _ = torch_impl._quat_scale_to_covar_preci(quats, scales, True, False, False)
     return torch_impl._fully_fused_projection(
         means, full, viewmats, Ks, width, height, eps2d, near_plane, far_plane,
-        calc_compensations,
+        calc_compensations, camera_model,
     )
 
 

@@ -141,8 +141,8 @@ def splat_scene(draw):
 
 @SETTINGS
 @given(scene=splat_scene(), dtype=st.sampled_from((*FLOAT_DTYPES, torch.int32)),
-       compensations=st.booleans())  # fmt: skip
-def test_projection_matches_the_oracle_or_refuses(scene, dtype, compensations):
+       compensations=st.booleans(), camera_model=st.sampled_from(["pinhole", "ortho", "fisheye"]))  # fmt: skip
+def test_projection_matches_the_oracle_or_refuses(scene, dtype, compensations, camera_model):
     from projection_scenes import assert_matches_oracle, oracle
 
     means, quats, scales, viewmats, Ks, poisoned = scene
@@ -151,7 +151,8 @@ def test_projection_matches_the_oracle_or_refuses(scene, dtype, compensations):
         with pytest.raises(TypeError, match="fully_fused_projection.*dtype|float"):
             prebuild.fully_fused_projection(*args)
         return
-    out = prebuild.fully_fused_projection(*args, calc_compensations=compensations)
+    out = prebuild.fully_fused_projection(*args, calc_compensations=compensations,
+                                          camera_model=camera_model)
     radii = out[0]
     # A Gaussian with a NaN or infinite parameter is culled everywhere, never drawn.
     assert (radii[:, poisoned] == 0).all()
@@ -161,11 +162,34 @@ def test_projection_matches_the_oracle_or_refuses(scene, dtype, compensations):
         return t.to(dtype).float()[clean].double()
 
     ref = oracle(f64(means), None, f64(quats), f64(scales), viewmats.double(), Ks.double(),
-                 37, 29, calc_compensations=compensations)  # fmt: skip
+                 37, 29, calc_compensations=compensations, camera_model=camera_model)  # fmt: skip
     event(f"visible pairs: {'some' if (radii > 0).all(-1).any() else 'none'}")
     mine = [t[:, clean] for t in out[:4]]
     comps = out[4][:, clean] if compensations else torch.zeros(0)
     assert_matches_oracle((*mine, comps), ref, compensations, 37, 29)
+
+
+@SETTINGS
+@given(scene=splat_scene(), batch=st.sampled_from([(), (2,), (1, 2)]),
+       camera_model=st.sampled_from(["pinhole", "ortho", "fisheye"]), compensations=st.booleans())  # fmt: skip
+def test_packed_projection_is_the_visible_dense_pairs(scene, batch, camera_model, compensations):
+    """For any scene, batch shape and camera model, packed=True returns exactly the dense
+    outputs of the visible pairs, in (batch, camera, Gaussian) order."""
+    means, quats, scales, viewmats, Ks, _ = scene
+    args = [t.expand(*batch, *t.shape) for t in (means, quats, scales, viewmats, Ks)]
+    kwargs = dict(calc_compensations=compensations, camera_model=camera_model)
+    dense = prebuild.fully_fused_projection(args[0], None, *args[1:], 37, 29, **kwargs)
+    packed = prebuild.fully_fused_projection(args[0], None, *args[1:], 37, 29, packed=True, **kwargs)
+    B, C, N = math.prod(batch), len(viewmats), len(means)
+    visible = (dense[0] > 0).all(-1).reshape(B, C, N)
+    index = visible.nonzero(as_tuple=True)
+    for ids, want in zip(packed[:3], index):
+        assert torch.equal(ids, want)
+    for d, p in zip(dense, packed[3:]):
+        if d is None:
+            assert p is None
+            continue
+        assert torch.equal(d.reshape(B, C, N, *d.shape[len(batch) + 2:])[index], p)
 
 
 @SETTINGS
