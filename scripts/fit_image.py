@@ -5,14 +5,17 @@ The end-to-end check that the rasterizer, the spherical harmonics and the SSIM l
 together: every step renders the Gaussians with ``prebuild.rasterization`` (colours from
 spherical harmonics, the degree raised every ``--sh-every`` steps up to ``--sh-degree``) and
 backpropagates ``0.8 * L1 + 0.2 * (1 - prebuild.fused_ssim)`` into means, scales,
-rotations, opacities and SH coefficients. With ``--densify``, gsplat's own
+rotations, opacities and SH coefficients. With ``--densify default``, gsplat's own
 ``DefaultStrategy`` clones, splits and prunes Gaussians from the 2D-mean gradients
-``prebuild.rasterization`` returns (gsplat is then needed: ``pip install --no-deps
-gsplat``; prebuild.gsplat_compat points it at prebuild's kernels). The target is a synthetic
+``prebuild.rasterization`` returns; with ``--densify mcmc``, gsplat's ``MCMCStrategy``
+relocates low-opacity Gaussians and adds new ones (prebuild's ``compute_relocation``). gsplat
+is then needed (``pip install --no-deps gsplat``; prebuild.gsplat_compat points it at
+prebuild's kernels). The target is a synthetic
 image made here (disks on a gradient), so nothing is downloaded.
 
     .venv/bin/python scripts/fit_image.py --steps 300 --save fit.ppm
-    .venv/bin/python scripts/fit_image.py --steps 300 --densify --absgrad
+    .venv/bin/python scripts/fit_image.py --steps 300 --densify default --absgrad
+    .venv/bin/python scripts/fit_image.py --steps 300 --densify mcmc
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ LEARNING_RATES = {"means": 2e-3, "scales": 1e-2, "quats": 1e-2, "opacities": 5e-
 
 
 def fit(size: int = 64, n: int = 300, steps: int = 300, seed: int = 0, log_every: int = 25,
-        sh_degree: int = 3, sh_every: int = 50, densify: bool = False, absgrad: bool = False):  # fmt: skip
+        sh_degree: int = 3, sh_every: int = 50, densify: str | None = None, absgrad: bool = False):  # fmt: skip
     """Returns (loss history, target, final image, seconds, Gaussian count history)."""
     torch.manual_seed(seed)
     target = target_image(size)
@@ -82,19 +85,27 @@ def fit(size: int = 64, n: int = 300, steps: int = 300, seed: int = 0, log_every
     # remove Gaussians.
     optimizers = {k: torch.optim.Adam([params[k]], lr=lr) for k, lr in LEARNING_RATES.items()}
     strategy = state = None
-    if densify:
+    if densify is not None:
         from prebuild.gsplat_compat import use_prebuild_kernels
 
         use_prebuild_kernels()
-        from gsplat.strategy import DefaultStrategy
+        from gsplat.strategy import DefaultStrategy, MCMCStrategy
 
-        strategy = DefaultStrategy(
-            refine_start_iter=max(steps // 10, 1), refine_stop_iter=steps * 3 // 4,
-            refine_every=max(steps // 10, 1), reset_every=10 * steps, absgrad=absgrad,
-            grow_grad2d=0.002 if not absgrad else 0.006,  # gsplat: 0.0002, for larger images
-        )  # fmt: skip
+        every = max(steps // 10, 1)
+        if densify == "default":
+            strategy = DefaultStrategy(
+                refine_start_iter=every, refine_stop_iter=steps * 3 // 4, refine_every=every,
+                reset_every=10 * steps, absgrad=absgrad,
+                grow_grad2d=0.002 if not absgrad else 0.006,  # gsplat: 0.0002, for larger images
+            )  # fmt: skip
+            state = strategy.initialize_state(scene_scale=1.0)
+        elif densify == "mcmc":
+            strategy = MCMCStrategy(cap_max=4 * n, refine_start_iter=every,
+                                    refine_stop_iter=steps * 3 // 4, refine_every=every)  # fmt: skip
+            state = strategy.initialize_state()
+        else:
+            raise ValueError(f"densify must be None, 'default' or 'mcmc', got {densify!r}")
         strategy.check_sanity(params, optimizers)
-        state = strategy.initialize_state(scene_scale=1.0)
 
     def render(step: int):
         colors = torch.cat([params["sh0"], params["shN"]], dim=1)
@@ -122,13 +133,16 @@ def fit(size: int = 64, n: int = 300, steps: int = 300, seed: int = 0, log_every
                   f"{time.monotonic() - start:6.1f} s", file=sys.stderr)  # fmt: skip
         if step == steps:
             break
-        if strategy is not None:
+        if densify == "default":
             strategy.step_pre_backward(params, optimizers, state, step, info)
         loss.backward()
-        if strategy is not None:
-            strategy.step_post_backward(params, optimizers, state, step, info, packed=True)
         for optimizer in optimizers.values():
             optimizer.step()
+        if densify == "default":
+            strategy.step_post_backward(params, optimizers, state, step, info, packed=True)
+        elif densify == "mcmc":
+            strategy.step_post_backward(params, optimizers, state, step, info, lr=LEARNING_RATES["means"])
+        for optimizer in optimizers.values():
             optimizer.zero_grad(set_to_none=True)
     with torch.no_grad():
         final_image, _ = render(steps)
@@ -150,8 +164,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sh-degree", type=int, default=3, choices=range(5), help="final SH degree")
     parser.add_argument("--sh-every", type=int, default=50, help="steps per SH degree increase")
-    parser.add_argument("--densify", action="store_true", help="gsplat's DefaultStrategy (needs gsplat)")
-    parser.add_argument("--absgrad", action="store_true", help="densify by absolute 2D-mean gradients")
+    parser.add_argument("--densify", choices=("default", "mcmc"),
+                        help="gsplat's DefaultStrategy or MCMCStrategy (needs gsplat)")  # fmt: skip
+    parser.add_argument("--absgrad", action="store_true", help="DefaultStrategy: absolute 2D-mean gradients")
     parser.add_argument("--save", type=Path, help="write target | fit side by side as a PPM")
     args = parser.parse_args()
     history, target, final_image, seconds, counts = fit(

@@ -16,8 +16,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-# gsplat's CUDA-backed functions that prebuild provides (gsplat.cuda._wrapper names), and
-# its rasterization().
+# gsplat's CUDA-backed functions that prebuild provides (gsplat.cuda._wrapper names).
 GSPLAT_OPS = (
     "fully_fused_projection",
     "isect_tiles",
@@ -27,8 +26,11 @@ GSPLAT_OPS = (
     "quat_scale_to_covar_preci",
     "proj",
 )
+# gsplat's other CUDA-backed functions prebuild provides: (module, name).
+_OTHER_OPS = (("gsplat.rendering", "rasterization"), ("gsplat.relocation", "compute_relocation"))
 # The gsplat modules that bind those functions by name when imported.
-_GSPLAT_MODULES = ("gsplat", "gsplat.cuda._wrapper", "gsplat.rendering", "gsplat.strategy.ops")
+_GSPLAT_MODULES = ("gsplat", "gsplat.cuda._wrapper", "gsplat.rendering", "gsplat.relocation",
+                   "gsplat.strategy.ops")
 
 
 def _refuse_cuda(name: str):
@@ -43,8 +45,9 @@ def _refuse_cuda(name: str):
 
 def use_prebuild_kernels() -> dict[str, object]:
     """Points every reference gsplat's modules hold to one of its CUDA-backed ops (and to
-    ``rasterization``) at prebuild's function of the same name, and makes any other gsplat
-    CUDA op raise instead of building gsplat's extension. Returns {name: prebuild function}.
+    ``rasterization`` and MCMC's ``compute_relocation``) at prebuild's function of the same
+    name, and makes any other gsplat CUDA op raise instead of building gsplat's extension.
+    Returns {name: prebuild function}.
 
     Raises ImportError when gsplat is not installed.
     """
@@ -54,12 +57,12 @@ def use_prebuild_kernels() -> dict[str, object]:
         raise ImportError("prebuild.gsplat_compat needs gsplat installed (pip install --no-deps gsplat)") from exc
     for name in _GSPLAT_MODULES:
         importlib.import_module(name)
-    rendering = sys.modules["gsplat.rendering"]
 
     import prebuild
 
     replacements = {getattr(wrapper, name): getattr(prebuild, name) for name in GSPLAT_OPS}
-    replacements[rendering.rasterization] = prebuild.rasterization
+    for module, name in _OTHER_OPS:
+        replacements[getattr(sys.modules[module], name)] = getattr(prebuild, name)
     for module_name, module in list(sys.modules.items()):
         if module is None or not (module_name == "gsplat" or module_name.startswith("gsplat.")):
             continue
@@ -67,4 +70,4 @@ def use_prebuild_kernels() -> dict[str, object]:
             if callable(value) and value in replacements:
                 setattr(module, attr, replacements[value])
     wrapper._make_lazy_cuda_func = _refuse_cuda
-    return {name: getattr(prebuild, name) for name in (*GSPLAT_OPS, "rasterization")}
+    return {name: getattr(prebuild, name) for name in (*GSPLAT_OPS, *(n for _, n in _OTHER_OPS))}

@@ -343,7 +343,7 @@ def test_fit_image_densifies_with_gsplats_default_strategy(absgrad):
     Gaussian count changes and the loss still falls."""
     fit_image = load_fit_image()
     history, _, _, _, counts = fit_image.fit(
-        size=32, n=60, steps=60, seed=1, log_every=0, sh_degree=1, sh_every=20, densify=True,
+        size=32, n=60, steps=60, seed=1, log_every=0, sh_degree=1, sh_every=20, densify="default",
         absgrad=absgrad,
     )  # fmt: skip
     assert all(math.isfinite(v) for v in history)
