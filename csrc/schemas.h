@@ -8,6 +8,7 @@
 #include "gsplat/intersect_schemas.h"
 #include "gsplat/projection_schemas.h"
 #include "gsplat/rasterize_schemas.h"
+#include "gsplat/relocation_schemas.h"
 #include "gsplat/sh_schemas.h"
 #include "ssim/ssim_schemas.h"
 
@@ -21,6 +22,7 @@ void define_ops(Library& m) {
   gsplat::define_intersect_ops(m);
   gsplat::define_rasterize_ops(m);
   gsplat::define_sh_ops(m);
+  gsplat::define_relocation_ops(m);
 }
 
 }  // namespace prebuild

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from prebuild.ops.intersect import isect_offset_encode, isect_tiles
     from prebuild.ops.projection import fully_fused_projection, proj
     from prebuild.ops.rasterize import rasterize_to_pixels
+    from prebuild.ops.relocation import compute_relocation
     from prebuild.ops.rendering import rasterization
     from prebuild.ops.sh import spherical_harmonics
     from prebuild.ops.ssim import fused_ssim
@@ -30,6 +31,7 @@ _OPS = {
     "rasterization": "prebuild.ops.rendering",
     "spherical_harmonics": "prebuild.ops.sh",
     "quat_scale_to_covar_preci": "prebuild.ops.covariance",
+    "compute_relocation": "prebuild.ops.relocation",
 }
 
 __all__ = [*sorted(_OPS), "__version__"]

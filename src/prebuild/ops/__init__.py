@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from prebuild.ops.covariance import quat_scale_to_covar_preci
     from prebuild.ops.intersect import isect_offset_encode, isect_tiles
     from prebuild.ops.projection import fully_fused_projection, proj
+    from prebuild.ops.relocation import compute_relocation
     from prebuild.ops.rendering import rasterization
     from prebuild.ops.sh import spherical_harmonics
     from prebuild.ops.rasterize import rasterize_to_pixels
