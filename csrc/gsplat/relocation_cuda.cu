@@ -23,7 +23,7 @@ struct CudaBackend {
   static bool on_device(const Tensor& t) { return t.is_cuda(); }
 
   static void run(const Args& args, const Tensor& on) {
-    launch(kOp, relocation_kernel, launch_geometry(args.n), 0, on, args);
+    launch(kOp, relocation_kernel, element_geometry(args.n), 0, on, args);
   }
 };
 

@@ -11,24 +11,18 @@
 #include <algorithm>
 #include <cstdint>
 
-#include <prebuild/simt.h>
+#include <prebuild/simt_grid.h>
 #include "relocation_math.h"
 
 namespace prebuild {
 namespace gsplat {
 namespace relocation {
 
-constexpr int kBlock = 256;
-constexpr int64_t kMaxGridX = 65535;  // keeps the grid small; threads stride over the rest
+constexpr int kBlock = simt::kElementBlock;
 
 using simt::LaunchGeometry;
 using simt::NoShared;
-
-// Grid and block for n > 0 Gaussians.
-inline LaunchGeometry launch_geometry(int64_t n) {
-  const int64_t blocks = std::min<int64_t>((n + kBlock - 1) / kBlock, kMaxGridX);
-  return {{static_cast<int>(blocks), 1, 1}, {kBlock, 1, 1}};
-}
+using simt::element_geometry;
 
 struct Args {
   const float* opacities;  // [n]
@@ -50,19 +44,9 @@ PREBUILD_HD void relocation_element(const Args& a, int64_t i) {
   for (int c = 0; c < 3; ++c) a.new_scales[i * 3 + c] = coeff * a.scales[i * 3 + c];
 }
 
-// Runs `fn(i)` for every Gaussian i this thread owns (grid-stride loop).
-template <typename Ctx, typename Fn>
-PREBUILD_SIMT_BODY void for_each_gaussian(const Ctx& ctx, int64_t n, const Fn& fn) {
-  const int64_t stride = static_cast<int64_t>(ctx.grid_dim().x) * ctx.block_dim().x;
-  for (int64_t i = static_cast<int64_t>(ctx.block().x) * ctx.block_dim().x + ctx.thread().x;
-       i < n; i += stride) {
-    fn(i);
-  }
-}
-
 template <typename Ctx>
 PREBUILD_SIMT_BODY void relocation_block(const Ctx& ctx, NoShared&, const Args& a) {
-  for_each_gaussian(ctx, a.n, [&](int64_t i) { relocation_element(a, i); });
+  simt::for_each_element(ctx, a.n, [&](int64_t i) { relocation_element(a, i); });
 }
 
 }  // namespace relocation

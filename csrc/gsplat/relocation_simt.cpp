@@ -15,7 +15,7 @@ struct SimtBackend : OnCpu {
   static constexpr const char* name = "prebuild_simt::compute_relocation";
 
   static void run(const Args& args, const Tensor&) {
-    simt::launch_op<NoShared>(name, launch_geometry(args.n), args,
+    simt::launch_op<NoShared>(name, element_geometry(args.n), args,
                               relocation_block<simt::HostContext>);
   }
 };

@@ -157,9 +157,10 @@ def test_gsplat_compat_points_gsplat_at_prebuild_and_refuses_its_cuda():
         "c.use_prebuild_kernels()\n"
         "import gsplat, gsplat.strategy.ops as ops, gsplat.rendering as r, gsplat.cuda._wrapper as w\n"
         "assert ops.quat_scale_to_covar_preci is prebuild.quat_scale_to_covar_preci\n"
+        "assert ops.compute_relocation is prebuild.compute_relocation\n"
         "assert gsplat.rasterization is prebuild.rasterization and r.rasterization is prebuild.rasterization\n"
         "assert w.fully_fused_projection is prebuild.fully_fused_projection\n"
-        "try:\n    w.rasterize_to_indices_in_range(0, 1, *[None] * 9)\n"
+        "try:\n    w._make_lazy_cuda_func('rasterize_to_indices_3dgs')(0, 1)\n"
         "except RuntimeError as e:\n    assert 'does not provide' in str(e), e\nelse:\n    raise SystemExit('no error')\n"
         "import sys; assert 'gsplat.cuda._backend' not in sys.modules\n"
     )
