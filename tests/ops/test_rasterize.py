@@ -694,6 +694,22 @@ def test_opcheck_backward():
     torch.library.opcheck(CPU.rasterize_to_pixels_backward.default, args)
 
 
+def assert_compiled_matches_eager(loss_fn, scene):
+    """loss_fn(*scene's DIFF tensors) compiled with fullgraph=True gives the eager loss and
+    gradients (all reaching every input)."""
+    compiled = torch.compile(loss_fn, fullgraph=True)
+    eager_leaves = [scene[k].clone().requires_grad_(True) for k in DIFF]
+    comp_leaves = [scene[k].clone().requires_grad_(True) for k in DIFF]
+    loss = compiled(*comp_leaves)
+    loss.backward()
+    eloss = loss_fn(*eager_leaves)
+    eloss.backward()
+    torch.testing.assert_close(loss.detach(), eloss.detach(), rtol=1e-6, atol=1e-5)
+    for c, e in zip(comp_leaves, eager_leaves):
+        torch.testing.assert_close(c.grad, e.grad, rtol=1e-5, atol=1e-6)
+        assert c.grad.abs().max() > 0
+
+
 def test_torch_compile_fullgraph_with_backward():
     torch._dynamo.reset()
     try:
@@ -707,17 +723,7 @@ def test_torch_compile_fullgraph_with_backward():
             )
             return (c * c).sum() + a.sum()
 
-        compiled = torch.compile(loss_fn, fullgraph=True)
-        eager_leaves = [scene[k].clone().requires_grad_(True) for k in DIFF]
-        comp_leaves = [scene[k].clone().requires_grad_(True) for k in DIFF]
-        loss = compiled(*comp_leaves)
-        loss.backward()
-        eloss = loss_fn(*eager_leaves)
-        eloss.backward()
-        torch.testing.assert_close(loss.detach(), eloss.detach(), rtol=1e-6, atol=1e-5)
-        for c, e in zip(comp_leaves, eager_leaves):
-            torch.testing.assert_close(c.grad, e.grad, rtol=1e-5, atol=1e-6)
-            assert c.grad.abs().max() > 0
+        assert_compiled_matches_eager(loss_fn, scene)
     finally:
         torch._dynamo.reset()
 
@@ -753,17 +759,7 @@ def test_torch_compile_fullgraph_batch_dims_masks_and_packed():
                 c, a = public_call(s, leaves, **kwargs)
                 return (c * c).sum() + a.sum()
 
-            compiled = torch.compile(loss_fn, fullgraph=True)
-            eager_leaves = [s[k].clone().requires_grad_(True) for k in DIFF]
-            comp_leaves = [s[k].clone().requires_grad_(True) for k in DIFF]
-            loss = compiled(*comp_leaves)
-            loss.backward()
-            eloss = loss_fn(*eager_leaves)
-            eloss.backward()
-            torch.testing.assert_close(loss.detach(), eloss.detach(), rtol=1e-6, atol=1e-5)
-            for c, e in zip(comp_leaves, eager_leaves):
-                torch.testing.assert_close(c.grad, e.grad, rtol=1e-5, atol=1e-6)
-                assert c.grad.abs().max() > 0
+            assert_compiled_matches_eager(loss_fn, s)
     finally:
         torch._dynamo.reset()
 
