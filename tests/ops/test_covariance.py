@@ -17,6 +17,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from compiled import assert_compiled_matches_eager
 from gsplat_oracle import torch_impl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -348,27 +349,14 @@ def test_opcheck_backward(triu, grads):
 
 
 def test_torch_compile_fullgraph_with_backward():
-    torch._dynamo.reset()
-    try:
-        quats, scales = gaussians((2, 40), seed=12)
-        weights = torch.randn(2, 40, 6)
+    quats, scales = gaussians((2, 40), seed=12)
+    weights = torch.randn(2, 40, 6)
 
-        def loss_fn(q, s):
-            covars, precis = quat_scale_to_covar_preci(q, s, triu=True)
-            return (covars * weights).sum() + (precis * weights).sum() * 1e-3
+    def loss_fn(q, s):
+        covars, precis = quat_scale_to_covar_preci(q, s, triu=True)
+        return (covars * weights).sum() + (precis * weights).sum() * 1e-3
 
-        compiled = torch.compile(loss_fn, fullgraph=True)
-        leaves = [t.clone().requires_grad_(True) for t in (quats, scales)]
-        eager = [t.clone().requires_grad_(True) for t in (quats, scales)]
-        loss = compiled(*leaves)
-        loss.backward()
-        eloss = loss_fn(*eager)
-        eloss.backward()
-        torch.testing.assert_close(loss, eloss, rtol=1e-6, atol=1e-6)
-        for a, b in zip(leaves, eager):
-            torch.testing.assert_close(a.grad, b.grad, rtol=1e-6, atol=1e-6)
-    finally:
-        torch._dynamo.reset()
+    assert_compiled_matches_eager(loss_fn, quats, scales)
 
 
 def test_double_backward_is_refused():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from compiled import assert_compiled_matches_eager
 from gsplat_oracle import torch_impl
 from projection_scenes import (
     HEIGHT,
@@ -403,29 +404,16 @@ def test_opcheck_proj(camera_model):
 
 
 def test_torch_compile_fullgraph_with_backward():
-    torch._dynamo.reset()
-    try:
-        viewmats, Ks = cameras(2)
-        means, quats, scales, _ = gaussians(40, seed=12)
+    viewmats, Ks = cameras(2)
+    means, quats, scales, _ = gaussians(40, seed=12)
 
-        def loss_fn(m, q, s):
-            _, means2d, depths, conics, comps = fully_fused_projection(
-                m, None, q, s, viewmats, Ks, WIDTH, HEIGHT, calc_compensations=True
-            )
-            return (means2d.square().sum() * 1e-3 + depths.sum() + conics.sum() + comps.sum())
+    def loss_fn(m, q, s):
+        _, means2d, depths, conics, comps = fully_fused_projection(
+            m, None, q, s, viewmats, Ks, WIDTH, HEIGHT, calc_compensations=True
+        )
+        return means2d.square().sum() * 1e-3 + depths.sum() + conics.sum() + comps.sum()
 
-        compiled = torch.compile(loss_fn, fullgraph=True)
-        leaves = [t.clone().requires_grad_(True) for t in (means, quats, scales)]
-        eager = [t.clone().requires_grad_(True) for t in (means, quats, scales)]
-        loss = compiled(*leaves)
-        loss.backward()
-        eloss = loss_fn(*eager)
-        eloss.backward()
-        torch.testing.assert_close(loss, eloss, rtol=1e-6, atol=1e-6)
-        for a, b in zip(leaves, eager):
-            torch.testing.assert_close(a.grad, b.grad, rtol=1e-6, atol=1e-6)
-    finally:
-        torch._dynamo.reset()
+    assert_compiled_matches_eager(loss_fn, means, quats, scales)
 
 
 def test_double_backward_is_refused():

@@ -10,6 +10,7 @@ import math
 
 import pytest
 import torch
+from compiled import assert_compiled_matches_eager
 from gsplat_oracle import torch_impl
 from raster_reference import rasterize_reference
 
@@ -694,38 +695,19 @@ def test_opcheck_backward():
     torch.library.opcheck(CPU.rasterize_to_pixels_backward.default, args)
 
 
-def assert_compiled_matches_eager(loss_fn, scene):
-    """loss_fn(*scene's DIFF tensors) compiled with fullgraph=True gives the eager loss and
-    gradients (all reaching every input)."""
-    compiled = torch.compile(loss_fn, fullgraph=True)
-    eager_leaves = [scene[k].clone().requires_grad_(True) for k in DIFF]
-    comp_leaves = [scene[k].clone().requires_grad_(True) for k in DIFF]
-    loss = compiled(*comp_leaves)
-    loss.backward()
-    eloss = loss_fn(*eager_leaves)
-    eloss.backward()
-    torch.testing.assert_close(loss.detach(), eloss.detach(), rtol=1e-6, atol=1e-5)
-    for c, e in zip(comp_leaves, eager_leaves):
-        torch.testing.assert_close(c.grad, e.grad, rtol=1e-5, atol=1e-6)
-        assert c.grad.abs().max() > 0
-
-
 def test_torch_compile_fullgraph_with_backward():
-    torch._dynamo.reset()
-    try:
-        scene = make_scene(C=2, N=30, W=26, H=17, D=3, tile_size=16, background=True, seed=37)
+    scene = make_scene(C=2, N=30, W=26, H=17, D=3, tile_size=16, background=True, seed=37)
 
-        def loss_fn(means2d, conics, colors, opacities, backgrounds):
-            c, a = prebuild.rasterize_to_pixels(
-                means2d, conics, colors, opacities, scene["image_width"], scene["image_height"],
-                scene["tile_size"], scene["isect_offsets"], scene["flatten_ids"],
-                backgrounds=backgrounds,
-            )
-            return (c * c).sum() + a.sum()
+    def loss_fn(means2d, conics, colors, opacities, backgrounds):
+        c, a = prebuild.rasterize_to_pixels(
+            means2d, conics, colors, opacities, scene["image_width"], scene["image_height"],
+            scene["tile_size"], scene["isect_offsets"], scene["flatten_ids"],
+            backgrounds=backgrounds,
+        )
+        return (c * c).sum() + a.sum()
 
-        assert_compiled_matches_eager(loss_fn, scene)
-    finally:
-        torch._dynamo.reset()
+    assert_compiled_matches_eager(loss_fn, *(scene[k] for k in DIFF), rtol=1e-5, atol=1e-6,
+                                  loss_atol=1e-5, grads_nonzero=True)
 
 
 def test_opcheck_masks_absgrad_and_packed():
@@ -750,18 +732,15 @@ def test_torch_compile_fullgraph_batch_dims_masks_and_packed():
     pscene, _ = packed(scene)
     cases = [(batched(scene, (1, 2)), dict(masks=masks.reshape(1, 2, 3, 4))),
              (dict(pscene, isect_offsets=pscene["isect_offsets"]), dict(packed=True, masks=masks))]
-    torch._dynamo.reset()
-    try:
-        for s, kwargs in cases:
-            def loss_fn(means2d, conics, colors, opacities, backgrounds, s=s, kwargs=kwargs):
-                leaves = dict(means2d=means2d, conics=conics, colors=colors, opacities=opacities,
-                              backgrounds=backgrounds)
-                c, a = public_call(s, leaves, **kwargs)
-                return (c * c).sum() + a.sum()
+    for s, kwargs in cases:
+        def loss_fn(means2d, conics, colors, opacities, backgrounds, s=s, kwargs=kwargs):
+            leaves = dict(means2d=means2d, conics=conics, colors=colors, opacities=opacities,
+                          backgrounds=backgrounds)
+            c, a = public_call(s, leaves, **kwargs)
+            return (c * c).sum() + a.sum()
 
-            assert_compiled_matches_eager(loss_fn, s)
-    finally:
-        torch._dynamo.reset()
+        assert_compiled_matches_eager(loss_fn, *(s[k] for k in DIFF), rtol=1e-5, atol=1e-6,
+                                      loss_atol=1e-5, grads_nonzero=True)
 
 
 def test_meta_tensors_shape_propagation():

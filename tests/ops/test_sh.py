@@ -13,6 +13,7 @@ import math
 
 import pytest
 import torch
+from compiled import assert_compiled_matches_eager
 from gsplat_oracle import torch_impl
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -348,27 +349,14 @@ def test_opcheck_backward(degree, batch_dims, with_masks, compute_v_dirs):
 
 
 def test_torch_compile_fullgraph_with_backward():
-    torch._dynamo.reset()
-    try:
-        dirs, coeffs = gsplat_data((2,), N=40)
-        masks = torch.arange(40).expand(2, 40) % 5 > 0
+    dirs, coeffs = gsplat_data((2,), N=40)
+    masks = torch.arange(40).expand(2, 40) % 5 > 0
 
-        def loss_fn(d, c):
-            colors = spherical_harmonics(3, d, c, masks)
-            return (colors + 0.5).clamp(0, 1).square().sum()
+    def loss_fn(d, c):
+        colors = spherical_harmonics(3, d, c, masks)
+        return (colors + 0.5).clamp(0, 1).square().sum()
 
-        compiled = torch.compile(loss_fn, fullgraph=True)
-        leaves = [t.clone().requires_grad_(True) for t in (dirs, coeffs)]
-        eager = [t.clone().requires_grad_(True) for t in (dirs, coeffs)]
-        loss = compiled(*leaves)
-        loss.backward()
-        eloss = loss_fn(*eager)
-        eloss.backward()
-        torch.testing.assert_close(loss, eloss, rtol=1e-6, atol=1e-6)
-        for a, b in zip(leaves, eager):
-            torch.testing.assert_close(a.grad, b.grad, rtol=1e-6, atol=1e-6)
-    finally:
-        torch._dynamo.reset()
+    assert_compiled_matches_eager(loss_fn, dirs, coeffs)
 
 
 def test_double_backward_is_refused():
