@@ -29,26 +29,34 @@ PlaneGeometry geometry(const Tensor& img) {
 // Rows per parallel task: about 64k multiply-adds, so tiny images stay on one thread.
 int64_t grain_rows(int64_t W) { return std::max<int64_t>(1, (1 << 16) / (W * kWindow * 5 + 1)); }
 
+// The passes work on whole rows, one moment at a time (structure of arrays), so that the
+// inner loops run over contiguous pixels and the compiler vectorises them. Each output still
+// sums its taps k = 0..10 in order, as the CUDA kernels and the per-pixel loops before did.
+
 // Horizontal pass: out[m][row][j] = sum_k w[k] * value(m, row, j + k - 5), zero outside the
-// image. `value(m, row, j)` gives quantity m at an in-bounds pixel; `out` holds
+// image. `value(i, v)` writes the kNumMoments quantities of in-bounds pixel i to v; `out` holds
 // kNumMoments planes of `g.numel()` floats. Rows are (plane, y) pairs.
 template <typename Value>
 void horizontal_pass(const PlaneGeometry& g, float* out, const Value& value) {
   const int64_t rows = g.planes * g.H;
-  torch::stable::parallel_for(0, rows, grain_rows(g.W), [&](int64_t begin, int64_t end) {
-    std::vector<std::array<float, kNumMoments>> line(g.W);
+  const int64_t W = g.W, padded = W + 2 * kRadius;
+  torch::stable::parallel_for(0, rows, grain_rows(W), [&](int64_t begin, int64_t end) {
+    // The row's quantities with kRadius zeros on each side: no bounds checks in the sums.
+    std::vector<float> line(kNumMoments * padded, 0.f);
     for (int64_t row = begin; row < end; ++row) {
-      for (int64_t j = 0; j < g.W; ++j) value(row * g.W + j, line[j].data());
-      for (int64_t j = 0; j < g.W; ++j) {
-        float acc[kNumMoments] = {0.f, 0.f, 0.f, 0.f, 0.f};
-        const int64_t k0 = std::max<int64_t>(0, kRadius - j);
-        const int64_t k1 = std::min<int64_t>(kWindow, g.W - j + kRadius);
-        for (int64_t k = k0; k < k1; ++k) {
-          const float w = gauss_weight(static_cast<int>(k));
-          const float* v = line[j + k - kRadius].data();
-          for (int m = 0; m < kNumMoments; ++m) acc[m] += w * v[m];
+      for (int64_t j = 0; j < W; ++j) {
+        float v[kNumMoments];
+        value(row * W + j, v);
+        for (int m = 0; m < kNumMoments; ++m) line[m * padded + kRadius + j] = v[m];
+      }
+      for (int m = 0; m < kNumMoments; ++m) {
+        const float* src = line.data() + m * padded;
+        float* dst = out + m * g.numel() + row * W;
+        for (int64_t j = 0; j < W; ++j) dst[j] = 0.f;
+        for (int k = 0; k < kWindow; ++k) {
+          const float w = gauss_weight(k);
+          for (int64_t j = 0; j < W; ++j) dst[j] += w * src[j + k];
         }
-        for (int m = 0; m < kNumMoments; ++m) out[m * g.numel() + row * g.W + j] = acc[m];
       }
     }
   });
@@ -58,20 +66,28 @@ void horizontal_pass(const PlaneGeometry& g, float* out, const Value& value) {
 template <typename Finish>
 void vertical_pass(const PlaneGeometry& g, const float* h, const Finish& finish) {
   const int64_t rows = g.planes * g.H;
-  torch::stable::parallel_for(0, rows, grain_rows(g.W), [&](int64_t begin, int64_t end) {
+  const int64_t W = g.W;
+  torch::stable::parallel_for(0, rows, grain_rows(W), [&](int64_t begin, int64_t end) {
+    std::vector<float> sums(kNumMoments * W);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t plane = row / g.H;
       const int64_t y = row % g.H;
+      // Taps whose source row lies outside the image add zero: skip them.
       const int64_t k0 = std::max<int64_t>(0, kRadius - y);
       const int64_t k1 = std::min<int64_t>(kWindow, g.H - y + kRadius);
-      for (int64_t j = 0; j < g.W; ++j) {
-        float sums[kNumMoments] = {0.f, 0.f, 0.f, 0.f, 0.f};
+      for (int m = 0; m < kNumMoments; ++m) {
+        float* acc = sums.data() + m * W;
+        for (int64_t j = 0; j < W; ++j) acc[j] = 0.f;
         for (int64_t k = k0; k < k1; ++k) {
           const float w = gauss_weight(static_cast<int>(k));
-          const int64_t src = plane * g.plane_size() + (y + k - kRadius) * g.W + j;
-          for (int m = 0; m < kNumMoments; ++m) sums[m] += w * h[m * g.numel() + src];
+          const float* src = h + m * g.numel() + plane * g.plane_size() + (y + k - kRadius) * W;
+          for (int64_t j = 0; j < W; ++j) acc[j] += w * src[j];
         }
-        finish(row * g.W + j, sums);
+      }
+      for (int64_t j = 0; j < W; ++j) {
+        const float s[kNumMoments] = {sums[j], sums[W + j], sums[2 * W + j], sums[3 * W + j],
+                                      sums[4 * W + j]};
+        finish(row * W + j, s);
       }
     }
   });

@@ -42,6 +42,18 @@ def test_forward_matches_cpu_and_reference(shape, train):
 
 
 @pytest.mark.parametrize("shape", SHAPES)
+def test_cpu_kernels_equal_the_cuda_kernels_bit_for_bit(shape):
+    """The CPU passes sum every window tap in the CUDA kernels' order (zero padding included):
+    SSIM map, dS and both image gradients are the same floats on both backends."""
+    x, y = images(shape, seed=3)
+    cpu, gpu = CPU.fused_ssim_forward(x, y, True), simt.fused_ssim_forward(x, y, True)
+    assert torch.equal(cpu[0], gpu[0]) and torch.equal(cpu[1], gpu[1])
+    grad = torch.rand(shape, generator=torch.Generator().manual_seed(4))
+    for a, b in zip(CPU.fused_ssim_backward(grad, x, y, cpu[1]), simt.fused_ssim_backward(grad, x, y, gpu[1])):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
 def test_backward_matches_cpu_and_reference(shape):
     x, y = images(shape, seed=3)
     grad_map = torch.rand(shape)
