@@ -71,8 +71,7 @@ int64_t check_gaussians(const Tensor& quats, const Tensor& scales, const char* o
   STD_TORCH_CHECK(has_batch_shape(scales, quats, {3}), op,
                   ": scales must have shape (..., 3) with the batch dimensions of quats");
   check_input(scales, quats, op, "scales");
-  STD_TORCH_CHECK(Backend::on_device(quats), op, ": this kernel runs on ", Backend::device,
-                  " tensors");
+  check_backend<Backend>(quats, op);
   return quats.numel() / 4;
 }
 
@@ -142,12 +141,6 @@ BackwardResult backward_op(Tensor quats, Tensor scales, bool triu, OptTensor v_c
   if (n > 0) Backend::run_backward(args, quats);
   return {v_quats, v_scales};
 }
-
-// The device part of the backends whose tensors live on the CPU (CPU kernels, simt).
-struct OnCpu {
-  static constexpr const char* device = "CPU";
-  static bool on_device(const Tensor& t) { return t.is_cpu(); }
-};
 
 // Registers the backend's implementations: STABLE_TORCH_LIBRARY_IMPL(ns, KEY, m) {
 // register_ops<Backend>(m); }.

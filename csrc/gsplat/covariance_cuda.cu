@@ -22,11 +22,9 @@ __global__ void __launch_bounds__(kBlock) covariance_backward_kernel(BackwardArg
   backward_block(simt::DeviceContext{}, shared, args);
 }
 
-struct CudaBackend {
+struct CudaBackend : OnCuda {
   static constexpr const char* forward_name = "prebuild::quat_scale_to_covar_preci_forward";
   static constexpr const char* backward_name = "prebuild::quat_scale_to_covar_preci_backward";
-  static constexpr const char* device = "CUDA";
-  static bool on_device(const Tensor& t) { return t.is_cuda(); }
 
   static void run_forward(const ForwardArgs& args, const Tensor& on) {
     launch(kForwardOp, covariance_forward_kernel, element_geometry(args.n), 0, on, args);

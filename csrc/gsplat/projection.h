@@ -132,12 +132,6 @@ inline Scene make_scene(const Tensor& means, const OptTensor& covars, const OptT
           static_cast<int>(width), static_cast<int>(height), static_cast<int>(camera_model)};
 }
 
-template <typename Backend>
-void check_backend(const Tensor& on, const char* op) {
-  STD_TORCH_CHECK(Backend::on_device(on), op, ": this kernel runs on ", Backend::device,
-                  " tensors");
-}
-
 using ForwardResult = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>;
 using BackwardResult = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>;
 using ProjResult = std::tuple<Tensor, Tensor>;
@@ -325,12 +319,6 @@ ProjResult proj_backward_op(Tensor means, Tensor covars, Tensor Ks, int64_t widt
   if (I * N > 0) Backend::run_proj_backward(args, means);
   return {v_means, v_covars};
 }
-
-// The device part of the backends whose tensors live on the CPU (CPU kernels, simt).
-struct OnCpu {
-  static constexpr const char* device = "CPU";
-  static bool on_device(const Tensor& t) { return t.is_cpu(); }
-};
 
 // Registers the backend's implementations: STABLE_TORCH_LIBRARY_IMPL(ns, KEY, m) {
 // register_ops<Backend>(m); }.

@@ -32,13 +32,11 @@ __global__ void __launch_bounds__(kBlock) proj_backward_kernel(ProjArgs args) {
   proj_backward_block(simt::DeviceContext{}, shared, args);
 }
 
-struct CudaBackend {
+struct CudaBackend : OnCuda {
   static constexpr const char* forward_name = "prebuild::fully_fused_projection_forward";
   static constexpr const char* backward_name = "prebuild::fully_fused_projection_backward";
   static constexpr const char* proj_forward_name = "prebuild::proj_forward";
   static constexpr const char* proj_backward_name = "prebuild::proj_backward";
-  static constexpr const char* device = "CUDA";
-  static bool on_device(const Tensor& t) { return t.is_cuda(); }
 
   static void run_forward(const ForwardArgs& args, const Tensor& on) {
     launch(kForwardOp, projection_forward_kernel, element_geometry(pair_count(args.scene)), 0, on,

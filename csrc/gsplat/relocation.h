@@ -59,8 +59,7 @@ Args check_inputs(const Tensor& opacities, const Tensor& scales, const Tensor& r
                   ": n_max must fit in int32");
   check_input(binoms, opacities, op, "binoms");
   check_float32(binoms, op, "binoms");
-  STD_TORCH_CHECK(Backend::on_device(opacities), op, ": this kernel runs on ", Backend::device,
-                  " tensors");
+  check_backend<Backend>(opacities, op);
   return {opacities.const_data_ptr<float>(),
           scales.const_data_ptr<float>(),
           ratios.const_data_ptr<int32_t>(),
@@ -88,12 +87,6 @@ std::tuple<Tensor, Tensor> forward_op(Tensor opacities, Tensor scales, Tensor ra
   if (args.n > 0) Backend::run(args, opacities);
   return {new_opacities, new_scales};
 }
-
-// The device part of the backends whose tensors live on the CPU (CPU kernels, simt).
-struct OnCpu {
-  static constexpr const char* device = "CPU";
-  static bool on_device(const Tensor& t) { return t.is_cpu(); }
-};
 
 // Registers the backend's implementation: STABLE_TORCH_LIBRARY_IMPL(ns, KEY, m) {
 // register_ops<Backend>(m); }.

@@ -17,10 +17,8 @@ __global__ void __launch_bounds__(kBlock) relocation_kernel(Args args) {
   relocation_block(simt::DeviceContext{}, shared, args);
 }
 
-struct CudaBackend {
+struct CudaBackend : OnCuda {
   static constexpr const char* name = "prebuild::compute_relocation";
-  static constexpr const char* device = "CUDA";
-  static bool on_device(const Tensor& t) { return t.is_cuda(); }
 
   static void run(const Args& args, const Tensor& on) {
     launch(kOp, relocation_kernel, element_geometry(args.n), 0, on, args);

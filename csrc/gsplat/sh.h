@@ -82,8 +82,7 @@ template <typename Backend>
 Inputs check_call(int64_t degree, const Tensor& dirs, const Tensor& coeffs,
                   const OptTensor& masks, const char* op) {
   const Inputs in = check_inputs(degree, dirs, coeffs, masks, op);
-  STD_TORCH_CHECK(Backend::on_device(dirs), op, ": this kernel runs on ", Backend::device,
-                  " tensors");
+  check_backend<Backend>(dirs, op);
   return in;
 }
 
@@ -119,12 +118,6 @@ std::tuple<Tensor, Tensor> backward_op(int64_t degrees_to_use, Tensor dirs, Tens
   if (in.N > 0) Backend::run_backward(args, dirs);
   return {v_coeffs, v_dirs};
 }
-
-// The device part of the backends whose tensors live on the CPU (CPU kernels, simt).
-struct OnCpu {
-  static constexpr const char* device = "CPU";
-  static bool on_device(const Tensor& t) { return t.is_cpu(); }
-};
 
 // Registers the backend's implementations: STABLE_TORCH_LIBRARY_IMPL(ns, KEY, m) {
 // register_ops<Backend>(m); }.

@@ -21,11 +21,9 @@ __global__ void __launch_bounds__(kBlock) sh_backward_kernel(BackwardArgs args) 
   backward_block(simt::DeviceContext{}, shared, args);
 }
 
-struct CudaBackend {
+struct CudaBackend : OnCuda {
   static constexpr const char* forward_name = "prebuild::spherical_harmonics_forward";
   static constexpr const char* backward_name = "prebuild::spherical_harmonics_backward";
-  static constexpr const char* device = "CUDA";
-  static bool on_device(const Tensor& t) { return t.is_cuda(); }
 
   static void run_forward(const ForwardArgs& args, const Tensor& on) {
     launch(kForwardOp, sh_forward_kernel, element_geometry(args.in.N), 0, on, args);

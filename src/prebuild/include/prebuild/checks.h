@@ -49,4 +49,23 @@ inline void check_float_input(const Tensor& t, const Tensor& like, const char* o
   check_contiguous(t, op, name);
 }
 
+// The device part of an op family's backends (see csrc/gsplat/projection.h): the CPU kernels
+// and the simt launcher take CPU tensors, the CUDA kernels CUDA ones.
+struct OnCpu {
+  static constexpr const char* device = "CPU";
+  static bool on_device(const Tensor& t) { return t.is_cpu(); }
+};
+
+struct OnCuda {
+  static constexpr const char* device = "CUDA";
+  static bool on_device(const Tensor& t) { return t.is_cuda(); }
+};
+
+// Refuses a call whose tensors (`on`) are not on the Backend's device.
+template <typename Backend>
+void check_backend(const Tensor& on, const char* op) {
+  STD_TORCH_CHECK(Backend::on_device(on), op, ": this kernel runs on ", Backend::device,
+                  " tensors");
+}
+
 }  // namespace prebuild
