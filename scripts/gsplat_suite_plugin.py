@@ -171,11 +171,13 @@ _OUTCOMES: dict[str, str] = {}
 
 
 def pytest_runtest_logreport(report):
-    if report.when == "call" or report.outcome != "passed":
-        if report.nodeid not in _OUTCOMES or report.outcome != "passed":
-            _OUTCOMES[report.nodeid] = report.outcome
-            if report.outcome == "failed":
-                _OUTCOMES[report.nodeid] = "failed: " + report.longreprtext.strip().splitlines()[-1][:300]
+    """A test's outcome: its call's, unless a phase failed or skipped first (that one stays)."""
+    if (report.outcome == "passed" and report.when != "call") or _OUTCOMES.get(report.nodeid, "passed") != "passed":
+        return
+    outcome = report.outcome
+    if outcome == "failed":
+        outcome += ": " + report.longreprtext.strip().splitlines()[-1][:300]
+    _OUTCOMES[report.nodeid] = outcome
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -101,18 +101,16 @@ def _check_inputs(means, covars, quats, scales, viewmats, Ks, width, height):
     return batch, C, N
 
 
-def _check_cameras(viewmats: object, Ks: object, batch: tuple[int, ...], op: str = _NAME) -> int:
-    """Checks viewmats [..., C, 4, 4] (None for proj) and Ks [..., C, 3, 3]; returns C."""
+def _check_cameras(viewmats: object, Ks: object, batch: tuple[int, ...]) -> int:
+    """Checks viewmats [..., C, 4, 4] and Ks [..., C, 3, 3]; returns C."""
     C = None
     for name, t, size in (("viewmats", viewmats, 4), ("Ks", Ks, 3)):
-        if t is None:
-            continue
-        t = check_float_input(op, name, t)
+        t = check_float_input(_NAME, name, t)
         if t.dim() != len(batch) + 3 or t.shape[-2:] != (size, size) or tuple(t.shape[:-3]) != batch:
             dims = ", ".join(str(d) for d in (*batch, "C", size, size))
-            raise shape_error(op, name, f"({dims}) (the batch dimensions of means)", t)
+            raise shape_error(_NAME, name, f"({dims}) (the batch dimensions of means)", t)
         if C is not None and t.shape[-3] != C:
-            raise ValueError(f"{op}: viewmats has {C} cameras but Ks has {t.shape[-3]}")
+            raise ValueError(f"{_NAME}: viewmats has {C} cameras but Ks has {t.shape[-3]}")
         C = t.shape[-3]
     return C
 
@@ -124,11 +122,9 @@ def _check_devices(tensors: dict) -> None:
         raise ValueError(f"{_NAME}: all tensors must be on the same device, got {where}")
 
 
-def _check_finite_cameras(viewmats: torch.Tensor, Ks: torch.Tensor, op: str = _NAME) -> None:
+def _check_finite_cameras(op: str, **cameras: torch.Tensor) -> None:
     """ValueError naming the first camera whose viewmat or K has a NaN or infinity."""
-    for name, t in (("viewmats", viewmats), ("Ks", Ks)):
-        if t is None:
-            continue
+    for name, t in cameras.items():
         bad = ~torch.isfinite(t).flatten(-2).all(dim=-1)
         if bool(bad.any()):
             index = tuple(int(i) for i in bad.nonzero()[0])
@@ -215,7 +211,7 @@ def fully_fused_projection(
         check_real(_NAME, name, value)
     check_bool(_NAME, "calc_compensations", calc_compensations)
     if not torch.compiler.is_compiling() and viewmats.device.type != "meta":
-        _check_finite_cameras(viewmats, Ks)
+        _check_finite_cameras(_NAME, viewmats=viewmats, Ks=Ks)
         if means.is_cuda:
             LIBRARY.ensure_device(means.device)
 
@@ -329,7 +325,7 @@ def proj(
     check_int(_PROJ, "width", width)
     check_int(_PROJ, "height", height)
     if not torch.compiler.is_compiling() and k.device.type != "meta":
-        _check_finite_cameras(None, k, _PROJ)
+        _check_finite_cameras(_PROJ, Ks=k)
         if m.is_cuda:
             LIBRARY.ensure_device(m.device)
     I = math.prod(lead)
