@@ -5,6 +5,8 @@
 //     ssim_map:   (B, C, H, W) SSIM at every pixel ("same" zero padding).
 //     dS:         (5, B, C, H, W) dS/d(window sum) per Moment when train, else shape (0,).
 //   fused_ssim_backward(grad_map, img1, img2, dS) -> (grad_img1, grad_img2)
+//     dS: the forward's; the CPU backend also takes the empty dS of train=False and
+//     recomputes the derivatives on the fly (the CUDA backend refuses it).
 #pragma once
 
 #include <torch/csrc/stable/ops.h>
@@ -32,19 +34,27 @@ inline void check_images(const Tensor& img1, const Tensor& img2, const char* op)
   check_contiguous(img2, op, "img2");
 }
 
+// `dS` is what fused_ssim_forward returned: (5, B, C, H, W) when it ran with train, else the
+// empty (0,), which only the CPU backend takes (it recomputes dS on the fly; `recomputes`).
 inline void check_backward_inputs(const Tensor& grad_map, const Tensor& img1,
-                                  const Tensor& img2, const Tensor& dS, const char* op) {
+                                  const Tensor& img2, const Tensor& dS, const char* op,
+                                  bool recomputes) {
   check_images(img1, img2, op);
   check_same_shape(grad_map, img1, op, "grad_map", "img1");
   check_same_device(grad_map, img1, op, "grad_map", "img1");
   check_float32(grad_map, op, "grad_map");
   check_contiguous(grad_map, op, "grad_map");
+  check_same_device(dS, img1, op, "dS", "img1");
+  check_float32(dS, op, "dS");
+  if (dS.dim() == 1 && dS.size(0) == 0) {
+    STD_TORCH_CHECK(recomputes, op, ": this backend needs the dS of fused_ssim_forward(train=True), "
+                    "got the empty dS of train=False");
+    return;
+  }
   check_dim(dS, 5, op, "dS (5, B, C, H, W) from fused_ssim_forward(train=True)");
   STD_TORCH_CHECK(dS.size(0) == 5 && dS.size(1) == img1.size(0) && dS.size(2) == img1.size(1) &&
                       dS.size(3) == img1.size(2) && dS.size(4) == img1.size(3),
                   op, ": dS must have shape (5, B, C, H, W) matching img1");
-  check_same_device(dS, img1, op, "dS", "img1");
-  check_float32(dS, op, "dS");
   check_contiguous(dS, op, "dS");
 }
 
@@ -84,7 +94,8 @@ inline BackwardOutputs allocate_backward(const Tensor& grad_map, const Tensor& i
   Tensor grad1 = torch::stable::new_empty(img1, {B, C, H, W});
   Tensor grad2 = torch::stable::new_empty(img1, {B, C, H, W});
   BackwardArgs args{grad_map.const_data_ptr<float>(), img1.const_data_ptr<float>(),
-                    img2.const_data_ptr<float>(), dS.const_data_ptr<float>(), B * C,
+                    img2.const_data_ptr<float>(),
+                    dS.numel() > 0 ? dS.const_data_ptr<float>() : nullptr, B * C,
                     static_cast<int>(H), static_cast<int>(W), grad1.mutable_data_ptr<float>(),
                     grad2.mutable_data_ptr<float>()};
   return {grad1, grad2, args};
@@ -112,7 +123,7 @@ std::tuple<Tensor, Tensor> backward_tiled(const Tensor& grad_map, const Tensor& 
                                           const Tensor& img2, const Tensor& dS, const char* op,
                                           const char* device, const OnDevice& on_device,
                                           const Launch& launch) {
-  check_backward_inputs(grad_map, img1, img2, dS, op);
+  check_backward_inputs(grad_map, img1, img2, dS, op, /*recomputes=*/false);
   STD_TORCH_CHECK(on_device(img1), op, ": this kernel runs on ", device, " tensors");
   check_tileable(img1, op);
   BackwardOutputs out = allocate_backward(grad_map, img1, img2, dS);

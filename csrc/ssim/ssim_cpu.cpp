@@ -27,56 +27,42 @@ constexpr int64_t kLanes = 32;
 // faults) cost as much as the arithmetic. The inner loops run over blocks of kLanes
 // contiguous pixels with the taps unrolled, summing the taps k = 0..10 in order like the
 // CUDA kernels, so both backends give the same bits.
-struct Band {
-  int64_t W, stride;      // stride: W rounded up to kLanes (the ring's row pitch)
-  std::vector<float> line;  // one source row's moments, kRadius zeros each side, per moment
-  std::vector<float> ring;  // kWindow rows x kNumMoments x stride horizontal sums
+// M: the planes summed (the five moments, or the four distinct maps of the backward).
+template <int M>
+struct Ring {
+  static constexpr int kPlanes = M;
+  int64_t W, stride;        // stride: W rounded up to kLanes (the ring's row pitch)
+  std::vector<float> line;  // the next source row's values, kRadius zeros each side, per plane
+  std::vector<float> ring;  // kWindow rows x M x stride horizontal sums
 
-  explicit Band(int64_t width)
+  explicit Ring(int64_t width)
       : W(width), stride((width + kLanes - 1) / kLanes * kLanes),
-        line(kNumMoments * (stride + 2 * kRadius), 0.f), ring(kWindow * kNumMoments * stride) {}
+        line(M * (stride + 2 * kRadius), 0.f), ring(kWindow * M * stride) {}
 
-  float* line_of(int m) { return line.data() + m * (stride + 2 * kRadius); }
-  float* ring_of(int64_t row, int m) { return ring.data() + ((row % kWindow) * kNumMoments + m) * stride; }
-};
+  // Column j of the line is line_of(m)[j]; only [0, W) is ever written (the rest stays zero).
+  float* line_of(int m) { return line.data() + m * (stride + 2 * kRadius) + kRadius; }
+  const float* ring_of(int64_t row, int m) const {
+    return ring.data() + ((row % kWindow) * M + m) * stride;
+  }
 
-// Horizontal sums of source row `row` (pixel index `first` is its column 0) into the ring.
-template <typename Value>
-PREBUILD_ALWAYS_INLINE void horizontal_row(Band& b, int64_t row, int64_t first,
-                                           const Value& value) {
-  // The row's moments, a block of kLanes pixels at a time through registers (the fixed trip
-  // count and the local array let the compiler vectorise `value`), the tail one by one.
-  int64_t j0 = 0;
-  for (; j0 + kLanes <= b.W; j0 += kLanes) {
-    float v[kNumMoments][kLanes];
-    for (int t = 0; t < kLanes; ++t) {
-      float p[kNumMoments];
-      value(first + j0 + t, p);
-      for (int m = 0; m < kNumMoments; ++m) v[m][t] = p[m];
-    }
-    for (int m = 0; m < kNumMoments; ++m)
-      for (int t = 0; t < kLanes; ++t) b.line_of(m)[kRadius + j0 + t] = v[m][t];
-  }
-  for (; j0 < b.W; ++j0) {
-    float p[kNumMoments];
-    value(first + j0, p);
-    for (int m = 0; m < kNumMoments; ++m) b.line_of(m)[kRadius + j0] = p[m];
-  }
-  for (int m = 0; m < kNumMoments; ++m) {
-    const float* src = b.line_of(m);
-    float* dst = b.ring_of(row, m);
-    for (int64_t j = 0; j < b.stride; j += kLanes) {
-      // Taps innermost and fully unrolled: each tap is then one unaligned vector load per
-      // vector of lanes (with the taps outermost, GCC rotates scalars between taps instead).
-      for (int t = 0; t < kLanes; ++t) {
-        float acc = 0.f;
+  // The horizontal sums of the line, as source row `row`.
+  PREBUILD_ALWAYS_INLINE void push(int64_t row) {
+    for (int m = 0; m < M; ++m) {
+      const float* src = line_of(m) - kRadius;
+      float* dst = ring.data() + ((row % kWindow) * M + m) * stride;
+      for (int64_t j = 0; j < stride; j += kLanes) {
+        // Taps innermost and fully unrolled: each tap is then one unaligned vector load per
+        // vector of lanes (with the taps outermost, GCC rotates scalars between taps instead).
+        for (int t = 0; t < kLanes; ++t) {
+          float acc = 0.f;
 #pragma GCC unroll 11
-        for (int k = 0; k < kWindow; ++k) acc += gauss_weight(k) * src[j + t + k];
-        dst[j + t] = acc;
+          for (int k = 0; k < kWindow; ++k) acc += gauss_weight(k) * src[j + t + k];
+          dst[j + t] = acc;
+        }
       }
     }
   }
-}
+};
 
 // Calls f(t) for the lanes t < `lanes` of a block: with a fixed trip count when the block is
 // full, so that the per-pixel math in `f` vectorises.
@@ -89,50 +75,95 @@ PREBUILD_ALWAYS_INLINE void for_lanes(int64_t lanes, const F& f) {
   }
 }
 
-using Block = float[kNumMoments][kLanes];
+template <int M = kNumMoments>
+using Block = float[M][kLanes];
 
-// Output rows [y0, y1) of one plane (pixel index `plane_first` is its (0, 0)): the
-// horizontal sums of `value`, then the vertical sums, then `finish(first, lanes, sums)` per
-// block of `lanes` pixels from index `first` (sums[m][t]: moment m of pixel first + t).
-template <typename Value, typename Finish>
-PREBUILD_ALWAYS_INLINE void band_rows(Band& b, int64_t H, int64_t plane_first, int64_t y0,
-                                      int64_t y1, const Value& value, const Finish& finish) {
-  const int64_t W = b.W;
-  // Source rows y0 - kRadius .. y0 + kRadius - 1 first; each output row adds the next one.
-  for (int64_t r = std::max<int64_t>(0, y0 - kRadius); r < std::min(H, y0 + kRadius); ++r)
-    horizontal_row(b, r, plane_first + r * W, value);
-  for (int64_t y = y0; y < y1; ++y) {
-    if (y + kRadius < H) horizontal_row(b, y + kRadius, plane_first + (y + kRadius) * W, value);
-    // Taps whose source row lies outside the image add zero: skip them.
-    const int k0 = static_cast<int>(std::max<int64_t>(0, kRadius - y));
-    const int k1 = static_cast<int>(std::min<int64_t>(kWindow, H - y + kRadius));
-    const float* tap_rows[kWindow];
-    for (int k = k0; k < k1; ++k) tap_rows[k] = b.ring_of(y + k - kRadius, 0);
-    for (int64_t j0 = 0; j0 < W; j0 += kLanes) {
-      // Taps outermost: five independent chains of adds (one per moment) keep the adder busy.
-      Block s = {};
-      for (int k = k0; k < k1; ++k) {
-        const float w = gauss_weight(k);
-        for (int m = 0; m < kNumMoments; ++m) {
-          const float* src = tap_rows[k] + m * b.stride + j0;
-          for (int t = 0; t < kLanes; ++t) s[m][t] += w * src[t];
-        }
-      }
-      finish(plane_first + y * W + j0, std::min(kLanes, W - j0), s);
+// Fills the ring's line with `value(index, v)` for the W pixels from index `first`, a block
+// of kLanes at a time through a local array (so `value` vectorises), the tail one by one.
+template <int M, typename Value>
+PREBUILD_ALWAYS_INLINE void fill_line(Ring<M>& r, int64_t first, const Value& value) {
+  int64_t j0 = 0;
+  for (; j0 + kLanes <= r.W; j0 += kLanes) {
+    Block<M> v;
+    for (int t = 0; t < kLanes; ++t) {
+      float p[M];
+      value(first + j0 + t, p);
+      for (int m = 0; m < M; ++m) v[m][t] = p[m];
     }
+    for (int m = 0; m < M; ++m)
+      for (int t = 0; t < kLanes; ++t) r.line_of(m)[j0 + t] = v[m][t];
+  }
+  for (; j0 < r.W; ++j0) {
+    float p[M];
+    value(first + j0, p);
+    for (int m = 0; m < M; ++m) r.line_of(m)[j0] = p[m];
   }
 }
 
-// Runs `band_rows` over the rows [begin, end) of the flattened (plane, y) rows: one band per
-// plane the range touches.
-template <typename Value, typename Finish>
-PREBUILD_ALWAYS_INLINE void rows(int64_t H, int64_t W, int64_t begin, int64_t end,
-                                 const Value& value, const Finish& finish) {
-  Band b(W);
+// Calls `block(j0, lanes, sums)` for each block of output row y (of an H-row plane): the
+// vertical sums of the ring's horizontal sums, which must hold rows y - kRadius .. y +
+// kRadius (those inside the image).
+template <int M, typename Visit>
+PREBUILD_ALWAYS_INLINE void vertical_row(const Ring<M>& r, int64_t H, int64_t y, const Visit& block) {
+  // Taps whose source row lies outside the image add zero: skip them.
+  const int k0 = static_cast<int>(std::max<int64_t>(0, kRadius - y));
+  const int k1 = static_cast<int>(std::min<int64_t>(kWindow, H - y + kRadius));
+  const float* tap_rows[kWindow];
+  for (int k = k0; k < k1; ++k) tap_rows[k] = r.ring_of(y + k - kRadius, 0);
+  for (int64_t j0 = 0; j0 < r.W; j0 += kLanes) {
+    // Taps outermost: five independent chains of adds (one per moment) keep the adder busy.
+    Block<M> s = {};
+    for (int k = k0; k < k1; ++k) {
+      const float w = gauss_weight(k);
+      for (int m = 0; m < M; ++m) {
+        const float* src = tap_rows[k] + m * r.stride + j0;
+        for (int t = 0; t < kLanes; ++t) s[m][t] += w * src[t];
+      }
+    }
+    block(j0, std::min(kLanes, r.W - j0), s);
+  }
+}
+
+// SSIM and its derivatives for every lane of a block of window sums (a tail block's extra
+// lanes hold zero sums: finite, never stored).
+PREBUILD_ALWAYS_INLINE void ssim_block(const Block<>& s, float (&S)[kLanes], Block<>& d) {
+  for (int t = 0; t < kLanes; ++t) {
+    const float sums[kNumMoments] = {s[0][t], s[1][t], s[2][t], s[3][t], s[4][t]};
+    float dt[kNumMoments];
+    S[t] = ssim_from_sums(sums, dt);
+    for (int m = 0; m < kNumMoments; ++m) d[m][t] = dt[m];
+  }
+}
+
+// Output rows [y0, y1) of one plane (pixel index `plane` is its (0, 0)) of one separable
+// pass: `value` gives each source pixel's five quantities, `finish(first, lanes, sums)` gets
+// the window sums per block of `lanes` pixels from index `first`.
+template <int M, typename Value, typename Finish>
+PREBUILD_ALWAYS_INLINE void pass_band(Ring<M>& r, int64_t H, int64_t plane, int64_t y0, int64_t y1,
+                                      const Value& value, const Finish& finish) {
+  const auto push = [&](int64_t row) {
+    fill_line(r, plane + row * r.W, value);
+    r.push(row);
+  };
+  // Source rows y0 - kRadius .. y0 + kRadius - 1 first; each output row adds the next one.
+  for (int64_t row = std::max<int64_t>(0, y0 - kRadius); row < std::min(H, y0 + kRadius); ++row)
+    push(row);
+  for (int64_t y = y0; y < y1; ++y) {
+    if (y + kRadius < H) push(y + kRadius);
+    vertical_row(r, H, y, [&](int64_t j0, int64_t lanes, const Block<M>& s) {
+      finish(plane + y * r.W + j0, lanes, s);
+    });
+  }
+}
+
+// Runs `band(plane, y0, y1)` over the rows [begin, end) of the flattened (plane, y) rows: one
+// band per plane the range touches (`plane`: the pixel index of its (0, 0)).
+template <typename Band>
+PREBUILD_ALWAYS_INLINE void bands(int64_t H, int64_t W, int64_t begin, int64_t end,
+                                  const Band& band) {
   for (int64_t row = begin; row < end;) {
-    const int64_t plane = row / H, y0 = row % H;
-    const int64_t y1 = std::min(H, y0 + (end - row));
-    band_rows(b, H, plane * H * W, y0, y1, value, finish);
+    const int64_t y0 = row % H, y1 = std::min(H, y0 + (end - row));
+    band((row / H) * H * W, y0, y1);
     row += y1 - y0;
   }
 }
@@ -140,52 +171,120 @@ PREBUILD_ALWAYS_INLINE void rows(int64_t H, int64_t W, int64_t begin, int64_t en
 PREBUILD_ALWAYS_INLINE void forward_rows(const ForwardArgs& a, int64_t begin, int64_t end) {
   const int64_t n = a.planes * a.H * a.W;
   const auto value = [&](int64_t i, float* v) { pixel_products(a.x[i], a.y[i], v); };
-  const auto finish = [&](int64_t first, int64_t lanes, const Block& s) {
-    // Every lane (the tail's extra lanes hold zero sums), then the stores of the real ones.
+  const auto finish = [&](int64_t first, int64_t lanes, const Block<>& s) {
     float S[kLanes];
-    Block d;
-    for (int t = 0; t < kLanes; ++t) {
-      const float sums[kNumMoments] = {s[0][t], s[1][t], s[2][t], s[3][t], s[4][t]};
-      float dt[kNumMoments];
-      S[t] = ssim_from_sums(sums, dt);
-      for (int m = 0; m < kNumMoments; ++m) d[m][t] = dt[m];
-    }
+    Block<> d;
+    ssim_block(s, S, d);
     for_lanes(lanes, [&](int t) { a.ssim_map[first + t] = S[t]; });
     if (a.dS)
       for (int m = 0; m < kNumMoments; ++m)
         for_lanes(lanes, [&](int t) { a.dS[m * n + first + t] = d[m][t]; });
   };
-  rows(a.H, a.W, begin, end, value, finish);
+  Ring<kNumMoments> r(a.W);
+  bands(a.H, a.W, begin, end, [&](int64_t plane, int64_t y0, int64_t y1) {
+    pass_band(r, a.H, plane, y0, y1, value, finish);
+  });
 }
 
+// The image gradients of a block from the window sums `conv` of g * dS: all five maps, or
+// the four distinct ones (dS/d(G*x^2) and dS/d(G*y^2) are the same map, see ssim_math.h).
+enum DistinctMap : int { kDX = 0, kDSquares = 1, kDY = 2, kDXY = 3, kDistinctMaps = 4 };
+
+template <int M>
+PREBUILD_ALWAYS_INLINE void image_grads_block(const BackwardArgs& a, int64_t first,
+                                              int64_t lanes, const Block<M>& s) {
+  static_assert(M == kNumMoments || M == kDistinctMaps, "five maps or the four distinct ones");
+  for_lanes(lanes, [&](int t) {
+    const int64_t i = first + t;
+    float conv[kNumMoments];
+    if (M == kNumMoments) {
+      for (int m = 0; m < kNumMoments; ++m) conv[m] = s[m][t];
+    } else {
+      conv[kX] = s[kDX][t];
+      conv[kXX] = conv[kYY] = s[kDSquares][t];
+      conv[kY] = s[kDY][t];
+      conv[kXY] = s[kDXY][t];
+    }
+    image_grads(a.x[i], a.y[i], conv, &a.grad1[i], &a.grad2[i]);
+  });
+}
+
+// The backward from the dS the forward stored.
 PREBUILD_ALWAYS_INLINE void backward_rows(const BackwardArgs& a, int64_t begin, int64_t end) {
   const int64_t n = a.planes * a.H * a.W;
   const auto value = [&](int64_t i, float* v) {
     for (int m = 0; m < kNumMoments; ++m) v[m] = a.grad_map[i] * a.dS[m * n + i];
   };
-  const auto finish = [&](int64_t first, int64_t lanes, const Block& s) {
-    for_lanes(lanes, [&](int t) {
-      const int64_t i = first + t;
-      const float conv[kNumMoments] = {s[0][t], s[1][t], s[2][t], s[3][t], s[4][t]};
-      image_grads(a.x[i], a.y[i], conv, &a.grad1[i], &a.grad2[i]);
-    });
+  const auto finish = [&](int64_t first, int64_t lanes, const Block<>& s) {
+    image_grads_block(a, first, lanes, s);
   };
-  rows(a.H, a.W, begin, end, value, finish);
+  Ring<kNumMoments> r(a.W);
+  bands(a.H, a.W, begin, end, [&](int64_t plane, int64_t y0, int64_t y1) {
+    pass_band(r, a.H, plane, y0, y1, value, finish);
+  });
+}
+
+// The backward without a stored dS: the forward pass runs again a few rows ahead of the
+// backward pass, and each row of dS lives only in the backward ring's line. Same arithmetic
+// as the forward plus the stored backward, so the same bits, without the 5 planes of dS
+// (at 1080p, 124 MB of fresh pages per call: more time than the arithmetic they save), and
+// with one map fewer to sum (the two equal ones once).
+PREBUILD_ALWAYS_INLINE void backward_recompute_rows(const BackwardArgs& a, int64_t begin,
+                                                    int64_t end) {
+  const int64_t W = a.W, H = a.H;
+  Ring<kNumMoments> fwd(W);
+  Ring<kDistinctMaps> bwd(W);
+  bands(H, W, begin, end, [&](int64_t plane, int64_t y0, int64_t y1) {
+    int64_t next_fwd = std::max<int64_t>(0, y0 - 2 * kRadius);  // next source row of `fwd`
+    // Row `row` of g * dS into the backward ring: the forward's window sums of that row
+    // need its source rows up to row + kRadius.
+    const auto push_bwd = [&](int64_t row) {
+      for (; next_fwd <= std::min(H - 1, row + kRadius); ++next_fwd) {
+        fill_line(fwd, plane + next_fwd * W,
+                  [&](int64_t i, float* v) { pixel_products(a.x[i], a.y[i], v); });
+        fwd.push(next_fwd);
+      }
+      vertical_row(fwd, H, row, [&](int64_t j0, int64_t lanes, const Block<>& s) {
+        float S[kLanes];
+        Block<> d;
+        ssim_block(s, S, d);
+        const float* g = a.grad_map + plane + row * W + j0;
+        const int from[kDistinctMaps] = {kX, kXX, kY, kXY};  // DistinctMap -> Moment
+        for (int m = 0; m < kDistinctMaps; ++m)
+          for_lanes(lanes, [&](int t) { bwd.line_of(m)[j0 + t] = g[t] * d[from[m]][t]; });
+      });
+      bwd.push(row);
+    };
+    for (int64_t row = std::max<int64_t>(0, y0 - kRadius); row < std::min(H, y0 + kRadius); ++row)
+      push_bwd(row);
+    for (int64_t y = y0; y < y1; ++y) {
+      if (y + kRadius < H) push_bwd(y + kRadius);
+      vertical_row(bwd, H, y, [&](int64_t j0, int64_t lanes, const Block<kDistinctMaps>& s) {
+        image_grads_block(a, plane + y * W + j0, lanes, s);
+      });
+    }
+  });
 }
 
 // The two instruction-set copies of each pass (prebuild/cpu_isa.h).
-void forward_rows_baseline(const ForwardArgs& a, int64_t begin, int64_t end) {
+PREBUILD_BASELINE_COPY void forward_rows_baseline(const ForwardArgs& a, int64_t begin, int64_t end) {
   forward_rows(a, begin, end);
 }
-PREBUILD_TARGET_AVX2 void forward_rows_avx2(const ForwardArgs& a, int64_t begin, int64_t end) {
+PREBUILD_AVX2_COPY void forward_rows_avx2(const ForwardArgs& a, int64_t begin, int64_t end) {
   forward_rows(a, begin, end);
 }
-void backward_rows_baseline(const BackwardArgs& a, int64_t begin, int64_t end) {
-  backward_rows(a, begin, end);
+PREBUILD_BASELINE_COPY void backward_rows_baseline(const BackwardArgs& a, int64_t begin, int64_t end) {
+  if (a.dS)
+    backward_rows(a, begin, end);
+  else
+    backward_recompute_rows(a, begin, end);
 }
-PREBUILD_TARGET_AVX2 void backward_rows_avx2(const BackwardArgs& a, int64_t begin,
+PREBUILD_AVX2_COPY void backward_rows_avx2(const BackwardArgs& a, int64_t begin,
                                              int64_t end) {
-  backward_rows(a, begin, end);
+  if (a.dS)
+    backward_rows(a, begin, end);
+  else
+    backward_recompute_rows(a, begin, end);
 }
 
 // Rows per parallel task: enough that a task's kWindow - 1 extra horizontal rows (the band's
@@ -214,7 +313,7 @@ std::tuple<Tensor, Tensor> forward_cpu(Tensor img1, Tensor img2, bool train) {
 
 std::tuple<Tensor, Tensor> backward_cpu(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS) {
   constexpr const char* op = "prebuild::fused_ssim_backward";
-  check_backward_inputs(grad_map, img1, img2, dS, op);
+  check_backward_inputs(grad_map, img1, img2, dS, op, /*recomputes=*/true);
   STD_TORCH_CHECK(img1.is_cpu(), op, ": the CPU kernel got tensors that are not on the CPU");
   BackwardOutputs out = allocate_backward(grad_map, img1, img2, dS);
   if (out.args.planes * out.args.H * out.args.W > 0)

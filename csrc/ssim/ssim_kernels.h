@@ -50,7 +50,7 @@ struct BackwardArgs {
   const float* grad_map;
   const float* x;
   const float* y;
-  const float* dS;
+  const float* dS;  // nullptr: recompute (CPU backend only; the tiled kernels refuse it)
   int64_t planes;
   int H, W;
   float* grad1;

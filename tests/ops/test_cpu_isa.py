@@ -5,6 +5,9 @@ kernels' bits (the simt backend runs the CUDA block bodies on the CPU)."""
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference import textured
 
-from prebuild.ops._library import kernels
+from prebuild.ops._library import LIBRARY, kernels
 from prebuild.testing import simt
 
 pytestmark = pytest.mark.simt
@@ -77,12 +80,16 @@ def ssim_both_backends(shape, seed):
     for name, ops in (("cpu", kernels()), ("simt", simt)):
         ssim_map, dS = ops.fused_ssim_forward(x, y, True)
         out[name] = (ssim_map, dS, *ops.fused_ssim_backward(grad, x, y, dS))
+    # The CPU backward that recomputes dS itself (what fused_ssim runs on the CPU).
+    out["cpu recomputing"] = kernels().fused_ssim_backward(grad, x, y, torch.empty(0))
     return out
 
 
 def assert_same_bits(out):
     for name, a, b in zip(("ssim_map", "dS", "grad1", "grad2"), out["cpu"], out["simt"]):
         assert torch.equal(a, b), f"{name} differs from the CUDA kernels' result"
+    for name, a, b in zip(("grad1", "grad2"), out["cpu recomputing"], out["simt"][2:]):
+        assert torch.equal(a, b), f"{name} of the recomputing backward differs from the CUDA kernels'"
 
 
 # Rows are split between threads and planes into bands, each computing its own halo of
@@ -108,6 +115,44 @@ def test_one_thread_and_many_give_the_same_bits(isa):
         torch.set_num_threads(threads)
     for a, b in zip(one, many):
         assert torch.equal(a, b)
+
+
+def disassembly() -> dict[str, list[str]]:
+    """The CPU library's functions (demangled name -> instructions), from objdump."""
+    library = next(LIBRARY.directory.glob("_C.*so"))
+    text = subprocess.run(["objdump", "-d", "-C", "--no-show-raw-insn", str(library)],
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    functions: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        head = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
+        if head:
+            current = functions.setdefault(head.group(1), [])
+        elif current is not None and "\t" in line:
+            current.append(line.split("\t", 1)[1].strip())
+    return functions
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="needs binutils' objdump")
+def test_each_copy_is_compiled_whole_for_its_instruction_set():
+    """Every call out of a copy goes to the C library (memset, operator new, ...): no shared
+    body left out of line (it would be compiled once, for the baseline, and the AVX2 copy
+    would silently run it without AVX2); the AVX2 copies use the 256-bit registers and the
+    baseline copies no VEX-encoded instruction at all."""
+    functions = disassembly()
+    copies = {name: body for name, body in functions.items() if re.search(r"_(avx2|baseline)\(", name)}
+    assert {re.search(r"::(\w+)_(?:avx2|baseline)\(", n).group(1) for n in copies} >= {"forward_rows", "backward_rows"}
+    for name, body in copies.items():
+        for instruction in body:
+            target = re.match(r"(?:call|jmp)\s+[0-9a-f]+ <(.*)>$", instruction)
+            if target and not target.group(1).endswith("@plt"):
+                callee = re.sub(r"\+0x[0-9a-f]+$", "", target.group(1))
+                assert callee == name or callee.startswith(name.split(" [clone")[0]), f"{name} calls {callee}"
+        mnemonics = [i.split()[0] for i in body if i.split()]
+        if "_avx2(" in name and "[clone" not in name:
+            assert any("%ymm" in i for i in body), f"{name} uses no AVX register"
+        if "_baseline(" in name:
+            assert not any(m.startswith("v") for m in mnemonics), f"{name} holds VEX (AVX) instructions"
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

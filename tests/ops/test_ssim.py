@@ -665,13 +665,49 @@ def test_direct_forward_bad_inputs_raise_runtime_error():
         FWD(torch.rand(1, 1, 1, 16, 16), torch.rand(1, 1, 1, 16, 16), True)
 
 
+def test_cpu_backward_recomputes_what_train_false_did_not_store():
+    """train=False returns an empty dS; the CPU backward then recomputes the derivatives in
+    its own pass (never materialised) and gives the very bits of the stored path."""
+    x, y = _pair("noisy", (2, 3, 40, 29))
+    g = torch.randn(x.shape)
+    _, dS = FWD(x, y, True)
+    _, no_dS = FWD(x, y, False)
+    assert no_dS.shape == (0,)
+    for stored, recomputed in zip(BWD(g, x, y, dS), BWD(g, x, y, no_dS)):
+        assert torch.equal(stored, recomputed)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 40, 50), (1, 1, 1300, 1300)])  # dS of 0.04 and 34 MiB
+def test_cpu_stores_small_derivatives_and_recomputes_large_ones(shape, monkeypatch):
+    """fused_ssim stores dS on the CPU only up to 32 MiB; either way the gradient is the
+    stored path's, bit for bit."""
+    import prebuild.ops.ssim as module
+
+    asked = []
+
+    class Spy:
+        def __getattr__(self, name):
+            op = getattr(torch.ops.prebuild, name)
+            if name == "fused_ssim_forward":
+                return lambda x, y, train: asked.append(train) or op(x, y, train)
+            return op
+
+    monkeypatch.setattr(module, "kernels", lambda: Spy())
+    x, y = _pair("noisy", shape)
+    x.requires_grad_(True)
+    fused_ssim(x, y).backward()
+    assert asked == [5 * 4 * x.numel() <= 32 << 20]
+    _, dS = FWD(x.detach(), y, True)
+    want, _ = BWD(torch.full(shape, 1.0 / x.numel()), x.detach(), y, dS)
+    assert torch.equal(x.grad, want)
+
+
 def test_direct_backward_bad_inputs_raise_runtime_error():
     x, y = _pair("noisy", (2, 1, 12, 14))
     g = torch.randn(x.shape)
     _, dS = FWD(x, y, True)
-    _, no_dS = FWD(x, y, False)
     with pytest.raises(RuntimeError, match="dS"):
-        BWD(g, x, y, no_dS)  # train=False gives an empty dS
+        BWD(g, x, y, torch.empty(0, 5))  # empty, but not train=False's (0,)
     with pytest.raises(RuntimeError, match=r"dS must have shape \(5, B, C, H, W\)"):
         BWD(g, x, y, dS[:4].contiguous())
     with pytest.raises(RuntimeError, match=r"dS must have shape \(5, B, C, H, W\)"):

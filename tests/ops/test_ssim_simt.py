@@ -80,6 +80,15 @@ def test_identical_images_give_one_and_zero_gradient():
     assert g1.abs().max() < 1e-4 and g2.abs().max() < 1e-4
 
 
+def test_the_cuda_backward_refuses_an_empty_dS():
+    """Only the CPU backward recomputes the derivatives; the CUDA kernels need them stored
+    (the autograd formula stores them for CUDA tensors)."""
+    x, y = images((1, 1, 8, 8))
+    _, no_dS = simt.fused_ssim_forward(x, y, False)
+    with pytest.raises(RuntimeError, match=r"needs the dS of fused_ssim_forward\(train=True\)"):
+        simt.fused_ssim_backward(torch.ones_like(x), x, y, no_dS)
+
+
 def test_bad_input_is_refused_like_the_real_backends():
     x, y = images((1, 1, 8, 8))
     with pytest.raises(RuntimeError, match="same shape"):

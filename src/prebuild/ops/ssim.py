@@ -23,6 +23,10 @@ from prebuild.ops._library import LIBRARY, for_each_namespace, kernels
 _PADDINGS = ("same", "valid")
 _WINDOW = 11
 _CROP = _WINDOW // 2  # "valid" drops the pixels whose window leaves the image
+# Larger derivatives are recomputed in the CPU backward instead of stored: beyond 32 MiB,
+# glibc's malloc returns freed blocks to the OS, so each call would fault in (and the kernel
+# zero) fresh pages: at 1080p more time than the whole backward (docs/benchmarks-history.md).
+_CPU_STORED_DS_MAX_BYTES = 32 << 20
 
 
 class ChannelsLastWarning(UserWarning):
@@ -87,7 +91,10 @@ def fused_ssim(
             (the mean skips the 5-pixel border where the 11x11 window leaves the image).
         train: when True the forward also stores the derivatives the backward needs
             (fused, fast backward). When False the forward stores nothing; a backward, if
-            one happens anyway, recomputes them, so gradients are always correct.
+            one happens anyway, recomputes them, so gradients are always correct. On the
+            CPU, images whose derivatives would take more than 32 MiB (5 images' worth) get
+            them recomputed inside the backward's own pass: storing them costs more time
+            than the arithmetic it saves there. The gradients are the same bits either way.
 
     Returns:
         A 0-dim float32 tensor: the mean SSIM (1 for identical images). Gradients flow to
@@ -107,7 +114,8 @@ def fused_ssim(
         LIBRARY.ensure_device(img1.device)
     x = img1.to(torch.float32).contiguous()
     y = img2.to(torch.float32).contiguous()
-    ssim_map, _ = kernels().fused_ssim_forward(x, y, train)
+    store = train and (x.device.type != "cpu" or 5 * 4 * x.numel() <= _CPU_STORED_DS_MAX_BYTES)
+    ssim_map, _ = kernels().fused_ssim_forward(x, y, store)
     if padding == "valid":
         ssim_map = ssim_map[:, :, _CROP:-_CROP, _CROP:-_CROP]
     return ssim_map.mean()
@@ -129,7 +137,10 @@ def _backward_fake(grad_map, img1, img2, dS):
     torch._check(img1.dim() == 4, lambda: f"{op}: img1 must have 4 dimensions, got {img1.dim()}")
     torch._check(img1.shape == img2.shape, lambda: f"{op}: img1 and img2 must have the same shape")
     torch._check(grad_map.shape == img1.shape, lambda: f"{op}: grad_map and img1 must have the same shape")
-    torch._check(dS.shape == (5, *img1.shape), lambda: f"{op}: dS must have shape (5, B, C, H, W) matching img1")
+    torch._check(
+        dS.shape == (5, *img1.shape) or (dS.shape == (0,) and img1.device.type in ("cpu", "meta")),
+        lambda: f"{op}: dS must have shape (5, B, C, H, W) matching img1 (or (0,) on the CPU)",
+    )
     check_same_devices(op, grad_map=grad_map, img1=img1, img2=img2, dS=dS)
     check_float32(op, grad_map=grad_map, img1=img1, img2=img2, dS=dS)
     return img1.new_empty(img1.shape), img1.new_empty(img1.shape)
@@ -144,7 +155,9 @@ def _setup_context(ctx, inputs, output) -> None:
 
 def _backward(ops, ctx, grad_map, _grad_dS):
     img1, img2, dS = ctx.saved_tensors
-    if dS.numel() == 0:  # forward ran with train=False: recompute the derivatives
+    if dS.numel() == 0 and img1.device.type != "cpu":
+        # The forward ran with train=False: the CPU backward recomputes the derivatives on
+        # the fly; the CUDA one needs them stored.
         _, dS = ops.fused_ssim_forward(img1, img2, True)
     grad1, grad2 = ops.fused_ssim_backward(
         grad_map.contiguous(), img1, img2, dS

@@ -1,7 +1,8 @@
 // Runtime choice of a CPU kernel's instruction set. Wheels must run on every x86-64 CPU, so
 // the library is compiled for the x86-64 baseline (SSE2); a hot loop that gains from wider
-// vectors is compiled a second time for AVX2 from the same source (PREBUILD_TARGET_AVX2 on a
-// wrapper that inlines it), and `pick_isa` chooses the copy per call.
+// vectors is compiled a second time for AVX2 from the same source (a wrapper marked
+// PREBUILD_AVX2_COPY beside one marked PREBUILD_BASELINE_COPY, both calling the same inline
+// body), and `pick_isa` chooses the copy per call.
 //
 // PREBUILD_CPU_ISA=baseline forces the portable copy (the tests run both copies and compare
 // them bit for bit; it is also the switch to try if a result ever looks CPU-dependent).
@@ -15,16 +16,23 @@
 #include <cstdlib>
 #include <cstring>
 
+// The two copies' wrappers. `flatten` inlines every call in the wrapper's body, lambdas
+// and templates included: a call left out of line would be compiled once, for the
+// baseline, and silently run without AVX2 (tests/ops/test_cpu_isa.py checks the library).
+#if defined(__GNUC__) || defined(__clang__)
+#define PREBUILD_BASELINE_COPY __attribute__((flatten))
+#else
+#define PREBUILD_BASELINE_COPY
+#endif
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define PREBUILD_HAVE_AVX2_COPY 1
-#define PREBUILD_TARGET_AVX2 __attribute__((target("avx2")))
+#define PREBUILD_AVX2_COPY __attribute__((target("avx2"), flatten))
 #else
 #define PREBUILD_HAVE_AVX2_COPY 0
-#define PREBUILD_TARGET_AVX2
+#define PREBUILD_AVX2_COPY PREBUILD_BASELINE_COPY
 #endif
 
-// For the shared body of both copies: inlined into each wrapper, so it takes the wrapper's
-// instruction set (a function is only ever compiled for one).
+// For the shared body of both copies (documents the intent; `flatten` does the inlining).
 #if defined(__GNUC__) || defined(__clang__)
 #define PREBUILD_ALWAYS_INLINE inline __attribute__((always_inline))
 #else
