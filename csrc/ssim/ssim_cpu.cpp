@@ -136,15 +136,11 @@ PREBUILD_ALWAYS_INLINE void ssim_block(const Block<>& s, float (&S)[kLanes], Blo
 }
 
 // Output rows [y0, y1) of one plane (pixel index `plane` is its (0, 0)) of one separable
-// pass: `value` gives each source pixel's five quantities, `finish(first, lanes, sums)` gets
-// the window sums per block of `lanes` pixels from index `first`.
-template <int M, typename Value, typename Finish>
-PREBUILD_ALWAYS_INLINE void pass_band(Ring<M>& r, int64_t H, int64_t plane, int64_t y0, int64_t y1,
-                                      const Value& value, const Finish& finish) {
-  const auto push = [&](int64_t row) {
-    fill_line(r, plane + row * r.W, value);
-    r.push(row);
-  };
+// pass: `push(row)` puts source row `row`'s horizontal sums into the ring, `finish(first,
+// lanes, sums)` gets the window sums per block of `lanes` pixels from index `first`.
+template <int M, typename Push, typename Finish>
+PREBUILD_ALWAYS_INLINE void pass_band(const Ring<M>& r, int64_t H, int64_t plane, int64_t y0,
+                                      int64_t y1, const Push& push, const Finish& finish) {
   // Source rows y0 - kRadius .. y0 + kRadius - 1 first; each output row adds the next one.
   for (int64_t row = std::max<int64_t>(0, y0 - kRadius); row < std::min(H, y0 + kRadius); ++row)
     push(row);
@@ -154,6 +150,15 @@ PREBUILD_ALWAYS_INLINE void pass_band(Ring<M>& r, int64_t H, int64_t plane, int6
       finish(plane + y * r.W + j0, lanes, s);
     });
   }
+}
+
+// The push of a pass whose source values come from `value(index, v)` per pixel.
+template <int M, typename Value>
+PREBUILD_ALWAYS_INLINE auto push_values(Ring<M>& r, int64_t plane, const Value& value) {
+  return [&r, plane, &value](int64_t row) {
+    fill_line(r, plane + row * r.W, value);
+    r.push(row);
+  };
 }
 
 // Runs `band(plane, y0, y1)` over the rows [begin, end) of the flattened (plane, y) rows: one
@@ -182,7 +187,7 @@ PREBUILD_ALWAYS_INLINE void forward_rows(const ForwardArgs& a, int64_t begin, in
   };
   Ring<kNumMoments> r(a.W);
   bands(a.H, a.W, begin, end, [&](int64_t plane, int64_t y0, int64_t y1) {
-    pass_band(r, a.H, plane, y0, y1, value, finish);
+    pass_band(r, a.H, plane, y0, y1, push_values(r, plane, value), finish);
   });
 }
 
@@ -220,7 +225,7 @@ PREBUILD_ALWAYS_INLINE void backward_rows(const BackwardArgs& a, int64_t begin, 
   };
   Ring<kNumMoments> r(a.W);
   bands(a.H, a.W, begin, end, [&](int64_t plane, int64_t y0, int64_t y1) {
-    pass_band(r, a.H, plane, y0, y1, value, finish);
+    pass_band(r, a.H, plane, y0, y1, push_values(r, plane, value), finish);
   });
 }
 
@@ -238,12 +243,10 @@ PREBUILD_ALWAYS_INLINE void backward_recompute_rows(const BackwardArgs& a, int64
     int64_t next_fwd = std::max<int64_t>(0, y0 - 2 * kRadius);  // next source row of `fwd`
     // Row `row` of g * dS into the backward ring: the forward's window sums of that row
     // need its source rows up to row + kRadius.
+    const auto products = [&](int64_t i, float* v) { pixel_products(a.x[i], a.y[i], v); };
+    const auto push_fwd = push_values(fwd, plane, products);
     const auto push_bwd = [&](int64_t row) {
-      for (; next_fwd <= std::min(H - 1, row + kRadius); ++next_fwd) {
-        fill_line(fwd, plane + next_fwd * W,
-                  [&](int64_t i, float* v) { pixel_products(a.x[i], a.y[i], v); });
-        fwd.push(next_fwd);
-      }
+      for (; next_fwd <= std::min(H - 1, row + kRadius); ++next_fwd) push_fwd(next_fwd);
       vertical_row(fwd, H, row, [&](int64_t j0, int64_t lanes, const Block<>& s) {
         float S[kLanes];
         Block<> d;
@@ -255,14 +258,10 @@ PREBUILD_ALWAYS_INLINE void backward_recompute_rows(const BackwardArgs& a, int64
       });
       bwd.push(row);
     };
-    for (int64_t row = std::max<int64_t>(0, y0 - kRadius); row < std::min(H, y0 + kRadius); ++row)
-      push_bwd(row);
-    for (int64_t y = y0; y < y1; ++y) {
-      if (y + kRadius < H) push_bwd(y + kRadius);
-      vertical_row(bwd, H, y, [&](int64_t j0, int64_t lanes, const Block<kDistinctMaps>& s) {
-        image_grads_block(a, plane + y * W + j0, lanes, s);
-      });
-    }
+    const auto finish = [&](int64_t first, int64_t lanes, const Block<kDistinctMaps>& s) {
+      image_grads_block(a, first, lanes, s);
+    };
+    pass_band(bwd, H, plane, y0, y1, push_bwd, finish);
   });
 }
 
