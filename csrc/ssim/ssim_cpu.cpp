@@ -265,26 +265,21 @@ PREBUILD_ALWAYS_INLINE void backward_recompute_rows(const BackwardArgs& a, int64
   });
 }
 
-// The two instruction-set copies of each pass (prebuild/cpu_isa.h).
-PREBUILD_BASELINE_COPY void forward_rows_baseline(const ForwardArgs& a, int64_t begin, int64_t end) {
-  forward_rows(a, begin, end);
-}
-PREBUILD_AVX2_COPY void forward_rows_avx2(const ForwardArgs& a, int64_t begin, int64_t end) {
-  forward_rows(a, begin, end);
-}
-PREBUILD_BASELINE_COPY void backward_rows_baseline(const BackwardArgs& a, int64_t begin, int64_t end) {
-  if (a.dS)
-    backward_rows(a, begin, end);
-  else
-    backward_recompute_rows(a, begin, end);
-}
-PREBUILD_AVX2_COPY void backward_rows_avx2(const BackwardArgs& a, int64_t begin,
-                                             int64_t end) {
-  if (a.dS)
-    backward_rows(a, begin, end);
-  else
-    backward_recompute_rows(a, begin, end);
-}
+// The instruction-set copies of each pass (prebuild/cpu_isa.h).
+#define PREBUILD_SSIM_COPIES(COPY, isa)                                                \
+  COPY void forward_rows_##isa(const ForwardArgs& a, int64_t begin, int64_t end) {   \
+    forward_rows(a, begin, end);                                                      \
+  }                                                                                   \
+  COPY void backward_rows_##isa(const BackwardArgs& a, int64_t begin, int64_t end) { \
+    if (a.dS)                                                                         \
+      backward_rows(a, begin, end);                                                   \
+    else                                                                              \
+      backward_recompute_rows(a, begin, end);                                         \
+  }
+PREBUILD_SSIM_COPIES(PREBUILD_BASELINE_COPY, baseline)
+PREBUILD_SSIM_COPIES(PREBUILD_AVX2_COPY, avx2)
+PREBUILD_SSIM_COPIES(PREBUILD_AVX512_COPY, avx512)
+#undef PREBUILD_SSIM_COPIES
 
 // Rows per parallel task: enough that a task's kWindow - 1 extra horizontal rows (the band's
 // halo) stay a small share, and tiny images stay on one thread.
@@ -306,7 +301,7 @@ std::tuple<Tensor, Tensor> forward_cpu(Tensor img1, Tensor img2, bool train) {
   STD_TORCH_CHECK(img1.is_cpu(), op, ": the CPU kernel got tensors that are not on the CPU");
   ForwardOutputs out = allocate_forward(img1, img2, train);
   if (out.args.planes * out.args.H * out.args.W > 0)
-    run(out.args, pick_isa(&forward_rows_baseline, &forward_rows_avx2));
+    run(out.args, pick_isa(&forward_rows_baseline, &forward_rows_avx2, &forward_rows_avx512));
   return {out.ssim_map, out.dS};
 }
 
@@ -316,7 +311,7 @@ std::tuple<Tensor, Tensor> backward_cpu(Tensor grad_map, Tensor img1, Tensor img
   STD_TORCH_CHECK(img1.is_cpu(), op, ": the CPU kernel got tensors that are not on the CPU");
   BackwardOutputs out = allocate_backward(grad_map, img1, img2, dS);
   if (out.args.planes * out.args.H * out.args.W > 0)
-    run(out.args, pick_isa(&backward_rows_baseline, &backward_rows_avx2));
+    run(out.args, pick_isa(&backward_rows_baseline, &backward_rows_avx2, &backward_rows_avx512));
   return {out.grad1, out.grad2};
 }
 

@@ -1,13 +1,14 @@
 // Runtime choice of a CPU kernel's instruction set. Wheels must run on every x86-64 CPU, so
 // the library is compiled for the x86-64 baseline (SSE2); a hot loop that gains from wider
-// vectors is compiled a second time for AVX2 from the same source (a wrapper marked
-// PREBUILD_AVX2_COPY beside one marked PREBUILD_BASELINE_COPY, both calling the same inline
-// body), and `pick_isa` chooses the copy per call.
+// vectors is compiled again for AVX2 and for AVX-512 from the same source (wrappers marked
+// PREBUILD_BASELINE_COPY, PREBUILD_AVX2_COPY and PREBUILD_AVX512_COPY, all calling the same
+// inline body), and `pick_isa` chooses the copy per call.
 //
-// PREBUILD_CPU_ISA=baseline forces the portable copy (the tests run both copies and compare
-// them bit for bit; it is also the switch to try if a result ever looks CPU-dependent).
-// Unset, empty or "best": AVX2 where the CPU and OS support it. The copies round alike: no
-// FMA contraction (AVX2 alone does not enable FMA) and no reassociation, so they differ only
+// PREBUILD_CPU_ISA=baseline|avx2|avx512 forces a copy (the tests run each one the CPU has and
+// compare them bit for bit; it is also the switch to try if a result ever looks
+// CPU-dependent). Unset, empty or "best": the widest the CPU and OS support. The copies round
+// alike: the host code is compiled with -ffp-contract=off (AVX-512 brings FMA, which would
+// otherwise fuse a * b + c into one rounding) and without reassociation, so they differ only
 // in how many lanes run at once.
 #pragma once
 
@@ -16,23 +17,28 @@
 #include <cstdlib>
 #include <cstring>
 
-// The two copies' wrappers. `flatten` inlines every call in the wrapper's body, lambdas
-// and templates included: a call left out of line would be compiled once, for the
-// baseline, and silently run without AVX2 (tests/ops/test_cpu_isa.py checks the library).
+// `flatten` inlines every call in a wrapper's body, lambdas and templates included: a call
+// left out of line would be compiled once, for the baseline, and silently run without the
+// wider instructions (tests/ops/test_cpu_isa.py reads the library's disassembly for this).
 #if defined(__GNUC__) || defined(__clang__)
 #define PREBUILD_BASELINE_COPY __attribute__((flatten))
 #else
 #define PREBUILD_BASELINE_COPY
 #endif
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define PREBUILD_HAVE_AVX2_COPY 1
+#define PREBUILD_HAVE_WIDE_COPIES 1
 #define PREBUILD_AVX2_COPY __attribute__((target("avx2"), flatten))
+// x86-64-v4's AVX-512 subsets, with 512-bit vectors (GCC otherwise prefers 256-bit ones).
+#define PREBUILD_AVX512_COPY                                                              \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512"), \
+                 flatten))
 #else
-#define PREBUILD_HAVE_AVX2_COPY 0
+#define PREBUILD_HAVE_WIDE_COPIES 0
 #define PREBUILD_AVX2_COPY PREBUILD_BASELINE_COPY
+#define PREBUILD_AVX512_COPY PREBUILD_BASELINE_COPY
 #endif
 
-// For the shared body of both copies (documents the intent; `flatten` does the inlining).
+// For the shared body of the copies (documents the intent; `flatten` does the inlining).
 #if defined(__GNUC__) || defined(__clang__)
 #define PREBUILD_ALWAYS_INLINE inline __attribute__((always_inline))
 #else
@@ -41,38 +47,52 @@
 
 namespace prebuild {
 
-enum class CpuIsa : int { kBaseline = 0, kAvx2 = 1 };
+enum class CpuIsa : int { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
 
-inline const char* isa_name(CpuIsa isa) { return isa == CpuIsa::kAvx2 ? "avx2" : "baseline"; }
+inline const char* isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kAvx512: return "avx512";
+    case CpuIsa::kAvx2: return "avx2";
+    default: return "baseline";
+  }
+}
 
-inline bool cpu_has_avx2() {
-#if PREBUILD_HAVE_AVX2_COPY
-  return __builtin_cpu_supports("avx2");  // also checks that the OS saves the AVX registers
-#else
-  return false;
+// The widest copy this CPU (and its OS: __builtin_cpu_supports checks that the registers are
+// saved) runs.
+inline CpuIsa best_cpu_isa() {
+#if PREBUILD_HAVE_WIDE_COPIES
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq"))
+    return CpuIsa::kAvx512;
+  if (__builtin_cpu_supports("avx2")) return CpuIsa::kAvx2;
 #endif
+  return CpuIsa::kBaseline;
 }
 
 // Read per call (a getenv), so a test can switch copies within one process.
 inline CpuIsa cpu_isa() {
   const char* want = std::getenv("PREBUILD_CPU_ISA");
-  const CpuIsa best = cpu_has_avx2() ? CpuIsa::kAvx2 : CpuIsa::kBaseline;
+  const CpuIsa best = best_cpu_isa();
   if (want == nullptr || *want == '\0' || std::strcmp(want, "best") == 0) return best;
-  if (std::strcmp(want, "baseline") == 0) return CpuIsa::kBaseline;
-  if (std::strcmp(want, "avx2") == 0) {
-    STD_TORCH_CHECK(best == CpuIsa::kAvx2,
-                    "PREBUILD_CPU_ISA=avx2, but this CPU (or this build) has no AVX2 copy of "
-                    "the kernels; unset it or set PREBUILD_CPU_ISA=baseline");
-    return CpuIsa::kAvx2;
+  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (std::strcmp(want, isa_name(isa)) != 0) continue;
+    STD_TORCH_CHECK(static_cast<int>(isa) <= static_cast<int>(best), "PREBUILD_CPU_ISA=", want,
+                    ", but this CPU (or this build) runs at most the ", isa_name(best),
+                    " copy of the kernels; unset PREBUILD_CPU_ISA or ask for less");
+    return isa;
   }
-  STD_TORCH_CHECK(false, "PREBUILD_CPU_ISA must be 'baseline', 'avx2' or 'best', got '", want,
-                  "'");
+  STD_TORCH_CHECK(false, "PREBUILD_CPU_ISA must be 'baseline', 'avx2', 'avx512' or 'best', got '",
+                  want, "'");
   return best;
 }
 
 template <typename Fn>
-Fn pick_isa(Fn baseline, Fn avx2) {
-  return cpu_isa() == CpuIsa::kAvx2 ? avx2 : baseline;
+Fn pick_isa(Fn baseline, Fn avx2, Fn avx512) {
+  switch (cpu_isa()) {
+    case CpuIsa::kAvx512: return avx512;
+    case CpuIsa::kAvx2: return avx2;
+    default: return baseline;
+  }
 }
 
 }  // namespace prebuild

@@ -60,8 +60,11 @@ def common_defines(torch_target: Version, package: str) -> list[str]:
 
 
 def cxx_flags(include_dirs: tuple[Path, ...], torch_target: Version, package: str) -> list[str]:
+    # -ffp-contract=off: no fused multiply-add where the source has a * b + c, so the
+    # instruction-set copies of a CPU kernel (prebuild/cpu_isa.h; AVX-512 implies FMA) round
+    # alike and give the same bits as the baseline one.
     return [
-        "-std=c++17", "-O3", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wno-unknown-pragmas",
+        "-std=c++17", "-O3", "-ffp-contract=off", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wno-unknown-pragmas",
         *common_defines(torch_target, package), *(f"-I{d}" for d in include_dirs),
     ]  # fmt: skip
 
