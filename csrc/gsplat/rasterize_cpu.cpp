@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "rasterize.h"
 #include "rasterize_math.h"
@@ -37,14 +38,35 @@ void check_index_values(const RasterShape& s, const Tensor& isect_offsets,
   }
 }
 
-// Calls fn(image, x0, y0, x1, y1, start, stop) for every tile, in parallel: the tile's
-// pixels [x0, x1) x [y0, y1) and its run [start, stop) of flatten_ids (empty when masked).
+// A tile's Gaussians gathered once into contiguous memory (what the CUDA kernels stage in
+// shared memory), each with its skip_sigma: every pixel of the tile then walks them without
+// the gather, and skips the exp of the Gaussians too far from it to count.
+struct TileSplats {
+  std::vector<Splat> splat;
+  std::vector<float> skip;
+
+  void gather(const float* means2d, const float* conics, const float* opacities,
+              const int32_t* flatten_ids, int64_t start, int64_t stop) {
+    splat.resize(stop - start);
+    skip.resize(stop - start);
+    for (int64_t i = 0; i < stop - start; ++i) {
+      splat[i] = load_splat(means2d, conics, opacities, flatten_ids[start + i]);
+      skip[i] = skip_sigma(splat[i].opacity);
+    }
+  }
+};
+
+// Calls fn(image, x0, y0, x1, y1, start, stop, splats) for every tile, in parallel: the
+// tile's pixels [x0, x1) x [y0, y1), its run [start, stop) of flatten_ids (empty when
+// masked) and that run's Gaussians gathered (splats.splat[i] is entry start + i).
 template <typename Fn>
 void for_each_tile(const RasterShape& s, const int32_t* offsets, const bool* masks,
-                   const Fn& fn) {
+                   const float* means2d, const float* conics, const float* opacities,
+                   const int32_t* flatten_ids, const Fn& fn) {
   const int64_t per_image = int64_t{s.tiles_y} * s.tiles_x;
   const int64_t n_tiles = s.n_images * per_image;
   torch::stable::parallel_for(0, n_tiles, 1, [&](int64_t begin, int64_t end) {
+    TileSplats splats;
     for (int64_t t = begin; t < end; ++t) {
       const int image = static_cast<int>(t / per_image);
       const int ty = static_cast<int>((t % per_image) / s.tiles_x);
@@ -54,7 +76,8 @@ void for_each_tile(const RasterShape& s, const int32_t* offsets, const bool* mas
       const int y1 = std::min(y0 + s.tile_size, s.height);
       int64_t start, stop;
       tile_range(offsets, masks, t, n_tiles, s.n_isects, &start, &stop);
-      fn(image, x0, y0, x1, y1, start, stop);
+      splats.gather(means2d, conics, opacities, flatten_ids, start, stop);
+      fn(image, x0, y0, x1, y1, start, stop, splats);
     }
   });
 }
@@ -75,8 +98,9 @@ std::tuple<Tensor, Tensor, Tensor> forward_cpu(Tensor means2d, Tensor conics, Te
   ForwardOutputs out = allocate_forward(s, means2d, conics, colors, opacities, backgrounds,
                                         isect_offsets, flatten_ids, masks);
   const ForwardArgs a = out.args;
-  for_each_tile(s, a.isect_offsets, a.masks, [&](int image, int x0, int y0, int x1, int y1,
-                                                 int64_t start, int64_t stop) {
+  for_each_tile(s, a.isect_offsets, a.masks, a.means2d, a.conics, a.opacities, a.flatten_ids,
+                [&](int image, int x0, int y0, int x1, int y1, int64_t start, int64_t stop,
+                    const TileSplats& splats) {
     const float* bg = a.backgrounds ? a.backgrounds + image * s.D : nullptr;
     for (int y = y0; y < y1; ++y) {
       for (int x = x0; x < x1; ++x) {
@@ -88,8 +112,8 @@ std::tuple<Tensor, Tensor, Tensor> forward_cpu(Tensor means2d, Tensor conics, Te
         for (int64_t idx = start; idx < stop; ++idx) {
           const int64_t g = a.flatten_ids[idx];
           SplatHit h;
-          if (!evaluate_splat(load_splat(a.means2d, a.conics, a.opacities, g), pixel_centre(x),
-                              pixel_centre(y), &h)) {
+          if (!evaluate_splat(splats.splat[idx - start], pixel_centre(x), pixel_centre(y), &h,
+                              splats.skip[idx - start])) {
             continue;
           }
           float weight;
@@ -140,8 +164,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cpu(
   float* geo = geo_rows.mutable_data_ptr<float>();
   float* col = color_rows.mutable_data_ptr<float>();
 
-  for_each_tile(s, a.isect_offsets, a.masks, [&](int image, int x0, int y0, int x1, int y1,
-                                                 int64_t start, int64_t stop) {
+  for_each_tile(s, a.isect_offsets, a.masks, a.means2d, a.conics, a.opacities, a.flatten_ids,
+                [&](int image, int x0, int y0, int x1, int y1, int64_t start, int64_t stop,
+                    const TileSplats& splats) {
     const float* bg = a.backgrounds ? a.backgrounds + image * s.D : nullptr;
     for (int y = y0; y < y1; ++y) {
       for (int x = x0; x < x1; ++x) {
@@ -155,9 +180,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cpu(
         // Clamped: a malformed last_ids cannot leave the tile's run.
         for (int64_t idx = std::min<int64_t>(a.last_ids[pixel], stop - 1); idx >= start; --idx) {
           const int64_t g = a.flatten_ids[idx];
-          const Splat sp = load_splat(a.means2d, a.conics, a.opacities, g);
+          const Splat& sp = splats.splat[idx - start];
           SplatHit h;
-          if (!evaluate_splat(sp, pixel_centre(x), pixel_centre(y), &h)) continue;
+          if (!evaluate_splat(sp, pixel_centre(x), pixel_centre(y), &h, splats.skip[idx - start]))
+            continue;
           const float ra = uncomposite_step(h.alpha, &T);
           const float weight = h.alpha * T;
           const float* color = a.colors + g * s.D;

@@ -60,9 +60,14 @@ PREBUILD_HD float pixel_centre(int i) { return static_cast<float>(i) + 0.5f; }
 // (sigma < 0 or alpha < 1/255). The tests are written so that NaN fails them: a Gaussian
 // with a NaN mean, conic or opacity is skipped, never composited at fminf's 0.999 (fminf
 // drops a NaN argument), so it cannot paint its tile opaque.
-PREBUILD_HD bool evaluate_splat(const Splat& s, float px, float py, SplatHit* h) {
+//
+// `sigma_skip` (from skip_sigma, or +inf) lets a caller skip the exp of a Gaussian too far
+// from the pixel to reach 1/255, with the same decision the full test would take.
+PREBUILD_HD bool evaluate_splat(const Splat& s, float px, float py, SplatHit* h,
+                                float sigma_skip = INFINITY) {
   const float dx = s.x - px, dy = s.y - py;
   const float sigma = 0.5f * (s.a * dx * dx + s.c * dy * dy) + s.b * dx * dy;
+  if (sigma > sigma_skip) return false;  // false for a NaN sigma: the full test rejects it
   const float vis = expf(-sigma);
   const float raw_alpha = s.opacity * vis;
   h->dx = dx;
@@ -71,6 +76,16 @@ PREBUILD_HD bool evaluate_splat(const Splat& s, float px, float py, SplatHit* h)
   h->alpha = fminf(kMaxAlpha, raw_alpha);
   // alpha >= 1/255 exactly when raw_alpha >= 1/255 (the clamp is far above the threshold).
   return sigma >= 0.f && raw_alpha >= kAlphaThreshold;
+}
+
+// A sigma above which Gaussian `opacity` is certainly skipped: ln(255 opacity) plus a margin
+// of 0.01, far above the rounding of expf, of the product and of this bound (~1e-5), so
+// opacity * expf(-sigma) < 1/255 there for sure. +inf (no shortcut) when opacity is not
+// positive or is NaN. Most of a tile's Gaussians are far from most of its pixels: on the
+// CPU, where a pixel's loop is scalar, their exps (and glibc's slow underflow path) were
+// most of the time.
+PREBUILD_HD float skip_sigma(float opacity) {
+  return opacity > 0.f ? logf(255.f * opacity) + 0.01f : INFINITY;
 }
 
 // Front-to-back step. Returns false when the pixel is done (the Gaussian is not

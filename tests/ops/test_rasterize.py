@@ -10,6 +10,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from compiled import assert_compiled_matches_eager
 from gsplat_oracle import torch_impl
 from raster_reference import rasterize_reference
@@ -203,6 +205,35 @@ def test_simt_forward_equals_cpu(name):
     want = CPU.rasterize_to_pixels_forward(*op_args(scene))
     for g, w in zip(got, want):
         assert torch.equal(g, w)
+
+
+@pytest.mark.simt
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    log_opacity=st.floats(-30.0, 60.0),
+    margins=st.lists(st.floats(-0.03, 0.03), min_size=1, max_size=64),
+    seed=st.integers(0, 2**16),
+)
+def test_far_gaussians_are_skipped_exactly_where_the_full_test_skips_them(log_opacity, margins, seed):
+    """The CPU skips the exp of a Gaussian once sigma > ln(255 opacity) + 0.01 (skip_sigma);
+    the CUDA kernels never do. Gaussians placed so that sigma at one pixel centre sits
+    around that bound and around the 1/255 threshold itself (margins of +-0.03) must get the
+    very same decisions and bits on both."""
+    g = torch.Generator().manual_seed(seed)
+    n = len(margins)
+    opacity = math.exp(log_opacity)
+    sigma = torch.tensor([math.log(255.0 * opacity) + m for m in margins], dtype=torch.float64)
+    px = torch.randint(0, 16, (n,), generator=g).double() + 0.5
+    py = torch.randint(0, 16, (n,), generator=g).double() + 0.5
+    dx = torch.rand(n, generator=g, dtype=torch.float64) * 3 + 0.5
+    # sigma = 0.5 a dx^2 at the pixel (mean offset along x only, b = 0).
+    a = (2 * sigma.clamp(min=1e-3) / dx**2).float()
+    means2d = torch.stack([px + dx, py], -1).float()[None]
+    conics = torch.stack([a, torch.zeros(n), torch.full((n,), 50.0)], -1)[None]
+    args = [means2d, conics, torch.rand(1, n, 1, generator=g), torch.full((1, n), opacity, dtype=torch.float32),
+            None, 16, 16, 16, torch.zeros(1, 1, 1, dtype=torch.int32), torch.arange(n, dtype=torch.int32), None, False]  # fmt: skip
+    for got, want in zip(CPU.rasterize_to_pixels_forward(*args), simt.rasterize_to_pixels_forward(*args)):
+        assert torch.equal(got, want)
 
 
 # --------------------------------------------------------------------- gradients
