@@ -1,6 +1,5 @@
 // rasterize_to_pixels on the CPU: the per-pixel math of the CUDA kernels (rasterize_math.h),
-// parallel over tiles with PyTorch's thread pool. Each pixel walks its tile's run of
-// flatten_ids directly (no shared-memory batches).
+// parallel over tiles with PyTorch's thread pool, kPixels pixels of a tile row at a time.
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 
@@ -8,6 +7,8 @@
 #include <cmath>
 #include <cstdint>
 #include <vector>
+
+#include <prebuild/cpu_isa.h>
 
 #include "rasterize.h"
 #include "rasterize_math.h"
@@ -56,9 +57,15 @@ struct TileSplats {
   }
 };
 
-// Calls fn(image, x0, y0, x1, y1, start, stop, splats) for every tile, in parallel: the
-// tile's pixels [x0, x1) x [y0, y1), its run [start, stop) of flatten_ids (empty when
-// masked) and that run's Gaussians gathered (splats.splat[i] is entry start + i).
+// One tile: its pixels [x0, x1) x [y0, y1) of image `image`, and its run [start, stop) of
+// flatten_ids (empty when masked).
+struct Tile {
+  int image, x0, y0, x1, y1;
+  int64_t start, stop;
+};
+
+// Calls fn(tile, splats) for every tile, in parallel, with the tile's Gaussians gathered
+// (splats.splat[i] is flatten_ids entry tile.start + i).
 template <typename Fn>
 void for_each_tile(const RasterShape& s, const int32_t* offsets, const bool* masks,
                    const float* means2d, const float* conics, const float* opacities,
@@ -68,19 +75,189 @@ void for_each_tile(const RasterShape& s, const int32_t* offsets, const bool* mas
   torch::stable::parallel_for(0, n_tiles, 1, [&](int64_t begin, int64_t end) {
     TileSplats splats;
     for (int64_t t = begin; t < end; ++t) {
-      const int image = static_cast<int>(t / per_image);
+      Tile tile;
+      tile.image = static_cast<int>(t / per_image);
       const int ty = static_cast<int>((t % per_image) / s.tiles_x);
       const int tx = static_cast<int>(t % s.tiles_x);
-      const int x0 = tx * s.tile_size, y0 = ty * s.tile_size;
-      const int x1 = std::min(x0 + s.tile_size, s.width);
-      const int y1 = std::min(y0 + s.tile_size, s.height);
-      int64_t start, stop;
-      tile_range(offsets, masks, t, n_tiles, s.n_isects, &start, &stop);
-      splats.gather(means2d, conics, opacities, flatten_ids, start, stop);
-      fn(image, x0, y0, x1, y1, start, stop, splats);
+      tile.x0 = tx * s.tile_size;
+      tile.y0 = ty * s.tile_size;
+      tile.x1 = std::min(tile.x0 + s.tile_size, s.width);
+      tile.y1 = std::min(tile.y0 + s.tile_size, s.height);
+      tile_range(offsets, masks, t, n_tiles, s.n_isects, &tile.start, &tile.stop);
+      splats.gather(means2d, conics, opacities, flatten_ids, tile.start, tile.stop);
+      fn(tile, splats);
     }
   });
 }
+
+// A tile row is composited kPixels pixels at a time: for each Gaussian, the exponents at all
+// of them are computed together (vector code), and only the pixels it can reach (sigma not
+// above its skip_sigma) go on, one by one and in order, through the exact per-pixel math.
+// Each pixel still sees its Gaussians in its own order with its own early stop, so the
+// results are the scalar loop's, bit for bit.
+constexpr int kPixels = 16;
+
+struct Chunk {
+  int64_t first_pixel;  // flat index of pixel (image, y, x0)
+  int lanes;            // pixels in the chunk (the rest of the kPixels lanes idle)
+  float px[kPixels], py;
+};
+
+// near[t] = 1 where lane t is active and Gaussian `g` may reach its pixel; returns whether any.
+PREBUILD_ALWAYS_INLINE bool near_lanes(const Splat& g, float skip, const Chunk& c,
+                                       const int (&active)[kPixels], int (&near)[kPixels]) {
+  int any = 0;
+  const float dy = g.y - c.py;
+  for (int t = 0; t < kPixels; ++t) {
+    near[t] = active[t] & static_cast<int>(!(splat_sigma(g, g.x - c.px[t], dy) > skip));
+    any |= near[t];
+  }
+  return any != 0;
+}
+
+// Calls fn(chunk) for each chunk of each row of the tile.
+template <typename Fn>
+PREBUILD_ALWAYS_INLINE void for_each_chunk(const RasterShape& s, const Tile& tile, const Fn& fn) {
+  for (int y = tile.y0; y < tile.y1; ++y) {
+    for (int x0 = tile.x0; x0 < tile.x1; x0 += kPixels) {
+      Chunk c;
+      c.first_pixel = (int64_t{tile.image} * s.height + y) * s.width + x0;
+      c.lanes = std::min(kPixels, tile.x1 - x0);
+      c.py = pixel_centre(y);
+      for (int t = 0; t < kPixels; ++t) c.px[t] = pixel_centre(x0 + t);
+      fn(c);
+    }
+  }
+}
+
+PREBUILD_ALWAYS_INLINE void forward_tile(const ForwardArgs& a, const Tile& tile,
+                                         const TileSplats& splats) {
+  const RasterShape& s = a.s;
+  const float* bg = a.backgrounds ? a.backgrounds + tile.image * s.D : nullptr;
+  const int64_t n = tile.stop - tile.start;
+  for_each_chunk(s, tile, [&](const Chunk& c) {
+    float T[kPixels];
+    int64_t last[kPixels];
+    int active[kPixels];
+    int n_active = c.lanes;
+    for (int t = 0; t < kPixels; ++t) {
+      T[t] = 1.f;
+      last[t] = -1;
+      active[t] = t < c.lanes;
+    }
+    std::fill(a.render_colors + c.first_pixel * s.D,
+              a.render_colors + (c.first_pixel + c.lanes) * s.D, 0.f);
+    for (int64_t i = 0; i < n && n_active > 0; ++i) {
+      const Splat& g = splats.splat[i];
+      int near[kPixels];
+      if (!near_lanes(g, splats.skip[i], c, active, near)) continue;
+      for (int t = 0; t < c.lanes; ++t) {
+        SplatHit h;
+        if (!near[t] || !evaluate_splat(g, c.px[t], c.py, &h, splats.skip[i])) continue;
+        float weight;
+        if (!composite_step(h.alpha, &T[t], &weight)) {  // this pixel is done
+          active[t] = 0;
+          --n_active;
+          continue;
+        }
+        const float* color = a.colors + int64_t{a.flatten_ids[tile.start + i]} * s.D;
+        float* color_out = a.render_colors + (c.first_pixel + t) * s.D;
+        for (int64_t k = 0; k < s.D; ++k) color_out[k] += color[k] * weight;
+        last[t] = tile.start + i;
+      }
+    }
+    for (int t = 0; t < c.lanes; ++t) {
+      const int64_t pixel = c.first_pixel + t;
+      if (bg) {
+        float* color_out = a.render_colors + pixel * s.D;
+        for (int64_t k = 0; k < s.D; ++k) color_out[k] += T[t] * bg[k];
+      }
+      a.render_alphas[pixel] = 1.f - T[t];
+      a.last_ids[pixel] = static_cast<int32_t>(last[t]);
+    }
+  });
+}
+
+// The backward's per-entry gradient rows (see backward_cpu).
+struct EntryRows {
+  float* geo;     // [n_isects, n_geo]: x, y, opacity, a, b, c (then |x|, |y| with absgrad)
+  float* color;   // [n_isects, D]
+  int64_t n_geo;
+  bool absgrad;
+};
+
+PREBUILD_ALWAYS_INLINE void backward_tile(const BackwardArgs& a, const EntryRows& rows,
+                                          const Tile& tile, const TileSplats& splats) {
+  const RasterShape& s = a.s;
+  const float* bg = a.backgrounds ? a.backgrounds + tile.image * s.D : nullptr;
+  for_each_chunk(s, tile, [&](const Chunk& c) {
+    // Per pixel: T_final, its gradients in, behind . v_color so far, the transmittance, and
+    // the last entry it composited (relative to tile.start; clamped into the tile's run, so
+    // a malformed last_ids cannot leave it).
+    float T_final[kPixels], v_alpha_out[kPixels], bg_dot[kPixels], behind_dot[kPixels],
+        T[kPixels];
+    int64_t i_last[kPixels];
+    int64_t i_max = -1;
+    for (int t = 0; t < c.lanes; ++t) {
+      const int64_t pixel = c.first_pixel + t;
+      T_final[t] = 1.f - a.render_alphas[pixel];
+      v_alpha_out[t] = a.v_render_alphas[pixel];
+      bg_dot[t] = bg ? channel_dot(bg, a.v_render_colors + pixel * s.D, s.D) : 0.f;
+      behind_dot[t] = 0.f;
+      T[t] = T_final[t];
+      i_last[t] = std::min<int64_t>(a.last_ids[pixel], tile.stop - 1) - tile.start;
+      i_max = std::max(i_max, i_last[t]);
+    }
+    for (int64_t i = i_max; i >= 0; --i) {
+      const Splat& g = splats.splat[i];
+      int active[kPixels], near[kPixels];
+      for (int t = 0; t < kPixels; ++t) active[t] = t < c.lanes && i <= i_last[t];
+      if (!near_lanes(g, splats.skip[i], c, active, near)) continue;
+      const int64_t entry = tile.start + i;
+      const float* color = a.colors + int64_t{a.flatten_ids[entry]} * s.D;
+      float* row = rows.geo + entry * rows.n_geo;
+      float* crow = rows.color + entry * s.D;
+      for (int t = 0; t < c.lanes; ++t) {
+        SplatHit h;
+        if (!near[t] || !evaluate_splat(g, c.px[t], c.py, &h, splats.skip[i])) continue;
+        const float* v_color = a.v_render_colors + (c.first_pixel + t) * s.D;
+        const float ra = uncomposite_step(h.alpha, &T[t]);
+        const float weight = h.alpha * T[t];
+        const float color_dot = channel_dot(color, v_color, s.D);
+        const float v_alpha = alpha_vjp_colors(color_dot, behind_dot[t], T[t], ra) +
+                              alpha_vjp_pixel(T_final[t], ra, v_alpha_out[t], bg_dot[t]);
+        behind_dot[t] += color_dot * weight;
+        const SplatGrad gr = splat_vjp(g, h, v_alpha);
+        row[0] += gr.x;
+        row[1] += gr.y;
+        row[2] += gr.opacity;
+        row[3] += gr.a;
+        row[4] += gr.b;
+        row[5] += gr.c;
+        if (rows.absgrad) {
+          row[6] += std::fabs(gr.x);
+          row[7] += std::fabs(gr.y);
+        }
+        for (int64_t k = 0; k < s.D; ++k) crow[k] += weight * v_color[k];
+      }
+    }
+  });
+}
+
+// The instruction-set copies of the per-tile loops (prebuild/cpu_isa.h).
+#define PREBUILD_RASTER_COPIES(COPY, isa)                                                    \
+  COPY void forward_tile_##isa(const ForwardArgs& a, const Tile& tile,                      \
+                               const TileSplats& splats) {                                   \
+    forward_tile(a, tile, splats);                                                           \
+  }                                                                                          \
+  COPY void backward_tile_##isa(const BackwardArgs& a, const EntryRows& rows, const Tile& tile, \
+                                const TileSplats& splats) {                                  \
+    backward_tile(a, rows, tile, splats);                                                    \
+  }
+PREBUILD_RASTER_COPIES(PREBUILD_BASELINE_COPY, baseline)
+PREBUILD_RASTER_COPIES(PREBUILD_AVX2_COPY, avx2)
+PREBUILD_RASTER_COPIES(PREBUILD_AVX512_COPY, avx512)
+#undef PREBUILD_RASTER_COPIES
 
 std::tuple<Tensor, Tensor, Tensor> forward_cpu(Tensor means2d, Tensor conics, Tensor colors,
                                                Tensor opacities,
@@ -98,38 +275,9 @@ std::tuple<Tensor, Tensor, Tensor> forward_cpu(Tensor means2d, Tensor conics, Te
   ForwardOutputs out = allocate_forward(s, means2d, conics, colors, opacities, backgrounds,
                                         isect_offsets, flatten_ids, masks);
   const ForwardArgs a = out.args;
+  const auto tile_fn = pick_isa(&forward_tile_baseline, &forward_tile_avx2, &forward_tile_avx512);
   for_each_tile(s, a.isect_offsets, a.masks, a.means2d, a.conics, a.opacities, a.flatten_ids,
-                [&](int image, int x0, int y0, int x1, int y1, int64_t start, int64_t stop,
-                    const TileSplats& splats) {
-    const float* bg = a.backgrounds ? a.backgrounds + image * s.D : nullptr;
-    for (int y = y0; y < y1; ++y) {
-      for (int x = x0; x < x1; ++x) {
-        const int64_t pixel = (int64_t{image} * s.height + y) * s.width + x;
-        float* color_out = a.render_colors + pixel * s.D;
-        std::fill(color_out, color_out + s.D, 0.f);
-        float T = 1.f;
-        int64_t last = -1;
-        for (int64_t idx = start; idx < stop; ++idx) {
-          const int64_t g = a.flatten_ids[idx];
-          SplatHit h;
-          if (!evaluate_splat(splats.splat[idx - start], pixel_centre(x), pixel_centre(y), &h,
-                              splats.skip[idx - start])) {
-            continue;
-          }
-          float weight;
-          if (!composite_step(h.alpha, &T, &weight)) break;
-          const float* color = a.colors + g * s.D;
-          for (int64_t k = 0; k < s.D; ++k) color_out[k] += color[k] * weight;
-          last = idx;
-        }
-        if (bg) {
-          for (int64_t k = 0; k < s.D; ++k) color_out[k] += T * bg[k];
-        }
-        a.render_alphas[pixel] = 1.f - T;
-        a.last_ids[pixel] = static_cast<int32_t>(last);
-      }
-    }
-  });
+                [&](const Tile& tile, const TileSplats& splats) { tile_fn(a, tile, splats); });
   return {out.render_colors, out.render_alphas, out.last_ids};
 }
 
@@ -157,62 +305,19 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cpu(
                                           last_ids, v_render_colors, v_render_alphas, absgrad);
   if (s.n_isects == 0) return out.tuple();
   const BackwardArgs a = out.args;
-  // x, y, opacity, a, b, c, then with absgrad |x|, |y| summed over pixels.
   const int64_t n_geo = absgrad ? 8 : 6;
   Tensor geo_rows = torch::stable::new_zeros(means2d, {s.n_isects, n_geo});
   Tensor color_rows = torch::stable::new_zeros(means2d, {s.n_isects, s.D});
-  float* geo = geo_rows.mutable_data_ptr<float>();
-  float* col = color_rows.mutable_data_ptr<float>();
-
+  const EntryRows rows{geo_rows.mutable_data_ptr<float>(), color_rows.mutable_data_ptr<float>(),
+                       n_geo, absgrad};
+  const auto tile_fn =
+      pick_isa(&backward_tile_baseline, &backward_tile_avx2, &backward_tile_avx512);
   for_each_tile(s, a.isect_offsets, a.masks, a.means2d, a.conics, a.opacities, a.flatten_ids,
-                [&](int image, int x0, int y0, int x1, int y1, int64_t start, int64_t stop,
-                    const TileSplats& splats) {
-    const float* bg = a.backgrounds ? a.backgrounds + image * s.D : nullptr;
-    for (int y = y0; y < y1; ++y) {
-      for (int x = x0; x < x1; ++x) {
-        const int64_t pixel = (int64_t{image} * s.height + y) * s.width + x;
-        const float T_final = 1.f - a.render_alphas[pixel];
-        const float* v_color = a.v_render_colors + pixel * s.D;
-        const float v_alpha_out = a.v_render_alphas[pixel];
-        const float bg_dot = bg ? channel_dot(bg, v_color, s.D) : 0.f;
-        float behind_dot = 0.f;  // behind . v_color (rasterize_math.h)
-        float T = T_final;
-        // Clamped: a malformed last_ids cannot leave the tile's run.
-        for (int64_t idx = std::min<int64_t>(a.last_ids[pixel], stop - 1); idx >= start; --idx) {
-          const int64_t g = a.flatten_ids[idx];
-          const Splat& sp = splats.splat[idx - start];
-          SplatHit h;
-          if (!evaluate_splat(sp, pixel_centre(x), pixel_centre(y), &h, splats.skip[idx - start]))
-            continue;
-          const float ra = uncomposite_step(h.alpha, &T);
-          const float weight = h.alpha * T;
-          const float* color = a.colors + g * s.D;
-          const float color_dot = channel_dot(color, v_color, s.D);
-          const float v_alpha = alpha_vjp_colors(color_dot, behind_dot, T, ra) +
-                                alpha_vjp_pixel(T_final, ra, v_alpha_out, bg_dot);
-          behind_dot += color_dot * weight;
-          const SplatGrad gr = splat_vjp(sp, h, v_alpha);
-          float* row = geo + idx * n_geo;
-          row[0] += gr.x;
-          row[1] += gr.y;
-          row[2] += gr.opacity;
-          row[3] += gr.a;
-          row[4] += gr.b;
-          row[5] += gr.c;
-          if (absgrad) {
-            row[6] += std::fabs(gr.x);
-            row[7] += std::fabs(gr.y);
-          }
-          float* crow = col + idx * s.D;
-          for (int64_t k = 0; k < s.D; ++k) crow[k] += weight * v_color[k];
-        }
-      }
-    }
-  });
+                [&](const Tile& tile, const TileSplats& splats) { tile_fn(a, rows, tile, splats); });
 
   for (int64_t idx = 0; idx < s.n_isects; ++idx) {
     const int64_t g = a.flatten_ids[idx];
-    const float* row = geo + idx * n_geo;
+    const float* row = rows.geo + idx * n_geo;
     a.v_means2d[2 * g] += row[0];
     a.v_means2d[2 * g + 1] += row[1];
     a.v_opacities[g] += row[2];
@@ -223,7 +328,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cpu(
       a.v_means2d_abs[2 * g] += row[6];
       a.v_means2d_abs[2 * g + 1] += row[7];
     }
-    const float* crow = col + idx * s.D;
+    const float* crow = rows.color + idx * s.D;
     float* v_col = a.v_colors + g * s.D;
     for (int64_t k = 0; k < s.D; ++k) v_col[k] += crow[k];
   }

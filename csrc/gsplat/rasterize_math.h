@@ -56,6 +56,11 @@ struct SplatGrad {
 
 PREBUILD_HD float pixel_centre(int i) { return static_cast<float>(i) + 0.5f; }
 
+// The Gaussian's exponent at offset (dx, dy) = mean - pixel centre.
+PREBUILD_HD float splat_sigma(const Splat& s, float dx, float dy) {
+  return 0.5f * (s.a * dx * dx + s.c * dy * dy) + s.b * dx * dy;
+}
+
 // Evaluates `s` at the pixel centre (px, py). Returns false when the Gaussian is skipped
 // (sigma < 0 or alpha < 1/255). The tests are written so that NaN fails them: a Gaussian
 // with a NaN mean, conic or opacity is skipped, never composited at fminf's 0.999 (fminf
@@ -63,10 +68,11 @@ PREBUILD_HD float pixel_centre(int i) { return static_cast<float>(i) + 0.5f; }
 //
 // `sigma_skip` (from skip_sigma, or +inf) lets a caller skip the exp of a Gaussian too far
 // from the pixel to reach 1/255, with the same decision the full test would take.
+
 PREBUILD_HD bool evaluate_splat(const Splat& s, float px, float py, SplatHit* h,
                                 float sigma_skip = INFINITY) {
   const float dx = s.x - px, dy = s.y - py;
-  const float sigma = 0.5f * (s.a * dx * dx + s.c * dy * dy) + s.b * dx * dy;
+  const float sigma = splat_sigma(s, dx, dy);
   if (sigma > sigma_skip) return false;  // false for a NaN sigma: the full test rejects it
   const float vis = expf(-sigma);
   const float raw_alpha = s.opacity * vis;

@@ -126,6 +126,27 @@ def test_one_thread_and_many_give_the_same_bits(isa):
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+@pytest.mark.parametrize("name", ["odd_37x23_rgb_bg", "overlap_stop", "tile4_overlap_batches", "d40_chunks"])
+def test_rasterizer_copies_give_the_same_bits(isa, name, monkeypatch):
+    """The compositing loops: each copy's forward equals the CUDA kernels' bit for bit, and
+    its backward (absgrad included) equals the baseline copy's bit for bit."""
+    from test_rasterize import SCENES, make_scene, op_args
+
+    scene = make_scene(**SCENES[name], seed=5)
+    args = op_args(scene) + [None]
+    forward = kernels().rasterize_to_pixels_forward(*args, False)
+    for got, want in zip(forward, simt.rasterize_to_pixels_forward(*args, False)):
+        assert torch.equal(got, want)
+    g = torch.Generator().manual_seed(2)
+    v_colors, v_alphas = torch.randn(forward[0].shape, generator=g), torch.randn(forward[1].shape, generator=g)
+    grads = kernels().rasterize_to_pixels_backward(*args, forward[1], forward[2], v_colors, v_alphas, True)
+    monkeypatch.setenv("PREBUILD_CPU_ISA", "baseline")
+    want = kernels().rasterize_to_pixels_backward(*args, forward[1], forward[2], v_colors, v_alphas, True)
+    for a, b in zip(grads, want):
+        assert torch.equal(a, b)
+
+
 def disassembly() -> dict[str, list[str]]:
     """The CPU library's functions (demangled name -> instructions), from objdump."""
     library = next(LIBRARY.directory.glob("_C.*so"))
@@ -151,7 +172,7 @@ def test_each_copy_is_compiled_whole_for_its_instruction_set():
     functions = disassembly()
     copies = {name: body for name, body in functions.items() if re.search(r"_(baseline|avx2|avx512)\(", name)}
     kernels_copied = {re.search(r"::(\w+)_(?:baseline|avx2|avx512)\(", n).group(1) for n in copies}
-    assert kernels_copied >= {"forward_rows", "backward_rows"}
+    assert kernels_copied >= {"forward_rows", "backward_rows", "forward_tile", "backward_tile"}
     for name, body in copies.items():
         for instruction in body:
             target = re.match(r"(?:call|jmp)\s+[0-9a-f]+ <(.*)>$", instruction)
