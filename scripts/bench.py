@@ -494,8 +494,9 @@ def time_fn(fn, repeats: int, warmup: int = 1) -> dict:
 
 
 def machine_peaks(quick: bool, repeats: int) -> dict:
-    """Peak float32 FLOP/s (a large matmul: 2 n^3 FLOP) and memory bandwidth (a large copy:
-    read + write = 2 x bytes), each the best of the repeats (a peak, not a typical value)."""
+    """Peak float32 FLOP/s (a large matmul: 2 n^3 FLOP), memory bandwidth (a large copy:
+    read + write = 2 x bytes) and exps per second (torch.exp), each the best of the repeats
+    (a peak, not a typical value)."""
     import torch
 
     n = 256 if quick else 2048
@@ -505,21 +506,40 @@ def machine_peaks(quick: bool, repeats: int) -> dict:
     src = torch.empty(size // 4, dtype=torch.float32).fill_(1.0)
     dst = torch.empty_like(src)
     cp = time_fn(lambda: dst.copy_(src), repeats)
+    # exp at its best here: torch's vectorised exp over a cache-friendly 1 MiB, many times.
+    e_in, e_out = torch.randn(1 << 18), torch.empty(1 << 18)
+    ex = time_fn(lambda: [torch.exp(e_in, out=e_out) for _ in range(16)], repeats)
     return {"flops": 2 * n**3 / mm["min"], "bandwidth": 2 * size / cp["min"], "matmul_n": n,
-            "copy_bytes": size, "matmul": mm, "copy": cp}  # fmt: skip
+            "copy_bytes": size, "matmul": mm, "copy": cp, "exps": 16 * e_in.numel() / ex["min"],
+            "exp": ex}  # fmt: skip
 
 
-# Work models (per pixel per channel for SSIM; per evaluated (pixel, Gaussian) pair for the
-# rasterizer). Forward SSIM: 5 moments x 11 taps x 2 FLOP x 2 separable passes = 220, plus
-# ~40 for the SSIM formula and its 3 stored derivatives; backward: 3 maps x 11 x 2 x 2 = 132
-# plus ~20. Memory: the CPU kernel writes its horizontal pass to a buffer and reads it back,
-# so per pixel: fwd 8 (x, y) + 2 x 20 (5 moment planes) + 4 (map) + 12 (derivatives) and
-# bwd 4 (dL/dmap) + 12 + 2 x 12 (3 planes) + 4 (grad) bytes.
+# Work models. SSIM, per pixel and channel, forward + backward, as the issue that set the
+# goals counted it: the forward's 5 moments x 11 taps x 2 FLOP x 2 separable passes (220) and
+# ~40 for the SSIM formula and its derivatives, the backward's 3 maps x 11 x 2 x 2 (132) and
+# ~20: 412 (the CPU backward's recomputation of the forward on large images is not counted:
+# work it chooses to do). Bytes, what the op must read and write: the forward's x, y (8) and
+# map (4), the mean reading the map (4), the backward's dL/dmap (written by autograd, then
+# read: 8), x, y (8) and both gradients (8): 40; plus, where the forward stores dS (at most
+# 32 MiB, see prebuild.ops.ssim), its 5 planes written and read back (40): 80.
 SSIM_FLOP_PER_PIXEL = 412
-SSIM_BYTES_PER_PIXEL = 108
-# Compositing one Gaussian at one pixel: offset, quadratic form, exp, alpha, transmittance and
-# 3 colour channels ~ 25 FLOP forward and ~50 backward (exp counted as 10).
-RASTER_FLOP_PER_PAIR = 75
+SSIM_BYTES_PER_PIXEL = 40
+SSIM_STORED_DS_BYTES_PER_PIXEL = 40
+# Rasterization, per (pixel, Gaussian) pair. Every pair a pixel evaluates (each pass): its
+# exponent, ~10 FLOP. Every pair that may reach the pixel (sigma at most skip_sigma): one exp
+# per pass, at the machine's measured exp rate. Every pair composited: alpha, transmittance
+# and 3 colour channels ~12 FLOP forward, the backward's ~45 (alpha's VJP, the conic's and
+# the mean's, 3 colour gradients).
+RASTER_FLOP_PER_EVALUATED_PAIR = 10
+RASTER_FLOP_PER_COMPOSITED_PAIR = 57
+
+
+def ssim_bytes_per_pixel(numel: int) -> int:
+    """Bytes per pixel and channel the forward + backward move for images of `numel` floats."""
+    from prebuild.ops.ssim import _CPU_STORED_DS_MAX_BYTES
+
+    stored = 5 * 4 * numel <= _CPU_STORED_DS_MAX_BYTES
+    return SSIM_BYTES_PER_PIXEL + (SSIM_STORED_DS_BYTES_PER_PIXEL if stored else 0)
 
 
 def plain_conv2d_ssim(x, y):
@@ -562,11 +582,13 @@ def ssim_rows(cfg, peaks: dict) -> list[dict]:
             pixels = b * 3 * h * w
             t = times["prebuild.fused_ssim"]["median"]
             flop_t = pixels * SSIM_FLOP_PER_PIXEL / peaks["flops"]
-            byte_t = pixels * SSIM_BYTES_PER_PIXEL / peaks["bandwidth"]
+            byte_t = pixels * ssim_bytes_per_pixel(pixels) / peaks["bandwidth"]
             rows.append({"size": f"{h}x{w}", "batch": b, "times": times,
                          "ratio_msssim": times["pytorch_msssim.ssim"]["median"] / t,
                          "ratio_conv2d": times["plain conv2d"]["median"] / t,
+                         "bytes_per_pixel": ssim_bytes_per_pixel(pixels),
                          "bound": "memory" if byte_t > flop_t else "compute",
+                         "flop_share": flop_t / t, "bandwidth_share": byte_t / t,
                          "peak_share": max(flop_t, byte_t) / t})  # fmt: skip
     return rows
 
@@ -607,6 +629,59 @@ def plain_rasterization(s, size, tile=16):
     return colors
 
 
+def raster_work(s: dict, meta: dict, size: int) -> dict:
+    """The (pixel, Gaussian) pairs the CPU compositing passes work through for this scene,
+    counted with the kernels' rules in plain PyTorch: pairs evaluated (the forward up to each
+    pixel's early stop, the backward from its last composited entry down), those of them
+    that may reach the pixel (sigma at most skip_sigma: an exp each), and pairs composited."""
+    import torch
+
+    means, conics, opac = meta["means2d"].detach(), meta["conics"].detach(), meta["opacities"].detach()
+    ids, tile = meta["flatten_ids"].long(), meta["tile_size"]
+    offsets = meta["isect_offsets"].flatten().tolist() + [ids.numel()]
+    tiles_x = meta["tile_width"]
+    counts = {"evaluated": 0, "reaching": 0, "composited": 0}
+    ys, xs = torch.meshgrid(torch.arange(tile), torch.arange(tile), indexing="ij")
+    for t, (a, b) in enumerate(zip(offsets[:-1], offsets[1:])):
+        if b <= a:
+            continue
+        px = (xs + (t % tiles_x) * tile).flatten().float() + 0.5
+        py = (ys + (t // tiles_x) * tile).flatten().float() + 0.5
+        inside = (px < size) & (py < size)
+        g = ids[a:b]
+        dx, dy = means[g, 0:1] - px, means[g, 1:2] - py  # [entries, pixels]
+        ca, cb, cc = conics[g, 0:1], conics[g, 1:2], conics[g, 2:3]
+        sigma = 0.5 * (ca * dx * dx + cc * dy * dy) + cb * dx * dy
+        o = opac[g][:, None]
+        skip = torch.where(o > 0, torch.log(255 * o) + 0.01, torch.full_like(o, float("inf")))
+        raw = o * torch.exp(-sigma)
+        passing = (sigma >= 0) & (raw >= 1 / 255)
+        one_minus = torch.where(passing, 1 - raw.clamp(max=0.999), torch.ones_like(raw)).double()
+        T_after = torch.cumprod(one_minus, 0)
+        stop = passing & (T_after <= 1e-4)  # the first such entry ends the pixel's loop
+        any_stop = stop.any(0)
+        first_stop = torch.where(any_stop, stop.double().argmax(0), torch.full_like(any_stop, b - a, dtype=torch.long))
+        order = torch.arange(b - a)[:, None]
+        evaluated_fwd = order <= first_stop  # the stopping entry is evaluated, not composited
+        composited = passing & (order < first_stop)
+        last = torch.where(composited, order, torch.full_like(order, -1)).amax(0)
+        evaluated_bwd = order <= last
+        reaching = ~(sigma > skip)
+        for name, mask in (("evaluated", evaluated_fwd.int() + evaluated_bwd.int()),
+                           ("reaching", (reaching & evaluated_fwd).int() + (reaching & evaluated_bwd).int()),
+                           ("composited", composited.int())):  # fmt: skip
+            counts[name] += int((mask * inside).sum())
+    return counts
+
+
+def raster_bound(work: dict, peaks: dict) -> dict:
+    """The time the compositing work would take at this machine's peaks (FLOPs at the matmul
+    rate, exps at torch's vectorised rate), and which part of it is what."""
+    flop = work["evaluated"] * RASTER_FLOP_PER_EVALUATED_PAIR + work["composited"] * RASTER_FLOP_PER_COMPOSITED_PAIR
+    flop_t, exp_t = flop / peaks["flops"], work["reaching"] / peaks["exps"]
+    return {"seconds": flop_t + exp_t, "flop_seconds": flop_t, "exp_seconds": exp_t}
+
+
 def raster_rows(cfg, peaks: dict) -> list[dict]:
 
     import prebuild
@@ -633,13 +708,13 @@ def raster_rows(cfg, peaks: dict) -> list[dict]:
         t_ours = time_fn(ours, cfg.repeats)
         t_plain = time_fn(plain, cfg.raster_plain_repeats, warmup=0)
         meta = ours()
-        offsets = meta["isect_offsets"].flatten().tolist() + [meta["flatten_ids"].numel()]
-        per_tile = [offsets[i + 1] - offsets[i] for i in range(len(offsets) - 1)]
-        pairs = sum(per_tile) * meta["tile_size"] ** 2  # upper bound: early stops evaluate fewer
+        work = raster_work(s, meta, size)
+        bound = raster_bound(work, peaks)
         rows.append({"gaussians": n, "image": f"{size}x{size}", "intersections": meta["flatten_ids"].numel(),
                      "times": {"prebuild.rasterization": t_ours, "plain PyTorch": t_plain},
-                     "ratio": t_plain["median"] / t_ours["median"], "bound": "compute",
-                     "peak_share": pairs * RASTER_FLOP_PER_PAIR / peaks["flops"] / t_ours["median"]})  # fmt: skip
+                     "ratio": t_plain["median"] / t_ours["median"], "work": work, "bound": bound,
+                     "exp_part": bound["exp_seconds"] / bound["seconds"],
+                     "peak_share": bound["seconds"] / t_ours["median"]})  # fmt: skip
     return rows
 
 
@@ -852,33 +927,45 @@ def report(results: dict, command: str) -> str:
         out += ["", "## 4. CPU kernels", "",
                 f"Measured peaks ({cpu['threads']} torch threads, best of the runs): "
                 f"{pk['flops'] / 1e9:.1f} GFLOP/s float32 (`torch.mm`, n = {pk['matmul_n']}), "
-                f"{pk['bandwidth'] / 1e9:.1f} GB/s (copy of {fmt_bytes(pk['copy_bytes'])}, read + write).", "",
+                f"{pk['bandwidth'] / 1e9:.1f} GB/s (copy of {fmt_bytes(pk['copy_bytes'])}, read + write), "
+                f"{pk['exps'] / 1e9:.2f} G exp/s (`torch.exp`, vectorised, over 1 MiB).", "",
                 "SSIM, forward + backward (gradient of img1), C = 3. pytorch-msssim uses 'valid' windows and "
                 "separable 1-D convs; 'plain conv2d' is five depthwise 11x11 `conv2d` blurs with zero "
-                f"padding ('same', like ours). Peak share: the op's time at the bounding peak over its "
-                f"measured time, with a model of {SSIM_FLOP_PER_PIXEL} FLOP and {SSIM_BYTES_PER_PIXEL} bytes "
-                "per pixel and channel (two separable passes of 5 moments forward, 3 maps backward, the "
-                "horizontal pass through memory): at about 4 FLOP/byte the op is memory-bound on this "
-                "machine, so the share is of the copy bandwidth.", ""]  # fmt: skip
+                "padding ('same', like ours). The kernels fuse both separable passes (nothing goes through "
+                f"memory between them), so the model is {SSIM_FLOP_PER_PIXEL} FLOP per pixel and channel and "
+                "the bytes the op must move: 40 per pixel and channel, 80 where the forward stores the "
+                "derivatives for the backward (up to 32 MiB of them; larger ones are recomputed inside the "
+                "backward, work not counted). Shares: the model's time at the copy bandwidth, and at the "
+                "matmul peak, over the measured time; the larger of the two is the bound.", ""]  # fmt: skip
         out.append(table(["size", "B", "prebuild", "pytorch-msssim", "plain conv2d", "vs msssim", "vs conv2d",
-                          "bound", "peak share"],
+                          "bytes/px", "share of copy bandwidth", "share of FLOP peak", "bound"],
                          [[r["size"], r["batch"], fmt_stat(r["times"]["prebuild.fused_ssim"]),
                            fmt_stat(r["times"]["pytorch_msssim.ssim"]), fmt_stat(r["times"]["plain conv2d"]),
-                           f"{r['ratio_msssim']:.1f}x", f"{r['ratio_conv2d']:.1f}x", r["bound"],
-                           f"{r['peak_share']:.0%}"] for r in cpu["ssim"]]))  # fmt: skip
+                           f"{r['ratio_msssim']:.1f}x", f"{r['ratio_conv2d']:.1f}x", r["bytes_per_pixel"],
+                           f"{r['bandwidth_share']:.0%}", f"{r['flop_share']:.0%}", r["bound"]]
+                          for r in cpu["ssim"]]))  # fmt: skip
         out += ["", "Rasterization (`prebuild.rasterization`: projection, tile intersection, compositing), forward "
                 "+ backward to means, quats, scales, opacities and colors, one camera, 16-px tiles. The plain "
                 "chain is gsplat 1.5.3's plain-PyTorch projection and intersection (`_torch_impl`) and the "
-                "tests' per-tile compositing reference (`tests/ops/raster_reference.py`). Peak share: "
-                f"{RASTER_FLOP_PER_PAIR} FLOP per (pixel, Gaussian) pair over every pair a tile's list "
-                "holds (an upper bound: early stops skip some) at the matmul peak. Compositing is "
-                "compute-bound: a tile's Gaussians are read once and used by its 256 pixels, and the "
-                "exp and the serial transmittance chain do not vectorise like a matmul.", ""]  # fmt: skip
+                "tests' per-tile compositing reference (`tests/ops/raster_reference.py`). Its bound: "
+                "compositing is compute-bound (a tile's Gaussians are gathered once, 24 bytes each, and "
+                "used by all its pixels; pixels are independent, so the transmittance chain serialises "
+                "only within a pixel). The work, counted per scene with the kernels' rules: (pixel, "
+                f"Gaussian) pairs evaluated in both passes ({RASTER_FLOP_PER_EVALUATED_PAIR} FLOP each: the "
+                "exponent), pairs that may reach the pixel (an exp each, at the measured exp rate) and "
+                f"pairs composited ({RASTER_FLOP_PER_COMPOSITED_PAIR} FLOP forward + backward). Bound: that "
+                "work at the peaks; share: the bound over the whole step's measured time (projection, "
+                "intersection and sorting included); 'exp' is the exps' part of the bound. The kernels "
+                "evaluate the exponents 16 pixels at a time but take each pair that may reach a pixel "
+                "through the scalar per-pixel code (glibc's expf, so the results stay the CUDA kernels' "
+                "bit for bit): that scalar part is what keeps them from the bound.", ""]  # fmt: skip
         out.append(table(["Gaussians", "image", "intersections", "prebuild", "plain PyTorch", "speed-up",
-                          "bound", "peak share"],
+                          "pairs evaluated", "reaching (exps)", "composited", "bound", "exp", "share"],
                          [[f"{r['gaussians']:,}", r["image"], f"{r['intersections']:,}",
                            fmt_stat(r["times"]["prebuild.rasterization"]), fmt_stat(r["times"]["plain PyTorch"]),
-                           f"{r['ratio']:.1f}x", r["bound"], f"{r['peak_share']:.1%}"]
+                           f"{r['ratio']:.1f}x", f"{r['work']['evaluated']:,}", f"{r['work']['reaching']:,}",
+                           f"{r['work']['composited']:,}", fmt_time(r["bound"]["seconds"]), f"{r['exp_part']:.0%}",
+                           f"{r['peak_share']:.1%}"]
                           for r in cpu["raster"]]))  # fmt: skip
         out[-1] += load_note(cpu)
     g = results.get("gpu")

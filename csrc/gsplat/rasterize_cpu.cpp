@@ -95,7 +95,7 @@ void for_each_tile(const RasterShape& s, const int32_t* offsets, const bool* mas
 // above its skip_sigma) go on, one by one and in order, through the exact per-pixel math.
 // Each pixel still sees its Gaussians in its own order with its own early stop, so the
 // results are the scalar loop's, bit for bit.
-constexpr int kPixels = 16;
+constexpr int kPixels = 16;  // < 32: lane masks are uint32_t
 
 struct Chunk {
   int64_t first_pixel;  // flat index of pixel (image, y, x0)
@@ -103,16 +103,20 @@ struct Chunk {
   float px[kPixels], py;
 };
 
-// near[t] = 1 where lane t is active and Gaussian `g` may reach its pixel; returns whether any.
-PREBUILD_ALWAYS_INLINE bool near_lanes(const Splat& g, float skip, const Chunk& c,
-                                       const int (&active)[kPixels], int (&near)[kPixels]) {
-  int any = 0;
+// The lanes (bit t: lane t) that are active and that Gaussian `g` may reach.
+PREBUILD_ALWAYS_INLINE uint32_t near_lanes(const Splat& g, float skip, const Chunk& c,
+                                           uint32_t active) {
   const float dy = g.y - c.py;
-  for (int t = 0; t < kPixels; ++t) {
-    near[t] = active[t] & static_cast<int>(!(splat_sigma(g, g.x - c.px[t], dy) > skip));
-    any |= near[t];
-  }
-  return any != 0;
+  uint32_t near = 0;
+  for (int t = 0; t < kPixels; ++t)
+    near |= static_cast<uint32_t>(!(splat_sigma(g, g.x - c.px[t], dy) > skip)) << t;
+  return near & active;
+}
+
+// Calls fn(t) for each set bit t of `lanes`, in increasing order.
+template <typename Fn>
+PREBUILD_ALWAYS_INLINE void for_each_lane(uint32_t lanes, const Fn& fn) {
+  for (; lanes != 0; lanes &= lanes - 1) fn(__builtin_ctz(lanes));
 }
 
 // Calls fn(chunk) for each chunk of each row of the tile.
@@ -138,33 +142,29 @@ PREBUILD_ALWAYS_INLINE void forward_tile(const ForwardArgs& a, const Tile& tile,
   for_each_chunk(s, tile, [&](const Chunk& c) {
     float T[kPixels];
     int64_t last[kPixels];
-    int active[kPixels];
-    int n_active = c.lanes;
+    uint32_t active = (1u << c.lanes) - 1;  // kPixels < 32
     for (int t = 0; t < kPixels; ++t) {
       T[t] = 1.f;
       last[t] = -1;
-      active[t] = t < c.lanes;
     }
     std::fill(a.render_colors + c.first_pixel * s.D,
               a.render_colors + (c.first_pixel + c.lanes) * s.D, 0.f);
-    for (int64_t i = 0; i < n && n_active > 0; ++i) {
+    for (int64_t i = 0; i < n && active != 0; ++i) {
       const Splat& g = splats.splat[i];
-      int near[kPixels];
-      if (!near_lanes(g, splats.skip[i], c, active, near)) continue;
-      for (int t = 0; t < c.lanes; ++t) {
+      const uint32_t near = near_lanes(g, splats.skip[i], c, active);
+      for_each_lane(near, [&](int t) {
         SplatHit h;
-        if (!near[t] || !evaluate_splat(g, c.px[t], c.py, &h, splats.skip[i])) continue;
+        if (!evaluate_splat(g, c.px[t], c.py, &h, splats.skip[i])) return;
         float weight;
         if (!composite_step(h.alpha, &T[t], &weight)) {  // this pixel is done
-          active[t] = 0;
-          --n_active;
-          continue;
+          active &= ~(1u << t);
+          return;
         }
         const float* color = a.colors + int64_t{a.flatten_ids[tile.start + i]} * s.D;
         float* color_out = a.render_colors + (c.first_pixel + t) * s.D;
         for (int64_t k = 0; k < s.D; ++k) color_out[k] += color[k] * weight;
         last[t] = tile.start + i;
-      }
+      });
     }
     for (int t = 0; t < c.lanes; ++t) {
       const int64_t pixel = c.first_pixel + t;
@@ -210,16 +210,17 @@ PREBUILD_ALWAYS_INLINE void backward_tile(const BackwardArgs& a, const EntryRows
     }
     for (int64_t i = i_max; i >= 0; --i) {
       const Splat& g = splats.splat[i];
-      int active[kPixels], near[kPixels];
-      for (int t = 0; t < kPixels; ++t) active[t] = t < c.lanes && i <= i_last[t];
-      if (!near_lanes(g, splats.skip[i], c, active, near)) continue;
+      uint32_t active = 0;  // the pixels whose composited run reaches entry i
+      for (int t = 0; t < c.lanes; ++t) active |= static_cast<uint32_t>(i <= i_last[t]) << t;
+      const uint32_t near = near_lanes(g, splats.skip[i], c, active);
+      if (near == 0) continue;
       const int64_t entry = tile.start + i;
       const float* color = a.colors + int64_t{a.flatten_ids[entry]} * s.D;
       float* row = rows.geo + entry * rows.n_geo;
       float* crow = rows.color + entry * s.D;
-      for (int t = 0; t < c.lanes; ++t) {
+      for_each_lane(near, [&](int t) {
         SplatHit h;
-        if (!near[t] || !evaluate_splat(g, c.px[t], c.py, &h, splats.skip[i])) continue;
+        if (!evaluate_splat(g, c.px[t], c.py, &h, splats.skip[i])) return;
         const float* v_color = a.v_render_colors + (c.first_pixel + t) * s.D;
         const float ra = uncomposite_step(h.alpha, &T[t]);
         const float weight = h.alpha * T[t];
@@ -239,7 +240,7 @@ PREBUILD_ALWAYS_INLINE void backward_tile(const BackwardArgs& a, const EntryRows
           row[7] += std::fabs(gr.y);
         }
         for (int64_t k = 0; k < s.D; ++k) crow[k] += weight * v_color[k];
-      }
+      });
     }
   });
 }
