@@ -524,6 +524,9 @@ def machine_peaks(quick: bool, repeats: int) -> dict:
 # 32 MiB, see prebuild.ops.ssim), its 5 planes written and read back (40): 80.
 SSIM_FLOP_PER_PIXEL = 412
 SSIM_BYTES_PER_PIXEL = 40
+# What the two-pass kernel (horizontal pass through memory) moved: the yardstick the CPU goals
+# were set with. Reported as an effective bandwidth: the same work over the measured time.
+SSIM_TWO_PASS_BYTES_PER_PIXEL = 108
 SSIM_STORED_DS_BYTES_PER_PIXEL = 40
 # Rasterization, per (pixel, Gaussian) pair. Every pair a pixel evaluates (each pass): its
 # exponent, ~10 FLOP. Every pair that may reach the pixel (sigma at most skip_sigma): one exp
@@ -589,6 +592,7 @@ def ssim_rows(cfg, peaks: dict) -> list[dict]:
                          "bytes_per_pixel": ssim_bytes_per_pixel(pixels),
                          "bound": "memory" if byte_t > flop_t else "compute",
                          "flop_share": flop_t / t, "bandwidth_share": byte_t / t,
+                         "two_pass_share": pixels * SSIM_TWO_PASS_BYTES_PER_PIXEL / peaks["bandwidth"] / t,
                          "peak_share": max(flop_t, byte_t) / t})  # fmt: skip
     return rows
 
@@ -832,8 +836,9 @@ def section_gpu(cfg: argparse.Namespace, work: Path, built: dict | None) -> dict
 def load_note(section: dict) -> str:
     if "load_after" not in section:
         return ""
-    return (f"\n\n_This section took {section.get('section_seconds', 0):.0f} s; the 1-minute load average "
-            f"after it was {section['load_after']:.1f} on {os.cpu_count()} cores._")
+    measured = f" (measured {section['measured']})" if section.get("measured") else ""
+    return (f"\n\n_This section took {section.get('section_seconds', 0):.0f} s{measured}; the 1-minute load "
+            f"average after it was {section['load_after']:.1f} on {os.cpu_count()} cores._")
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -936,13 +941,19 @@ def report(results: dict, command: str) -> str:
                 "the bytes the op must move: 40 per pixel and channel, 80 where the forward stores the "
                 "derivatives for the backward (up to 32 MiB of them; larger ones are recomputed inside the "
                 "backward, work not counted). Shares: the model's time at the copy bandwidth, and at the "
-                "matmul peak, over the measured time; the larger of the two is the bound.", ""]  # fmt: skip
+                "matmul peak, over the measured time; the larger of the two is the bound. 'Effective "
+                f"bandwidth': the {SSIM_TWO_PASS_BYTES_PER_PIXEL} bytes per pixel and channel the earlier "
+                "two-pass kernel moved (its horizontal pass through memory), over the measured time, as "
+                "a share of the copy bandwidth: the yardstick the CPU goals were set with, not traffic "
+                "these kernels make.", ""]  # fmt: skip
         out.append(table(["size", "B", "prebuild", "pytorch-msssim", "plain conv2d", "vs msssim", "vs conv2d",
-                          "bytes/px", "share of copy bandwidth", "share of FLOP peak", "bound"],
+                          "bytes/px", "share of copy bandwidth", "share of FLOP peak", "bound",
+                          "effective bandwidth (108 B/px)"],
                          [[r["size"], r["batch"], fmt_stat(r["times"]["prebuild.fused_ssim"]),
                            fmt_stat(r["times"]["pytorch_msssim.ssim"]), fmt_stat(r["times"]["plain conv2d"]),
                            f"{r['ratio_msssim']:.1f}x", f"{r['ratio_conv2d']:.1f}x", r["bytes_per_pixel"],
-                           f"{r['bandwidth_share']:.0%}", f"{r['flop_share']:.0%}", r["bound"]]
+                           f"{r['bandwidth_share']:.0%}", f"{r['flop_share']:.0%}", r["bound"],
+                           f"{r['two_pass_share']:.0%}"]
                           for r in cpu["ssim"]]))  # fmt: skip
         out += ["", "Rasterization (`prebuild.rasterization`: projection, tile intersection, compositing), forward "
                 "+ backward to means, quats, scales, opacities and colors, one camera, 16-px tiles. The plain "
@@ -1073,6 +1084,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--peer-from", type=Path, default=None,
                         help="take the peer section from another run's benchmarks.json (read when the "
                              "report is written; the report says when and how it was measured)")
+    parser.add_argument("--keep-others", action="store_true",
+                        help="re-measure only --sections: every other section comes from OUT/benchmarks.json "
+                             "as it was (the report says when and how each was measured)")
     parser.add_argument("--report-from", type=Path, default=None,
                         help="measure nothing: rewrite benchmarks.md and .png from a benchmarks.json")
     parser.add_argument("--out", type=Path, default=ROOT / "docs",
@@ -1102,6 +1116,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.peer_timeout = 3600.0
     args.processes = [int(x) for x in (args.processes or ("1,2" if q else "1,8,32")).split(",")]
     return args
+
+
+def keep_other_sections(results: dict, earlier_json: Path) -> None:
+    """Adds to `results` the sections it did not measure from an earlier run's JSON, each
+    marked with when and how it was measured."""
+    if not earlier_json.is_file():
+        raise SystemExit(f"bench: --keep-others needs an earlier {earlier_json}")
+    earlier = json.loads(earlier_json.read_text())
+    for name in SECTIONS:
+        if name in results or name not in earlier:
+            continue
+        measured = earlier[name].get("measured") or f"{earlier['date']} UTC by `{earlier['command']}`"
+        results[name] = {**earlier[name], "measured": measured}
+    results["sections"] = [name for name in SECTIONS if name in results]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1139,6 +1167,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if tmp is not None:
             tmp.cleanup()
+    if cfg.keep_others:
+        keep_other_sections(results, cfg.out / "benchmarks.json")
     if cfg.peer_from is not None and cfg.peer_from.exists():  # read last: it may finish meanwhile
         earlier = json.loads(cfg.peer_from.read_text())
         results["peer"] = {**earlier["peer"], "measured": f"{earlier['date']} UTC by `{earlier['command']}`"}

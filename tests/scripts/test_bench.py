@@ -100,3 +100,19 @@ def test_quick_run_writes_well_formed_outputs(tmp_path):
     subprocess.run([sys.executable, str(SCRIPT), "--report-from", str(out / "benchmarks.json"), "--out", str(again)],
                    check=True, timeout=120)
     assert (again / "benchmarks.md").read_text() == md and (again / "benchmarks.png").exists()
+
+
+def test_keep_others_takes_the_unmeasured_sections_with_when_and_how(tmp_path):
+    earlier = {"date": "2026-11-01 10:00", "command": "scripts/bench.py", "sections": ["build", "cpu", "gpu"],
+               "build": {"rows": {}}, "cpu": {"old": True}, "gpu": {"rows": [], "measured": "long ago by `x`"}}
+    path = tmp_path / "benchmarks.json"
+    path.write_text(json.dumps(earlier))
+    results = {"date": "2026-11-23 22:00", "command": "scripts/bench.py --sections cpu", "cpu": {"new": True}}
+    bench.keep_other_sections(results, path)
+    assert results["cpu"] == {"new": True}  # measured now: never replaced
+    assert results["build"]["measured"] == "2026-11-01 10:00 UTC by `scripts/bench.py`"
+    assert results["gpu"]["measured"] == "long ago by `x`"  # an older note is kept, not restamped
+    assert results["sections"] == ["build", "cpu", "gpu"]
+    assert "(measured long ago by `x`)" in bench.load_note({**results["gpu"], "load_after": 1.0})
+    with pytest.raises(SystemExit, match="needs an earlier"):
+        bench.keep_other_sections({}, tmp_path / "missing.json")
