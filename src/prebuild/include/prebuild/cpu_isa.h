@@ -28,10 +28,16 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define PREBUILD_HAVE_WIDE_COPIES 1
 #define PREBUILD_AVX2_COPY __attribute__((target("avx2"), flatten))
-// x86-64-v4's AVX-512 subsets, with 512-bit vectors (GCC otherwise prefers 256-bit ones).
+// x86-64-v4's AVX-512 subsets, with 512-bit vectors (compilers otherwise prefer 256-bit ones;
+// GCC and Clang spell that differently).
+#if defined(__clang__)
+#define PREBUILD_AVX512_COPY                                                                 \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq"), min_vector_width(512), flatten))
+#else
 #define PREBUILD_AVX512_COPY                                                              \
   __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512"), \
                  flatten))
+#endif
 #else
 #define PREBUILD_HAVE_WIDE_COPIES 0
 #define PREBUILD_AVX2_COPY PREBUILD_BASELINE_COPY
