@@ -13,6 +13,7 @@ import torch
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from reference import ssim_reference
+from test_rasterize import make_scene, reference  # at import: it defines @given tests of its own
 
 import prebuild
 
@@ -263,8 +264,6 @@ def test_rasterize_to_pixels_matches_the_reference_with_special_values(seed, N, 
                                                                       background):
     """Non-finite geometry or opacity hides a Gaussian (skipped like alpha < 1/255, as in
     the reference), it never paints its tile; everything else is the reference's result."""
-    from test_rasterize import make_scene, reference
-
     s = make_scene(C=2, N=N, D=D, seed=seed, background=background)
     gen = torch.Generator().manual_seed(seed)
     for field, value in plant if N else []:

@@ -118,7 +118,9 @@ def fused_ssim(
     ssim_map, _ = kernels().fused_ssim_forward(x, y, store)
     if padding == "valid":
         ssim_map = ssim_map[:, :, _CROP:-_CROP, _CROP:-_CROP]
-    return ssim_map.mean()
+    # sum / count is mean's own arithmetic (the same bits), but its backward hands the kernel
+    # a broadcast dL/dmap instead of writing a full image of 1 / count first.
+    return ssim_map.sum() / ssim_map.numel()
 
 
 def _forward_fake(img1: torch.Tensor, img2: torch.Tensor, train: bool):
