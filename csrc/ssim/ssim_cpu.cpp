@@ -27,6 +27,7 @@ constexpr int64_t kLanes = 32;
 // faults) cost as much as the arithmetic. The inner loops run over blocks of kLanes
 // contiguous pixels with the taps unrolled, summing the taps k = 0..10 in order like the
 // CUDA kernels, so both backends give the same bits.
+//
 // M: the planes summed (the five moments, or the four distinct maps of the backward).
 template <int M>
 struct Ring {
@@ -281,8 +282,9 @@ PREBUILD_SSIM_COPIES(PREBUILD_AVX2_COPY, avx2)
 PREBUILD_SSIM_COPIES(PREBUILD_AVX512_COPY, avx512)
 #undef PREBUILD_SSIM_COPIES
 
-// Rows per parallel task: enough that a task's kWindow - 1 extra horizontal rows (the band's
-// halo) stay a small share, and tiny images stay on one thread.
+// Rows per parallel task: enough that a band's halo (the horizontal sums of 10 rows outside
+// it, 30 for the recomputing backward) stays a small share, and tiny images stay on one
+// thread.
 int64_t grain_rows(int64_t W) {
   return std::max<int64_t>(4 * kWindow, (1 << 18) / (W * kWindow * kNumMoments + 1));
 }
