@@ -11,7 +11,7 @@
 
 namespace {
 
-// Which copy of the CPU kernels runs (prebuild/cpu_isa.h): "avx2" or "baseline".
+// Which copy of the CPU kernels runs (prebuild/cpu_isa.h): "avx512", "avx2" or "baseline".
 std::string cpu_isa_name() { return prebuild::isa_name(prebuild::cpu_isa()); }
 
 }  // namespace
