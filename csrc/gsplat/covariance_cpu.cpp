@@ -4,6 +4,8 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 
+#include <prebuild/cpu_grid.h>
+
 #include "covariance.h"
 #include "covariance_kernels.h"
 
@@ -19,15 +21,11 @@ struct CpuBackend : OnCpu {
   static constexpr const char* backward_name = "prebuild::quat_scale_to_covar_preci_backward";
 
   static void run_forward(const ForwardArgs& a, const Tensor&) {
-    torch::stable::parallel_for(0, a.n, kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) forward_element(a, i);
-    });
+    cpu::for_each_element(a.n, kGrain, [&](int64_t i) { forward_element(a, i); });
   }
 
   static void run_backward(const BackwardArgs& a, const Tensor&) {
-    torch::stable::parallel_for(0, a.n, kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) backward_element(a, i);
-    });
+    cpu::for_each_element(a.n, kGrain, [&](int64_t i) { backward_element(a, i); });
   }
 };
 

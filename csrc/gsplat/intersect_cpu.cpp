@@ -4,6 +4,8 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 
+#include <prebuild/cpu_grid.h>
+
 #include "intersect.h"
 
 namespace prebuild {
@@ -12,23 +14,16 @@ namespace {
 
 constexpr int64_t kGrain = 4096;
 
-template <typename Fn>
-void for_each_element(int64_t n, const Fn& fn) {
-  torch::stable::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) fn(i);
-  });
-}
-
 struct CpuBackend : HostSteps {
   void count(const TileArgs& a) const {
-    for_each_element(a.n_elements, [&](int64_t i) { count_element(a, i); });
+    cpu::for_each_element(a.n_elements, kGrain, [&](int64_t i) { count_element(a, i); });
   }
   void fill(const TileArgs& a) const {
-    for_each_element(a.n_elements, [&](int64_t i) { fill_element(a, i); });
+    cpu::for_each_element(a.n_elements, kGrain, [&](int64_t i) { fill_element(a, i); });
   }
   // Sorted, validated ids: the entries write disjoint ranges of offsets.
   void offsets(const OffsetArgs& a) const {
-    for_each_element(a.n_isects, [&](int64_t i) { offset_element(a, i); });
+    cpu::for_each_element(a.n_isects, kGrain, [&](int64_t i) { offset_element(a, i); });
   }
 };
 

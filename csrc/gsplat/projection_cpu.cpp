@@ -6,6 +6,8 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 
+#include <prebuild/cpu_grid.h>
+
 #include <vector>
 
 #include "projection.h"
@@ -25,9 +27,8 @@ struct CpuBackend : OnCpu {
   static constexpr const char* proj_backward_name = "prebuild::proj_backward";
 
   static void run_forward(const ForwardArgs& a, const Tensor&) {
-    torch::stable::parallel_for(0, pair_count(a.scene), kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t idx = begin; idx < end; ++idx) forward_element(a, idx);
-    });
+    cpu::for_each_element(pair_count(a.scene), kGrain,
+                          [&](int64_t idx) { forward_element(a, idx); });
   }
 
   static void run_backward(const BackwardArgs& a, const Tensor&) {
@@ -64,15 +65,11 @@ struct CpuBackend : OnCpu {
   }
 
   static void run_proj_forward(const ProjArgs& a, const Tensor&) {
-    torch::stable::parallel_for(0, a.I * a.N, kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t idx = begin; idx < end; ++idx) proj_forward_element(a, idx);
-    });
+    cpu::for_each_element(a.I * a.N, kGrain, [&](int64_t idx) { proj_forward_element(a, idx); });
   }
 
   static void run_proj_backward(const ProjArgs& a, const Tensor&) {
-    torch::stable::parallel_for(0, a.I * a.N, kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t idx = begin; idx < end; ++idx) proj_backward_element(a, idx);
-    });
+    cpu::for_each_element(a.I * a.N, kGrain, [&](int64_t idx) { proj_backward_element(a, idx); });
   }
 };
 

@@ -4,6 +4,8 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 
+#include <prebuild/cpu_grid.h>
+
 #include "relocation.h"
 #include "relocation_kernels.h"
 
@@ -20,9 +22,7 @@ struct CpuBackend : OnCpu {
   static constexpr const char* name = "prebuild::compute_relocation";
 
   static void run(const Args& a, const Tensor&) {
-    torch::stable::parallel_for(0, a.n, kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) relocation_element(a, i);
-    });
+    cpu::for_each_element(a.n, kGrain, [&](int64_t i) { relocation_element(a, i); });
   }
 };
 
