@@ -66,10 +66,10 @@ struct Tile {
 
 // Calls fn(tile, splats) for every tile, in parallel, with the tile's Gaussians gathered
 // (splats.splat[i] is flatten_ids entry tile.start + i).
-template <typename Fn>
-void for_each_tile(const RasterShape& s, const int32_t* offsets, const bool* masks,
-                   const float* means2d, const float* conics, const float* opacities,
-                   const int32_t* flatten_ids, const Fn& fn) {
+// `a`: the forward's or the backward's arguments (the same inputs).
+template <typename Args, typename Fn>
+void for_each_tile(const Args& a, const Fn& fn) {
+  const RasterShape& s = a.s;
   const int64_t per_image = int64_t{s.tiles_y} * s.tiles_x;
   const int64_t n_tiles = s.n_images * per_image;
   torch::stable::parallel_for(0, n_tiles, 1, [&](int64_t begin, int64_t end) {
@@ -83,8 +83,8 @@ void for_each_tile(const RasterShape& s, const int32_t* offsets, const bool* mas
       tile.y0 = ty * s.tile_size;
       tile.x1 = std::min(tile.x0 + s.tile_size, s.width);
       tile.y1 = std::min(tile.y0 + s.tile_size, s.height);
-      tile_range(offsets, masks, t, n_tiles, s.n_isects, &tile.start, &tile.stop);
-      splats.gather(means2d, conics, opacities, flatten_ids, tile.start, tile.stop);
+      tile_range(a.isect_offsets, a.masks, t, n_tiles, s.n_isects, &tile.start, &tile.stop);
+      splats.gather(a.means2d, a.conics, a.opacities, a.flatten_ids, tile.start, tile.stop);
       fn(tile, splats);
     }
   });
@@ -277,8 +277,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_cpu(Tensor means2d, Tensor conics, Te
                                         isect_offsets, flatten_ids, masks);
   const ForwardArgs a = out.args;
   const auto tile_fn = pick_isa(&forward_tile_baseline, &forward_tile_avx2, &forward_tile_avx512);
-  for_each_tile(s, a.isect_offsets, a.masks, a.means2d, a.conics, a.opacities, a.flatten_ids,
-                [&](const Tile& tile, const TileSplats& splats) { tile_fn(a, tile, splats); });
+  for_each_tile(a, [&](const Tile& tile, const TileSplats& splats) { tile_fn(a, tile, splats); });
   return {out.render_colors, out.render_alphas, out.last_ids};
 }
 
@@ -313,8 +312,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cpu(
                        n_geo, absgrad};
   const auto tile_fn =
       pick_isa(&backward_tile_baseline, &backward_tile_avx2, &backward_tile_avx512);
-  for_each_tile(s, a.isect_offsets, a.masks, a.means2d, a.conics, a.opacities, a.flatten_ids,
-                [&](const Tile& tile, const TileSplats& splats) { tile_fn(a, rows, tile, splats); });
+  for_each_tile(a, [&](const Tile& tile, const TileSplats& splats) {
+    tile_fn(a, rows, tile, splats);
+  });
 
   for (int64_t idx = 0; idx < s.n_isects; ++idx) {
     const int64_t g = a.flatten_ids[idx];
