@@ -4,9 +4,18 @@
 //     img1, img2: (B, C, H, W) float32, contiguous, same shape and device.
 //     ssim_map:   (B, C, H, W) SSIM at every pixel ("same" zero padding).
 //     dS:         (5, B, C, H, W) dS/d(window sum) per Moment when train, else shape (0,).
-//   fused_ssim_backward(grad_map, img1, img2, dS) -> (grad_img1, grad_img2)
+//   fused_ssim_backward(grad_map, img1, img2, dS, grad_img2=True) -> (grad_img1, grad_img2)
+//     grad_map: dL/dssim_map, contiguous, or one value broadcast to every pixel (every
+//     stride 0: what the backward of a mean hands over), read in place.
 //     dS: the forward's; the CPU backend also takes the empty dS of train=False and
 //     recomputes the derivatives on the fly (the CUDA backend refuses it).
+//     grad_img2: False skips img2's gradient (returned as shape (0,)): a third less work
+//     for the usual loss against a fixed target.
+//   fused_ssim_forward_backward(img1, img2, grad_img2) -> (ssim_map, grad_img1, grad_img2)
+//     The forward's map and, in the same call, the gradients of sum(ssim_map): what the
+//     backward of a (weighted) mean of the map needs, up to one scale. The CPU backend runs
+//     both in one pass over the images (no second run of the forward); CUDA and simt run
+//     their two kernels back to back, dS living only between them.
 #pragma once
 
 #include <torch/csrc/stable/ops.h>
@@ -34,6 +43,15 @@ inline void check_images(const Tensor& img1, const Tensor& img2, const char* op)
   check_contiguous(img2, op, "img2");
 }
 
+// A tensor whose every element is the same memory (an expanded scalar), or a single one.
+inline bool is_broadcast_scalar(const Tensor& t) {
+  if (t.numel() == 1) return true;
+  for (int64_t s : t.strides()) {
+    if (s != 0) return false;
+  }
+  return true;
+}
+
 // `dS` is what fused_ssim_forward returned: (5, B, C, H, W) when it ran with train, else the
 // empty (0,), which only the CPU backend takes (it recomputes dS on the fly; `recomputes`).
 inline void check_backward_inputs(const Tensor& grad_map, const Tensor& img1,
@@ -43,7 +61,9 @@ inline void check_backward_inputs(const Tensor& grad_map, const Tensor& img1,
   check_same_shape(grad_map, img1, op, "grad_map", "img1");
   check_same_device(grad_map, img1, op, "grad_map", "img1");
   check_float32(grad_map, op, "grad_map");
-  check_contiguous(grad_map, op, "grad_map");
+  STD_TORCH_CHECK(grad_map.is_contiguous() || is_broadcast_scalar(grad_map), op,
+                  ": grad_map must be contiguous or one value broadcast to every pixel "
+                  "(every stride 0)");
   check_same_device(dS, img1, op, "dS", "img1");
   check_float32(dS, op, "dS");
   if (dS.dim() == 1 && dS.size(0) == 0) {
@@ -88,16 +108,32 @@ struct BackwardOutputs {
   BackwardArgs args;
 };
 
-inline BackwardOutputs allocate_backward(const Tensor& grad_map, const Tensor& img1,
-                                         const Tensor& img2, const Tensor& dS) {
+// dL/dssim_map as the kernels read it: a value per pixel (step 1) or one for all (step 0).
+struct GradMap {
+  const float* data;
+  int64_t step;
+};
+
+inline GradMap grad_map_of(const Tensor& grad_map) {
+  return {grad_map.const_data_ptr<float>(), is_broadcast_scalar(grad_map) ? int64_t{0} : int64_t{1}};
+}
+
+inline BackwardOutputs allocate_backward(GradMap grad_map, const Tensor& img1,
+                                         const Tensor& img2, const Tensor& dS, bool grad_img2) {
   const int64_t B = img1.size(0), C = img1.size(1), H = img1.size(2), W = img1.size(3);
   Tensor grad1 = torch::stable::new_empty(img1, {B, C, H, W});
-  Tensor grad2 = torch::stable::new_empty(img1, {B, C, H, W});
-  BackwardArgs args{grad_map.const_data_ptr<float>(), img1.const_data_ptr<float>(),
+  Tensor grad2 = grad_img2 ? torch::stable::new_empty(img1, {B, C, H, W})
+                           : torch::stable::new_empty(img1, {0});
+  BackwardArgs args{grad_map.data,
+                    grad_map.step,
+                    img1.const_data_ptr<float>(),
                     img2.const_data_ptr<float>(),
-                    dS.numel() > 0 ? dS.const_data_ptr<float>() : nullptr, B * C,
-                    static_cast<int>(H), static_cast<int>(W), grad1.mutable_data_ptr<float>(),
-                    grad2.mutable_data_ptr<float>()};
+                    dS.numel() > 0 ? dS.const_data_ptr<float>() : nullptr,
+                    B * C,
+                    static_cast<int>(H),
+                    static_cast<int>(W),
+                    grad1.mutable_data_ptr<float>(),
+                    grad_img2 ? grad2.mutable_data_ptr<float>() : nullptr};
   return {grad1, grad2, args};
 }
 
@@ -120,21 +156,46 @@ std::tuple<Tensor, Tensor> forward_tiled(const Tensor& img1, const Tensor& img2,
 
 template <typename OnDevice, typename Launch>
 std::tuple<Tensor, Tensor> backward_tiled(const Tensor& grad_map, const Tensor& img1,
-                                          const Tensor& img2, const Tensor& dS, const char* op,
-                                          const char* device, const OnDevice& on_device,
-                                          const Launch& launch) {
+                                          const Tensor& img2, const Tensor& dS, bool grad_img2,
+                                          const char* op, const char* device,
+                                          const OnDevice& on_device, const Launch& launch) {
   check_backward_inputs(grad_map, img1, img2, dS, op, /*recomputes=*/false);
   STD_TORCH_CHECK(on_device(img1), op, ": this kernel runs on ", device, " tensors");
   check_tileable(img1, op);
-  BackwardOutputs out = allocate_backward(grad_map, img1, img2, dS);
+  BackwardOutputs out = allocate_backward(grad_map_of(grad_map), img1, img2, dS, grad_img2);
   if (out.args.planes * out.args.H * out.args.W > 0) {
     launch(launch_geometry(out.args.planes, out.args.H, out.args.W), out.args);
   }
   return {out.grad1, out.grad2};
 }
 
+// fused_ssim_forward_backward by the tiled kernels: the forward storing dS, then the
+// backward reading dL/dmap = 1 at every pixel.
+template <typename OnDevice, typename LaunchForward, typename LaunchBackward>
+std::tuple<Tensor, Tensor, Tensor> forward_backward_tiled(
+    const Tensor& img1, const Tensor& img2, bool grad_img2, const char* op, const char* device,
+    const OnDevice& on_device, const LaunchForward& launch_forward,
+    const LaunchBackward& launch_backward) {
+  check_images(img1, img2, op);
+  STD_TORCH_CHECK(on_device(img1), op, ": this kernel runs on ", device, " tensors");
+  check_tileable(img1, op);
+  ForwardOutputs fwd = allocate_forward(img1, img2, /*train=*/true);
+  Tensor one = torch::stable::new_empty(img1, {1});
+  torch::stable::fill_(one, 1.0);
+  BackwardOutputs bwd = allocate_backward({one.const_data_ptr<float>(), 0}, img1, img2, fwd.dS,
+                                          grad_img2);
+  if (fwd.args.planes * fwd.args.H * fwd.args.W > 0) {
+    const LaunchGeometry g = launch_geometry(fwd.args.planes, fwd.args.H, fwd.args.W);
+    launch_forward(g, fwd.args);
+    launch_backward(g, bwd.args);
+  }
+  return {fwd.ssim_map, bwd.grad1, bwd.grad2};
+}
+
 std::tuple<Tensor, Tensor> forward_cpu(Tensor img1, Tensor img2, bool train);
-std::tuple<Tensor, Tensor> backward_cpu(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS);
+std::tuple<Tensor, Tensor> backward_cpu(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS,
+                                        bool grad_img2);
+std::tuple<Tensor, Tensor, Tensor> forward_backward_cpu(Tensor img1, Tensor img2, bool grad_img2);
 
 }  // namespace ssim
 }  // namespace prebuild

@@ -192,39 +192,54 @@ PREBUILD_ALWAYS_INLINE void forward_rows(const ForwardArgs& a, int64_t begin, in
   });
 }
 
-// The image gradients of a block from the window sums `conv` of g * dS: all five maps, or
-// the four distinct ones (dS/d(G*x^2) and dS/d(G*y^2) are the same map, see ssim_math.h).
-enum DistinctMap : int { kDX = 0, kDSquares = 1, kDY = 2, kDXY = 3, kDistinctMaps = 4 };
+// The backward sums the maps g * dS/d(window sum) that the wanted gradients read: of the
+// five, dS/d(G*x^2) and dS/d(G*y^2) are the same map (ssim_math.h), so four distinct ones,
+// and img1's gradient alone reads only the first three.
+enum DistinctMap : int { kDX = 0, kDSquares = 1, kDXY = 2, kDY = 3 };
+constexpr int kMomentOf[] = {kX, kXX, kXY, kY};  // DistinctMap -> Moment
+constexpr int kMapsImg1 = 3, kMapsBoth = 4;
 
-template <int M>
+// dL/dmap as it multiplies dS at pixel i before the sums: the pixel's value, or 1 for a
+// broadcast one (kScalarGrad), which multiplies the gradients after them (BackwardArgs).
+template <bool kScalarGrad>
+PREBUILD_ALWAYS_INLINE float grad_at(const BackwardArgs& a, int64_t i) {
+  return kScalarGrad ? 1.f : a.grad_map[i];
+}
+
+// The image gradients of a block from the window sums of the M distinct maps.
+template <int M, bool kScalarGrad>
 PREBUILD_ALWAYS_INLINE void image_grads_block(const BackwardArgs& a, int64_t first,
                                               int64_t lanes, const Block<M>& s) {
-  static_assert(M == kNumMoments || M == kDistinctMaps, "five maps or the four distinct ones");
+  static_assert(M == kMapsImg1 || M == kMapsBoth, "img1's three maps or all four");
+  const float scale = kScalarGrad ? a.grad_map[0] : 1.f;
   for_lanes(lanes, [&](int t) {
     const int64_t i = first + t;
-    float conv[kNumMoments];
-    if (M == kNumMoments) {
-      for (int m = 0; m < kNumMoments; ++m) conv[m] = s[m][t];
-    } else {
-      conv[kX] = s[kDX][t];
-      conv[kXX] = conv[kYY] = s[kDSquares][t];
-      conv[kY] = s[kDY][t];
-      conv[kXY] = s[kDXY][t];
+    float conv[kNumMoments] = {};
+    for (int m = 0; m < M; ++m) conv[kMomentOf[m]] = s[m][t];
+    conv[kYY] = conv[kXX];
+    float g1 = image1_grad(a.x[i], a.y[i], conv);
+    if (kScalarGrad) g1 = scale * g1;
+    a.grad1[i] = g1;
+    if (M == kMapsBoth) {
+      float g2 = image2_grad(a.x[i], a.y[i], conv);
+      if (kScalarGrad) g2 = scale * g2;
+      a.grad2[i] = g2;
     }
-    image_grads(a.x[i], a.y[i], conv, &a.grad1[i], &a.grad2[i]);
   });
 }
 
 // The backward from the dS the forward stored.
+template <int M, bool kScalarGrad>
 PREBUILD_ALWAYS_INLINE void backward_rows(const BackwardArgs& a, int64_t begin, int64_t end) {
   const int64_t n = a.planes * a.H * a.W;
   const auto value = [&](int64_t i, float* v) {
-    for (int m = 0; m < kNumMoments; ++m) v[m] = a.grad_map[i] * a.dS[m * n + i];
+    const float g = grad_at<kScalarGrad>(a, i);
+    for (int m = 0; m < M; ++m) v[m] = g * a.dS[kMomentOf[m] * n + i];
   };
-  const auto finish = [&](int64_t first, int64_t lanes, const Block<>& s) {
-    image_grads_block(a, first, lanes, s);
+  const auto finish = [&](int64_t first, int64_t lanes, const Block<M>& s) {
+    image_grads_block<M, kScalarGrad>(a, first, lanes, s);
   };
-  Ring<kNumMoments> r(a.W);
+  Ring<M> r(a.W);
   bands(a.H, a.W, begin, end, [&](int64_t plane, int64_t y0, int64_t y1) {
     pass_band(r, a.H, plane, y0, y1, push_values(r, plane, value), finish);
   });
@@ -233,13 +248,15 @@ PREBUILD_ALWAYS_INLINE void backward_rows(const BackwardArgs& a, int64_t begin, 
 // The backward without a stored dS: the forward pass runs again a few rows ahead of the
 // backward pass, and each row of dS lives only in the backward ring's line. Same arithmetic
 // as the forward plus the stored backward, so the same bits, without the 5 planes of dS
-// (at 1080p, 124 MB of fresh pages per call: more time than the arithmetic they save), and
-// with one map fewer to sum (the two equal ones once).
-PREBUILD_ALWAYS_INLINE void backward_recompute_rows(const BackwardArgs& a, int64_t begin,
-                                                    int64_t end) {
+// (at 1080p, 124 MB of fresh pages per call: more time than the arithmetic they save).
+// With `ssim_map`, the forward's map is written too (rows [begin, end) only: a band's halo
+// rows belong to its neighbours): fused_ssim_forward_backward in one pass.
+template <int M, bool kScalarGrad>
+PREBUILD_ALWAYS_INLINE void backward_recompute_rows(const BackwardArgs& a, float* ssim_map,
+                                                    int64_t begin, int64_t end) {
   const int64_t W = a.W, H = a.H;
   Ring<kNumMoments> fwd(W);
-  Ring<kDistinctMaps> bwd(W);
+  Ring<M> bwd(W);
   bands(H, W, begin, end, [&](int64_t plane, int64_t y0, int64_t y1) {
     int64_t next_fwd = std::max<int64_t>(0, y0 - 2 * kRadius);  // next source row of `fwd`
     // Row `row` of g * dS into the backward ring: the forward's window sums of that row
@@ -252,18 +269,42 @@ PREBUILD_ALWAYS_INLINE void backward_recompute_rows(const BackwardArgs& a, int64
         float S[kLanes];
         Block<> d;
         ssim_block(s, S, d);
-        const float* g = a.grad_map + plane + row * W + j0;
-        const int from[kDistinctMaps] = {kX, kXX, kY, kXY};  // DistinctMap -> Moment
-        for (int m = 0; m < kDistinctMaps; ++m)
-          for_lanes(lanes, [&](int t) { bwd.line_of(m)[j0 + t] = g[t] * d[from[m]][t]; });
+        if (ssim_map && row >= y0 && row < y1)
+          for_lanes(lanes, [&](int t) { ssim_map[plane + row * W + j0 + t] = S[t]; });
+        float g[kLanes];
+        for_lanes(lanes, [&](int t) { g[t] = grad_at<kScalarGrad>(a, plane + row * W + j0 + t); });
+        for (int m = 0; m < M; ++m)
+          for_lanes(lanes, [&](int t) { bwd.line_of(m)[j0 + t] = g[t] * d[kMomentOf[m]][t]; });
       });
       bwd.push(row);
     };
-    const auto finish = [&](int64_t first, int64_t lanes, const Block<kDistinctMaps>& s) {
-      image_grads_block(a, first, lanes, s);
+    const auto finish = [&](int64_t first, int64_t lanes, const Block<M>& s) {
+      image_grads_block<M, kScalarGrad>(a, first, lanes, s);
     };
     pass_band(bwd, H, plane, y0, y1, push_bwd, finish);
   });
+}
+
+// One backward instantiation per (maps, broadcast dL/dmap, stored dS) case.
+template <int M, bool kScalarGrad>
+PREBUILD_ALWAYS_INLINE void backward_case(const BackwardArgs& a, float* ssim_map,
+                                          int64_t begin, int64_t end) {
+  if (a.dS)
+    backward_rows<M, kScalarGrad>(a, begin, end);
+  else
+    backward_recompute_rows<M, kScalarGrad>(a, ssim_map, begin, end);
+}
+
+// `ssim_map`: also write the forward's map (only without a stored dS).
+PREBUILD_ALWAYS_INLINE void backward_any(const BackwardArgs& a, float* ssim_map, int64_t begin,
+                                         int64_t end) {
+  if (a.grad2) {
+    if (a.grad_map_step) backward_case<kMapsBoth, false>(a, ssim_map, begin, end);
+    else backward_case<kMapsBoth, true>(a, ssim_map, begin, end);
+  } else {
+    if (a.grad_map_step) backward_case<kMapsImg1, false>(a, ssim_map, begin, end);
+    else backward_case<kMapsImg1, true>(a, ssim_map, begin, end);
+  }
 }
 
 // The instruction-set copies of each pass (prebuild/cpu_isa.h).
@@ -271,11 +312,9 @@ PREBUILD_ALWAYS_INLINE void backward_recompute_rows(const BackwardArgs& a, int64
   COPY void forward_rows_##isa(const ForwardArgs& a, int64_t begin, int64_t end) {   \
     forward_rows(a, begin, end);                                                      \
   }                                                                                   \
-  COPY void backward_rows_##isa(const BackwardArgs& a, int64_t begin, int64_t end) { \
-    if (a.dS)                                                                         \
-      backward_rows(a, begin, end);                                                   \
-    else                                                                              \
-      backward_recompute_rows(a, begin, end);                                         \
+  COPY void backward_rows_##isa(const BackwardArgs& a, float* ssim_map, int64_t begin, \
+                                int64_t end) {                                          \
+    backward_any(a, ssim_map, begin, end);                                              \
   }
 PREBUILD_SSIM_COPIES(PREBUILD_BASELINE_COPY, baseline)
 PREBUILD_SSIM_COPIES(PREBUILD_AVX2_COPY, avx2)
@@ -289,10 +328,10 @@ int64_t grain_rows(int64_t W) {
   return std::max<int64_t>(4 * kWindow, (1 << 18) / (W * kWindow * kNumMoments + 1));
 }
 
+// Runs `rows(begin, end)` over the flattened (plane, y) rows on PyTorch's thread pool.
 template <typename Args, typename Rows>
-void run(const Args& a, Rows rows_fn) {
-  torch::stable::parallel_for(0, a.planes * a.H, grain_rows(a.W),
-                              [&](int64_t begin, int64_t end) { rows_fn(a, begin, end); });
+void run(const Args& a, const Rows& rows) {
+  torch::stable::parallel_for(0, a.planes * a.H, grain_rows(a.W), rows);
 }
 
 }  // namespace
@@ -302,24 +341,45 @@ std::tuple<Tensor, Tensor> forward_cpu(Tensor img1, Tensor img2, bool train) {
   check_images(img1, img2, op);
   STD_TORCH_CHECK(img1.is_cpu(), op, ": the CPU kernel got tensors that are not on the CPU");
   ForwardOutputs out = allocate_forward(img1, img2, train);
-  if (out.args.planes * out.args.H * out.args.W > 0)
-    run(out.args, pick_isa(&forward_rows_baseline, &forward_rows_avx2, &forward_rows_avx512));
+  if (out.args.planes * out.args.H * out.args.W > 0) {
+    const auto rows = pick_isa(&forward_rows_baseline, &forward_rows_avx2, &forward_rows_avx512);
+    run(out.args, [&](int64_t begin, int64_t end) { rows(out.args, begin, end); });
+  }
   return {out.ssim_map, out.dS};
 }
 
-std::tuple<Tensor, Tensor> backward_cpu(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS) {
+std::tuple<Tensor, Tensor> backward_cpu(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS,
+                                        bool grad_img2) {
   constexpr const char* op = "prebuild::fused_ssim_backward";
   check_backward_inputs(grad_map, img1, img2, dS, op, /*recomputes=*/true);
   STD_TORCH_CHECK(img1.is_cpu(), op, ": the CPU kernel got tensors that are not on the CPU");
-  BackwardOutputs out = allocate_backward(grad_map, img1, img2, dS);
-  if (out.args.planes * out.args.H * out.args.W > 0)
-    run(out.args, pick_isa(&backward_rows_baseline, &backward_rows_avx2, &backward_rows_avx512));
+  BackwardOutputs out = allocate_backward(grad_map_of(grad_map), img1, img2, dS, grad_img2);
+  if (out.args.planes * out.args.H * out.args.W > 0) {
+    const auto rows = pick_isa(&backward_rows_baseline, &backward_rows_avx2, &backward_rows_avx512);
+    run(out.args, [&](int64_t begin, int64_t end) { rows(out.args, nullptr, begin, end); });
+  }
   return {out.grad1, out.grad2};
+}
+
+std::tuple<Tensor, Tensor, Tensor> forward_backward_cpu(Tensor img1, Tensor img2, bool grad_img2) {
+  constexpr const char* op = "prebuild::fused_ssim_forward_backward";
+  check_images(img1, img2, op);
+  STD_TORCH_CHECK(img1.is_cpu(), op, ": the CPU kernel got tensors that are not on the CPU");
+  ForwardOutputs fwd = allocate_forward(img1, img2, /*train=*/false);
+  static constexpr float kOne = 1.f;  // dL/dmap of sum(ssim_map), at every pixel
+  BackwardOutputs bwd = allocate_backward({&kOne, 0}, img1, img2, fwd.dS, grad_img2);
+  if (bwd.args.planes * bwd.args.H * bwd.args.W > 0) {
+    const auto rows = pick_isa(&backward_rows_baseline, &backward_rows_avx2, &backward_rows_avx512);
+    float* ssim_map = fwd.args.ssim_map;
+    run(bwd.args, [&](int64_t begin, int64_t end) { rows(bwd.args, ssim_map, begin, end); });
+  }
+  return {fwd.ssim_map, bwd.grad1, bwd.grad2};
 }
 
 STABLE_TORCH_LIBRARY_IMPL(prebuild, CPU, m) {
   m.impl("fused_ssim_forward", TORCH_BOX(&forward_cpu));
   m.impl("fused_ssim_backward", TORCH_BOX(&backward_cpu));
+  m.impl("fused_ssim_forward_backward", TORCH_BOX(&forward_backward_cpu));
 }
 
 }  // namespace ssim

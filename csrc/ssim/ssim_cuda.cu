@@ -29,11 +29,24 @@ std::tuple<Tensor, Tensor> forward_cuda(Tensor img1, Tensor img2, bool train) {
                        });
 }
 
-std::tuple<Tensor, Tensor> backward_cuda(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS) {
-  return backward_tiled(grad_map, img1, img2, dS, "prebuild::fused_ssim_backward", "CUDA",
+std::tuple<Tensor, Tensor> backward_cuda(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS,
+                                         bool grad_img2) {
+  return backward_tiled(grad_map, img1, img2, dS, grad_img2, "prebuild::fused_ssim_backward", "CUDA",
                         on_gpu, [&](const LaunchGeometry& g, const BackwardArgs& args) {
                           launch("fused_ssim_backward", ssim_backward_kernel, g, 0, img1, args);
                         });
+}
+
+std::tuple<Tensor, Tensor, Tensor> forward_backward_cuda(Tensor img1, Tensor img2,
+                                                         bool grad_img2) {
+  return forward_backward_tiled(
+      img1, img2, grad_img2, "prebuild::fused_ssim_forward_backward", "CUDA", on_gpu,
+      [&](const LaunchGeometry& g, const ForwardArgs& args) {
+        launch("fused_ssim_forward", ssim_forward_kernel, g, 0, img1, args);
+      },
+      [&](const LaunchGeometry& g, const BackwardArgs& args) {
+        launch("fused_ssim_backward", ssim_backward_kernel, g, 0, img1, args);
+      });
 }
 
 }  // namespace
@@ -41,6 +54,7 @@ std::tuple<Tensor, Tensor> backward_cuda(Tensor grad_map, Tensor img1, Tensor im
 STABLE_TORCH_LIBRARY_IMPL(prebuild, CUDA, m) {
   m.impl("fused_ssim_forward", TORCH_BOX(&forward_cuda));
   m.impl("fused_ssim_backward", TORCH_BOX(&backward_cuda));
+  m.impl("fused_ssim_forward_backward", TORCH_BOX(&forward_backward_cuda));
 }
 
 }  // namespace ssim

@@ -48,13 +48,18 @@ struct ForwardArgs {
 
 struct BackwardArgs {
   const float* grad_map;
+  // 1: a value per pixel, multiplied into each dS before the sums (G*(g dS)); 0: one value g
+  // for every pixel (the broadcast dL/dmap of a mean, read in place instead of written out
+  // as a full image first), multiplied into the gradients after the sums (g G*(dS)): the
+  // bits of fused_ssim_forward_backward's gradients scaled by g.
+  int64_t grad_map_step;
   const float* x;
   const float* y;
   const float* dS;  // nullptr: recompute (CPU backend only; the tiled kernels refuse it)
   int64_t planes;
   int H, W;
   float* grad1;
-  float* grad2;
+  float* grad2;  // nullptr: img2's gradient is not wanted
 };
 
 // Stages the tile + halo of `value(pixel index, float out[kNumMoments])` (zero outside the
@@ -138,7 +143,7 @@ PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, SharedTile& sh, const Bac
   for (int64_t plane = b.z; plane < a.planes; plane += ctx.grid_dim().z) {
     const int64_t offset = plane * a.H * a.W;
     stage_and_horizontal(ctx, sh, a.H, a.W, offset, [&](int64_t i, float* v) {
-      const float g = a.grad_map[i];
+      const float g = a.grad_map_step ? a.grad_map[i] : 1.f;
 #pragma unroll
       for (int m = 0; m < kNumMoments; ++m) v[m] = g * a.dS[m * n + i];
     });
@@ -146,7 +151,9 @@ PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, SharedTile& sh, const Bac
       float conv[kNumMoments];
       vertical(ctx, sh, conv);
       const int64_t i = offset + static_cast<int64_t>(py) * a.W + px;
-      image_grads(a.x[i], a.y[i], conv, &a.grad1[i], &a.grad2[i]);
+      const float scale = a.grad_map_step ? 1.f : a.grad_map[0];
+      a.grad1[i] = scale * image1_grad(a.x[i], a.y[i], conv);
+      if (a.grad2) a.grad2[i] = scale * image2_grad(a.x[i], a.y[i], conv);
     }
     ctx.sync();
   }

@@ -77,11 +77,13 @@ PREBUILD_HD float ssim_from_sums(const float sums[kNumMoments], float* dS) {
   return S;
 }
 
-// Gradients of the images at one pixel from the window sums of g * dS/d(sum) (see top).
-PREBUILD_HD void image_grads(float x, float y, const float conv[kNumMoments], float* dx,
-                             float* dy) {
-  *dx = conv[kX] + 2.f * x * conv[kXX] + y * conv[kXY];
-  *dy = conv[kY] + 2.f * y * conv[kYY] + x * conv[kXY];
+// The gradient of each image at one pixel from the window sums of g * dS/d(sum) (see top).
+// Each reads only its own three sums: img1's gradient never needs conv[kY] or conv[kYY].
+PREBUILD_HD float image1_grad(float x, float y, const float conv[kNumMoments]) {
+  return conv[kX] + 2.f * x * conv[kXX] + y * conv[kXY];
+}
+PREBUILD_HD float image2_grad(float x, float y, const float conv[kNumMoments]) {
+  return conv[kY] + 2.f * y * conv[kYY] + x * conv[kXY];
 }
 
 }  // namespace ssim

@@ -20,12 +20,26 @@ std::tuple<Tensor, Tensor> forward_simt(Tensor img1, Tensor img2, bool train) {
                        });
 }
 
-std::tuple<Tensor, Tensor> backward_simt(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS) {
+std::tuple<Tensor, Tensor> backward_simt(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS,
+                                         bool grad_img2) {
   constexpr const char* op = "prebuild_simt::fused_ssim_backward";
-  return backward_tiled(grad_map, img1, img2, dS, op, "CPU", on_cpu,
+  return backward_tiled(grad_map, img1, img2, dS, grad_img2, op, "CPU", on_cpu,
                         [&](const LaunchGeometry& g, const BackwardArgs& args) {
                           simt::launch_op<SharedTile>(op, g, args, backward_block<simt::HostContext>);
                         });
+}
+
+std::tuple<Tensor, Tensor, Tensor> forward_backward_simt(Tensor img1, Tensor img2,
+                                                         bool grad_img2) {
+  constexpr const char* op = "prebuild_simt::fused_ssim_forward_backward";
+  return forward_backward_tiled(
+      img1, img2, grad_img2, op, "CPU", on_cpu,
+      [&](const LaunchGeometry& g, const ForwardArgs& args) {
+        simt::launch_op<SharedTile>(op, g, args, forward_block<simt::HostContext>);
+      },
+      [&](const LaunchGeometry& g, const BackwardArgs& args) {
+        simt::launch_op<SharedTile>(op, g, args, backward_block<simt::HostContext>);
+      });
 }
 
 }  // namespace
@@ -33,6 +47,7 @@ std::tuple<Tensor, Tensor> backward_simt(Tensor grad_map, Tensor img1, Tensor im
 STABLE_TORCH_LIBRARY_IMPL(prebuild_simt, CPU, m) {
   m.impl("fused_ssim_forward", TORCH_BOX(&forward_simt));
   m.impl("fused_ssim_backward", TORCH_BOX(&backward_simt));
+  m.impl("fused_ssim_forward_backward", TORCH_BOX(&forward_backward_simt));
 }
 
 }  // namespace ssim

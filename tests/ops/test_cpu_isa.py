@@ -85,19 +85,31 @@ def ssim_both_backends(shape, seed):
     gen = torch.Generator().manual_seed(seed + 7)
     y = (x + 0.1 * torch.randn(shape, generator=gen)).clamp(0, 1)
     grad = torch.rand(shape, generator=gen)
+    mean_grad = torch.tensor(-0.37).expand(shape)  # a broadcast dL/dmap, read as one value
     out = {}
     for name, ops in (("cpu", kernels()), ("simt", simt)):
         ssim_map, dS = ops.fused_ssim_forward(x, y, True)
-        out[name] = (ssim_map, dS, *ops.fused_ssim_backward(grad, x, y, dS))
+        out[name] = (ssim_map, dS, *ops.fused_ssim_backward(grad, x, y, dS),
+                     *ops.fused_ssim_backward(mean_grad, x, y, dS),
+                     ops.fused_ssim_backward(grad, x, y, dS, False)[0],
+                     *ops.fused_ssim_forward_backward(x, y))  # fmt: skip
     # The CPU backward that recomputes dS itself (what fused_ssim runs on the CPU).
-    out["cpu recomputing"] = kernels().fused_ssim_backward(grad, x, y, torch.empty(0))
+    no_dS = torch.empty(0)
+    out["cpu recomputing"] = (*kernels().fused_ssim_backward(grad, x, y, no_dS),
+                              *kernels().fused_ssim_backward(mean_grad, x, y, no_dS),
+                              kernels().fused_ssim_backward(grad, x, y, no_dS, False)[0])  # fmt: skip
     return out
 
 
+OUTPUTS = ("ssim_map", "dS", "grad1", "grad2", "grad1 (broadcast dL/dmap)", "grad2 (broadcast dL/dmap)",
+           "grad1 alone", "forward_backward's map", "forward_backward's grad1", "forward_backward's grad2")  # fmt: skip
+
+
 def assert_same_bits(out):
-    for name, a, b in zip(("ssim_map", "dS", "grad1", "grad2"), out["cpu"], out["simt"]):
+    assert len(out["cpu"]) == len(OUTPUTS)
+    for name, a, b in zip(OUTPUTS, out["cpu"], out["simt"]):
         assert torch.equal(a, b), f"{name} differs from the CUDA kernels' result"
-    for name, a, b in zip(("grad1", "grad2"), out["cpu recomputing"], out["simt"][2:]):
+    for name, a, b in zip(OUTPUTS[2:], out["cpu recomputing"], out["simt"][2:]):
         assert torch.equal(a, b), f"{name} of the recomputing backward differs from the CUDA kernels'"
 
 

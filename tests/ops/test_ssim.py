@@ -13,6 +13,7 @@ from prebuild.ops.ssim import fused_ssim
 
 FWD = torch.ops.prebuild.fused_ssim_forward
 BWD = torch.ops.prebuild.fused_ssim_backward
+FB = torch.ops.prebuild.fused_ssim_forward_backward
 
 VALUE_ATOL = 1e-5  # absolute tolerance of the mean SSIM vs the float64 reference
 MAP_ATOL = 1e-5  # per-pixel tolerance of the raw map (images with texture everywhere)
@@ -292,6 +293,53 @@ def test_train_false_gradients_equal_train_true():
         torch.testing.assert_close(gy0, gy1, rtol=0, atol=0)
 
 
+def test_weighted_loss_gradients_equal_train_false_bit_for_bit():
+    """The training path (gradients computed in the forward, scaled in the backward) gives
+    the backward kernel's bits for the usual weighted loss, retain_graph included."""
+    x, y = _pair("noisy", (2, 3, 24, 31))
+    grads = {}
+    for train in (True, False):
+        a, b = x.clone().requires_grad_(True), y.clone().requires_grad_(True)
+        loss = 0.8 * (a - b).abs().mean() + 0.2 * (1 - fused_ssim(a, b, train=train))
+        loss.backward(retain_graph=True)
+        first = a.grad.clone(), b.grad.clone()
+        loss.backward()  # accumulates the same gradient again
+        assert torch.equal(a.grad, 2 * first[0]) and torch.equal(b.grad, 2 * first[1])
+        grads[train] = first
+    assert torch.equal(grads[True][0], grads[False][0])
+    assert torch.equal(grads[True][1], grads[False][1])
+
+
+def test_training_call_runs_one_fused_op(monkeypatch):
+    """fused_ssim(train=True) wanting a gradient ("same" padding) runs fused_ssim_forward_backward
+    once, asking for img2's gradient only when img2 needs one; eval and "valid" do not."""
+    import prebuild.ops.ssim as module
+
+    calls = []
+
+    class Spy:
+        def __getattr__(self, name):
+            op = getattr(torch.ops.prebuild, name)
+            return lambda *args: calls.append((name, *args[2:])) or op(*args)
+
+    monkeypatch.setattr(module, "kernels", lambda: Spy())
+    x, y = _pair("noisy", (1, 2, 20, 22))
+    a = x.clone().requires_grad_(True)
+    fused_ssim(a, y).backward()
+    assert calls == [("fused_ssim_forward_backward", False)]
+    calls.clear()
+    fused_ssim(a, y.clone().requires_grad_(True)).backward()
+    assert calls == [("fused_ssim_forward_backward", True)]
+    calls.clear()
+    with torch.no_grad():
+        fused_ssim(a, y)
+    fused_ssim(x, y)  # no gradient wanted: nothing computed for one
+    assert calls == [("fused_ssim_forward", False), ("fused_ssim_forward", False)]
+    calls.clear()
+    fused_ssim(a, y, "valid").backward()  # the backward calls the op namespace's kernel
+    assert calls == [("fused_ssim_forward", True)]
+
+
 def test_gradient_with_upstream_scale_and_one_input_requiring_grad():
     x, y = _pair("blurred", (1, 3, 20, 20))
     a = x.clone().requires_grad_(True)
@@ -317,13 +365,16 @@ def test_gradient_of_identical_images_is_zero():
 
 
 def test_gradient_through_raw_forward_op_with_arbitrary_upstream():
-    # A non-uniform upstream gradient on the map exercises fused_ssim_backward fully.
+    # A non-uniform upstream gradient on the map exercises fused_ssim_backward fully (and
+    # takes fused_ssim_forward_backward's autograd formula off its scaling path).
     x, y = _pair("noisy", (2, 2, 15, 27))
     w = torch.rand(x.shape)
-    for train in (True, False):
+    forwards = [lambda a, b: FWD(a, b, True)[0], lambda a, b: FWD(a, b, False)[0],
+                lambda a, b: FB(a, b, True)[0]]  # fmt: skip
+    for forward in forwards:
         a = x.clone().requires_grad_(True)
         b = y.clone().requires_grad_(True)
-        m, _ = FWD(a, b, train)
+        m = forward(a, b)
         (m * w).sum().backward()
         ar = x.double().requires_grad_(True)
         br = y.double().requires_grad_(True)
@@ -600,6 +651,13 @@ def test_opcheck_backward():
     _, dS = FWD(x, y, True)
     g = torch.randn(x.shape)
     torch.library.opcheck(BWD.default, (g, x, y, dS))
+    torch.library.opcheck(BWD.default, (_broadcast(0.5, x.shape), x, y, torch.empty(0), False))
+
+
+@pytest.mark.parametrize("grad_img2", [True, False])
+def test_opcheck_forward_backward(grad_img2):
+    x, y = _pair("noisy", (2, 2, 13, 17))
+    torch.library.opcheck(FB.default, (x.requires_grad_(True), y, grad_img2))
 
 
 # -------------------------------------------------------------------- 9. torch.compile
@@ -677,10 +735,54 @@ def test_cpu_backward_recomputes_what_train_false_did_not_store():
         assert torch.equal(stored, recomputed)
 
 
+def _broadcast(value, shape):
+    """dL/dmap as the backward of a mean hands it over: one float32 value, every stride 0."""
+    return torch.tensor(value, dtype=torch.float32).expand(shape)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 19, 23), (1, 1, 1, 1)])
+def test_forward_backward_is_the_map_and_the_gradients_of_its_sum(shape):
+    """fused_ssim_forward_backward: the forward's map and the backward of dL/dmap = 1, bit for
+    bit; scaled by g, the backward of a broadcast g, bit for bit."""
+    x, y = _pair("noisy", shape)
+    m, g1, g2 = FB(x, y)
+    fm, dS = FWD(x, y, True)
+    assert torch.equal(m, fm)
+    for ds in (dS, torch.empty(0)):  # stored and recomputed
+        b1, b2 = BWD(_broadcast(1.0, shape), x, y, ds)
+        assert torch.equal(g1, b1) and torch.equal(g2, b2)
+        s1, s2 = BWD(_broadcast(-0.37, shape), x, y, ds)
+        g = torch.tensor(-0.37)
+        assert torch.equal(g1 * g, s1) and torch.equal(g2 * g, s2)
+    m0, h1, h2 = FB(x, y, False)
+    assert torch.equal(m0, m) and torch.equal(h1, g1) and h2.shape == (0,)
+
+
+def test_broadcast_grad_map_matches_the_written_out_one():
+    """A broadcast dL/dmap scales the gradients after the window sums, a written-out one each
+    dS before them: the same gradient up to rounding."""
+    x, y = _pair("noisy", (2, 2, 21, 30))
+    _, dS = FWD(x, y, True)
+    for ds in (dS, torch.empty(0)):
+        for got, want in zip(BWD(_broadcast(0.25, x.shape), x, y, ds), BWD(torch.full(x.shape, 0.25), x, y, ds)):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_backward_can_skip_img2s_gradient(broadcast):
+    x, y = _pair("noisy", (2, 2, 17, 26))
+    g = _broadcast(0.5, x.shape) if broadcast else torch.randn(x.shape)
+    _, dS = FWD(x, y, True)
+    for ds in (dS, torch.empty(0)):
+        both = BWD(g, x, y, ds)
+        one = BWD(g, x, y, ds, False)
+        assert torch.equal(one[0], both[0]) and one[1].shape == (0,)
+
+
 @pytest.mark.parametrize("shape", [(1, 1, 40, 50), (1, 1, 1300, 1300)])  # dS of 0.04 and 34 MiB
 def test_cpu_stores_small_derivatives_and_recomputes_large_ones(shape, monkeypatch):
-    """fused_ssim stores dS on the CPU only up to 32 MiB; either way the gradient is the
-    stored path's, bit for bit."""
+    """Where fused_ssim keeps dS for its backward ("valid" padding), it stores it on the CPU
+    only up to 32 MiB; either way the gradient is the stored path's, bit for bit."""
     import prebuild.ops.ssim as module
 
     asked = []
@@ -695,10 +797,12 @@ def test_cpu_stores_small_derivatives_and_recomputes_large_ones(shape, monkeypat
     monkeypatch.setattr(module, "kernels", lambda: Spy())
     x, y = _pair("noisy", shape)
     x.requires_grad_(True)
-    fused_ssim(x, y).backward()
+    fused_ssim(x, y, "valid").backward()
     assert asked == [5 * 4 * x.numel() <= 32 << 20]
     _, dS = FWD(x.detach(), y, True)
-    want, _ = BWD(torch.full(shape, 1.0 / x.numel()), x.detach(), y, dS)
+    grad_map = torch.zeros(shape)  # the backward of the cropped map's mean
+    grad_map[..., 5:-5, 5:-5] = torch.tensor(1.0) / grad_map[..., 5:-5, 5:-5].numel()
+    want, _ = BWD(grad_map, x.detach(), y, dS)
     assert torch.equal(x.grad, want)
 
 
@@ -722,8 +826,10 @@ def test_direct_backward_bad_inputs_raise_runtime_error():
         BWD(torch.randn(2, 1, 12, 13), x, y, dS)
     with pytest.raises(RuntimeError, match="grad_map must be float32"):
         BWD(g.double(), x, y, dS)
-    with pytest.raises(RuntimeError, match="grad_map must be contiguous"):
+    with pytest.raises(RuntimeError, match="grad_map must be contiguous or one value broadcast"):
         BWD(torch.randn(2, 1, 14, 12).transpose(2, 3), x, y, dS)
+    with pytest.raises(RuntimeError, match="grad_map must be contiguous or one value broadcast"):
+        BWD(torch.randn(1, 1, 12, 14).expand(2, 1, 12, 14), x, y, dS)  # broadcast over B only
     with pytest.raises(RuntimeError, match="img1 must be float32"):
         BWD(g, x.double(), y, dS)
     with pytest.raises(RuntimeError, match="same shape"):
@@ -739,6 +845,8 @@ def test_direct_ops_on_empty_tensors_do_not_crash():
     e2 = torch.rand(1, 1, 0, 7)
     m, dS = FWD(e2, e2, False)
     assert m.shape == e2.shape and dS.shape == (0,)
+    m, g1, g2 = FB(e, e)
+    assert m.shape == g1.shape == g2.shape == e.shape
 
 
 # --------------------------------------------- fake/meta kernels and double backward

@@ -54,6 +54,22 @@ def test_cpu_kernels_equal_the_cuda_kernels_bit_for_bit(shape):
 
 
 @pytest.mark.parametrize("shape", SHAPES)
+def test_forward_backward_is_both_kernels_back_to_back(shape):
+    """The tiled fused_ssim_forward_backward: the forward's map, and the backward of
+    dL/dmap = 1 at every pixel; the CPU's one-pass version gives the same bits."""
+    x, y = images(shape, seed=5)
+    m, g1, g2 = simt.fused_ssim_forward_backward(x, y)
+    fm, dS = simt.fused_ssim_forward(x, y, True)
+    b1, b2 = simt.fused_ssim_backward(torch.ones(shape), x, y, dS)
+    torch.testing.assert_close(g1, b1, rtol=1e-5, atol=1e-6)
+    assert torch.equal(m, fm) and torch.equal(g2, simt.fused_ssim_backward(torch.tensor(1.0).expand(shape), x, y, dS)[1])
+    for a, b in zip(CPU.fused_ssim_forward_backward(x, y), (m, g1, g2)):
+        assert torch.equal(a, b)
+    _, h1, h2 = simt.fused_ssim_forward_backward(x, y, False)
+    assert torch.equal(h1, g1) and h2.shape == (0,)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
 def test_backward_matches_cpu_and_reference(shape):
     x, y = images(shape, seed=3)
     grad_map = torch.rand(shape)

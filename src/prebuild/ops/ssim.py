@@ -89,12 +89,14 @@ def fused_ssim(
             converted back to each input's dtype. Integer images are refused.
         padding: "same" (zero padding outside the image, every pixel counts) or "valid"
             (the mean skips the 5-pixel border where the 11x11 window leaves the image).
-        train: when True the forward also stores the derivatives the backward needs
-            (fused, fast backward). When False the forward stores nothing; a backward, if
-            one happens anyway, recomputes them, so gradients are always correct. On the
-            CPU, images whose derivatives would take more than 32 MiB (5 images' worth) get
+        train: when True and a gradient is wanted, the forward computes the gradients
+            right away, in the same pass as the SSIM (padding "same"), and the backward only
+            scales them; with "valid" it stores the derivatives the backward needs. When
+            False the forward computes and stores nothing for a backward; one, if it happens
+            anyway, recomputes what it needs, so gradients are always correct. On the CPU,
+            images whose derivatives would take more than 32 MiB (5 images' worth) get
             them recomputed inside the backward's own pass: storing them costs more time
-            than the arithmetic it saves there. The gradients are the same bits either way.
+            than the arithmetic it saves there.
 
     Returns:
         A 0-dim float32 tensor: the mean SSIM (1 for identical images). Gradients flow to
@@ -114,7 +116,15 @@ def fused_ssim(
         LIBRARY.ensure_device(img1.device)
     x = img1.to(torch.float32).contiguous()
     y = img2.to(torch.float32).contiguous()
-    store = train and (x.device.type != "cpu" or 5 * 4 * x.numel() <= _CPU_STORED_DS_MAX_BYTES)
+    needs_grad = torch.is_grad_enabled() and (x.requires_grad or y.requires_grad)
+    if train and needs_grad and padding == "same":
+        # The gradients now, in the forward's own pass: the backward of the mean only scales
+        # them (no second run of the forward on the CPU, no dS kept until the backward).
+        ssim_map, _, _ = kernels().fused_ssim_forward_backward(x, y, y.requires_grad)
+        return ssim_map.sum() / ssim_map.numel()
+    # dS only for a backward that can happen ("valid", or the map's own op used directly).
+    store = (train and needs_grad
+             and (x.device.type != "cpu" or 5 * 4 * x.numel() <= _CPU_STORED_DS_MAX_BYTES))  # fmt: skip
     ssim_map, _ = kernels().fused_ssim_forward(x, y, store)
     if padding == "valid":
         ssim_map = ssim_map[:, :, _CROP:-_CROP, _CROP:-_CROP]
@@ -134,7 +144,7 @@ def _forward_fake(img1: torch.Tensor, img2: torch.Tensor, train: bool):
     return ssim_map, dS
 
 
-def _backward_fake(grad_map, img1, img2, dS):
+def _backward_fake(grad_map, img1, img2, dS, grad_img2=True):
     op = "prebuild::fused_ssim_backward"
     torch._check(img1.dim() == 4, lambda: f"{op}: img1 must have 4 dimensions, got {img1.dim()}")
     torch._check(img1.shape == img2.shape, lambda: f"{op}: img1 and img2 must have the same shape")
@@ -145,7 +155,19 @@ def _backward_fake(grad_map, img1, img2, dS):
     )
     check_same_devices(op, grad_map=grad_map, img1=img1, img2=img2, dS=dS)
     check_float32(op, grad_map=grad_map, img1=img1, img2=img2, dS=dS)
-    return img1.new_empty(img1.shape), img1.new_empty(img1.shape)
+    return img1.new_empty(img1.shape), img1.new_empty(img1.shape if grad_img2 else (0,))
+
+
+def _is_broadcast_scalar(t: torch.Tensor) -> bool:
+    """One value seen at every element (all strides 0: the backward of a mean or sum), or a
+    single element; the kernels read such a dL/dmap as one value (csrc/ssim/ssim.h)."""
+    return t.numel() == 1 or all(s == 0 for s in t.stride())
+
+
+def _forward_backward_fake(img1: torch.Tensor, img2: torch.Tensor, grad_img2: bool = True):
+    ssim_map, _ = _forward_fake(img1, img2, False)
+    grad2 = img1.new_empty(img1.shape if grad_img2 else (0,))
+    return ssim_map, img1.new_empty(img1.shape), grad2
 
 
 def _setup_context(ctx, inputs, output) -> None:
@@ -153,22 +175,59 @@ def _setup_context(ctx, inputs, output) -> None:
     _, dS = output
     ctx.save_for_backward(img1, img2, dS)
     ctx.mark_non_differentiable(dS)
+    # No zero-filled dL/d(dS) (five images' worth) for the backward to ignore.
+    ctx.set_materialize_grads(False)
 
 
-def _backward(ops, ctx, grad_map, _grad_dS):
-    img1, img2, dS = ctx.saved_tensors
+def _image_grads(ops, ctx, grad_map, img1, img2, dS):
+    """The backward kernel's gradients, as the autograd formulas return them."""
     if dS.numel() == 0 and img1.device.type != "cpu":
-        # The forward ran with train=False: the CPU backward recomputes the derivatives on
-        # the fly; the CUDA one needs them stored.
+        # The forward stored no dS: the CPU backward recomputes the derivatives on the fly;
+        # the CUDA one needs them stored.
         _, dS = ops.fused_ssim_forward(img1, img2, True)
-    grad1, grad2 = ops.fused_ssim_backward(
-        grad_map.contiguous(), img1, img2, dS
-    )
+    # The kernels read a broadcast dL/dmap in place (no full image of it written first) and
+    # skip img2's gradient when img2 (usually the target) does not need one.
+    if not _is_broadcast_scalar(grad_map):
+        grad_map = grad_map.contiguous()
+    grad1, grad2 = ops.fused_ssim_backward(grad_map, img1, img2, dS, ctx.needs_input_grad[1])
     return (
         grad1 if ctx.needs_input_grad[0] else None,
         grad2 if ctx.needs_input_grad[1] else None,
         None,
     )
+
+
+def _backward(ops, ctx, grad_map, _grad_dS):
+    if grad_map is None:  # the map was not used
+        return None, None, None
+    img1, img2, dS = ctx.saved_tensors
+    return _image_grads(ops, ctx, grad_map, img1, img2, dS)
+
+
+def _setup_context_forward_backward(ctx, inputs, output) -> None:
+    img1, img2, _grad_img2 = inputs
+    _, grad1, grad2 = output
+    ctx.save_for_backward(img1, img2, grad1, grad2)
+    ctx.mark_non_differentiable(grad1, grad2)
+    ctx.set_materialize_grads(False)  # no zero-filled gradients of the gradients
+
+
+def _backward_forward_backward(ops, ctx, grad_map, _grad1, _grad2):
+    if grad_map is None:
+        return None, None, None
+    img1, img2, grad1, grad2 = ctx.saved_tensors
+    have2 = grad2.numel() > 0 or not ctx.needs_input_grad[1]
+    # Under create_graph the kernel path below runs, whose own backward refuses a double
+    # backward (scaling the stored gradients would silently drop the second-order term).
+    if _is_broadcast_scalar(grad_map) and have2 and not torch.is_grad_enabled():
+        # The forward's gradients are those of sum(ssim_map): dL/dmap is one value here.
+        return (
+            grad1 * grad_map if ctx.needs_input_grad[0] else None,
+            grad2 * grad_map if ctx.needs_input_grad[1] else None,
+            None,
+        )
+    # The map went elsewhere than into a (weighted) mean: the backward kernel proper.
+    return _image_grads(ops, ctx, grad_map, img1, img2, img1.new_empty((0,)))
 
 
 def _no_double_backward(ctx, grad1, grad2):
@@ -182,9 +241,15 @@ def _no_double_backward(ctx, grad1, grad2):
 def _register(ns: str) -> None:
     torch.library.register_fake(f"{ns}::fused_ssim_forward")(_forward_fake)
     torch.library.register_fake(f"{ns}::fused_ssim_backward")(_backward_fake)
+    torch.library.register_fake(f"{ns}::fused_ssim_forward_backward")(_forward_backward_fake)
     torch.library.register_autograd(
         f"{ns}::fused_ssim_forward", partial(_backward, getattr(torch.ops, ns)),
         setup_context=_setup_context,
+    )  # fmt: skip
+    torch.library.register_autograd(
+        f"{ns}::fused_ssim_forward_backward",
+        partial(_backward_forward_backward, getattr(torch.ops, ns)),
+        setup_context=_setup_context_forward_backward,
     )  # fmt: skip
     # Without an autograd kernel, a double backward would silently drop the second-order term.
     torch.library.register_autograd(
