@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from reference import textured
 
 from prebuild.ops._library import LIBRARY, kernels
