@@ -517,17 +517,15 @@ def machine_peaks(quick: bool, repeats: int) -> dict:
 # Work models. SSIM, per pixel and channel, forward + backward, as the issue that set the
 # goals counted it: the forward's 5 moments x 11 taps x 2 FLOP x 2 separable passes (220) and
 # ~40 for the SSIM formula and its derivatives, the backward's 3 maps x 11 x 2 x 2 (132) and
-# ~20: 412 (the CPU backward's recomputation of the forward on large images is not counted:
-# work it chooses to do). Bytes, what the op must read and write: the forward's x, y (8) and
-# map (4), the mean reading the map (4), the backward's dL/dmap (written by autograd, then
-# read: 8), x, y (8) and both gradients (8): 40; plus, where the forward stores dS (at most
-# 32 MiB, see prebuild.ops.ssim), its 5 planes written and read back (40): 80.
+# ~20: 412 (img1's gradient: the benchmark's img2 needs none). Bytes, what the training call
+# must read and write (prebuild.ops.ssim: the gradients come out of the forward's own pass):
+# x, y (8), the map (4) and the mean reading it (4), img1's gradient (4), the backward
+# scaling it by dL/dloss (read + write: 8): 28.
 SSIM_FLOP_PER_PIXEL = 412
-SSIM_BYTES_PER_PIXEL = 40
+SSIM_BYTES_PER_PIXEL = 28
 # What the two-pass kernel (horizontal pass through memory) moved: the yardstick the CPU goals
 # were set with. Reported as an effective bandwidth: the same work over the measured time.
 SSIM_TWO_PASS_BYTES_PER_PIXEL = 108
-SSIM_STORED_DS_BYTES_PER_PIXEL = 40
 # Rasterization, per (pixel, Gaussian) pair. Every pair a pixel evaluates (each pass): its
 # exponent, ~10 FLOP. Every pair that may reach the pixel (sigma at most skip_sigma): one exp
 # per pass, at the machine's measured exp rate. Every pair composited: alpha, transmittance
@@ -535,14 +533,6 @@ SSIM_STORED_DS_BYTES_PER_PIXEL = 40
 # the mean's, 3 colour gradients).
 RASTER_FLOP_PER_EVALUATED_PAIR = 10
 RASTER_FLOP_PER_COMPOSITED_PAIR = 57
-
-
-def ssim_bytes_per_pixel(numel: int) -> int:
-    """Bytes per pixel and channel the forward + backward move for images of `numel` floats."""
-    from prebuild.ops.ssim import _CPU_STORED_DS_MAX_BYTES
-
-    stored = 5 * 4 * numel <= _CPU_STORED_DS_MAX_BYTES
-    return SSIM_BYTES_PER_PIXEL + (SSIM_STORED_DS_BYTES_PER_PIXEL if stored else 0)
 
 
 def plain_conv2d_ssim(x, y):
@@ -585,11 +575,11 @@ def ssim_rows(cfg, peaks: dict) -> list[dict]:
             pixels = b * 3 * h * w
             t = times["prebuild.fused_ssim"]["median"]
             flop_t = pixels * SSIM_FLOP_PER_PIXEL / peaks["flops"]
-            byte_t = pixels * ssim_bytes_per_pixel(pixels) / peaks["bandwidth"]
+            byte_t = pixels * SSIM_BYTES_PER_PIXEL / peaks["bandwidth"]
             rows.append({"size": f"{h}x{w}", "batch": b, "times": times,
                          "ratio_msssim": times["pytorch_msssim.ssim"]["median"] / t,
                          "ratio_conv2d": times["plain conv2d"]["median"] / t,
-                         "bytes_per_pixel": ssim_bytes_per_pixel(pixels),
+                         "bytes_per_pixel": SSIM_BYTES_PER_PIXEL,
                          "bound": "memory" if byte_t > flop_t else "compute",
                          "flop_share": flop_t / t, "bandwidth_share": byte_t / t,
                          "two_pass_share": pixels * SSIM_TWO_PASS_BYTES_PER_PIXEL / peaks["bandwidth"] / t,
@@ -938,9 +928,10 @@ def report(results: dict, command: str) -> str:
                 "separable 1-D convs; 'plain conv2d' is five depthwise 11x11 `conv2d` blurs with zero "
                 "padding ('same', like ours). The kernels fuse both separable passes (nothing goes through "
                 f"memory between them), so the model is {SSIM_FLOP_PER_PIXEL} FLOP per pixel and channel and "
-                "the bytes the op must move: 40 per pixel and channel, 80 where the forward stores the "
-                "derivatives for the backward (up to 32 MiB of them; larger ones are recomputed inside the "
-                "backward, work not counted). Shares: the model's time at the copy bandwidth, and at the "
+                f"the bytes a training call must move: {SSIM_BYTES_PER_PIXEL} per pixel and channel (x and y "
+                "read, the map written and read by the mean, img1's gradient written in the forward's own "
+                "pass, then read and written scaled by the backward). Shares: the model's time at the copy "
+                "bandwidth, and at the "
                 "matmul peak, over the measured time; the larger of the two is the bound. 'Effective "
                 f"bandwidth': the {SSIM_TWO_PASS_BYTES_PER_PIXEL} bytes per pixel and channel the earlier "
                 "two-pass kernel moved (its horizontal pass through memory), over the measured time, as "
