@@ -911,3 +911,11 @@ def test_channels_last_images_warn_once_and_can_be_silenced():
     assert looks_channels_last((4, 64, 64, 1)) and looks_channels_last((2, 32, 40, 4))
     for shape in [(1, 3, 64, 64), (1, 1, 8, 8), (1, 4, 3, 3), (2, 64, 64, 5), (1, 3, 16, 4), (3, 64, 4, 3)]:
         assert not looks_channels_last(shape), shape
+
+
+def test_fake_forward_backward_names_its_op_and_shapes():
+    a = torch.empty(2, 3, 16, 17, device="meta")
+    m, g1, g2 = FB(a, a, False)
+    assert m.shape == g1.shape == a.shape and g2.shape == (0,) and m.device.type == "meta"
+    with pytest.raises(RuntimeError, match="fused_ssim_forward_backward: img1 and img2 must have the same shape"):
+        FB(a, a[..., :16])

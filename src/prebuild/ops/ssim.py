@@ -133,12 +133,15 @@ def fused_ssim(
     return ssim_map.sum() / ssim_map.numel()
 
 
-def _forward_fake(img1: torch.Tensor, img2: torch.Tensor, train: bool):
-    op = "prebuild::fused_ssim_forward"
+def _check_fake_images(op: str, img1: torch.Tensor, img2: torch.Tensor) -> None:
     torch._check(img1.dim() == 4, lambda: f"{op}: img1 must have 4 dimensions, got {img1.dim()}")
     torch._check(img1.shape == img2.shape, lambda: f"{op}: img1 and img2 must have the same shape")
     check_same_devices(op, img1=img1, img2=img2)
     check_float32(op, img1=img1, img2=img2)
+
+
+def _forward_fake(img1: torch.Tensor, img2: torch.Tensor, train: bool):
+    _check_fake_images("prebuild::fused_ssim_forward", img1, img2)
     ssim_map = img1.new_empty(img1.shape)
     dS = img1.new_empty((5, *img1.shape)) if train else img1.new_empty((0,))
     return ssim_map, dS
@@ -146,8 +149,7 @@ def _forward_fake(img1: torch.Tensor, img2: torch.Tensor, train: bool):
 
 def _backward_fake(grad_map, img1, img2, dS, grad_img2=True):
     op = "prebuild::fused_ssim_backward"
-    torch._check(img1.dim() == 4, lambda: f"{op}: img1 must have 4 dimensions, got {img1.dim()}")
-    torch._check(img1.shape == img2.shape, lambda: f"{op}: img1 and img2 must have the same shape")
+    _check_fake_images(op, img1, img2)
     torch._check(grad_map.shape == img1.shape, lambda: f"{op}: grad_map and img1 must have the same shape")
     torch._check(
         dS.shape == (5, *img1.shape) or (dS.shape == (0,) and img1.device.type in ("cpu", "meta")),
@@ -165,9 +167,9 @@ def _is_broadcast_scalar(t: torch.Tensor) -> bool:
 
 
 def _forward_backward_fake(img1: torch.Tensor, img2: torch.Tensor, grad_img2: bool = True):
-    ssim_map, _ = _forward_fake(img1, img2, False)
+    _check_fake_images("prebuild::fused_ssim_forward_backward", img1, img2)
     grad2 = img1.new_empty(img1.shape if grad_img2 else (0,))
-    return ssim_map, img1.new_empty(img1.shape), grad2
+    return img1.new_empty(img1.shape), img1.new_empty(img1.shape), grad2
 
 
 def _setup_context(ctx, inputs, output) -> None:
