@@ -365,6 +365,8 @@ std::tuple<Tensor, Tensor, Tensor> forward_backward_cpu(Tensor img1, Tensor img2
   constexpr const char* op = "prebuild::fused_ssim_forward_backward";
   check_images(img1, img2, op);
   STD_TORCH_CHECK(img1.is_cpu(), op, ": the CPU kernel got tensors that are not on the CPU");
+  // The forward's outputs without dS: the backward then runs as its recomputing pass, whose
+  // forward ring writes the map on the way.
   ForwardOutputs fwd = allocate_forward(img1, img2, /*train=*/false);
   static constexpr float kOne = 1.f;  // dL/dmap of sum(ssim_map), at every pixel
   BackwardOutputs bwd = allocate_backward({&kOne, 0}, img1, img2, fwd.dS, grad_img2);
