@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = ("build", "peer", "load", "contention", "cpu", "gpu")
 NOISY = 0.20  # spread (max - min) above this share of the median flags a row
 ONE_FILE = "csrc/ssim/ssim_cuda.cu"  # the file touched for the one-file-change rebuild
-ONE_FILE_QUICK = "csrc/ssim/ssim_cpu.cpp"
+ONE_FILE_QUICK = "csrc/gsplat/relocation_cpu.cpp"  # --quick: the quickest CPU file (a smoke test)
 GSPLAT_VERSION = "1.5.3"
 JIT_TORCH = "2.14.1"
 

@@ -157,12 +157,15 @@ def wheel(
             shutil.rmtree(work, ignore_errors=True)
         raise _fail(str(exc)) from None
 
+    if target.kind == CLASSIC:
+        classic_builder = classic.ClassicBuilder(target.source, torch, nvcc, work, jobs=jobs)
+
     def build_one(variant, on_progress, on_phase):
         if target.kind == NATIVE:
             return build_wheel(kernels, variant, out_dir, jobs=jobs, build_dir=build_dir, compress=compress,
                                on_progress=on_progress, on_phase=on_phase)  # fmt: skip
-        return classic.build_classic_wheel(target.source, variant.archs, F.ptx_archs_for(variant.archs, variant.ptx),
-                                           out_dir, torch, nvcc, work, jobs=jobs, on_phase=on_phase)  # fmt: skip
+        return classic_builder.build(variant.archs, F.ptx_archs_for(variant.archs, variant.ptx), out_dir,
+                                     on_phase=on_phase)  # fmt: skip
 
     err.print(
         f"Building {len(variants)} wheel(s) with nvcc {nvcc.version} ({nvcc.path}) "

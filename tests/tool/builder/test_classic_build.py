@@ -3,10 +3,12 @@ fixture projects written for these tests (tests/tool/builder/fixtures/classic/),
 with the CUDA build of torch 2.14.1.
 
 - plain_ext (torch/extension.h + pybind11, a package with its extension inside): two wheels,
-  each holding exactly its arch, a torch pin, prebuild.json; installs and runs its CPU
-  function next to its torch, and pip refuses it next to another torch minor release;
+  each holding exactly its arch, a torch pin, prebuild.json, the second built without
+  compiling the binding again; installs and runs its CPU function next to its torch, and pip
+  refuses it next to another torch minor release;
 - gencode_ext (hard-coded -gencode for sm_75 plus --use_fast_math/--maxrregcount, a top-level
-  extension module beside a package): an sm_90 wheel holds sm_90 only, the other flags kept;
+  extension module beside a package): its sm_80 and sm_90 wheels hold their arch only (nvcc's
+  command is the same for both: its object must not carry over), the other flags kept;
 - broken_ext: the compiler's error is shown, no wheel appears, and a second run fails the
   same way (nothing left locked).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -68,11 +71,22 @@ def wheel_contents(wheel: Path) -> tuple[dict, str, dict[str, bytes]]:
 def plain_wheels(cuda_torch_python, tmp_path_factory) -> list[Path]:
     before = tree_snapshot(FIXTURES / "plain_ext")
     out = tmp_path_factory.mktemp("plain-dist")
-    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_80,sm_90", str(FIXTURES / "plain_ext"), "--out", str(out))
+    work = tmp_path_factory.mktemp("plain-work")  # kept: the build logs are checked
+    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_80,sm_90", str(FIXTURES / "plain_ext"), "--out", str(out),
+                          "--build-dir", str(work))  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
     assert tree_snapshot(FIXTURES / "plain_ext") == before  # built from a private copy
     assert "2 wheel(s)" in proc.stdout
+    # The second wheel compiles the kernel for its arch and reuses the binding's object.
+    assert compiled(work / "cu130.sm80" / "build.log") == ["binding.cpp", "kernels.cu"]
+    assert compiled(work / "cu130.sm90" / "build.log") == ["kernels.cu"]
     return sorted(out.glob("*.whl"))
+
+
+def compiled(build_log: Path) -> list[str]:
+    """The sources ninja compiled in a classic build (its "[i/n] command" lines)."""
+    lines = [line for line in build_log.read_text().splitlines() if re.match(r"\[\d+/\d+\] ", line)]
+    return sorted({Path(m).name for line in lines for m in re.findall(r"\S+\.(?:cpp|cu)\b", line)})
 
 
 def test_plain_extension_gets_one_wheel_per_arch_holding_exactly_it(plain_wheels, tmp_path):
@@ -150,20 +164,28 @@ def test_plain_wheel_installs_and_runs_next_to_its_torch_and_is_refused_next_to_
 
 
 def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(cuda_torch_python, fresh_cuda_venv, tmp_path):
-    out = tmp_path / "dist"
-    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_90", str(FIXTURES / "gencode_ext"), "--out", str(out))
+    out, work = tmp_path / "dist", tmp_path / "work"
+    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_80,sm_90", str(FIXTURES / "gencode_ext"), "--out", str(out),
+                          "--build-dir", str(work))  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
-    (wheel,) = out.glob("*.whl")
-    assert wheel.name == "gencode_ext-0.2.0+lab1.pt214.cu130.sm90-cp311-cp311-linux_x86_64.whl"
-    manifest, _, libraries = wheel_contents(wheel)
-    (name,) = libraries
-    assert name.startswith("gencode_ext_cuda.")  # a top-level module
-    code = library_code(libraries[name], name)
-    assert all_sass(code) == ["sm_90"] and code.ptx == ()
-    (call,) = [c for c in manifest["nvcc_calls"] if any(a.endswith("kernel.cu") for a in c["given"])]
-    assert "-gencode=arch=compute_75,code=sm_75" in call["given"]
-    assert "-gencode=arch=compute_75,code=sm_75" not in call["run"]
-    assert {"--use_fast_math", "--maxrregcount=40", "-gencode=arch=compute_90,code=sm_90"} <= set(call["run"])
+    wheels = sorted(out.glob("*.whl"))
+    assert [w.name for w in wheels] == [
+        f"gencode_ext-0.2.0+lab1.pt214.cu130.{sm}-cp311-cp311-linux_x86_64.whl" for sm in ("sm80", "sm90")
+    ]
+    for wheel, sm in zip(wheels, ("sm_80", "sm_90")):
+        manifest, _, libraries = wheel_contents(wheel)
+        (name,) = libraries
+        assert name.startswith("gencode_ext_cuda.")  # a top-level module
+        code = library_code(libraries[name], name)
+        assert all_sass(code) == [sm] and code.ptx == ()
+        (call,) = [c for c in manifest["nvcc_calls"] if any(a.endswith("kernel.cu") for a in c["given"])]
+        assert "-gencode=arch=compute_75,code=sm_75" in call["given"]
+        assert "-gencode=arch=compute_75,code=sm_75" not in call["run"]
+        assert {"--use_fast_math", "--maxrregcount=40", f"-gencode=arch=compute_{sm[3:]},code={sm}"} <= set(call["run"])
+    # nvcc is given the same command for both (torch ignores TORCH_CUDA_ARCH_LIST when a
+    # project names its archs): the kernel is compiled again because its object was deleted.
+    assert compiled(work / "cu130.sm90" / "build.log") == ["kernel.cu"]
+    wheel = wheels[1]
     python = fresh_cuda_venv()
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-index", str(wheel)], check=True, timeout=600)
     ran = subprocess.run([str(python), "-c", "import gencode_ext; print(gencode_ext.ANSWER)"], capture_output=True,

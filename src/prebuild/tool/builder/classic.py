@@ -8,6 +8,10 @@ requested archs, whatever setup.py asks), its ``include/`` and ``lib64/`` are th
 toolkit's plus what torch's CUDA packages add (a minimal toolkit has no ``libcudart.so``).
 The archs are then read back from every library in the wheel, and the wheel is relabelled
 (``prebuild.tool.builder.relabel``). The project directory is prebuild's private copy.
+
+The wheels of one run are built one after another from that copy: what the host compiler
+compiled for the first (``torch/extension.h`` bindings, half a minute each) is reused by the
+next, and what nvcc wrote is deleted so that it is compiled again for the next archs.
 """
 
 from __future__ import annotations
@@ -96,6 +100,53 @@ def make_cuda_shim(nvcc: Nvcc, dest: Path, gencode: list[str], log: Path) -> Pat
     return dest
 
 
+# How nvcc is told where to write (torch's ninja build and hand-written builds alike).
+NVCC_OUTPUT_OPTIONS = ("-o", "--output-file")
+
+
+def nvcc_outputs(calls: list[list[str]]) -> list[Path] | None:
+    """The files these nvcc calls (each one's arguments) wrote; None when a call's output
+    cannot be told: no output option, or a relative path (the call's directory is unknown)."""
+    outputs = []
+    for args in calls:
+        found = None
+        for i, arg in enumerate(args):
+            if arg in NVCC_OUTPUT_OPTIONS and i + 1 < len(args):
+                found = args[i + 1]
+            elif arg.startswith(tuple(f"{opt}=" for opt in NVCC_OUTPUT_OPTIONS)):
+                found = arg.split("=", 1)[1]
+        if found is None or not Path(found).is_absolute():
+            return None
+        outputs.append(Path(found))
+    return outputs
+
+
+def keep_host_objects(build: Path, nvcc_wrote: list[Path] | None) -> int:
+    """Prepare setuptools' ``build/`` for the next wheel of the same copy; returns how many
+    objects were kept (0: it starts empty).
+
+    Kept: the host compiler's objects in ``build/temp.*``. torch's ninja build recompiles one
+    when its command line or an input changed (ninja records both), and without ninja
+    setuptools compiles every source anyway. Deleted: everything nvcc wrote (an object made
+    for the previous archs may look up to date: a project with a hard-coded ``-gencode``
+    compiles every arch with the same command), and the rest of ``build/`` (the linked
+    extension, which setuptools would otherwise call up to date). When what nvcc wrote is
+    unknown, or lies outside ``build/temp.*``, nothing is kept."""
+    temps = [d.resolve() for d in build.glob("temp.*") if d.is_dir()] if build.is_dir() else []
+    inside = nvcc_wrote is not None and all(
+        any(p.resolve().is_relative_to(t) for t in temps) for p in nvcc_wrote
+    )  # fmt: skip
+    if not temps or not inside:
+        shutil.rmtree(build, ignore_errors=True)
+        return 0
+    for entry in build.iterdir():
+        if not entry.name.startswith("temp."):
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+    for path in nvcc_wrote:
+        path.unlink(missing_ok=True)
+    return sum(1 for t in temps for p in t.rglob("*.o") if p.is_file())
+
+
 def torch_cuda_arch_list(sass: tuple[Arch, ...], ptx: tuple[Arch, ...]) -> str:
     """``TORCH_CUDA_ARCH_LIST`` for the same request (``8.0;9.0+PTX``), for projects that read it."""
     items = [f"{a.major}.{a.minor}{a.suffix}" for a in sass]
@@ -169,63 +220,67 @@ def compiler_errors(log: str, limit: int = 8000) -> str:
     return log[start: end if end >= 0 else None][:limit].rstrip()
 
 
-def build_classic_wheel(
-    project: Path,
-    sass: tuple[Arch, ...],
-    ptx: tuple[Arch, ...],
-    out_dir: Path,
-    torch: Torch,
-    nvcc: Nvcc,
-    work: Path,
-    jobs: int | None = None,
-    on_phase: Callable[[str], None] | None = None,
-) -> ClassicWheel:
-    """Build one wheel of ``project`` (prebuild's private copy) for exactly these archs."""
-    start = time.monotonic()
-    gencode = F.gencode_flags(sass, ptx)
-    variant_dir = work / F.local_version_label(nvcc.version, sass, ptx)
-    shutil.rmtree(variant_dir, ignore_errors=True)
-    variant_dir.mkdir(parents=True)
-    nvcc_log, build_log = variant_dir / "nvcc-calls.jsonl", variant_dir / "build.log"
-    shim = make_cuda_shim(nvcc, variant_dir / "cuda", gencode, nvcc_log)
-    # Objects of another arch must not be reused: setuptools' build/ starts empty each time.
-    shutil.rmtree(project / "build", ignore_errors=True)
-    max_jobs = jobs or F.parallel_jobs(cpu_count(), available_memory_bytes(), CLASSIC_MEMORY_PER_JOB)
-    env = {
-        "CUDA_HOME": str(shim), "CUDA_PATH": str(shim), "PATH": f"{shim / 'bin'}:{os.environ.get('PATH', '')}",
-        "TORCH_CUDA_ARCH_LIST": torch_cuda_arch_list(sass, ptx), "MAX_JOBS": str(max_jobs),
-        "FORCE_CUDA": "1",  # projects that skip CUDA when no GPU is visible
-    }  # fmt: skip
-    if on_phase:
-        on_phase("compiling (the project's own build)")
-    builder = ProjectBuilder(project, python_executable=sys.executable, runner=quiet_runner(build_log, env))
-    missing = builder.check_dependencies("wheel")
-    if missing:
-        names = sorted({req for group in missing for req in group})
-        raise ToolchainError(
-            f"the project's build needs {', '.join(names)}, not installed here. prebuild builds "
-            f"without isolation (so that this torch is used): pip install {' '.join(shlex.quote(n) for n in names)}"
-        )
-    with tempfile.TemporaryDirectory(dir=variant_dir, prefix="wheel-") as tmp:
-        try:
-            built = Path(builder.build("wheel", tmp))
-        except (BuildBackendException, BuildException) as exc:
-            text = build_log.read_text(encoding="utf-8", errors="replace") if build_log.exists() else str(exc)
-            raise BuildError(f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}") from exc
+class ClassicBuilder:
+    """Builds the wheels of one classic project (prebuild's private copy), one per arch set,
+    one after another: each reuses the host objects of the one before (``keep_host_objects``)."""
+
+    def __init__(self, project: Path, torch: Torch, nvcc: Nvcc, work: Path, jobs: int | None = None):
+        self.project, self.torch, self.nvcc, self.work, self.jobs = project, torch, nvcc, work, jobs
+        self._nvcc_wrote: list[Path] | None = None  # by the previous wheel; None: start clean
+
+    def build(self, sass: tuple[Arch, ...], ptx: tuple[Arch, ...], out_dir: Path,
+              on_phase: Callable[[str], None] | None = None) -> ClassicWheel:  # fmt: skip
+        """Build one wheel for exactly these archs into ``out_dir``."""
+        start = time.monotonic()
+        torch, nvcc, project = self.torch, self.nvcc, self.project
+        gencode = F.gencode_flags(sass, ptx)
+        variant_dir = self.work / F.local_version_label(nvcc.version, sass, ptx)
+        shutil.rmtree(variant_dir, ignore_errors=True)
+        variant_dir.mkdir(parents=True)
+        nvcc_log, build_log = variant_dir / "nvcc-calls.jsonl", variant_dir / "build.log"
+        # One path for every wheel: the include paths in the host compiler's commands (and so
+        # ninja's view of its objects) stay the same from one wheel to the next.
+        shim = make_cuda_shim(nvcc, self.work / "cuda-shim", gencode, nvcc_log)
+        wrote, self._nvcc_wrote = self._nvcc_wrote, None  # a failed build leaves nothing to reuse
+        kept = keep_host_objects(project / "build", wrote)
+        max_jobs = self.jobs or F.parallel_jobs(cpu_count(), available_memory_bytes(), CLASSIC_MEMORY_PER_JOB)
+        env = {
+            "CUDA_HOME": str(shim), "CUDA_PATH": str(shim), "PATH": f"{shim / 'bin'}:{os.environ.get('PATH', '')}",
+            "TORCH_CUDA_ARCH_LIST": torch_cuda_arch_list(sass, ptx), "MAX_JOBS": str(max_jobs),
+            "FORCE_CUDA": "1",  # projects that skip CUDA when no GPU is visible
+        }  # fmt: skip
         if on_phase:
-            on_phase("checking the archs in every library")
-        libraries = read_wheel_libraries(built)
-        check_archs(built.name, libraries, sass, ptx)
-        calls = [json.loads(line) for line in nvcc_log.read_text().splitlines()] if nvcc_log.exists() else []
-        manifest = ProjectManifest(
-            kind="classic", torch=torch.version_string, torch_cuda=torch.cuda, cuda=str(nvcc.version),
-            python_tag="-".join(built.name[: -len(".whl")].split("-")[-3:]),
-            sass_archs=tuple(sorted(sass)), ptx_archs=tuple(sorted(ptx)), libraries=libraries,
-            nvcc_calls=tuple(NvccCall(tuple(c["given"]), tuple(c["run"])) for c in calls),
-        )  # fmt: skip
-        if on_phase:
-            on_phase("writing the wheel")
-        # relabel_wheel keeps a project's own local label in front of this one.
-        label = F.classic_local_label(torch.version_string, nvcc.version, sass, ptx)
-        final = relabel_wheel(built, out_dir, label, F.torch_pin(torch.version_string), manifest.to_json())
-    return ClassicWheel(final, sass, ptx, manifest, time.monotonic() - start)
+            on_phase("compiling (the project's own build" + (f", {kept} host objects reused)" if kept else ")"))
+        builder = ProjectBuilder(project, python_executable=sys.executable, runner=quiet_runner(build_log, env))
+        missing = builder.check_dependencies("wheel")
+        if missing:
+            names = sorted({req for group in missing for req in group})
+            raise ToolchainError(
+                f"the project's build needs {', '.join(names)}, not installed here. prebuild builds "
+                f"without isolation (so that this torch is used): pip install {' '.join(shlex.quote(n) for n in names)}"
+            )
+        with tempfile.TemporaryDirectory(dir=variant_dir, prefix="wheel-") as tmp:
+            try:
+                built = Path(builder.build("wheel", tmp))
+            except (BuildBackendException, BuildException) as exc:
+                text = build_log.read_text(encoding="utf-8", errors="replace") if build_log.exists() else str(exc)
+                raise BuildError(f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}") from exc
+            if on_phase:
+                on_phase("checking the archs in every library")
+            libraries = read_wheel_libraries(built)
+            check_archs(built.name, libraries, sass, ptx)
+            calls = [json.loads(line) for line in nvcc_log.read_text().splitlines()] if nvcc_log.exists() else []
+            manifest = ProjectManifest(
+                kind="classic", torch=torch.version_string, torch_cuda=torch.cuda, cuda=str(nvcc.version),
+                python_tag="-".join(built.name[: -len(".whl")].split("-")[-3:]),
+                sass_archs=tuple(sorted(sass)), ptx_archs=tuple(sorted(ptx)), libraries=libraries,
+                nvcc_calls=tuple(NvccCall(tuple(c["given"]), tuple(c["run"])) for c in calls),
+            )  # fmt: skip
+            if on_phase:
+                on_phase("writing the wheel")
+            # relabel_wheel keeps a project's own local label in front of this one.
+            label = F.classic_local_label(torch.version_string, nvcc.version, sass, ptx)
+            final = relabel_wheel(built, out_dir, label, F.torch_pin(torch.version_string), manifest.to_json())
+        # No nvcc call seen (a project calling its own nvcc): nothing is known, nothing kept.
+        self._nvcc_wrote = nvcc_outputs([c["run"] for c in calls]) if calls else None
+        return ClassicWheel(final, sass, ptx, manifest, time.monotonic() - start)
