@@ -26,7 +26,7 @@ the machine, the date, the exact command), ``docs/benchmarks.png`` (the pictures
 
 Every number is the median of repeated runs with the spread (min-max) beside it; a row whose
 spread exceeds 20 % of its median is flagged "noisy" (the machine has 2 cores and other work
-may run). ``--quick`` runs every section end to end at tiny sizes in well under a minute (CI
+may run). ``--quick`` runs every section end to end at tiny sizes in about a minute (CI
 runs it, tests/scripts/test_bench.py; its numbers mean nothing).
 
 Examples:
@@ -1067,7 +1067,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         epilog="\n\n".join(__doc__.split("\n\n")[1:]), formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     parser.add_argument("--quick", action="store_true",
-                        help="every section at tiny sizes, one or two runs each (CI; well under a minute)")
+                        help="every section at tiny sizes, one or two runs each (CI; about a minute)")
     parser.add_argument("--sections", default="build,load,contention,cpu,gpu",
                         help=f"comma-separated, from {','.join(SECTIONS)} (default: all but peer)")
     parser.add_argument("--peer-gsplat", action="store_true",

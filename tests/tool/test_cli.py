@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
 
 from prebuild.tool.cli import app, reflow_help
 
@@ -50,6 +51,13 @@ def test_help_fits_80_columns(command):
             assert re.search(r"\[default: [^\]]+\]", line), line
     # Every example of the docstring appears intact, on a line of its own.
     doc = next(c.callback.__doc__ for c in app.registered_commands if c.callback.__name__ == command)
+    # Bracketed words ([tool.prebuild]) are shown, not taken for rich markup and dropped.
+    click_command = typer.main.get_command(app).commands[command]
+    texts = [doc, *(getattr(p, "help", None) or "" for p in click_command.params)]
+    bracketed = {m.replace("\\", "") for t in texts for m in re.findall(r"\\?\[[a-z][\w.]*\]", t)}
+    flat = " ".join(text.split())
+    for word in bracketed:
+        assert word in flat, f"{word} is missing from {command} --help"
     examples = [line.strip() for line in doc.splitlines() if line.strip().startswith(("prebuild ", "pip ", "echo "))]
     assert examples, f"{command} --help shows no example"
     shown = [line.strip() for line in text.splitlines()]

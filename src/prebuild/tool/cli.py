@@ -56,7 +56,7 @@ def wheel(
         None, metavar="[PROJECT]", show_default=False,
         help="What to build: a source directory, an sdist, or a pip requirement or URL "
         "(fused-ssim==1.0.0, git+https://...). Default: the project around the current "
-        "directory. A native project ([tool.prebuild] in its pyproject.toml, as prebuild's own "
+        "directory. A native project (\\[tool.prebuild] in its pyproject.toml, as prebuild's own "
         "kernels) is built in place; another (classic) project from a private copy, by its own "
         "build backend, in this environment: it needs a CUDA build of torch.",
     ),
@@ -94,7 +94,7 @@ def wheel(
 ) -> None:
     """Compile CUDA kernels ahead of time into wheels, one per CUDA arch.
 
-    A native project (prebuild's own kernels, or any project with [tool.prebuild] in its pyproject.toml, see `prebuild new`): each wheel is a cp310-abi3 wheel for PyTorch's stable ABI: it installs on every Python >= 3.10 and loads in every torch from the targeted version on. Its version's local label names CUDA and the archs (prebuild-0.1.0+cu130.sm80-...whl). Compiled objects are kept in the build directory, so a second run only packages.
+    A native project (prebuild's own kernels, or any project with \\[tool.prebuild] in its pyproject.toml, see `prebuild new`): each wheel is a cp310-abi3 wheel for PyTorch's stable ABI: it installs on every Python >= 3.10 and loads in every torch from the targeted version on. Its version's local label names CUDA and the archs (prebuild-0.1.0+cu130.sm80-...whl). Compiled objects are kept in the build directory, so a second run only packages.
 
     Another project (a classic torch/extension.h CUDAExtension, unmodified): every nvcc call of its build produces exactly the archs asked for, whatever its setup.py says; the archs are read back from every library; the version gains +pt214.cu130.sm90 and the wheel requires that torch minor release.
 
@@ -582,7 +582,7 @@ def new(
 ) -> None:
     """Create a native project: kernels against PyTorch's stable ABI, built by `prebuild wheel`.
 
-    The project has one example op, scale_add(x, y, alpha) = x + alpha * y: its per-element math in one header shared by the CPU kernel and the CUDA kernel, the CUDA kernel written as a block body on prebuild's SIMT layer (so its own source also runs on the CPU in tests), a Python wrapper with torch.library autograd and fake kernels, tests (plain PyTorch, opcheck, torch.compile, the CUDA body on the CPU), and [tool.prebuild] in its pyproject.toml. Its wheels carry prebuild's loader: they need only torch.
+    The project has one example op, scale_add(x, y, alpha) = x + alpha * y: its per-element math in one header shared by the CPU kernel and the CUDA kernel, the CUDA kernel written as a block body on prebuild's SIMT layer (so its own source also runs on the CPU in tests), a Python wrapper with torch.library autograd and fake kernels, tests (plain PyTorch, opcheck, torch.compile, the CUDA body on the CPU), and \\[tool.prebuild] in its pyproject.toml. Its wheels carry prebuild's loader: they need only torch.
 
     Examples:
 

@@ -3,10 +3,12 @@
 Every test that only needs *a* real wheel takes it from ``built_wheel``: one objects
 directory (``shared_objects``) for all of them, so the CPU code is compiled once, each CUDA
 arch set once, and each wheel packaged once. Tests that must compile (interrupted builds,
-other toolchains, a planted error) use their own directories."""
+other toolchains, a planted error) use their own directories; those whose subject is the
+CUDA compile start from the shared CPU objects (``objects_with_cpu_library``)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -37,3 +39,13 @@ def built_wheel(tmp_path_factory, shared_objects) -> Callable[..., Path]:
         return cache[key]
 
     return get
+
+
+@pytest.fixture
+def objects_with_cpu_library(built_wheel, shared_objects, tmp_path) -> Path:
+    """A new ``--build-dir`` holding the shared objects of the CPU library (copied with their
+    mtimes: ninja finds them up to date), so that a build compiles only CUDA code."""
+    built_wheel("sm_80")
+    objects = tmp_path / "objects"
+    shutil.copytree(shared_objects / "cpu", objects / "cpu")
+    return objects

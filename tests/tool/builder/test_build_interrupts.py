@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -55,13 +54,11 @@ def assert_complete_wheels(out: Path, count: int) -> list[Path]:
     return wheels
 
 
-def test_killed_mid_compile_leaves_no_wheel_then_two_runs_at_once_complete_it(tmp_path, built_wheel, shared_objects):
+def test_killed_mid_compile_leaves_no_wheel_then_two_runs_at_once_complete_it(tmp_path, objects_with_cpu_library):
     """One compile serves both checks: the killed build's objects directory is where the
     two concurrent runs resume. The CPU library (compiled before any CUDA code, never
     interrupted here) comes from the shared objects: the CUDA compile is what is killed."""
-    out, objects = tmp_path / "dist", tmp_path / "objects"
-    built_wheel("sm_80")  # the shared objects hold the CPU library
-    shutil.copytree(shared_objects / "cpu", objects / "cpu")  # mtimes kept: ninja finds it up to date
+    out, objects = tmp_path / "dist", objects_with_cpu_library
     args = ("wheel", "--arch", "sm_80", "--out", str(out), "--build-dir", str(objects))
     proc = start_cli(*args)
     try:

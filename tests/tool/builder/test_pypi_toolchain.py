@@ -43,11 +43,12 @@ def can_hide_system_cuda() -> bool:
 
 
 @pytest.mark.slow
-def test_wheel_builds_with_system_cuda_hidden(tmp_path):
+def test_wheel_builds_with_system_cuda_hidden(tmp_path, objects_with_cpu_library):
+    """The CPU library (no CUDA in it) comes from the shared objects: nvcc's part is tested."""
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
     env.update(PATH=f"{PREBUILD.parent}:/usr/bin:/bin", COLUMNS="200", **{SYSTEM_CUDA_ENV: ""})
     assert shutil.which("nvcc", path=env["PATH"]) is None
-    out, objects = tmp_path / "dist", tmp_path / "objects"
+    out, objects = tmp_path / "dist", objects_with_cpu_library
     command = [str(PREBUILD), "wheel", "--arch", "sm_80", "--out", str(out), "--build-dir", str(objects)]
     hidden = can_hide_system_cuda()
     if hidden:  # also make /usr/local/cuda empty for this build (a private mount namespace)

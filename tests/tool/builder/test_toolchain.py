@@ -169,3 +169,20 @@ def test_nvcc_failure_is_a_toolchain_error(tmp_path):
         Nvcc(broken).version
     with pytest.raises(ToolchainError):
         Nvcc(tmp_path / "missing").supported_archs
+
+
+def test_ninja_is_the_packaged_one_whatever_path_holds(tmp_path, monkeypatch):
+    """Another ninja first on PATH (a system 1.11 beside the package's 1.13) is not taken: a
+    build directory switching between them would be compiled again from scratch."""
+    import ninja
+
+    other = tmp_path / "ninja"
+    other.write_text("#!/bin/sh\necho 1.0.0\n")
+    other.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert toolchain.find_ninja() == str(Path(ninja.BIN_DIR) / "ninja")
+    monkeypatch.setattr(ninja, "BIN_DIR", str(tmp_path / "gone"))  # no package binary: PATH's
+    assert toolchain.find_ninja() == str(other)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(toolchain.ToolchainError, match="pip install ninja"):
+        toolchain.find_ninja()

@@ -149,16 +149,12 @@ print("ok")
 
 
 def test_failed_build_reports_the_compiler_error_and_leaves_no_wheel(tmp_path):
-    """A kernel that does not compile: exit 1 with nvcc's own message, nothing in --out."""
-    import shutil
-
-    source = tmp_path / "src-copy"
-    for name in ("csrc", "src"):
-        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("*.so", "_manifest.json", "__pycache__"))
-    for name in ("setup.py", "pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    # At the top of every .cu file, so that whichever nvcc runs first fails in a second.
+    """A kernel that does not compile: exit 1 with nvcc's own message, nothing in --out.
+    The project is a new one from `prebuild new` (its CPU library compiles in seconds)."""
+    source = tmp_path / "broken-kernels"
+    assert run_cli("new", "broken-kernels", "--dir", str(source)).returncode == 0
     kernels = sorted((source / "csrc").rglob("*.cu"))
+    assert kernels
     for kernel in kernels:
         kernel.write_text("static_assert(false, \"planted compile error\");\n" + kernel.read_text())
     out = tmp_path / "out"

@@ -176,16 +176,22 @@ def find_cxx(env: dict[str, str] | None = None) -> str:
 
 
 def find_ninja() -> str:
-    """ninja from PATH, else the one PyPI's ``ninja`` package installs beside this Python."""
-    found = shutil.which("ninja") or shutil.which("ninja", path=str(Path(sys.executable).parent))
-    if found:
-        return found
+    """The ninja of PyPI's ``ninja`` package (a dependency of the build extra), else PATH's.
+
+    The same ninja whatever PATH holds: ninja 1.12 changed how its log records commands, so a
+    build directory shared between two versions would be compiled again from scratch."""
     try:
         import ninja  # noqa: PLC0415
 
-        return str(Path(ninja.BIN_DIR) / "ninja")
-    except (ImportError, AttributeError) as exc:
-        raise ToolchainError("ninja is not installed: pip install ninja") from exc
+        packaged = Path(ninja.BIN_DIR) / "ninja"
+        if packaged.is_file():
+            return str(packaged)
+    except (ImportError, AttributeError):
+        pass
+    found = shutil.which("ninja")
+    if found:
+        return found
+    raise ToolchainError("ninja is not installed: pip install ninja")
 
 
 def available_memory_bytes() -> int:
