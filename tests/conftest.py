@@ -26,7 +26,8 @@ import pytest
 TEMPLATE_TORCH = "torch==2.13.0"
 ROOT = Path(__file__).resolve().parents[1]
 CUDA_TORCH = "torch==2.14.1"
-CUDA_VENV_PACKAGES = [CUDA_TORCH, "setuptools", "wheel", "ninja", "packaging", "typer", "rich", "build",
+# numpy as most torch users have it: without it every import of torch in a build warns.
+CUDA_VENV_PACKAGES = [CUDA_TORCH, "numpy", "setuptools", "wheel", "ninja", "packaging", "typer", "rich", "build",
                       "filelock", "pyelftools", "nvidia-cuda-cuobjdump"]  # fmt: skip
 
 

@@ -64,7 +64,11 @@ def test_wheel_jobs_come_from_prebuild_matrix_and_reach_the_container():
     (cibw_step,) = [s for s in wheels["steps"] if "cibuildwheel" in s.get("uses", "")]
     from importlib.metadata import version
 
-    assert cibw_step["uses"].endswith("@v" + version("cibuildwheel")), "validate with the version the workflow uses"
+    action_version = cibw_step["uses"].rpartition("@v")[2]
+    assert version("cibuildwheel") == action_version, "validate with the version the workflow uses"
+    # The installs pin that version too, so a newer cibuildwheel on the index cannot change it.
+    assert f"cibuildwheel=={action_version}" in PYPROJECT["project"]["optional-dependencies"]["test"]
+    assert f"cibuildwheel=={action_version}" in (ROOT / "scripts" / "bootstrap.sh").read_text()
     publish = jobs["publish"]
     assert publish["needs"] == "wheels"
     uses = {s.get("uses", "").split("@")[0] for s in publish["steps"]}

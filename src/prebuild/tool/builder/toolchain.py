@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
