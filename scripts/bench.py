@@ -286,7 +286,9 @@ def section_build(cfg: argparse.Namespace, work: Path) -> dict:
         "sizes": [],
     }  # fmt: skip
     if cfg.quick:
-        lib = build / "cpu" / "_C.abi3.so"
+        from prebuild.tool.builder.compile import host_build_dir
+
+        lib = host_build_dir(build) / "_C.abi3.so"
         result["sizes"].append({"what": "CPU library _C.abi3.so (--quick: no wheel)", "compress": True,
                                 "bytes": lib.stat().st_size, "cuda_library": 0})  # fmt: skip
         return result

@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+
+from prebuild.tool.builder.compile import host_build_dir
+
 from build_helpers import run_cli
 
 
@@ -47,5 +50,5 @@ def objects_with_cpu_library(built_wheel, shared_objects, tmp_path) -> Path:
     mtimes: ninja finds them up to date), so that a build compiles only CUDA code."""
     built_wheel("sm_80")
     objects = tmp_path / "objects"
-    shutil.copytree(shared_objects / "cpu", objects / "cpu")
+    shutil.copytree(host_build_dir(shared_objects), host_build_dir(objects))
     return objects

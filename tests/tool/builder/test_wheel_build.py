@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from prebuild.runtime.arch import parse_arch_list
+from prebuild.tool.builder.compile import host_build_dir
 from prebuild.tool.inspection import library_code, read_wheel_manifest
 
 from build_helpers import run_cli
@@ -61,7 +62,7 @@ def test_wheel_name_tags_and_manifest(sm80_wheel, tmp_path):
 def test_second_run_reuses_objects(sm80_wheel, shared_objects, tmp_path):
     proc = run_cli("wheel", "--arch", "80", "--out", str(tmp_path), "--build-dir", str(shared_objects))
     assert proc.returncode == 0, proc.stderr
-    logs = list(shared_objects.glob("cuda/*sm80/build.log")) + [shared_objects / "cpu" / "build.log"]
+    logs = list(shared_objects.glob("cuda/*sm80/build.log")) + [host_build_dir(shared_objects) / "build.log"]
     assert len(logs) == 2, logs
     for log in logs:
         assert "no work to do" in log.read_text(), log
