@@ -234,6 +234,23 @@ class NvccCall:
 
 
 @dataclass(frozen=True)
+class CxxStandard:
+    """The C++ standard of a classic build: the oldest one torch's headers compile in (found
+    by the build's preflight), and the standards the project asked nvcc for that were raised
+    to it, each with how many calls asked for it."""
+
+    needed: str  # "c++20"
+    raised: tuple[tuple[str, int], ...] = ()  # (("c++17", 20),)
+
+    def to_dict(self) -> dict:
+        return {"needed": self.needed, "raised": {std: calls for std, calls in self.raised}}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CxxStandard":
+        return cls(str(data["needed"]), tuple((str(std), int(calls)) for std, calls in dict(data["raised"]).items()))
+
+
+@dataclass(frozen=True)
 class ProjectManifest:
     """What prebuild built of another project; ``kind`` is ``"classic"`` (torch/extension.h,
     tied to one torch minor release)."""
@@ -247,6 +264,7 @@ class ProjectManifest:
     ptx_archs: tuple[Arch, ...]
     libraries: tuple[BuiltLibrary, ...]
     nvcc_calls: tuple[NvccCall, ...] = ()
+    cxx_standard: CxxStandard | None = None
     built_by: str = "prebuild"
 
     @property
@@ -262,6 +280,7 @@ class ProjectManifest:
             "libraries": [{"file": lib.file, "sha256": lib.sha256, "size": lib.size, "sass": [a.sm for a in lib.sass],
                            "ptx": [a.compute for a in lib.ptx]} for lib in self.libraries],
             "nvcc_calls": [{"given": list(c.given), "run": list(c.run)} for c in self.nvcc_calls],
+            "cxx_standard": self.cxx_standard.to_dict() if self.cxx_standard else None,
         }  # fmt: skip
 
     def to_json(self) -> str:
@@ -292,6 +311,7 @@ class ProjectManifest:
                 ),  # fmt: skip
                 nvcc_calls=tuple(NvccCall(tuple(map(str, c["given"])), tuple(map(str, c["run"])))
                                  for c in data.get("nvcc_calls", [])),  # fmt: skip
+                cxx_standard=CxxStandard.from_dict(data["cxx_standard"]) if data.get("cxx_standard") else None,
             )
         except ManifestError:
             raise

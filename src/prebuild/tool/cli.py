@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from inspect import cleandoc
+import shutil
+import signal
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import typer
 from rich.console import Console
@@ -113,65 +117,133 @@ def wheel(
       prebuild wheel --arch sm_80,sm_90 ./fused-ssim   # another project
     """
     try:
-        from prebuild.tool.builder import flags as F
-        from prebuild.tool.builder.compile import BuildError, preflight
+        from prebuild.tool.builder.compile import BuildError
         from prebuild.tool.builder.toolchain import ToolchainError
-        from prebuild.tool.builder.wheel import (
-            build_wheel, check_lock_target, plan_variants, prepare_output_dir, write_lock,
-        )  # fmt: skip
-        from prebuild.tool.builder import classic
-        from prebuild.tool.builder.config import read_config
-        from prebuild.tool.builder.project import CLASSIC, NATIVE, project_kind, resolve_project
+        from prebuild.tool.builder.wheel import write_lock
+        import prebuild.tool.builder.classic  # noqa: F401 - what every build imports, checked here
+        import prebuild.tool.builder.project  # noqa: F401
     except ModuleNotFoundError as exc:
         raise _fail(_missing_build_extra(exc)) from None
 
-    import shutil
-    import tempfile
-
+    # Without --build-dir, the work (a private copy of another project, its objects, logs)
+    # lives in a temporary directory that no outcome leaves behind: only a failed build's log
+    # is kept, beside it, when the error names it.
     work = build_dir or Path(tempfile.mkdtemp(prefix="prebuild-wheel-"))
+    built: list = []
+    stage = "checking"  # then "building": its errors exit with 1, the checks' with 2
+    previous_sigterm = signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill: as Ctrl-C
     try:
-        archs = parse_arch_list(",".join(arch))
-        variants = plan_variants(archs, fat=fat, ptx=ptx)
-        if lock is not None:
-            check_lock_target(lock, len(variants))
-        # Refuse bad archs, a missing nvcc or a CUDA mismatch (and for another project a CPU
-        # torch), then an output directory that cannot be written: before anything is
-        # copied, downloaded, locked or compiled.
-        kind = project_kind(project)  # None: an sdist or requirement, known once unpacked
-        if kind == CLASSIC:
-            torch, nvcc = classic.preflight_classic(archs)
-        else:  # what every build needs (a classic one's CPU-torch check follows once known)
-            _, nvcc = preflight(F.BuildOptions(archs=archs, ptx=ptx, jobs=jobs))
-        prepare_output_dir(out_dir)
-        if project is not None and not Path(project).expanduser().exists():
-            err.print(f"Fetching the source of {escape(project)} with pip", highlight=False)
-        target = resolve_project(project, work)
-        if target.kind == CLASSIC and kind is None:
-            torch, nvcc = classic.preflight_classic(archs)
-        if target.kind == NATIVE:
-            kernels = read_config(target.source)
-            if build_dir is None and not target.source.is_relative_to(work):
-                shutil.rmtree(work, ignore_errors=True)  # its objects live in the project's build/
-    except (ArchError, ValueError, ToolchainError, BuildError) as exc:
+        plan = _plan_wheels(project, arch, fat, ptx, jobs, build_dir, compress, out_dir, lock, work)
+        stage = "building"
+        _build_wheels(plan, out_dir, built)
+        for result in built if lock is not None else ():
+            path = write_lock(lock, result.path)
+            out.print(f"Lock file {path}: pip install --require-hashes -r {path}", highlight=False)
+    except KeyboardInterrupt as exc:
         if build_dir is None:
             shutil.rmtree(work, ignore_errors=True)
-        raise _fail(str(exc)) from None
+        written = "no wheel was written" if not built else "only " + ", ".join(str(r.path) for r in built) + " was written"
+        kept = "" if build_dir is None else f"; the objects compiled so far are kept in {build_dir}"
+        err.print(f"[bold red]interrupted:[/] {escape(written + kept)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(143 if isinstance(exc, _Terminated) else 130) from None
+    except (ArchError, ValueError, ToolchainError, BuildError) as exc:
+        message = _discard_work(work, exc) if build_dir is None else str(exc)
+        raise _fail(message, code=1 if stage == "building" else 2) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous_sigterm)
+    if build_dir is None:
+        shutil.rmtree(work, ignore_errors=True)
 
-    if target.kind == CLASSIC:
-        classic_builder = classic.ClassicBuilder(target.source, torch, nvcc, work, jobs=jobs)
 
-    def build_one(variant, on_progress, on_phase):
-        if target.kind == NATIVE:
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is (the build's processes stopped, its temporary files removed)."""
+
+
+def _terminate(signum, frame) -> None:
+    raise _Terminated()
+
+
+def _discard_work(work: Path, exc: Exception) -> str:
+    """Remove a failed build's temporary ``work`` directory; returns the error's message. A build
+    log the error names (``exc.log``) is moved beside the directory first, and the message
+    names its new place."""
+    message = str(exc)
+    log = getattr(exc, "log", None)
+    if log is not None and Path(log).is_file() and Path(log).resolve().is_relative_to(work.resolve()):
+        kept = Path(tempfile.gettempdir()) / f"{work.name}.log"
+        shutil.move(str(log), kept)
+        message = message.replace(str(log), str(kept))
+    shutil.rmtree(work, ignore_errors=True)
+    return message
+
+
+@dataclass
+class _WheelPlan:
+    """What ``prebuild wheel`` will build, once every check before compiling has passed."""
+
+    variants: list
+    origin: str
+    nvcc: object
+    build_one: Callable  # (variant, on_progress, on_phase, on_note) -> the built wheel
+
+
+def _plan_wheels(project, arch, fat, ptx, jobs, build_dir, compress, out_dir, lock, work) -> _WheelPlan:
+    """Refuse bad archs, a missing nvcc or a CUDA mismatch (and for another project a CPU torch
+    or a toolkit that cannot compile CUDA headers), then an output directory that cannot be
+    written: before anything is copied, downloaded, locked or compiled. Then get the project."""
+    from prebuild.tool.builder import classic
+    from prebuild.tool.builder import flags as F
+    from prebuild.tool.builder.compile import preflight
+    from prebuild.tool.builder.config import read_config
+    from prebuild.tool.builder.project import CLASSIC, NATIVE, DownloadError, project_kind, resolve_project
+    from prebuild.tool.builder.wheel import build_wheel, check_lock_target, plan_variants, prepare_output_dir
+
+    archs = parse_arch_list(",".join(arch))
+    variants = plan_variants(archs, fat=fat, ptx=ptx)
+    if lock is not None:
+        check_lock_target(lock, len(variants))
+    kind = project_kind(project)  # None: an sdist or requirement, known once unpacked
+    if kind == CLASSIC:
+        toolchain = classic.preflight_classic(archs, work)
+        nvcc = toolchain.nvcc
+    else:  # what every build needs (a classic one's checks follow once it is known)
+        torch, nvcc = preflight(F.BuildOptions(archs=archs, ptx=ptx, jobs=jobs))
+    prepare_output_dir(out_dir)
+    if project is not None and not Path(project).expanduser().exists():
+        err.print(f"Fetching the source of {escape(project)} with pip", highlight=False)
+    try:
+        target = resolve_project(project, work)
+    except DownloadError as exc:
+        if exc.metadata_failed and torch.cuda is None:
+            # pip runs the project's setup.py to read its name, and a classic one fails there
+            # under a CPU torch: say what a directory or an sdist is told at once.
+            raise classic.cpu_torch_error(
+                torch, f"pip could not even read {project}'s metadata: its setup.py failed with {exc.reason}"
+            ) from None
+        raise
+    if target.kind == NATIVE:
+        kernels = read_config(target.source)
+        if build_dir is None and not target.source.is_relative_to(work):
+            shutil.rmtree(work, ignore_errors=True)  # its objects live in the project's build/
+
+        def build_one(variant, on_progress, on_phase, on_note):
             return build_wheel(kernels, variant, out_dir, jobs=jobs, build_dir=build_dir, compress=compress,
                                on_progress=on_progress, on_phase=on_phase)  # fmt: skip
-        return classic_builder.build(variant.archs, F.ptx_archs_for(variant.archs, variant.ptx), out_dir,
-                                     on_phase=on_phase)  # fmt: skip
+    else:
+        if kind is None:
+            toolchain = classic.preflight_classic(archs, work)
+        builder = classic.ClassicBuilder(target.source, toolchain, work, jobs=jobs)
 
-    err.print(
-        f"Building {len(variants)} wheel(s) with nvcc {nvcc.version} ({nvcc.path}) "
-        f"from {target.origin} into {out_dir}/"
-    )
-    built = []
+        def build_one(variant, on_progress, on_phase, on_note):
+            return builder.build(variant.archs, F.ptx_archs_for(variant.archs, variant.ptx), out_dir,
+                                 on_phase=on_phase, on_note=on_note)  # fmt: skip
+    return _WheelPlan(variants, target.origin, nvcc, build_one)
+
+
+def _build_wheels(plan: _WheelPlan, out_dir: Path, built: list) -> None:
+    """Build each planned wheel with live progress; ``built`` gathers those written so far."""
+    err.print(f"Building {len(plan.variants)} wheel(s) with nvcc {plan.nvcc.version} ({plan.nvcc.path}) "
+              f"from {plan.origin} into {out_dir}/")  # fmt: skip
     started = time.monotonic()
     with Progress(
         SpinnerColumn(),
@@ -183,7 +255,7 @@ def wheel(
         console=err,
         transient=False,
     ) as progress:
-        for variant in variants:
+        for variant in plan.variants:
             task = progress.add_task("", total=None, variant=variant.name, phase="", step="")
 
             def on_phase(phase: str, task=task, name=variant.name) -> None:
@@ -194,12 +266,14 @@ def wheel(
             def on_progress(done: int, total: int, what: str, task=task) -> None:
                 progress.update(task, completed=done, total=total, step=escape(f"[{done}/{total}] {what}"[-50:]))
 
+            def on_note(note: str, name=variant.name) -> None:
+                progress.console.print(f"{name}: {escape(note)}", highlight=False, soft_wrap=True)
+
             try:
-                result = build_one(variant, on_progress, on_phase)
-            except (BuildError, ToolchainError, ArchError) as exc:
-                progress.update(task, phase="[red]failed[/]")
-                progress.stop()
-                raise _fail(str(exc), code=1) from None
+                result = plan.build_one(variant, on_progress, on_phase, on_note)
+            except BaseException as exc:
+                progress.update(task, phase="[red]failed[/]" if isinstance(exc, Exception) else "[red]interrupted[/]")
+                raise
             progress.update(task, phase="[green]done[/]", step="", total=1, completed=1)
             built.append(result)
 
@@ -207,16 +281,10 @@ def wheel(
     out.print(f"[bold]{len(built)} wheel(s) in {escape(str(out_dir))}/, {time.monotonic() - started:.0f} s:[/]",
               highlight=False)  # fmt: skip
     name_width = max(len(r.path.name) for r in built)
-    if build_dir is None and target.source.is_relative_to(work):
-        shutil.rmtree(work, ignore_errors=True)  # kept on failure: the error names its build log
     for result in built:
         archs_text = ",".join([a.sm for a in result.sass_archs] + [a.compute for a in result.ptx_archs])
         out.print(f"  {escape(result.path.name):<{name_width}}  {archs_text}  {result.size / 1024:.0f} KiB  "
                   f"{result.seconds:.1f} s", highlight=False, soft_wrap=True)  # fmt: skip
-    if lock is not None:
-        for result in built:
-            path = write_lock(lock, result.path)
-            out.print(f"Lock file {path}: pip install --require-hashes -r {path}", highlight=False)
 
 
 @app.command()

@@ -1,24 +1,23 @@
-"""prebuild.tool.builder.classic, the parts that need no CUDA torch: the shim toolkit, the arch check
-on a built wheel's libraries, TORCH_CUDA_ARCH_LIST, what is kept of one wheel's build for the
-next, and the preflight refusing a CPU torch."""
+"""prebuild.tool.builder.classic, the parts that need no CUDA torch: the arch check on a built
+wheel's libraries, why a wheel without a library is refused (JIT or pure Python), the C++
+standards the shim raised, TORCH_CUDA_ARCH_LIST, what is kept of one wheel's build for the next,
+and the preflight refusing a CPU torch."""
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from prebuild.runtime.arch import parse_arch, parse_arch_list
 from prebuild.tool.builder.classic import (
-    check_archs, keep_host_objects, make_cuda_shim, nvcc_outputs, preflight_classic, torch_cuda_arch_list,
+    check_archs, jit_sites, keep_host_objects, no_extension_message, nvcc_outputs, preflight_classic, raised_note,
+    raised_standards, torch_cuda_arch_list,
 )  # fmt: skip
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.toolchain import Nvcc, ToolchainError
-from prebuild.runtime.manifest import BuiltLibrary
+from prebuild.runtime.manifest import BuiltLibrary, NvccCall
 
 A = parse_arch_list
 
@@ -96,41 +95,6 @@ def test_check_archs_refuses_anything_else_naming_each_library(libraries, fragme
     assert fragment in str(info.value)
 
 
-def fake_toolkit(root: Path) -> Path:
-    for d in ("bin", "include/crt", "lib64", "nvvm"):
-        (root / d).mkdir(parents=True)
-    (root / "include" / "cuda_runtime.h").write_text("")
-    (root / "lib64" / "libcudart_static.a").write_text("")
-    for tool in ("nvcc", "ptxas"):
-        (root / "bin" / tool).write_text("#!/bin/sh\nprintf '%s\\n' \"$@\"\n")
-        (root / "bin" / tool).chmod(0o755)
-    return root / "bin" / "nvcc"
-
-
-def test_shim_toolkit_runs_the_shim_and_adds_what_torchs_cuda_packages_have(tmp_path, monkeypatch):
-    real_nvcc = fake_toolkit(tmp_path / "cuda")
-    nvidia = tmp_path / "site" / "nvidia" / "cu13"
-    (nvidia / "include").mkdir(parents=True)
-    (nvidia / "include" / "cublas_v2.h").write_text("")
-    (nvidia / "include" / "cuda_runtime.h").write_text("// the package's copy: the toolkit's wins")
-    (nvidia / "lib").mkdir()
-    (nvidia / "lib" / "libcudart.so.13").write_text("")
-    monkeypatch.setattr("prebuild.tool.builder.classic._nvidia_dirs", lambda kind: [nvidia / kind])
-    log = tmp_path / "calls.jsonl"
-    home = make_cuda_shim(Nvcc(real_nvcc), tmp_path / "shim", ["-gencode=arch=compute_90,code=sm_90"], log)
-    assert (home / "include" / "cuda_runtime.h").resolve() == (tmp_path / "cuda" / "include" / "cuda_runtime.h")
-    assert (home / "include" / "cublas_v2.h").exists() and (home / "include" / "crt").is_dir()
-    assert (home / "lib64" / "libcudart.so").resolve() == nvidia / "lib" / "libcudart.so.13"
-    assert (home / "lib64" / "libcudart_static.a").exists() and (home / "nvvm").is_dir()
-    assert (home / "bin" / "ptxas").resolve() == tmp_path / "cuda" / "bin" / "ptxas"
-    # The script finds prebuild.tool.builder.nvcc_shim by itself (it sets PYTHONPATH).
-    out = subprocess.run([str(home / "bin" / "nvcc"), "-c", "k.cu", "-arch=sm_75", "--use_fast_math"],
-                         capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["-c", "k.cu", "--use_fast_math", "-gencode=arch=compute_90,code=sm_90"]
-    assert json.loads(log.read_text())["given"][-2:] == ["-arch=sm_75", "--use_fast_math"]
-
-
 def test_preflight_refuses_a_cpu_torch_naming_the_torch_to_install(monkeypatch):
     from packaging.version import Version
 
@@ -140,5 +104,43 @@ def test_preflight_refuses_a_cpu_torch_naming_the_torch_to_install(monkeypatch):
     monkeypatch.setattr("prebuild.tool.builder.classic.find_torch", lambda: cpu_torch)
     monkeypatch.setattr("prebuild.tool.builder.classic.find_nvcc", lambda: pytest.fail("nvcc looked for before torch"))
     with pytest.raises(ToolchainError, match="2.13.0.cpu is a CPU build") as info:
-        preflight_classic(A("sm_90"))
+        preflight_classic(A("sm_90"), Path("/nowhere"))
     assert "CUDA build of torch" in str(info.value) and "pip install" in str(info.value)
+
+
+def test_raised_standards_counts_the_calls_whose_standard_changed():
+    calls = [NvccCall(("-c", "a.cu", "-std=c++17"), ("-c", "a.cu", "-std=c++20")),
+             NvccCall(("-c", "b.cu", "-std", "c++17"), ("-c", "b.cu", "-std", "c++20")),
+             NvccCall(("-c", "c.cu", "-std=c++20"), ("-c", "c.cu", "-std=c++20")),
+             NvccCall(("-c", "d.cu", "-std=c++14"), ("-c", "d.cu", "-std=c++20")),
+             NvccCall(("--version",), ("--version",))]  # fmt: skip
+    assert raised_standards(calls) == (("c++14", 1), ("c++17", 2))
+    assert raised_standards(calls[2:3]) == ()
+    note = raised_note((("c++17", 2),), 5, "c++20", "2.14.1+cu130")
+    assert note == ("The project asks nvcc for -std=c++17 (2 of 5 nvcc calls); torch 2.14.1+cu130's headers need "
+                    "C++20: raised to -std=c++20 (recorded in prebuild.json).")  # fmt: skip
+
+
+def write(root: Path, name: str, text: str) -> None:
+    (root / name).parent.mkdir(parents=True, exist_ok=True)
+    (root / name).write_text(text)
+
+
+def test_jit_sites_finds_cpp_extension_load_calls_and_nothing_else(tmp_path):
+    # As gsplat 1.5.3's _backend.py does it: load imported by name, called at module level.
+    write(tmp_path, "pkg/cuda/_backend.py", "import json\nfrom torch.utils.cpp_extension import _get_build_directory, load\n"
+          "cfg = json.load(open('x'))\n\n_C = load(name='gsplat_cuda', sources=srcs)\n")
+    write(tmp_path, "pkg/other.py", "import torch.utils.cpp_extension as cpp_extension\n"
+          "mod = cpp_extension.load_inline('m', cpp_sources=[src])  # compiled at first use\n")
+    write(tmp_path, "pkg/model.py", "import torch\nstate = torch.load('w.pt')\n# cpp_extension.load( in a comment\n")
+    write(tmp_path, "pkg/loader.py", "def load(path):\n    return open(path).read()\nload('x')\n")  # no cpp_extension
+    assert jit_sites(tmp_path) == ["pkg/cuda/_backend.py:5", "pkg/other.py:2"]
+    assert jit_sites(tmp_path, limit=1) == ["pkg/cuda/_backend.py:5"]
+
+
+def test_a_wheel_without_a_library_is_explained():
+    jit = no_extension_message("gsplat-1.5.3-py3-none-any.whl", ["gsplat/cuda/_backend.py:5"])
+    assert "builds no extension at install time" in jit and "compiles when first used" in jit
+    assert "gsplat/cuda/_backend.py:5" in jit and "BUILD_NO_CUDA=0" in jit and "No wheel was written" in jit
+    pure = no_extension_message("tool-1.0-py3-none-any.whl", [])
+    assert "pure Python" in pure and "pip install it as it is" in pure and "first used" not in pure

@@ -1,5 +1,6 @@
 """prebuild.tool.builder.nvcc_shim: every arch option of a call is replaced by the requested
--gencode options, everything else is kept in order; queries pass through."""
+-gencode options, everything else is kept in order; queries pass through; a C++ standard older
+than torch's is raised (never lowered, never added); every call is logged."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ import sys
 from hypothesis import given
 from hypothesis import strategies as st
 
-from prebuild.tool.builder.nvcc_shim import ARCH_OPTIONS, QUERY_OPTIONS, SHIM_ENV_GENCODE, SHIM_ENV_LOG, SHIM_ENV_REAL, rewrite_args
+from prebuild.tool.builder.nvcc_shim import (
+    ARCH_OPTIONS, QUERY_OPTIONS, SHIM_ENV_GENCODE, SHIM_ENV_LOG, SHIM_ENV_MIN_STD, SHIM_ENV_REAL, raise_std,
+    requested_std, rewrite_args, std_year,
+)  # fmt: skip
 
 WANT = ["-gencode=arch=compute_90,code=sm_90"]
 
@@ -63,3 +67,50 @@ def test_the_shim_runs_the_real_nvcc_with_the_rewritten_command(tmp_path):
     assert (tmp_path / "called").read_text().split() == ["-c", "a.cu", *WANT]
     (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
     assert entry == {"given": ["-c", "a.cu", "-arch=sm_75"], "run": ["-c", "a.cu", *WANT]}
+
+
+def test_std_year_orders_the_standards():
+    assert [std_year(s) for s in ("c++98", "c++03", "c++11", "c++17", "c++20")] == [1998, 2003, 2011, 2017, 2020]
+    assert std_year("gnu++17") is None and std_year("c++2a") is None and std_year("c++") is None
+
+
+def test_raise_std_raises_every_spelling_and_nothing_else():
+    given = ["-c", "k.cu", "-std=c++17", "--std", "c++14", "--std=c++11", "-std", "c++20", "-Xcompiler", "-O3"]
+    assert raise_std(given, "c++20") == ["-c", "k.cu", "-std=c++20", "--std", "c++20", "--std=c++20", "-std", "c++20",
+                                         "-Xcompiler", "-O3"]  # fmt: skip
+    assert raise_std(["-std=c++20"], "c++17") == ["-std=c++20"]  # never lowered
+    assert raise_std(["-c", "k.cu"], "c++20") == ["-c", "k.cu"]  # never added
+    assert raise_std(["-std=c++17"], None) == ["-std=c++17"] and raise_std(["-std=c++17"], "") == ["-std=c++17"]
+    assert raise_std(["-std=gnu++17"], "c++20") == ["-std=gnu++17"]  # not a standard nvcc takes: left to nvcc
+    assert requested_std(given) == "c++20" and requested_std(["-c"]) is None  # the last one, as nvcc reads them
+
+
+@given(st.lists(st.sampled_from(["-c", "k.cu", "-O3", "-std", "--std", "-std=c++14", "-std=c++17", "-std=c++20",
+                                 "c++11", "c++17", "--std=c++03"]), max_size=10))  # fmt: skip
+def test_property_raise_std_changes_only_standards_and_only_upwards(args):
+    out = raise_std(args, "c++20")
+    assert len(out) == len(args)
+    for before, after in zip(args, out):
+        if before != after:
+            old, new = before.rpartition("c++")[2], after.rpartition("c++")[2]
+            assert before.startswith(("-std", "--std", "c++")) and after.endswith("c++20"), (before, after)
+            assert std_year("c++" + old) < 2020 and new == "20"
+
+
+def test_unchanged_calls_are_logged_too_and_the_standard_is_raised(tmp_path):
+    """A project passing its own -std leaves torch's -gencode last and right: the call is not
+    changed by the arch rewrite, and must be logged all the same (what nvcc wrote is read from
+    the log); its C++17 is raised to the C++20 torch 2.14's headers need."""
+    fake = tmp_path / "nvcc"
+    fake.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$(dirname \"$0\")/called\"\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    log = tmp_path / "log.jsonl"
+    env = {**os.environ, SHIM_ENV_REAL: str(fake), SHIM_ENV_GENCODE: json.dumps(WANT), SHIM_ENV_LOG: str(log),
+           SHIM_ENV_MIN_STD: "c++20"}  # fmt: skip
+    for args in (["-c", "a.cu", "-o", "/b/a.o", "-std=c++20", *WANT], ["-c", "b.cu", "-o", "/b/b.o", "-std=c++17", *WANT]):
+        assert subprocess.run([sys.executable, "-m", "prebuild.tool.builder.nvcc_shim", *args], env=env).returncode == 0
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [e["given"][1] for e in entries] == ["a.cu", "b.cu"]
+    assert entries[0]["run"] == entries[0]["given"]
+    assert entries[1]["run"] == ["-c", "b.cu", "-o", "/b/b.o", "-std=c++20", *WANT]
+    assert (tmp_path / "called").read_text().split() == entries[1]["run"]

@@ -17,6 +17,7 @@ from prebuild.tool.builder.toolchain import (
     check_cuda_matches_torch,
     find_nvcc,
     nvcc_candidates,
+    parse_nvcc_dryrun,
     parse_nvcc_version,
 )
 
@@ -149,15 +150,68 @@ def test_find_nvcc_nothing_found_explains_every_way(tmp_path, monkeypatch):
 
 
 @needs_system_nvcc
-def test_real_nvcc():
+def test_real_nvcc(tmp_path):
     nvcc = Nvcc(find_nvcc({"PATH": ""}))
-    assert nvcc.cuda_home == Path("/usr/local/cuda")
+    toolkit = nvcc.toolkit
+    assert toolkit.root.resolve() == SYSTEM_NVCC.resolve().parent.parent
+    # Reached through a wrapper script elsewhere (as /usr/local/bin/nvcc is here), the same.
+    script = tmp_path / "bin" / "nvcc"
+    script.parent.mkdir()
+    script.write_text(f'#!/bin/sh\nexec {SYSTEM_NVCC} "$@"\n')
+    script.chmod(0o755)
+    assert Nvcc(script).toolkit == toolkit
+    assert any((d / "crt" / "host_config.h").is_file() for d in toolkit.include_dirs), toolkit
+    assert any(d.name == "cccl" for d in toolkit.include_dirs) or nvcc.version.major < 13
     assert nvcc.version.major >= 12
     supported = nvcc.supported_archs
     assert Arch(8, 0) in supported
     assert Arch(9, 0) in supported
     assert all(a.suffix == "" for a in supported)
     assert list(supported) == sorted(supported)
+
+
+# `nvcc --dryrun -x cu -c /dev/null -o /dev/null`, abridged: the system toolkit here, and PyPI's
+# nvidia-cuda-nvcc called by a relative path (nvcc then reports relative paths).
+SYSTEM_DRYRUN = """\
+#$ _NVVM_BRANCH_=nvvm
+#$ _SPACE_=
+#$ _HERE_=/usr/local/cuda-13.0/bin
+#$ _TARGET_DIR_=
+#$ _TARGET_DIR_=targets/x86_64-linux
+#$ TOP=/usr/local/cuda-13.0/bin/..
+#$ INCLUDES="-I/usr/local/cuda-13.0/bin/../targets/x86_64-linux/include"  
+#$ SYSTEM_INCLUDES="-isystem" "/usr/local/cuda-13.0/bin/../targets/x86_64-linux/include/cccl"  
+#$ LIBRARIES=  "-L/usr/local/cuda-13.0/bin/../targets/x86_64-linux/lib/stubs" "-L/usr/local/cuda-13.0/bin/../targets/x86_64-linux/lib"
+#$ gcc -D__CUDA_ARCH_LIST__=750 -E -x c++ "/dev/null" -o "/tmp/tmpxft_null.cpp4.ii"
+"""
+PYPI_DRYRUN = """\
+#$ _HERE_=.venv/lib/python3.11/site-packages/nvidia/cu13/bin
+#$ TOP=.venv/lib/python3.11/site-packages/nvidia/cu13/bin/..
+#$ INCLUDES="-I.venv/lib/python3.11/site-packages/nvidia/cu13/bin/../include"  
+#$ SYSTEM_INCLUDES="-isystem" ".venv/lib/python3.11/site-packages/nvidia/cu13/bin/../include/cccl"  
+#$ LIBRARIES=  "-L.venv/lib/python3.11/site-packages/nvidia/cu13/bin/../lib/stubs" "-L.venv/lib/python3.11/site-packages/nvidia/cu13/bin/../lib"
+"""
+
+
+def test_parse_nvcc_dryrun_system_toolkit():
+    toolkit = parse_nvcc_dryrun(SYSTEM_DRYRUN, Path("/elsewhere"))
+    target = Path("/usr/local/cuda-13.0/targets/x86_64-linux")
+    assert toolkit.root == Path("/usr/local/cuda-13.0") and toolkit.bin_dir == Path("/usr/local/cuda-13.0/bin")
+    assert toolkit.include_dirs == (target / "include", target / "include" / "cccl")
+    assert toolkit.library_dirs == (target / "lib",)
+
+
+def test_parse_nvcc_dryrun_relative_paths_and_missing_variables():
+    site = Path("/work/x/.venv/lib/python3.11/site-packages/nvidia/cu13")
+    toolkit = parse_nvcc_dryrun(PYPI_DRYRUN, Path("/work/x"))
+    assert toolkit.root == site and toolkit.bin_dir == site / "bin"
+    assert toolkit.include_dirs == (site / "include", site / "include" / "cccl")
+    assert toolkit.library_dirs == (site / "lib",)
+    # Older nvccs print no SYSTEM_INCLUDES; INCLUDES may name several directories.
+    minimal = '#$ _HERE_=/c/bin\n#$ TOP=/c\n#$ INCLUDES="-I/c/include" "-I/c/extra"\n'
+    assert parse_nvcc_dryrun(minimal, Path("/")).include_dirs == (Path("/c/include"), Path("/c/extra"))
+    with pytest.raises(ToolchainError, match="did not report TOP"):
+        parse_nvcc_dryrun("#$ _HERE_=/c/bin\n", Path("/"))
 
 
 def test_nvcc_failure_is_a_toolchain_error(tmp_path):
@@ -169,6 +223,8 @@ def test_nvcc_failure_is_a_toolchain_error(tmp_path):
         Nvcc(broken).version
     with pytest.raises(ToolchainError):
         Nvcc(tmp_path / "missing").supported_archs
+    with pytest.raises(ToolchainError, match="boom"):
+        Nvcc(broken).toolkit
 
 
 def test_ninja_is_the_packaged_one_whatever_path_holds(tmp_path, monkeypatch):

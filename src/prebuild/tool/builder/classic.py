@@ -3,10 +3,9 @@
 
 Each wheel is built by the project's own PEP 517 backend, without build isolation, in this
 environment (its CUDA build of torch is the torch the wheel will need), with a shim CUDA
-toolkit as ``CUDA_HOME``: its ``bin/nvcc`` is ``prebuild.tool.builder.nvcc_shim`` (exactly the
-requested archs, whatever setup.py asks), its ``include/`` and ``lib64/`` are the real
-toolkit's plus what torch's CUDA packages add (a minimal toolkit has no ``libcudart.so``).
-The archs are then read back from every library in the wheel, and the wheel is relabelled
+toolkit as ``CUDA_HOME`` (``prebuild.tool.builder.cuda_shim``: exactly the requested archs
+whatever setup.py asks, the C++ standard torch's headers need, every nvcc call logged). The
+archs are then read back from every library in the wheel, and the wheel is relabelled
 (``prebuild.tool.builder.relabel``). The project directory is prebuild's private copy.
 
 The wheels of one run are built one after another from that copy: what the host compiler
@@ -16,15 +15,16 @@ next, and what nvcc wrote is deleted so that it is compiled again for the next a
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
 import tempfile
 import time
 import zipfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -34,9 +34,10 @@ from build import BuildBackendException, BuildException, ProjectBuilder
 from prebuild.runtime.arch import Arch, check_supported
 from prebuild.tool.builder import flags as F
 from prebuild.tool.builder.compile import BuildError
-from prebuild.tool.builder.nvcc_shim import SHIM_ENV_GENCODE, SHIM_ENV_LOG, SHIM_ENV_REAL
+from prebuild.tool.builder.cuda_shim import make_cuda_shim, probe_toolkit, write_nvcc_script
+from prebuild.tool.builder.nvcc_shim import requested_std
 from prebuild.tool.builder.relabel import relabel_wheel
-from prebuild.tool.builder.wheel import quiet_runner
+from prebuild.tool.builder.wheel import quiet_runner, warnings_to_log
 from prebuild.tool.builder.toolchain import (
     Nvcc,
     Torch,
@@ -44,60 +45,15 @@ from prebuild.tool.builder.toolchain import (
     available_memory_bytes,
     check_cuda_matches_torch,
     cpu_count,
+    find_cxx,
     find_nvcc,
     find_torch,
 )
 from prebuild.tool.inspection import InspectionError, built_library, found_library, is_shared_library
-from prebuild.runtime.manifest import BuiltLibrary, NvccCall, ProjectManifest
+from prebuild.runtime.manifest import BuiltLibrary, CxxStandard, NvccCall, ProjectManifest
 
 # A torch/extension.h translation unit takes 1-3 GiB to compile: torch's MAX_JOBS from this.
 CLASSIC_MEMORY_PER_JOB = 3 << 30
-
-
-def _nvidia_dirs(kind: str) -> list[Path]:
-    """``include`` or ``lib`` directories of the nvidia-* packages torch installs
-    (``site-packages/nvidia/cu13/lib``; CUDA 12 packages: ``nvidia/cuda_runtime/lib``, ...)."""
-    spec = importlib.util.find_spec("nvidia")
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    return [d for root in spec.submodule_search_locations for d in sorted(Path(root).glob(f"*/{kind}")) if d.is_dir()]
-
-
-def _link_entries(dest: Path, sources: list[Path], skip: set[str] = frozenset()) -> None:
-    """Symlink every entry of each source directory into ``dest``; the first source wins."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for source in sources:
-        if not source.is_dir():
-            continue
-        for entry in sorted(source.iterdir()):
-            target = dest / entry.name
-            if entry.name not in skip and not target.exists() and not target.is_symlink():
-                target.symlink_to(entry)
-
-
-def make_cuda_shim(nvcc: Nvcc, dest: Path, gencode: list[str], log: Path) -> Path:
-    """The shim toolkit (see the module docstring); returns its root, the build's CUDA_HOME."""
-    real = nvcc.path.resolve().parent.parent
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    script = dest / "bin" / "nvcc"
-    _link_entries(dest / "bin", [real / "bin"], skip={"nvcc"})
-    # PYTHONPATH: the shim module is found even if the project's build changes the environment.
-    settings = {SHIM_ENV_REAL: str(real / "bin" / "nvcc"), SHIM_ENV_GENCODE: json.dumps(gencode), SHIM_ENV_LOG: str(log),
-                "PYTHONPATH": str(Path(__file__).resolve().parents[3])}  # fmt: skip
-    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in settings.items())
-    script.write_text(f"#!/bin/sh\n{exports} exec {shlex.quote(sys.executable)} -m prebuild.tool.builder.nvcc_shim \"$@\"\n")
-    script.chmod(0o755)
-    _link_entries(dest / "include", [real / "include", *_nvidia_dirs("include")])
-    lib64 = dest / "lib64"
-    _link_entries(lib64, [real / "lib64", real / "lib", *_nvidia_dirs("lib")])
-    if not (lib64 / "libcudart.so").exists():  # the linker wants the unversioned name
-        versioned = sorted(lib64.glob("libcudart.so.*"))
-        if versioned:
-            (lib64 / "libcudart.so").symlink_to(versioned[0].resolve())
-    _link_entries(dest, [real], skip={"bin", "include", "lib64", "lib"})
-    return dest
 
 
 # How nvcc is told where to write (torch's ninja build and hand-written builds alike).
@@ -154,20 +110,90 @@ def torch_cuda_arch_list(sass: tuple[Arch, ...], ptx: tuple[Arch, ...]) -> str:
     return ";".join(f"{item}+PTX" if (a.major, a.minor) in ptx_caps else item for item, a in zip(items, sass))
 
 
-def preflight_classic(archs: tuple[Arch, ...]) -> tuple[Torch, Nvcc]:
-    """Every check that can fail before compiling a classic project."""
+def cpu_torch_error(torch: Torch, detail: str = "") -> ToolchainError:
+    """The refusal of a CPU torch for a classic project (``detail``: what it already caused)."""
+    return ToolchainError(
+        f"torch {torch.version_string} is a CPU build: a classic CUDAExtension links against "
+        "torch's CUDA libraries, so it needs a CUDA build of torch in this environment, the "
+        "torch its wheels will require. Install one, e.g. pip install 'torch==2.14.1' "
+        "(a CUDA 13.0 build) or pip install torch --index-url https://download.pytorch.org/whl/cu130"
+        + (f". ({detail})" if detail else "")
+    )
+
+
+@dataclass(frozen=True)
+class ClassicToolchain:
+    """What the preflight found and prepared: the build's torch and nvcc, the shim toolkit
+    (without its per-wheel ``bin/nvcc``) and the C++ standard torch's headers need."""
+
+    torch: Torch
+    nvcc: Nvcc
+    shim: Path
+    cxx_standard: str
+
+
+def preflight_classic(archs: tuple[Arch, ...], work: Path) -> ClassicToolchain:
+    """Every check that can fail before the project is touched; the shim toolkit is laid out
+    in ``work`` and compiles a probe (``cuda_shim.probe_toolkit``) before it is used."""
     torch = find_torch()
     if torch.cuda is None:
-        raise ToolchainError(
-            f"torch {torch.version_string} is a CPU build: a classic CUDAExtension links against "
-            "torch's CUDA libraries, so it needs a CUDA build of torch in this environment, the "
-            "torch its wheels will require. Install one, e.g. pip install 'torch==2.14.1' "
-            "(a CUDA 13.0 build) or pip install torch --index-url https://download.pytorch.org/whl/cu130"
-        )
+        raise cpu_torch_error(torch)
     nvcc = Nvcc(find_nvcc())
     check_supported(archs, nvcc.supported_archs)
     check_cuda_matches_torch(nvcc.version, torch.cuda)
-    return torch, nvcc
+    shim = make_cuda_shim(nvcc.toolkit, work / "cuda-shim")
+    return ClassicToolchain(torch, nvcc, shim, probe_toolkit(shim, torch, find_cxx(), nvcc.toolkit))
+
+
+def raised_standards(calls: list[NvccCall]) -> tuple[tuple[str, int], ...]:
+    """The standards the project asked for that the shim raised, each with its number of calls."""
+    counts = Counter(requested_std(list(c.given)) for c in calls if requested_std(list(c.given)) != requested_std(list(c.run)))
+    return tuple(sorted(counts.items()))
+
+
+# How a project compiles at first use instead of at install time: torch.utils.cpp_extension's
+# load/load_inline, called through the module or imported by name.
+JIT_QUALIFIED = re.compile(r"cpp_extension\.(?:load|load_inline)\s*\(")
+JIT_IMPORT = re.compile(r"from\s+torch\.utils\.cpp_extension\s+import\s+[^\n]*\b(?:load|load_inline)\b")
+JIT_BARE = re.compile(r"(?<![.\w])(?:load|load_inline)\s*\(")
+
+
+def jit_sites(source: Path, limit: int = 3) -> list[str]:
+    """``file:line`` of the project's calls of torch.utils.cpp_extension's ``load``/``load_inline``:
+    where it compiles when first used."""
+    found = []
+    for path in sorted(source.rglob("*.py")):
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if "cpp_extension" not in text:
+            continue
+        bare = JIT_IMPORT.search(text) is not None
+        for number, line in enumerate(text.splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if JIT_QUALIFIED.search(code) or (bare and JIT_BARE.search(code) and not code.lstrip().startswith("def ")):
+                found.append(f"{path.relative_to(source)}:{number}")
+                if len(found) == limit:
+                    return found
+    return found
+
+
+def no_extension_message(wheel_name: str, sites: list[str]) -> str:
+    """Why a project's wheel is refused when it holds no shared library at all."""
+    if sites:
+        return (
+            f"{wheel_name} holds no compiled library: the project builds no extension at install time, it "
+            f"compiles when first used (torch.utils.cpp_extension.load at {', '.join(sites)}), so there is "
+            "nothing for prebuild to compile ahead of time unmodified. Instead: if its setup.py can build the "
+            "extension at install time (some read a variable, such as BUILD_NO_CUDA=0 or FORCE_CUDA=1), set it "
+            "when running prebuild wheel; otherwise its first import compiles on each machine. No wheel was written."
+        )
+    return (
+        f"{wheel_name} holds no compiled library: the project builds no extension at install time (it is pure "
+        "Python, or builds its code some other way), so there is nothing for prebuild to compile: pip install it "
+        "as it is. No wheel was written."
+    )
 
 
 @dataclass(frozen=True)
@@ -224,23 +250,24 @@ class ClassicBuilder:
     """Builds the wheels of one classic project (prebuild's private copy), one per arch set,
     one after another: each reuses the host objects of the one before (``keep_host_objects``)."""
 
-    def __init__(self, project: Path, torch: Torch, nvcc: Nvcc, work: Path, jobs: int | None = None):
-        self.project, self.torch, self.nvcc, self.work, self.jobs = project, torch, nvcc, work, jobs
+    def __init__(self, project: Path, toolchain: ClassicToolchain, work: Path, jobs: int | None = None):
+        self.project, self.toolchain, self.work, self.jobs = project, toolchain, work, jobs
         self._nvcc_wrote: list[Path] | None = None  # by the previous wheel; None: start clean
 
     def build(self, sass: tuple[Arch, ...], ptx: tuple[Arch, ...], out_dir: Path,
-              on_phase: Callable[[str], None] | None = None) -> ClassicWheel:  # fmt: skip
-        """Build one wheel for exactly these archs into ``out_dir``."""
+              on_phase: Callable[[str], None] | None = None,
+              on_note: Callable[[str], None] | None = None) -> ClassicWheel:  # fmt: skip
+        """Build one wheel for exactly these archs into ``out_dir``; ``on_note`` hears what the
+        user should know of it (a raised C++ standard)."""
         start = time.monotonic()
-        torch, nvcc, project = self.torch, self.nvcc, self.project
-        gencode = F.gencode_flags(sass, ptx)
+        torch, nvcc, shim, project = self.toolchain.torch, self.toolchain.nvcc, self.toolchain.shim, self.project
         variant_dir = self.work / F.local_version_label(nvcc.version, sass, ptx)
         shutil.rmtree(variant_dir, ignore_errors=True)
         variant_dir.mkdir(parents=True)
         nvcc_log, build_log = variant_dir / "nvcc-calls.jsonl", variant_dir / "build.log"
-        # One path for every wheel: the include paths in the host compiler's commands (and so
-        # ninja's view of its objects) stay the same from one wheel to the next.
-        shim = make_cuda_shim(nvcc, self.work / "cuda-shim", gencode, nvcc_log)
+        # One shim path for every wheel: the include paths in the host compiler's commands (and
+        # so ninja's view of its objects) stay the same from one wheel to the next.
+        write_nvcc_script(shim, nvcc.path, F.gencode_flags(sass, ptx), nvcc_log, self.toolchain.cxx_standard)
         wrote, self._nvcc_wrote = self._nvcc_wrote, None  # a failed build leaves nothing to reuse
         kept = keep_host_objects(project / "build", wrote)
         max_jobs = self.jobs or F.parallel_jobs(cpu_count(), available_memory_bytes(), CLASSIC_MEMORY_PER_JOB)
@@ -252,7 +279,8 @@ class ClassicBuilder:
         if on_phase:
             on_phase("compiling (the project's own build" + (f", {kept} host objects reused)" if kept else ")"))
         builder = ProjectBuilder(project, python_executable=sys.executable, runner=quiet_runner(build_log, env))
-        missing = builder.check_dependencies("wheel")
+        with warnings_to_log(build_log):
+            missing = builder.check_dependencies("wheel")
         if missing:
             names = sorted({req for group in missing for req in group})
             raise ToolchainError(
@@ -261,26 +289,41 @@ class ClassicBuilder:
             )
         with tempfile.TemporaryDirectory(dir=variant_dir, prefix="wheel-") as tmp:
             try:
-                built = Path(builder.build("wheel", tmp))
+                with warnings_to_log(build_log):
+                    built = Path(builder.build("wheel", tmp))
             except (BuildBackendException, BuildException) as exc:
                 text = build_log.read_text(encoding="utf-8", errors="replace") if build_log.exists() else str(exc)
-                raise BuildError(f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}") from exc
+                raise BuildError(f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}",
+                                 log=build_log) from exc  # fmt: skip
             if on_phase:
                 on_phase("checking the archs in every library")
             libraries = read_wheel_libraries(built)
+            if not libraries:
+                raise BuildError(no_extension_message(built.name, jit_sites(project)))
             check_archs(built.name, libraries, sass, ptx)
-            calls = [json.loads(line) for line in nvcc_log.read_text().splitlines()] if nvcc_log.exists() else []
+            calls = [NvccCall(tuple(c["given"]), tuple(c["run"]))
+                     for c in map(json.loads, nvcc_log.read_text().splitlines())] if nvcc_log.exists() else []  # fmt: skip
+            raised = raised_standards(calls)
             manifest = ProjectManifest(
                 kind="classic", torch=torch.version_string, torch_cuda=torch.cuda, cuda=str(nvcc.version),
                 python_tag="-".join(built.name[: -len(".whl")].split("-")[-3:]),
                 sass_archs=tuple(sorted(sass)), ptx_archs=tuple(sorted(ptx)), libraries=libraries,
-                nvcc_calls=tuple(NvccCall(tuple(c["given"]), tuple(c["run"])) for c in calls),
+                nvcc_calls=tuple(calls), cxx_standard=CxxStandard(self.toolchain.cxx_standard, raised),
             )  # fmt: skip
             if on_phase:
                 on_phase("writing the wheel")
             # relabel_wheel keeps a project's own local label in front of this one.
             label = F.classic_local_label(torch.version_string, nvcc.version, sass, ptx)
             final = relabel_wheel(built, out_dir, label, F.torch_pin(torch.version_string), manifest.to_json())
+        if raised and on_note:
+            on_note(raised_note(raised, len(calls), self.toolchain.cxx_standard, torch.version_string))
         # No nvcc call seen (a project calling its own nvcc): nothing is known, nothing kept.
-        self._nvcc_wrote = nvcc_outputs([c["run"] for c in calls]) if calls else None
+        self._nvcc_wrote = nvcc_outputs([list(c.run) for c in calls]) if calls else None
         return ClassicWheel(final, sass, ptx, manifest, time.monotonic() - start)
+
+
+def raised_note(raised: tuple[tuple[str, int], ...], total: int, needed: str, torch_version: str) -> str:
+    """One line: which standards were raised in how many of the nvcc calls, and why."""
+    asked = ", ".join(f"-std={std} ({calls} of {total} nvcc calls)" for std, calls in raised)
+    return (f"The project asks nvcc for {asked}; torch {torch_version}'s headers need {needed.upper()}: raised to "
+            f"-std={needed} (recorded in prebuild.json).")

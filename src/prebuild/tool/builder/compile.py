@@ -32,6 +32,7 @@ from ninja.ninja_syntax import Writer, escape_path
 
 from prebuild.runtime.arch import check_supported
 from prebuild.tool.builder import flags as F
+from prebuild.tool.builder import processes
 from prebuild.tool.builder.config import KernelProject
 from prebuild.tool.builder.toolchain import (
     Nvcc,
@@ -53,7 +54,12 @@ ProgressCallback = Callable[[int, int, str], None]
 
 
 class BuildError(RuntimeError):
-    """A compile or link step failed; the message holds the compiler's own output."""
+    """A compile or link step failed; the message holds the compiler's own output, and names
+    ``log``, the full build log, when there is one."""
+
+    def __init__(self, message: str, log: Path | None = None):
+        super().__init__(message)
+        self.log = log
 
 
 @dataclass
@@ -182,9 +188,7 @@ def run_ninja(
     env = dict(os.environ, NINJA_STATUS="[%f/%t] ")
     cmd = [find_ninja(), "-C", str(build_dir), "-j", str(jobs)]
     lines: list[str] = []
-    with subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-    ) as proc:
+    with processes.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line)
@@ -199,7 +203,8 @@ def run_ninja(
         start = failed.find("FAILED:")
         raise BuildError(
             f"the build failed in {build_dir} (full log: {build_dir / 'build.log'}):\n"
-            + (failed[start:] if start >= 0 else failed)[-8000:]
+            + (failed[start:] if start >= 0 else failed)[-8000:],
+            log=build_dir / "build.log",
         )
 
 

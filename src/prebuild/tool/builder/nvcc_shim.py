@@ -5,7 +5,9 @@ hard-coded ``-gencode`` list used when no GPU is visible, which makes torch igno
 ``TORCH_CUDA_ARCH_LIST``). ``prebuild wheel PROJECT`` therefore puts this program first, as
 ``$CUDA_HOME/bin/nvcc`` of a shim toolkit, for the project's build: every arch option of each
 call is dropped and exactly the requested ``-gencode`` options are added, every other flag
-(``--use_fast_math``, ``--maxrregcount``, ...) is kept, and the call is logged.
+(``--use_fast_math``, ``--maxrregcount``, ...) is kept, and every call is logged, as given and
+as run. A ``-std`` older than the one torch's headers need (a project asking for C++17 from a
+torch that needs C++20) is raised to it; a standard is never lowered, and none is added.
 
 ``rewrite_args`` is pure; ``main`` runs as ``python -m prebuild.tool.builder.nvcc_shim ARGS`` and
 reads its settings from the environment (``SHIM_ENV_*``). Standard library only: it starts
@@ -20,12 +22,56 @@ import sys
 
 SHIM_ENV_REAL = "PREBUILD_NVCC_REAL"  # the real nvcc
 SHIM_ENV_GENCODE = "PREBUILD_NVCC_GENCODE"  # JSON list of the -gencode options to use
-SHIM_ENV_LOG = "PREBUILD_NVCC_LOG"  # a file each call's final command is appended to (JSON lines)
+SHIM_ENV_LOG = "PREBUILD_NVCC_LOG"  # a file each call is appended to, as given and as run (JSON lines)
+SHIM_ENV_MIN_STD = "PREBUILD_NVCC_MIN_STD"  # the oldest C++ standard torch's headers compile in ("c++20")
 
 # Options that choose archs: "--opt VALUE" or "--opt=VALUE" (nvcc accepts both spellings).
 ARCH_OPTIONS = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code")
 # Calls that compile nothing: passed through untouched.
 QUERY_OPTIONS = ("--version", "-V", "--help", "-h", "--list-gpu-code", "--list-gpu-arch")
+# How a call names its C++ standard: "-std=c++17" or "-std c++17" (and the long spellings).
+STD_OPTIONS = ("-std", "--std")
+
+
+def std_year(standard: str) -> int | None:
+    """``c++17`` -> 2017, ``c++03`` -> 2003; None for anything else (left as it is)."""
+    if not standard.startswith("c++") or not standard[3:].isdigit() or len(standard) != 5:
+        return None
+    two = int(standard[3:])
+    return 1900 + two if two >= 90 else 2000 + two
+
+
+def requested_std(args: list[str]) -> str | None:
+    """The standard a call asks for (the last one given, as nvcc reads it), None if none."""
+    found = None
+    for i, arg in enumerate(args):
+        if arg in STD_OPTIONS and i + 1 < len(args):
+            found = args[i + 1]
+        elif arg.startswith(tuple(f"{opt}=" for opt in STD_OPTIONS)):
+            found = arg.split("=", 1)[1]
+    return found
+
+
+def raise_std(args: list[str], minimum: str | None) -> list[str]:
+    """``args`` with every standard older than ``minimum`` replaced by it; the rest unchanged."""
+    floor = std_year(minimum) if minimum else None
+    if floor is None:
+        return list(args)
+
+    def raised(value: str) -> str:
+        year = std_year(value)
+        return minimum if year is not None and year < floor else value
+
+    out = []
+    for i, arg in enumerate(args):
+        if i > 0 and args[i - 1] in STD_OPTIONS:
+            out.append(raised(arg))
+        elif arg.startswith(tuple(f"{opt}=" for opt in STD_OPTIONS)):
+            option, value = arg.split("=", 1)
+            out.append(f"{option}={raised(value)}")
+        else:
+            out.append(arg)
+    return out
 
 
 def rewrite_args(args: list[str], gencode: list[str]) -> list[str]:
@@ -54,11 +100,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"prebuild nvcc shim: {SHIM_ENV_REAL} is not set", file=sys.stderr)
         return 2
     gencode = json.loads(os.environ.get(SHIM_ENV_GENCODE, "[]"))
-    command = [real, *rewrite_args(args, gencode)]
+    command = [real, *raise_std(rewrite_args(args, gencode), os.environ.get(SHIM_ENV_MIN_STD))]
     log = os.environ.get(SHIM_ENV_LOG)
-    if log and command[1:] != args:
-        with open(log, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"given": args, "run": command[1:]}) + "\n")
+    if log:  # every call, changed or not: what nvcc wrote is read from here (classic.nvcc_outputs)
+        # One write with O_APPEND: calls running at once (ninja -j) never interleave their lines.
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (json.dumps({"given": args, "run": command[1:]}) + "\n").encode())
+        finally:
+            os.close(fd)
     os.execv(real, command)
     return 0  # not reached
 

@@ -8,14 +8,15 @@ the private copy too.
 
 from __future__ import annotations
 
+import re
 import shutil
-import subprocess
 import sys
 import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from prebuild.tool.builder import processes
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.config import declares_kernels
 
@@ -82,6 +83,22 @@ def _has_build_files(path: Path) -> bool:
     return (path / "setup.py").is_file() or (path / "pyproject.toml").is_file()
 
 
+class DownloadError(BuildError):
+    """pip could not get a requirement's source; ``reason`` is the last error its output names
+    (a project's setup.py raising in pip's metadata step, for one)."""
+
+    def __init__(self, message: str, metadata_failed: bool, reason: str):
+        super().__init__(message)
+        self.metadata_failed, self.reason = metadata_failed, reason
+
+
+def _last_error(output: str) -> str:
+    """The last ``SomethingError: ...`` line of a (nested) traceback, else the last non-empty line."""
+    errors = re.findall(r"^\s*(?:[\w.]+(?:Error|Exception)|error): .+$", output, re.M)
+    lines = [line for line in output.splitlines() if line.strip()]
+    return (errors[-1] if errors else lines[-1] if lines else "").strip()
+
+
 def download_source(spec: str, dest: Path) -> Path:
     """``pip download`` the source of ``spec`` (a requirement or a URL: ``fused-ssim==1.0.0``,
     ``git+https://...``) into ``dest``; returns the archive. Without build isolation: a
@@ -89,10 +106,14 @@ def download_source(spec: str, dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
                "--disable-pip-version-check", "--dest", str(dest), spec]  # fmt: skip
-    proc = subprocess.run(command, capture_output=True, text=True)
+    proc = processes.run(command, capture_output=True, text=True)
     archives = [p for p in dest.iterdir() if p.name.endswith(SDIST_SUFFIXES)]
     if proc.returncode != 0 or len(archives) != 1:
-        raise BuildError(f"cannot get the source of {spec!r} with pip:\n{(proc.stdout + proc.stderr)[-4000:]}")
+        output = proc.stdout + proc.stderr
+        # pip runs the project's setup.py to read its metadata (a classic one imports torch's
+        # CUDAExtension there), so a project's own error can stop the download.
+        raise DownloadError(f"cannot get the source of {spec!r} with pip:\n{output[-4000:]}",
+                            "metadata-generation-failed" in output, _last_error(output))  # fmt: skip
     return archives[0]
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shlex
 import shutil
 import subprocess
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -106,12 +108,64 @@ def _run(cmd: list[str]) -> str:
 
 
 @dataclass(frozen=True)
+class CudaToolkit:
+    """An nvcc's toolkit as nvcc itself reports it (``parse_nvcc_dryrun``): the truth behind a
+    wrapper script, a symlink, an environment module or PyPI's packages, none of which makes
+    ``dirname(dirname(nvcc))`` the toolkit."""
+
+    root: Path  # TOP: what CUDA_HOME would be
+    bin_dir: Path  # _HERE_: where the real nvcc and its tools (ptxas, cudafe++, ...) are
+    include_dirs: tuple[Path, ...]  # INCLUDES, then SYSTEM_INCLUDES (CUDA 13: include/cccl)
+    library_dirs: tuple[Path, ...]  # LIBRARIES without the driver stubs
+
+
+def _dryrun_variables(text: str) -> dict[str, str]:
+    """``#$ NAME=value`` lines of ``nvcc --dryrun``; a later line wins (nvcc.profile may set one twice)."""
+    found = {}
+    for line in text.splitlines():
+        m = re.match(r"#\$ ([A-Za-z_]+)=(.*)$", line.strip())
+        if m:
+            found[m[1]] = m[2].strip()
+    return found
+
+
+def parse_nvcc_dryrun(text: str, cwd: Path) -> CudaToolkit:
+    """The toolkit from ``nvcc --dryrun -x cu -c /dev/null -o /dev/null``'s output, its paths
+    made absolute against ``cwd`` (nvcc reports them relative to how it was called) and normalised."""
+    variables = _dryrun_variables(text)
+    missing = [name for name in ("_HERE_", "TOP") if not variables.get(name)]
+    if missing:
+        raise ToolchainError(f"nvcc --dryrun did not report {' and '.join(missing)}: cannot tell where its toolkit is")
+
+    def path(value: str) -> Path:
+        return Path(os.path.normpath(cwd / value))
+
+    def option_values(name: str, option: str) -> list[Path]:
+        words = shlex.split(variables.get(name, ""))
+        values = [w[len(option):] if w != option else (words[i + 1] if i + 1 < len(words) else "")
+                  for i, w in enumerate(words) if w.startswith(option)]  # fmt: skip
+        return [path(v) for v in values if v]
+
+    includes = option_values("INCLUDES", "-I") + option_values("SYSTEM_INCLUDES", "-isystem")
+    libraries = [d for d in option_values("LIBRARIES", "-L") if d.name != "stubs"]
+    return CudaToolkit(root=path(variables["TOP"]), bin_dir=path(variables["_HERE_"]),
+                       include_dirs=tuple(dict.fromkeys(includes)), library_dirs=tuple(dict.fromkeys(libraries)))  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Nvcc:
     path: Path
 
-    @property
-    def cuda_home(self) -> Path:
-        return self.path.parent.parent
+    @cached_property
+    def toolkit(self) -> CudaToolkit:
+        """Where this nvcc's toolkit really is (it compiles nothing to say so)."""
+        cmd = [str(self.path), "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=120)
+        except (OSError, subprocess.SubprocessError) as exc:
+            detail = getattr(exc, "stderr", "") or str(exc)
+            raise ToolchainError(f"`{' '.join(cmd)}` failed: {detail.strip()}") from exc
+        return parse_nvcc_dryrun(proc.stdout + proc.stderr, Path.cwd())
 
     @cached_property
     def version(self) -> Version:
@@ -136,7 +190,11 @@ class Torch:
 
 def find_torch() -> Torch:
     try:
-        import torch  # noqa: PLC0415 - imported only when a build needs it
+        # Quietly: torch warns on import when numpy is missing ("Failed to initialize NumPy"),
+        # which says nothing about a build. The build's own imports of torch go to its log.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import torch  # noqa: PLC0415 - imported only when a build needs it
     except ImportError as exc:
         raise ToolchainError(
             "torch is not installed in this Python. Install the torch you build for first "

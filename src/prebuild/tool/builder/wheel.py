@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from filelock import FileLock, Timeout
 
 from prebuild.runtime.arch import Arch
 from prebuild.tool.builder import flags as F
+from prebuild.tool.builder import processes
 from prebuild.tool.builder.compile import BuildError, ProgressCallback, compile_libraries, default_build_dir
 from prebuild.tool.builder.config import KernelProject
 from prebuild.tool.inspection import InspectionError, inspect_wheel
@@ -87,14 +89,31 @@ def check_embedded_archs(wheel: Path) -> Manifest:
 
 
 def quiet_runner(log_path: Path, env: Mapping[str, str]):
-    """A pyproject-hooks runner: the backend's output goes to a log, not the terminal."""
+    """A pyproject-hooks runner: the backend's output goes to a log, not the terminal (with
+    ``warnings_to_log`` around the hook calls, its warnings too)."""
 
     def run(cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None) -> None:
         full_env = {**os.environ, **(extra_environ or {}), **env}
         with open(log_path, "a", encoding="utf-8") as log:
-            subprocess.run(list(cmd), cwd=cwd, env=full_env, stdout=log, stderr=subprocess.STDOUT, check=True)
+            processes.run(cmd, cwd=cwd, env=full_env, stdout=log, stderr=subprocess.STDOUT, check=True)
 
     return run
+
+
+@contextmanager
+def warnings_to_log(log_path: Path) -> Iterator[None]:
+    """Warnings raised meanwhile (pyproject-hooks re-raises the backend's as BuildBackendWarning:
+    torch's "Failed to initialize NumPy", setuptools' deprecations) go to the build log: the
+    build's chatter is shown when the build fails, with the rest of its log."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            if caught:
+                with open(log_path, "a", encoding="utf-8") as log:
+                    for w in caught:
+                        log.write(f"{w.filename}:{w.lineno}: {w.category.__name__}: {w.message}\n")
 
 
 LOCK_NAME = ".prebuild-wheel.lock"
@@ -169,7 +188,8 @@ def _build_locked(
         builder = ProjectBuilder(project.root, python_executable=sys.executable,
                                  runner=quiet_runner(log, options.to_env()))  # fmt: skip
         try:
-            built = Path(builder.build("wheel", Path(staging) / "out"))
+            with warnings_to_log(log):
+                built = Path(builder.build("wheel", Path(staging) / "out"))
         except BuildBackendException as exc:
             text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
             raise BuildError(f"packaging the {variant.name} wheel failed:\n{text[-6000:]}") from exc

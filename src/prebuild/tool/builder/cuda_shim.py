@@ -1,0 +1,131 @@
+"""The shim CUDA toolkit a classic project's build sees as ``CUDA_HOME``.
+
+Its ``bin/nvcc`` is a script running ``prebuild.tool.builder.nvcc_shim`` (exactly the requested
+archs, whatever setup.py asks; every call logged), its other tools are the real toolkit's, and
+its ``include/`` and ``lib64/`` are the real toolkit's (where nvcc itself says they are, see
+``CudaToolkit``) plus what torch's CUDA packages add: a minimal toolkit has no
+``libcudart.so``, and ``ATen/cuda/CUDAContext.h`` needs ``cublas_v2.h``.
+
+``probe_toolkit`` is the preflight: before the project is touched, the host compiler compiles
+what most extensions' C++ files include (``cuda_runtime.h``, ``c10/cuda/CUDAGuard.h``) through
+the shim toolkit, which both proves the toolkit whole and finds the C++ standard torch's
+headers need (torch 2.14's need C++20).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from prebuild.tool.builder import processes
+from prebuild.tool.builder.nvcc_shim import SHIM_ENV_GENCODE, SHIM_ENV_LOG, SHIM_ENV_MIN_STD, SHIM_ENV_REAL
+from prebuild.tool.builder.toolchain import CudaToolkit, Torch, ToolchainError
+
+# The standards a probe tries, oldest first (nvcc 12 and 13 accept these two and older ones).
+PROBE_STANDARDS = ("c++17", "c++20")
+PROBE_SOURCE = """// prebuild's preflight: what a classic extension's C++ files include.
+#include <cuda_runtime.h>
+#include <c10/cuda/CUDAGuard.h>
+int main() { return 0; }
+"""
+
+
+def nvidia_dirs(kind: str) -> list[Path]:
+    """``include`` or ``lib`` directories of the nvidia-* packages torch installs
+    (``site-packages/nvidia/cu13/lib``; CUDA 12 packages: ``nvidia/cuda_runtime/lib``, ...)."""
+    spec = importlib.util.find_spec("nvidia")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return [d for root in spec.submodule_search_locations for d in sorted(Path(root).glob(f"*/{kind}")) if d.is_dir()]
+
+
+def _link_entries(dest: Path, sources: list[Path], skip: set[str] = frozenset()) -> None:
+    """Symlink every entry of each source directory into ``dest``; the first source wins."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for source in sources:
+        if not source.is_dir():
+            continue
+        for entry in sorted(source.iterdir()):
+            target = dest / entry.name
+            if entry.name not in skip and not target.exists() and not target.is_symlink():
+                target.symlink_to(entry)
+
+
+def make_cuda_shim(toolkit: CudaToolkit, dest: Path) -> Path:
+    """Lay out the shim toolkit at ``dest`` (replacing an older one); returns it, the build's
+    CUDA_HOME. Its ``bin/nvcc`` is written per wheel by ``write_nvcc_script``."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    _link_entries(dest / "bin", [toolkit.bin_dir], skip={"nvcc"})
+    _link_entries(dest / "include", [*toolkit.include_dirs, *nvidia_dirs("include")])
+    lib64 = dest / "lib64"
+    _link_entries(lib64, [*toolkit.library_dirs, *nvidia_dirs("lib")])
+    if not (lib64 / "libcudart.so").exists():  # the linker wants the unversioned name
+        versioned = sorted(lib64.glob("libcudart.so.*"))
+        if versioned:
+            (lib64 / "libcudart.so").symlink_to(versioned[0].resolve())
+    _link_entries(dest, [toolkit.root], skip={"bin", "include", "lib64", "lib"})
+    return dest
+
+
+def write_nvcc_script(shim: Path, nvcc: Path, gencode: list[str], log: Path, min_std: str | None) -> Path:
+    """``shim/bin/nvcc``: the nvcc shim with these settings, calling ``nvcc`` (the one the user
+    reaches, wrapper or not)."""
+    settings = {SHIM_ENV_REAL: str(nvcc), SHIM_ENV_GENCODE: json.dumps(gencode), SHIM_ENV_LOG: str(log),
+                SHIM_ENV_MIN_STD: min_std or "",
+                # The shim module is found even if the project's build changes the environment.
+                "PYTHONPATH": str(Path(__file__).resolve().parents[3])}  # fmt: skip
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in settings.items())
+    script = shim / "bin" / "nvcc"
+    script.unlink(missing_ok=True)
+    script.write_text(f"#!/bin/sh\n{exports} exec {shlex.quote(sys.executable)} -m prebuild.tool.builder.nvcc_shim \"$@\"\n")
+    script.chmod(0o755)
+    return script
+
+
+def _compiler_message(output: str, limit: int = 2000) -> str:
+    """The first error of a compiler's output, with the include chain before it."""
+    start = output.find("In file included from")
+    error = re.search(r"(fatal )?error:", output)
+    if error is None:
+        return output[-limit:].strip()
+    begin = start if 0 <= start < error.start() else max(0, output.rfind("\n", 0, error.start()))
+    return output[begin: begin + limit].strip()
+
+
+def probe_toolkit(shim: Path, torch: Torch, cxx: str, toolkit: CudaToolkit) -> str:
+    """The oldest C++ standard in which the host compiler compiles ``PROBE_SOURCE`` against
+    this torch through the shim toolkit; ToolchainError, with the compiler's words, if none does."""
+    probe = shim / "prebuild-probe.cpp"
+    probe.write_text(PROBE_SOURCE)
+    includes = [f"-I{d}" for d in (*torch.include_dirs, *(d / "torch" / "csrc" / "api" / "include" for d in torch.include_dirs),
+                                   shim / "include")]  # fmt: skip
+    commands = {std: [cxx, f"-std={std}", "-fsyntax-only", *includes, str(probe)] for std in PROBE_STANDARDS}
+    # Started together: a second or so each, and the oldest that passes wins.
+    procs: dict[str, subprocess.Popen] = {}
+    try:
+        for std, cmd in commands.items():
+            procs[std] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        results = {std: (proc.communicate()[0], proc.returncode) for std, proc in procs.items()}
+    except BaseException:
+        for proc in procs.values():
+            processes.stop_tree(proc.pid)
+        raise
+    for std in PROBE_STANDARDS:
+        if results[std][1] == 0:
+            return std
+    newest = PROBE_STANDARDS[-1]
+    raise ToolchainError(
+        f"the CUDA toolkit prepared for the build does not compile a file that includes cuda_runtime.h "
+        f"and c10/cuda/CUDAGuard.h (as most extensions' C++ files do) with {cxx} -std={newest}. nvcc reports its "
+        f"toolkit at {toolkit.root} (headers: {', '.join(map(str, toolkit.include_dirs)) or 'none'}); set CUDA_HOME "
+        f"to a complete CUDA toolkit of torch's CUDA version ({torch.cuda}). The compiler said:\n"
+        f"{_compiler_message(results[newest][0])}"
+    )
