@@ -134,7 +134,10 @@ def test_jit_sites_finds_cpp_extension_load_calls_and_nothing_else(tmp_path):
           "mod = cpp_extension.load_inline('m', cpp_sources=[src])  # compiled at first use\n")
     write(tmp_path, "pkg/model.py", "import torch\nstate = torch.load('w.pt')\n# cpp_extension.load( in a comment\n")
     write(tmp_path, "pkg/loader.py", "def load(path):\n    return open(path).read()\nload('x')\n")  # no cpp_extension
-    assert jit_sites(tmp_path) == ["pkg/cuda/_backend.py:5", "pkg/other.py:2"]
+    # gsplat 1.5.3's own way: torch's private _jit_compile, imported in parentheses over lines.
+    write(tmp_path, "pkg/zz_private.py", "from torch.utils.cpp_extension import (\n    _TORCH_PATH,\n    _jit_compile,\n)\n"
+          "def build():\n    return _jit_compile(name, sources)\n")
+    assert jit_sites(tmp_path) == ["pkg/cuda/_backend.py:5", "pkg/other.py:2", "pkg/zz_private.py:6"]
     assert jit_sites(tmp_path, limit=1) == ["pkg/cuda/_backend.py:5"]
 
 

@@ -10,7 +10,12 @@ with the CUDA build of torch 2.14.1.
   extension module beside a package): its sm_80 and sm_90 wheels hold their arch only (nvcc's
   command is the same for both: its object must not carry over), the other flags kept;
 - broken_ext: the compiler's error is shown, no wheel appears, and a second run fails the
-  same way (nothing left locked).
+  same way (nothing left locked);
+- jit_ext (compiles at first use with torch.utils.cpp_extension.load): refused with the reason.
+
+Every build reaches nvcc as our machines do: through a wrapper script on PATH (not in a
+toolkit's bin/), with CUDA_HOME unset; plain_ext's binding includes CUDA headers
+(ATen/cuda/CUDAContext.h), which compile only if the toolkit was found whole.
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 from wheel.wheelfile import WheelFile
 
+from prebuild.tool.builder.toolchain import find_nvcc
 from prebuild.tool.inspection import inspect_path, library_code
 
 pytestmark = pytest.mark.slow
@@ -33,12 +40,28 @@ ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "classic"
 
 
+def nvcc_wrapper(directory: Path) -> Path:
+    """A directory holding ``nvcc``, a script that execs the real one (as /usr/local/bin/nvcc
+    does on our machines: wrappers, environment modules and conda shims are common)."""
+    real = find_nvcc().resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "nvcc").write_text(f'#!/bin/sh\nexec {real} "$@"\n')
+    (directory / "nvcc").chmod(0o755)
+    return directory
+
+
 def prebuild_wheel(python: Path, *args: str) -> subprocess.CompletedProcess:
-    """``prebuild wheel ARGS`` run by the CUDA torch venv's python, prebuild from src/."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "200",
-           "PATH": f"{python.parent}:{os.environ.get('PATH', '')}"}  # fmt: skip
-    return subprocess.run([str(python), "-m", "prebuild", "wheel", *args], capture_output=True, text=True,
-                          timeout=1800, env=env)  # fmt: skip
+    """``prebuild wheel ARGS`` run by the CUDA torch venv's python, prebuild from src/, nvcc
+    reached through a wrapper script on PATH, CUDA_HOME unset."""
+    with tempfile.TemporaryDirectory(prefix="nvcc-wrapper-") as wrapper:
+        env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+        env.update(PYTHONPATH=str(ROOT / "src"), COLUMNS="200",
+                   PATH=f"{python.parent}:{nvcc_wrapper(Path(wrapper))}:{os.environ.get('PATH', '')}")  # fmt: skip
+        proc = subprocess.run([str(python), "-m", "prebuild", "wheel", *args], capture_output=True, text=True,
+                              timeout=1800, env=env)  # fmt: skip
+    if "Building" in proc.stderr:
+        assert f"({wrapper}/nvcc)" in proc.stderr, proc.stderr  # the wrapper is the nvcc it used
+    return proc
 
 
 def prebuild(python: Path, *args: str) -> subprocess.CompletedProcess:
@@ -106,8 +129,11 @@ def test_plain_extension_gets_one_wheel_per_arch_holding_exactly_it(plain_wheels
         assert manifest["python_tag"] == "cp311-cp311-linux_x86_64"
         (listed,) = manifest["libraries"]
         assert listed["file"] == name and listed["sass"] == [sm] and listed["size"] == len(libraries[name])
-        assert manifest["nvcc_calls"] and all(f"-gencode=arch=compute_{sm[3:]},code={sm}" in c["run"]
-                                              for c in manifest["nvcc_calls"])  # fmt: skip
+        # Every nvcc call is logged, though the shim changed nothing in it (the project's own
+        # -std=c++20, torch's -gencode last): one, for the kernel.
+        (call,) = manifest["nvcc_calls"]
+        assert call["run"] == call["given"] and call["given"][-1] == f"-gencode=arch=compute_{sm[3:]},code={sm}"
+        assert manifest["cxx_standard"] == {"needed": "c++20", "raised": {}}
         report = inspect_path(wheel)  # prebuild inspect's reader agrees with the bytes and prebuild.json
         assert report.ok and report.summary.startswith(f"plain_ext 0.1.0+pt214.cu130.{sm.replace('_', '')}: a classic")
     # One index per torch and arch, each with the pip command that names the project.
@@ -182,6 +208,12 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(cuda_torch_p
         assert "-gencode=arch=compute_75,code=sm_75" in call["given"]
         assert "-gencode=arch=compute_75,code=sm_75" not in call["run"]
         assert {"--use_fast_math", "--maxrregcount=40", f"-gencode=arch=compute_{sm[3:]},code={sm}"} <= set(call["run"])
+        # torch 2.14's headers need C++20: the project's -std=c++17 is raised, and recorded.
+        assert "-std=c++17" in call["given"] and "-std=c++17" not in call["run"] and "-std=c++20" in call["run"]
+        assert manifest["cxx_standard"] == {"needed": "c++20", "raised": {"c++17": 1}}
+    notes = [" ".join(line.split()) for line in proc.stderr.splitlines() if "raised to -std=c++20" in line]
+    assert notes == [f"{sm}: The project asks nvcc for -std=c++17 (1 of 1 nvcc calls); torch 2.14.1+cu130's headers "
+                     "need C++20: raised to -std=c++20 (recorded in prebuild.json)." for sm in ("sm_80", "sm_90")], notes
     # nvcc is given the same command for both (torch ignores TORCH_CUDA_ARCH_LIST when a
     # project names its archs): the kernel is compiled again because its object was deleted.
     assert compiled(work / "cu130.sm90" / "build.log") == ["kernel.cu"]
@@ -202,3 +234,11 @@ def test_a_project_that_does_not_compile_shows_the_error_and_leaves_no_wheel(cud
         assert "undeclared_in_this_kernel" in proc.stderr and "build.log" in proc.stderr, proc.stderr[-3000:]
         assert "Traceback" not in proc.stderr
         assert list(out.iterdir()) == []
+
+
+def test_a_project_that_compiles_at_first_use_is_refused_with_the_reason(cuda_torch_python, tmp_path):
+    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_90", str(FIXTURES / "jit_ext"), "--out", str(tmp_path))
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 1, said
+    assert "builds no extension at install time" in said and "jit_ext/__init__.py:7" in said, said
+    assert "no shared library at all" not in said and list(tmp_path.iterdir()) == []

@@ -123,3 +123,37 @@ def test_a_classic_project_is_refused_with_a_cpu_torch_before_or_after_unpacking
         text = " ".join(result.output.split())
         assert result.exit_code == 2 and "is a CPU build" in text and "pip install" in text, text
         assert not list((tmp_path / "dist").glob("*.whl"))
+
+
+# A classic setup.py, as gsplat's: it builds its CUDAExtension even to say its name, which a CPU
+# torch refuses (CUDA_HOME is None there).
+CUDA_SETUP = """from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+setup(name="needscuda", version="1.0", ext_modules=[CUDAExtension("needscuda._C", ["k.cu"])],
+      cmdclass={"build_ext": BuildExtension})
+"""
+
+
+def test_a_requirement_whose_setup_needs_cuda_torch_gets_the_cpu_torch_refusal(tmp_path, monkeypatch):
+    """`prebuild wheel gsplat==1.5.3` with a CPU torch: pip's metadata step runs the project's
+    setup.py, which dies; the user is told what a directory or an sdist is told, not pip's
+    nested traceback. Nothing is left in the temporary directory."""
+    from typer.testing import CliRunner
+
+    from prebuild.tool.cli import app
+
+    project = tmp_path / "needscuda"
+    project.mkdir()
+    (project / "setup.py").write_text(CUDA_SETUP)
+    (project / "k.cu").write_text("__global__ void k() {}\n")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(temp))
+    result = CliRunner().invoke(app, ["wheel", "--arch", "sm_90", f"needscuda @ {project.as_uri()}",
+                                      "--out", str(tmp_path / "dist")], env={"COLUMNS": "300"})  # fmt: skip
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, text
+    assert "is a CPU build" in text and "pip install 'torch==2.14.1'" in text, text
+    assert "pip could not even read needscuda @ file:" in text and "CUDA_HOME" in text, text
+    assert "Traceback" not in text and "metadata-generation-failed" not in text
+    assert list(temp.iterdir()) == []

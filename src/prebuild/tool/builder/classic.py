@@ -152,15 +152,17 @@ def raised_standards(calls: list[NvccCall]) -> tuple[tuple[str, int], ...]:
 
 
 # How a project compiles at first use instead of at install time: torch.utils.cpp_extension's
-# load/load_inline, called through the module or imported by name.
-JIT_QUALIFIED = re.compile(r"cpp_extension\.(?:load|load_inline)\s*\(")
-JIT_IMPORT = re.compile(r"from\s+torch\.utils\.cpp_extension\s+import\s+[^\n]*\b(?:load|load_inline)\b")
-JIT_BARE = re.compile(r"(?<![.\w])(?:load|load_inline)\s*\(")
+# load/load_inline (or its private _jit_compile, as gsplat calls it), called through the
+# module or imported by name (the import may span lines: "import (\n _jit_compile,\n)").
+JIT_NAMES = r"(?:load|load_inline|_jit_compile)"
+JIT_QUALIFIED = re.compile(rf"cpp_extension\.{JIT_NAMES}\s*\(")
+JIT_IMPORT = re.compile(rf"from\s+torch\.utils\.cpp_extension\s+import\s+\(?[\w\s,]*\b{JIT_NAMES}\b")
+JIT_BARE = re.compile(rf"(?<![.\w]){JIT_NAMES}\s*\(")
 
 
 def jit_sites(source: Path, limit: int = 3) -> list[str]:
-    """``file:line`` of the project's calls of torch.utils.cpp_extension's ``load``/``load_inline``:
-    where it compiles when first used."""
+    """``file:line`` of the first call of torch.utils.cpp_extension's ``load``, ``load_inline``
+    or ``_jit_compile`` in each of the project's files: where it compiles when first used."""
     found = []
     for path in sorted(source.rglob("*.py")):
         try:
@@ -173,9 +175,10 @@ def jit_sites(source: Path, limit: int = 3) -> list[str]:
         for number, line in enumerate(text.splitlines(), 1):
             code = line.split("#", 1)[0]
             if JIT_QUALIFIED.search(code) or (bare and JIT_BARE.search(code) and not code.lstrip().startswith("def ")):
-                found.append(f"{path.relative_to(source)}:{number}")
+                found.append(f"{path.relative_to(source)}:{number}")  # the first call of each file
                 if len(found) == limit:
                     return found
+                break
     return found
 
 
