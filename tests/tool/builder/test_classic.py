@@ -33,6 +33,7 @@ def test_nvcc_outputs_reads_every_spelling_and_refuses_what_it_cannot_place():
              ["-c", "/b/c.cu", "-o=/b/c.o"], ["-dlink", "/b/a.o", "--output-file=/b/dlink.o"]]  # fmt: skip
     assert nvcc_outputs(calls) == [Path("/b/a.o"), Path("/b/b.o"), Path("/b/c.o"), Path("/b/dlink.o")]
     assert nvcc_outputs([]) == []
+    assert nvcc_outputs([["--version"], *calls]) == nvcc_outputs(calls)  # torch's query writes nothing
     assert nvcc_outputs([*calls, ["-c", "x.cu"]]) is None  # written where the call ran: unknown
     assert nvcc_outputs([["-c", "x.cu", "-o", "obj/x.o"]]) is None  # relative to that directory
     assert nvcc_outputs([["-c", "x.cu", "-o"]]) is None

@@ -35,7 +35,7 @@ from prebuild.runtime.arch import Arch, check_supported
 from prebuild.tool.builder import flags as F
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.cuda_shim import make_cuda_shim, probe_toolkit, write_nvcc_script
-from prebuild.tool.builder.nvcc_shim import requested_std
+from prebuild.tool.builder.nvcc_shim import is_query, option_value, requested_std
 from prebuild.tool.builder.relabel import relabel_wheel
 from prebuild.tool.builder.wheel import quiet_runner, warnings_to_log
 from prebuild.tool.builder.toolchain import (
@@ -61,16 +61,14 @@ NVCC_OUTPUT_OPTIONS = ("-o", "--output-file")
 
 
 def nvcc_outputs(calls: list[list[str]]) -> list[Path] | None:
-    """The files these nvcc calls (each one's arguments) wrote; None when a call's output
-    cannot be told: no output option, or a relative path (the call's directory is unknown)."""
+    """The files these nvcc calls (each one's arguments) wrote; None when a compiling call's
+    output cannot be told: no output option, or a relative path (the call's directory is
+    unknown). Queries (``--version``) write nothing."""
     outputs = []
     for args in calls:
-        found = None
-        for i, arg in enumerate(args):
-            if arg in NVCC_OUTPUT_OPTIONS and i + 1 < len(args):
-                found = args[i + 1]
-            elif arg.startswith(tuple(f"{opt}=" for opt in NVCC_OUTPUT_OPTIONS)):
-                found = arg.split("=", 1)[1]
+        if is_query(args):
+            continue
+        found = option_value(args, NVCC_OUTPUT_OPTIONS)
         if found is None or not Path(found).is_absolute():
             return None
         outputs.append(Path(found))
@@ -319,7 +317,8 @@ class ClassicBuilder:
             label = F.classic_local_label(torch.version_string, nvcc.version, sass, ptx)
             final = relabel_wheel(built, out_dir, label, F.torch_pin(torch.version_string), manifest.to_json())
         if raised and on_note:
-            on_note(raised_note(raised, len(calls), self.toolchain.cxx_standard, torch.version_string))
+            compiles = sum(1 for c in calls if not is_query(c.given))
+            on_note(raised_note(raised, compiles, self.toolchain.cxx_standard, torch.version_string))
         # No nvcc call seen (a project calling its own nvcc): nothing is known, nothing kept.
         self._nvcc_wrote = nvcc_outputs([list(c.run) for c in calls]) if calls else None
         return ClassicWheel(final, sass, ptx, manifest, time.monotonic() - start)

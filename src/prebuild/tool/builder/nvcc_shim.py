@@ -41,15 +41,21 @@ def std_year(standard: str) -> int | None:
     return 1900 + two if two >= 90 else 2000 + two
 
 
-def requested_std(args: list[str]) -> str | None:
-    """The standard a call asks for (the last one given, as nvcc reads it), None if none."""
+def option_value(args: list[str], options: tuple[str, ...]) -> str | None:
+    """The value of the last of ``options`` in ``args`` ("--opt VALUE" or "--opt=VALUE", as nvcc
+    reads them), None if none is given."""
     found = None
     for i, arg in enumerate(args):
-        if arg in STD_OPTIONS and i + 1 < len(args):
+        if arg in options and i + 1 < len(args):
             found = args[i + 1]
-        elif arg.startswith(tuple(f"{opt}=" for opt in STD_OPTIONS)):
+        elif arg.startswith(tuple(f"{opt}=" for opt in options)):
             found = arg.split("=", 1)[1]
     return found
+
+
+def requested_std(args: list[str]) -> str | None:
+    """The standard a call asks for, None if none."""
+    return option_value(args, STD_OPTIONS)
 
 
 def raise_std(args: list[str], minimum: str | None) -> list[str]:
@@ -74,9 +80,14 @@ def raise_std(args: list[str], minimum: str | None) -> list[str]:
     return out
 
 
+def is_query(args: list[str] | tuple[str, ...]) -> bool:
+    """A call that compiles nothing and writes no file (``nvcc --version``, as torch's build asks)."""
+    return any(a in QUERY_OPTIONS for a in args)
+
+
 def rewrite_args(args: list[str], gencode: list[str]) -> list[str]:
     """``args`` without any arch option, plus ``gencode``; a query (``--version``) unchanged."""
-    if any(a in QUERY_OPTIONS for a in args):
+    if is_query(args):
         return list(args)
     out: list[str] = []
     skip_value = False
