@@ -390,3 +390,32 @@ def test_installed_native_projects_are_found_checked_and_loaded_by_their_own_loa
     (package / "_C.abi3.so").write_bytes(data[:-1])
     (damaged,) = [p for p in installed_projects(check_load=True) if p.name == "demo"]
     assert "_C.abi3.so" in damaged.problem and damaged.load_error is None
+
+
+def test_an_editable_native_project_is_found_in_its_source(tmp_path, monkeypatch):
+    """`pip install -e .` of a native project (the README's test command): its RECORD lists
+    only the .pth that puts src/ on sys.path, so its manifest is found through top_level.txt
+    in its source; without PEP 610's editable mark nothing is guessed."""
+    import hashlib
+
+    source, site = tmp_path / "project" / "src", tmp_path / "site"
+    package = source / "editable_demo"
+    package.mkdir(parents=True)
+    data = (Path(__file__).parents[2] / "src" / "prebuild" / "_C.abi3.so").read_bytes()
+    (package / "_C.abi3.so").write_bytes(data)
+    (package / "__init__.py").write_text("")
+    Manifest(package_version="0.1.0+cpu", torch_target="2.13", built_with_torch="2.13.0+cpu", cuda_version=None,
+             package="editable_demo", op_namespace="editable_demo",
+             libraries=(Library("_C.abi3.so", "cpu", hashlib.sha256(data).hexdigest(), len(data)),)).write(package)  # fmt: skip
+    info = site / "editable_demo-0.1.0+cpu.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: editable-demo\nVersion: 0.1.0+cpu\n")
+    (info / "top_level.txt").write_text("editable_demo\n")
+    (site / "__editable__.editable_demo-0.1.0+cpu.pth").write_text(f"{source}\n")
+    (info / "RECORD").write_text(f"__editable__.editable_demo-0.1.0+cpu.pth,,\n{info.name}/RECORD,,\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(source))  # what the .pth does at startup
+    assert [p.name for p in installed_projects(check_load=False) if p.name == "editable-demo"] == []
+    (info / "direct_url.json").write_text(json.dumps({"dir_info": {"editable": True}, "url": f"file://{source.parent}"}))
+    (found,) = [p for p in installed_projects(check_load=False) if p.name == "editable-demo"]
+    assert isinstance(found.manifest, Manifest) and found.manifest.package == "editable_demo" and found.problem == ""

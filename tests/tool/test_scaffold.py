@@ -1,11 +1,12 @@
 """`prebuild new`: the rendered project is valid (pure checks), and end to end (slow): it builds
 its sm_80 and sm_90 wheels with `prebuild wheel`, which pass `prebuild inspect` and install and
-run on the CPU where prebuild is not installed, next to torch 2.13 and 2.14.1; and its own tests
-pass after the README's test command."""
+run on the CPU where prebuild is not installed, next to torch 2.13 and 2.14.1; its own tests
+pass after the README's test command, and so does `prebuild selftest` of it."""
 
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -44,6 +45,7 @@ def test_every_template_renders_to_valid_files():
     data = tomllib.loads(rendered[Path("pyproject.toml")])
     kernels = parse_config(data["tool"]["prebuild"], data["project"], Path("/p"))
     assert (kernels.package, kernels.namespace, kernels.sources) == ("demo_ops", "demo_ops", Path("/p/csrc"))
+    assert kernels.selftest == "demo_ops.selftest:cases" and Path("src/demo_ops/selftest.py") in rendered
     assert "STABLE_TORCH_LIBRARY(demo_ops, m)" in rendered[Path("csrc/library.cpp")]
 
 
@@ -99,3 +101,9 @@ def test_a_new_project_builds_installs_without_prebuild_and_passes_its_tests(tmp
     tests = run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project, env=env)
     assert tests.returncode == 0, tests.stdout[-4000:]
     assert "11 passed" in tests.stdout and "skipped" not in tests.stdout, tests.stdout[-2000:]
+    # Its selftest hook, recorded in the manifest of the editable install: scale_add against
+    # plain PyTorch on the CPU (no GPU here).
+    checked = run([str(python.parent / "prebuild"), "selftest", "demo", "--json"], cwd=tmp_path, env=env)
+    assert checked.returncode == 0, checked.stdout[-4000:] + checked.stderr[-4000:]
+    rows = [(r["package"], r["device"], r["op"], r["status"], r["against"]) for r in json.loads(checked.stdout)["rows"]]
+    assert rows == [("demo", "cpu", "scale_add", "pass", "reference")], rows

@@ -4,7 +4,8 @@
   version, the CUDA version of the nvcc used, the SASS and PTX archs inside the CUDA
   library, the torch stable-ABI target, the flags, and the sha256 of each library. The build
   writes it (``Manifest.write``); the runtime loader and the inspection commands read it
-  (``read_manifest``).
+  (``read_manifest``). ``selftest`` names the function returning the package's self-test
+  cases (``prebuild selftest``), when the project declares one.
 - ``ProjectManifest`` (``prebuild.json`` in the ``.dist-info`` directory), in wheels
   prebuild built of another project (``prebuild wheel --arch ... PROJECT``): the torch and
   CUDA it was built with, the archs read back from each library, and every nvcc call as the
@@ -53,6 +54,7 @@ class Manifest:
     flags: dict[str, list[str]] = field(default_factory=dict)
     op_namespace: str = "prebuild"  # the torch.ops namespace the libraries register
     package: str = "prebuild"  # the import package the libraries belong to (named in errors)
+    selftest: str | None = None  # "package.module:function" returning its SelftestCase list
 
     @property
     def has_cuda(self) -> bool:
@@ -94,6 +96,8 @@ class Manifest:
                     for lib in data["libraries"]
                 ),
                 flags={str(k): [str(f) for f in v] for k, v in data.get("flags", {}).items()},
+                # Absent from manifests written before hooks were recorded.
+                selftest=None if data.get("selftest") is None else _hook(data["selftest"]),
             )
             if manifest.has_cuda and manifest.cuda_version is None:
                 raise ValueError("a CUDA library is listed but no cuda_version")
@@ -130,6 +134,21 @@ def _package(value: object) -> str:
     if not isinstance(value, str) or not all(part.isidentifier() for part in value.split(".")):
         raise ValueError(f"package must be a dotted Python name, got {value!r}")
     return value
+
+
+def split_hook(value: object) -> tuple[str, str]:
+    """A self-test hook reference, ``"package.module:function"``, as (module, function);
+    ValueError saying what a hook reference is for anything else."""
+    module, colon, function = value.partition(":") if isinstance(value, str) else ("", "", "")
+    if not colon or not all(part.isidentifier() for part in module.split(".")) or not function.isidentifier():
+        raise ValueError(f"a selftest hook is 'package.module:function' (a dotted module path, a colon, "
+                         f"an identifier), got {value!r}")  # fmt: skip
+    return module, function
+
+
+def _hook(value: object) -> str:
+    split_hook(value)
+    return str(value)
 
 
 def _identifier(value: object, key: str) -> str:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.metadata
+import importlib.util
+import json
 import os
 import platform
 import shlex
@@ -27,8 +29,10 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from prebuild.runtime.arch import CodeKind, arch_for_capability, format_capability, select_code
+from prebuild.tool.builder.config import MIN_TORCH_TARGET
 from prebuild.tool.gpus import GpuQuery, TorchInfo
 from prebuild.runtime.manifest import (
+    MANIFEST_NAME,
     PROJECT_MANIFEST_NAME,
     Manifest,
     ManifestError,
@@ -281,16 +285,44 @@ def installed_projects(check_load: bool = True) -> list[InstalledProject]:
     return sorted(found.values(), key=lambda p: canonicalize_name(p.name))
 
 
-def installed_native_project(dist, check_load: bool) -> InstalledProject | None:
-    """A native project's distribution (a package ``_manifest.json`` among its files) other
-    than this prebuild's own package (the "install" rows): its libraries checked (sha256 and
-    archs) and, when intact, loaded by its own loader in a child."""
-    from prebuild.tool.inspection import InspectionError, inspect_directory, package_manifests  # noqa: PLC0415
+def _editable(dist) -> bool:
+    """Installed with ``pip install -e`` (PEP 610's ``direct_url.json``)."""
+    try:
+        return bool(json.loads(dist.read_text("direct_url.json") or "{}").get("dir_info", {}).get("editable"))
+    except (ValueError, AttributeError):
+        return False
+
+
+def native_package_dir(dist) -> Path | None:
+    """The directory holding a native project's ``_manifest.json``: the one its files list (an
+    installed wheel) or, for an editable install (its RECORD lists only what puts its source on
+    sys.path), the one under its top-level packages (``top_level.txt``) as sys.path finds them.
+    None when there is not exactly one."""
+    from prebuild.tool.inspection import package_manifests  # noqa: PLC0415
 
     manifests = package_manifests([str(f) for f in dist.files or ()])
-    if len(manifests) != 1:
+    if manifests or not _editable(dist):
+        return Path(str(dist.locate_file(manifests[0]))).parent if len(manifests) == 1 else None
+    found: list[Path] = []
+    for top in (dist.read_text("top_level.txt") or "").split():
+        try:
+            spec = importlib.util.find_spec(top) if top.isidentifier() else None  # a top-level name: imports nothing
+        except (ImportError, ValueError):
+            continue
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            found += [path.parent for path in Path(location).rglob(MANIFEST_NAME)]
+    return found[0] if len(set(found)) == 1 else None
+
+
+def installed_native_project(dist, check_load: bool) -> InstalledProject | None:
+    """A native project's distribution (a package ``_manifest.json`` among its files, or in
+    its editable source) other than this prebuild's own package (the "install" rows): its
+    libraries checked (sha256 and archs) and, when intact, loaded by its own loader in a child."""
+    from prebuild.tool.inspection import InspectionError, inspect_directory  # noqa: PLC0415
+
+    directory = native_package_dir(dist)
+    if directory is None:
         return None
-    directory = Path(str(dist.locate_file(manifests[0]))).parent
     if directory.resolve() == Path(__file__).resolve().parents[1]:
         return None  # this prebuild's own kernels: diagnosed above
     name = str(dist.metadata["Name"])
@@ -392,7 +424,7 @@ def diagnose(facts: Facts) -> list[Check]:
     checks = [Check("python", OK, facts.python)]
     t, m, g = facts.torch, facts.manifest, facts.gpus
     if t.version is None:
-        checks.append(Check("torch", FAIL, t.note, "pip install 'torch>=2.13'"))
+        checks.append(Check("torch", FAIL, t.note, f"pip install 'torch>={m.torch_target if m else MIN_TORCH_TARGET}'"))
     else:
         abi = {True: "cxx11 ABI", False: "pre-cxx11 ABI", None: "ABI unknown"}[t.cxx11_abi]
         checks.append(Check("torch", OK, f"{t.version}, CUDA {t.cuda or 'none (CPU build)'}, {abi}"))

@@ -2,8 +2,9 @@
 
 The project (templates/native/) has the op's CPU, CUDA and simt bodies sharing their math, a
 Python wrapper with ``torch.library`` autograd and fake kernels, tests (against plain PyTorch,
-``opcheck``, ``torch.compile``, the CUDA body run on the CPU) and a README with its two
-commands. ``project_names`` and ``render`` are pure; ``create`` writes the files.
+``opcheck``, ``torch.compile``, the CUDA body run on the CPU), a ``prebuild selftest`` case
+(declared by ``[tool.prebuild] selftest``) and a README with its two commands.
+``project_names`` and ``render`` are pure; ``create`` writes the files.
 """
 
 from __future__ import annotations

@@ -23,14 +23,15 @@ def test_defaults_follow_the_project_name():
     k = parse({})
     assert (k.name, k.version, k.package, k.namespace, k.library) == ("My-Kernels", "1.2.0", "my_kernels", "my_kernels", "_C")
     assert k.sources == Path("/p/csrc") and k.include_dirs == () and k.default_archs is None and k.default_ptx
-    assert k.torch_target == Version("2.13")
+    assert k.torch_target == Version("2.10") and k.selftest is None
     assert (k.cpu_library, k.cuda_library, k.simt_library) == ("_C.abi3.so", "_C_cuda.abi3.so", "_C_simt.abi3.so")
 
 
 def test_every_key_read_and_typed():
     k = parse({"package": "pkg.sub", "namespace": "ns", "sources": "kernels", "include-dirs": ["third_party/x"],
-               "torch-target": "2.14.1", "default-archs": ["sm_90", "80"], "default-ptx": False, "library": "_ops"})  # fmt: skip
-    assert (k.package, k.namespace, k.library) == ("pkg.sub", "ns", "_ops")
+               "torch-target": "2.14.1", "default-archs": ["sm_90", "80"], "default-ptx": False, "library": "_ops",
+               "selftest": "pkg.sub.checks:cases"})  # fmt: skip
+    assert (k.package, k.namespace, k.library, k.selftest) == ("pkg.sub", "ns", "_ops", "pkg.sub.checks:cases")
     assert k.sources == Path("/p/kernels") and k.include_dirs == (Path("/p/third_party/x"),)
     assert k.torch_target == Version("2.14") and k.default_archs == parse_arch_list("sm_80,sm_90")
     assert parse({"default-archs": "sm_80,sm_90"}).default_archs == parse_arch_list("sm_80,sm_90")
@@ -45,13 +46,20 @@ def test_every_key_read_and_typed():
     ({"sources": "../elsewhere"}, "points outside the project"),
     ({"sources": "/abs"}, "[tool.prebuild] sources must be a directory relative to the project"),
     ({"include-dirs": "inc"}, "include-dirs must be a list"),
-    ({"torch-target": "2.12"}, "need torch 2.13's stable ABI"),
+    ({"torch-target": "2.9"}, "need torch 2.10's stable ABI"),
     ({"torch-target": "soon"}, "torch-target must be a torch version"),
     ({"default-archs": ["sm_8"]}, "default-archs must be a list of CUDA archs"),
     ({"default-archs": []}, "it names no arch"),
     ({"default-ptx": "yes"}, "default-ptx must be true or false"),
     ({"version": "1.0+cu130"}, "prebuild adds the local label itself"),
     ({"version": "one"}, "[tool.prebuild] version must be a version"),
+    ({"selftest": "pkg.checks"}, "[tool.prebuild] selftest must be 'package.module:function' (a dotted module path, "
+                                 "a colon, an identifier), got 'pkg.checks'"),
+    ({"selftest": "pkg.checks:cases()"}, "selftest must be 'package.module:function'"),
+    ({"selftest": "my-pkg.checks:cases"}, "selftest must be 'package.module:function'"),
+    ({"selftest": ""}, "selftest must be 'package.module:function'"),
+    ({"selftest": ["pkg.checks:cases"]}, "selftest must be 'package.module:function'"),
+    ({"self-test": "pkg:cases"}, "'self-test' (did you mean 'selftest'?)"),
 ])  # fmt: skip
 def test_mistakes_are_named_by_their_key(tool, message):
     with pytest.raises(ConfigError) as info:
@@ -86,4 +94,5 @@ def test_read_config_from_a_file(tmp_path):
 def test_prebuilds_own_kernels_are_declared_in_its_pyproject():
     k = read_config(ROOT)
     assert (k.name, k.package, k.namespace, k.library) == ("prebuild", "prebuild", "prebuild", "_C")
-    assert k.sources == ROOT / "csrc" and k.torch_target == Version("2.13")
+    assert k.sources == ROOT / "csrc" and k.torch_target == Version("2.10")
+    assert k.selftest == "prebuild.ops.selftest:cases"  # `prebuild selftest` finds it in the manifest

@@ -22,15 +22,18 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from prebuild.runtime.arch import Arch, ArchError, parse_arch_list
+from prebuild.runtime.manifest import split_hook
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-# The oldest torch whose stable ABI the building blocks use (`Stream::nativeHandle()`, the
-# current stream's cudaStream_t, exists from 2.13 on).
-MIN_TORCH_TARGET = Version("2.13")
+# The oldest torch whose stable ABI the kernels and building blocks compile for: the headers'
+# version guards put what they use (std::string op arguments, Tensor::const_data_ptr) at 2.10,
+# and 2.9 refuses them (tests/tool/builder/test_torch_target.py). The current CUDA stream comes
+# from the AOTI shim (prebuild/cuda_launch.cuh), not from 2.13's Stream::nativeHandle().
+MIN_TORCH_TARGET = Version("2.10")
 
 
 class ConfigError(ValueError):
@@ -52,6 +55,7 @@ class KernelProject:
     default_archs: tuple[Arch, ...] | None  # None: every arch of prebuild's support table
     default_ptx: bool
     library: str  # base name: <library>.abi3.so, <library>_cuda.abi3.so, <library>_simt.abi3.so
+    selftest: str | None = None  # "package.module:function" returning its SelftestCase list
 
     @property
     def cpu_library(self) -> str:
@@ -77,6 +81,7 @@ KEYS = {
     "default-archs": "a list of CUDA archs (or one comma-separated string)",
     "default-ptx": "true or false",
     "library": "a Python identifier",
+    "selftest": "'package.module:function' (a dotted module path, a colon, an identifier)",
 }
 
 
@@ -156,12 +161,18 @@ def parse_config(tool: dict, project: dict, root: Path) -> KernelProject:
     ptx = tool.get("default-ptx", True)
     if not isinstance(ptx, bool):
         raise _fail("default-ptx", ptx)
+    selftest = tool.get("selftest")
+    if selftest is not None:
+        try:
+            split_hook(selftest)
+        except ValueError:
+            raise _fail("selftest", selftest) from None
     return KernelProject(
         root=root.resolve(), name=name, version=str(version), package=package,
         namespace=_identifier(tool, "namespace", package.replace(".", "_")),
         sources=sources, include_dirs=tuple(_relative_dir(root, "include-dirs", d) for d in include),
         torch_target=Version(f"{target.major}.{target.minor}"), default_archs=archs, default_ptx=ptx,
-        library=_identifier(tool, "library", "_C"),
+        library=_identifier(tool, "library", "_C"), selftest=selftest,
     )  # fmt: skip
 
 

@@ -103,6 +103,7 @@ class KernelBuildExt(build_ext):
             ptx_archs=options.ptx_archs if compiled.cuda_library else (),
             libraries=tuple(libraries),
             flags=_manifest_flags(compiled.flags),
+            selftest=project.selftest,
         ).write(package_dir)
         self._outputs = [package_dir / MANIFEST_NAME] + [package_dir / p.name for p, _ in built]
         if project.package != RUNTIME_HOME:
