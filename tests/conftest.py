@@ -97,3 +97,10 @@ def dev_venv_copy(tmp_path) -> Callable[[str], Path]:
     """``dev_venv_copy(name)`` -> the python of a hard-linked copy of the development venv
     (.venv: prebuild editable, pytest, torch 2.13), to install into without touching .venv."""
     return lambda name="venv-dev": clone_venv(ROOT / ".venv", tmp_path / name)
+
+
+@pytest.fixture
+def venv_copy(tmp_path) -> Callable[[Path, str], Path]:
+    """``venv_copy(template, name)`` -> the python of a hard-linked copy of the venv ``template``
+    (a venv made once and kept, such as ``.venv-torch-2.10.0``), to install into freely."""
+    return lambda template, name="venv": clone_venv(template, tmp_path / name)

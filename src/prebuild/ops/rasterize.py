@@ -187,8 +187,11 @@ def rasterize_to_pixels(
     return render_colors.reshape(*image_dims, H, W, D), render_alphas.reshape(*image_dims, H, W, 1)
 
 
-# absgrad sets an attribute during the backward, which a compiled graph cannot do.
-_rasterize_eagerly = torch.compiler.disable(rasterize_to_pixels)
+# absgrad sets an attribute during the backward, which a compiled graph cannot do. Not
+# torch.compiler.disable: it imports torch._dynamo at once, and that import writes a probe file
+# into the temp directory (a file written by `import prebuild.ops`); torch's own lazy form
+# imports it at the first call, which only ever happens under torch.compile.
+_rasterize_eagerly = getattr(torch, "_disable_dynamo", torch.compiler.disable)(rasterize_to_pixels)
 
 
 def _fake_checks(op, means2d, conics, colors, opacities, backgrounds, image_width,

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/tensor.h>
@@ -44,6 +45,26 @@ inline void check_cuda_launch(cudaError_t err, const char* kernel) {
   STD_TORCH_CHECK(false, PREBUILD_PACKAGE_NAME ": launching ", kernel, " failed: ", cudaGetErrorString(err));
 }
 
+// PyTorch's current stream for `device`. The stable ABI's own getter
+// (Stream::nativeHandle()) exists only from torch 2.13; the AOTI C shim's
+// aoti_torch_get_current_cuda_stream (the layer under the stable ABI, kept ABI-compatible) has
+// been in every torch we target. It lives in libtorch_cuda.so, which a library built against a
+// CPU torch cannot link to: it is looked up, once, in the libtorch_cuda that torch has loaded.
+inline cudaStream_t current_stream(int32_t device) {
+  using Getter = AOTITorchError (*)(int32_t, void**);
+  static const Getter getter = [] {
+    void* cuda = dlopen("libtorch_cuda.so", RTLD_NOLOAD | RTLD_LAZY);
+    void* found = dlsym(cuda != nullptr ? cuda : RTLD_DEFAULT, "aoti_torch_get_current_cuda_stream");
+    return reinterpret_cast<Getter>(found);
+  }();
+  STD_TORCH_CHECK(getter != nullptr, PREBUILD_PACKAGE_NAME ": this torch has no aoti_torch_get_current_cuda_stream "
+                  "in a loaded libtorch_cuda.so: is it a CUDA build of torch?");
+  void* stream = nullptr;
+  STD_TORCH_CHECK(getter(device, &stream) == AOTI_TORCH_SUCCESS, PREBUILD_PACKAGE_NAME
+                  ": cannot get PyTorch's current CUDA stream of cuda:", device);
+  return static_cast<cudaStream_t>(stream);
+}
+
 // Runs `fn(stream)` with the device of `on` made current and PyTorch's current stream for
 // that device, then checks for a launch error. For library calls that launch kernels
 // themselves (CUB's radix sort and scans): they take the stream as an argument.
@@ -51,9 +72,7 @@ template <typename Fn>
 void on_current_stream(const char* name, const torch::stable::Tensor& on, Fn&& fn) {
   const auto device = on.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  auto stream = static_cast<cudaStream_t>(
-      torch::stable::accelerator::getCurrentStream(device).nativeHandle());
-  fn(stream);
+  fn(current_stream(device));
   check_cuda_launch(cudaGetLastError(), name);
 }
 

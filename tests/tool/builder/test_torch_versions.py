@@ -1,0 +1,122 @@
+"""The stable-ABI promise on real torch releases: prebuild's sm_80 wheel, built here against the
+CPU torch 2.13.0 for the stable-ABI target (torch-target in pyproject.toml), installs next to
+other torch releases, loads its CPU and CUDA libraries there (no GPU needed to load), and gives
+fused_ssim and rasterization, forward and backward, the values it gives in torch 2.13.
+
+Every run checks the oldest release the target allows and the newest one (both CUDA builds,
+gigabytes: each venv is made once, as ``.venv-torch-<version>`` in the checkout, and reused);
+``scripts/torch_versions.sh`` runs every release in between too (PREBUILD_TORCH_VERSIONS).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from prebuild.tool.builder.config import read_config
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[3]
+TARGET = read_config(ROOT).torch_target
+OLDEST = f"{TARGET}.0"
+NEWEST = "2.15.0"  # a CUDA 13.2 build, above pip's local cap (torch<=2.14.1): lifted for it
+VERSIONS = os.environ.get("PREBUILD_TORCH_VERSIONS", f"{OLDEST},{NEWEST}").split(",")
+# pip's configuration caps torch here; an empty constraint file lifts the cap for these venvs.
+UNCAPPED = {**os.environ, "PIP_CONSTRAINT": "/dev/null", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+# fused_ssim and rasterization, forward and backward, on inputs made without an RNG (a
+# generator's stream could change between releases): what the libraries compute, and whether
+# they loaded their CUDA library without touching CUDA.
+SCRIPT = r"""
+import json, torch, prebuild
+from prebuild.ops._library import LIBRARY
+
+def wave(shape, phase):
+    n = torch.arange(torch.Size(shape).numel(), dtype=torch.float32).reshape(shape)
+    return 0.5 + 0.4 * torch.sin(0.37 * n + phase)
+
+a = wave((1, 3, 40, 48), 0.0).requires_grad_()
+b = wave((1, 3, 40, 48), 0.7)
+ssim = prebuild.fused_ssim(a, b)
+ssim.backward()
+
+n = 64
+grid = torch.stack(torch.meshgrid(torch.linspace(-1, 1, 8), torch.linspace(-1, 1, 8), indexing="ij"), -1).reshape(n, 2)
+means = torch.cat([grid, torch.full((n, 1), 3.0)], 1).requires_grad_()
+quats = torch.tensor([[1.0, 0.0, 0.0, 0.0]]).repeat(n, 1)
+scales = torch.full((n, 3), 0.08).requires_grad_()
+opacities = (0.3 + 0.6 * wave((n,), 1.0)).clamp(0, 0.99).requires_grad_()
+colors = wave((n, 3), 2.0).requires_grad_()
+viewmats = torch.eye(4)[None]
+Ks = torch.tensor([[[40.0, 0.0, 16.0], [0.0, 40.0, 16.0], [0.0, 0.0, 1.0]]])
+image, alpha, _ = prebuild.rasterization(means, quats, scales, opacities, colors, viewmats, Ks, 32, 32, sh_degree=None)
+(image.square().sum() + alpha.sum()).backward()
+
+print(json.dumps({
+    "torch": torch.__version__, "cuda": torch.version.cuda, "cuda_error": repr(LIBRARY.cuda_error),
+    "cuda_kernel": torch._C._dispatch_has_kernel_for_dispatch_key("prebuild::fused_ssim_forward", "CUDA"),
+    "initialized": torch.cuda.is_initialized(),
+    "values": {"ssim": ssim.item(), "ssim_grad": a.grad.abs().sum().item(), "image": image.sum().item(),
+               "alpha": alpha.sum().item(), "means_grad": means.grad.abs().sum().item(),
+               "scales_grad": scales.grad.abs().sum().item(), "opacities_grad": opacities.grad.abs().sum().item(),
+               "colors_grad": colors.grad.abs().sum().item()},
+}))
+"""
+
+
+def torch_venv(version: str) -> Path:
+    """``.venv-torch-<version>``: a venv holding that torch (and numpy, which torch warns
+    without); made on first use, then reused. Returns its python."""
+    path = ROOT / f".venv-torch-{version}"
+    python = path / "bin" / "python"
+    if not python.exists():
+        venv.create(path, with_pip=True)
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", f"torch=={version}", "numpy"], check=True,
+                   timeout=3000, env=UNCAPPED)  # fmt: skip
+    return python
+
+
+def run_script(python: Path, cwd: Path) -> dict:
+    proc = subprocess.run([str(python), "-c", SCRIPT], capture_output=True, text=True, cwd=cwd, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def reference(built_wheel, tmp_path_factory) -> dict:
+    """The values in this venv's torch 2.13 (prebuild installed in place: the same kernels)."""
+    values = run_script(Path(sys.executable), tmp_path_factory.mktemp("ref"))
+    assert values["torch"].startswith("2.13")
+    return values["values"]
+
+
+def test_the_target_is_the_oldest_release_the_headers_allow():
+    """The headers' guards put what the kernels use (std::string arguments, Tensor::const_data_ptr)
+    at 2.10: 2.9 refuses them (test_torch_target.py compiles for 2.9 to show it)."""
+    assert Version(OLDEST) == Version("2.10.0") and OLDEST in VERSIONS and NEWEST in VERSIONS
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_wheel_runs_in_torch(version, built_wheel, reference, venv_copy, tmp_path):
+    wheel = built_wheel("sm_80")
+    python = venv_copy(torch_venv(version).parent.parent)
+    installed = subprocess.run([str(python), "-m", "pip", "install", "--quiet", str(wheel)], capture_output=True,
+                               text=True, timeout=1200, env=UNCAPPED)  # fmt: skip
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    result = run_script(python, tmp_path)
+    assert result["torch"].split("+")[0] == version
+    # A CUDA build of torch: the CUDA library loaded beside the CPU one, and no CUDA touched.
+    assert result["cuda"] is not None and result["cuda_error"] == "None" and result["cuda_kernel"] is True
+    assert result["initialized"] is False
+    # The same kernels give the same numbers; torch's own ops in rasterization's Python glue
+    # (matmuls, reductions) may round differently from one release to another.
+    for name, value in reference.items():
+        assert result["values"][name] == pytest.approx(value, rel=1e-5, abs=1e-6), (name, result["values"])
