@@ -15,6 +15,7 @@ not), else a synthetic one with the same fields (``--scene synthetic``, smaller:
 
     .venv/bin/python scripts/gsplat_suite.py                       # CPU kernels
     .venv/bin/python scripts/gsplat_suite.py --backend simt -k "test_isect or test_sh"
+    python scripts/gsplat_suite.py --backend cuda --gsplat-src gsplat-1.5.3   # on a GPU
     .venv/bin/python scripts/gsplat_suite.py --gsplat-src ~/gsplat --require 0.9
 
 Prints each test function's passed/total and every failure; exits 1 when the pass rate is
@@ -55,12 +56,15 @@ def download_sources(work: Path) -> Path:
     return work / f"gsplat-{wanted}"
 
 
-def rewrite(source: str, name: str) -> str:
-    """The test file on the CPU: its device line and CUDA skip markers changed, nothing else."""
+def rewrite(source: str, name: str, backend: str = "cpu") -> str:
+    """The test file for ``backend``: on the CPU (cpu, simt) its device line and CUDA skip
+    markers changed, nothing else; on the GPU (cuda) as written."""
     if source.count(CUDA_DEVICE) != 1:
         raise SystemExit(f"gsplat_suite: {name} does not set its device as expected; is it gsplat 1.5.3's?")
     if CUDA_SKIP not in source:
         raise SystemExit(f"gsplat_suite: {name} has no CUDA skip marker; is it gsplat 1.5.3's?")
+    if backend == "cuda":
+        return source
     return source.replace(CUDA_DEVICE, 'device = torch.device("cpu")').replace(CUDA_SKIP, "")
 
 
@@ -89,12 +93,12 @@ def synthetic_garden(path: Path, points: int = 4000, width: int = 160, height: i
              Ks=np.array([K] * 3, np.float32), height=np.int64(height), width=np.int64(width))  # fmt: skip
 
 
-def prepare(src: Path, work: Path, scene: str) -> Path:
-    """gsplat's tests, rewritten for the CPU, in work/tests with the scene in work/assets."""
+def prepare(src: Path, work: Path, scene: str, backend: str = "cpu") -> Path:
+    """gsplat's tests, rewritten for ``backend``, in work/tests with the scene in work/assets."""
     tests = work / "tests"
     tests.mkdir(parents=True)
     for name in TEST_FILES:
-        (tests / name).write_text(rewrite((src / "tests" / name).read_text(), name))
+        (tests / name).write_text(rewrite((src / "tests" / name).read_text(), name, backend))
     (work / "assets").mkdir()
     garden = src / "assets" / "test_garden.npz"
     if scene == "garden":
@@ -129,8 +133,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     parser.add_argument("--gsplat-src", type=Path, help="gsplat source tree with tests/ (default: pip download the sdist)")
-    parser.add_argument("--backend", choices=("cpu", "simt"), default="cpu",
-                        help="prebuild's CPU kernels, or the CUDA kernels' bodies on the CPU (slow)")  # fmt: skip
+    parser.add_argument("--backend", choices=("cpu", "simt", "cuda"), default="cpu",
+                        help="prebuild's CPU kernels, the CUDA kernels' bodies on the CPU (slow), or the CUDA "
+                        "kernels on the GPU (the tests as written, on cuda:0)")  # fmt: skip
     parser.add_argument("--scene", choices=("garden", "synthetic"),
                         help="default: garden when the source tree has assets/test_garden.npz")  # fmt: skip
     parser.add_argument("-k", dest="keyword", help="pytest -k expression to select tests")
@@ -147,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (src / "tests" / "test_basic.py").is_file():
             raise SystemExit(f"gsplat_suite: {src} has no tests/test_basic.py")
         scene = args.scene or ("garden" if (src / "assets" / "test_garden.npz").is_file() else "synthetic")
-        tests = prepare(src, work / "run", scene)
+        tests = prepare(src, work / "run", scene, args.backend)
         report = work / "report.json"
         env = {**os.environ, "PREBUILD_GSPLAT_BACKEND": args.backend,
                "PREBUILD_GSPLAT_REPORT": str(report),

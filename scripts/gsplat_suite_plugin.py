@@ -15,7 +15,8 @@ Loaded by scripts/gsplat_suite.py (``pytest -p gsplat_suite_plugin``). At import
   gsplat's ``_isect_tiles`` is a Python loop over every Gaussian, and ``test_isect`` checks
   prebuild's against it exactly);
 * with ``PREBUILD_GSPLAT_BACKEND=simt``, runs prebuild's ops on the simt backend (the CUDA
-  kernels' block bodies on the CPU) instead of the CPU kernels;
+  kernels' block bodies on the CPU) instead of the CPU kernels; with ``cuda``, the tests run on
+  the GPU as written, with prebuild's CUDA kernels;
 * records each test's outcome and writes them as JSON to ``PREBUILD_GSPLAT_REPORT``.
 
 Nothing in gsplat's test files changes but their device (CPU) and their CUDA skip markers,
@@ -164,8 +165,8 @@ if _BACKEND == "simt":
     from prebuild.testing import use_simt
 
     use_simt().__enter__()  # for the whole session
-elif _BACKEND != "cpu":
-    raise SystemExit(f"PREBUILD_GSPLAT_BACKEND must be 'cpu' or 'simt', got {_BACKEND!r}")
+elif _BACKEND not in ("cpu", "cuda"):
+    raise SystemExit(f"PREBUILD_GSPLAT_BACKEND must be 'cpu', 'simt' or 'cuda', got {_BACKEND!r}")
 
 _OUTCOMES: dict[str, str] = {}
 

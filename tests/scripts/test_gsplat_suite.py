@@ -132,6 +132,10 @@ def test_rewrite_changes_only_the_device_and_the_skip_markers():
         suite.rewrite(source.replace("cuda:0", "cuda"), "t.py")
     with pytest.raises(SystemExit, match="no CUDA skip marker"):
         suite.rewrite(source.replace(suite.CUDA_SKIP, ""), "t.py")
+    # On the GPU the tests run as written (checked all the same: it must be gsplat 1.5.3's).
+    assert suite.rewrite(source, "t.py", "cuda") == source
+    with pytest.raises(SystemExit, match="does not set its device"):
+        suite.rewrite(source.replace("cuda:0", "cuda"), "t.py", "cuda")
 
 
 def test_synthetic_garden_has_the_fields_gsplat_loads(tmp_path):

@@ -1,0 +1,122 @@
+"""16 fresh processes started at once each import prebuild and make its first CUDA call (a
+fused_ssim forward and backward on cuda:0): all succeed, all compute the same value, the CPU
+kernel's, and none writes a file. Each process gets its own fresh, empty HOME,
+TORCH_EXTENSIONS_DIR and TMPDIR, which must still be empty once all have exited; from
+``import prebuild`` on, the audit hook of tests/runtime/audit.py sees no process spawned and
+no file opened for writing, and the package directory does not change. prebuild's CUDA
+library must be among the libraries the processes loaded.
+
+The CUDA counterpart of tests/runtime/test_processes.py::test_32_processes_start_at_once
+(CPU only, where no CUDA may be initialised at all), with its child environment
+(tests/runtime/conftest.py's child_env_for) and audit hook. Here torch creates its CUDA
+context before the audit starts: what is measured is prebuild's share, while the empty
+directories cover the whole process, the driver included (a JIT compile of PTX would write
+its cache under HOME).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import site
+import sys
+from pathlib import Path
+
+import torch
+from audit import parse_reports
+from cuda_support import TOLERANCES, assert_matches
+
+PROCESSES = 16
+RUNTIME_TESTS = Path(__file__).resolve().parents[1] / "runtime"
+
+
+def _runtime_conftest():
+    """tests/runtime/conftest.py, loaded under its own name for its child_env_for: plain
+    ``import conftest`` would give whichever conftest pytest imported last."""
+    name = "runtime_child_processes"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, RUNTIME_TESTS / "conftest.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # before running it: its dataclass looks its module up there
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+CHILD = """
+import importlib.util
+import os
+
+import torch
+from audit import Audit
+
+gen = torch.Generator().manual_seed(0)
+x = torch.rand(2, 3, 24, 20, generator=gen)
+y = torch.rand(2, 3, 24, 20, generator=gen)
+x = x.to("cuda:0").requires_grad_(True)  # torch's CUDA start-up: before the audit
+y = y.to("cuda:0")
+torch.cuda.synchronize()
+
+spec = importlib.util.find_spec("prebuild")  # the package directory, without importing it
+audit = Audit({"home": os.environ["HOME"], "ext": os.environ["TORCH_EXTENSIONS_DIR"],
+               "tmp": os.environ["TMPDIR"], "pkg": os.path.dirname(spec.origin)})
+import prebuild
+
+loss = prebuild.fused_ssim(x, y)
+loss.backward()
+audit.report(value=loss.item(), grad_l1=x.grad.abs().sum().item(), device=str(x.grad.device))
+"""
+
+
+def expected() -> tuple[torch.Tensor, torch.Tensor]:
+    """CHILD's value and gradient L1 norm, by the CPU kernel."""
+    import prebuild
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(2, 3, 24, 20, generator=gen).requires_grad_(True)
+    y = torch.rand(2, 3, 24, 20, generator=gen)
+    loss = prebuild.fused_ssim(x, y)
+    loss.backward()
+    return loss.detach(), x.grad.abs().sum()
+
+
+def test_16_processes_make_their_first_cuda_call_at_once_and_write_nothing(tmp_path):
+    from prebuild.ops._library import LIBRARY
+
+    runtime = _runtime_conftest()
+    package_dir = runtime.PACKAGE_DIR
+    cuda_library = LIBRARY.manifest.library("cuda").file
+    children = []
+    for i in range(PROCESSES):
+        root = tmp_path / f"process{i}"
+        root.mkdir()
+        child = runtime.child_env_for(root)  # fresh empty HOME and TORCH_EXTENSIONS_DIR
+        tmp = root / "tmp"
+        tmp.mkdir()
+        child.env["TMPDIR"] = str(tmp)
+        if str(package_dir.parent) not in site.getsitepackages():
+            # prebuild comes from a checkout's src/ here (PYTHONPATH, or an editable install),
+            # and child_env_for replaced PYTHONPATH: name it (src/ holds prebuild alone).
+            child.env["PYTHONPATH"] += os.pathsep + str(package_dir.parent)
+        children.append((child, tmp, child.script("first_call.py", CHILD)))
+
+    procs = [child.popen(script) for child, _, script in children]  # all started before any is waited for
+    outputs = [proc.communicate(timeout=600) for proc in procs]
+    for proc, (stdout, stderr) in zip(procs, outputs):
+        assert proc.returncode == 0, stderr
+
+    want_value, want_grad_l1 = expected()
+    reports = [parse_reports(stdout)[0] for stdout, _ in outputs]
+    assert len({r["value"] for r in reports}) == 1, "the processes computed different values"
+    for report in reports:
+        assert report["device"] == "cuda:0"
+        assert report["events"] == [], "a process was spawned or a file opened for writing"
+        assert report["changed"] == [], "HOME, TORCH_EXTENSIONS_DIR, TMPDIR or the package changed"
+        start, end = report["cpp_extension"]
+        assert end == start, "prebuild imported torch.utils.cpp_extension"
+        assert any(Path(p).name == cuda_library for p in report["dlopens"]), report["dlopens"]
+        assert all(Path(p).resolve().is_relative_to(package_dir) for p in report["dlopens"]), report["dlopens"]
+    assert_matches(torch.tensor(reports[0]["value"]), want_value, TOLERANCES["ssim"], "mean SSIM")
+    assert_matches(torch.tensor(reports[0]["grad_l1"]), want_grad_l1, TOLERANCES["ssim_grad"], "gradient L1 norm")
+    for child, tmp, _ in children:
+        left = [p for d in (child.home, child.extensions, tmp) for p in d.iterdir()]
+        assert left == [], f"files written: {left}"
