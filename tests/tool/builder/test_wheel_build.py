@@ -51,7 +51,7 @@ def test_wheel_name_tags_and_manifest(sm80_wheel, tmp_path):
     assert {lib.kind for lib in manifest.libraries} == {"cpu", "cuda"}
     nvcc_flags = manifest.flags["nvcc"]
     assert "-gencode=arch=compute_80,code=sm_80" in nvcc_flags
-    assert "-DTORCH_TARGET_VERSION=0x020d000000000000" in nvcc_flags
+    assert "-DTORCH_TARGET_VERSION=0x020a000000000000" in nvcc_flags
     assert any(f.startswith("--threads") for f in nvcc_flags) and "-lineinfo" in nvcc_flags
     # The archs recorded are the ones really inside the binary.
     code = cuda_library_code(sm80_wheel, tmp_path)
