@@ -27,6 +27,7 @@ from typing import Any, Callable
 import pytest
 import torch
 from cuda_support import DEVICE_INDICES, TOLERANCES, Tolerance, assert_matches, visible_devices
+from projection_scenes import cameras, gaussians
 from reference import textured
 
 import prebuild
@@ -114,49 +115,6 @@ def ssim_images(shape, seed=0) -> dict:
     gen = torch.Generator().manual_seed(seed + 100)
     img2 = (img1 + 0.1 * torch.randn(shape, generator=gen)).clamp(0, 1)
     return {"img1": img1, "img2": img2}
-
-
-def look_at(eye, roll=0.0) -> torch.Tensor:
-    """World-to-camera 4x4 (OpenCV axes: +z forward, +y down) of a camera at ``eye`` looking at
-    the origin, rolled by ``roll`` radians (tests/ops/projection_scenes.py's cameras)."""
-    eye = torch.tensor(eye, dtype=torch.float64)
-    forward = -eye / eye.norm()
-    right = torch.linalg.cross(forward, torch.tensor([0.0, -1.0, 0.0], dtype=torch.float64))
-    right = right / right.norm()
-    down = torch.linalg.cross(forward, right)
-    c, s = math.cos(roll), math.sin(roll)
-    roll_matrix = torch.tensor([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
-    R = roll_matrix @ torch.stack([right, down, forward])  # rows: the camera's axes in the world
-    V = torch.eye(4, dtype=torch.float64)
-    V[:3, :3] = R
-    V[:3, 3] = -R @ eye
-    return V
-
-
-def cameras(C: int, width: int = W, height: int = H):
-    """C cameras around the origin: float32 viewmats [C, 4, 4] and Ks [C, 3, 3] with
-    off-centre principal points and fx != fy."""
-    eyes = [(0.3, -0.2, -4.0), (3.5, 0.5, -2.0), (-2.5, -1.0, 3.0)]
-    views = [look_at(eyes[i % len(eyes)], roll=0.3 * i) for i in range(C)]
-    Ks = []
-    for i in range(C):
-        fx = 0.9 * width + 7.0 * i
-        Ks.append(torch.tensor([[fx, 0.0, 0.47 * width + i], [0.0, 1.1 * fx, 0.53 * height - i],
-                                [0.0, 0.0, 1.0]], dtype=torch.float64))  # fmt: skip
-    return torch.stack(views).float(), torch.stack(Ks).float()
-
-
-def gaussians(N: int, seed: int, spread: float = 1.2):
-    """Gaussians around the origin: means, quats (not normalised), scales, and covars (upper
-    triangles of well-conditioned SPD matrices)."""
-    gen = torch.Generator().manual_seed(seed)
-    means = (torch.rand(N, 3, generator=gen) * 2 - 1) * spread
-    quats = torch.randn(N, 4, generator=gen)
-    scales = torch.exp(torch.randn(N, 3, generator=gen) * 0.4 - 2.3)
-    A = torch.randn(N, 3, 3, generator=gen) * 0.08
-    full = A @ A.transpose(1, 2) + 0.004 * torch.eye(3)
-    covars = full[:, [0, 0, 0, 1, 1, 2], [0, 1, 2, 1, 2, 2]].contiguous()
-    return means, quats, scales, covars
 
 
 def projection_inputs(path="quats", C=3, N=60, seed=3, batch=()) -> dict:

@@ -1,12 +1,12 @@
 """Scenes for the projection tests (cameras, Gaussians, special cases) and the gsplat 1.5.3
-plain-PyTorch oracle for them."""
+plain-PyTorch oracle for them. gsplat is imported by the oracle only: the scenes also serve
+tests/cuda on GPU machines that have no gsplat."""
 
 from __future__ import annotations
 
 import math
 
 import torch
-from gsplat_oracle import torch_impl
 
 # Image sizes: odd on purpose (the frustum limits and the box test use width, height).
 WIDTH, HEIGHT = 67, 45
@@ -99,6 +99,8 @@ def covar_matrix(covars6: torch.Tensor) -> torch.Tensor:
 def oracle(means, covars, quats, scales, viewmats, Ks, width, height, eps2d=0.3,
            near_plane=0.01, far_plane=1e10, calc_compensations=False, camera_model="pinhole"):
     """gsplat's _fully_fused_projection in whatever dtype the inputs have."""
+    from gsplat_oracle import torch_impl
+
     if covars is not None:
         full = covar_matrix(covars)
     else:
