@@ -1,7 +1,8 @@
 """The stable-ABI promise on real torch releases: prebuild's sm_80 wheel, built here against the
 CPU torch 2.13.0 for the stable-ABI target (torch-target in pyproject.toml), installs next to
-other torch releases, loads its CPU and CUDA libraries there (no GPU needed to load), and gives
-fused_ssim and rasterization, forward and backward, the values it gives in torch 2.13.
+other torch releases, loads its CPU and (where torch's CUDA major is the wheel's) CUDA libraries
+there (no GPU needed to load), every stable-ABI function it needs is exported there, and it
+gives fused_ssim and rasterization, forward and backward, the values it gives in torch 2.13.
 
 Every run checks the oldest release the target allows and the newest one (both CUDA builds,
 gigabytes: each venv is made once, as ``.venv-torch-<version>`` in the checkout, and reused);
@@ -108,7 +109,7 @@ def reference(built_wheel, tmp_path_factory) -> dict:
 def test_the_target_is_the_oldest_release_the_headers_allow():
     """The headers' guards put what the kernels use (std::string arguments, Tensor::const_data_ptr)
     at 2.10: 2.9 refuses them (test_torch_target.py compiles for 2.9 to show it)."""
-    assert Version(OLDEST) == Version("2.10.0") and OLDEST in VERSIONS and NEWEST in VERSIONS
+    assert Version(OLDEST) == Version("2.10.0")
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -120,11 +121,14 @@ def test_the_wheel_runs_in_torch(version, built_wheel, reference, venv_copy, tmp
     assert installed.returncode == 0, installed.stderr[-3000:]
     result = run_script(python, tmp_path)
     assert result["torch"].split("+")[0] == version
-    # A CUDA build of torch: with the wheel's CUDA major (13), the CUDA library loaded beside the
+    # A CUDA build of torch with the wheel's CUDA major (13): the CUDA library loaded beside the
     # CPU one; with another (PyPI's torch 2.10.0 is a CUDA 12.8 build), the loader says so and
-    # the CPU ops run all the same. No CUDA touched either way.
-    assert result["cuda"] is not None and result["initialized"] is False
-    if result["cuda"].startswith("13."):
+    # the CPU ops run all the same; a CPU build (2.13.0 here) has no CUDA kernel at all. No CUDA
+    # touched in any case.
+    assert result["initialized"] is False
+    if result["cuda"] is None:
+        assert result["cuda_kernel"] is False, result
+    elif result["cuda"].startswith("13."):
         assert result["cuda_error"] == "None" and result["cuda_kernel"] is True, result
     else:
         assert "CudaUnavailableError" in result["cuda_error"], result
