@@ -145,8 +145,8 @@ def preflight_classic(archs: tuple[Arch, ...], work: Path) -> ClassicToolchain:
 
 def raised_standards(calls: list[NvccCall]) -> tuple[tuple[str, int], ...]:
     """The standards the project asked for that the shim raised, each with its number of calls."""
-    counts = Counter(requested_std(list(c.given)) for c in calls if requested_std(list(c.given)) != requested_std(list(c.run)))
-    return tuple(sorted(counts.items()))
+    pairs = ((requested_std(list(c.given)), requested_std(list(c.run))) for c in calls)
+    return tuple(sorted(Counter(given for given, run in pairs if given != run).items()))
 
 
 # How a project compiles at first use instead of at install time: torch.utils.cpp_extension's

@@ -99,10 +99,13 @@ def parse_nvcc_version(output: str) -> Version:
     return Version(f"{m[1]}.{m[2]}")
 
 
-def _run(cmd: list[str]) -> str:
+def _run(cmd: list[str], with_stderr: bool = False) -> str:
+    """A tool's stdout (and its stderr after it, where the tool reports there); ToolchainError
+    with its words if it cannot run or fails."""
     try:
-        return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError) as exc:
+        proc = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120)
+        return proc.stdout + proc.stderr if with_stderr else proc.stdout
+    except (OSError, subprocess.SubprocessError) as exc:
         detail = getattr(exc, "stderr", "") or str(exc)
         raise ToolchainError(f"`{' '.join(cmd)}` failed: {detail.strip()}") from exc
 
@@ -160,12 +163,7 @@ class Nvcc:
     def toolkit(self) -> CudaToolkit:
         """Where this nvcc's toolkit really is (it compiles nothing to say so)."""
         cmd = [str(self.path), "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=120)
-        except (OSError, subprocess.SubprocessError) as exc:
-            detail = getattr(exc, "stderr", "") or str(exc)
-            raise ToolchainError(f"`{' '.join(cmd)}` failed: {detail.strip()}") from exc
-        return parse_nvcc_dryrun(proc.stdout + proc.stderr, Path.cwd())
+        return parse_nvcc_dryrun(_run(cmd, with_stderr=True), Path.cwd())
 
     @cached_property
     def version(self) -> Version:
