@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmarks: why prebuilt kernels beat JIT-compiled ones, measured side by side on this machine.
 
-One command measures five sections and writes ``docs/benchmarks.md`` (a table per section,
+One command measures six sections and writes ``docs/benchmarks.md`` (a table per section,
 the machine, the date, the exact command), ``docs/benchmarks.png`` (the pictures) and
 ``docs/benchmarks.json`` (every sample):
 
@@ -22,7 +22,13 @@ the machine, the date, the exact command), ``docs/benchmarks.png`` (the pictures
               prebuild.rasterization forward+backward versus a plain-PyTorch chain; ratios and
               the share of this machine's measured peak (matmul FLOP/s, copy bandwidth).
   gpu         registers, shared and local memory per kernel per arch, from
-              ``cuobjdump --dump-resource-usage`` (nothing can run on a GPU here).
+              ``cuobjdump --dump-resource-usage`` (no GPU needed).
+  cuda        on a GPU (--device, default cuda:0; the section says so and is skipped where
+              none is visible): fused_ssim forward+backward versus upstream fused-ssim,
+              pytorch-msssim and a plain conv2d SSIM, and rasterization of 10k and 100k
+              Gaussians versus gsplat's, each peer that is installed; shares of the GPU's
+              own measured peaks (float32 matmul, copy bandwidth), the best of several runs.
+              scripts/gpu_check.sh builds the peers there and runs it.
 
 Every number is the median of repeated runs with the spread (min-max) beside it; a row whose
 spread exceeds 20 % of its median is flagged "noisy" (the machine has 2 cores and other work
@@ -34,6 +40,7 @@ Examples:
   .venv/bin/python scripts/bench.py                       # everything but the gsplat peer
   .venv/bin/python scripts/bench.py --peer-gsplat         # ... and the gsplat JIT build
   .venv/bin/python scripts/bench.py --sections cpu,gpu    # only some sections
+  python scripts/bench.py --sections cuda --out /tmp/b    # a GPU machine: the CUDA kernels timed
   .venv/bin/python scripts/bench.py --quick --out /tmp/b  # the CI smoke run
 """
 
@@ -56,7 +63,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("build", "peer", "load", "contention", "cpu", "gpu")
+SECTIONS = ("build", "peer", "load", "contention", "cpu", "gpu", "cuda")
 NOISY = 0.20  # spread (max - min) above this share of the median flags a row
 ONE_FILE = "csrc/ssim/ssim_cuda.cu"  # the file touched for the one-file-change rebuild
 ONE_FILE_QUICK = "csrc/gsplat/relocation_cpu.cpp"  # --quick: the quickest CPU file (a smoke test)
@@ -484,15 +491,28 @@ def section_contention(cfg: argparse.Namespace, work: Path) -> dict:
 # --- section 4: CPU kernels ---------------------------------------------------------------
 
 
-def time_fn(fn, repeats: int, warmup: int = 1) -> dict:
+def time_fn(fn, repeats: int, warmup: int = 1, sync=None) -> dict:
+    """Wall time of ``fn()`` over repeated runs. ``sync`` waits for a device's queued work
+    (``torch.cuda.synchronize``): a CUDA call returns before its kernels have run."""
+    sync = sync or (lambda: None)
     for _ in range(warmup):
         fn()
+    sync()
     samples = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
+        sync()
         samples.append(time.perf_counter() - t0)
     return stat(samples)
+
+
+def fmt_share(share: float, digits: int = 0) -> str:
+    """A share of a measured peak. Over 100 % cannot be (the work model or a peak measured too
+    low is wrong): flagged, never printed as a number."""
+    if share > 1:
+        return "**impossible** (over 100 %: a peak measured too low?)"
+    return f"{share:.{digits}%}"
 
 
 def machine_peaks(quick: bool, repeats: int) -> dict:
@@ -549,38 +569,35 @@ def plain_conv2d_ssim(x, y):
     return (num / ((mu_x * mu_x + mu_y * mu_y + C1) * (s_xx + s_yy + C2))).mean()
 
 
-def ssim_rows(cfg, peaks: dict) -> list[dict]:
+OURS_SSIM = "prebuild.fused_ssim"
+OURS_RASTER = "prebuild.rasterization"
+
+
+def ssim_rows(cfg, peaks: dict, impls: dict, repeats: int, device="cpu", sync=None) -> list[dict]:
+    """fused_ssim forward + backward at the bench's sizes against each of ``impls`` (name ->
+    ``fn(x, y)``, ours first): times, the peers' times over ours, shares of the peaks."""
     import torch
-    from pytorch_msssim import ssim as msssim
 
-    import prebuild
-
-    impls = {
-        "prebuild.fused_ssim": lambda x, y: prebuild.fused_ssim(x, y),
-        "pytorch_msssim.ssim": lambda x, y: msssim(x, y, data_range=1.0, size_average=True),
-        "plain conv2d": plain_conv2d_ssim,
-    }
     sizes = [(32, 32)] if cfg.quick else [(256, 256), (512, 512), (1080, 1920)]
     batches = [1] if cfg.quick else [1, 4]
     rows = []
     for h, w in sizes:
         for b in batches:
             gen = torch.Generator().manual_seed(0)
-            x = torch.rand(b, 3, h, w, generator=gen).requires_grad_()
-            y = torch.rand(b, 3, h, w, generator=gen)
+            x = torch.rand(b, 3, h, w, generator=gen).to(device).requires_grad_()
+            y = torch.rand(b, 3, h, w, generator=gen).to(device)
             times = {}
             for name, fn in impls.items():
                 def step(fn=fn):
                     x.grad = None
                     fn(x, y).backward()
-                times[name] = time_fn(step, cfg.repeats)
+                times[name] = time_fn(step, repeats, sync=sync)
             pixels = b * 3 * h * w
-            t = times["prebuild.fused_ssim"]["median"]
+            t = times[OURS_SSIM]["median"]
             flop_t = pixels * SSIM_FLOP_PER_PIXEL / peaks["flops"]
             byte_t = pixels * SSIM_BYTES_PER_PIXEL / peaks["bandwidth"]
             rows.append({"size": f"{h}x{w}", "batch": b, "times": times,
-                         "ratio_msssim": times["pytorch_msssim.ssim"]["median"] / t,
-                         "ratio_conv2d": times["plain conv2d"]["median"] / t,
+                         "ratios": {name: v["median"] / t for name, v in times.items() if name != OURS_SSIM},
                          "bytes_per_pixel": SSIM_BYTES_PER_PIXEL,
                          "bound": "memory" if byte_t > flop_t else "compute",
                          "flop_share": flop_t / t, "bandwidth_share": byte_t / t,
@@ -589,8 +606,9 @@ def ssim_rows(cfg, peaks: dict) -> list[dict]:
     return rows
 
 
-def raster_scene(n: int, size: int, seed: int = 0):
-    """n Gaussians in front of one camera, spread over the image, a few pixels to a few tiles wide."""
+def raster_scene(n: int, size: int, seed: int = 0, device="cpu"):
+    """n Gaussians in front of one camera, spread over the image, a few pixels to a few tiles wide
+    (drawn on the CPU, so every device gets the same scene)."""
     import torch
 
     gen = torch.Generator().manual_seed(seed)
@@ -600,8 +618,9 @@ def raster_scene(n: int, size: int, seed: int = 0):
     opacities = 0.2 + 0.7 * torch.rand(n, generator=gen)
     colors = torch.rand(n, 3, generator=gen)
     K = torch.tensor([[size * 1.2, 0.0, size / 2], [0.0, size * 1.2, size / 2], [0.0, 0.0, 1.0]])
-    return dict(means=means, quats=quats, scales=scales, opacities=opacities, colors=colors,
-                viewmats=torch.eye(4)[None], Ks=K[None])  # fmt: skip
+    scene = dict(means=means, quats=quats, scales=scales, opacities=opacities, colors=colors,
+                 viewmats=torch.eye(4)[None], Ks=K[None])  # fmt: skip
+    return {k: v.to(device) for k, v in scene.items()}
 
 
 def plain_rasterization(s, size, tile=16):
@@ -637,7 +656,8 @@ def raster_work(s: dict, meta: dict, size: int) -> dict:
     offsets = meta["isect_offsets"].flatten().tolist() + [ids.numel()]
     tiles_x = meta["tile_width"]
     counts = {"evaluated": 0, "reaching": 0, "composited": 0}
-    ys, xs = torch.meshgrid(torch.arange(tile), torch.arange(tile), indexing="ij")
+    on = means.device
+    ys, xs = torch.meshgrid(torch.arange(tile, device=on), torch.arange(tile, device=on), indexing="ij")
     for t, (a, b) in enumerate(zip(offsets[:-1], offsets[1:])):
         if b <= a:
             continue
@@ -657,7 +677,7 @@ def raster_work(s: dict, meta: dict, size: int) -> dict:
         stop = passing & (T_after <= 1e-4)  # the first such entry ends the pixel's loop
         any_stop = stop.any(0)
         first_stop = torch.where(any_stop, stop.double().argmax(0), torch.full_like(any_stop, b - a, dtype=torch.long))
-        order = torch.arange(b - a)[:, None]
+        order = torch.arange(b - a, device=on)[:, None]
         evaluated_fwd = order <= first_stop  # the stopping entry is evaluated, not composited
         composited = passing & (order < first_stop)
         last = torch.where(composited, order, torch.full_like(order, -1)).amax(0)
@@ -678,49 +698,60 @@ def raster_bound(work: dict, peaks: dict) -> dict:
     return {"seconds": flop_t + exp_t, "flop_seconds": flop_t, "exp_seconds": exp_t}
 
 
-def raster_rows(cfg, peaks: dict) -> list[dict]:
-
+def raster_rows(cfg, peaks: dict, impls: dict, counts: list[int], size: int, repeats: dict, device="cpu",
+                sync=None) -> list[dict]:  # fmt: skip
+    """Rasterization forward + backward of ``counts`` Gaussians against each of ``impls`` (name
+    -> ``fn(scene, size)`` returning the image, ours first; ``repeats``: name -> (runs, warm-up
+    runs)); the work ours did, counted from its meta, and its share of the bound."""
     import prebuild
 
-    size = 32 if cfg.quick else 256
-    counts = [100] if cfg.quick else [1_000, 10_000, 100_000]
     rows = []
     for n in counts:
-        s = raster_scene(n, size)
+        s = raster_scene(n, size, device=device)
         leaves = {k: s[k].requires_grad_() for k in ("means", "quats", "scales", "opacities", "colors")}
-
-        def ours():
-            for v in leaves.values():
-                v.grad = None
-            colors, _, meta = prebuild.rasterization(**s, width=size, height=size)
-            colors.sum().backward()
-            return meta
-
-        def plain():
-            for v in leaves.values():
-                v.grad = None
-            plain_rasterization(s, size).sum().backward()
-
-        t_ours = time_fn(ours, cfg.repeats)
-        t_plain = time_fn(plain, cfg.raster_plain_repeats, warmup=0)
-        meta = ours()
+        times = {}
+        for name, fn in impls.items():
+            def step(fn=fn):
+                for v in leaves.values():
+                    v.grad = None
+                fn(s, size).sum().backward()
+            times[name] = time_fn(step, *repeats[name], sync=sync)
+        _, _, meta = prebuild.rasterization(**s, width=size, height=size)
         work = raster_work(s, meta, size)
         bound = raster_bound(work, peaks)
+        t = times[OURS_RASTER]["median"]
         rows.append({"gaussians": n, "image": f"{size}x{size}", "intersections": meta["flatten_ids"].numel(),
-                     "times": {"prebuild.rasterization": t_ours, "plain PyTorch": t_plain},
-                     "ratio": t_plain["median"] / t_ours["median"], "work": work, "bound": bound,
-                     "exp_part": bound["exp_seconds"] / bound["seconds"],
-                     "peak_share": bound["seconds"] / t_ours["median"]})  # fmt: skip
+                     "times": times, "ratios": {k: v["median"] / t for k, v in times.items() if k != OURS_RASTER},
+                     "work": work, "bound": bound, "exp_part": bound["exp_seconds"] / bound["seconds"],
+                     "peak_share": bound["seconds"] / t})  # fmt: skip
     return rows
+
+
+def ours_rasterization(s: dict, size: int):
+    import prebuild
+
+    return prebuild.rasterization(**s, width=size, height=size)[0]
 
 
 def section_cpu(cfg: argparse.Namespace, work: Path) -> dict:
     import torch
+    from pytorch_msssim import ssim as msssim
+
+    import prebuild
 
     sys.path.insert(0, str(ROOT / "tests" / "ops"))  # the tests' plain-PyTorch references
     peaks = machine_peaks(cfg.quick, cfg.repeats)
-    return {"threads": torch.get_num_threads(), "peaks": peaks,
-            "ssim": ssim_rows(cfg, peaks), "raster": raster_rows(cfg, peaks)}  # fmt: skip
+    ssim = ssim_rows(cfg, peaks, {OURS_SSIM: prebuild.fused_ssim,
+                                  "pytorch_msssim.ssim": lambda x, y: msssim(x, y, data_range=1.0, size_average=True),
+                                  "plain conv2d": plain_conv2d_ssim}, cfg.repeats)  # fmt: skip
+    for r in ssim:  # the keys the report (and earlier runs' JSON) use
+        r["ratio_msssim"], r["ratio_conv2d"] = r["ratios"]["pytorch_msssim.ssim"], r["ratios"]["plain conv2d"]
+    raster = raster_rows(cfg, peaks, {OURS_RASTER: ours_rasterization, "plain PyTorch": plain_rasterization},
+                         [100] if cfg.quick else [1_000, 10_000, 100_000], 32 if cfg.quick else 256,
+                         {OURS_RASTER: (cfg.repeats, 1), "plain PyTorch": (cfg.raster_plain_repeats, 0)})  # fmt: skip
+    for r in raster:
+        r["ratio"] = r["ratios"]["plain PyTorch"]
+    return {"threads": torch.get_num_threads(), "peaks": peaks, "ssim": ssim, "raster": raster}
 
 
 # --- section 5: GPU resource usage -------------------------------------------------------
@@ -822,6 +853,104 @@ def section_gpu(cfg: argparse.Namespace, work: Path, built: dict | None) -> dict
     return {"rows": rows, "tool": "cuobjdump --dump-resource-usage"}
 
 
+# --- section 6: CUDA kernels on a GPU -----------------------------------------------------
+
+
+def sfu_exps_per_flop(capability: tuple[int, int]) -> float:
+    """Exps a GPU's special-function units give per FLOP of its float32 peak: 16 per SM and clock
+    against 64 FP32 lanes (sm_80 and older) or 128 (sm_86 on), each lane an FMA (2 FLOP) per
+    clock. torch.exp cannot show that rate (it is bound by memory), so the exp peak is taken from
+    the measured FLOP peak: an upper bound, as a peak must be (expf takes more than one SFU op)."""
+    lanes = 64 if tuple(capability) <= (8, 0) else 128
+    return 16 / (2 * lanes)
+
+
+def device_peaks(device, quick: bool, repeats: int) -> dict:
+    """The device's float32 FLOP/s (a large matmul, TF32 off: the kernels compute in float32),
+    copy bandwidth (read + write) and exp rate, each the best of ``repeats`` runs; on the CPU,
+    machine_peaks."""
+    import torch
+
+    if device.type != "cuda":
+        return machine_peaks(quick, repeats)
+    sync = lambda: torch.cuda.synchronize(device)  # noqa: E731
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        n = 512 if quick else 8192
+        a, b = torch.rand(n, n, device=device), torch.rand(n, n, device=device)
+        mm = time_fn(lambda: torch.mm(a, b), repeats, sync=sync)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    size = (8 if quick else 1024) << 20
+    src = torch.ones(size // 4, device=device)
+    dst = torch.empty_like(src)
+    cp = time_fn(lambda: dst.copy_(src), repeats, sync=sync)
+    flops = 2 * n**3 / mm["min"]
+    per_flop = sfu_exps_per_flop(torch.cuda.get_device_capability(device))
+    return {"flops": flops, "bandwidth": 2 * size / cp["min"], "matmul_n": n, "copy_bytes": size, "matmul": mm,
+            "copy": cp, "exps": flops * per_flop, "exps_per_flop": per_flop}  # fmt: skip
+
+
+def ssim_peers(device) -> tuple[dict, dict]:
+    """The SSIM implementations a user would pick instead, that this Python has: name -> fn, and
+    name -> why it is not timed."""
+    have, absent = {"plain conv2d": plain_conv2d_ssim}, {}
+    try:
+        from fused_ssim import fused_ssim as upstream  # noqa: PLC0415 - a peer: optional
+
+        if device.type == "cuda":
+            have["fused-ssim (upstream)"] = lambda x, y: upstream(x, y)
+        else:
+            absent["fused-ssim (upstream)"] = "CUDA only"
+    except ImportError as exc:
+        absent["fused-ssim (upstream)"] = f"not installed ({exc})"
+    try:
+        from pytorch_msssim import ssim as msssim  # noqa: PLC0415 - a peer: optional
+
+        have["pytorch_msssim.ssim"] = lambda x, y: msssim(x, y, data_range=1.0, size_average=True)
+    except ImportError as exc:
+        absent["pytorch_msssim.ssim"] = f"not installed ({exc})"
+    return have, absent
+
+
+def raster_peers(device) -> tuple[dict, dict]:
+    try:
+        import gsplat  # noqa: PLC0415 - a peer: optional
+    except ImportError as exc:
+        return {}, {"gsplat.rasterization": f"not installed ({exc})"}
+    if device.type != "cuda":
+        return {}, {"gsplat.rasterization": "CUDA only"}
+    fn = lambda s, size: gsplat.rasterization(**s, width=size, height=size)[0]  # noqa: E731
+    return {f"gsplat {gsplat.__version__} rasterization": fn}, {}
+
+
+def section_cuda(cfg: argparse.Namespace, work: Path) -> dict:
+    """Our CUDA kernels on one GPU against the peers installed beside them (upstream fused-ssim,
+    gsplat, pytorch-msssim) and plain PyTorch; shares of the GPU's own measured peaks."""
+    import torch
+
+    import prebuild
+
+    device = torch.device(cfg.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        return {"skipped": f"no CUDA GPU visible (torch {torch.__version__}, CUDA {torch.version.cuda or 'none'})"}
+    sys.path.insert(0, str(ROOT / "tests" / "ops"))  # plain conv2d SSIM
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (a smoke run of the section)"
+    repeats = max(cfg.repeats, 2 if cfg.quick else 20)  # a GPU step takes milliseconds: many runs are cheap
+    peaks = device_peaks(device, cfg.quick, max(repeats, 3) if cfg.quick else 10)
+    ssim_have, absent = ssim_peers(device)
+    ssim = ssim_rows(cfg, peaks, {OURS_SSIM: prebuild.fused_ssim, **ssim_have}, repeats, device, sync)
+    raster_have, raster_absent = raster_peers(device)
+    absent.update(raster_absent)
+    impls = {OURS_RASTER: ours_rasterization, **raster_have}
+    raster = raster_rows(cfg, peaks, impls, [100] if cfg.quick else [10_000, 100_000], 32 if cfg.quick else 1024,
+                         {k: (repeats, 2) for k in impls}, device, sync)  # fmt: skip
+    return {"device": str(device), "name": name, "torch": torch.__version__, "cuda": torch.version.cuda,
+            "peaks": peaks, "ssim": ssim, "raster": raster, "absent": absent}  # fmt: skip
+
+
 # --- the report ----------------------------------------------------------------------------
 
 
@@ -853,7 +982,8 @@ def report(results: dict, command: str) -> str:
         + (" **--quick run: tiny sizes, the numbers mean nothing.**" if results["quick"] else ""),
         "",
         f"Machine: {m['cpu']}, {m['cores']} cores, {fmt_bytes(m['memory'])} RAM, {m['os']}; Python "
-        f"{m['python']}, torch {m['torch']} ({m['torch_threads']} threads), nvcc {m['nvcc']}, no GPU. "
+        f"{m['python']}, torch {m['torch']} ({m['torch_threads']} threads), nvcc {m['nvcc']}, "
+        f"{gpu_text(results)}. "
         f"Load average at the start: {', '.join(f'{x:.1f}' for x in m['load_average'])}.",
         "",
         "Every time is the median of repeated runs, with min-max and the number of runs; a row whose "
@@ -945,7 +1075,7 @@ def report(results: dict, command: str) -> str:
                          [[r["size"], r["batch"], fmt_stat(r["times"]["prebuild.fused_ssim"]),
                            fmt_stat(r["times"]["pytorch_msssim.ssim"]), fmt_stat(r["times"]["plain conv2d"]),
                            f"{r['ratio_msssim']:.1f}x", f"{r['ratio_conv2d']:.1f}x", r["bytes_per_pixel"],
-                           f"{r['bandwidth_share']:.0%}", f"{r['flop_share']:.0%}", r["bound"],
+                           fmt_share(r["bandwidth_share"]), fmt_share(r["flop_share"]), r["bound"],
                            f"{r['two_pass_share']:.0%}"]
                           for r in cpu["ssim"]]))  # fmt: skip
         out += ["", "Rasterization (`prebuild.rasterization`: projection, tile intersection, compositing), forward "
@@ -969,7 +1099,7 @@ def report(results: dict, command: str) -> str:
                            fmt_stat(r["times"]["prebuild.rasterization"]), fmt_stat(r["times"]["plain PyTorch"]),
                            f"{r['ratio']:.1f}x", f"{r['work']['evaluated']:,}", f"{r['work']['reaching']:,}",
                            f"{r['work']['composited']:,}", fmt_time(r["bound"]["seconds"]), f"{r['exp_part']:.0%}",
-                           f"{r['peak_share']:.1%}"]
+                           fmt_share(r["peak_share"], 1)]
                           for r in cpu["raster"]]))  # fmt: skip
         out[-1] += load_note(cpu)
     g = results.get("gpu")
@@ -982,13 +1112,65 @@ def report(results: dict, command: str) -> str:
                          [[f"`{r['name']}`", r["arch"], r["registers"], r["shared"], r["local"], r["stack"]]
                           for r in g["rows"]]))  # fmt: skip
         out[-1] += load_note(g)
+    cu = results.get("cuda")
+    if cu:
+        out += ["", "## 6. CUDA kernels", ""]
+        if "skipped" in cu:
+            out.append(f"Not measured: {cu['skipped']}. On a GPU machine `scripts/gpu_check.sh` runs this "
+                       "section with the peers built there.")  # fmt: skip
+        else:
+            out += cuda_report(cu, results["quick"])
+        out[-1] += load_note(cu)
     if HISTORY.is_file():  # before/after measurements of past changes, kept by hand
         out += ["", "## History of measured changes", "", HISTORY.read_text(encoding="utf-8").strip()]
     return "\n".join(out) + "\n"
 
 
+def gpu_text(results: dict) -> str:
+    cu = results.get("cuda") or {}
+    if cu.get("name") and cu.get("device", "").startswith("cuda"):
+        return f"GPU: {cu['name']} (CUDA {cu['cuda']})"
+    return "no GPU"
+
+
+def cuda_report(cu: dict, quick: bool) -> list[str]:
+    """Section 6's text and tables."""
+    pk = cu["peaks"]
+    out = [f"{cu['name']} (`{cu['device']}`), torch {cu['torch']}, CUDA {cu['cuda']}. Measured peaks, the best of "
+           f"the runs: {pk['flops'] / 1e12:.2f} TFLOP/s float32 (`torch.mm`, n = {pk['matmul_n']}, TF32 off), "
+           f"{pk['bandwidth'] / 1e9:.0f} GB/s (copy of {fmt_bytes(pk['copy_bytes'])}, read + write)"
+           + (f", {pk['exps'] / 1e12:.2f} T exp/s (the special-function units' rate: "
+              f"{pk['exps_per_flop']:.4f} exp per FLOP of the matmul peak)." if "exps_per_flop" in pk else ".")]
+    for name, why in sorted(cu["absent"].items()):
+        out[-1] += f" Not timed: {name}, {why}."
+    out += ["", "SSIM, forward + backward (gradient of img1), C = 3, float32, the same work model as section 4 "
+            f"({SSIM_FLOP_PER_PIXEL} FLOP and {SSIM_BYTES_PER_PIXEL} bytes per pixel and channel); each peer's "
+            "time over ours.", ""]  # fmt: skip
+    names = list(cu["ssim"][0]["times"]) if cu["ssim"] else [OURS_SSIM]
+    peers = [n for n in names if n != OURS_SSIM]
+    out.append(table(["size", "B", *names, *[f"vs {n}" for n in peers], "share of copy bandwidth",
+                      "share of FLOP peak", "bound"],
+                     [[r["size"], r["batch"], *[fmt_stat(r["times"][n]) for n in names],
+                       *[f"{r['ratios'][n]:.2f}x" for n in peers], fmt_share(r["bandwidth_share"]),
+                       fmt_share(r["flop_share"]), r["bound"]] for r in cu["ssim"]]))  # fmt: skip
+    names = list(cu["raster"][0]["times"]) if cu["raster"] else [OURS_RASTER]
+    peers = [n for n in names if n != OURS_RASTER]
+    out += ["", "Rasterization, forward + backward, one camera, each implementation with its defaults, the "
+            "work counted as in section 4 (pairs evaluated, reaching, composited); bound: that work at the "
+            "FLOP and exp peaks; share: the bound over our measured time.", ""]  # fmt: skip
+    out.append(table(["Gaussians", "image", "intersections", *names, *[f"vs {n}" for n in peers], "bound", "share"],
+                     [[f"{r['gaussians']:,}", r["image"], f"{r['intersections']:,}",
+                       *[fmt_stat(r["times"][n]) for n in names], *[f"{r['ratios'][n]:.2f}x" for n in peers],
+                       fmt_time(r["bound"]["seconds"]), fmt_share(r["peak_share"], 1)] for r in cu["raster"]]))  # fmt: skip
+    return out
+
+
 def plot(results: dict, path: Path) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # a GPU image without it: the report and the JSON hold every number
+        print(f"bench: no matplotlib here, so no {path.name}", file=sys.stderr)
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -1070,7 +1252,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument("--quick", action="store_true",
                         help="every section at tiny sizes, one or two runs each (CI; about a minute)")
-    parser.add_argument("--sections", default="build,load,contention,cpu,gpu",
+    parser.add_argument("--sections", default="build,load,contention,cpu,gpu,cuda",
                         help=f"comma-separated, from {','.join(SECTIONS)} (default: all but peer)")
     parser.add_argument("--peer-gsplat", action="store_true",
                         help="also run the gsplat 1.5.3 JIT build peer (~12 min; makes a torch 2.14.1 venv)")
@@ -1091,6 +1273,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=None,
                         help="seconds before a JIT child counts as hung (default 600, quick 60)")
     parser.add_argument("--processes", default=None, help="contention process counts (default 1,8,32; quick 1,2)")
+    parser.add_argument("--device", default="cuda:0",
+                        help="the GPU the cuda section times (default cuda:0; 'cpu' runs the section's code on "
+                             "the CPU, a smoke run)")
     args = parser.parse_args(argv)
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = sorted(set(sections) - set(SECTIONS))
@@ -1145,7 +1330,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"), "quick": cfg.quick,
                      "command": command, "machine": machine(), "sections": cfg.section_list}  # fmt: skip
     runners = {"build": section_build, "peer": section_peer, "load": section_load,
-               "contention": section_contention, "cpu": section_cpu}  # fmt: skip
+               "contention": section_contention, "cpu": section_cpu, "cuda": section_cuda}  # fmt: skip
     try:
         for name in cfg.section_list:
             t0 = time.perf_counter()
@@ -1170,7 +1355,7 @@ def main(argv: list[str] | None = None) -> int:
     (cfg.out / "benchmarks.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     (cfg.out / "benchmarks.md").write_text(report(results, command))
     plot(results, cfg.out / "benchmarks.png")
-    print(f"bench: wrote {cfg.out / 'benchmarks.md'}, .png and .json in {results['elapsed']:.0f} s", file=sys.stderr)
+    print(f"bench: wrote {cfg.out / 'benchmarks.md'} and .json in {results['elapsed']:.0f} s", file=sys.stderr)
     return 0
 
 

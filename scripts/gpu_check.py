@@ -3,6 +3,7 @@
 report (markdown and JSON) into OUT.
 
     scripts/gpu_check.sh --fetch [DIR]     # on a networked machine, first: what the GPU image lacks
+                                           # (--fused-ssim SRC: its git URL, a clone or a directory)
     scripts/gpu_check.sh OUT               # on the GPU machine (10 minutes at most)
     scripts/gpu_check.sh --dry-run OUT     # on a CPU machine: every step that can run without a GPU
 
@@ -12,13 +13,22 @@ The steps, each under its own time limit (together within 10 minutes on one H100
   cuda      `pytest -m cuda tests/cuda` in it: every op on every GPU against the CPU kernel,
             streams, torch.compile, the loader's GPU paths, 16 processes' first CUDA call;
   selftest  `prebuild selftest`;
-  gsplat    gsplat 1.5.3's own tests with prebuild's ops (scripts/gsplat_suite.py), on the GPU.
-A step that cannot run (no GPU in a dry run, a file missing from the fetched folder) says why
-and counts as skipped, never as passed. The exit status is 1 when any step failed.
+  gsplat    gsplat 1.5.3's own tests with prebuild's ops (scripts/gsplat_suite.py), on the GPU;
+  peers     upstream fused-ssim and gsplat 1.5.3 built here by `prebuild wheel` for the GPU's
+            arch against this machine's torch (the classic path on a real GPU), installed
+            beside prebuild in a second venv;
+  bench     `scripts/bench.py --sections cuda` there: fused_ssim and rasterization against
+            those peers and plain PyTorch, shares of the GPU's measured peaks (bench/ in OUT;
+            in a dry run the section's code runs on the CPU at tiny sizes).
+Each step's limit is cut to what is left of the whole check's budget (--budget, 570 s); a step
+with no time left is skipped, saying so. A step that cannot run (no GPU in a dry run, a file
+missing from the fetched folder) says why and counts as skipped, never as passed. The exit
+status is 1 when any step failed.
 
-What the GPU image lacks (pyelftools; gsplat's sdist and its small pure-Python dependencies)
-is gathered by --fetch into .gpu-check-deps/ (ignored by git; it travels with the tree: a few
-MB) and installed from there with pip --no-index.
+What the GPU image lacks (pyelftools; gsplat's sdist, fused-ssim's source and their small
+pure-Python dependencies; pytorch-msssim, a peer of the bench) is gathered by --fetch into
+.gpu-check-deps/ (ignored by git; it travels with the tree: about 5 MB) and installed from
+there with pip --no-index. fused-ssim is not on PyPI: --fetch archives its source from git.
 """
 
 from __future__ import annotations
@@ -40,10 +50,14 @@ ROOT = Path(__file__).resolve().parents[1]
 DEPS = ROOT / ".gpu-check-deps"
 # Pure-Python packages the image lacks, as wheels; gsplat's sdist (its tests, and the package
 # its test suite imports; BUILD_NO_CUDA=1: prebuild's ops replace its CUDA extension there).
-FETCH_WHEELS = ("pyelftools", "jaxtyping", "wadler-lindig")
+FETCH_WHEELS = ("pyelftools", "jaxtyping", "wadler-lindig", "pytorch-msssim")
 FETCH_GSPLAT = "gsplat==1.5.3"
-# Seconds per step: the whole check stays within one 10-minute command on an H100.
-LIMITS = {"facts": 60, "build": 240, "install": 60, "cuda": 150, "selftest": 45, "gsplat": 90}
+FUSED_SSIM_GIT = "https://github.com/rahul-goel/fused-ssim"
+# Seconds per step, each cut to what is left of the budget: one 10-minute command on an H100.
+LIMITS = {"facts": 60, "build": 240, "install": 60, "cuda": 180, "selftest": 45, "gsplat": 90, "peers": 240,
+          "bench": 120}  # fmt: skip
+BUDGET = 570.0
+MIN_STEP = 10.0  # a step with less time than this left is skipped, not started
 
 
 @dataclass
@@ -59,8 +73,9 @@ class Step:
 
 
 def run(step: Step, cmd: list[str], **kwargs) -> subprocess.CompletedProcess | None:
-    """Run one command of a step under the step's time left; record it. None if it timed out."""
-    step.command = shlex.join(cmd)
+    """Run one command of a step under the step's time left; record it (a step's commands and
+    their output follow one another). None if it timed out."""
+    step.command = "; ".join(filter(None, [step.command, shlex.join(cmd)]))
     left = max(1.0, step.limit - step.seconds)
     start = time.monotonic()
     try:
@@ -69,11 +84,50 @@ def run(step: Step, cmd: list[str], **kwargs) -> subprocess.CompletedProcess | N
         step.seconds += time.monotonic() - start
         step.status, step.summary = "failed", f"over its time limit ({step.limit:.0f} s)"
         out = exc.stdout or b""
-        step.output = (out.decode(errors="replace") if isinstance(out, bytes) else out)[-6000:]
+        step.output = (step.output + (out.decode(errors="replace") if isinstance(out, bytes) else out))[-6000:]
         return None
     step.seconds += time.monotonic() - start
-    step.output = (proc.stdout + proc.stderr)[-6000:]
+    step.output = (step.output + proc.stdout + proc.stderr)[-6000:]
     return proc
+
+
+def run_together(step: Step, cmds: dict[str, list[str]], **kwargs) -> dict[str, int] | None:
+    """Run a step's independent commands at once (the GPU machine has 16 cores; one build uses
+    few of them for long), under the step's time left; each one's exit status, or None when any
+    ran out of time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    step.command = "; ".join(filter(None, [step.command, *(shlex.join(cmd) + " &" for cmd in cmds.values())]))
+    left = max(1.0, step.limit - step.seconds)
+    start = time.monotonic()
+
+    def one(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=left, **kwargs)
+        except subprocess.TimeoutExpired:
+            return None
+
+    with ThreadPoolExecutor(len(cmds)) as pool:
+        procs = dict(zip(cmds, pool.map(one, cmds.values())))
+    step.seconds += time.monotonic() - start
+    for name, proc in procs.items():
+        text = "over the time limit" if proc is None else (proc.stdout + proc.stderr)[-3000:]
+        step.output = (step.output + f"\n--- {name}\n" + text)[-6000:]
+    if any(proc is None for proc in procs.values()):
+        step.status, step.summary = "failed", f"over its time limit ({step.limit:.0f} s)"
+        return None
+    return {name: proc.returncode for name, proc in procs.items()}
+
+
+def budgeted(c: "Check", step: Step) -> bool:
+    """Cut the step's limit to what is left of the whole check's budget; False (the step skipped,
+    saying so) when too little is left to start it."""
+    left = c.deadline - time.monotonic()
+    if left < MIN_STEP:
+        step.summary = f"no time left in the check's budget ({left:.0f} s left)"
+        return False
+    step.limit = min(step.limit, left)
+    return True
 
 
 def gpu_facts(python: str) -> dict:
@@ -103,7 +157,35 @@ def make_venv(path: Path, base_python: str) -> Path:
     return python
 
 
-def fetch(dest: Path) -> int:
+def archive_source(source: str, dest: Path, name: str) -> Path:
+    """An sdist-shaped tarball (one top directory) of a project that is not on PyPI, from a git
+    URL, a git repository (bare or not: its HEAD) or a plain directory; images are left out
+    (fused-ssim's are 6 MB of its 6.3). Replaces an earlier one in ``dest``."""
+    for old in dest.glob(f"{name}-*.tar.gz"):
+        old.unlink()
+    with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
+        repo = Path(source)
+        if not repo.exists():  # a URL: the newest commit only
+            repo = Path(tmp) / "clone"
+            subprocess.run(["git", "clone", "--quiet", "--depth", "1", source, str(repo)], check=True)
+        is_git = subprocess.run(["git", "-C", str(repo), "rev-parse", "--git-dir"], capture_output=True).returncode == 0
+        if is_git:
+            rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                                 text=True, check=True).stdout.strip()  # fmt: skip
+            target = dest / f"{name}-{rev}.tar.gz"
+            subprocess.run(["git", "-C", str(repo), "archive", "--format=tar.gz", f"--prefix={name}-{rev}/",
+                            "-o", str(target.resolve()), "HEAD", "--", ".", ":(exclude)images"], check=True)  # fmt: skip
+            return target
+        import tarfile
+
+        target = dest / f"{name}-local.tar.gz"
+        with tarfile.open(target, "w:gz") as tar:
+            tar.add(repo, arcname=f"{name}-local",
+                    filter=lambda info: None if {".git", "images"} & set(Path(info.name).parts) else info)  # fmt: skip
+        return target
+
+
+def fetch(dest: Path, fused_ssim: str) -> int:
     """--fetch: download what the GPU image lacks into ``dest``; list the files and their size."""
     dest.mkdir(parents=True, exist_ok=True)
     pip = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(dest)]
@@ -111,6 +193,7 @@ def fetch(dest: Path) -> int:
     # gsplat's setup.py needs CUDA to say its name unless told it builds no extension.
     subprocess.run([*pip, "--no-deps", "--no-binary", ":all:", "--no-build-isolation", FETCH_GSPLAT], check=True,
                    env={**os.environ, "BUILD_NO_CUDA": "1"})  # fmt: skip
+    archive_source(fused_ssim, dest, "fused-ssim")
     files = sorted(p for p in dest.iterdir() if p.is_file())
     total = sum(p.stat().st_size for p in files)
     for p in files:
@@ -119,108 +202,238 @@ def fetch(dest: Path) -> int:
     return 0
 
 
-def check(out: Path, dry_run: bool, arch: str | None, objects: Path | None, deps: Path) -> list[Step]:
-    python = sys.executable
-    steps = {name: Step(name, limit) for name, limit in LIMITS.items()}
-    facts = steps["facts"]
-    start = time.monotonic()
-    facts.data = gpu_facts(python)
-    facts.seconds = time.monotonic() - start
-    gpus = facts.data["gpus"]
-    facts.status = "passed"
-    facts.summary = (f"torch {facts.data['torch']} (CUDA {facts.data['cuda']}), Python {platform.python_version()}; "
-                     + (", ".join(f"{g['name']} ({g['capability'][0]}.{g['capability'][1]})" for g in gpus)
-                        or "no GPU visible"))  # fmt: skip
-    if not gpus and not dry_run:
-        raise SystemExit("gpu_check: no GPU visible; on a CPU machine run it with --dry-run")
-    if arch is None:
-        arch = f"sm_{gpus[0]['capability'][0]}{gpus[0]['capability'][1]}" if gpus else "sm_90"
+@dataclass
+class Check:
+    """What the steps share: where things go, what this machine is, what earlier steps made."""
 
-    # build: the wheel for this GPU's arch, with the builder of this tree.
-    build = steps["build"]
-    dist = out / "dist"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "160"}
-    cmd = [python, "-m", "prebuild", "wheel", "--arch", arch, "--out", str(dist), "--build-dir", str(objects or out / "objects")]
-    proc = run(build, cmd, env=env, cwd=ROOT)
+    out: Path
+    dry_run: bool
+    deps: Path
+    objects: Path | None
+    deadline: float
+    requested_arch: str | None = None  # --arch
+    python: str = sys.executable
+    gpus: list = field(default_factory=list)
+    arch: str = "sm_90"  # --arch, else GPU 0's, else (a dry run) sm_90
+    wheel: Path | None = None  # prebuild's, from the build step
+    venv_python: Path | None = None  # the install step's venv
+    peers_python: Path | None = None  # the peers step's venv
+
+    @property
+    def env(self) -> dict:
+        """prebuild from this tree, for the build steps."""
+        return {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "160"}
+
+
+def step_facts(c: Check, step: Step) -> None:
+    start = time.monotonic()
+    step.data = gpu_facts(c.python)
+    step.seconds = time.monotonic() - start
+    c.gpus = step.data["gpus"]
+    step.status = "passed"
+    step.summary = (f"torch {step.data['torch']} (CUDA {step.data['cuda']}), Python {platform.python_version()}; "
+                    + (", ".join(f"{g['name']} ({g['capability'][0]}.{g['capability'][1]})" for g in c.gpus)
+                       or "no GPU visible"))  # fmt: skip
+    if not c.gpus and not c.dry_run:
+        raise SystemExit("gpu_check: no GPU visible; on a CPU machine run it with --dry-run")
+    if c.requested_arch:
+        c.arch = c.requested_arch
+    elif c.gpus:
+        c.arch = "sm_{}{}".format(*c.gpus[0]["capability"])
+
+
+def step_build(c: Check, step: Step) -> None:
+    """The wheel for this GPU's arch, with the builder of this tree."""
+    dist = c.out / "dist"
+    cmd = [c.python, "-m", "prebuild", "wheel", "--arch", c.arch, "--out", str(dist), "--build-dir",
+           str(c.objects or c.out / "objects")]  # fmt: skip
+    proc = run(step, cmd, env=c.env, cwd=ROOT)
     wheels = sorted(dist.glob("prebuild-*.whl"))
     if proc is not None:
-        build.status = "passed" if proc.returncode == 0 and len(wheels) == 1 else "failed"
-        build.summary = wheels[0].name if build.status == "passed" else "no wheel (see the output)"
+        step.status = "passed" if proc.returncode == 0 and len(wheels) == 1 else "failed"
+        step.summary = wheels[0].name if step.status == "passed" else "no wheel (see the output)"
+        c.wheel = wheels[0] if step.status == "passed" else None
 
-    # install: into a venv that sees this Python's torch.
-    install = steps["install"]
-    venv_python = None
-    if build.status == "passed":
-        start = time.monotonic()
-        venv_python = make_venv(out / "venv", python)
-        install.seconds = time.monotonic() - start
-        have_elftools = subprocess.run([str(venv_python), "-c", "import elftools"], capture_output=True).returncode == 0
-        extra = [] if have_elftools else ["pyelftools"]
-        cmd = [str(venv_python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index",
-               "--find-links", str(deps), str(wheels[0]), *extra]  # fmt: skip
-        proc = run(install, cmd)
-        if proc is not None:
-            install.status = "passed" if proc.returncode == 0 else "failed"
-            install.summary = (f"{wheels[0].name} into {out / 'venv'}" if proc.returncode == 0 else
-                               "pip could not install it (offline: is pyelftools in the fetched folder? run --fetch)")
+
+def pip_install(c: Check, step: Step, python: Path, *what: str, env: dict | None = None):
+    """pip install, offline, from the fetched folder (the image's packages are seen as installed)."""
+    cmd = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index",
+           "--find-links", str(c.deps), *what]  # fmt: skip
+    return run(step, cmd, env=env)
+
+
+def step_install(c: Check, step: Step) -> None:
+    """Into a venv that sees this Python's torch."""
+    if c.wheel is None:
+        step.summary = "no wheel to install"
+        return
+    start = time.monotonic()
+    python = make_venv(c.out / "venv", c.python)
+    step.seconds = time.monotonic() - start
+    have_elftools = subprocess.run([str(python), "-c", "import elftools"], capture_output=True).returncode == 0
+    proc = pip_install(c, step, python, str(c.wheel), *([] if have_elftools else ["pyelftools"]))
+    if proc is not None:
+        step.status = "passed" if proc.returncode == 0 else "failed"
+        step.summary = (f"{c.wheel.name} into {c.out / 'venv'}" if proc.returncode == 0 else
+                        "pip could not install it (offline: is pyelftools in the fetched folder? run --fetch)")
+        c.venv_python = python if proc.returncode == 0 else None
+
+
+def step_cuda(c: Check, step: Step) -> None:
+    """The CUDA tests (all skipped, each with its reason, when no GPU is visible)."""
+    if c.venv_python is None:
+        step.summary = "prebuild is not installed (see install)"
+        return
+    report = c.out / "cuda-tests.xml"
+    proc = run(step, [str(c.venv_python), "-m", "pytest", "-m", "cuda", "tests/cuda", "-q", "-p", "no:cacheprovider",
+                      f"--junitxml={report}"], cwd=ROOT)  # fmt: skip
+    if proc is not None:
+        step.data = junit_counts(report)
+        ran = step.data.get("tests", 0) - step.data.get("skipped", 0)
+        failed = step.data.get("failures", 0) + step.data.get("errors", 0)
+        step.status = "failed" if proc.returncode not in (0, 5) or failed else ("passed" if ran else "skipped")
+        step.summary = (f"{step.data.get('tests', 0)} tests: {ran - failed} passed, {failed} failed, "
+                        f"{step.data.get('skipped', 0)} skipped")  # fmt: skip
+
+
+def step_selftest(c: Check, step: Step) -> None:
+    """Each installed kernel package's ops on each GPU against its CPU kernel."""
+    if c.venv_python is None:
+        step.summary = "prebuild is not installed (see install)"
+        return
+    proc = run(step, [str(c.venv_python.parent / "prebuild"), "selftest", "--json"], cwd=c.out)
+    if proc is not None:
+        try:
+            step.data = json.loads(proc.stdout)
+        except json.JSONDecodeError:
+            step.data = {}
+        step.status = "passed" if proc.returncode == 0 else "failed"
+        step.summary = f"exit {proc.returncode}" + ("" if c.gpus else " (no GPU: the CPU kernels only)")
+
+
+def gsplat_sdist(c: Check) -> Path | None:
+    return next(iter(sorted(c.deps.glob("gsplat-1.5.3.tar.gz"))), None)
+
+
+def step_gsplat(c: Check, step: Step) -> None:
+    """gsplat's own tests with prebuild's ops, on the GPU."""
+    sdist = gsplat_sdist(c)
+    if not c.gpus:
+        step.summary = "needs a GPU (the CPU run is in the test suite: tests/scripts/test_gsplat_suite.py)"
+    elif sdist is None:
+        step.summary = f"gsplat's sdist is not in {c.deps}: run scripts/gpu_check.sh --fetch"
+    elif c.venv_python is None:
+        step.summary = "prebuild is not installed (see install)"
     else:
-        install.summary = "no wheel to install"
-
-    # cuda: the CUDA tests (all skipped, each with its reason, when no GPU is visible).
-    cuda = steps["cuda"]
-    if venv_python is not None and install.status == "passed":
-        report = out / "cuda-tests.xml"
-        proc = run(cuda, [str(venv_python), "-m", "pytest", "-m", "cuda", "tests/cuda", "-q", "-p", "no:cacheprovider",
-                          f"--junitxml={report}"], cwd=ROOT)  # fmt: skip
-        if proc is not None:
-            cuda.data = junit_counts(report)
-            ran = cuda.data.get("tests", 0) - cuda.data.get("skipped", 0)
-            failed = cuda.data.get("failures", 0) + cuda.data.get("errors", 0)
-            cuda.status = "failed" if proc.returncode not in (0, 5) or failed else ("passed" if ran else "skipped")
-            cuda.summary = (f"{cuda.data.get('tests', 0)} tests: {ran - failed} passed, {failed} failed, "
-                            f"{cuda.data.get('skipped', 0)} skipped")  # fmt: skip
-    else:
-        cuda.summary = "prebuild is not installed (see install)"
-
-    # selftest: each installed kernel package's ops on each GPU against its CPU kernel.
-    selftest = steps["selftest"]
-    prebuild_cli = out / "venv" / "bin" / "prebuild"
-    if install.status == "passed":
-        proc = run(selftest, [str(prebuild_cli), "selftest", "--json"], cwd=out)
-        if proc is not None:
-            try:
-                selftest.data = json.loads(proc.stdout)
-            except json.JSONDecodeError:
-                selftest.data = {}
-            selftest.status = "passed" if proc.returncode == 0 else "failed"
-            selftest.summary = f"exit {proc.returncode}" + ("" if gpus else " (no GPU: the CPU kernels only)")
-    else:
-        selftest.summary = "prebuild is not installed (see install)"
-
-    # gsplat: its own tests with prebuild's ops, on the GPU.
-    gsplat = steps["gsplat"]
-    sdists = sorted(deps.glob("gsplat-1.5.3.tar.gz"))
-    if not gpus:
-        gsplat.summary = "needs a GPU (the CPU run is in the test suite: tests/scripts/test_gsplat_suite.py)"
-    elif not sdists:
-        gsplat.summary = f"gsplat's sdist is not in {deps}: run scripts/gpu_check.sh --fetch"
-    elif install.status == "passed":
         with tempfile.TemporaryDirectory(prefix="gsplat-src-") as tmp:
-            subprocess.run(["tar", "-xzf", str(sdists[0]), "-C", tmp], check=True)
-            proc = run(gsplat, [str(venv_python), "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
-                                "--no-build-isolation", "--find-links", str(deps), str(sdists[0]), "jaxtyping",
-                                "wadler-lindig"], env={**os.environ, "BUILD_NO_CUDA": "1"})  # fmt: skip
+            subprocess.run(["tar", "-xzf", str(sdist), "-C", tmp], check=True)
+            proc = pip_install(c, step, c.venv_python, "--no-deps", "--no-build-isolation", str(sdist), "jaxtyping",
+                               "wadler-lindig", env={**os.environ, "BUILD_NO_CUDA": "1"})  # fmt: skip
             if proc is not None and proc.returncode == 0:
-                report = out / "gsplat-suite.json"
-                proc = run(gsplat, [str(venv_python), str(ROOT / "scripts" / "gsplat_suite.py"), "--backend", "cuda",
-                                    "--gsplat-src", str(Path(tmp) / "gsplat-1.5.3"), "--scene", "synthetic",
-                                    "--json", str(report)], cwd=ROOT)  # fmt: skip
+                report = c.out / "gsplat-suite.json"
+                proc = run(step, [str(c.venv_python), str(ROOT / "scripts" / "gsplat_suite.py"), "--backend", "cuda",
+                                  "--gsplat-src", str(Path(tmp) / "gsplat-1.5.3"), "--scene", "synthetic",
+                                  "--json", str(report)], cwd=ROOT)  # fmt: skip
                 if proc is not None:
-                    gsplat.status = "passed" if proc.returncode == 0 else "failed"
-                    gsplat.summary = (proc.stdout.strip().splitlines() or ["no output"])[-1].strip()
+                    step.status = "passed" if proc.returncode == 0 else "failed"
+                    step.summary = (proc.stdout.strip().splitlines() or ["no output"])[-1].strip()
             elif proc is not None:
-                gsplat.status, gsplat.summary = "failed", "could not install gsplat's sdist from the fetched folder"
-    return list(steps.values())
+                step.status, step.summary = "failed", "could not install gsplat's sdist from the fetched folder"
+
+
+def step_peers(c: Check, step: Step) -> None:
+    """Upstream fused-ssim and gsplat, built by `prebuild wheel` for this GPU against this
+    machine's torch, installed with prebuild's wheel into a second venv."""
+    sources = {"fused-ssim": next(iter(sorted(c.deps.glob("fused-ssim-*.tar.gz"))), None),
+               "gsplat": gsplat_sdist(c)}  # fmt: skip
+    if not c.gpus:
+        step.summary = ("needs a GPU machine's CUDA torch (the classic builds are tested in the suite: "
+                        "tests/tool/builder/test_classic_build.py, test_gsplat_build.py)")  # fmt: skip
+        return
+    if c.wheel is None:
+        step.summary = "no prebuild wheel (see build)"
+        return
+    missing = [name for name, path in sources.items() if path is None]
+    if missing:
+        step.status = "failed"
+        step.summary = f"not in {c.deps}: {', '.join(missing)}'s source: run scripts/gpu_check.sh --fetch"
+        return
+    dist = c.out / "peers"
+    codes = run_together(step, {name: [c.python, "-m", "prebuild", "wheel", "--arch", c.arch, "--out",
+                                       str(dist / name), str(source)] for name, source in sources.items()},
+                         env=c.env, cwd=c.out)  # fmt: skip
+    if codes is None:
+        return
+    built, failed = [], []
+    for name, code in codes.items():
+        wheels = sorted((dist / name).glob("*.whl"))
+        (built if code == 0 and wheels else failed).append(name)
+        step.data[name] = [w.name for w in wheels]
+    python = make_venv(c.out / "venv-peers", c.python)
+    wheels = [str(w) for w in sorted(dist.glob("*/*.whl"))]
+    msssim = ["pytorch-msssim"] if any(c.deps.glob("pytorch_msssim-*.whl")) else []  # a peer of the bench, if fetched
+    proc = pip_install(c, step, python, str(c.wheel), *wheels, *msssim)
+    if proc is None:
+        return
+    if proc.returncode == 0:
+        c.peers_python = python
+    step.status = "passed" if proc.returncode == 0 and not failed else "failed"
+    step.summary = (f"built {', '.join(built) or 'nothing'} for {c.arch}" + (f"; {', '.join(failed)} failed" if failed
+                    else "") + ("" if proc.returncode == 0 else "; pip could not install the wheels"))  # fmt: skip
+
+
+def step_bench(c: Check, step: Step) -> None:
+    """bench.py's cuda section with the peers beside prebuild (without them, if they did not
+    build: the section names what it did not time); in a dry run its code on the CPU."""
+    python = c.peers_python or c.venv_python
+    if python is None:
+        step.summary = "prebuild is not installed (see install)"
+        return
+    out = c.out / "bench"
+    cmd = [str(python), str(ROOT / "scripts" / "bench.py"), "--sections", "cuda", "--out", str(out),
+           "--work", str(c.out / "bench-work")] + (["--quick", "--device", "cpu"] if c.dry_run else [])  # fmt: skip
+    proc = run(step, cmd, cwd=ROOT)
+    if proc is None:
+        return
+    results = out / "benchmarks.json"
+    if proc.returncode != 0 or not results.is_file():
+        step.status, step.summary = "failed", f"bench.py exit {proc.returncode}"
+        return
+    section = json.loads(results.read_text())["cuda"]
+    step.data = {k: section.get(k) for k in ("name", "peaks", "absent")}
+    step.data["ssim"] = [{"size": r["size"], "batch": r["batch"], "ratios": r["ratios"],
+                          "bandwidth_share": r["bandwidth_share"]} for r in section.get("ssim", [])]  # fmt: skip
+    step.data["raster"] = [{"gaussians": r["gaussians"], "ratios": r["ratios"], "peak_share": r["peak_share"]}
+                           for r in section.get("raster", [])]  # fmt: skip
+    step.status = "passed"
+    step.summary = bench_summary(step.data) + (" (dry run: the section's code on the CPU, tiny sizes)"
+                                               if c.dry_run else "")  # fmt: skip
+
+
+def bench_summary(data: dict) -> str:
+    """One line: the largest SSIM and rasterization rows against each peer."""
+    parts = []
+    for key, label in (("ssim", "SSIM {size} B={batch}"), ("raster", "raster {gaussians:,}")):
+        if data.get(key):
+            row = data[key][-1]
+            versus = ", ".join(f"{v:.2f}x vs {k}" for k, v in row["ratios"].items()) or "no peer"
+            parts.append(f"{label.format(**row)}: {versus}")
+    return "; ".join(parts) or "no rows"
+
+
+STEPS = {"facts": step_facts, "build": step_build, "install": step_install, "cuda": step_cuda,
+         "selftest": step_selftest, "gsplat": step_gsplat, "peers": step_peers, "bench": step_bench}  # fmt: skip
+
+
+def check(out: Path, dry_run: bool, arch: str | None, objects: Path | None, deps: Path,
+          budget: float = BUDGET) -> list[Step]:  # fmt: skip
+    c = Check(out=out, dry_run=dry_run, deps=deps, objects=objects, deadline=time.monotonic() + budget,
+              requested_arch=arch)  # fmt: skip
+    steps = [Step(name, LIMITS[name]) for name in STEPS]
+    for step in steps:
+        if budgeted(c, step):
+            STEPS[step.name](c, step)
+    return steps
 
 
 def junit_counts(path: Path) -> dict:
@@ -233,6 +446,19 @@ def junit_counts(path: Path) -> dict:
     return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")} if suite is not None else {}
 
 
+def bench_section(path: Path) -> list[str]:
+    """The CUDA section of the bench step's report (its tables), for the check's own report."""
+    if not path.is_file():
+        return []
+    text = path.read_text()
+    start = text.find("## 6. CUDA kernels")
+    if start < 0:
+        return []
+    end = text.find("\n## ", start + 1)
+    body = text[start:end if end >= 0 else len(text)].strip().splitlines()[1:]
+    return ["", "## bench: the CUDA kernels against their peers", *body]
+
+
 def write_report(out: Path, steps: list[Step], dry_run: bool, command: str) -> None:
     total = sum(s.seconds for s in steps)
     facts = steps[0]
@@ -242,6 +468,7 @@ def write_report(out: Path, steps: list[Step], dry_run: bool, command: str) -> N
              "| step | status | seconds (limit) | result |", "|---|---|---|---|"]  # fmt: skip
     for s in steps:
         lines.append(f"| {s.name} | {s.status} | {s.seconds:.0f} ({s.limit:.0f}) | {s.summary} |")
+    lines += bench_section(out / "bench" / "benchmarks.md")
     for s in steps:
         if s.command or s.output:
             lines += ["", f"## {s.name}", "", f"`{s.command}`" if s.command else "", "", "```",
@@ -262,14 +489,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arch", help="the arch to build (default: GPU 0's; sm_90 in a dry run)")
     parser.add_argument("--objects", type=Path, help="a build directory to reuse (prebuild wheel --build-dir)")
     parser.add_argument("--deps", type=Path, default=DEPS, help="the folder --fetch filled")
+    parser.add_argument("--fused-ssim", default=FUSED_SSIM_GIT, metavar="SRC",
+                        help="with --fetch: fused-ssim's source, a git URL, a clone or a directory "
+                             f"(default {FUSED_SSIM_GIT})")
+    parser.add_argument("--budget", type=float, default=BUDGET,
+                        help=f"seconds for the whole check; each step's limit is cut to what is left (default {BUDGET:.0f})")
     args = parser.parse_args(argv)
     if args.fetch is not None:
-        return fetch(args.fetch)
+        return fetch(args.fetch, args.fused_ssim)
     if args.out is None:
         parser.error("give OUT, the directory for the report (or --fetch)")
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out.resolve()
-    steps = check(out, args.dry_run, args.arch, args.objects, args.deps.resolve())
+    steps = check(out, args.dry_run, args.arch, args.objects, args.deps.resolve(), args.budget)
     command = shlex.join(["scripts/gpu_check.sh", *(argv if argv is not None else sys.argv[1:])])
     write_report(out, steps, args.dry_run, command)
     width = max(len(s.name) for s in steps)

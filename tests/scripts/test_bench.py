@@ -55,6 +55,42 @@ Resource usage:
     assert bench.short_kernel("void a::(anonymous namespace)::k<true>(float const*, int)") == "void a::k<true>"
 
 
+def test_a_share_over_the_peak_is_flagged_not_printed():
+    assert bench.fmt_share(0.256) == "26%" and bench.fmt_share(0.0256, 1) == "2.6%"
+    assert bench.fmt_share(1.0) == "100%"
+    flagged = bench.fmt_share(1.9)
+    assert "impossible" in flagged and "190" not in flagged
+
+
+def test_the_exp_peak_follows_the_sm_generation():
+    # 16 SFU exps per SM and clock against 64 (sm_80) or 128 (sm_86 on) FMA lanes of 2 FLOP
+    assert bench.sfu_exps_per_flop((8, 0)) == 16 / 128
+    assert bench.sfu_exps_per_flop((9, 0)) == bench.sfu_exps_per_flop((8, 6)) == 16 / 256
+
+
+def test_cuda_section_code_runs_on_the_cpu(tmp_path):
+    """--device cpu: the cuda section's own code (peers found or said absent, rows, shares, the
+    report's tables) end to end at tiny sizes; on a GPU machine the same code times the GPU."""
+    out = tmp_path / "docs"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--sections", "cuda", "--device", "cpu",
+                           "--repeats", "1", "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    cuda = json.loads((out / "benchmarks.json").read_text())["cuda"]
+    assert cuda["device"] == "cpu"
+    (ssim,) = cuda["ssim"]
+    assert list(ssim["times"]) == ["prebuild.fused_ssim", "plain conv2d", "pytorch_msssim.ssim"]
+    assert set(ssim["ratios"]) == {"plain conv2d", "pytorch_msssim.ssim"} and all(v > 0 for v in ssim["ratios"].values())
+    # upstream fused-ssim and gsplat are CUDA-only peers: each said absent, with why
+    assert set(cuda["absent"]) == {"fused-ssim (upstream)", "gsplat.rasterization"}
+    (raster,) = cuda["raster"]
+    assert raster["gaussians"] == 100 and raster["work"]["composited"] > 0 and raster["peak_share"] > 0
+    md = (out / "benchmarks.md").read_text()
+    section = md[md.index("## 6. CUDA kernels"):]
+    assert "| size | B | prebuild.fused_ssim | plain conv2d | pytorch_msssim.ssim | vs plain conv2d |" in section
+    assert "Not timed: fused-ssim (upstream)" in section
+    assert "| Gaussians | image | intersections | prebuild.rasterization | bound | share |" in section
+
+
 def test_help_teaches():
     out = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, check=True).stdout
     for word in ("--quick", "--peer-gsplat", "--sections", "contention", "docs/benchmarks.md"):
@@ -76,7 +112,8 @@ def test_quick_run_writes_well_formed_outputs(tmp_path):
 
     results = json.loads((out / "benchmarks.json").read_text())
     assert results["quick"] is True
-    assert results["sections"] == ["build", "load", "contention", "cpu", "gpu"]
+    assert results["sections"] == ["build", "load", "contention", "cpu", "gpu", "cuda"]
+    assert results["cuda"]["skipped"].startswith("no CUDA GPU visible")  # none here: said, not faked
     for name in results["sections"]:
         assert results[name], name
     for row in results["contention"]["rows"]:
@@ -85,7 +122,7 @@ def test_quick_run_writes_well_formed_outputs(tmp_path):
 
     md = (out / "benchmarks.md").read_text()
     for heading in ("# Benchmarks", "## 1. Build", "## 2. Load", "## 3. Contention", "## 4. CPU kernels",
-                    "## 5. GPU resources"):
+                    "## 5. GPU resources", "## 6. CUDA kernels\n\nNot measured: no CUDA GPU visible"):
         assert heading in md
     assert "scripts/bench.py --quick" in md and "Machine:" in md
     for line in md.splitlines():  # every table row has as many cells as its header

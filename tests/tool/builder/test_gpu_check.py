@@ -1,8 +1,8 @@
 """scripts/gpu_check.sh --dry-run, as CI runs it on a machine without a GPU: every step that can
 run without one does (the wheel is built for sm_80 with the shared objects of this test session,
 installed into a venv that sees this Python's torch, the CUDA tests collected and each skipped,
-prebuild selftest on the CPU), the GPU-only steps say why they are skipped, and the report is
-written. (Here, beside the builder tests, for their shared build directory.)"""
+prebuild selftest on the CPU, the bench's cuda section run on the CPU), the GPU-only steps say
+why they are skipped, and the report is written. (Here, beside the builder tests, for their shared build directory.)"""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ def test_dry_run_runs_what_needs_no_gpu_and_writes_the_report(built_wheel, share
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     report = json.loads((out / "report.json").read_text())
     steps = {s["name"]: s for s in report["steps"]}
-    assert report["dry_run"] is True and list(steps) == ["facts", "build", "install", "cuda", "selftest", "gsplat"]
+    assert report["dry_run"] is True
+    assert list(steps) == ["facts", "build", "install", "cuda", "selftest", "gsplat", "peers", "bench"]
     assert steps["facts"]["summary"].endswith("no GPU visible")
     assert steps["build"]["status"] == "passed" and "+cu130.sm80-cp310-abi3" in steps["build"]["summary"]
     assert steps["install"]["status"] == "passed"
@@ -39,6 +40,12 @@ def test_dry_run_runs_what_needs_no_gpu_and_writes_the_report(built_wheel, share
     assert cuda["data"]["skipped"] == cuda["data"]["tests"] and cuda["data"]["failures"] == cuda["data"]["errors"] == 0
     assert steps["selftest"]["status"] == "passed" and "no GPU" in steps["selftest"]["summary"]
     assert steps["gsplat"]["status"] == "skipped" and "needs a GPU" in steps["gsplat"]["summary"]
+    assert steps["peers"]["status"] == "skipped" and "needs a GPU" in steps["peers"]["summary"]
+    # the bench step runs the cuda section's code on the CPU, tiny sizes, and says so
+    bench = steps["bench"]
+    assert bench["status"] == "passed" and bench["summary"].endswith("(dry run: the section's code on the CPU, tiny sizes)")
+    assert "vs plain conv2d" in bench["summary"] and bench["data"]["ssim"] and bench["data"]["raster"]
     assert all(s["seconds"] <= s["limit"] for s in report["steps"])
     markdown = (out / "report.md").read_text()
     assert markdown.startswith("# GPU check (dry run: no GPU)") and "| cuda | skipped |" in markdown
+    assert "## bench: the CUDA kernels against their peers" in markdown and (out / "bench" / "benchmarks.json").is_file()

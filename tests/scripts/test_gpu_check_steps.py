@@ -1,0 +1,119 @@
+"""scripts/gpu_check.py's pure parts and small steps, without a GPU: fused-ssim's source archived
+as an sdist-shaped tarball (it is not on PyPI), the budget that keeps the whole check within one
+10-minute command, commands run together, and the bench step's summary and report section.
+(The dry run end to end: tests/tool/builder/test_gpu_check.py.)"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
+gpu_check = importlib.util.module_from_spec(spec)
+sys.modules["gpu_check"] = gpu_check  # dataclasses look their module up by name
+spec.loader.exec_module(gpu_check)
+
+
+def git(*args: str, cwd: Path) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "HOME": str(cwd), "PATH": "/usr/bin:/bin:/usr/local/bin"}  # fmt: skip
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True, env=env).stdout
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """A small project tree like fused-ssim's: sources, a package, pictures."""
+    src = tmp_path / "fused-ssim"
+    (src / "fused_ssim").mkdir(parents=True)
+    (src / "images").mkdir()
+    (src / "setup.py").write_text("from setuptools import setup\nsetup(name='fused_ssim')\n")
+    (src / "ssim.cu").write_text("// kernels\n")
+    (src / "fused_ssim" / "__init__.py").write_text("")
+    (src / "images" / "plot.png").write_bytes(b"\x89PNG" + b"0" * 1000)
+    return src
+
+
+def members(archive: Path) -> set[str]:
+    with tarfile.open(archive) as tar:
+        return {m.name for m in tar.getmembers() if m.isfile()}
+
+
+EXPECTED = {"setup.py", "ssim.cu", "fused_ssim/__init__.py"}
+
+
+def test_a_git_checkout_is_archived_at_head_without_its_images(project, tmp_path):
+    git("init", "-q", cwd=project)
+    git("add", ".", cwd=project)
+    git("commit", "-qm", "one", cwd=project)
+    (project / "untracked.txt").write_text("not committed")
+    rev = git("rev-parse", "--short=12", "HEAD", cwd=project).strip()
+    deps = tmp_path / "deps"
+    deps.mkdir()
+    (deps / "fused-ssim-old.tar.gz").write_bytes(b"stale")  # an earlier fetch's: replaced
+    archive = gpu_check.archive_source(str(project), deps, "fused-ssim")
+    assert archive == deps / f"fused-ssim-{rev}.tar.gz" and sorted(deps.iterdir()) == [archive]
+    assert members(archive) == {f"fused-ssim-{rev}/{name}" for name in EXPECTED}
+
+    # a bare repository (what a mirror holds) gives the same archive
+    bare = tmp_path / "mirror.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(project), str(bare)], check=True)
+    again = gpu_check.archive_source(str(bare), deps, "fused-ssim")
+    assert again == archive and members(again) == {f"fused-ssim-{rev}/{name}" for name in EXPECTED}
+
+
+def test_a_plain_directory_is_archived_as_it_is(project, tmp_path):
+    archive = gpu_check.archive_source(str(project), tmp_path, "fused-ssim")
+    assert archive.name == "fused-ssim-local.tar.gz"
+    assert members(archive) == {f"fused-ssim-local/{name}" for name in EXPECTED}
+
+
+def test_a_step_gets_what_is_left_of_the_budget():
+    now = time.monotonic()
+    c = gpu_check.Check(out=Path("."), dry_run=True, deps=Path("."), objects=None, deadline=now + 1000)
+    step = gpu_check.Step("cuda", 180)
+    assert gpu_check.budgeted(c, step) and step.limit == 180  # plenty left: its own limit
+    c.deadline = now + 60
+    step = gpu_check.Step("peers", 240)
+    assert gpu_check.budgeted(c, step) and 50 < step.limit <= 60  # cut to the rest
+    c.deadline = now + 3
+    step = gpu_check.Step("bench", 120)
+    assert not gpu_check.budgeted(c, step)
+    assert step.status == "skipped" and "no time left" in step.summary
+
+
+def test_commands_run_together_each_with_its_status():
+    step = gpu_check.Step("peers", 60)
+    start = time.monotonic()
+    codes = gpu_check.run_together(step, {"a": ["sh", "-c", "sleep 1; echo built a"],
+                                          "b": ["sh", "-c", "sleep 1; echo no >&2; exit 3"]})  # fmt: skip
+    assert codes == {"a": 0, "b": 3}
+    assert time.monotonic() - start < 1.9  # at once, not one after the other
+    assert "--- a\nbuilt a" in step.output and "--- b\nno" in step.output and step.command.count(" &") == 2
+
+    late = gpu_check.Step("peers", 1)
+    assert gpu_check.run_together(late, {"slow": ["sleep", "5"], "quick": ["true"]}) is None
+    assert late.status == "failed" and "time limit" in late.summary
+
+
+def test_bench_summary_names_the_largest_rows_against_each_peer():
+    data = {"ssim": [{"size": "256x256", "batch": 1, "ratios": {"fused-ssim (upstream)": 0.5}},
+                     {"size": "1080x1920", "batch": 4, "ratios": {"fused-ssim (upstream)": 1.25, "plain conv2d": 9.0}}],
+            "raster": [{"gaussians": 100000, "ratios": {"gsplat 1.5.3 rasterization": 0.8}}]}  # fmt: skip
+    assert gpu_check.bench_summary(data) == ("SSIM 1080x1920 B=4: 1.25x vs fused-ssim (upstream), 9.00x vs plain "
+                                             "conv2d; raster 100,000: 0.80x vs gsplat 1.5.3 rasterization")
+    assert gpu_check.bench_summary({"ssim": [], "raster": []}) == "no rows"
+
+
+def test_the_bench_section_is_taken_into_the_report(tmp_path):
+    md = tmp_path / "benchmarks.md"
+    md.write_text("# Benchmarks\n\n## 6. CUDA kernels\n\nH100.\n\n| a |\n|---|\n\n## History of measured changes\n\nold\n")
+    assert gpu_check.bench_section(md) == ["", "## bench: the CUDA kernels against their peers", "", "H100.", "",
+                                           "| a |", "|---|"]  # fmt: skip
+    assert gpu_check.bench_section(tmp_path / "missing.md") == []
