@@ -12,26 +12,39 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from prebuild import _OPS
+# The one list of the public ops: each name and the module that defines it (``prebuild`` and
+# ``prebuild doctor`` read it from here).
+OPS = {
+    "fully_fused_projection": "prebuild.ops.projection",
+    "proj": "prebuild.ops.projection",
+    "fused_ssim": "prebuild.ops.ssim",
+    "isect_tiles": "prebuild.ops.intersect",
+    "isect_offset_encode": "prebuild.ops.intersect",
+    "rasterize_to_pixels": "prebuild.ops.rasterize",
+    "rasterization": "prebuild.ops.rendering",
+    "spherical_harmonics": "prebuild.ops.sh",
+    "quat_scale_to_covar_preci": "prebuild.ops.covariance",
+    "compute_relocation": "prebuild.ops.relocation",
+}
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # what type checkers and editors see of OPS (tests/ops/test_public_ops.py holds them equal)
     from prebuild.ops.covariance import quat_scale_to_covar_preci
     from prebuild.ops.intersect import isect_offset_encode, isect_tiles
     from prebuild.ops.projection import fully_fused_projection, proj
+    from prebuild.ops.rasterize import rasterize_to_pixels
     from prebuild.ops.relocation import compute_relocation
     from prebuild.ops.rendering import rasterization
     from prebuild.ops.sh import spherical_harmonics
-    from prebuild.ops.rasterize import rasterize_to_pixels
     from prebuild.ops.ssim import fused_ssim
 
-__all__ = sorted(_OPS)
+__all__ = sorted(OPS)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _OPS:
-        return getattr(importlib.import_module(_OPS[name]), name)
+    if name in OPS:
+        return getattr(importlib.import_module(OPS[name]), name)
     raise AttributeError(f"module 'prebuild.ops' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_OPS])
+    return sorted([*globals(), *OPS])

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from inspect import cleandoc
-import shutil
 import signal
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import List, Optional
 
 import typer
 from rich.console import Console
@@ -117,42 +114,27 @@ def wheel(
       prebuild wheel --arch sm_80,sm_90 ./fused-ssim   # another project
     """
     try:
-        from prebuild.tool.builder.compile import BuildError
-        from prebuild.tool.builder.toolchain import ToolchainError
-        from prebuild.tool.builder.wheel import write_lock
-        import prebuild.tool.builder.classic  # noqa: F401 - what every build imports, checked here
-        import prebuild.tool.builder.project  # noqa: F401
+        from prebuild.tool.builder.pipeline import WheelError, WheelRequest, build_wheels
     except ModuleNotFoundError as exc:
         raise _fail(_missing_build_extra(exc)) from None
 
-    # Without --build-dir, the work (a private copy of another project, its objects, logs)
-    # lives in a temporary directory that no outcome leaves behind: only a failed build's log
-    # is kept, beside it, when the error names it.
-    work = build_dir or Path(tempfile.mkdtemp(prefix="prebuild-wheel-"))
-    built: list = []
-    stage = "checking"  # then "building": its errors exit with 1, the checks' with 2
+    request = WheelRequest(project, tuple(arch), out_dir, fat=fat, ptx=ptx, jobs=jobs, build_dir=build_dir,
+                           compress=compress, lock=lock)  # fmt: skip
+    console = _WheelConsole()
     previous_sigterm = signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill: as Ctrl-C
     try:
-        plan = _plan_wheels(project, arch, fat, ptx, jobs, build_dir, compress, out_dir, lock, work)
-        stage = "building"
-        _build_wheels(plan, out_dir, built)
-        for result in built if lock is not None else ():
-            path = write_lock(lock, result.path)
-            out.print(f"Lock file {path}: pip install --require-hashes -r {path}", highlight=False)
+        result = build_wheels(request, console)
     except KeyboardInterrupt as exc:
-        if build_dir is None:
-            shutil.rmtree(work, ignore_errors=True)
-        written = "no wheel was written" if not built else "only " + ", ".join(str(r.path) for r in built) + " was written"
+        written = [str(w.path) for w in console.written]
+        said = "only " + ", ".join(written) + " was written" if written else "no wheel was written"
         kept = "" if build_dir is None else f"; the objects compiled so far are kept in {build_dir}"
-        err.print(f"[bold red]interrupted:[/] {escape(written + kept)}", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]interrupted:[/] {escape(said + kept)}", highlight=False, soft_wrap=True)
         raise typer.Exit(143 if isinstance(exc, _Terminated) else 130) from None
-    except (ArchError, ValueError, ToolchainError, BuildError) as exc:
-        message = _discard_work(work, exc) if build_dir is None else str(exc)
-        raise _fail(message, code=1 if stage == "building" else 2) from None
+    except WheelError as exc:
+        raise _fail(str(exc), code=exc.exit_code) from None
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
-    if build_dir is None:
-        shutil.rmtree(work, ignore_errors=True)
+    console.summary(result, out_dir)
 
 
 class _Terminated(KeyboardInterrupt):
@@ -163,128 +145,69 @@ def _terminate(signum, frame) -> None:
     raise _Terminated()
 
 
-def _discard_work(work: Path, exc: Exception) -> str:
-    """Remove a failed build's temporary ``work`` directory; returns the error's message. A build
-    log the error names (``exc.log``) is moved beside the directory first, and the message
-    names its new place."""
-    message = str(exc)
-    log = getattr(exc, "log", None)
-    if log is not None and Path(log).is_file() and Path(log).resolve().is_relative_to(work.resolve()):
-        kept = Path(tempfile.gettempdir()) / f"{work.name}.log"
-        shutil.move(str(log), kept)
-        message = message.replace(str(log), str(kept))
-    shutil.rmtree(work, ignore_errors=True)
-    return message
+class _WheelConsole:
+    """``prebuild wheel``'s story on the terminal: a live line per wheel on stderr, the wheels
+    written on stdout (one line each, never wrapped: the names are copied into pip commands)."""
+
+    def __init__(self) -> None:
+        self.written: list = []
+        self.progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[variant]}[/]"),
+                                 TextColumn("{task.fields[phase]}"), BarColumn(bar_width=20),
+                                 TextColumn("{task.fields[step]}", style="dim"), TimeElapsedColumn(), console=err,
+                                 transient=False)  # fmt: skip
+        self.tasks: dict = {}
+
+    def fetching(self, spec: str) -> None:
+        err.print(f"Fetching the source of {escape(spec)} with pip", highlight=False)
+
+    def starting(self, variants, nvcc, origin: str, out_dir: Path) -> None:
+        err.print(f"Building {len(variants)} wheel(s) with nvcc {nvcc.version} ({nvcc.path}) from {origin} into "
+                  f"{out_dir}/")  # fmt: skip
+        self.progress.start()
+
+    def wheel(self, variant) -> "_WheelLine":
+        self.tasks[variant] = self.progress.add_task("", total=None, variant=variant.name, phase="", step="")
+        return _WheelLine(self.progress, self.tasks[variant], variant.name)
+
+    def built(self, wheel) -> None:
+        self.progress.update(self.tasks[wheel.variant], phase="[green]done[/]", step="", total=1, completed=1)
+        self.written.append(wheel)
+
+    def failed(self, variant, interrupted: bool) -> None:
+        self.progress.update(self.tasks[variant], phase="[red]interrupted[/]" if interrupted else "[red]failed[/]")
+        self.progress.stop()
+
+    def summary(self, result, out_dir: Path) -> None:
+        self.progress.stop()
+        out.print(f"[bold]{len(result.wheels)} wheel(s) in {escape(str(out_dir))}/, {result.seconds:.0f} s:[/]",
+                  highlight=False)  # fmt: skip
+        width = max(len(w.path.name) for w in result.wheels)
+        for w in result.wheels:
+            archs_text = ",".join([a.sm for a in w.sass_archs] + [a.compute for a in w.ptx_archs])
+            out.print(f"  {escape(w.path.name):<{width}}  {archs_text}  {w.size / 1024:.0f} KiB  {w.seconds:.1f} s",
+                      highlight=False, soft_wrap=True)  # fmt: skip
+        for path in result.locks:
+            out.print(f"Lock file {path}: pip install --require-hashes -r {path}", highlight=False)
 
 
 @dataclass
-class _WheelPlan:
-    """What ``prebuild wheel`` will build, once every check before compiling has passed."""
+class _WheelLine:
+    """One wheel's live line (a BuildProgress)."""
 
-    variants: list
-    origin: str
-    nvcc: object
-    build_one: Callable  # (variant, on_progress, on_phase, on_note) -> the built wheel
+    progress: Progress
+    task: object
+    name: str
 
+    def phase(self, text: str) -> None:
+        if text.startswith("waiting"):  # said once, not only in the live line
+            self.progress.console.print(f"{self.name}: {escape(text)}")
+        self.progress.update(self.task, phase=escape(text), step="")
 
-def _plan_wheels(project, arch, fat, ptx, jobs, build_dir, compress, out_dir, lock, work) -> _WheelPlan:
-    """Refuse bad archs, a missing nvcc or a CUDA mismatch (and for another project a CPU torch
-    or a toolkit that cannot compile CUDA headers), then an output directory that cannot be
-    written: before anything is copied, downloaded, locked or compiled. Then get the project."""
-    from prebuild.tool.builder import classic
-    from prebuild.tool.builder import flags as F
-    from prebuild.tool.builder.compile import preflight
-    from prebuild.tool.builder.config import read_config
-    from prebuild.tool.builder.project import CLASSIC, NATIVE, DownloadError, project_kind, resolve_project
-    from prebuild.tool.builder.wheel import build_wheel, check_lock_target, plan_variants, prepare_output_dir
+    def step(self, done: int, total: int, what: str) -> None:
+        self.progress.update(self.task, completed=done, total=total, step=escape(f"[{done}/{total}] {what}"[-50:]))
 
-    archs = parse_arch_list(",".join(arch))
-    variants = plan_variants(archs, fat=fat, ptx=ptx)
-    if lock is not None:
-        check_lock_target(lock, len(variants))
-    kind = project_kind(project)  # None: an sdist or requirement, known once unpacked
-    if kind == CLASSIC:
-        toolchain = classic.preflight_classic(archs, work)
-        nvcc = toolchain.nvcc
-    else:  # what every build needs (a classic one's checks follow once it is known)
-        torch, nvcc = preflight(F.BuildOptions(archs=archs, ptx=ptx, jobs=jobs))
-    prepare_output_dir(out_dir)
-    if project is not None and not Path(project).expanduser().exists():
-        err.print(f"Fetching the source of {escape(project)} with pip", highlight=False)
-    try:
-        target = resolve_project(project, work)
-    except DownloadError as exc:
-        if exc.metadata_failed and torch.cuda is None:
-            # pip runs the project's setup.py to read its name, and a classic one fails there
-            # under a CPU torch: say what a directory or an sdist is told at once.
-            raise classic.cpu_torch_error(
-                torch, f"pip could not even read {project}'s metadata: its setup.py failed with {exc.reason}"
-            ) from None
-        raise
-    if target.kind == NATIVE:
-        kernels = read_config(target.source)
-        if build_dir is None and not target.source.is_relative_to(work):
-            shutil.rmtree(work, ignore_errors=True)  # its objects live in the project's build/
-
-        def build_one(variant, on_progress, on_phase, on_note):
-            return build_wheel(kernels, variant, out_dir, jobs=jobs, build_dir=build_dir, compress=compress,
-                               on_progress=on_progress, on_phase=on_phase)  # fmt: skip
-    else:
-        if kind is None:
-            toolchain = classic.preflight_classic(archs, work)
-        builder = classic.ClassicBuilder(target.source, toolchain, work, jobs=jobs)
-
-        def build_one(variant, on_progress, on_phase, on_note):
-            return builder.build(variant.archs, F.ptx_archs_for(variant.archs, variant.ptx), out_dir,
-                                 on_phase=on_phase, on_note=on_note)  # fmt: skip
-    return _WheelPlan(variants, target.origin, nvcc, build_one)
-
-
-def _build_wheels(plan: _WheelPlan, out_dir: Path, built: list) -> None:
-    """Build each planned wheel with live progress; ``built`` gathers those written so far."""
-    err.print(f"Building {len(plan.variants)} wheel(s) with nvcc {plan.nvcc.version} ({plan.nvcc.path}) "
-              f"from {plan.origin} into {out_dir}/")  # fmt: skip
-    started = time.monotonic()
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("[bold]{task.fields[variant]}[/]"),
-        TextColumn("{task.fields[phase]}"),
-        BarColumn(bar_width=20),
-        TextColumn("{task.fields[step]}", style="dim"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=False,
-    ) as progress:
-        for variant in plan.variants:
-            task = progress.add_task("", total=None, variant=variant.name, phase="", step="")
-
-            def on_phase(phase: str, task=task, name=variant.name) -> None:
-                if phase.startswith("waiting"):  # say it once, not only in the live line
-                    progress.console.print(f"{name}: {escape(phase)}")
-                progress.update(task, phase=escape(phase), step="")
-
-            def on_progress(done: int, total: int, what: str, task=task) -> None:
-                progress.update(task, completed=done, total=total, step=escape(f"[{done}/{total}] {what}"[-50:]))
-
-            def on_note(note: str, name=variant.name) -> None:
-                progress.console.print(f"{name}: {escape(note)}", highlight=False, soft_wrap=True)
-
-            try:
-                result = plan.build_one(variant, on_progress, on_phase, on_note)
-            except BaseException as exc:
-                progress.update(task, phase="[red]failed[/]" if isinstance(exc, Exception) else "[red]interrupted[/]")
-                raise
-            progress.update(task, phase="[green]done[/]", step="", total=1, completed=1)
-            built.append(result)
-
-    # One line per wheel, never wrapped: the names are copied into pip commands.
-    out.print(f"[bold]{len(built)} wheel(s) in {escape(str(out_dir))}/, {time.monotonic() - started:.0f} s:[/]",
-              highlight=False)  # fmt: skip
-    name_width = max(len(r.path.name) for r in built)
-    for result in built:
-        archs_text = ",".join([a.sm for a in result.sass_archs] + [a.compute for a in result.ptx_archs])
-        out.print(f"  {escape(result.path.name):<{name_width}}  {archs_text}  {result.size / 1024:.0f} KiB  "
-                  f"{result.seconds:.1f} s", highlight=False, soft_wrap=True)  # fmt: skip
+    def note(self, text: str) -> None:
+        self.progress.console.print(f"{self.name}: {escape(text)}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -501,65 +424,48 @@ def install(
       prebuild install fused-ssim --from site  # a project prebuild built
     """
     import json
-    import subprocess
-    import sys
 
-    from prebuild.tool.gpus import query_gpus, torch_info
-    from prebuild.tool.install import SourceError, Target, cpu_torch_warning, find_candidates, no_fit_fix, select_wheel
+    from prebuild.tool.install import SourceError, pip_install, plan_install
 
     try:
-        archs = parse_arch_list(",".join(arch)) if arch else ()
-        candidates = find_candidates(source, project)
+        plan = plan_install(project, source, parse_arch_list(",".join(arch)) if arch else ())
     except (ArchError, SourceError) as exc:
         raise _fail(str(exc)) from None
-    gpus = query_gpus()
-    torch = torch_info()
-    if archs:
-        targets = [Target(f"--arch {a.sm}", a.capability) for a in archs]
-    else:
-        targets = [Target(f"cuda:{g.index} ({g.name})", g.capability) for g in gpus.gpus]
-    decision = select_wheel(candidates, targets, torch.cuda, gpus.driver_cuda, torch.version)
-    code = 0 if decision.chosen else (4 if not targets else 3)
-    fix = no_fit_fix(decision, project, targets)
-    warnings = []
-    note = cpu_torch_warning(torch, decision)
-    if note:
-        warnings.append(note)
-
     if as_json:
-        data = decision.to_dict()
-        data.update(project=project, gpus=gpus.to_dict(), torch={"version": torch.version, "cuda": torch.cuda},
-                    dry_run=dry_run, warnings=warnings, fix=fix)  # fmt: skip
-        print(json.dumps(data, indent=2))
+        print(json.dumps(plan.to_dict(dry_run), indent=2))
     else:
-        if not gpus.gpus:
-            err.print(f"No GPU visible: {escape(gpus.note)}", highlight=False)
-        else:
-            err.print("GPUs: " + ", ".join(f"cuda:{g.index} {escape(g.name)} ({g.capability[0]}.{g.capability[1]})"
-                                           for g in gpus.gpus) + f"; driver CUDA {gpus.driver_cuda}", highlight=False)  # fmt: skip
-        err.print(f"torch {torch.version or '(not installed)'}, CUDA {torch.cuda or 'none (CPU build)'}", highlight=False)
-        for warning in warnings:
-            err.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
-        table = Table(title=f"{len(candidates)} wheel(s) of {project} from {source}")
-        table.add_column("wheel", overflow="fold")
-        table.add_column("verdict", overflow="fold")
-        for c in decision.considered:
-            mark = "[green]chosen[/]" if c is decision.chosen else (escape(c.rejected) or ("fits" if targets else "-"))
-            table.add_row(escape(c.candidate.filename), mark)
-        err.print(table)
-        if decision.chosen:
-            out.print(f"[bold]Chosen:[/] {escape(decision.chosen.candidate.filename)}: {escape(decision.reason)}", highlight=False)
-        else:
-            out.print(f"[bold]Nothing chosen:[/] {escape(decision.reason)}", highlight=False)
-            if fix:
-                out.print(f"[bold]Instead:[/] {escape(fix)}", highlight=False, soft_wrap=True)
-    if code or dry_run:
-        raise typer.Exit(code)
-    command = [sys.executable, "-m", "pip", "install", decision.chosen.candidate.location]
-    err.print(f"Running: {' '.join(command)}", highlight=False)
-    # With --json, stdout holds the JSON only: pip's own output goes to stderr.
-    if subprocess.run(command, stdout=sys.stderr if as_json else None).returncode != 0:
+        _print_install(plan)
+    if plan.exit_code or dry_run:
+        raise typer.Exit(plan.exit_code)
+    if pip_install(plan.decision.chosen.candidate.location, output_to_stderr=as_json) != 0:
         raise _fail("pip install failed (its output is above)", code=1)
+
+
+def _print_install(plan) -> None:
+    """The machine, every wheel considered with its verdict, and the choice (or what to run)."""
+    gpus, torch, decision = plan.gpus, plan.torch, plan.decision
+    if not gpus.gpus:
+        err.print(f"No GPU visible: {escape(gpus.note)}", highlight=False)
+    else:
+        err.print("GPUs: " + ", ".join(f"cuda:{g.index} {escape(g.name)} ({g.capability[0]}.{g.capability[1]})"
+                                       for g in gpus.gpus) + f"; driver CUDA {gpus.driver_cuda}", highlight=False)  # fmt: skip
+    err.print(f"torch {torch.version or '(not installed)'}, CUDA {torch.cuda or 'none (CPU build)'}", highlight=False)
+    for warning in plan.warnings:
+        err.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
+    table = Table(title=f"{len(plan.candidates)} wheel(s) of {plan.project} from {plan.source}")
+    table.add_column("wheel", overflow="fold")
+    table.add_column("verdict", overflow="fold")
+    for c in decision.considered:
+        mark = "[green]chosen[/]" if c is decision.chosen else (escape(c.rejected) or ("fits" if plan.targets else "-"))
+        table.add_row(escape(c.candidate.filename), mark)
+    err.print(table)
+    if decision.chosen:
+        out.print(f"[bold]Chosen:[/] {escape(decision.chosen.candidate.filename)}: {escape(decision.reason)}",
+                  highlight=False)  # fmt: skip
+    else:
+        out.print(f"[bold]Nothing chosen:[/] {escape(decision.reason)}", highlight=False)
+        if plan.fix:
+            out.print(f"[bold]Instead:[/] {escape(plan.fix)}", highlight=False, soft_wrap=True)
 
 
 def _age(seconds: float) -> str:

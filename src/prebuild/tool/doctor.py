@@ -341,7 +341,7 @@ def installed_native_project(dist, check_load: bool) -> InstalledProject | None:
 
 
 def gather(env: dict[str, str] | None = None, check_load: bool = True) -> Facts:
-    from prebuild import _OPS  # noqa: PLC0415
+    from prebuild.ops import OPS  # noqa: PLC0415
     from prebuild.tool.gpus import query_gpus, torch_info  # noqa: PLC0415
     from prebuild.runtime.loader import STRICT_ENV  # noqa: PLC0415
 
@@ -357,7 +357,7 @@ def gather(env: dict[str, str] | None = None, check_load: bool = True) -> Facts:
         gpus=query_gpus(env),
         locks=find_jit_locks(extension_roots(env, home)),
         load_error=load_check() if check_load and manifest is not None and not install_error else None,
-        ops=tuple(sorted(_OPS)),
+        ops=tuple(sorted(OPS)),
         strict=env.get(STRICT_ENV, "") == "1",
         projects=installed_projects(check_load),
     )

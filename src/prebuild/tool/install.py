@@ -23,7 +23,8 @@ from prebuild.runtime.arch import Arch, CodeKind, arch_for_capability, format_ca
 from prebuild.tool.index import parse_variant
 from prebuild.tool.builder.config import MIN_TORCH_TARGET
 from prebuild.tool.support import torch_minor_of, torch_tag
-from prebuild.tool.gpus import TorchInfo
+import prebuild.tool.gpus as probe
+from prebuild.tool.gpus import GpuQuery, TorchInfo
 from prebuild.runtime.compat import cpu_torch_note, cuda_torch_command, driver_supports, same_cuda_major
 
 
@@ -180,6 +181,62 @@ def cpu_torch_warning(torch: TorchInfo, decision: Decision) -> str | None:
             return (f"{cpu_torch_note(torch.version, variant.cuda_version, archs)}. To use the GPU, first "
                     f"install a CUDA build of torch: {cuda_torch_command(variant.cuda_version, str(MIN_TORCH_TARGET))}")
     return None
+
+
+# --- the whole decision, as `prebuild install` makes it -----------------------------------
+
+
+@dataclass(frozen=True)
+class InstallPlan:
+    """What ``prebuild install`` found and decided (the CLI prints it, then pip installs the chosen
+    wheel unless told not to)."""
+
+    project: str
+    source: str
+    candidates: list[Candidate]
+    gpus: GpuQuery
+    torch: TorchInfo
+    targets: list[Target]
+    decision: Decision
+    fix: str  # what to run instead when nothing fits
+    warnings: list[str]
+
+    @property
+    def exit_code(self) -> int:
+        """0 a wheel was chosen; 3 none fits; 4 no GPU visible and no --arch."""
+        return 0 if self.decision.chosen else (4 if not self.targets else 3)
+
+    def to_dict(self, dry_run: bool) -> dict:
+        data = self.decision.to_dict()
+        data.update(project=self.project, gpus=self.gpus.to_dict(), dry_run=dry_run, warnings=self.warnings,
+                    torch={"version": self.torch.version, "cuda": self.torch.cuda}, fix=self.fix)  # fmt: skip
+        return data
+
+
+def plan_install(project: str, source: str, archs: tuple[Arch, ...] = ()) -> InstallPlan:
+    """The wheels of ``project`` at ``source``, this machine's GPUs (or ``archs`` instead),
+    torch and driver, and the wheel chosen for them. SourceError when ``source`` holds none."""
+    candidates = find_candidates(source, project)
+    gpus, torch = probe.query_gpus(), probe.torch_info()
+    if archs:
+        targets = [Target(f"--arch {a.sm}", a.capability) for a in archs]
+    else:
+        targets = [Target(f"cuda:{g.index} ({g.name})", g.capability) for g in gpus.gpus]
+    decision = select_wheel(candidates, targets, torch.cuda, gpus.driver_cuda, torch.version)
+    note = cpu_torch_warning(torch, decision)
+    return InstallPlan(project, source, candidates, gpus, torch, targets, decision,
+                       no_fit_fix(decision, project, targets), [note] if note else [])  # fmt: skip
+
+
+def pip_install(location: str, output_to_stderr: bool) -> int:
+    """``pip install`` the chosen wheel into this Python; pip's exit status. With
+    ``output_to_stderr`` (``--json``: stdout holds the JSON only) pip's output goes to stderr."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "pip", "install", location]
+    print(f"Running: {' '.join(command)}", file=sys.stderr)
+    return subprocess.run(command, stdout=sys.stderr if output_to_stderr else None).returncode
 
 
 # --- where the wheels are -----------------------------------------------------------------

@@ -27,7 +27,6 @@ import zipfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from build import BuildBackendException, BuildException, ProjectBuilder
 
@@ -37,7 +36,7 @@ from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.cuda_shim import make_cuda_shim, probe_toolkit, write_nvcc_script
 from prebuild.tool.builder.nvcc_shim import is_query, option_value, requested_std
 from prebuild.tool.builder.relabel import relabel_wheel
-from prebuild.tool.builder.wheel import quiet_runner, warnings_to_log
+from prebuild.tool.builder.wheel import BuildProgress, BuiltWheel, WheelVariant, quiet_runner, warnings_to_log
 from prebuild.tool.builder.toolchain import (
     Nvcc,
     Torch,
@@ -197,19 +196,6 @@ def no_extension_message(wheel_name: str, sites: list[str]) -> str:
     )
 
 
-@dataclass(frozen=True)
-class ClassicWheel:
-    path: Path
-    sass_archs: tuple[Arch, ...]
-    ptx_archs: tuple[Arch, ...]
-    manifest: ProjectManifest
-    seconds: float
-
-    @property
-    def size(self) -> int:
-        return self.path.stat().st_size
-
-
 def read_wheel_libraries(wheel: Path) -> tuple[BuiltLibrary, ...]:
     """Every shared library in the wheel with its sha256, size and the archs inside it."""
     found = []
@@ -253,14 +239,14 @@ class ClassicBuilder:
 
     def __init__(self, project: Path, toolchain: ClassicToolchain, work: Path, jobs: int | None = None):
         self.project, self.toolchain, self.work, self.jobs = project, toolchain, work, jobs
+        self.nvcc = toolchain.nvcc
         self._nvcc_wrote: list[Path] | None = None  # by the previous wheel; None: start clean
 
-    def build(self, sass: tuple[Arch, ...], ptx: tuple[Arch, ...], out_dir: Path,
-              on_phase: Callable[[str], None] | None = None,
-              on_note: Callable[[str], None] | None = None) -> ClassicWheel:  # fmt: skip
-        """Build one wheel for exactly these archs into ``out_dir``; ``on_note`` hears what the
-        user should know of it (a raised C++ standard)."""
+    def build(self, variant: WheelVariant, out_dir: Path, progress: BuildProgress) -> BuiltWheel:
+        """Build one wheel for exactly the variant's archs into ``out_dir``; ``progress`` hears
+        its phases and what the user should know of it (a raised C++ standard)."""
         start = time.monotonic()
+        sass, ptx = variant.archs, F.ptx_archs_for(variant.archs, variant.ptx)
         torch, nvcc, shim, project = self.toolchain.torch, self.toolchain.nvcc, self.toolchain.shim, self.project
         variant_dir = self.work / F.local_version_label(nvcc.version, sass, ptx)
         shutil.rmtree(variant_dir, ignore_errors=True)
@@ -277,8 +263,7 @@ class ClassicBuilder:
             "TORCH_CUDA_ARCH_LIST": torch_cuda_arch_list(sass, ptx), "MAX_JOBS": str(max_jobs),
             "FORCE_CUDA": "1",  # projects that skip CUDA when no GPU is visible
         }  # fmt: skip
-        if on_phase:
-            on_phase("compiling (the project's own build" + (f", {kept} host objects reused)" if kept else ")"))
+        progress.phase("compiling (the project's own build" + (f", {kept} host objects reused)" if kept else ")"))
         builder = ProjectBuilder(project, python_executable=sys.executable, runner=quiet_runner(build_log, env))
         with warnings_to_log(build_log):
             missing = builder.check_dependencies("wheel")
@@ -296,8 +281,7 @@ class ClassicBuilder:
                 text = build_log.read_text(encoding="utf-8", errors="replace") if build_log.exists() else str(exc)
                 raise BuildError(f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}",
                                  log=build_log) from exc  # fmt: skip
-            if on_phase:
-                on_phase("checking the archs in every library")
+            progress.phase("checking the archs in every library")
             libraries = read_wheel_libraries(built)
             if not libraries:
                 raise BuildError(no_extension_message(built.name, jit_sites(project)))
@@ -311,17 +295,16 @@ class ClassicBuilder:
                 sass_archs=tuple(sorted(sass)), ptx_archs=tuple(sorted(ptx)), libraries=libraries,
                 nvcc_calls=tuple(calls), cxx_standard=CxxStandard(self.toolchain.cxx_standard, raised),
             )  # fmt: skip
-            if on_phase:
-                on_phase("writing the wheel")
+            progress.phase("writing the wheel")
             # relabel_wheel keeps a project's own local label in front of this one.
             label = F.classic_local_label(torch.version_string, nvcc.version, sass, ptx)
             final = relabel_wheel(built, out_dir, label, F.torch_pin(torch.version_string), manifest.to_json())
-        if raised and on_note:
+        if raised:
             compiles = sum(1 for c in calls if not is_query(c.given))
-            on_note(raised_note(raised, compiles, self.toolchain.cxx_standard, torch.version_string))
+            progress.note(raised_note(raised, compiles, self.toolchain.cxx_standard, torch.version_string))
         # No nvcc call seen (a project calling its own nvcc): nothing is known, nothing kept.
         self._nvcc_wrote = nvcc_outputs([list(c.run) for c in calls]) if calls else None
-        return ClassicWheel(final, sass, ptx, manifest, time.monotonic() - start)
+        return BuiltWheel(final, variant, manifest.sass_archs, manifest.ptx_archs, manifest, time.monotonic() - start)
 
 
 def raised_note(raised: tuple[tuple[str, int], ...], total: int, needed: str, torch_version: str) -> str:

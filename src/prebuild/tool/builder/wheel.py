@@ -1,5 +1,7 @@
-"""``prebuild wheel``: one wheel per arch (or one fat wheel), each built, checked, then moved
-into the output directory in one step, so an output directory never holds a partial wheel.
+"""What every wheel build shares (the variants, the result, the progress it reports, the atomic
+placing and the lock files) and the native builder: one wheel per arch (or one fat wheel) of a
+``[tool.prebuild]`` project, each built, checked, then moved into the output directory in one
+step, so an output directory never holds a partial wheel. ``pipeline`` runs the builders.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import warnings
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Protocol, Sequence
 
 from build import BuildBackendException, ProjectBuilder
 from filelock import FileLock, Timeout
@@ -25,7 +27,8 @@ from prebuild.tool.builder import processes
 from prebuild.tool.builder.compile import BuildError, ProgressCallback, compile_libraries, default_build_dir
 from prebuild.tool.builder.config import KernelProject
 from prebuild.tool.inspection import InspectionError, inspect_wheel
-from prebuild.runtime.manifest import Manifest, ManifestError
+from prebuild.runtime.manifest import Manifest, ManifestError, ProjectManifest
+from prebuild.tool.builder.toolchain import Nvcc
 
 
 @dataclass(frozen=True)
@@ -52,22 +55,53 @@ def plan_variants(archs: Sequence[Arch], fat: bool, ptx: bool) -> list[WheelVari
 
 @dataclass(frozen=True)
 class BuiltWheel:
+    """A wheel in the output directory, checked against its binaries: what every builder returns."""
+
     path: Path
     variant: WheelVariant
-    manifest: Manifest
+    sass_archs: tuple[Arch, ...]  # read back from its libraries
+    ptx_archs: tuple[Arch, ...]
+    manifest: Manifest | ProjectManifest  # a native wheel's _manifest.json, a classic one's prebuild.json
     seconds: float
 
     @property
     def size(self) -> int:
         return self.path.stat().st_size
 
-    @property
-    def sass_archs(self) -> tuple[Arch, ...]:
-        return self.manifest.sass_archs
 
-    @property
-    def ptx_archs(self) -> tuple[Arch, ...]:
-        return self.manifest.ptx_archs
+class BuildProgress(Protocol):
+    """What a builder tells while it builds one wheel (the CLI shows it live)."""
+
+    def phase(self, text: str) -> None:
+        """The build moved on: "compiling", "packaging", "waiting for another build (...)"."""
+
+    def step(self, done: int, total: int, what: str) -> None:
+        """A compile step finished (``done`` of ``total``)."""
+
+    def note(self, text: str) -> None:
+        """Something the user should know of this wheel (a raised C++ standard)."""
+
+
+class SilentProgress:
+    """A BuildProgress that tells nobody."""
+
+    def phase(self, text: str) -> None:
+        pass
+
+    def step(self, done: int, total: int, what: str) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+
+class WheelBuilder(Protocol):
+    """One kind of project's builder: NativeBuilder here, classic.ClassicBuilder."""
+
+    nvcc: Nvcc
+
+    def build(self, variant: WheelVariant, out_dir: Path, progress: BuildProgress) -> BuiltWheel:
+        """Build one wheel of exactly the variant's archs, check it and place it in ``out_dir``."""
 
 
 def check_embedded_archs(wheel: Path) -> Manifest:
@@ -144,6 +178,21 @@ def exclusive_build(
         yield
 
 
+@dataclass
+class NativeBuilder:
+    """The wheels of a native project, built in place (objects kept in ``build_dir``)."""
+
+    project: KernelProject
+    nvcc: Nvcc
+    jobs: int | None = None
+    build_dir: Path | None = None
+    compress: bool = True
+
+    def build(self, variant: WheelVariant, out_dir: Path, progress: BuildProgress) -> BuiltWheel:
+        return build_wheel(self.project, variant, out_dir, jobs=self.jobs, build_dir=self.build_dir,
+                           compress=self.compress, on_progress=progress.step, on_phase=progress.phase)  # fmt: skip
+
+
 def build_wheel(
     project: KernelProject,
     variant: WheelVariant,
@@ -203,7 +252,7 @@ def _build_locked(
                 f"expected {variant.archs}/{options.ptx_archs}"
             )
         final = place_atomically(built, out_dir)
-    return BuiltWheel(final, variant, manifest, time.monotonic() - start)
+    return BuiltWheel(final, variant, manifest.sass_archs, manifest.ptx_archs, manifest, time.monotonic() - start)
 
 
 def place_atomically(built: Path, out_dir: Path, filename: str | None = None) -> Path:

@@ -1,0 +1,229 @@
+"""How ``prebuild wheel`` builds, for every kind of project, top to bottom (``build_wheels``):
+
+1. **plan**: the archs parsed, the wheels planned (one per arch, or one fat one) and a
+   ``--lock`` name that can hold them: nothing touched yet.
+2. **preflight**: the toolchain for what is known of the project: torch, nvcc, the archs it
+   can build and its CUDA against torch's; for a classic project also a CUDA build of torch
+   and a shim toolkit that compiles CUDA headers. Then the output directory, written to.
+3. **resolve**: the project. A native one (``[tool.prebuild]``) is built in place; another is
+   copied, unpacked or downloaded into the workspace, and a classic one found only now gets
+   its own preflight.
+4. **builder**: ``wheel.NativeBuilder`` or ``classic.ClassicBuilder``, the two implementations
+   of ``wheel.WheelBuilder``.
+5. **build** each wheel: compiled, packaged, checked against its binaries (the archs really
+   inside every library), placed in the output directory atomically (``wheel.BuiltWheel``).
+6. **lock**: one requirements file per wheel pinning its sha256 (``--lock``).
+
+An error before step 5 is the request's (``WheelError.exit_code`` 2), from step 5 on the
+build's (1). The workspace (a temporary directory, unless ``--build-dir``) has one owner,
+``workspace``: removed whatever the outcome, a failed build's log moved out of it first, to
+where the error message says. What the build tells as it goes goes to a ``Reporter``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, NamedTuple, Protocol
+
+from prebuild.runtime.arch import ArchError, parse_arch_list
+from prebuild.tool.builder import classic
+from prebuild.tool.builder import flags as F
+from prebuild.tool.builder.compile import BuildError, preflight
+from prebuild.tool.builder.config import read_config
+from prebuild.tool.builder.project import CLASSIC, NATIVE, DownloadError, Project, project_kind, resolve_project
+from prebuild.tool.builder.toolchain import Nvcc, Torch, ToolchainError
+from prebuild.tool.builder.wheel import (
+    BuildProgress,
+    BuiltWheel,
+    NativeBuilder,
+    WheelBuilder,
+    WheelVariant,
+    check_lock_target,
+    plan_variants,
+    prepare_output_dir,
+    write_lock,
+)
+
+# What a request or a build can fail with, said in one message (anything else is a bug).
+FAILURES = (ArchError, ValueError, ToolchainError, BuildError)
+
+
+@dataclass(frozen=True)
+class WheelRequest:
+    """What ``prebuild wheel`` was asked: its options, as data."""
+
+    project: str | None  # a directory, an sdist, a requirement; None: the project around the cwd
+    archs: tuple[str, ...]  # as given: "sm_80,sm_90", "9.0", ...
+    out_dir: Path = Path("dist")
+    fat: bool = False
+    ptx: bool = False
+    jobs: int | None = None
+    build_dir: Path | None = None  # objects kept here; None: a temporary workspace
+    compress: bool = True
+    lock: str | None = None  # a lock file name, "{variant}" in it for several wheels
+
+
+class Reporter(Protocol):
+    """Where a build's story goes as it happens (the CLI prints it)."""
+
+    def fetching(self, spec: str) -> None:
+        """The project's source is being downloaded with pip."""
+
+    def starting(self, variants: list[WheelVariant], nvcc: Nvcc, origin: str, out_dir: Path) -> None:
+        """Every check passed; the wheels are built next."""
+
+    def wheel(self, variant: WheelVariant) -> BuildProgress:
+        """One wheel's build starts; the returned sink hears its progress."""
+
+    def built(self, wheel: BuiltWheel) -> None:
+        """That wheel is in the output directory."""
+
+    def failed(self, variant: WheelVariant, interrupted: bool) -> None:
+        """That wheel's build stopped: an error, or Ctrl-C (``interrupted``)."""
+
+
+@dataclass(frozen=True)
+class BuiltWheels:
+    wheels: list[BuiltWheel]
+    locks: list[Path]  # --lock: one per wheel
+    seconds: float
+
+
+class WheelError(Exception):
+    """``prebuild wheel`` failed; the message says why and what to do. ``exit_code``: 2 for the
+    request (before anything was compiled), 1 for the build."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class Toolchain(NamedTuple):
+    """What the preflight of a native (or not yet known) project found."""
+
+    torch: Torch
+    nvcc: Nvcc
+
+
+def build_wheels(request: WheelRequest, report: Reporter) -> BuiltWheels:
+    """Build the wheels ``request`` asks for (steps 1-6 above); WheelError says why not."""
+    stage = 2
+    with workspace(request.build_dir) as work:
+        try:
+            variants = plan(request)
+            kind = project_kind(request.project)  # None: an sdist or requirement, known once unpacked
+            toolchain = check_before_building(request, variants, kind, work.path)
+            project = resolve(request.project, work.path, toolchain, report)
+            builder = make_builder(project, toolchain, request, variants, work.path)
+            report.starting(variants, builder.nvcc, project.origin, request.out_dir)
+            stage = 1
+            started = time.monotonic()
+            wheels = [build_one(builder, variant, request.out_dir, report) for variant in variants]
+            locks = [write_lock(request.lock, w.path) for w in wheels] if request.lock is not None else []
+            return BuiltWheels(wheels, locks, time.monotonic() - started)
+        except FAILURES as exc:
+            raise WheelError(work.message(exc), stage) from None
+
+
+def plan(request: WheelRequest) -> list[WheelVariant]:
+    """Step 1: the archs, the wheels, the lock file's name."""
+    variants = plan_variants(parse_arch_list(",".join(request.archs)), fat=request.fat, ptx=request.ptx)
+    if request.lock is not None:
+        check_lock_target(request.lock, len(variants))
+    return variants
+
+
+def archs_of(variants: list[WheelVariant]) -> tuple:
+    return tuple(sorted({a for v in variants for a in v.archs}))
+
+
+def check_before_building(request: WheelRequest, variants: list[WheelVariant], kind: str | None,
+                          work: Path) -> Toolchain | classic.ClassicToolchain:  # fmt: skip
+    """Step 2: everything that can fail before the project is copied, downloaded, locked or
+    compiled: the toolchain (a classic project's own when it is known to be one), then the
+    output directory."""
+    archs = archs_of(variants)
+    if kind == CLASSIC:
+        toolchain = classic.preflight_classic(archs, work)
+    else:  # what every build needs (a classic one's checks follow once it is known)
+        toolchain = Toolchain(*preflight(F.BuildOptions(archs=archs, ptx=request.ptx, jobs=request.jobs)))
+    prepare_output_dir(request.out_dir)
+    return toolchain
+
+
+def resolve(spec: str | None, work: Path, toolchain, report: Reporter) -> Project:
+    """Step 3: the project, copied, unpacked or downloaded into ``work`` (a native directory
+    stays where it is)."""
+    if spec is not None and not Path(spec).expanduser().exists():
+        report.fetching(spec)
+    try:
+        return resolve_project(spec, work)
+    except DownloadError as exc:
+        if exc.metadata_failed and toolchain.torch.cuda is None:
+            # pip runs the project's setup.py to read its name, and a classic one fails there
+            # under a CPU torch: say what a directory or an sdist is told at once.
+            detail = f"pip could not even read {spec}'s metadata: its setup.py failed with {exc.reason}"
+            raise classic.cpu_torch_error(toolchain.torch, detail) from None
+        raise
+
+
+def make_builder(project: Project, toolchain, request: WheelRequest, variants: list[WheelVariant],
+                 work: Path) -> WheelBuilder:  # fmt: skip
+    """Step 4: the builder for the project's kind."""
+    if project.kind == NATIVE:
+        return NativeBuilder(read_config(project.source), toolchain.nvcc, jobs=request.jobs,
+                             build_dir=request.build_dir, compress=request.compress)  # fmt: skip
+    if not isinstance(toolchain, classic.ClassicToolchain):  # an sdist or requirement turned out classic
+        toolchain = classic.preflight_classic(archs_of(variants), work)
+    return classic.ClassicBuilder(project.source, toolchain, work, jobs=request.jobs)
+
+
+def build_one(builder: WheelBuilder, variant: WheelVariant, out_dir: Path, report: Reporter) -> BuiltWheel:
+    """Step 5, for one wheel: the builder compiles, packages, checks and places it."""
+    progress = report.wheel(variant)
+    try:
+        wheel = builder.build(variant, out_dir, progress)
+    except BaseException as exc:
+        report.failed(variant, interrupted=not isinstance(exc, Exception))
+        raise
+    report.built(wheel)
+    return wheel
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where a build keeps its work: the project's private copy, downloads, objects, logs."""
+
+    path: Path
+    temporary: bool  # removed at the end (no --build-dir)
+
+    def message(self, exc: Exception) -> str:
+        """``exc``'s message. A temporary workspace is about to go: a build log the error names
+        (``exc.log``) is moved beside it first, and the message names its new place."""
+        message, log = str(exc), getattr(exc, "log", None)
+        if self.temporary and log is not None and Path(log).is_file() and Path(log).resolve().is_relative_to(
+            self.path.resolve()
+        ):  # fmt: skip
+            kept = Path(tempfile.gettempdir()) / f"{self.path.name}.log"
+            shutil.move(str(log), kept)
+            message = message.replace(str(log), str(kept))
+        return message
+
+
+@contextmanager
+def workspace(build_dir: Path | None) -> Iterator[Workspace]:
+    """``build_dir`` (the user's, kept), or a temporary directory that no outcome leaves
+    behind: success, an error or Ctrl-C."""
+    if build_dir is not None:
+        yield Workspace(build_dir, temporary=False)
+        return
+    path = Path(tempfile.mkdtemp(prefix="prebuild-wheel-"))
+    try:
+        yield Workspace(path, temporary=True)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

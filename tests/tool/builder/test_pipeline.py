@@ -1,0 +1,185 @@
+"""The build pipeline's own logic, without compiling: which errors come before anything is
+touched (exit 2) and which are the build's (exit 1), the events a reporter hears, and the
+workspace that no outcome leaves behind. (Real builds through the CLI: test_wheel_build.py and
+test_classic_build.py.)"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from prebuild.runtime.arch import ArchError, parse_arch_list
+from prebuild.tool.builder import pipeline
+from prebuild.tool.builder.compile import BuildError
+from prebuild.tool.builder.pipeline import WheelError, WheelRequest, build_wheels
+from prebuild.tool.builder.project import DownloadError
+from prebuild.tool.builder.toolchain import Torch
+from prebuild.tool.builder.wheel import BuiltWheel, WheelVariant
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class Recorder:
+    """A Reporter that writes down what it hears."""
+
+    def __init__(self):
+        self.events: list[tuple] = []
+
+    def fetching(self, spec):
+        self.events.append(("fetching", spec))
+
+    def starting(self, variants, nvcc, origin, out_dir):
+        self.events.append(("starting", [v.name for v in variants]))
+
+    def wheel(self, variant):
+        self.events.append(("wheel", variant.name))
+        return self
+
+    def phase(self, text):
+        self.events.append(("phase", text))
+
+    def step(self, done, total, what):
+        pass
+
+    def note(self, text):
+        self.events.append(("note", text))
+
+    def built(self, wheel):
+        self.events.append(("built", wheel.path.name))
+
+    def failed(self, variant, interrupted):
+        self.events.append(("failed", variant.name, interrupted))
+
+
+class FakeBuilder:
+    """A WheelBuilder that compiles nothing: it writes an empty file, or raises."""
+
+    def __init__(self, nvcc, raises: BaseException | None = None):
+        self.nvcc, self.raises = nvcc, raises
+
+    def build(self, variant, out_dir, progress):
+        progress.phase("compiling")
+        if self.raises is not None:
+            raise self.raises
+        path = out_dir / f"demo-1.0+cu130.{variant.archs[0].sm.replace('_', '')}-py3-none-any.whl"
+        path.write_bytes(b"")
+        return BuiltWheel(path, variant, variant.archs, (), None, 0.1)
+
+
+@pytest.fixture
+def fake_builder(monkeypatch):
+    """make_builder returns a FakeBuilder (with the nvcc the real preflight found)."""
+    made = {}
+
+    def use(raises=None):
+        def make(project, toolchain, request, variants, work):
+            made["work"] = work
+            return FakeBuilder(toolchain.nvcc, raises)
+
+        monkeypatch.setattr(pipeline, "make_builder", make)
+        return made
+
+    return use
+
+
+def temporary_workspaces() -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob("prebuild-wheel-*"))
+
+
+def test_plan_refuses_bad_archs_and_a_lock_name_for_several_wheels():
+    with pytest.raises(ArchError):
+        pipeline.plan(WheelRequest(None, ("sm_8x",)))
+    with pytest.raises(ValueError, match=r"\{variant\}"):
+        pipeline.plan(WheelRequest(None, ("sm_80,sm_90",), lock="one.lock"))
+    fat = pipeline.plan(WheelRequest(None, ("sm_90", "8.0"), fat=True, lock="one.lock"))
+    assert [v.name for v in fat] == ["sm_80,sm_90"]
+
+
+def test_request_errors_exit_2_before_the_project_is_touched(tmp_path, fake_builder):
+    made = fake_builder()
+    before = temporary_workspaces()
+    out_file = tmp_path / "a-file"
+    out_file.write_text("")
+    for request in (WheelRequest(str(ROOT), ("sm_13",), tmp_path / "dist"),  # nvcc cannot build it
+                    WheelRequest(str(ROOT), ("sm_80",), out_file)):  # --out is a file  # fmt: skip
+        with pytest.raises(WheelError) as caught:
+            build_wheels(request, Recorder())
+        assert caught.value.exit_code == 2
+    assert "work" not in made  # no builder was made: nothing compiled
+    assert temporary_workspaces() == before
+
+
+def test_a_build_error_exits_1_and_the_reporter_hears_the_failure(tmp_path, fake_builder):
+    fake_builder(raises=BuildError("nvcc said no"))
+    report = Recorder()
+    with pytest.raises(WheelError, match="nvcc said no") as caught:
+        build_wheels(WheelRequest(str(ROOT), ("sm_80",), tmp_path / "dist"), report)
+    assert caught.value.exit_code == 1
+    assert report.events == [("starting", ["sm_80"]), ("wheel", "sm_80"), ("phase", "compiling"),
+                             ("failed", "sm_80", False)]  # fmt: skip
+
+
+def test_ctrl_c_propagates_after_the_reporter_hears_it(tmp_path, fake_builder):
+    fake_builder(raises=KeyboardInterrupt())
+    report = Recorder()
+    before = temporary_workspaces()
+    with pytest.raises(KeyboardInterrupt):
+        build_wheels(WheelRequest(str(ROOT), ("sm_80",), tmp_path / "dist"), report)
+    assert report.events[-1] == ("failed", "sm_80", True)
+    assert temporary_workspaces() == before
+
+
+def test_every_wheel_is_built_reported_and_locked(tmp_path, fake_builder):
+    fake_builder()
+    report = Recorder()
+    result = build_wheels(WheelRequest(str(ROOT), ("sm_90,sm_80",), tmp_path / "dist",
+                                       lock=str(tmp_path / "locks" / "{variant}.txt")), report)  # fmt: skip
+    assert [w.variant.name for w in result.wheels] == ["sm_80", "sm_90"]  # in arch order
+    assert [e for e in report.events if e[0] == "built"] == [("built", w.path.name) for w in result.wheels]
+    assert [p.name for p in result.locks] == ["cu130-sm80.txt", "cu130-sm90.txt"]  # one per wheel
+    assert [p.read_text().count(" --hash=sha256:") for p in result.locks] == [1, 1]
+
+
+def test_a_temporary_workspace_keeps_only_the_log_the_error_names():
+    with pytest.raises(WheelError) as caught:
+        with pipeline.workspace(None) as work:
+            log = work.path / "variant" / "build.log"
+            log.parent.mkdir()
+            log.write_text("the compiler's words")
+            try:
+                raise BuildError(f"the build failed (full log: {log})", log=log)
+            except BuildError as exc:
+                raise WheelError(work.message(exc), 1) from None
+    assert not work.path.exists()
+    kept = Path(tempfile.gettempdir()) / f"{work.path.name}.log"
+    try:
+        assert str(caught.value) == f"the build failed (full log: {kept})"
+        assert kept.read_text() == "the compiler's words"
+    finally:
+        kept.unlink()
+
+
+def test_a_build_directory_is_the_users_and_stays(tmp_path):
+    log = tmp_path / "build.log"
+    log.write_text("x")
+    with pipeline.workspace(tmp_path) as work:
+        assert work.message(BuildError(f"see {log}", log=log)) == f"see {log}"  # nothing moved
+    assert log.is_file() and tmp_path.is_dir()
+
+
+def test_a_requirement_whose_setup_py_needs_cuda_gets_the_cpu_torch_refusal(monkeypatch, tmp_path):
+    def fail(spec, work):
+        raise DownloadError("pip failed", metadata_failed=True, reason="OSError: CUDA_HOME is not set")
+
+    monkeypatch.setattr(pipeline, "resolve_project", fail)
+    cpu = pipeline.Toolchain(Torch(Version("2.13.0"), "2.13.0+cpu", None, (), Path("/torch")), None)
+    with pytest.raises(Exception, match="is a CPU build") as caught:
+        pipeline.resolve("gsplat==1.5.3", tmp_path, cpu, Recorder())
+    assert "CUDA_HOME is not set" in str(caught.value)
+
+
+def test_variants_name_their_archs():
+    assert WheelVariant(parse_arch_list("sm_80,sm_90"), True).name == "sm_80,sm_90 +PTX"
