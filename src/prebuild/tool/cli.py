@@ -134,6 +134,7 @@ def wheel(
         raise _fail(str(exc), code=exc.exit_code) from None
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
+        console.close()
     console.summary(result, out_dir)
 
 
@@ -156,6 +157,7 @@ class _WheelConsole:
                                  TextColumn("{task.fields[step]}", style="dim"), TimeElapsedColumn(), console=err,
                                  transient=False)  # fmt: skip
         self.tasks: dict = {}
+        self.live = False  # the live lines are shown
 
     def fetching(self, spec: str) -> None:
         err.print(f"Fetching the source of {escape(spec)} with pip", highlight=False)
@@ -164,6 +166,7 @@ class _WheelConsole:
         err.print(f"Building {len(variants)} wheel(s) with nvcc {nvcc.version} ({nvcc.path}) from {origin} into "
                   f"{out_dir}/")  # fmt: skip
         self.progress.start()
+        self.live = True
 
     def wheel(self, variant) -> "_WheelLine":
         self.tasks[variant] = self.progress.add_task("", total=None, variant=variant.name, phase="", step="")
@@ -175,10 +178,15 @@ class _WheelConsole:
 
     def failed(self, variant, interrupted: bool) -> None:
         self.progress.update(self.tasks[variant], phase="[red]interrupted[/]" if interrupted else "[red]failed[/]")
-        self.progress.stop()
+        self.close()
+
+    def close(self) -> None:
+        """The live lines end, before an error or the summary is printed."""
+        if self.live:
+            self.progress.stop()
+            self.live = False
 
     def summary(self, result, out_dir: Path) -> None:
-        self.progress.stop()
         out.print(f"[bold]{len(result.wheels)} wheel(s) in {escape(str(out_dir))}/, {result.seconds:.0f} s:[/]",
                   highlight=False)  # fmt: skip
         width = max(len(w.path.name) for w in result.wheels)

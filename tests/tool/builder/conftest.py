@@ -52,3 +52,21 @@ def objects_with_cpu_library(built_wheel, shared_objects, tmp_path) -> Path:
     objects = tmp_path / "objects"
     shutil.copytree(host_build_dir(shared_objects), host_build_dir(objects))
     return objects
+
+
+def pytest_collection_finish(session) -> None:
+    """The torch releases test_torch_versions.py will check download in the background from now
+    on (torch_venvs.py: only where the disk has room for all of them at once)."""
+    import torch_venvs
+
+    versions = sorted({item.callspec.params["version"] for item in session.items
+                       if item.path.name == "test_torch_versions.py" and hasattr(item, "callspec")})  # fmt: skip
+    started = torch_venvs.prefetch(versions) if versions else []
+    if started:
+        print(f"\ntorch {', '.join(started)}: downloading in the background (.venv-torch-*.log)")
+
+
+def pytest_sessionfinish(session) -> None:
+    import torch_venvs
+
+    torch_venvs.stop_prefetch()

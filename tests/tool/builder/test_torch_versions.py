@@ -5,26 +5,24 @@ there (no GPU needed to load), every stable-ABI function it needs is exported th
 gives fused_ssim and rasterization, forward and backward, the values it gives in torch 2.13.
 
 Every run checks the oldest release the target allows and the newest one (both CUDA builds,
-gigabytes: each venv is made as ``.venv-torch-<version>`` in the checkout, and kept for the next
-run only while the disk keeps ``KEEP_FREE`` free beside it, so that a CI machine with a small
-disk holds one of them at a time); ``scripts/torch_versions.sh`` runs every release in between
-too (PREBUILD_TORCH_VERSIONS).
+gigabytes: torch_venvs.py makes them, in the background from the session's start where the
+disk has room); ``scripts/torch_versions.sh`` runs every release in between too
+(PREBUILD_TORCH_VERSIONS).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 import pytest
 from packaging.version import Version
 
 from prebuild.tool.builder.config import read_config
+from torch_venvs import UNCAPPED, ensure, release, versions_to_check
 
 pytestmark = pytest.mark.slow
 
@@ -32,13 +30,7 @@ ROOT = Path(__file__).resolve().parents[3]
 TARGET = read_config(ROOT).torch_target
 OLDEST = f"{TARGET}.0"
 NEWEST = "2.15.0"  # a CUDA 13.2 build, above pip's local cap (torch<=2.14.1): lifted for it
-VERSIONS = os.environ.get("PREBUILD_TORCH_VERSIONS", f"{OLDEST},{NEWEST}").split(",")
-# pip's configuration caps torch here; an empty constraint file lifts the cap for these venvs.
-# No cache: pip would keep a second copy of the gigabytes it downloads.
-UNCAPPED = {**os.environ, "PIP_CONSTRAINT": "/dev/null", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_CACHE_DIR": "1"}
-GB = 1 << 30
-NEEDED_FREE = 12 * GB  # a CUDA build of torch: 7.0 GB installed (2.10.0, CUDA 12.8), its downloads beside
-KEEP_FREE = 40 * GB  # a venv is kept for the next run only if this much stays free
+VERSIONS = versions_to_check(OLDEST, NEWEST)
 
 # fused_ssim and rasterization, forward and backward, on inputs made without an RNG (a
 # generator's stream could change between releases): what the libraries compute, and whether
@@ -80,22 +72,6 @@ print(json.dumps({
 """
 
 
-def torch_venv(version: str) -> Path:
-    """``.venv-torch-<version>``: a venv holding that torch (and numpy, which torch warns
-    without); made on first use, then reused. Returns its python."""
-    path = ROOT / f".venv-torch-{version}"
-    python = path / "bin" / "python"
-    if not python.exists():
-        free = shutil.disk_usage(ROOT).free
-        if free < NEEDED_FREE:
-            pytest.fail(f"torch {version} needs {NEEDED_FREE / GB:.0f} GB free on {ROOT}'s disk, "
-                        f"which has {free / GB:.1f} GB free")  # fmt: skip
-        venv.create(path, with_pip=True)
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", f"torch=={version}", "numpy"], check=True,
-                   timeout=3000, env=UNCAPPED)  # fmt: skip
-    return python
-
-
 def dynamic_symbols(library: Path, defined: bool) -> set[str]:
     """The names in a library's dynamic symbol table, defined (exported) or undefined (needed)."""
     which = "--defined-only" if defined else "--undefined-only"
@@ -126,15 +102,13 @@ def test_the_target_is_the_oldest_release_the_headers_allow():
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_wheel_runs_in_torch(version, built_wheel, reference, venv_copy, tmp_path):
     wheel = built_wheel("sm_80")
-    template = torch_venv(version).parent.parent
-    python = venv_copy(template)
+    python = venv_copy(ensure(version).parent.parent)
     try:
         check_the_wheel(version, wheel, python, reference, tmp_path)
     finally:
         # The copy's hard links would keep the template's gigabytes on disk after it is removed.
         shutil.rmtree(python.parent.parent)
-        if shutil.disk_usage(ROOT).free < KEEP_FREE:
-            shutil.rmtree(template)
+        release(version)
 
 
 def check_the_wheel(version: str, wheel: Path, python: Path, reference: dict, tmp_path: Path) -> None:

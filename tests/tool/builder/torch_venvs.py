@@ -1,0 +1,97 @@
+"""The venvs of other torch releases (``.venv-torch-<version>`` in the checkout: CUDA builds
+from the registry, gigabytes each) for test_torch_versions.py.
+
+Downloading them is the network's work, not the CPU's, so when the session will use them they
+are made in the background from the start of the session (``prefetch``, called by this
+folder's conftest once the tests are collected), while other tests compile; ``ensure`` waits
+for one. Only where the disk has room for all of them at once: otherwise each is made when
+its test starts, and removed after it (test_torch_versions.py), one at a time."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+GB = 1 << 30
+NEEDED_FREE = 12 * GB  # a CUDA build of torch: 7.0 GB installed (2.10.0, CUDA 12.8), its downloads beside
+KEEP_FREE = 40 * GB  # a venv is kept for the next run only if this much stays free
+PREFETCH_SPARE = 10 * GB  # what must stay free while all of them download at once
+# pip's configuration caps torch here; an empty constraint file lifts the cap for these venvs.
+# No cache: pip would keep a second copy of the gigabytes it downloads.
+UNCAPPED = {**os.environ, "PIP_CONSTRAINT": "/dev/null", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_CACHE_DIR": "1"}
+
+_background: dict[str, subprocess.Popen] = {}
+
+
+def versions_to_check(oldest: str, newest: str) -> list[str]:
+    """The releases test_torch_versions.py checks: the oldest the target allows and the newest,
+    or PREBUILD_TORCH_VERSIONS (scripts/torch_versions.sh: every release in between)."""
+    return os.environ.get("PREBUILD_TORCH_VERSIONS", f"{oldest},{newest}").split(",")
+
+
+def venv_path(version: str) -> Path:
+    return ROOT / f".venv-torch-{version}"
+
+
+def _install(version: str) -> list[str]:
+    # numpy as most torch users have it (torch warns without it)
+    return [str(venv_path(version) / "bin" / "python"), "-m", "pip", "install", "--quiet", f"torch=={version}", "numpy"]
+
+
+def prefetch(versions: list[str]) -> list[str]:
+    """Start making the missing venvs of ``versions`` in the background, all at once, if the
+    disk has room for all of them; returns the versions started."""
+    missing = [v for v in versions if not (venv_path(v) / "bin" / "python").exists() and v not in _background]
+    if not missing or shutil.disk_usage(ROOT).free < len(missing) * NEEDED_FREE + PREFETCH_SPARE:
+        return []
+    for version in missing:
+        path, log = venv_path(version), ROOT / f".venv-torch-{version}.log"
+        script = f"{shlex.quote(sys.executable)} -m venv {shlex.quote(str(path))} && {shlex.join(_install(version))}"
+        with open(log, "w") as out:
+            _background[version] = subprocess.Popen(["bash", "-c", script], stdout=out, stderr=subprocess.STDOUT,
+                                                    env=UNCAPPED, start_new_session=True)  # fmt: skip
+    return missing
+
+
+def stop_prefetch() -> None:
+    """The session ends: a download nobody waited for is stopped (its venv is finished, or made
+    again, by the next run's ensure)."""
+    for proc in _background.values():
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+    _background.clear()
+
+
+def ensure(version: str) -> Path:
+    """The python of ``.venv-torch-<version>`` with that torch: waits for its background
+    download, or makes it now. pip's second run finds it installed (or finishes what a stopped
+    download left)."""
+    proc = _background.pop(version, None)
+    if proc is not None:
+        proc.wait(timeout=3000)
+    path = venv_path(version)
+    python = path / "bin" / "python"
+    if not python.exists():
+        free = shutil.disk_usage(ROOT).free
+        if free < NEEDED_FREE:
+            pytest.fail(f"torch {version} needs {NEEDED_FREE / GB:.0f} GB free on {ROOT}'s disk, "
+                        f"which has {free / GB:.1f} GB free")  # fmt: skip
+        venv.create(path, with_pip=True)
+    subprocess.run(_install(version), check=True, timeout=3000, env=UNCAPPED)
+    return python
+
+
+def release(version: str) -> None:
+    """After its test: the venv stays for the next run only while the disk keeps KEEP_FREE."""
+    if shutil.disk_usage(ROOT).free < KEEP_FREE:
+        shutil.rmtree(venv_path(version), ignore_errors=True)
