@@ -16,7 +16,7 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
   setuptools wheel ninja packaging typer rich pyelftools build filelock nvidia-cuda-cuobjdump \
-  pytest hypothesis numpy pyyaml cibuildwheel==4.3.5 pytorch-msssim matplotlib
+  pytest hypothesis numpy pyyaml cibuildwheel==4.3.5 pytorch-msssim matplotlib uv==0.13.9 variantlib==0.2.2
 # PyPI's CUDA compiler (the `toolchain` extra): the tests build with it with /usr/local/cuda hidden.
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
   nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl nvidia-nvvm

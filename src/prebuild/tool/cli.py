@@ -92,6 +92,12 @@ def wheel(
         help="Also write a requirements file pinning the wheel by sha256 (pip install "
         "--require-hashes -r FILE). With several wheels put {variant} in the name: one file each.",
     ),
+    variants: bool = typer.Option(
+        False, "--variants",
+        help="PEP 825 variant wheels: the archs go into a variant label (...-sm90.whl) that uv "
+        "--preview-features wheel-variants matches to the GPU, plus one plain wheel for pip (every "
+        "arch and PTX of the newest) and the variants file an index serves beside them.",
+    ),
 ) -> None:
     """Compile CUDA kernels ahead of time into wheels, one per CUDA arch.
 
@@ -112,6 +118,8 @@ def wheel(
       pip install --require-hashes -r prebuild.lock
 
       prebuild wheel --arch sm_80,sm_90 ./fused-ssim   # another project
+
+      prebuild wheel --arch sm_80,sm_90 --variants     # wheels that pick the GPU
     """
     try:
         from prebuild.tool.builder.pipeline import WheelError, WheelRequest, build_wheels
@@ -119,7 +127,7 @@ def wheel(
         raise _fail(_missing_build_extra(exc)) from None
 
     request = WheelRequest(project, tuple(arch), out_dir, fat=fat, ptx=ptx, jobs=jobs, build_dir=build_dir,
-                           compress=compress, lock=lock)  # fmt: skip
+                           compress=compress, lock=lock, variants=variants)  # fmt: skip
     console = _WheelConsole()
     previous_sigterm = signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill: as Ctrl-C
     try:
@@ -169,7 +177,7 @@ class _WheelConsole:
         self.live = True
 
     def wheel(self, variant) -> "_WheelLine":
-        self.tasks[variant] = self.progress.add_task("", total=None, variant=variant.name, phase="", step="")
+        self.tasks[variant] = self.progress.add_task("", total=None, variant=escape(variant.name), phase="", step="")
         return _WheelLine(self.progress, self.tasks[variant], variant.name)
 
     def built(self, wheel) -> None:
@@ -193,6 +201,10 @@ class _WheelConsole:
         for w in result.wheels:
             archs_text = ",".join([a.sm for a in w.sass_archs] + [a.compute for a in w.ptx_archs])
             out.print(f"  {escape(w.path.name):<{width}}  {archs_text}  {w.size / 1024:.0f} KiB  {w.seconds:.1f} s",
+                      highlight=False, soft_wrap=True)  # fmt: skip
+        if result.variants_file is not None:
+            out.print(f"Variants file {result.variants_file}: serve it beside the wheels (prebuild index), or "
+                      f"uv pip install --preview-features wheel-variants --find-links {out_dir} ...",
                       highlight=False, soft_wrap=True)  # fmt: skip
         for path in result.locks:
             out.print(f"Lock file {path}: pip install --require-hashes -r {path}", highlight=False)
@@ -271,12 +283,15 @@ def inspect(
             lib.sha256[:12],
         )  # fmt: skip
     out.print(table)
+    if report.variant is not None:
+        out.print(f"PEP 825 variant: {escape(report.variant_text)}", highlight=False, soft_wrap=True)
     for d in report.disagreements:
         err.print(f"[bold red]disagrees:[/] {escape(d.file)}: {escape(d.message)}", highlight=False)
     if not report.ok:
         raise typer.Exit(1)
     if report.manifest is not None:
-        out.print("[green]The binaries match the manifest.[/]")
+        agree = " and its variant properties" if report.variant is not None else ""
+        out.print(f"[green]The binaries match the manifest{agree}.[/]")
 
 
 @app.command()
@@ -375,7 +390,15 @@ def index(
 
       pip install prebuild --index-url https://OWNER.github.io/prebuild/simple
     """
-    from prebuild.tool.index import ALL, SiteError, build_index, install_command, usual_index_url
+    from prebuild.tool.index import (
+        ALL,
+        SiteError,
+        build_index,
+        install_command,
+        usual_index_url,
+        variant_commands,
+        variant_projects,
+    )
 
     try:
         indexes = build_index(dist_dir, site)
@@ -393,6 +416,11 @@ def index(
         for project in sorted({w.project for w in wheels}) if key != ALL else ():
             out.print(f"  {escape(install_command(site_url, key, project, extra_index=extra))}", highlight=False,
                       soft_wrap=True)  # fmt: skip
+    for project in variant_projects({p.name: {} for p in (site / "wheels").glob("*-variants.json")}):
+        uv, pip = variant_commands(site_url, project, extra)
+        out.print(f"Any GPU, one command ({escape(project)}'s PEP 825 variant wheels; uv's preview):\n  {escape(uv)}\n"
+                  f"pip knows no variants and gets the plain wheel:\n  {escape(pip)}", highlight=False,
+                  soft_wrap=True)  # fmt: skip
 
 
 @app.command()

@@ -30,8 +30,9 @@ from email.parser import HeaderParser
 from pathlib import Path
 from urllib.parse import quote
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name
 
+from prebuild.tool.variant_wheels import VariantError, merge, parse_filename, parse_label, variants_filename
 from prebuild.runtime.arch import Arch, ArchError, parse_arch
 from prebuild.runtime.manifest import sha256_file
 from prebuild.tool.support import variant_name
@@ -52,11 +53,11 @@ class WheelInfo:
 
     @property
     def project(self) -> str:
-        return str(canonicalize_name(parse_wheel_filename(self.filename)[0]))
+        return str(canonicalize_name(parse_filename(self.filename)[0]))
 
     @property
     def version(self) -> str:
-        return str(parse_wheel_filename(self.filename)[1])
+        return str(parse_filename(self.filename)[1])
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,17 @@ def parse_variant(local: str | None) -> Variant | None:
 
 
 def wheel_variant(filename: str) -> Variant | None:
-    return parse_variant(parse_wheel_filename(filename)[1].local)
+    """The variant a wheel's name says: its local version label's, or a PEP 825 variant wheel's
+    (``...+cu130-...-sm90.whl``: the archs in the variant label, CUDA and torch in the local one)."""
+    _, version, _, _, label = parse_filename(filename)
+    if label is None:
+        return parse_variant(version.local)
+    try:
+        archs = parse_label(label)
+    except VariantError:
+        return None
+    tags = [a.tag for a in archs.sass] + [f"ptx{a.number}" for a in archs.ptx]
+    return parse_variant(".".join([version.local, *tags])) if version.local else None
 
 
 def plan(wheels: list[WheelInfo]) -> dict[str, list[WheelInfo]]:
@@ -136,9 +147,11 @@ def _page(title: str, body: list[str]) -> str:
     )
 
 
-def project_page(project: str, wheels: list[WheelInfo], wheels_href: str) -> str:
-    """A PEP 503 project page; ``wheels_href`` is the relative path to SITE/wheels/."""
+def project_page(project: str, wheels: list[WheelInfo], wheels_href: str, files: list[str] = ()) -> str:
+    """A PEP 503 project page; ``wheels_href`` is the relative path to SITE/wheels/; ``files``:
+    other files linked there (PEP 825: a variants file must be linked beside its wheels)."""
     body = [f"<h1>Links for {html.escape(project)}</h1>"]
+    body += [f'<a href="{html.escape(wheels_href + quote(f))}">{html.escape(f)}</a><br>' for f in files]
     for w in wheels:
         attrs = f'href="{html.escape(wheels_href + quote(w.filename))}#sha256={w.sha256}"'
         if w.requires_python:
@@ -173,13 +186,35 @@ def install_command(site_url: str, key: str, project: str = "prebuild", extra_in
     return f"pip install {project} --index-url {where} --extra-index-url {extra}"
 
 
-def landing_page(indexes: dict[str, list[WheelInfo]]) -> str:
+def variant_commands(site_url: str, project: str, extra_index: str | None = None) -> tuple[str, str]:
+    """Pure: for a project with PEP 825 variant wheels, the uv command that picks the wheel of
+    this machine's GPU from the index of every wheel, and the pip command (pip knows no
+    variants: it gets the plain wheel)."""
+    where = f"{site_url.rstrip('/')}/simple"
+    extra = extra_index if extra_index is not None else usual_index_url()
+    return (f"uv pip install --preview-features wheel-variants {project} --index-url {where} --extra-index-url {extra}",
+            f"pip install {project} --index-url {where} --extra-index-url {extra}")  # fmt: skip
+
+
+def variant_projects(variants: dict[str, dict]) -> list[str]:
+    """The projects the variants files (by file name) are of."""
+    return sorted({str(canonicalize_name(name.rsplit("-", 2)[0])) for name in variants})
+
+
+def landing_page(indexes: dict[str, list[WheelInfo]], with_variants: list[str] = ()) -> str:
     body = ["<h1>prebuild wheels</h1>",
             "<p>Pick the index of your GPU's arch and your torch's CUDA version "
             "(or let <code>prebuild install --from SITE_URL</code> pick), then:</p>",
             "<pre>pip install PROJECT --index-url SITE_URL/VARIANT/simple --extra-index-url YOUR_USUAL_INDEX</pre>",
             "<p>The site holds only these wheels: their dependencies (torch, ...) come from the extra "
-            "index (or pass <code>--no-deps</code> when they are installed).</p>", "<ul>"]  # fmt: skip
+            "index (or pass <code>--no-deps</code> when they are installed).</p>"]  # fmt: skip
+    for project in with_variants:
+        uv, pip = variant_commands("SITE_URL", project, "YOUR_USUAL_INDEX")
+        body += [f"<p>{html.escape(project)} has PEP 825 variant wheels: one command picks the wheel of this "
+                 "machine's GPU (uv's preview of wheel variants):</p>", f"<pre>{html.escape(uv)}</pre>",
+                 "<p>pip knows no variants and gets the plain wheel (every arch, and PTX of the newest):</p>",
+                 f"<pre>{html.escape(pip)}</pre>"]  # fmt: skip
+    body.append("<ul>")
     for key, wheels in indexes.items():
         where = f"{key}/simple/" if key else "simple/"
         label = key or "all wheels"
@@ -229,7 +264,7 @@ def read_wheels(dist_dir: Path) -> list[tuple[Path, WheelInfo]]:
     found = []
     for path in sorted(dist_dir.glob("*.whl")):
         try:
-            parse_wheel_filename(path.name)
+            parse_filename(path.name)
         except InvalidWheelFilename as exc:
             raise SiteError(f"{path.name}: {exc}") from exc
         found.append((path, WheelInfo(path.name, sha256_file(path), _requires_python(path))))
@@ -238,12 +273,58 @@ def read_wheels(dist_dir: Path) -> list[tuple[Path, WheelInfo]]:
     return found
 
 
-def write_site(site: Path, wheels: list[tuple[Path, WheelInfo]]) -> dict[str, list[WheelInfo]]:
-    """Write the whole site into ``site`` (which must not exist)."""
+def variants_documents(wheels: list[Path]) -> dict[str, dict]:
+    """PEP 825: for each project version with variant wheels among ``wheels``, its variants
+    file's name and document, merged from the wheels' own ``variant.json``. SiteError when a
+    labelled wheel has none, names another label, or two wheels call different builds by one
+    label."""
+    from prebuild.tool.inspection import wheel_variant_json  # noqa: PLC0415 - pyelftools, for this only
+
+    groups: dict[str, list[dict]] = {}
+    for path in wheels:
+        name, version, _, _, label = parse_filename(path.name)
+        if label is None:
+            continue
+        document = wheel_variant_json(path)
+        if document is None or list(document.get("variants", {})) != [label]:
+            raise SiteError(f"{path.name}: its label is {label!r} but its .dist-info/variant.json does not "
+                            f"describe exactly that variant")  # fmt: skip
+        groups.setdefault(variants_filename(str(name), str(version)), []).append(document)
+    try:
+        return {filename: merge(documents) for filename, documents in sorted(groups.items())}
+    except VariantError as exc:
+        raise SiteError(f"variant label clash: {exc}") from None
+
+
+def check_variants_files(dist_dir: Path, documents: dict[str, dict]) -> None:
+    """A variants file already in DIST_DIR (``prebuild wheel --variants`` writes one) must say
+    what the wheels there say: a wheel it does not list, or lists otherwise, is an error."""
+    for path in sorted(dist_dir.glob("*-variants.json")):
+        try:
+            listed = json.loads(path.read_text(encoding="utf-8")).get("variants", {})
+        except (OSError, ValueError, AttributeError) as exc:
+            raise SiteError(f"{path.name} cannot be read as a variants file: {exc}") from None
+        ours = documents.get(path.name, {}).get("variants", {})
+        missing = sorted(set(ours) - set(listed))
+        if missing:
+            raise SiteError(f"{path.name} does not list the wheel(s) labelled {', '.join(missing)} in {dist_dir}: "
+                            "it belongs to another build; build the variants again or remove it")  # fmt: skip
+        changed = sorted(label for label in ours if listed.get(label) != ours[label])
+        if changed:
+            raise SiteError(f"{path.name} describes {', '.join(changed)} otherwise than the wheels' own variant.json")
+
+
+def write_site(site: Path, wheels: list[tuple[Path, WheelInfo]], variants: dict[str, dict] | None = None
+               ) -> dict[str, list[WheelInfo]]:  # fmt: skip
+    """Write the whole site into ``site`` (which must not exist); ``variants``: the variants
+    files (name -> document) served beside the wheels and linked on the index of all wheels."""
     indexes = plan([info for _, info in wheels])
     (site / "wheels").mkdir(parents=True)
     for path, info in wheels:
         shutil.copyfile(path, site / "wheels" / info.filename)
+    variants = variants or {}
+    for filename, document in variants.items():
+        (site / "wheels" / filename).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     for key, listed in indexes.items():
         simple = site / key / "simple" if key else site / "simple"
         depth = 2 if key else 1  # from <simple>/<project>/ up to SITE
@@ -252,9 +333,11 @@ def write_site(site: Path, wheels: list[tuple[Path, WheelInfo]]) -> dict[str, li
         (simple / "index.html").write_text(root_page(projects), encoding="utf-8")
         for project in projects:
             (simple / project).mkdir()
-            page = project_page(project, [w for w in listed if w.project == project], "../" * (depth + 1) + "wheels/")
+            extra = [f for f in variants if key == ALL and str(canonicalize_name(f.rsplit("-", 2)[0])) == project]
+            page = project_page(project, [w for w in listed if w.project == project], "../" * (depth + 1) + "wheels/",
+                                extra)  # fmt: skip
             (simple / project / "index.html").write_text(page, encoding="utf-8")
-    (site / "index.html").write_text(landing_page(indexes), encoding="utf-8")
+    (site / "index.html").write_text(landing_page(indexes, variant_projects(variants)), encoding="utf-8")
     (site / "index.json").write_text(json.dumps(index_json(indexes), indent=2) + "\n", encoding="utf-8")
     (site / MARKER).write_text("written by prebuild index; the whole folder is replaced on the next run\n")
     return indexes
@@ -264,13 +347,15 @@ def build_index(dist_dir: Path, site: Path) -> dict[str, list[WheelInfo]]:
     """Build the site next to SITE, then put it in place: SITE must be absent, empty, or a
     site this command wrote before (it is replaced whole, so no stale wheel lingers)."""
     wheels = read_wheels(dist_dir)
+    variants = variants_documents([path for path, _ in wheels])
+    check_variants_files(dist_dir, variants)
     site = site.resolve()
     if site.exists() and (not site.is_dir() or (any(site.iterdir()) and not (site / MARKER).exists())):
         raise SiteError(f"{site} exists and is not an index written by prebuild index: choose another --out")
     site.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{site.name}.", dir=site.parent))
     try:
-        indexes = write_site(staging / "site", wheels)
+        indexes = write_site(staging / "site", wheels, variants)
         old = staging / "old"
         if site.exists():
             os.replace(site, old)

@@ -18,6 +18,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import io
+import json
 import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 from prebuild.tool.fatbin import EmbeddedCode, FatbinError, parse_fatbin, summarize
+from prebuild.tool.variant_wheels import VARIANT_JSON, VariantError, WheelArchs, archs_of, parse_label, split_filename
 from prebuild.runtime.manifest import (
     MANIFEST_NAME,
     PROJECT_MANIFEST_NAME,
@@ -158,6 +160,30 @@ def compare(manifest: AnyManifest, found: list[FoundLibrary], complete: bool = T
     return out
 
 
+def variant_disagreements(document: dict, label: str | None, manifest: AnyManifest) -> list[Disagreement]:
+    """Every way a variant wheel's ``variant.json`` differs from its name's label and from the
+    archs its manifest records (which ``compare`` checked against the binaries)."""
+    variants = document.get("variants") if isinstance(document, dict) else None
+    if not isinstance(variants, dict) or len(variants) != 1:
+        return [Disagreement("variant", VARIANT_JSON, "does not hold exactly one variant")]
+    (own, props), = variants.items()
+    out = []
+    if label is not None and own != label:
+        out.append(Disagreement("variant", VARIANT_JSON, f"names the variant {own!r}, the file name {label!r}"))
+    try:
+        said = archs_of(props)
+        named = parse_label(own)
+    except VariantError as exc:
+        return [*out, Disagreement("variant", VARIANT_JSON, str(exc))]
+    built = WheelArchs(tuple(manifest.sass_archs), tuple(manifest.ptx_archs))
+    for what, archs in (("its sm_arch properties", said), (f"its label {own!r}", named)):
+        if archs != built:
+            out.append(Disagreement("variant", VARIANT_JSON,
+                                    f"{what} say SASS {_names(archs.sass, 'sm')}, PTX {_names(archs.ptx, 'compute')}; "
+                                    f"the binaries hold SASS {_names(built.sass, 'sm')}, PTX {_names(built.ptx, 'compute')}"))  # fmt: skip
+    return out
+
+
 def _names(archs, attr: str) -> str:
     return "[" + ", ".join(getattr(a, attr) for a in archs) + "]" if archs else "none"
 
@@ -170,6 +196,7 @@ class Report:
     disagreements: list[Disagreement] = field(default_factory=list)
     project: str = ""  # the distribution's name and version, for another project's
     version: str = ""
+    variant: dict | None = None  # a PEP 825 variant wheel's variant.json
 
     @property
     def ok(self) -> bool:
@@ -185,6 +212,16 @@ class Report:
         if isinstance(self.manifest, ProjectManifest):
             return EmbeddedCode(built_library(lib).sass, lib.code.ptx)
         return lib.code
+
+    @property
+    def variant_text(self) -> str:
+        """``sm80: nvidia :: cuda_version_lower_bound :: 13.0, nvidia :: sm_arch :: 80_real``."""
+        entries = (self.variant or {}).get("variants", {})
+        return "; ".join(
+            f"{label}: " + ", ".join(f"{ns} :: {feature} :: {value}" for ns, features in sorted(props.items())
+                                     for feature, values in sorted(features.items()) for value in values)
+            for label, props in entries.items()
+        )  # fmt: skip
 
     @property
     def summary(self) -> str:
@@ -221,6 +258,7 @@ class Report:
                 for lib, code in ((lib, self.code_of(lib)) for lib in self.libraries)
             ],
             "disagreements": [{"what": d.what, "file": d.file, "message": d.message} for d in self.disagreements],
+            "variant": self.variant,
         }  # fmt: skip
 
 
@@ -253,12 +291,14 @@ def inspect_wheel(wheel: Path) -> Report:
         if len(native) > 1:
             raise ManifestError(f"{wheel.name} holds {len(native)} package manifests ({', '.join(native)}): "
                                 "one wheel, one native package")  # fmt: skip
+        variant = _read_variant_json(zf, names, wheel.name)
+        label = split_filename(wheel.name)[1]
         if native:
             package_dir = native[0][: -len(MANIFEST_NAME)]
             manifest: AnyManifest = Manifest.from_json(zf.read(native[0]).decode())
             found = [found_library(name[len(package_dir):], zf.read(name)) for name in names
                      if name.startswith(package_dir) and "/" not in name[len(package_dir):] and name.endswith(".so")]  # fmt: skip
-            return Report(wheel, manifest, found, compare(manifest, found))
+            return _with_variant(Report(wheel, manifest, found, compare(manifest, found)), variant, label)
         theirs = [n for n in names if n.count("/") == 1 and n.endswith(f".dist-info/{PROJECT_MANIFEST_NAME}")]
         if not theirs:
             raise ManifestError(f"{wheel.name} has no package {MANIFEST_NAME} and no .dist-info/{PROJECT_MANIFEST_NAME}: "
@@ -266,7 +306,37 @@ def inspect_wheel(wheel: Path) -> Report:
         manifest = ProjectManifest.from_json(zf.read(theirs[0]).decode())
         found = [found_library(name, zf.read(name)) for name in names if is_shared_library(name)]
     project, version = theirs[0][: -len(f".dist-info/{PROJECT_MANIFEST_NAME}")].rsplit("-", 1)
-    return Report(wheel, manifest, found, compare(manifest, found), project, version)
+    return _with_variant(Report(wheel, manifest, found, compare(manifest, found), project, version), variant, label)
+
+
+def wheel_variant_json(wheel: Path) -> dict | None:
+    """A wheel's ``.dist-info/variant.json`` (None when it has none)."""
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            return _read_variant_json(zf, zf.namelist(), wheel.name)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise InspectionError(f"{wheel} is not a readable wheel: {exc}") from exc
+
+
+def _read_variant_json(zf: zipfile.ZipFile, names: list[str], wheel_name: str) -> dict | None:
+    path = next((n for n in names if n.count("/") == 1 and n.endswith(f".dist-info/{VARIANT_JSON}")), None)
+    if path is None:
+        return None
+    try:
+        return json.loads(zf.read(path))
+    except ValueError as exc:
+        raise InspectionError(f"{wheel_name}: {path} is not JSON: {exc}") from exc
+
+
+def _with_variant(report: Report, variant: dict | None, label: str | None) -> Report:
+    """A report with the wheel's variant.json checked: against its label and its binaries; a
+    label without variant.json is a disagreement too."""
+    report.variant = variant
+    if variant is not None:
+        report.disagreements += variant_disagreements(variant, label, report.manifest)
+    elif label is not None:
+        report.disagreements.append(Disagreement("variant", VARIANT_JSON, f"missing, though the file name's label is {label!r}"))
+    return report
 
 
 def inspect_distribution(name: str) -> Report:
@@ -280,11 +350,12 @@ def inspect_distribution(name: str) -> Report:
     if text is None:
         native = package_manifests([str(f) for f in dist.files or ()])
         if len(native) == 1:
-            return inspect_directory(Path(str(dist.locate_file(native[0]))).parent)
+            return _with_variant(inspect_directory(Path(str(dist.locate_file(native[0]))).parent),
+                                 _installed_variant_json(dist), None)  # fmt: skip
         # An editable install lists no package files: the package its name imports as.
         spec = importlib.util.find_spec(str(dist.metadata["Name"]).lower().replace("-", "_"))
         if spec is not None and spec.origin and (Path(spec.origin).parent / MANIFEST_NAME).is_file():
-            return inspect_directory(Path(spec.origin).parent)
+            return _with_variant(inspect_directory(Path(spec.origin).parent), _installed_variant_json(dist), None)
         raise ManifestError(f"{name} {dist.version} is installed but carries no {PROJECT_MANIFEST_NAME}: "
                             "prebuild did not build it")  # fmt: skip
     manifest = ProjectManifest.from_json(text)
@@ -298,8 +369,17 @@ def inspect_distribution(name: str) -> Report:
                 unreadable.append(Disagreement("file", lib.file, f"damaged: {exc}"))
     damaged = {d.file for d in unreadable}
     disagreements = [d for d in compare(manifest, found, complete=False) if d.file not in damaged] + unreadable
-    return Report(Path(str(dist.locate_file(""))), manifest, found, disagreements,
-                  str(dist.metadata["Name"]), dist.version)  # fmt: skip
+    report = Report(Path(str(dist.locate_file(""))), manifest, found, disagreements, str(dist.metadata["Name"]),
+                    dist.version)  # fmt: skip
+    return _with_variant(report, _installed_variant_json(dist), None)
+
+
+def _installed_variant_json(dist) -> dict | None:
+    text = dist.read_text(VARIANT_JSON)
+    try:
+        return None if text is None else json.loads(text)
+    except ValueError as exc:
+        raise InspectionError(f"{dist.metadata['Name']}'s {VARIANT_JSON} is not JSON: {exc}") from exc
 
 
 def inspect_directory(directory: Path) -> Report:

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name
 from packaging.version import Version
 
+from prebuild.tool.variant_wheels import parse_filename
 from prebuild.runtime.arch import Arch, CodeKind, arch_for_capability, format_capability, select_code
 from prebuild.tool.index import parse_variant
 from prebuild.tool.builder.config import MIN_TORCH_TARGET
@@ -89,7 +90,7 @@ def _rank(c: Considered) -> tuple:
     """Higher is better: every GPU on SASS, the newest release, the fewest archs beyond what
     is needed (a smaller wheel made for these GPUs), code closest to each GPU (sm_86 over
     sm_80 for an 8.9 GPU), then the newest CUDA."""
-    version = parse_wheel_filename(c.candidate.filename)[1]
+    version = parse_filename(c.candidate.filename)[1]
     variant = parse_variant(version.local)
     assert variant is not None
     ptx_used = sum(v.kind is CodeKind.PTX for v in c.verdicts)
@@ -113,7 +114,7 @@ def select_wheel(
         c = Considered(cand)
         considered.append(c)
         try:
-            version = parse_wheel_filename(cand.filename)[1]
+            version = parse_filename(cand.filename)[1]
         except InvalidWheelFilename:
             c.rejected = "not a wheel file name"
             continue
@@ -173,7 +174,7 @@ def cpu_torch_warning(torch: TorchInfo, decision: Decision) -> str | None:
     considered = [decision.chosen] if decision.chosen else decision.considered
     for c in considered:
         try:
-            variant = parse_variant(parse_wheel_filename(c.candidate.filename)[1].local)
+            variant = parse_variant(parse_filename(c.candidate.filename)[1].local)
         except InvalidWheelFilename:
             continue
         if variant is not None:
@@ -281,7 +282,7 @@ def project_page_url(source: str, project: str = "prebuild") -> str:
 
 def _project_of(filename: str) -> str | None:
     try:
-        return canonicalize_name(parse_wheel_filename(filename)[0])
+        return canonicalize_name(parse_filename(filename)[0])
     except InvalidWheelFilename:
         return None
 

@@ -36,7 +36,15 @@ from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.cuda_shim import make_cuda_shim, probe_toolkit, write_nvcc_script
 from prebuild.tool.builder.nvcc_shim import is_query, option_value, requested_std
 from prebuild.tool.builder.relabel import relabel_wheel
-from prebuild.tool.builder.wheel import BuildProgress, BuiltWheel, WheelVariant, quiet_runner, warnings_to_log
+from prebuild.tool.builder.wheel import (
+    BuildProgress,
+    BuiltWheel,
+    WheelVariant,
+    quiet_runner,
+    variant_json,
+    warnings_to_log,
+)
+from prebuild.tool.variant_wheels import VARIANT_JSON
 from prebuild.tool.builder.toolchain import (
     Nvcc,
     Torch,
@@ -297,8 +305,10 @@ class ClassicBuilder:
             )  # fmt: skip
             progress.phase("writing the wheel")
             # relabel_wheel keeps a project's own local label in front of this one.
-            label = F.classic_local_label(torch.version_string, nvcc.version, sass, ptx)
-            final = relabel_wheel(built, out_dir, label, F.torch_pin(torch.version_string), manifest.to_json())
+            label = F.classic_local_label(torch.version_string, nvcc.version, sass, ptx, variant.archs_in_version)
+            files = {VARIANT_JSON: variant_json(variant, str(nvcc.version))} if variant.label else {}
+            final = relabel_wheel(built, out_dir, label, F.torch_pin(torch.version_string), manifest.to_json(),
+                                  files, variant.label)  # fmt: skip
         if raised:
             compiles = sum(1 for c in calls if not is_query(c.given))
             progress.note(raised_note(raised, compiles, self.toolchain.cxx_standard, torch.version_string))

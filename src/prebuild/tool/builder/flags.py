@@ -110,12 +110,15 @@ def parallel_jobs(cpus: int, available_memory: int, memory_per_job: int) -> int:
     return max(1, min(cpus, available_memory // max(1, memory_per_job)))
 
 
-def local_version_label(cuda: Version | None, sass: tuple[Arch, ...], ptx: tuple[Arch, ...]) -> str:
-    """``cu130.sm80.sm90`` (plus ``.ptx90`` with PTX); ``cpu`` for a build without CUDA."""
+def local_version_label(cuda: Version | None, sass: tuple[Arch, ...], ptx: tuple[Arch, ...],
+                        archs: bool = True) -> str:  # fmt: skip
+    """``cu130.sm80.sm90`` (plus ``.ptx90`` with PTX); ``cpu`` for a build without CUDA.
+    ``archs=False``: ``cu130`` only (variant wheels: their archs are in the variant label)."""
     if cuda is None or not sass:
         return "cpu"
-    parts = [f"cu{cuda.major}{cuda.minor}", *(a.tag for a in sass)]
-    parts += [f"ptx{a.number}" for a in ptx]
+    parts = [f"cu{cuda.major}{cuda.minor}"]
+    if archs:
+        parts += [a.tag for a in sass] + [f"ptx{a.number}" for a in ptx]
     return ".".join(parts)
 
 
@@ -126,10 +129,11 @@ def torch_pin(torch_version: str) -> str:
     return f"torch>={v.major}.{v.minor},<{v.major}.{v.minor + 1}"
 
 
-def classic_local_label(torch_version: str, cuda: Version, sass: tuple[Arch, ...], ptx: tuple[Arch, ...]) -> str:
+def classic_local_label(torch_version: str, cuda: Version, sass: tuple[Arch, ...], ptx: tuple[Arch, ...],
+                        archs: bool = True) -> str:  # fmt: skip
     """``pt214.cu130.sm90``: what a classic project's wheel needs (``relabel.add_local_label``
-    keeps the project's own label in front)."""
-    return f"{torch_tag(torch_version)}.{local_version_label(cuda, sass, ptx)}"
+    keeps the project's own label in front); ``archs=False``: ``pt214.cu130`` (variant wheels)."""
+    return f"{torch_tag(torch_version)}.{local_version_label(cuda, sass, ptx, archs)}"
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,7 @@ class BuildOptions:
     simt: bool = False  # also build the simt test library (CUDA kernel bodies on the CPU)
     sanitize: str = ""  # e.g. "address,undefined": sanitise the host libraries
     compress: bool = True  # compressed fatbins (nvcc --compress-mode=size)
+    archs_in_version: bool = True  # False: +cu130 only (variant wheels carry the archs in their label)
 
     @property
     def ptx_archs(self) -> tuple[Arch, ...]:
@@ -165,6 +170,8 @@ class BuildOptions:
             env["PREBUILD_SANITIZE"] = self.sanitize
         if not self.compress:
             env["PREBUILD_COMPRESS"] = "0"
+        if not self.archs_in_version:
+            env["PREBUILD_ARCHS_IN_VERSION"] = "0"
         return env
 
     @classmethod
@@ -182,6 +189,7 @@ class BuildOptions:
         ptx = (default_ptx if archs_text is None else False) if ptx_text is None else _flag("PREBUILD_PTX", ptx_text)
         simt = _flag("PREBUILD_SIMT", env.get("PREBUILD_SIMT", "0"))
         compress = _flag("PREBUILD_COMPRESS", env.get("PREBUILD_COMPRESS", "1"))
+        archs_in_version = _flag("PREBUILD_ARCHS_IN_VERSION", env.get("PREBUILD_ARCHS_IN_VERSION", "1"))
         sanitize = env.get("PREBUILD_SANITIZE", "").strip()
         if sanitize and not re.fullmatch(r"[a-z]+(,[a-z]+)*", sanitize):
             raise ValueError(f"PREBUILD_SANITIZE must look like 'address,undefined', got {sanitize!r}")
@@ -193,7 +201,7 @@ class BuildOptions:
             jobs = int(jobs_text)
         build_dir = Path(env["PREBUILD_BUILD_DIR"]) if env.get("PREBUILD_BUILD_DIR") else None
         return cls(archs=archs, ptx=ptx, jobs=jobs, build_dir=build_dir, simt=simt, sanitize=sanitize,
-                   compress=compress)
+                   compress=compress, archs_in_version=archs_in_version)
 
 
 def _flag(name: str, text: str) -> bool:

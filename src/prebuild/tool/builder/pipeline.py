@@ -12,7 +12,9 @@
    of ``wheel.WheelBuilder``.
 5. **build** each wheel: compiled, packaged, checked against its binaries (the archs really
    inside every library), placed in the output directory atomically (``wheel.BuiltWheel``).
-6. **lock**: one requirements file per wheel pinning its sha256 (``--lock``).
+6. **publish**: with ``--variants``, the PEP 825 variants file beside the wheels (what an index
+   serves, and what ``--find-links`` reads); with ``--lock``, one requirements file per wheel
+   pinning its sha256.
 
 An error before step 5 is the request's (``WheelError.exit_code`` 2), from step 5 on the
 build's (1). The workspace (a temporary directory, unless ``--build-dir``) has one owner,
@@ -22,6 +24,8 @@ where the error message says. What the build tells as it goes goes to a ``Report
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import tempfile
 import time
@@ -37,6 +41,7 @@ from prebuild.tool.builder.compile import BuildError, preflight
 from prebuild.tool.builder.config import read_config
 from prebuild.tool.builder.project import CLASSIC, NATIVE, DownloadError, Project, project_kind, resolve_project
 from prebuild.tool.builder.toolchain import Nvcc, Torch, ToolchainError
+from prebuild.tool.index import variants_documents
 from prebuild.tool.builder.wheel import (
     BuildProgress,
     BuiltWheel,
@@ -50,7 +55,7 @@ from prebuild.tool.builder.wheel import (
 )
 
 # What a request or a build can fail with, said in one message (anything else is a bug).
-FAILURES = (ArchError, ValueError, ToolchainError, BuildError)
+FAILURES = (ArchError, ValueError, ToolchainError, BuildError)  # VariantError, SiteError: ValueErrors
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ class WheelRequest:
     build_dir: Path | None = None  # objects kept here; None: a temporary workspace
     compress: bool = True
     lock: str | None = None  # a lock file name, "{variant}" in it for several wheels
+    variants: bool = False  # PEP 825 variant wheels and the plain wheel
 
 
 class Reporter(Protocol):
@@ -92,6 +98,7 @@ class BuiltWheels:
     wheels: list[BuiltWheel]
     locks: list[Path]  # --lock: one per wheel
     seconds: float
+    variants_file: Path | None = None  # --variants: {name}-{version}-variants.json
 
 
 class WheelError(Exception):
@@ -124,15 +131,17 @@ def build_wheels(request: WheelRequest, report: Reporter) -> BuiltWheels:
             stage = 1
             started = time.monotonic()
             wheels = [build_one(builder, variant, request.out_dir, report) for variant in variants]
+            variants_file = write_variants_file(wheels, request.out_dir) if request.variants else None
             locks = [write_lock(request.lock, w.path) for w in wheels] if request.lock is not None else []
-            return BuiltWheels(wheels, locks, time.monotonic() - started)
+            return BuiltWheels(wheels, locks, time.monotonic() - started, variants_file)
         except FAILURES as exc:
             raise WheelError(work.message(exc), stage) from None
 
 
 def plan(request: WheelRequest) -> list[WheelVariant]:
     """Step 1: the archs, the wheels, the lock file's name."""
-    variants = plan_variants(parse_arch_list(",".join(request.archs)), fat=request.fat, ptx=request.ptx)
+    variants = plan_variants(parse_arch_list(",".join(request.archs)), fat=request.fat, ptx=request.ptx,
+                             variants=request.variants)  # fmt: skip
     if request.lock is not None:
         check_lock_target(request.lock, len(variants))
     return variants
@@ -193,6 +202,20 @@ def build_one(builder: WheelBuilder, variant: WheelVariant, out_dir: Path, repor
         raise
     report.built(wheel)
     return wheel
+
+
+def write_variants_file(wheels: list[BuiltWheel], out_dir: Path) -> Path:
+    """Step 6, ``--variants``: ``{name}-{version}-variants.json`` in ``out_dir``, merged from the
+    labelled wheels' own variant.json (written atomically)."""
+    documents = variants_documents([w.path for w in wheels])
+    if len(documents) != 1:
+        raise BuildError(f"a --variants build makes one project version's variants, found {sorted(documents)}")
+    (filename, document), = documents.items()
+    path = out_dir / filename
+    partial = path.with_name(f".{filename}.partial")
+    partial.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    os.replace(partial, path)
+    return path
 
 
 @dataclass(frozen=True)

@@ -1,26 +1,31 @@
-"""Give a classic project's wheel metadata that tells the truth about what was built.
+"""Rewrite built wheels so that their metadata tells the truth about what was built, and place
+them in the output directory atomically.
 
-A wheel built by a project's own backend says nothing about the torch, CUDA or GPU archs it
-needs. ``relabel_wheel`` rewrites it: the version gains a local label (``+pt214.cu130.sm90``),
-``Requires-Dist`` pins torch to the minor release it was built against, and the
-``.dist-info`` directory gains ``prebuild.json`` (the manifest). The wheel package's own
-``WheelFile`` reads the original (checking its RECORD) and writes the new one (writing
-RECORD), so every hash stays valid. ``rewrite_metadata`` is pure.
+A wheel built by a classic project's own backend says nothing about the torch, CUDA or GPU
+archs it needs. ``relabel_wheel`` rewrites it: the version gains a local label
+(``+pt214.cu130.sm90``), ``Requires-Dist`` pins torch to the minor release it was built
+against, and the ``.dist-info`` directory gains ``prebuild.json`` (the manifest). A variant
+wheel of either kind of project gains ``variant.json`` and its label in its file name
+(``rewrite_wheel``). The wheel package's own ``WheelFile`` reads the original (checking its
+RECORD) and writes the new one (writing RECORD), so every hash stays valid.
+``rewrite_metadata`` is pure.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
+from typing import Mapping
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 from wheel.wheelfile import WheelFile
 
-from prebuild.tool.builder.wheel import place_atomically
 from prebuild.runtime.manifest import PROJECT_MANIFEST_NAME
+from prebuild.tool.variant_wheels import variant_filename
 
 
 def add_local_label(version: str, label: str) -> str:
@@ -54,11 +59,23 @@ def rewrite_metadata(text: str, version: str, torch_requirement: str) -> str:
     return "\n".join(lines) + (sep + body if sep else "\n")
 
 
-def relabel_wheel(wheel: Path, out_dir: Path, label: str, torch_requirement: str, manifest_json: str) -> Path:
+def relabel_wheel(wheel: Path, out_dir: Path, label: str, torch_requirement: str, manifest_json: str,
+                  dist_info_files: Mapping[str, str] | None = None, variant_label: str | None = None) -> Path:  # fmt: skip
     """Write the relabelled copy of ``wheel``, with ``manifest_json`` as its .dist-info's
-    prebuild.json, into ``out_dir`` (atomically) and return it."""
-    version = parse_wheel_filename(wheel.name)[1]
-    new_version = add_local_label(str(version), label)
+    prebuild.json (and ``dist_info_files``), into ``out_dir`` (atomically) and return it."""
+    version = add_local_label(str(parse_wheel_filename(wheel.name)[1]), label)
+    files = {PROJECT_MANIFEST_NAME: manifest_json, **(dist_info_files or {})}
+    return rewrite_wheel(wheel, out_dir, version=version, torch_requirement=torch_requirement,
+                         dist_info_files=files, variant_label=variant_label)  # fmt: skip
+
+
+def rewrite_wheel(wheel: Path, out_dir: Path, *, version: str | None = None, torch_requirement: str | None = None,
+                  dist_info_files: Mapping[str, str] | None = None, variant_label: str | None = None) -> Path:  # fmt: skip
+    """A copy of ``wheel`` in ``out_dir`` (placed atomically): its version and torch requirement
+    replaced when given, ``dist_info_files`` (name -> text) added to its .dist-info, and
+    ``variant_label`` after its platform tag."""
+    old_version = str(parse_wheel_filename(wheel.name)[1])
+    new_version = version or old_version
     with tempfile.TemporaryDirectory(prefix="prebuild-relabel-") as tmp:
         root = Path(tmp) / "tree"
         with WheelFile(wheel) as wf:  # checks every file against RECORD while extracting
@@ -75,13 +92,36 @@ def relabel_wheel(wheel: Path, out_dir: Path, label: str, torch_requirement: str
         new_info = root / f"{stem}-{new_version}.dist-info"
         old_info.rename(new_info)
         (new_info / "RECORD").unlink()
-        metadata = new_info / "METADATA"
-        metadata.write_text(rewrite_metadata(metadata.read_text(encoding="utf-8"), new_version, torch_requirement),
-                            encoding="utf-8")  # fmt: skip
-        (new_info / PROJECT_MANIFEST_NAME).write_text(manifest_json, encoding="utf-8")
+        if version is not None or torch_requirement is not None:
+            metadata = new_info / "METADATA"
+            text = metadata.read_text(encoding="utf-8")
+            metadata.write_text(rewrite_metadata(text, new_version, torch_requirement) if torch_requirement else
+                                _set_version(text, new_version), encoding="utf-8")  # fmt: skip
+        for name, text in (dist_info_files or {}).items():
+            (new_info / name).write_text(text, encoding="utf-8")
         tag = "-".join(wheel.name[: -len(".whl")].split("-")[-3:])  # python-abi-platform, as built
         filename = f"{stem}-{new_version}-{tag}.whl"  # (a build tag, if any, belonged to the old version)
         built = Path(tmp) / filename
         with WheelFile(built, "w") as wf:
             wf.write_files(str(root))
-        return place_atomically(built, out_dir)
+        return place_atomically(built, out_dir, variant_filename(filename, variant_label) if variant_label else None)
+
+
+def _set_version(metadata: str, version: str) -> str:
+    head, sep, body = metadata.partition("\n\n")
+    lines = [f"Version: {version}" if line.partition(":")[0] == "Version" else line for line in head.splitlines()]
+    return "\n".join(lines) + (sep + body if sep else "\n")
+
+
+def place_atomically(built: Path, out_dir: Path, filename: str | None = None) -> Path:
+    """Copy ``built`` into ``out_dir`` under a hidden name, then rename: the target name
+    appears only once the wheel is complete, even across file systems."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final = out_dir / (filename or built.name)
+    partial = out_dir / f".{final.name}.partial"
+    try:
+        shutil.copyfile(built, partial)
+        os.replace(partial, final)
+    finally:
+        partial.unlink(missing_ok=True)
+    return final

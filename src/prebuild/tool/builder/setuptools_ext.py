@@ -33,7 +33,7 @@ def build_options(project: KernelProject) -> F.BuildOptions:
 def package_version(project: KernelProject, options: F.BuildOptions) -> str:
     """``0.1.0+cu130.sm80`` for the arch set being built, ``0.1.0+cpu`` without CUDA."""
     cuda = Nvcc(find_nvcc()).version if options.cuda else None
-    return f"{project.version}+{F.local_version_label(cuda, options.archs, options.ptx_archs)}"
+    return f"{project.version}+{F.local_version_label(cuda, options.archs, options.ptx_archs, options.archs_in_version)}"
 
 
 # The runtime loader is self-contained (relative imports, no dependency besides torch): a

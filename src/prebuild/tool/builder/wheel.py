@@ -6,8 +6,8 @@ step, so an output directory never holds a partial wheel. ``pipeline`` runs the 
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,37 +20,74 @@ from typing import Callable, Iterator, Mapping, Protocol, Sequence
 
 from build import BuildBackendException, ProjectBuilder
 from filelock import FileLock, Timeout
+from packaging.version import Version
 
 from prebuild.runtime.arch import Arch
 from prebuild.tool.builder import flags as F
 from prebuild.tool.builder import processes
 from prebuild.tool.builder.compile import BuildError, ProgressCallback, compile_libraries, default_build_dir
+from prebuild.tool.builder.relabel import place_atomically, rewrite_wheel
 from prebuild.tool.builder.config import KernelProject
 from prebuild.tool.inspection import InspectionError, inspect_wheel
 from prebuild.runtime.manifest import Manifest, ManifestError, ProjectManifest
 from prebuild.tool.builder.toolchain import Nvcc
+from prebuild.tool.variant_wheels import (
+    VARIANT_JSON,
+    WheelArchs,
+    cuda_lower_bound,
+    document,
+    parse_filename,
+    properties,
+    variant_label,
+)
 
 
 @dataclass(frozen=True)
 class WheelVariant:
-    """The archs that go into one wheel."""
+    """The archs that go into one wheel, and how its name says them: in the version's local
+    label (``+cu130.sm90``, the default), or, in a ``--variants`` build, in a PEP 825 variant
+    label (``...-sm90.whl``, version ``+cu130``) or nowhere (the plain wheel, for installers
+    that know no variants)."""
 
     archs: tuple[Arch, ...]
     ptx: bool
+    label: str | None = None  # a PEP 825 variant label
+    plain: bool = False  # a --variants build's wheel without a label
+
+    @property
+    def archs_in_version(self) -> bool:
+        return self.label is None and not self.plain
+
+    @property
+    def ptx_archs(self) -> tuple[Arch, ...]:
+        return F.ptx_archs_for(self.archs, self.ptx)
 
     @property
     def name(self) -> str:
-        return ",".join(a.sm for a in self.archs) + (" +PTX" if self.ptx else "")
+        name = ",".join(a.sm for a in self.archs) + (" +PTX" if self.ptx else "")
+        return f"{name} [{self.label}]" if self.label else (f"{name} [plain]" if self.plain else name)
 
 
-def plan_variants(archs: Sequence[Arch], fat: bool, ptx: bool) -> list[WheelVariant]:
-    """One wheel per arch by default; ``fat`` puts every arch into one wheel."""
+def plan_variants(archs: Sequence[Arch], fat: bool, ptx: bool, variants: bool = False) -> list[WheelVariant]:
+    """One wheel per arch by default; ``fat`` puts every arch into one wheel. ``variants``: the
+    same as PEP 825 variant wheels, each labelled, plus the plain wheel that pip installs:
+    every arch and PTX of the newest, so that it runs on every GPU from the oldest arch on."""
     archs = tuple(sorted(set(archs)))
     if not archs:
         raise ValueError("no CUDA arch given: pass --arch, for example --arch sm_80,sm_90")
-    if fat:
-        return [WheelVariant(archs, ptx)]
-    return [WheelVariant((a,), ptx) for a in archs]
+    planned = [WheelVariant(archs, ptx)] if fat else [WheelVariant((a,), ptx) for a in archs]
+    if not variants:
+        return planned
+    labelled = [WheelVariant(v.archs, v.ptx, label=variant_label(WheelArchs(v.archs, v.ptx_archs))) for v in planned]
+    return [*labelled, WheelVariant(archs, True, plain=True)]
+
+
+def variant_json(variant: WheelVariant, cuda_version: str) -> str:
+    """The ``variant.json`` of a labelled wheel: its own entry, from its archs and the CUDA
+    version of the nvcc that built it."""
+    archs = WheelArchs(variant.archs, variant.ptx_archs)
+    entry = properties(archs, cuda_lower_bound(Version(cuda_version), archs))
+    return json.dumps(document({variant.label: entry}), indent=2) + "\n"
 
 
 @dataclass(frozen=True)
@@ -208,7 +245,7 @@ def build_wheel(
     start = time.monotonic()
     build_dir = (build_dir or default_build_dir(project.root)).resolve()
     options = F.BuildOptions(archs=variant.archs, ptx=variant.ptx, jobs=jobs, build_dir=build_dir,
-                             compress=compress)
+                             compress=compress, archs_in_version=variant.archs_in_version)
     with exclusive_build(project.root, build_dir, on_phase):
         return _build_locked(project, variant, out_dir, options, start, on_progress, on_phase)
 
@@ -251,22 +288,12 @@ def _build_locked(
                 f"{built.name} records archs {manifest.sass_archs}/{manifest.ptx_archs}, "
                 f"expected {variant.archs}/{options.ptx_archs}"
             )
-        final = place_atomically(built, out_dir)
+        if variant.label:
+            files = {VARIANT_JSON: variant_json(variant, manifest.cuda_version)}
+            final = rewrite_wheel(built, out_dir, dist_info_files=files, variant_label=variant.label)
+        else:
+            final = place_atomically(built, out_dir)
     return BuiltWheel(final, variant, manifest.sass_archs, manifest.ptx_archs, manifest, time.monotonic() - start)
-
-
-def place_atomically(built: Path, out_dir: Path, filename: str | None = None) -> Path:
-    """Copy ``built`` into ``out_dir`` under a hidden name, then rename: the target name
-    appears only once the wheel is complete, even across file systems."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    final = out_dir / (filename or built.name)
-    partial = out_dir / f".{final.name}.partial"
-    try:
-        shutil.copyfile(built, partial)
-        os.replace(partial, final)
-    finally:
-        partial.unlink(missing_ok=True)
-    return final
 
 
 class OutputError(ValueError):
@@ -317,15 +344,15 @@ def lock_line(project: str, wheel: Path, sha256: str) -> str:
 
 def write_lock(template: str, wheel: Path) -> Path:
     """Write the lock file of one built wheel (its sha256 computed from the file itself)."""
-    from packaging.utils import parse_wheel_filename
-
     from prebuild.tool.index import wheel_variant
     from prebuild.runtime.manifest import sha256_file
 
     variant = wheel_variant(wheel.name)
-    path = Path(template.replace(LOCK_PLACEHOLDER, variant.name if variant else "cpu"))
+    # a wheel of no arch: a CPU build (+cpu), or a --variants build's plain wheel (+cu130)
+    name = variant.name if variant else (parse_filename(wheel.name)[1].local or "cpu").replace(".", "-")
+    path = Path(template.replace(LOCK_PLACEHOLDER, name))
     path.parent.mkdir(parents=True, exist_ok=True)
-    project = str(parse_wheel_filename(wheel.name)[0])
+    project = str(parse_filename(wheel.name)[0])
     text = (f"# {wheel.name}: pip install --require-hashes -r {path.name}\n"
             + lock_line(project, wheel, sha256_file(wheel)))  # fmt: skip
     partial = path.with_name(f".{path.name}.partial")
