@@ -473,7 +473,7 @@ def install(
         _print_install(plan)
     if plan.exit_code or dry_run:
         raise typer.Exit(plan.exit_code)
-    if pip_install(plan.decision.chosen.candidate.location, output_to_stderr=as_json) != 0:
+    if pip_install(plan.decision.chosen.candidate, output_to_stderr=as_json) != 0:
         raise _fail("pip install failed (its output is above)", code=1)
 
 

@@ -188,6 +188,7 @@ class Facts:
     ops: tuple[str, ...] = ()
     strict: bool = False
     projects: list["InstalledProject"] = field(default_factory=list)
+    variant: str | None = None  # the PEP 825 variant wheel prebuild was installed from
 
 
 def installed_package() -> tuple[Path, Manifest | None, str]:
@@ -240,6 +241,11 @@ class InstalledProject:
     problem: str = ""  # the manifest unreadable, or libraries missing or altered; "" when fine
     modules: tuple[str, ...] = ()  # its extension modules
     load_error: str | None = None  # None: not checked; "": imported fine
+    variant: str | None = None  # a PEP 825 variant wheel's label
+
+    @property
+    def title(self) -> str:
+        return f"{self.name} {self.version}" + (f" (variant {self.variant})" if self.variant else "")
 
 
 def extension_module(file: str) -> str | None:
@@ -281,7 +287,8 @@ def installed_projects(check_load: bool = True) -> list[InstalledProject]:
             modules = tuple(m for lib in manifest.libraries if (m := extension_module(lib.file)) and exports_symbol(
                 Path(str(dist.locate_file(lib.file))).read_bytes(), f"PyInit_{m.rsplit('.', 1)[-1]}"))  # fmt: skip
         load_error = load_check(IMPORT_SCRIPT, modules) if check_load and modules else None
-        found[canonicalize_name(name)] = InstalledProject(name, dist.version, manifest, problem, modules, load_error)
+        found[canonicalize_name(name)] = InstalledProject(name, dist.version, manifest, problem, modules, load_error,
+                                                          report.variant_label)  # fmt: skip
     return sorted(found.values(), key=lambda p: canonicalize_name(p.name))
 
 
@@ -318,7 +325,7 @@ def installed_native_project(dist, check_load: bool) -> InstalledProject | None:
     """A native project's distribution (a package ``_manifest.json`` among its files, or in
     its editable source) other than this prebuild's own package (the "install" rows): its
     libraries checked (sha256 and archs) and, when intact, loaded by its own loader in a child."""
-    from prebuild.tool.inspection import InspectionError, inspect_directory  # noqa: PLC0415
+    from prebuild.tool.inspection import InspectionError, with_variant, inspect_directory, installed_variant_json  # noqa: PLC0415
 
     directory = native_package_dir(dist)
     if directory is None:
@@ -327,7 +334,7 @@ def installed_native_project(dist, check_load: bool) -> InstalledProject | None:
         return None  # this prebuild's own kernels: diagnosed above
     name = str(dist.metadata["Name"])
     try:
-        report = inspect_directory(directory)
+        report = with_variant(inspect_directory(directory), installed_variant_json(dist), None)
     except (ManifestError, InspectionError, OSError) as exc:
         return InstalledProject(name, dist.version, None, str(exc))
     manifest = report.manifest
@@ -337,7 +344,7 @@ def installed_native_project(dist, check_load: bool) -> InstalledProject | None:
     load_error = None
     if check_load and not problem:
         load_error = load_check(NATIVE_LOAD_SCRIPT, (manifest.package, str(directory)))
-    return InstalledProject(name, dist.version, manifest, problem, (runtime,), load_error)
+    return InstalledProject(name, dist.version, manifest, problem, (runtime,), load_error, report.variant_label)
 
 
 def gather(env: dict[str, str] | None = None, check_load: bool = True) -> Facts:
@@ -347,6 +354,8 @@ def gather(env: dict[str, str] | None = None, check_load: bool = True) -> Facts:
 
     env = dict(os.environ if env is None else env)
     directory, manifest, install_error = installed_package()
+    variant, variant_problem = own_variant(manifest)
+    install_error = "; ".join(filter(None, [install_error, variant_problem]))
     home = Path(env.get("HOME") or Path.home())
     return Facts(
         python=f"{platform.python_version()} ({sys.executable})",
@@ -360,7 +369,26 @@ def gather(env: dict[str, str] | None = None, check_load: bool = True) -> Facts:
         ops=tuple(sorted(OPS)),
         strict=env.get(STRICT_ENV, "") == "1",
         projects=installed_projects(check_load),
+        variant=variant,
     )
+
+
+def own_variant(manifest: Manifest | None) -> tuple[str | None, str]:
+    """The label of the PEP 825 variant wheel prebuild was installed from (None: another kind
+    of install), and how its variant.json disagrees with the manifest ("" when it agrees)."""
+    from prebuild.tool.inspection import InspectionError, installed_variant_json, variant_disagreements  # noqa: PLC0415
+
+    try:
+        document = installed_variant_json(importlib.metadata.distribution("prebuild"))
+    except importlib.metadata.PackageNotFoundError:
+        return None, ""
+    except InspectionError as exc:
+        return None, str(exc)
+    if document is None:
+        return None, ""
+    label = next(iter(document.get("variants", {})), None)
+    problems = variant_disagreements(document, None, manifest) if manifest is not None else []
+    return label, "; ".join(f"{d.file}: {d.message}" for d in problems)
 
 
 # --- verdicts (pure) ------------------------------------------------------------------------
@@ -434,7 +462,8 @@ def diagnose(facts: Facts) -> list[Check]:
     else:
         archs = ", ".join([a.sm for a in m.sass_archs] + [a.compute for a in m.ptx_archs]) or "none"
         checks.append(Check("install", FAIL if facts.install_error else OK,
-                            f"prebuild {m.package_version} in {facts.package_dir}: CUDA {m.cuda_version or 'none'}, "
+                            f"prebuild {m.package_version}" + (f" (variant {facts.variant})" if facts.variant else "")
+                            + f" in {facts.package_dir}: CUDA {m.cuda_version or 'none'}, "
                             f"archs {archs}, torch target {m.torch_target}"
                             + (f"; {facts.install_error}" if facts.install_error else ""),
                             "pip install --force-reinstall --no-deps <the prebuild .whl>" if facts.install_error else ""))  # fmt: skip
@@ -503,7 +532,7 @@ def project_checks(p: InstalledProject, torch: TorchInfo, gpus: GpuQuery) -> lis
         return native_checks(p, m, torch, gpus, reinstall)
     archs = ", ".join([a.sm for a in m.sass_archs] + [a.compute for a in m.ptx_archs]) or "none"
     checks = [Check(area, FAIL if p.problem else OK,
-                    f"{p.name} {p.version}: {m.kind} build for torch {m.torch_minor} (built with {m.torch}), "
+                    f"{p.title}: {m.kind} build for torch {m.torch_minor} (built with {m.torch}), "
                     f"CUDA {m.cuda}, archs {archs}" + (f"; {p.problem}" if p.problem else ""),
                     reinstall if p.problem else "")]  # fmt: skip
     need_archs = ",".join(sorted({arch_for_capability(g.capability).sm for g in gpus.gpus})) or "sm_XX"
@@ -554,7 +583,7 @@ def native_checks(p: InstalledProject, m: Manifest, torch: TorchInfo, gpus: GpuQ
     area = p.name
     archs = _archs(m)
     checks = [Check(area, FAIL if p.problem else OK,
-                    f"{p.name} {p.version}: native build for torch >= {m.torch_target}, CUDA {m.cuda_version or 'none'}, "
+                    f"{p.title}: native build for torch >= {m.torch_target}, CUDA {m.cuda_version or 'none'}, "
                     f"archs {archs}" + (f"; {p.problem}" if p.problem else ""), reinstall if p.problem else "")]  # fmt: skip
     if torch.version is None:
         return checks + [Check(area, FAIL, f"torch is not installed; {p.name} needs torch >= {m.torch_target}",
@@ -609,9 +638,10 @@ def to_dict(facts: Facts, checks: list[Check], verdicts: list[OpVerdict]) -> dic
             "package_version": facts.manifest.package_version, "cuda_version": facts.manifest.cuda_version,
             "sass_archs": [a.sm for a in facts.manifest.sass_archs],
             "ptx_archs": [a.compute for a in facts.manifest.ptx_archs], "torch_target": facts.manifest.torch_target,
+            "variant": facts.variant,
         },
         "gpus": facts.gpus.to_dict(),
-        "projects": [{"name": p.name, "version": p.version, "modules": list(p.modules), "problem": p.problem,
+        "projects": [{"name": p.name, "version": p.version, "variant": p.variant, "modules": list(p.modules), "problem": p.problem,
                       "manifest": _project_manifest_dict(p.manifest),
                       "checks": [{"status": c.status, "message": c.message, "fix": c.fix}
                                  for c in project_checks(p, facts.torch, facts.gpus)]}

@@ -214,6 +214,11 @@ class Report:
         return lib.code
 
     @property
+    def variant_label(self) -> str | None:
+        """The PEP 825 variant this is (its variant.json's one label), None for another wheel."""
+        return next(iter((self.variant or {}).get("variants", {})), None)
+
+    @property
     def variant_text(self) -> str:
         """``sm80: nvidia :: cuda_version_lower_bound :: 13.0, nvidia :: sm_arch :: 80_real``."""
         entries = (self.variant or {}).get("variants", {})
@@ -298,7 +303,7 @@ def inspect_wheel(wheel: Path) -> Report:
             manifest: AnyManifest = Manifest.from_json(zf.read(native[0]).decode())
             found = [found_library(name[len(package_dir):], zf.read(name)) for name in names
                      if name.startswith(package_dir) and "/" not in name[len(package_dir):] and name.endswith(".so")]  # fmt: skip
-            return _with_variant(Report(wheel, manifest, found, compare(manifest, found)), variant, label)
+            return with_variant(Report(wheel, manifest, found, compare(manifest, found)), variant, label)
         theirs = [n for n in names if n.count("/") == 1 and n.endswith(f".dist-info/{PROJECT_MANIFEST_NAME}")]
         if not theirs:
             raise ManifestError(f"{wheel.name} has no package {MANIFEST_NAME} and no .dist-info/{PROJECT_MANIFEST_NAME}: "
@@ -306,7 +311,7 @@ def inspect_wheel(wheel: Path) -> Report:
         manifest = ProjectManifest.from_json(zf.read(theirs[0]).decode())
         found = [found_library(name, zf.read(name)) for name in names if is_shared_library(name)]
     project, version = theirs[0][: -len(f".dist-info/{PROJECT_MANIFEST_NAME}")].rsplit("-", 1)
-    return _with_variant(Report(wheel, manifest, found, compare(manifest, found), project, version), variant, label)
+    return with_variant(Report(wheel, manifest, found, compare(manifest, found), project, version), variant, label)
 
 
 def wheel_variant_json(wheel: Path) -> dict | None:
@@ -328,7 +333,7 @@ def _read_variant_json(zf: zipfile.ZipFile, names: list[str], wheel_name: str) -
         raise InspectionError(f"{wheel_name}: {path} is not JSON: {exc}") from exc
 
 
-def _with_variant(report: Report, variant: dict | None, label: str | None) -> Report:
+def with_variant(report: Report, variant: dict | None, label: str | None) -> Report:
     """A report with the wheel's variant.json checked: against its label and its binaries; a
     label without variant.json is a disagreement too."""
     report.variant = variant
@@ -350,12 +355,12 @@ def inspect_distribution(name: str) -> Report:
     if text is None:
         native = package_manifests([str(f) for f in dist.files or ()])
         if len(native) == 1:
-            return _with_variant(inspect_directory(Path(str(dist.locate_file(native[0]))).parent),
-                                 _installed_variant_json(dist), None)  # fmt: skip
+            return with_variant(inspect_directory(Path(str(dist.locate_file(native[0]))).parent),
+                                 installed_variant_json(dist), None)  # fmt: skip
         # An editable install lists no package files: the package its name imports as.
         spec = importlib.util.find_spec(str(dist.metadata["Name"]).lower().replace("-", "_"))
         if spec is not None and spec.origin and (Path(spec.origin).parent / MANIFEST_NAME).is_file():
-            return _with_variant(inspect_directory(Path(spec.origin).parent), _installed_variant_json(dist), None)
+            return with_variant(inspect_directory(Path(spec.origin).parent), installed_variant_json(dist), None)
         raise ManifestError(f"{name} {dist.version} is installed but carries no {PROJECT_MANIFEST_NAME}: "
                             "prebuild did not build it")  # fmt: skip
     manifest = ProjectManifest.from_json(text)
@@ -371,10 +376,11 @@ def inspect_distribution(name: str) -> Report:
     disagreements = [d for d in compare(manifest, found, complete=False) if d.file not in damaged] + unreadable
     report = Report(Path(str(dist.locate_file(""))), manifest, found, disagreements, str(dist.metadata["Name"]),
                     dist.version)  # fmt: skip
-    return _with_variant(report, _installed_variant_json(dist), None)
+    return with_variant(report, installed_variant_json(dist), None)
 
 
-def _installed_variant_json(dist) -> dict | None:
+def installed_variant_json(dist) -> dict | None:
+    """An installed distribution's variant.json (a PEP 825 variant wheel's), None without one."""
     text = dist.read_text(VARIANT_JSON)
     try:
         return None if text is None else json.loads(text)

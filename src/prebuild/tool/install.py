@@ -19,9 +19,9 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name
 from packaging.version import Version
 
-from prebuild.tool.variant_wheels import parse_filename
+from prebuild.tool.variant_wheels import parse_filename, split_filename
 from prebuild.runtime.arch import Arch, CodeKind, arch_for_capability, format_capability, select_code
-from prebuild.tool.index import parse_variant
+from prebuild.tool.index import wheel_variant
 from prebuild.tool.builder.config import MIN_TORCH_TARGET
 from prebuild.tool.support import torch_minor_of, torch_tag
 import prebuild.tool.gpus as probe
@@ -91,7 +91,7 @@ def _rank(c: Considered) -> tuple:
     is needed (a smaller wheel made for these GPUs), code closest to each GPU (sm_86 over
     sm_80 for an 8.9 GPU), then the newest CUDA."""
     version = parse_filename(c.candidate.filename)[1]
-    variant = parse_variant(version.local)
+    variant = wheel_variant(c.candidate.filename)
     assert variant is not None
     ptx_used = sum(v.kind is CodeKind.PTX for v in c.verdicts)
     closeness = sum(v.arch.capability[0] * 10 + v.arch.capability[1] for v in c.verdicts if v.arch)
@@ -118,9 +118,11 @@ def select_wheel(
         except InvalidWheelFilename:
             c.rejected = "not a wheel file name"
             continue
-        variant = parse_variant(version.local)
+        variant = wheel_variant(cand.filename)
         if variant is None:
-            c.rejected = "no CUDA kernels (its version names no CUDA archs)"
+            c.rejected = ("no CUDA archs in its name (a --variants build's plain wheel, for pip: its labelled "
+                          "wheels name their archs)" if version.local and version.local.startswith("cu") else
+                          "no CUDA kernels (its version names no CUDA archs)")  # fmt: skip
             continue
         wheel_cuda = variant.cuda_version
         if variant.torch_tag and (torch_version is None or torch_tag(torch_version) != variant.torch_tag):
@@ -174,7 +176,7 @@ def cpu_torch_warning(torch: TorchInfo, decision: Decision) -> str | None:
     considered = [decision.chosen] if decision.chosen else decision.considered
     for c in considered:
         try:
-            variant = parse_variant(parse_filename(c.candidate.filename)[1].local)
+            variant = wheel_variant(c.candidate.filename)
         except InvalidWheelFilename:
             continue
         if variant is not None:
@@ -229,15 +231,37 @@ def plan_install(project: str, source: str, archs: tuple[Arch, ...] = ()) -> Ins
                        no_fit_fix(decision, project, targets), [note] if note else [])  # fmt: skip
 
 
-def pip_install(location: str, output_to_stderr: bool) -> int:
+def pip_install(candidate: Candidate, output_to_stderr: bool) -> int:
     """``pip install`` the chosen wheel into this Python; pip's exit status. With
-    ``output_to_stderr`` (``--json``: stdout holds the JSON only) pip's output goes to stderr."""
+    ``output_to_stderr`` (``--json``: stdout holds the JSON only) pip's output goes to stderr.
+    pip reads no PEP 825 variant label in a file name: a variant wheel is handed to it as a
+    copy named without its label (the name its .dist-info says), its ``#sha256=`` checked."""
+    import hashlib
+    import shutil
     import subprocess
     import sys
+    import tempfile
 
-    command = [sys.executable, "-m", "pip", "install", location]
-    print(f"Running: {' '.join(command)}", file=sys.stderr)
-    return subprocess.run(command, stdout=sys.stderr if output_to_stderr else None).returncode
+    location = candidate.location
+    plain, label = split_filename(candidate.filename)
+    with tempfile.TemporaryDirectory(prefix="prebuild-install-") as tmp:
+        if label is not None:
+            copy = Path(tmp) / plain
+            url, _, fragment = location.partition("#")
+            if "://" in url:
+                with urllib.request.urlopen(url, timeout=300) as response, open(copy, "wb") as out:
+                    shutil.copyfileobj(response, out)
+            else:
+                shutil.copyfile(url, copy)
+            expected = fragment.partition("sha256=")[2]
+            if expected and hashlib.sha256(copy.read_bytes()).hexdigest() != expected:
+                print(f"{candidate.filename}: its sha256 is not the index's {expected}", file=sys.stderr)
+                return 1
+            location = str(copy)
+        command = [sys.executable, "-m", "pip", "install", location]
+        print(f"Running: {' '.join(command)}" + (f" (the variant wheel {candidate.filename})" if label else ""),
+              file=sys.stderr)  # fmt: skip
+        return subprocess.run(command, stdout=sys.stderr if output_to_stderr else None).returncode
 
 
 # --- where the wheels are -----------------------------------------------------------------

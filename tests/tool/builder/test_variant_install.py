@@ -160,3 +160,22 @@ def test_bad_variant_inputs_are_refused_and_nothing_is_written(variant_dist, tmp
     proc = index(clash)
     assert proc.returncode == 2 and "variant label clash" in proc.stderr and "sm80" in proc.stderr, proc.stderr
     assert not (tmp_path / "site").exists()
+
+
+def test_prebuild_install_picks_a_variant_wheel_and_pip_installs_it(served_site, dev_venv_copy):
+    """`prebuild install` reads the labels (the plain wheel names no archs: it is pip's pick),
+    and hands pip the chosen variant wheel under the name pip reads."""
+    site, url = served_site
+    python = dev_venv_copy()
+    proc = run([python, "-m", "prebuild", "install", "demo", "--from", f"{url}/simple", "--arch", "sm_90"],
+               env={**os.environ, "PIP_NO_DEPS": "1", "COLUMNS": "200"})  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Chosen: demo-0.1.0+cu130-cp310-abi3-linux_x86_64-sm90.whl" in proc.stdout
+    assert "(the variant wheel demo-0.1.0+cu130-cp310-abi3-linux_x86_64-sm90.whl)" in proc.stderr
+    assert "a --variants build's plain wheel" in proc.stderr
+    assert installed_variant(python) == ("sm90", SASS["sm90"])
+    # and doctor names the variant it runs
+    doctor = run([python, "-m", "prebuild", "doctor", "--json"])
+    projects = {p["name"]: p for p in json.loads(doctor.stdout)["projects"]}
+    assert projects["demo"]["variant"] == "sm90" and not projects["demo"]["problem"], projects["demo"]
+    assert any("demo 0.1.0+cu130 (variant sm90): native build" in c["message"] for c in projects["demo"]["checks"])
