@@ -126,3 +126,14 @@ def test_arch_values_that_are_neither_real_nor_virtual_are_refused():
         archs_of({"nvidia": {"sm_arch": ["90_fake"]}})
     assert archs_of({}) == WheelArchs((), ())
     assert isinstance(parse_label("sm90").sass[0], Arch)
+
+
+def test_variant_wheels_are_listed_only_in_the_index_of_every_wheel():
+    """The per-variant indexes are for pip, which cannot read a variant label."""
+    from prebuild.tool.index import ALL, WheelInfo, plan
+
+    names = ["demo-0.1.0+cu130-cp310-abi3-linux_x86_64-sm90.whl", "demo-0.1.0+cu130-cp310-abi3-linux_x86_64.whl",
+             "demo-0.1.0+cu130.sm80-cp310-abi3-linux_x86_64.whl"]  # fmt: skip
+    indexes = plan([WheelInfo(n, "0" * 64) for n in names])
+    assert sorted(indexes) == [ALL, "cu130-sm80"]
+    assert [w.filename for w in indexes["cu130-sm80"]] == [names[2]] and len(indexes[ALL]) == 3

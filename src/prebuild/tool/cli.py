@@ -410,8 +410,9 @@ def index(
         out.print(f"  {escape(where)}: {escape(', '.join(w.filename for w in wheels))}", highlight=False, soft_wrap=True)
     site_url = site.resolve().as_uri()
     extra = usual_index_url()
-    out.print(f"Install one variant (dependencies such as torch come from {escape(extra)}; "
-              "use --no-deps instead when they are installed):", highlight=False)  # fmt: skip
+    if len(indexes) > 1:  # per-variant indexes besides the one of every wheel
+        out.print(f"Install one variant (dependencies such as torch come from {escape(extra)}; "
+                  "use --no-deps instead when they are installed):", highlight=False)  # fmt: skip
     for key, wheels in indexes.items():
         for project in sorted({w.project for w in wheels}) if key != ALL else ():
             out.print(f"  {escape(install_command(site_url, key, project, extra_index=extra))}", highlight=False,

@@ -129,11 +129,13 @@ def wheel_variant(filename: str) -> Variant | None:
 
 
 def plan(wheels: list[WheelInfo]) -> dict[str, list[WheelInfo]]:
-    """Which wheels each index lists: ``ALL`` lists every wheel, each variant its own."""
+    """Which wheels each index lists: ``ALL`` lists every wheel, each variant its own. A PEP 825
+    variant wheel is listed in ``ALL`` only: the per-variant indexes are for pip, which cannot
+    read a variant label (it picks the plain wheel from ``ALL``)."""
     out: dict[str, list[WheelInfo]] = {ALL: sorted(wheels, key=lambda w: w.filename)}
     for wheel in out[ALL]:
         variant = wheel_variant(wheel.filename)
-        if variant is not None:
+        if variant is not None and parse_filename(wheel.filename)[4] is None:
             out.setdefault(variant.name, []).append(wheel)
     return dict(sorted(out.items()))
 
