@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Check every downloaded wheel against its manifest (`prebuild inspect`), then write the
-# pip index site (`prebuild index`). Runs prebuild's CLI from the source tree.
+# Check every downloaded wheel against its manifest (`prebuild inspect`), make the PEP 825
+# variant twin of each per-arch wheel (`prebuild variant`: uv's one index for every GPU), then
+# write the index site (`prebuild index`: pip's per-variant indexes and the index of every
+# wheel). DIST_DIR is left as it is. Runs prebuild's CLI from the source tree.
 # Usage: scripts/ci/publish_index.sh DIST_DIR SITE_DIR
 set -euo pipefail
 if [ $# -ne 2 ]; then
@@ -19,4 +21,15 @@ fi
 for wheel in "${wheels[@]}"; do
   prebuild inspect "$wheel"
 done
-prebuild index "$1" --out "$2"
+staging=$(mktemp -d)
+trap 'rm -rf "$staging"' EXIT
+cp "${wheels[@]}" "$staging/"
+per_arch=()
+for wheel in "$staging"/*.whl; do
+  # a per-arch wheel names its archs in its version (+cu130.sm90); a variant or plain one does not
+  case "$(basename "$wheel")" in *+*cu[0-9]*.sm[0-9]*) per_arch+=("$wheel") ;; esac
+done
+if [ ${#per_arch[@]} -gt 0 ]; then
+  prebuild variant "${per_arch[@]}" --out "$staging"
+fi
+prebuild index "$staging" --out "$2"

@@ -69,8 +69,13 @@ def test_wheel_jobs_come_from_prebuild_matrix_and_reach_the_container():
     # The installs pin that version too, so a newer cibuildwheel on the index cannot change it.
     assert f"cibuildwheel=={action_version}" in PYPROJECT["project"]["optional-dependencies"]["test"]
     assert f"cibuildwheel=={action_version}" in (ROOT / "scripts" / "bootstrap.sh").read_text()
+    # the plain wheel pip takes beside the variant wheels: every arch of a CUDA version, PTX, +cu130
+    plain = jobs["plain"]
+    assert plain["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.plain) }}"
+    assert set(plain["env"]) <= passed and plain["env"]["PREBUILD_ARCHS_IN_VERSION"] == "0"
+    assert jobs["matrix"]["outputs"]["plain"] == "${{ steps.matrix.outputs.plain }}"
     publish = jobs["publish"]
-    assert publish["needs"] == "wheels"
+    assert sorted(publish["needs"]) == ["plain", "wheels"]
     uses = {s.get("uses", "").split("@")[0] for s in publish["steps"]}
     assert {"softprops/action-gh-release", "actions/upload-pages-artifact", "actions/deploy-pages"} <= uses
     assert "publish_index.sh" in json.dumps(publish["steps"])
@@ -120,18 +125,27 @@ def test_project_wheels_jobs_come_from_the_torch_matrix_and_use_each_entry():
 def test_matrix_script_writes_the_matrix_output(tmp_path):
     out = tmp_path / "github_output"
     env = {**os.environ, "GITHUB_OUTPUT": str(out), "PYTHON": sys.executable}
+
+    def outputs() -> dict:
+        return dict(line.split("=", 1) for line in out.read_text().splitlines())
+
     subprocess.run([str(CI / "matrix.sh")], check=True, env=env, timeout=120)
-    key, _, value = out.read_text().strip().partition("=")
-    assert key == "matrix" and json.loads(value) == matrix()
+    written = outputs()
+    assert sorted(written) == ["matrix", "plain"] and json.loads(written["matrix"]) == matrix()
+    # the plain wheel's job per CUDA version: every arch the matrix builds for it
+    plain = json.loads(written["plain"])["include"]
+    assert {p["cuda"] for p in plain} == {r["cuda"] for r in matrix()["include"]}
+    for p in plain:
+        assert p["archs"].split(",") == [r["arch"] for r in matrix()["include"] if r["cuda"] == p["cuda"]]
     out.unlink()
     subprocess.run([str(CI / "matrix.sh"), "--cuda", "13.0"], check=True, env=env, timeout=120)
-    assert {j["cuda"] for j in json.loads(out.read_text().split("=", 1)[1])["include"]} == {"13.0"}
+    assert {j["cuda"] for j in json.loads(outputs()["matrix"])["include"]} == {"13.0"}
     bad = subprocess.run([str(CI / "matrix.sh"), "--cuda", "1.0"], env=env, capture_output=True, text=True)
     assert bad.returncode == 2
     out.unlink()  # as project-wheels.yml calls it
     subprocess.run([str(CI / "matrix.sh"), "--torch", "2.14", "--cuda", "13.0", "--arch", "sm_80,sm_90"], check=True,
                    env=env, timeout=120)  # fmt: skip
-    assert json.loads(out.read_text().split("=", 1)[1]) == classic_matrix(("2.14",), CUDA_RELEASES[-1:], ARCHS_80_90)
+    assert json.loads(outputs()["matrix"]) == classic_matrix(("2.14",), CUDA_RELEASES[-1:], ARCHS_80_90)
 
 
 @pytest.mark.parametrize("version, packages", [

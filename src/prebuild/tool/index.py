@@ -129,13 +129,18 @@ def wheel_variant(filename: str) -> Variant | None:
 
 
 def plan(wheels: list[WheelInfo]) -> dict[str, list[WheelInfo]]:
-    """Which wheels each index lists: ``ALL`` lists every wheel, each variant its own. A PEP 825
-    variant wheel is listed in ``ALL`` only: the per-variant indexes are for pip, which cannot
-    read a variant label (it picks the plain wheel from ``ALL``)."""
-    out: dict[str, list[WheelInfo]] = {ALL: sorted(wheels, key=lambda w: w.filename)}
-    for wheel in out[ALL]:
+    """Which wheels each index lists: ``ALL`` lists every wheel, each variant its own. With PEP
+    825 variant wheels among them, ``ALL`` lists those and the wheels whose name says no archs
+    (the plain wheel), not the per-arch wheels (``+cu130.sm90``), whose higher local version pip
+    would take over the plain one whatever the GPU; the per-variant indexes are for pip, which
+    cannot read a variant label, and list the per-arch wheels only."""
+    ordered = sorted(wheels, key=lambda w: w.filename)
+    labelled = {w.filename for w in ordered if parse_filename(w.filename)[4] is not None}
+    out: dict[str, list[WheelInfo]] = {
+        ALL: [w for w in ordered if not labelled or w.filename in labelled or wheel_variant(w.filename) is None]}
+    for wheel in ordered:
         variant = wheel_variant(wheel.filename)
-        if variant is not None and parse_filename(wheel.filename)[4] is None:
+        if variant is not None and wheel.filename not in labelled:
             out.setdefault(variant.name, []).append(wheel)
     return dict(sorted(out.items()))
 
@@ -296,6 +301,19 @@ def variants_documents(wheels: list[Path]) -> dict[str, dict]:
         return {filename: merge(documents) for filename, documents in sorted(groups.items())}
     except VariantError as exc:
         raise SiteError(f"variant label clash: {exc}") from None
+
+
+def write_variants_files(wheels: list[Path], out_dir: Path) -> list[Path]:
+    """``{name}-{version}-variants.json`` in ``out_dir`` for each project version among the
+    variant wheels, merged from their own variant.json (each written atomically)."""
+    written = []
+    for filename, document in variants_documents(wheels).items():
+        path = out_dir / filename
+        partial = path.with_name(f".{filename}.partial")
+        partial.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        os.replace(partial, path)
+        written.append(path)
+    return written
 
 
 def check_variants_files(dist_dir: Path, documents: dict[str, dict]) -> None:

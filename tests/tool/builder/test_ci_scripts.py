@@ -23,11 +23,16 @@ def test_publish_index_and_test_wheel_on_a_real_wheel(tmp_path, built_wheel, fre
     dist = wheel.parent
 
     site = tmp_path / "site"
+    before = sorted(p.name for p in dist.iterdir())
     proc = subprocess.run([str(CI / "publish_index.sh"), str(dist), str(site)], capture_output=True, text=True,
                           timeout=300, env={**env, "PYTHON": sys.executable})  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "match the manifest" in proc.stdout
     assert list(site.glob("cu*-sm80/simple/prebuild/index.html"))
+    # the per-arch wheel's PEP 825 variant twin, linked with the variants file in the index of every GPU
+    every = (site / "simple" / "prebuild" / "index.html").read_text()
+    assert "prebuild-0.1.0+cu130-cp310-abi3-linux_x86_64-sm80.whl" in every and "-variants.json" in every
+    assert sorted(p.name for p in dist.iterdir()) == before  # DIST_DIR as it was
 
     py = fresh_venv()
     env_dir = py.parent.parent

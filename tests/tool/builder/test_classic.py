@@ -16,7 +16,7 @@ from prebuild.tool.builder.classic import (
     raised_standards, torch_cuda_arch_list,
 )  # fmt: skip
 from prebuild.tool.builder.compile import BuildError
-from prebuild.tool.builder.toolchain import Nvcc, ToolchainError
+from prebuild.tool.builder.toolchain import ToolchainError
 from prebuild.runtime.manifest import BuiltLibrary, NvccCall
 
 A = parse_arch_list

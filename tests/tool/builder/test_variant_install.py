@@ -179,3 +179,29 @@ def test_prebuild_install_picks_a_variant_wheel_and_pip_installs_it(served_site,
     projects = {p["name"]: p for p in json.loads(doctor.stdout)["projects"]}
     assert projects["demo"]["variant"] == "sm90" and not projects["demo"]["problem"], projects["demo"]
     assert any("demo 0.1.0+cu130 (variant sm90): native build" in c["message"] for c in projects["demo"]["checks"])
+
+
+def test_a_per_arch_release_gets_variant_twins_and_one_index_for_both(built_wheel, tmp_path):
+    """`prebuild variant`: a per-arch wheel (as the release's cibuildwheel jobs make them) gets
+    its variant twin; indexed together, pip's per-variant index keeps the per-arch wheel and the
+    index of every wheel lists the variant one (not the per-arch one, whose higher local version
+    pip would take whatever the GPU)."""
+    wheel = built_wheel("sm_80")
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    shutil.copy(wheel, dist / wheel.name)
+    proc = run([sys.executable, "-m", "prebuild", "variant", dist / wheel.name, "--out", dist])
+    assert proc.returncode == 0, proc.stderr
+    twin = dist / "prebuild-0.1.0+cu130-cp310-abi3-linux_x86_64-sm80.whl"
+    assert twin.is_file() and (dist / "prebuild-0.1.0+cu130-variants.json").is_file()
+    inspected = json.loads(run([sys.executable, "-m", "prebuild", "inspect", twin, "--json"]).stdout)
+    assert inspected["ok"] and inspected["manifest"]["package_version"] == "0.1.0+cu130"
+    assert list(inspected["variant"]["variants"]) == ["sm80"]
+    assert run([sys.executable, "-m", "prebuild", "index", dist, "--out", tmp_path / "site"]).returncode == 0
+    index = json.loads((tmp_path / "site" / "index.json").read_text())
+    assert [w["filename"] for w in index["wheels"]] == [twin.name]
+    assert [w["filename"] for w in index["variants"]["cu130-sm80"]["wheels"]] == [wheel.name]
+    # a variant wheel is not made twice, and a wheel that does not match its manifest not at all
+    again = run([sys.executable, "-m", "prebuild", "variant", twin, "--out", tmp_path / "again"],
+                env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+    assert again.returncode == 2 and "is a variant wheel already" in again.stderr

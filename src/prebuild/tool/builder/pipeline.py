@@ -24,8 +24,6 @@ where the error message says. What the build tells as it goes goes to a ``Report
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import tempfile
 import time
@@ -41,7 +39,7 @@ from prebuild.tool.builder.compile import BuildError, preflight
 from prebuild.tool.builder.config import read_config
 from prebuild.tool.builder.project import CLASSIC, NATIVE, DownloadError, Project, project_kind, resolve_project
 from prebuild.tool.builder.toolchain import Nvcc, Torch, ToolchainError
-from prebuild.tool.index import variants_documents
+from prebuild.tool.index import write_variants_files
 from prebuild.tool.builder.wheel import (
     BuildProgress,
     BuiltWheel,
@@ -131,7 +129,8 @@ def build_wheels(request: WheelRequest, report: Reporter) -> BuiltWheels:
             stage = 1
             started = time.monotonic()
             wheels = [build_one(builder, variant, request.out_dir, report) for variant in variants]
-            variants_file = write_variants_file(wheels, request.out_dir) if request.variants else None
+            written = write_variants_files([w.path for w in wheels], request.out_dir) if request.variants else []
+            variants_file = written[0] if written else None  # one project version: one file
             locks = [write_lock(request.lock, w.path) for w in wheels] if request.lock is not None else []
             return BuiltWheels(wheels, locks, time.monotonic() - started, variants_file)
         except FAILURES as exc:
@@ -202,20 +201,6 @@ def build_one(builder: WheelBuilder, variant: WheelVariant, out_dir: Path, repor
         raise
     report.built(wheel)
     return wheel
-
-
-def write_variants_file(wheels: list[BuiltWheel], out_dir: Path) -> Path:
-    """Step 6, ``--variants``: ``{name}-{version}-variants.json`` in ``out_dir``, merged from the
-    labelled wheels' own variant.json (written atomically)."""
-    documents = variants_documents([w.path for w in wheels])
-    if len(documents) != 1:
-        raise BuildError(f"a --variants build makes one project version's variants, found {sorted(documents)}")
-    (filename, document), = documents.items()
-    path = out_dir / filename
-    partial = path.with_name(f".{filename}.partial")
-    partial.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    os.replace(partial, path)
-    return path
 
 
 @dataclass(frozen=True)

@@ -70,10 +70,11 @@ def relabel_wheel(wheel: Path, out_dir: Path, label: str, torch_requirement: str
 
 
 def rewrite_wheel(wheel: Path, out_dir: Path, *, version: str | None = None, torch_requirement: str | None = None,
-                  dist_info_files: Mapping[str, str] | None = None, variant_label: str | None = None) -> Path:  # fmt: skip
+                  dist_info_files: Mapping[str, str] | None = None, variant_label: str | None = None,
+                  files: Mapping[str, str] | None = None) -> Path:  # fmt: skip
     """A copy of ``wheel`` in ``out_dir`` (placed atomically): its version and torch requirement
-    replaced when given, ``dist_info_files`` (name -> text) added to its .dist-info, and
-    ``variant_label`` after its platform tag."""
+    replaced when given, ``dist_info_files`` (name -> text) added to its .dist-info, ``files``
+    (path in the wheel -> text) replaced, and ``variant_label`` after its platform tag."""
     old_version = str(parse_wheel_filename(wheel.name)[1])
     new_version = version or old_version
     with tempfile.TemporaryDirectory(prefix="prebuild-relabel-") as tmp:
@@ -99,6 +100,8 @@ def rewrite_wheel(wheel: Path, out_dir: Path, *, version: str | None = None, tor
                                 _set_version(text, new_version), encoding="utf-8")  # fmt: skip
         for name, text in (dist_info_files or {}).items():
             (new_info / name).write_text(text, encoding="utf-8")
+        for name, text in (files or {}).items():
+            (root / name).write_text(text, encoding="utf-8")
         tag = "-".join(wheel.name[: -len(".whl")].split("-")[-3:])  # python-abi-platform, as built
         filename = f"{stem}-{new_version}-{tag}.whl"  # (a build tag, if any, belonged to the old version)
         built = Path(tmp) / filename

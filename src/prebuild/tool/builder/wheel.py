@@ -13,8 +13,9 @@ import sys
 import tempfile
 import time
 import warnings
+import zipfile
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Protocol, Sequence
 
@@ -28,7 +29,7 @@ from prebuild.tool.builder import processes
 from prebuild.tool.builder.compile import BuildError, ProgressCallback, compile_libraries, default_build_dir
 from prebuild.tool.builder.relabel import place_atomically, rewrite_wheel
 from prebuild.tool.builder.config import KernelProject
-from prebuild.tool.inspection import InspectionError, inspect_wheel
+from prebuild.tool.inspection import InspectionError, inspect_wheel, package_manifests
 from prebuild.runtime.manifest import Manifest, ManifestError, ProjectManifest
 from prebuild.tool.builder.toolchain import Nvcc
 from prebuild.tool.variant_wheels import (
@@ -80,6 +81,37 @@ def plan_variants(archs: Sequence[Arch], fat: bool, ptx: bool, variants: bool = 
         return planned
     labelled = [WheelVariant(v.archs, v.ptx, label=variant_label(WheelArchs(v.archs, v.ptx_archs))) for v in planned]
     return [*labelled, WheelVariant(archs, True, plain=True)]
+
+
+def variant_twin(wheel: Path, out_dir: Path) -> Path:
+    """The PEP 825 variant wheel of a per-arch wheel (``x-0.1.0+cu130.sm90-...whl`` ->
+    ``x-0.1.0+cu130-...-sm90.whl``), native or classic: the same libraries, checked against
+    their manifest first; the archs move from the version into the label, variant.json is
+    added, and a native package's manifest takes the new version. (A release built per arch by
+    cibuildwheel publishes both: pip's per-variant indexes and uv's one index.)"""
+    report = inspect_wheel(wheel)
+    if report.disagreements or report.manifest is None:
+        problems = "; ".join(f"{d.file}: {d.message}" for d in report.disagreements) or "no manifest"
+        raise BuildError(f"{wheel.name} does not match what it records ({problems}): no variant made of it")
+    if report.variant is not None:
+        raise BuildError(f"{wheel.name} is a variant wheel already")
+    manifest = report.manifest
+    sass, ptx = tuple(manifest.sass_archs), tuple(manifest.ptx_archs)
+    variant = WheelVariant(sass, bool(ptx), label=variant_label(WheelArchs(sass, ptx)))
+    version = parse_filename(wheel.name)[1]
+    tags = {a.tag for a in sass} | {f"ptx{a.number}" for a in ptx}
+    kept = [part for part in (version.local or "").split(".") if part not in tags]
+    if not any(part.startswith("cu") for part in kept) or len(kept) == len((version.local or "").split(".")):
+        raise BuildError(f"{wheel.name}: its version does not name its CUDA and archs (+cu130.sm90): not a per-arch wheel")
+    new_version = f"{version.public}+{'.'.join(kept)}"
+    cuda = manifest.cuda_version if isinstance(manifest, Manifest) else manifest.cuda
+    files = {}
+    if isinstance(manifest, Manifest):  # a native package's own manifest names its version
+        with zipfile.ZipFile(wheel) as zf:
+            (path,) = package_manifests(zf.namelist())
+        files[path] = replace(manifest, package_version=new_version).to_json()
+    return rewrite_wheel(wheel, out_dir, version=new_version, dist_info_files={VARIANT_JSON: variant_json(variant, cuda)},
+                         variant_label=variant.label, files=files)  # fmt: skip
 
 
 def variant_json(variant: WheelVariant, cuda_version: str) -> str:
