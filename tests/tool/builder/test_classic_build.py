@@ -249,3 +249,29 @@ def test_a_project_that_compiles_at_first_use_is_refused_with_the_reason(fresh_c
     assert "builds no extension at install time" in said and "jit_ext/__init__.py:7" in said, said
     assert "no shared library at all" not in said and list(out.iterdir()) == []
     assert "NumPy" not in said and "nobody asked for" not in said and "Warning" not in said, said
+
+
+def test_classic_variant_wheels_name_their_archs_in_the_label(cuda_torch_python, tmp_path):
+    """`--variants` for a classic project: the sm_90 variant wheel (version +pt214.cu130, label
+    sm90, variant.json), the plain wheel (sm_90 SASS and PTX) and the variants file; prebuild
+    inspect finds each one's binaries, manifest and variant properties in agreement."""
+    out = tmp_path / "dist"
+    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_90", "--variants", str(FIXTURES / "plain_ext"), "--out",
+                          str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+    base = "plain_ext-0.1.0+pt214.cu130-cp311-cp311-linux_x86_64"
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"{base}-sm90.whl", f"{base}.whl", "plain_ext-0.1.0+pt214.cu130-variants.json"])
+    reports = {}
+    for wheel in (out / f"{base}-sm90.whl", out / f"{base}.whl"):
+        inspected = prebuild(cuda_torch_python, "inspect", str(wheel), "--json")
+        assert inspected.returncode == 0, inspected.stdout + inspected.stderr
+        reports[wheel.name] = json.loads(inspected.stdout)
+    labelled, plain = reports[f"{base}-sm90.whl"], reports[f"{base}.whl"]
+    assert labelled["ok"] and labelled["variant"]["variants"] == {
+        "sm90": {"nvidia": {"cuda_version_lower_bound": ["13.0"], "sm_arch": ["90_real"]}}}
+    assert [(lib["sass"], lib["ptx"]) for lib in labelled["libraries"]] == [(["sm_90"], [])]
+    assert plain["ok"] and plain["variant"] is None
+    assert [(lib["sass"], lib["ptx"]) for lib in plain["libraries"]] == [(["sm_90"], ["compute_90"])]
+    variants = json.loads((out / "plain_ext-0.1.0+pt214.cu130-variants.json").read_text())
+    assert variants["variants"] == labelled["variant"]["variants"]
