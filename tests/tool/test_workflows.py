@@ -113,9 +113,15 @@ def test_project_wheels_jobs_come_from_the_torch_matrix_and_use_each_entry():
     assert "matrix.sh --torch" in json.dumps(jobs["matrix"]["steps"])
     assert jobs["wheels"]["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.matrix) }}"
     entry = classic_matrix(("2.14",))["include"][0]
-    assert set(re.findall(r"\${{[^}]*(?<![.\w])matrix\.(\w+)", text)) <= set(entry)
+    plain_entry = (set(entry) - {"arch", "ptx"}) | {"archs"}  # matrix.sh's `plain` output
+    refs = r"\${{[^}]*(?<![.\w])matrix\.(\w+)"
+    assert set(re.findall(refs, json.dumps(jobs["wheels"]))) <= set(entry)
+    assert set(re.findall(refs, json.dumps(jobs["plain"]))) <= plain_entry
+    assert set(re.findall(refs, text)) <= set(entry) | plain_entry
     steps = json.dumps(jobs["wheels"]["steps"])
     assert "${{ matrix.torch_install }}" in steps and "-m prebuild wheel --arch" in steps
+    assert jobs["plain"]["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.plain) }}"
+    assert "--plain" in json.dumps(jobs["plain"]["steps"]) and sorted(jobs["publish"]["needs"]) == ["plain", "wheels"]
     assert "publish_index.sh" in json.dumps(jobs["publish"]["steps"])
 
 

@@ -98,6 +98,11 @@ def wheel(
         "--preview-features wheel-variants matches to the GPU, plus one plain wheel for pip (every "
         "arch and PTX of the newest) and the variants file an index serves beside them.",
     ),
+    plain: bool = typer.Option(
+        False, "--plain",
+        help="Only the plain wheel of --variants (every arch, PTX of the newest, no archs in its "
+        "version): for a CI job beside per-arch ones, whose variant twins `prebuild variant` makes.",
+    ),
 ) -> None:
     """Compile CUDA kernels ahead of time into wheels, one per CUDA arch.
 
@@ -127,7 +132,7 @@ def wheel(
         raise _fail(_missing_build_extra(exc)) from None
 
     request = WheelRequest(project, tuple(arch), out_dir, fat=fat, ptx=ptx, jobs=jobs, build_dir=build_dir,
-                           compress=compress, lock=lock, variants=variants)  # fmt: skip
+                           compress=compress, lock=lock, variants=variants, plain=plain)  # fmt: skip
     console = _WheelConsole()
     previous_sigterm = signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill: as Ctrl-C
     try:

@@ -183,3 +183,16 @@ def test_a_requirement_whose_setup_py_needs_cuda_gets_the_cpu_torch_refusal(monk
 
 def test_variants_name_their_archs():
     assert WheelVariant(parse_arch_list("sm_80,sm_90"), True).name == "sm_80,sm_90 +PTX"
+
+
+def test_variants_and_the_plain_wheel_are_planned():
+    variants = pipeline.plan(WheelRequest(None, ("sm_80,sm_90",), variants=True))
+    assert [(v.name, v.label, v.plain, v.archs_in_version) for v in variants] == [
+        ("sm_80 [sm80]", "sm80", False, False), ("sm_90 [sm90]", "sm90", False, False),
+        ("sm_80,sm_90 +PTX [plain]", None, True, False)]  # fmt: skip
+    (plain,) = pipeline.plan(WheelRequest(None, ("sm_80,sm_90",), plain=True))
+    assert plain.plain and plain.ptx_archs == parse_arch_list("sm_90")
+    with pytest.raises(ValueError, match="--plain"):
+        pipeline.plan(WheelRequest(None, ("sm_80",), plain=True, variants=True))
+    with pytest.raises(ValueError, match="exact GPU only"):  # no label can say "only this GPU"
+        pipeline.plan(WheelRequest(None, ("sm_90a",), variants=True))

@@ -70,6 +70,7 @@ class WheelRequest:
     compress: bool = True
     lock: str | None = None  # a lock file name, "{variant}" in it for several wheels
     variants: bool = False  # PEP 825 variant wheels and the plain wheel
+    plain: bool = False  # the plain wheel only
 
 
 class Reporter(Protocol):
@@ -139,8 +140,11 @@ def build_wheels(request: WheelRequest, report: Reporter) -> BuiltWheels:
 
 def plan(request: WheelRequest) -> list[WheelVariant]:
     """Step 1: the archs, the wheels, the lock file's name."""
+    if request.plain and (request.variants or request.fat or request.ptx):
+        raise ValueError("--plain builds the one plain wheel (every arch, PTX of the newest): without --variants, "
+                         "--fat or --ptx")  # fmt: skip
     variants = plan_variants(parse_arch_list(",".join(request.archs)), fat=request.fat, ptx=request.ptx,
-                             variants=request.variants)  # fmt: skip
+                             variants=request.variants, plain=request.plain)  # fmt: skip
     if request.lock is not None:
         check_lock_target(request.lock, len(variants))
     return variants

@@ -69,13 +69,18 @@ class WheelVariant:
         return f"{name} [{self.label}]" if self.label else (f"{name} [plain]" if self.plain else name)
 
 
-def plan_variants(archs: Sequence[Arch], fat: bool, ptx: bool, variants: bool = False) -> list[WheelVariant]:
+def plan_variants(archs: Sequence[Arch], fat: bool, ptx: bool, variants: bool = False,
+                  plain: bool = False) -> list[WheelVariant]:  # fmt: skip
     """One wheel per arch by default; ``fat`` puts every arch into one wheel. ``variants``: the
     same as PEP 825 variant wheels, each labelled, plus the plain wheel that pip installs:
-    every arch and PTX of the newest, so that it runs on every GPU from the oldest arch on."""
+    every arch and PTX of the newest, so that it runs on every GPU from the oldest arch on.
+    ``plain``: that plain wheel only (a CI job beside per-arch ones, whose twins ``prebuild
+    variant`` makes)."""
     archs = tuple(sorted(set(archs)))
     if not archs:
         raise ValueError("no CUDA arch given: pass --arch, for example --arch sm_80,sm_90")
+    if plain:
+        return [WheelVariant(archs, True, plain=True)]
     planned = [WheelVariant(archs, ptx)] if fat else [WheelVariant((a,), ptx) for a in archs]
     if not variants:
         return planned
