@@ -163,7 +163,8 @@ def check_before_building(request: WheelRequest, variants: list[WheelVariant], k
     if kind == CLASSIC:
         toolchain = classic.preflight_classic(archs, work)
     else:  # what every build needs (a classic one's checks follow once it is known)
-        toolchain = Toolchain(*preflight(F.BuildOptions(archs=archs, ptx=request.ptx, jobs=request.jobs)))
+        ptx = any(v.ptx for v in variants)  # a --variants build's plain wheel has PTX
+        toolchain = Toolchain(*preflight(F.BuildOptions(archs=archs, ptx=ptx, jobs=request.jobs)))
     prepare_output_dir(request.out_dir)
     return toolchain
 
