@@ -205,7 +205,12 @@ def variant_commands(site_url: str, project: str, extra_index: str | None = None
 
 def variant_projects(variants: dict[str, dict]) -> list[str]:
     """The projects the variants files (by file name) are of."""
-    return sorted({str(canonicalize_name(name.rsplit("-", 2)[0])) for name in variants})
+    return sorted({_variants_project(name) for name in variants})
+
+
+def _variants_project(filename: str) -> str:
+    """``demo_ops-0.1.0+cu130-variants.json`` -> ``demo-ops``."""
+    return str(canonicalize_name(filename.rsplit("-", 2)[0]))
 
 
 def landing_page(indexes: dict[str, list[WheelInfo]], with_variants: list[str] = ()) -> str:
@@ -353,7 +358,7 @@ def write_site(site: Path, wheels: list[tuple[Path, WheelInfo]], variants: dict[
         (simple / "index.html").write_text(root_page(projects), encoding="utf-8")
         for project in projects:
             (simple / project).mkdir()
-            extra = [f for f in variants if key == ALL and str(canonicalize_name(f.rsplit("-", 2)[0])) == project]
+            extra = [f for f in variants if key == ALL and _variants_project(f) == project]
             page = project_page(project, [w for w in listed if w.project == project], "../" * (depth + 1) + "wheels/",
                                 extra)  # fmt: skip
             (simple / project / "index.html").write_text(page, encoding="utf-8")

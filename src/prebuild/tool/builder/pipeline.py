@@ -150,7 +150,8 @@ def plan(request: WheelRequest) -> list[WheelVariant]:
     return variants
 
 
-def archs_of(variants: list[WheelVariant]) -> tuple:
+def every_arch(variants: list[WheelVariant]) -> tuple:
+    """The archs of all the planned wheels, once each."""
     return tuple(sorted({a for v in variants for a in v.archs}))
 
 
@@ -159,7 +160,7 @@ def check_before_building(request: WheelRequest, variants: list[WheelVariant], k
     """Step 2: everything that can fail before the project is copied, downloaded, locked or
     compiled: the toolchain (a classic project's own when it is known to be one), then the
     output directory."""
-    archs = archs_of(variants)
+    archs = every_arch(variants)
     if kind == CLASSIC:
         toolchain = classic.preflight_classic(archs, work)
     else:  # what every build needs (a classic one's checks follow once it is known)
@@ -192,7 +193,7 @@ def make_builder(project: Project, toolchain, request: WheelRequest, variants: l
         return NativeBuilder(read_config(project.source), toolchain.nvcc, jobs=request.jobs,
                              build_dir=request.build_dir, compress=request.compress)  # fmt: skip
     if not isinstance(toolchain, classic.ClassicToolchain):  # an sdist or requirement turned out classic
-        toolchain = classic.preflight_classic(archs_of(variants), work)
+        toolchain = classic.preflight_classic(every_arch(variants), work)
     return classic.ClassicBuilder(project.source, toolchain, work, jobs=request.jobs)
 
 

@@ -35,16 +35,17 @@ def add_local_label(version: str, label: str) -> str:
     return str(Version(f"{v.public}+{v.local}.{label}" if v.local else f"{v.public}+{label}"))
 
 
-def rewrite_metadata(text: str, version: str, torch_requirement: str) -> str:
-    """METADATA with ``Version`` replaced and every ``Requires-Dist`` on torch replaced by
-    ``torch_requirement`` (added when there was none; extras' torch requirements too)."""
+def rewrite_metadata(text: str, version: str, torch_requirement: str | None = None) -> str:
+    """METADATA with ``Version`` replaced and, given ``torch_requirement``, every
+    ``Requires-Dist`` on torch replaced by it (added when there was none; extras' torch
+    requirements too)."""
     head, sep, body = text.partition("\n\n")
     lines, pinned = [], False
     for line in head.splitlines():
         key, _, value = line.partition(":")
         if key == "Version":
             line = f"Version: {version}"
-        elif key == "Requires-Dist":
+        elif key == "Requires-Dist" and torch_requirement is not None:
             try:
                 requirement = Requirement(value.strip())
             except InvalidRequirement:
@@ -54,7 +55,7 @@ def rewrite_metadata(text: str, version: str, torch_requirement: str) -> str:
                     continue
                 line, pinned = f"Requires-Dist: {torch_requirement}", True
         lines.append(line)
-    if not pinned:
+    if torch_requirement is not None and not pinned:
         lines.append(f"Requires-Dist: {torch_requirement}")
     return "\n".join(lines) + (sep + body if sep else "\n")
 
@@ -96,8 +97,7 @@ def rewrite_wheel(wheel: Path, out_dir: Path, *, version: str | None = None, tor
         if version is not None or torch_requirement is not None:
             metadata = new_info / "METADATA"
             text = metadata.read_text(encoding="utf-8")
-            metadata.write_text(rewrite_metadata(text, new_version, torch_requirement) if torch_requirement else
-                                _set_version(text, new_version), encoding="utf-8")  # fmt: skip
+            metadata.write_text(rewrite_metadata(text, new_version, torch_requirement), encoding="utf-8")
         for name, text in (dist_info_files or {}).items():
             (new_info / name).write_text(text, encoding="utf-8")
         for name, text in (files or {}).items():
@@ -108,12 +108,6 @@ def rewrite_wheel(wheel: Path, out_dir: Path, *, version: str | None = None, tor
         with WheelFile(built, "w") as wf:
             wf.write_files(str(root))
         return place_atomically(built, out_dir, variant_filename(filename, variant_label) if variant_label else None)
-
-
-def _set_version(metadata: str, version: str) -> str:
-    head, sep, body = metadata.partition("\n\n")
-    lines = [f"Version: {version}" if line.partition(":")[0] == "Version" else line for line in head.splitlines()]
-    return "\n".join(lines) + (sep + body if sep else "\n")
 
 
 def place_atomically(built: Path, out_dir: Path, filename: str | None = None) -> Path:
