@@ -27,6 +27,10 @@ from audit import parse_reports
 from cuda_support import TOLERANCES, assert_matches
 
 PROCESSES = 16
+# Libraries torch itself loads through ctypes during prebuild's first call: the loader reads the
+# GPU's name and capability (torch.cuda.get_device_properties), whose device_count() asks NVML
+# (torch/cuda/__init__.py, _raw_device_count_nvml). Seen on an H200 with torch 2.11.0+cu130.
+TORCH_QUERIES = {"libnvidia-ml.so.1"}
 RUNTIME_TESTS = Path(__file__).resolve().parents[1] / "runtime"
 
 
@@ -114,7 +118,8 @@ def test_16_processes_make_their_first_cuda_call_at_once_and_write_nothing(tmp_p
         start, end = report["cpp_extension"]
         assert end == start, "prebuild imported torch.utils.cpp_extension"
         assert any(Path(p).name == cuda_library for p in report["dlopens"]), report["dlopens"]
-        assert all(Path(p).resolve().is_relative_to(package_dir) for p in report["dlopens"]), report["dlopens"]
+        others = [p for p in report["dlopens"] if not Path(p).resolve().is_relative_to(package_dir)]
+        assert set(others) <= TORCH_QUERIES, f"loaded from outside the package: {others}"
     assert_matches(torch.tensor(reports[0]["value"]), want_value, TOLERANCES["ssim"], "mean SSIM")
     assert_matches(torch.tensor(reports[0]["grad_l1"]), want_grad_l1, TOLERANCES["ssim_grad"], "gradient L1 norm")
     for child, tmp, _ in children:
