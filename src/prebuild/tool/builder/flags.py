@@ -22,6 +22,8 @@ from prebuild.tool.support import ALL_ARCHS, torch_tag
 # run the kernels through the driver's JIT.
 DEFAULT_ARCHS = ",".join(a.sm for a in ALL_ARCHS)
 DEFAULT_PTX = True
+# The compile cache's launcher, set by `prebuild wheel --cache` for the project's setup.py too.
+LAUNCHER_ENV = "PREBUILD_COMPILER_LAUNCHER"
 
 # nvcc needs about this much memory per thread for our kernels (measured peak below 1 GiB;
 # with headroom). Parallel nvcc jobs beyond free memory are how large builds die with OOM.
@@ -149,6 +151,7 @@ class BuildOptions:
     sanitize: str = ""  # e.g. "address,undefined": sanitise the host libraries
     compress: bool = True  # compressed fatbins (nvcc --compress-mode=size)
     archs_in_version: bool = True  # False: +cu130 only (variant wheels carry the archs in their label)
+    launcher: Path | None = None  # every compile runs as LAUNCHER COMPILER ARGS (the compile cache's)
 
     @property
     def ptx_archs(self) -> tuple[Arch, ...]:
@@ -172,6 +175,8 @@ class BuildOptions:
             env["PREBUILD_COMPRESS"] = "0"
         if not self.archs_in_version:
             env["PREBUILD_ARCHS_IN_VERSION"] = "0"
+        if self.launcher is not None:
+            env[LAUNCHER_ENV] = str(self.launcher)
         return env
 
     @classmethod
@@ -200,8 +205,9 @@ class BuildOptions:
                 raise ValueError(f"PREBUILD_JOBS must be a positive integer, got {jobs_text!r}")
             jobs = int(jobs_text)
         build_dir = Path(env["PREBUILD_BUILD_DIR"]) if env.get("PREBUILD_BUILD_DIR") else None
+        launcher = Path(env[LAUNCHER_ENV]) if env.get(LAUNCHER_ENV) else None
         return cls(archs=archs, ptx=ptx, jobs=jobs, build_dir=build_dir, simt=simt, sanitize=sanitize,
-                   compress=compress, archs_in_version=archs_in_version)
+                   compress=compress, archs_in_version=archs_in_version, launcher=launcher)
 
 
 def _flag(name: str, text: str) -> bool:

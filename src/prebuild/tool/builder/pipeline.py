@@ -10,7 +10,8 @@
    its own preflight.
 4. **builder**: ``wheel.NativeBuilder`` or ``classic.ClassicBuilder``, the two implementations
    of ``wheel.WheelBuilder``.
-5. **build** each wheel: compiled, packaged, checked against its binaries (the archs really
+5. **build** each wheel, through the compile cache when asked for (``compile_cache``: the
+   project then compiles from a copy at the workspace's fixed paths): compiled, packaged, checked against its binaries (the archs really
    inside every library), placed in the output directory atomically (``wheel.BuiltWheel``).
 6. **publish**: with ``--variants``, the PEP 825 variants file beside the wheels (what an index
    serves, and what ``--find-links`` reads); with ``--lock``, one requirements file per wheel
@@ -36,6 +37,13 @@ from prebuild.runtime.arch import ArchError, parse_arch_list
 from prebuild.tool.builder import classic
 from prebuild.tool.builder import flags as F
 from prebuild.tool.builder.compile import BuildError, preflight
+from prebuild.tool.builder.compile_cache import (
+    CacheReport,
+    CacheSpecError,
+    compile_cache,
+    parse_cache_spec,
+    stable_workspace,
+)
 from prebuild.tool.builder.config import read_config
 from prebuild.tool.builder.project import CLASSIC, NATIVE, DownloadError, Project, project_kind, resolve_project
 from prebuild.tool.builder.toolchain import Nvcc, Torch, ToolchainError
@@ -71,6 +79,7 @@ class WheelRequest:
     lock: str | None = None  # a lock file name, "{variant}" in it for several wheels
     variants: bool = False  # PEP 825 variant wheels and the plain wheel
     plain: bool = False  # the plain wheel only
+    cache: str | None = None  # --cache / PREBUILD_CACHE: a directory, redis://..., sccache, off
 
 
 class Reporter(Protocol):
@@ -91,6 +100,10 @@ class Reporter(Protocol):
     def failed(self, variant: WheelVariant, interrupted: bool) -> None:
         """That wheel's build stopped: an error, or Ctrl-C (``interrupted``)."""
 
+    def cache_warning(self, message: str) -> None:
+        """The compile cache cannot be used (at the start, or from now on): the build goes on
+        without it. Said once per problem, possibly from another thread."""
+
 
 @dataclass(frozen=True)
 class BuiltWheels:
@@ -98,6 +111,7 @@ class BuiltWheels:
     locks: list[Path]  # --lock: one per wheel
     seconds: float
     variants_file: Path | None = None  # --variants: {name}-{version}-variants.json
+    cache: CacheReport | None = None  # --cache: what the compile cache did
 
 
 class WheelError(Exception):
@@ -119,21 +133,29 @@ class Toolchain(NamedTuple):
 def build_wheels(request: WheelRequest, report: Reporter) -> BuiltWheels:
     """Build the wheels ``request`` asks for (steps 1-6 above); WheelError says why not."""
     stage = 2
-    with workspace(request.build_dir) as work:
+    try:
+        cache_spec = parse_cache_spec(request.cache)
+    except CacheSpecError as exc:
+        raise WheelError(str(exc), stage) from None
+    with workspace(request.build_dir, stable=cache_spec is not None) as work:
         try:
             variants = plan(request)
             kind = project_kind(request.project)  # None: an sdist or requirement, known once unpacked
             toolchain = check_before_building(request, variants, kind, work.path)
-            project = resolve(request.project, work.path, toolchain, report)
-            builder = make_builder(project, toolchain, request, variants, work.path)
-            report.starting(variants, builder.nvcc, project.origin, request.out_dir)
-            stage = 1
-            started = time.monotonic()
-            wheels = [build_one(builder, variant, request.out_dir, report) for variant in variants]
+            # A cached build compiles a copy at the workspace's fixed paths, a native project's too.
+            project = resolve(request.project, work.path, toolchain, report, copy=cache_spec is not None)
+            with compile_cache(cache_spec, work.path, report.cache_warning) as cache:
+                launcher = cache.launcher if cache is not None else None
+                builder = make_builder(project, toolchain, request, variants, work.path, launcher)
+                report.starting(variants, builder.nvcc, project.origin, request.out_dir)
+                stage = 1
+                started = time.monotonic()
+                wheels = [build_one(builder, variant, request.out_dir, report) for variant in variants]
             written = write_variants_files([w.path for w in wheels], request.out_dir) if request.variants else []
             variants_file = written[0] if written else None  # one project version: one file
             locks = [write_lock(request.lock, w.path) for w in wheels] if request.lock is not None else []
-            return BuiltWheels(wheels, locks, time.monotonic() - started, variants_file)
+            return BuiltWheels(wheels, locks, time.monotonic() - started, variants_file,
+                               cache.report if cache is not None else None)  # fmt: skip
         except FAILURES as exc:
             raise WheelError(work.message(exc), stage) from None
 
@@ -170,13 +192,13 @@ def check_before_building(request: WheelRequest, variants: list[WheelVariant], k
     return toolchain
 
 
-def resolve(spec: str | None, work: Path, toolchain, report: Reporter) -> Project:
+def resolve(spec: str | None, work: Path, toolchain, report: Reporter, copy: bool = False) -> Project:
     """Step 3: the project, copied, unpacked or downloaded into ``work`` (a native directory
-    stays where it is)."""
+    stays where it is, unless ``copy``)."""
     if spec is not None and not Path(spec).expanduser().exists():
         report.fetching(spec)
     try:
-        return resolve_project(spec, work)
+        return resolve_project(spec, work, copy_native=copy)
     except DownloadError as exc:
         if exc.metadata_failed and toolchain.torch.cuda is None:
             # pip runs the project's setup.py to read its name, and a classic one fails there
@@ -187,14 +209,15 @@ def resolve(spec: str | None, work: Path, toolchain, report: Reporter) -> Projec
 
 
 def make_builder(project: Project, toolchain, request: WheelRequest, variants: list[WheelVariant],
-                 work: Path) -> WheelBuilder:  # fmt: skip
-    """Step 4: the builder for the project's kind."""
+                 work: Path, launcher: Path | None = None) -> WheelBuilder:  # fmt: skip
+    """Step 4: the builder for the project's kind; every compile through ``launcher`` (the
+    compile cache's) when given."""
     if project.kind == NATIVE:
         return NativeBuilder(read_config(project.source), toolchain.nvcc, jobs=request.jobs,
-                             build_dir=request.build_dir, compress=request.compress)  # fmt: skip
+                             build_dir=request.build_dir, compress=request.compress, launcher=launcher)  # fmt: skip
     if not isinstance(toolchain, classic.ClassicToolchain):  # an sdist or requirement turned out classic
         toolchain = classic.preflight_classic(every_arch(variants), work)
-    return classic.ClassicBuilder(project.source, toolchain, work, jobs=request.jobs)
+    return classic.ClassicBuilder(project.source, toolchain, work, jobs=request.jobs, launcher=launcher)
 
 
 def build_one(builder: WheelBuilder, variant: WheelVariant, out_dir: Path, report: Reporter) -> BuiltWheel:
@@ -230,11 +253,16 @@ class Workspace:
 
 
 @contextmanager
-def workspace(build_dir: Path | None) -> Iterator[Workspace]:
+def workspace(build_dir: Path | None, stable: bool = False) -> Iterator[Workspace]:
     """``build_dir`` (the user's, kept), or a temporary directory that no outcome leaves
-    behind: success, an error or Ctrl-C."""
+    behind: success, an error or Ctrl-C. ``stable``: one of fixed name, so that a cached
+    build's compile commands are the same in every build (``compile_cache.stable_workspace``)."""
     if build_dir is not None:
         yield Workspace(build_dir, temporary=False)
+        return
+    if stable:
+        with stable_workspace() as path:
+            yield Workspace(path, temporary=True)
         return
     path = Path(tempfile.mkdtemp(prefix="prebuild-wheel-"))
     try:

@@ -128,19 +128,27 @@ def project_kind(spec: str | None) -> str | None:
     return NATIVE if is_native(path) else CLASSIC
 
 
-def resolve_project(spec: str | None, work: Path) -> Project:
-    """The project to build. ``None``: the project around the current directory."""
+def resolve_project(spec: str | None, work: Path, copy_native: bool = False) -> Project:
+    """The project to build. ``None``: the project around the current directory. A native
+    directory is built in place, unless ``copy_native`` (a cached build: the compile commands
+    then name the same paths whichever checkout the project came from)."""
     if spec is None:
         native = find_native_project(Path.cwd())
         if native is not None:
-            return Project(NATIVE, native, str(native))
-        spec = "."
+            if not copy_native:
+                return Project(NATIVE, native, str(native))
+            spec = str(native)
+        else:
+            spec = "."
     path = Path(spec).expanduser()
     copy = work / "source"
     shutil.rmtree(copy, ignore_errors=True)
     if path.is_dir():
         if is_native(path):
-            return Project(NATIVE, path.resolve(), spec)
+            if not copy_native:
+                return Project(NATIVE, path.resolve(), spec)
+            shutil.copytree(path, copy, symlinks=True, ignore=shutil.ignore_patterns(*IGNORED))
+            return Project(NATIVE, copy, spec)
         if not _has_build_files(path):
             raise BuildError(f"{spec} has no setup.py or pyproject.toml: not a project prebuild can build")
         shutil.copytree(path, copy, symlinks=True, ignore=shutil.ignore_patterns(*IGNORED))

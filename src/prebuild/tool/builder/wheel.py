@@ -261,10 +261,12 @@ class NativeBuilder:
     jobs: int | None = None
     build_dir: Path | None = None
     compress: bool = True
+    launcher: Path | None = None  # the compile cache's: every compile runs through it
 
     def build(self, variant: WheelVariant, out_dir: Path, progress: BuildProgress) -> BuiltWheel:
         return build_wheel(self.project, variant, out_dir, jobs=self.jobs, build_dir=self.build_dir,
-                           compress=self.compress, on_progress=progress.step, on_phase=progress.phase)  # fmt: skip
+                           compress=self.compress, launcher=self.launcher, on_progress=progress.step,
+                           on_phase=progress.phase)  # fmt: skip
 
 
 def build_wheel(
@@ -275,6 +277,7 @@ def build_wheel(
     jobs: int | None = None,
     build_dir: Path | None = None,
     compress: bool = True,
+    launcher: Path | None = None,
     on_progress: ProgressCallback | None = None,
     on_phase: Callable[[str], None] | None = None,
 ) -> BuiltWheel:
@@ -282,7 +285,7 @@ def build_wheel(
     start = time.monotonic()
     build_dir = (build_dir or default_build_dir(project.root)).resolve()
     options = F.BuildOptions(archs=variant.archs, ptx=variant.ptx, jobs=jobs, build_dir=build_dir,
-                             compress=compress, archs_in_version=variant.archs_in_version)
+                             compress=compress, archs_in_version=variant.archs_in_version, launcher=launcher)
     with exclusive_build(project.root, build_dir, on_phase):
         return _build_locked(project, variant, out_dir, options, start, on_progress, on_phase)
 
