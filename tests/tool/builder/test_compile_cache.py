@@ -97,7 +97,11 @@ def test_unreadable_specs_say_what_is_wrong(text, says):
 def test_anything_without_a_scheme_is_a_directory(text):
     if text.strip().lower() in ("", *cc.OFF, "sccache"):
         return
-    spec = parse_cache_spec(text, cwd=Path("/work"))
+    try:
+        spec = parse_cache_spec(text, cwd=Path("/work"))
+    except CacheSpecError as exc:  # only ~user of no such user
+        assert text.strip().startswith("~") and "no user's home directory" in str(exc)
+        return
     assert spec.kind == "dir" and Path(spec.location).is_absolute()
 
 
@@ -202,6 +206,20 @@ def test_a_private_server_caches_and_reports(tmp_path):
     assert (tmp_path / "a1.o").read_bytes() == (tmp_path / "a2.o").read_bytes()
     assert cache.report.lines() == [f"Compile cache {tmp_path / 'cache'}: 1 of 2 compiles from the cache (host C++ 1 of 2)."]
     assert any((tmp_path / "cache").rglob("*")), "nothing was written to the cache directory"
+
+
+def test_sccache_spec_takes_the_users_own_settings(tmp_path, monkeypatch):
+    """``--cache sccache``: sccache's storage as the user configured it (here SCCACHE_DIR), on
+    the build's own server all the same."""
+    source = tmp_path / "a.cpp"
+    source.write_text("int answer() { return 42; }\n")
+    theirs = tmp_path / "their-sccache"
+    monkeypatch.setenv("SCCACHE_DIR", str(theirs))
+    with cc.compile_cache(CacheSpec("sccache", ""), tmp_path / "work") as cache:
+        compile_through(cache.launcher, source, tmp_path / "a.o")
+    assert cache.report.lines() == ["Compile cache sccache's own settings (SCCACHE_*): 0 of 1 compiles from the "
+                                    "cache (host C++ 0 of 1)."]  # fmt: skip
+    assert any(p.is_file() for p in theirs.rglob("*")), "nothing in the user's cache directory"
 
 
 def test_a_cache_turned_off_mid_build_compiles_directly(tmp_path):

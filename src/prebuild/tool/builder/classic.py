@@ -273,6 +273,10 @@ class ClassicBuilder:
             "CUDA_HOME": str(shim), "CUDA_PATH": str(shim), "PATH": f"{shim / 'bin'}:{os.environ.get('PATH', '')}",
             "TORCH_CUDA_ARCH_LIST": torch_cuda_arch_list(sass, ptx), "MAX_JOBS": str(max_jobs),
             "FORCE_CUDA": "1",  # projects that skip CUDA when no GPU is visible
+            # torch (2.14) puts a ccache or sccache found on PATH in front of every compiler: it
+            # cannot tell the shim nvcc is one ("Compiler not supported"), and the cache is what
+            # --cache says, through prebuild's launcher.
+            "TORCH_NO_COMPILER_WRAPPER": "1",
         }  # fmt: skip
         if self.launcher is not None:
             cxx = find_cxx()

@@ -10,7 +10,7 @@ build's config, ...). For a directory or Redis nothing of the user's own sccache
 used: the cache is exactly the one asked for.
 
 Each build starts its own sccache server, in the foreground as its child, listening on a
-unix socket in the build's workspace: parallel builds and a user's own sccache server never
+unix socket of its own: parallel builds and a user's own sccache server never
 meet. The compilers are called through a launcher script beside the socket; a build whose
 cache stops answering (``disable``) makes the launcher call the compilers directly and stops
 the server, whose clients then compile locally: the build goes on, uncached, and says so.
@@ -46,8 +46,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
-
-from filelock import FileLock, Timeout
 
 CACHE_ENV = "PREBUILD_CACHE"
 OFF = ("off", "none", "no", "0")
@@ -94,7 +92,10 @@ def parse_cache_spec(text: str | None, cwd: Path | None = None) -> CacheSpec | N
         return CacheSpec("redis", _redis_url(text))
     if text.startswith(("redis:", "rediss:")):
         raise CacheSpecError(f"--cache {text!r}: a Redis cache is written redis://HOST:PORT[/DB]")
-    path = Path(text).expanduser()
+    try:
+        path = Path(text).expanduser()
+    except RuntimeError:  # ~name of no such user
+        raise CacheSpecError(f"--cache {text!r}: {text.split('/')[0]} is no user's home directory") from None
     return CacheSpec("dir", str(path if path.is_absolute() else (cwd or Path.cwd()) / path))
 
 
@@ -290,10 +291,18 @@ class CompileCache:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
+        self._socket_dir: Path | None = None
 
     @property
     def socket(self) -> Path:
-        return self.work / "server.sock"
+        """In a short directory of its own: a unix socket's path holds at most 107 bytes, and a
+        build directory can be deeper than that."""
+        if self._socket_dir is None:
+            self._socket_dir = Path(tempfile.mkdtemp(prefix="prebuild-sccache-"))
+            if len(str(self._socket_dir / "server.sock")) > 100:
+                self._socket_dir.rmdir()
+                self._socket_dir = Path(tempfile.mkdtemp(prefix="prebuild-sccache-", dir="/tmp"))
+        return self._socket_dir / "server.sock"
 
     @property
     def disabled_flag(self) -> Path:
@@ -418,6 +427,8 @@ class CompileCache:
         if self._sccache is not None and self.socket.exists():
             subprocess.run([str(self._sccache), "--stop-server"], env={**os.environ, **client_env(self.socket)},
                            capture_output=True, timeout=10, check=False)  # fmt: skip
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
         return self.report
 
 
@@ -465,6 +476,8 @@ def stable_workspace() -> Iterator[Path]:
     """An empty directory of a fixed name (``.../0``), held with a lock for the ``with`` body and
     emptied after it. A build running beside another takes the next free one (``1``, ...),
     whose paths differ: it shares fewer objects, never wrong ones."""
+    from filelock import FileLock, Timeout  # the build extra's; setup.py builds never get here
+
     root = stable_root()
     for slot in range(SLOTS):
         lock = FileLock(str(root / f"{slot}.lock"))

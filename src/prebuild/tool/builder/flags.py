@@ -175,8 +175,10 @@ class BuildOptions:
             env["PREBUILD_COMPRESS"] = "0"
         if not self.archs_in_version:
             env["PREBUILD_ARCHS_IN_VERSION"] = "0"
-        if self.launcher is not None:
-            env[LAUNCHER_ENV] = str(self.launcher)
+        # The setup.py prebuild wheel runs uses prebuild wheel's compile cache, or none: never
+        # one of its own (from a PREBUILD_CACHE in the environment).
+        env[LAUNCHER_ENV] = str(self.launcher) if self.launcher is not None else ""
+        env["PREBUILD_CACHE"] = "off"
         return env
 
     @classmethod

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from setuptools.command.build_ext import build_ext
@@ -21,7 +22,8 @@ from setuptools.command.build_ext import build_ext
 from prebuild import runtime
 from prebuild.runtime.manifest import MANIFEST_NAME, Library, Manifest, sha256_file
 from prebuild.tool.builder import flags as F
-from prebuild.tool.builder.compile import compile_libraries
+from prebuild.tool.builder.compile import compile_libraries, default_build_dir
+from prebuild.tool.builder.compile_cache import CACHE_ENV, CacheSpecError, compile_cache, parse_cache_spec
 from prebuild.tool.builder.config import KernelProject, read_config
 from prebuild.tool.builder.toolchain import Nvcc, find_nvcc
 
@@ -64,13 +66,34 @@ def _manifest_flags(flags: dict[str, list[str]]) -> dict[str, list[str]]:
     return {k: [f for f in v if not f.startswith("-I")] for k, v in flags.items()}
 
 
+def compile_through_cache(project: KernelProject, options: F.BuildOptions):
+    """``compile_libraries``; in a source build (pip, cibuildwheel) with ``PREBUILD_CACHE`` set,
+    through a compile cache of its own, whose summary is printed."""
+    try:
+        spec = parse_cache_spec(os.environ.get(CACHE_ENV)) if options.launcher is None else None
+    except CacheSpecError as exc:
+        raise SystemExit(f"prebuild: {exc}") from None
+    if spec is None:
+        return compile_libraries(project, options, on_progress=_print_progress)
+    work = options.build_dir or default_build_dir(project.root)
+
+    def warn(message: str) -> None:
+        print(f"prebuild: compile cache: {message}", file=sys.stderr, flush=True)
+
+    with compile_cache(spec, work, warn) as cache:
+        compiled = compile_libraries(project, replace(options, launcher=cache.launcher), on_progress=_print_progress)
+    for line in cache.report.lines():
+        print(f"prebuild: {line}", file=sys.stderr, flush=True)
+    return compiled
+
+
 class KernelBuildExt(build_ext):
     """Compiles the project's libraries, then copies them with a manifest into its package."""
 
     def run(self) -> None:
         project = read_config(Path(os.getcwd()))
         options = build_options(project)
-        compiled = compile_libraries(project, options, on_progress=_print_progress)
+        compiled = compile_through_cache(project, options)
         package_dir = Path(self.get_ext_fullpath(f"{project.package}.{project.library}")).parent
         package_dir.mkdir(parents=True, exist_ok=True)
 
