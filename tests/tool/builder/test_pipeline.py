@@ -146,6 +146,33 @@ def test_every_wheel_is_built_reported_and_locked(tmp_path, fake_builder):
     assert [p.read_text().count(" --hash=sha256:") for p in result.locks] == [1, 1]
 
 
+def test_a_cached_build_copies_the_project_into_a_fixed_workspace_and_hands_the_builder_the_launcher(
+    tmp_path, fake_builder, monkeypatch
+):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the fixed-name workspaces, under it
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    made = fake_builder()
+    report = Recorder()
+    result = build_wheels(WheelRequest(str(ROOT), ("sm_80",), tmp_path / "dist", cache=str(tmp_path / "cache")),
+                          report)  # fmt: skip
+    workspace = tmp_path / "prebuild-cached-builds" / "0"
+    assert made["work"] == workspace and made["project"].source == workspace / "source"
+    assert (made["project"].kind, made["project"].origin) == ("native", str(ROOT))
+    assert made["launcher"] is not None and made["launcher"].is_relative_to(workspace)
+    assert result.cache is not None and result.cache.active and result.cache.stats.compiles == 0
+    assert not workspace.exists()  # emptied and removed after the build
+    assert not [e for e in report.events if e[0] == "cache warning"]
+
+
+def test_an_unreadable_cache_spec_exits_2_before_anything_and_off_means_none(tmp_path, fake_builder):
+    made = fake_builder()
+    with pytest.raises(WheelError, match="--cache sccache") as caught:
+        build_wheels(WheelRequest(str(ROOT), ("sm_80",), tmp_path / "dist", cache="s3://bucket"), Recorder())
+    assert caught.value.exit_code == 2 and "work" not in made
+    result = build_wheels(WheelRequest(str(ROOT), ("sm_80",), tmp_path / "dist", cache="off"), Recorder())
+    assert result.cache is None and made["launcher"] is None and made["project"].source == ROOT  # in place
+
+
 def test_a_temporary_workspace_keeps_only_the_log_the_error_names():
     with pytest.raises(WheelError) as caught:
         with pipeline.workspace(None) as work:

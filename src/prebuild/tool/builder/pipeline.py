@@ -11,8 +11,9 @@
 4. **builder**: ``wheel.NativeBuilder`` or ``classic.ClassicBuilder``, the two implementations
    of ``wheel.WheelBuilder``.
 5. **build** each wheel, through the compile cache when asked for (``compile_cache``: the
-   project then compiles from a copy at the workspace's fixed paths): compiled, packaged, checked against its binaries (the archs really
-   inside every library), placed in the output directory atomically (``wheel.BuiltWheel``).
+   project then compiles from a copy at the workspace's fixed paths): compiled, packaged,
+   checked against its binaries (the archs really inside every library), placed in the output
+   directory atomically (``wheel.BuiltWheel``).
 6. **publish**: with ``--variants``, the PEP 825 variants file beside the wheels (what an index
    serves, and what ``--find-links`` reads); with ``--lock``, one requirements file per wheel
    pinning its sha256.
