@@ -155,16 +155,26 @@ def test_keep_others_takes_the_unmeasured_sections_with_when_and_how(tmp_path):
         bench.keep_other_sections({}, tmp_path / "missing.json")
 
 
-def test_cache_section_quick_run(tmp_path):
-    """--sections cache --quick: a `prebuild new` project from two copies through a cold and a
-    warm cache directory; the warm build compiles nothing, and the report says so."""
-    out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--sections", "cache", "--out", str(out)],
-                          capture_output=True, text=True, timeout=900)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    rows = json.loads((out / "benchmarks.json").read_text())["cache"]["rows"]
-    assert [(r["what"], r["from"]) for r in rows] == [("local directory, cold", "copy A"),
-                                                      ("local directory, warm", "copy B")]  # fmt: skip
-    assert rows[0]["cache"].startswith("0 of 3 compiles") and rows[1]["cache"].startswith("3 of 3 compiles")
-    md = (out / "benchmarks.md").read_text()
-    assert "## 7. Compile cache" in md and "| local directory, warm | copy B |" in md
+def test_cache_section_report_and_nvcc_share(tmp_path):
+    """Section 7's tables from a run's rows (the builds themselves are test_cache_builds.py's
+    subject: the section only times them), and nvcc's share read from a classic build's
+    build.ninja and .ninja_log as torch writes them."""
+    bench = load_bench()
+    obj = tmp_path / "build" / "temp.linux-x86_64-cpython-311"
+    obj.mkdir(parents=True)
+    (obj / "build.ninja").write_text(
+        "rule compile\n  command = c++ $in\nrule cuda_compile\n  command = nvcc $in\n"
+        f"build {obj}/ssim.o: cuda_compile /src/ssim.cu\nbuild {obj}/ext.o: compile /src/ext.cpp\n")
+    (obj / ".ninja_log").write_text(f"# ninja log v7\n0\t41000\t1\t{obj}/ext.o\tab\n5\t12505\t1\t{obj}/ssim.o\tcd\n")
+    assert bench.nvcc_share(tmp_path / "build") == 12.5
+    rows = [{"what": "local directory, cold", "from": "copy A", "seconds": 195.6, "cache": "0 of 22 compiles"},
+            {"what": "local directory, warm", "from": "copy B", "seconds": 55.2, "cache": "22 of 22 compiles"}]
+    classic = {"source": "/src/fused-ssim", "rows": [{"arch": "sm_80", "cached": True, "seconds": 120.0,
+                                                      "nvcc_seconds": 12.5, "cache": "0 of 2 compiles"}]}
+    text = "\n".join(bench.cache_report({"project": "prebuild's own kernels", "archs": "sm_80,sm_90", "rows": rows,
+                                         "classic": classic}, quick=False))  # fmt: skip
+    assert "| local directory, warm | copy B | 55.20 s | 22 of 22 compiles |" in text
+    assert "| sm_80 | yes | 120 s | 12.50 s | 0 of 2 compiles |" in text
+    assert "fused-ssim not measured" in "\n".join(bench.cache_report({"project": "p", "archs": "sm_80", "rows": rows,
+                                                                      "classic": None, "classic_skipped": "no venv"},
+                                                                     quick=False))  # fmt: skip
