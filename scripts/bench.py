@@ -1003,17 +1003,25 @@ def cached_build(python: str, project: Path, archs: str, out: Path, cache: str |
 
 
 def nvcc_share(build_dir: Path) -> float:
-    """Seconds ninja spent on CUDA objects in the classic build kept in ``build_dir``: its
-    build.ninja names each object's rule (torch's ``cuda_compile``), its .ninja_log the start
-    and end of each, in milliseconds."""
-    total = 0
+    """Wall-clock seconds during which nvcc ran in the classic build kept in ``build_dir``: the
+    union of its CUDA objects' intervals (ninja runs several at once). build.ninja names each
+    object's rule (torch's ``cuda_compile``), .ninja_log its start and end in milliseconds."""
+    spans = []
     for log in build_dir.rglob(".ninja_log"):
         ninja = (log.parent / "build.ninja").read_text()
         cuda = {m.group(1).replace("$:", ":") for m in re.finditer(r"^build (\S+): cuda_compile ", ninja, re.M)}
         for line in log.read_text().splitlines()[1:]:
             fields = line.split("\t")
             if len(fields) >= 4 and fields[3] in cuda:
-                total += int(fields[1]) - int(fields[0])
+                spans.append((int(fields[0]), int(fields[1])))
+    total, reached = 0, None
+    for start, end in sorted(spans):
+        if reached is None or start > reached:
+            total += end - start
+            reached = end
+        elif end > reached:
+            total += end - reached
+            reached = end
     return total / 1000
 
 
@@ -1091,7 +1099,8 @@ def cache_report(c: dict, quick: bool) -> list[str]:
     if classic:
         out += ["", f"Upstream fused-ssim (`{classic['source']}`), a classic extension, built for sm_80 and then "
                 "sm_90 in two runs, uncached and through one cache directory (cold for sm_80; sm_90 then "
-                "finds its host objects there). nvcc: the seconds ninja spent on `.cu` objects (its log).", ""]
+                "finds its host objects there). nvcc: the wall-clock seconds during which ninja ran nvcc "
+                "(the union of its `.cu` objects' intervals in its log).", ""]
         out.append(table(["arch", "cache", "wall time", "nvcc", "compile cache"],
                          [[r["arch"], "yes" if r["cached"] else "no", fmt_time(r["seconds"]),
                            fmt_time(r["nvcc_seconds"]), r["cache"] or "-"] for r in classic["rows"]]))  # fmt: skip

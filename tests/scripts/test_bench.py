@@ -165,8 +165,12 @@ def test_cache_section_report_and_nvcc_share(tmp_path):
     (obj / "build.ninja").write_text(
         "rule compile\n  command = c++ $in\nrule cuda_compile\n  command = nvcc $in\n"
         f"build {obj}/ssim.o: cuda_compile /src/ssim.cu\nbuild {obj}/ext.o: compile /src/ext.cpp\n")
-    (obj / ".ninja_log").write_text(f"# ninja log v7\n0\t41000\t1\t{obj}/ext.o\tab\n5\t12505\t1\t{obj}/ssim.o\tcd\n")
-    assert bench.nvcc_share(tmp_path / "build") == 12.5
+    (obj / "build.ninja").write_text((obj / "build.ninja").read_text()
+                                     + f"build {obj}/ssim3d.o: cuda_compile /src/ssim3d.cu\n")
+    log = "".join(f"{a}\t{b}\t1\t{obj}/{name}\tab\n" for a, b, name in
+                  [(0, 41000, "ext.o"), (5, 12505, "ssim.o"), (6000, 14000, "ssim3d.o")])  # two nvcc at once
+    (obj / ".ninja_log").write_text("# ninja log v7\n" + log)
+    assert bench.nvcc_share(tmp_path / "build") == 13.995  # 0.005-14.0 s, not 12.5 + 8
     rows = [{"what": "local directory, cold", "from": "copy A", "seconds": 195.6, "cache": "0 of 22 compiles"},
             {"what": "local directory, warm", "from": "copy B", "seconds": 55.2, "cache": "22 of 22 compiles"}]
     classic = {"source": "/src/fused-ssim", "rows": [{"arch": "sm_80", "cached": True, "seconds": 120.0,
