@@ -1103,7 +1103,10 @@ def cache_report(c: dict, quick: bool) -> list[str]:
                 "(the union of its `.cu` objects' intervals in its log).", ""]
         out.append(table(["arch", "cache", "wall time", "nvcc", "compile cache"],
                          [[r["arch"], "yes" if r["cached"] else "no", fmt_time(r["seconds"]),
-                           fmt_time(r["nvcc_seconds"]), r["cache"] or "-"] for r in classic["rows"]]))  # fmt: skip
+                           fmt_time(r["nvcc_seconds"]) if r["nvcc_seconds"] is not None else "-", r["cache"] or "-"]
+                          for r in classic["rows"]]))  # fmt: skip
+        if classic.get("note"):
+            out += ["", f"_{classic['note']}._"]
     elif c.get("classic_skipped"):
         out += ["", f"fused-ssim not measured: {c['classic_skipped']}."]
     return out
