@@ -192,38 +192,51 @@ class CacheStats:
         return cls(per_tool("cache_hits"), per_tool("cache_misses"), int(stats.get("cache_read_errors", 0)),
                    int(stats.get("cache_write_errors", 0)))  # fmt: skip
 
-    def _count(self, counts: Mapping[str, int], nvcc_steps: bool) -> int:
-        return sum(n for tool, n in counts.items() if (tool in NVCC_STEPS) == nvcc_steps)
+    def _split(self, pick: Callable[[str], bool]) -> tuple[int, int]:
+        """(hits, requests) of the tools ``pick`` accepts."""
+        hits = sum(n for tool, n in self.hits.items() if pick(tool))
+        return hits, hits + sum(n for tool, n in self.misses.items() if pick(tool))
 
     @property
     def compiles(self) -> int:
         """Compiler calls the cache was asked for (an nvcc call counts once)."""
-        return self._count(self.hits, False) + self._count(self.misses, False)
+        return self._split(_is_call)[1]
 
     @property
     def from_cache(self) -> int:
-        return self._count(self.hits, False)
+        return self._split(_is_call)[0]
 
     @property
     def errors(self) -> int:
         return self.read_errors + self.write_errors
 
     def summary(self) -> str:
-        """``9 of 16 compiles from the cache (host C++ 9 of 9, nvcc 0 of 7; ...)``."""
-        parts = []
-        for label, tools in (("host C++", None), ("nvcc", ("nvcc",))):
-            hit = sum(n for t, n in self.hits.items() if (t in tools if tools else t not in NVCC_STEPS + ("nvcc",)))
-            miss = sum(n for t, n in self.misses.items() if (t in tools if tools else t not in NVCC_STEPS + ("nvcc",)))
-            if hit + miss:
-                parts.append(f"{label} {hit} of {hit + miss}")
-        step_hits = self._count(self.hits, True)
-        step_total = step_hits + self._count(self.misses, True)
-        nvcc_missed = self.misses.get("nvcc", 0)
-        if nvcc_missed and step_hits:
-            parts.append(f"{step_hits} of nvcc's {step_total} steps reused (the host side of other archs' compiles)")
+        """``1 of 2 compiles from the cache (host C++ 1 of 1; nvcc 0 of 1; 1 of nvcc's 3 steps
+        reused ...)``."""
+        parts = [f"{label} {hit} of {total}" for label, (hit, total) in
+                 (("host C++", self._split(_is_host)), ("nvcc", self._split(_is_nvcc))) if total]  # fmt: skip
+        step_hits, steps = self._split(_is_step)
+        if self.misses.get("nvcc", 0) and step_hits:
+            parts.append(f"{step_hits} of nvcc's {steps} steps reused (the host side of other archs' compiles)")
         detail = f" ({'; '.join(parts)})" if parts else ""
         errors = f"; {self.errors} cache errors (those compiles ran uncached)" if self.errors else ""
         return f"{self.from_cache} of {self.compiles} compiles from the cache{detail}{errors}"
+
+
+def _is_step(tool: str) -> bool:
+    return tool in NVCC_STEPS
+
+
+def _is_nvcc(tool: str) -> bool:
+    return tool == "nvcc"
+
+
+def _is_call(tool: str) -> bool:
+    return not _is_step(tool)
+
+
+def _is_host(tool: str) -> bool:
+    return not _is_step(tool) and not _is_nvcc(tool)
 
 
 @dataclass
