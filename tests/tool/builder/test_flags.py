@@ -292,7 +292,10 @@ def test_to_env_from_env_round_trip(options):
 
 def test_to_env_layout():
     env = BuildOptions(archs=A("sm_90,sm_80"), ptx=True).to_env()
-    assert env == {"PREBUILD_ARCHS": "sm_80,sm_90", "PREBUILD_PTX": "1"}
+    # The compile cache is always said: prebuild wheel's launcher or none, and never one of the
+    # setup.py's own from a PREBUILD_CACHE in the environment.
+    assert env == {"PREBUILD_ARCHS": "sm_80,sm_90", "PREBUILD_PTX": "1", "PREBUILD_COMPILER_LAUNCHER": "",
+                   "PREBUILD_CACHE": "off"}  # fmt: skip
 
 
 @given(
