@@ -308,14 +308,16 @@ class CompileCache:
 
     @property
     def socket(self) -> Path:
-        """In a short directory of its own: a unix socket's path holds at most 107 bytes, and a
-        build directory can be deeper than that."""
-        if self._socket_dir is None:
-            self._socket_dir = Path(tempfile.mkdtemp(prefix="prebuild-sccache-"))
-            if len(str(self._socket_dir / "server.sock")) > 100:
-                self._socket_dir.rmdir()
-                self._socket_dir = Path(tempfile.mkdtemp(prefix="prebuild-sccache-", dir="/tmp"))
+        """The server's socket, in a short directory of its own (made by ``start``): a unix
+        socket's path holds at most 107 bytes, and a build directory can be deeper than that."""
+        assert self._socket_dir is not None, "start() makes the socket's directory"
         return self._socket_dir / "server.sock"
+
+    def _make_socket_dir(self) -> None:
+        self._socket_dir = Path(tempfile.mkdtemp(prefix="prebuild-sccache-"))
+        if len(str(self._socket_dir / "server.sock")) > 100:
+            self._socket_dir.rmdir()
+            self._socket_dir = Path(tempfile.mkdtemp(prefix="prebuild-sccache-", dir="/tmp"))
 
     @property
     def disabled_flag(self) -> Path:
@@ -341,6 +343,7 @@ class CompileCache:
             return False
         shutil.rmtree(self.work, ignore_errors=True)
         self.work.mkdir(parents=True)
+        self._make_socket_dir()
         (self.work / "empty-config").write_text("")
         env = server_env(self.spec, os.environ, self.socket, self.work / "empty-config", self.work / "server.log")
         with open(self.work / "server.out", "wb") as out:
@@ -378,7 +381,7 @@ class CompileCache:
 
     def stats(self) -> CacheStats | None:
         """The server's counts now; None when it does not answer."""
-        if self._sccache is None:
+        if self._sccache is None or self._socket_dir is None:
             return None
         try:
             proc = subprocess.run([str(self._sccache), "--show-stats", "--stats-format", "json"],
@@ -437,7 +440,7 @@ class CompileCache:
                     self.warn(f"the cache failed {stats.errors} time(s): those compiles ran uncached "
                               f"(sccache's log: {self.work / 'server.log'})")  # fmt: skip
         self._kill_server()
-        if self._sccache is not None and self.socket.exists():
+        if self._sccache is not None and self._socket_dir is not None and self.socket.exists():
             subprocess.run([str(self._sccache), "--stop-server"], env={**os.environ, **client_env(self.socket)},
                            capture_output=True, timeout=10, check=False)  # fmt: skip
         if self._socket_dir is not None:
