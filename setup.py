@@ -14,9 +14,16 @@ from pathlib import Path
 
 # With --no-build-isolation (the only way to build against the torch you have) pip installs
 # none of pyproject.toml's build requirements: name the missing ones before anything fails.
-BUILD_REQUIREMENTS = {"setuptools": "setuptools", "wheel": "wheel", "ninja": "ninja", "packaging": "packaging",
-                      "torch": "torch>=2.10"}  # fmt: skip
-_missing = [req for module, req in BUILD_REQUIREMENTS.items() if importlib.util.find_spec(module) is None]
+BUILD_REQUIREMENTS = {
+    "setuptools": "setuptools",
+    "wheel": "wheel",
+    "ninja": "ninja",
+    "packaging": "packaging",
+    "torch": "torch>=2.10",
+}
+_missing = [
+    req for module, req in BUILD_REQUIREMENTS.items() if importlib.util.find_spec(module) is None
+]
 if _missing:
     sys.exit(
         f"prebuild's build needs {', '.join(_missing)}, which this environment lacks. A build "

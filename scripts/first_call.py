@@ -29,14 +29,18 @@ print(1e3 * (time.perf_counter() - t0))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("pythons", nargs="+", help="interpreters with prebuild and torch installed")
     parser.add_argument("--runs", type=int, default=25, help="runs per interpreter (default 25)")
     args = parser.parse_args(argv)
     samples: dict[str, list[float]] = {p: [] for p in args.pythons}
     for _ in range(args.runs):
         for python in args.pythons:
-            proc = subprocess.run([python, "-c", CHILD], capture_output=True, text=True, timeout=300)
+            proc = subprocess.run(
+                [python, "-c", CHILD], capture_output=True, text=True, timeout=300
+            )
             if proc.returncode != 0:
                 print(f"{python} failed:\n{proc.stderr}", file=sys.stderr)
                 return 1
@@ -44,8 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     for python, values in samples.items():
         values.sort()
-        print(f"{python}: median {statistics.median(values):.1f} ms, min {values[0]:.1f}, "
-              f"max {values[-1]:.1f}, n={len(values)}")  # fmt: skip
+        print(
+            f"{python}: median {statistics.median(values):.1f} ms, min {values[0]:.1f}, "
+            f"max {values[-1]:.1f}, n={len(values)}"
+        )
     return 0
 
 

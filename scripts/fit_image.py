@@ -69,11 +69,27 @@ def init_gaussians(n: int, seed: int, sh_degree: int) -> dict[str, torch.Tensor]
     }
 
 
-LEARNING_RATES = {"means": 2e-3, "scales": 1e-2, "quats": 1e-2, "opacities": 5e-2, "sh0": 5e-2, "shN": 2.5e-3}
+LEARNING_RATES = {
+    "means": 2e-3,
+    "scales": 1e-2,
+    "quats": 1e-2,
+    "opacities": 5e-2,
+    "sh0": 5e-2,
+    "shN": 2.5e-3,
+}
 
 
-def fit(size: int = 64, n: int = 300, steps: int = 300, seed: int = 0, log_every: int = 25,
-        sh_degree: int = 3, sh_every: int = 50, densify: str | None = None, absgrad: bool = False):  # fmt: skip
+def fit(
+    size: int = 64,
+    n: int = 300,
+    steps: int = 300,
+    seed: int = 0,
+    log_every: int = 25,
+    sh_degree: int = 3,
+    sh_every: int = 50,
+    densify: str | None = None,
+    absgrad: bool = False,
+):
     """Returns (loss history, target, final image, seconds, Gaussian count history)."""
     torch.manual_seed(seed)
     target = target_image(size)
@@ -94,14 +110,21 @@ def fit(size: int = 64, n: int = 300, steps: int = 300, seed: int = 0, log_every
         every = max(steps // 10, 1)
         if densify == "default":
             strategy = DefaultStrategy(
-                refine_start_iter=every, refine_stop_iter=steps * 3 // 4, refine_every=every,
-                reset_every=10 * steps, absgrad=absgrad,
+                refine_start_iter=every,
+                refine_stop_iter=steps * 3 // 4,
+                refine_every=every,
+                reset_every=10 * steps,
+                absgrad=absgrad,
                 grow_grad2d=0.002 if not absgrad else 0.006,  # gsplat: 0.0002, for larger images
-            )  # fmt: skip
+            )
             state = strategy.initialize_state(scene_scale=1.0)
         elif densify == "mcmc":
-            strategy = MCMCStrategy(cap_max=4 * n, refine_start_iter=every,
-                                    refine_stop_iter=steps * 3 // 4, refine_every=every)  # fmt: skip
+            strategy = MCMCStrategy(
+                cap_max=4 * n,
+                refine_start_iter=every,
+                refine_stop_iter=steps * 3 // 4,
+                refine_every=every,
+            )
             state = strategy.initialize_state()
         else:
             raise ValueError(f"densify must be None, 'default' or 'mcmc', got {densify!r}")
@@ -110,10 +133,18 @@ def fit(size: int = 64, n: int = 300, steps: int = 300, seed: int = 0, log_every
     def render(step: int):
         colors = torch.cat([params["sh0"], params["shN"]], dim=1)
         image, _, info = prebuild.rasterization(
-            params["means"], params["quats"], params["scales"].exp(),
-            torch.sigmoid(params["opacities"]), colors, viewmats, Ks, size, size,
-            sh_degree=min(step // sh_every, sh_degree), absgrad=absgrad,
-        )  # fmt: skip
+            params["means"],
+            params["quats"],
+            params["scales"].exp(),
+            torch.sigmoid(params["opacities"]),
+            colors,
+            viewmats,
+            Ks,
+            size,
+            size,
+            sh_degree=min(step // sh_every, sh_degree),
+            absgrad=absgrad,
+        )
         return image[0], info
 
     def loss_of(image: torch.Tensor) -> torch.Tensor:
@@ -129,8 +160,11 @@ def fit(size: int = 64, n: int = 300, steps: int = 300, seed: int = 0, log_every
         history.append(loss.item())
         counts.append(len(params["means"]))
         if log_every and step % log_every == 0:
-            print(f"step {step:4d}  loss {loss.item():.4f}  gaussians {counts[-1]:5d}  "
-                  f"{time.monotonic() - start:6.1f} s", file=sys.stderr)  # fmt: skip
+            print(
+                f"step {step:4d}  loss {loss.item():.4f}  gaussians {counts[-1]:5d}  "
+                f"{time.monotonic() - start:6.1f} s",
+                file=sys.stderr,
+            )
         if step == steps:
             break
         if densify == "default":
@@ -141,7 +175,9 @@ def fit(size: int = 64, n: int = 300, steps: int = 300, seed: int = 0, log_every
         if densify == "default":
             strategy.step_post_backward(params, optimizers, state, step, info, packed=True)
         elif densify == "mcmc":
-            strategy.step_post_backward(params, optimizers, state, step, info, lr=LEARNING_RATES["means"])
+            strategy.step_post_backward(
+                params, optimizers, state, step, info, lr=LEARNING_RATES["means"]
+            )
         for optimizer in optimizers.values():
             optimizer.zero_grad(set_to_none=True)
     with torch.no_grad():
@@ -153,30 +189,56 @@ def write_ppm(path: Path, images: list[torch.Tensor]) -> None:
     """Images side by side as a binary PPM (no imaging library needed)."""
     row = torch.cat([im.clamp(0, 1) for im in images], dim=1)
     data = (row * 255).round().to(torch.uint8).contiguous()
-    path.write_bytes(f"P6 {data.shape[1]} {data.shape[0]} 255\n".encode() + bytes(data.flatten().tolist()))
+    path.write_bytes(
+        f"P6 {data.shape[1]} {data.shape[0]} 255\n".encode() + bytes(data.flatten().tolist())
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--size", type=int, default=64, help="image side in pixels")
     parser.add_argument("--gaussians", type=int, default=300, help="Gaussians at the start")
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sh-degree", type=int, default=3, choices=range(5), help="final SH degree")
+    parser.add_argument(
+        "--sh-degree", type=int, default=3, choices=range(5), help="final SH degree"
+    )
     parser.add_argument("--sh-every", type=int, default=50, help="steps per SH degree increase")
-    parser.add_argument("--densify", choices=("default", "mcmc"),
-                        help="gsplat's DefaultStrategy or MCMCStrategy (needs gsplat)")  # fmt: skip
-    parser.add_argument("--absgrad", action="store_true", help="DefaultStrategy: absolute 2D-mean gradients")
+    parser.add_argument(
+        "--densify",
+        choices=("default", "mcmc"),
+        help="gsplat's DefaultStrategy or MCMCStrategy (needs gsplat)",
+    )
+    parser.add_argument(
+        "--absgrad", action="store_true", help="DefaultStrategy: absolute 2D-mean gradients"
+    )
     parser.add_argument("--save", type=Path, help="write target | fit side by side as a PPM")
     args = parser.parse_args()
     history, target, final_image, seconds, counts = fit(
-        args.size, args.gaussians, args.steps, args.seed, sh_degree=args.sh_degree,
-        sh_every=args.sh_every, densify=args.densify, absgrad=args.absgrad,
-    )  # fmt: skip
+        args.size,
+        args.gaussians,
+        args.steps,
+        args.seed,
+        sh_degree=args.sh_degree,
+        sh_every=args.sh_every,
+        densify=args.densify,
+        absgrad=args.absgrad,
+    )
     if args.save:
         write_ppm(args.save, [target, final_image])
-    print(json.dumps({"initial_loss": history[0], "final_loss": history[-1], "steps": args.steps,
-                      "gaussians": [counts[0], counts[-1]], "seconds": round(seconds, 2)}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "initial_loss": history[0],
+                "final_loss": history[-1],
+                "steps": args.steps,
+                "gaussians": [counts[0], counts[-1]],
+                "seconds": round(seconds, 2),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -54,8 +54,16 @@ FETCH_WHEELS = ("pyelftools", "jaxtyping", "wadler-lindig", "pytorch-msssim")
 FETCH_GSPLAT = "gsplat==1.5.3"
 FUSED_SSIM_GIT = "https://github.com/rahul-goel/fused-ssim"
 # Seconds per step, each cut to what is left of the budget: one 10-minute command on an H100.
-LIMITS = {"facts": 60, "build": 240, "install": 60, "cuda": 180, "selftest": 45, "gsplat": 90, "peers": 240,
-          "bench": 120}  # fmt: skip
+LIMITS = {
+    "facts": 60,
+    "build": 240,
+    "install": 60,
+    "cuda": 180,
+    "selftest": 45,
+    "gsplat": 90,
+    "peers": 240,
+    "bench": 120,
+}
 BUDGET = 570.0
 MIN_STEP = 10.0  # a step with less time than this left is skipped, not started
 
@@ -84,7 +92,9 @@ def run(step: Step, cmd: list[str], **kwargs) -> subprocess.CompletedProcess | N
         step.seconds += time.monotonic() - start
         step.status, step.summary = "failed", f"over its time limit ({step.limit:.0f} s)"
         out = exc.stdout or b""
-        step.output = (step.output + (out.decode(errors="replace") if isinstance(out, bytes) else out))[-6000:]
+        step.output = (
+            step.output + (out.decode(errors="replace") if isinstance(out, bytes) else out)
+        )[-6000:]
         return None
     step.seconds += time.monotonic() - start
     step.output = (step.output + proc.stdout + proc.stderr)[-6000:]
@@ -97,7 +107,9 @@ def run_together(step: Step, cmds: dict[str, list[str]], **kwargs) -> dict[str, 
     ran out of time."""
     from concurrent.futures import ThreadPoolExecutor
 
-    step.command = "; ".join(filter(None, [step.command, *(shlex.join(cmd) + " &" for cmd in cmds.values())]))
+    step.command = "; ".join(
+        filter(None, [step.command, *(shlex.join(cmd) + " &" for cmd in cmds.values())])
+    )
     left = max(1.0, step.limit - step.seconds)
     start = time.monotonic()
 
@@ -119,7 +131,7 @@ def run_together(step: Step, cmds: dict[str, list[str]], **kwargs) -> dict[str, 
     return {name: proc.returncode for name, proc in procs.items()}
 
 
-def budgeted(c: "Check", step: Step) -> bool:
+def budgeted(c: Check, step: Step) -> bool:
     """Cut the step's limit to what is left of the whole check's budget; False (the step skipped,
     saying so) when too little is left to start it."""
     left = c.deadline - time.monotonic()
@@ -132,11 +144,15 @@ def budgeted(c: "Check", step: Step) -> bool:
 
 def gpu_facts(python: str) -> dict:
     """torch's view of this machine, asked in a child (this script itself never touches CUDA)."""
-    script = ("import json, torch; n = torch.cuda.device_count() if torch.cuda.is_available() else 0; "
-              "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, 'gpus': "
-              "[{'name': torch.cuda.get_device_name(i), 'capability': list(torch.cuda.get_device_capability(i))} "
-              "for i in range(n)]}))")  # fmt: skip
-    proc = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=LIMITS["facts"])
+    script = (
+        "import json, torch; n = torch.cuda.device_count() if torch.cuda.is_available() else 0; "
+        "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, 'gpus': "
+        "[{'name': torch.cuda.get_device_name(i), 'capability': list(torch.cuda.get_device_capability(i))} "
+        "for i in range(n)]}))"
+    )
+    proc = subprocess.run(
+        [python, "-c", script], capture_output=True, text=True, timeout=LIMITS["facts"]
+    )
     if proc.returncode != 0:
         raise SystemExit(f"gpu_check: {python} cannot import torch:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -149,10 +165,18 @@ def make_venv(path: Path, base_python: str) -> Path:
     (and pip cannot fetch another offline); base_python's pip installs into it all the same."""
     venv.create(path, with_pip=False, system_site_packages=True)
     python = path / "bin" / "python"
-    base_site = subprocess.run([base_python, "-c", "import site; print('\\n'.join(site.getsitepackages()))"],
-                               capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
-    site = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True,
-                          text=True, check=True).stdout.strip()  # fmt: skip
+    base_site = subprocess.run(
+        [base_python, "-c", "import site; print('\\n'.join(site.getsitepackages()))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    site = subprocess.run(
+        [str(python), "-c", "import site; print(site.getsitepackages()[0])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     Path(site, "gpu-check-base.pth").write_text("\n".join(base_site) + "\n")
     return python
 
@@ -167,32 +191,75 @@ def archive_source(source: str, dest: Path, name: str) -> Path:
         repo = Path(source)
         if not repo.exists():  # a URL: the newest commit only
             repo = Path(tmp) / "clone"
-            subprocess.run(["git", "clone", "--quiet", "--depth", "1", source, str(repo)], check=True)
-        is_git = subprocess.run(["git", "-C", str(repo), "rev-parse", "--git-dir"], capture_output=True).returncode == 0
+            subprocess.run(
+                ["git", "clone", "--quiet", "--depth", "1", source, str(repo)], check=True
+            )
+        is_git = (
+            subprocess.run(
+                ["git", "-C", str(repo), "rev-parse", "--git-dir"], capture_output=True
+            ).returncode
+            == 0
+        )
         if is_git:
-            rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                                 text=True, check=True).stdout.strip()  # fmt: skip
+            rev = subprocess.run(
+                ["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
             target = dest / f"{name}-{rev}.tar.gz"
-            subprocess.run(["git", "-C", str(repo), "archive", "--format=tar.gz", f"--prefix={name}-{rev}/",
-                            "-o", str(target.resolve()), "HEAD", "--", ".", ":(exclude)images"], check=True)  # fmt: skip
+            subprocess.run(
+                [
+                    "git",
+                    "-C",
+                    str(repo),
+                    "archive",
+                    "--format=tar.gz",
+                    f"--prefix={name}-{rev}/",
+                    "-o",
+                    str(target.resolve()),
+                    "HEAD",
+                    "--",
+                    ".",
+                    ":(exclude)images",
+                ],
+                check=True,
+            )
             return target
         import tarfile
 
         target = dest / f"{name}-local.tar.gz"
         with tarfile.open(target, "w:gz") as tar:
-            tar.add(repo, arcname=f"{name}-local",
-                    filter=lambda info: None if {".git", "images"} & set(Path(info.name).parts) else info)  # fmt: skip
+            tar.add(
+                repo,
+                arcname=f"{name}-local",
+                filter=lambda info: (
+                    None if {".git", "images"} & set(Path(info.name).parts) else info
+                ),
+            )
         return target
 
 
 def fetch(dest: Path, fused_ssim: str) -> int:
     """--fetch: download what the GPU image lacks into ``dest``; list the files and their size."""
     dest.mkdir(parents=True, exist_ok=True)
-    pip = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(dest)]
+    pip = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--dest",
+        str(dest),
+    ]
     subprocess.run([*pip, "--no-deps", "--only-binary", ":all:", *FETCH_WHEELS], check=True)
     # gsplat's setup.py needs CUDA to say its name unless told it builds no extension.
-    subprocess.run([*pip, "--no-deps", "--no-binary", ":all:", "--no-build-isolation", FETCH_GSPLAT], check=True,
-                   env={**os.environ, "BUILD_NO_CUDA": "1"})  # fmt: skip
+    subprocess.run(
+        [*pip, "--no-deps", "--no-binary", ":all:", "--no-build-isolation", FETCH_GSPLAT],
+        check=True,
+        env={**os.environ, "BUILD_NO_CUDA": "1"},
+    )
     archive_source(fused_ssim, dest, "fused-ssim")
     files = sorted(p for p in dest.iterdir() if p.is_file())
     total = sum(p.stat().st_size for p in files)
@@ -231,9 +298,13 @@ def step_facts(c: Check, step: Step) -> None:
     step.seconds = time.monotonic() - start
     c.gpus = step.data["gpus"]
     step.status = "passed"
-    step.summary = (f"torch {step.data['torch']} (CUDA {step.data['cuda']}), Python {platform.python_version()}; "
-                    + (", ".join(f"{g['name']} ({g['capability'][0]}.{g['capability'][1]})" for g in c.gpus)
-                       or "no GPU visible"))  # fmt: skip
+    step.summary = (
+        f"torch {step.data['torch']} (CUDA {step.data['cuda']}), Python {platform.python_version()}; "
+        + (
+            ", ".join(f"{g['name']} ({g['capability'][0]}.{g['capability'][1]})" for g in c.gpus)
+            or "no GPU visible"
+        )
+    )
     if not c.gpus and not c.dry_run:
         raise SystemExit("gpu_check: no GPU visible; on a CPU machine run it with --dry-run")
     if c.requested_arch:
@@ -245,8 +316,18 @@ def step_facts(c: Check, step: Step) -> None:
 def step_build(c: Check, step: Step) -> None:
     """The wheel for this GPU's arch, with the builder of this tree."""
     dist = c.out / "dist"
-    cmd = [c.python, "-m", "prebuild", "wheel", "--arch", c.arch, "--out", str(dist), "--build-dir",
-           str(c.objects or c.out / "objects")]  # fmt: skip
+    cmd = [
+        c.python,
+        "-m",
+        "prebuild",
+        "wheel",
+        "--arch",
+        c.arch,
+        "--out",
+        str(dist),
+        "--build-dir",
+        str(c.objects or c.out / "objects"),
+    ]
     proc = run(step, cmd, env=c.env, cwd=ROOT)
     wheels = sorted(dist.glob("prebuild-*.whl"))
     if proc is not None:
@@ -257,8 +338,18 @@ def step_build(c: Check, step: Step) -> None:
 
 def pip_install(c: Check, step: Step, python: Path, *what: str, env: dict | None = None):
     """pip install, offline, from the fetched folder (the image's packages are seen as installed)."""
-    cmd = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index",
-           "--find-links", str(c.deps), *what]  # fmt: skip
+    cmd = [
+        str(python),
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-index",
+        "--find-links",
+        str(c.deps),
+        *what,
+    ]
     return run(step, cmd, env=env)
 
 
@@ -270,12 +361,17 @@ def step_install(c: Check, step: Step) -> None:
     start = time.monotonic()
     python = make_venv(c.out / "venv", c.python)
     step.seconds = time.monotonic() - start
-    have_elftools = subprocess.run([str(python), "-c", "import elftools"], capture_output=True).returncode == 0
+    have_elftools = (
+        subprocess.run([str(python), "-c", "import elftools"], capture_output=True).returncode == 0
+    )
     proc = pip_install(c, step, python, str(c.wheel), *([] if have_elftools else ["pyelftools"]))
     if proc is not None:
         step.status = "passed" if proc.returncode == 0 else "failed"
-        step.summary = (f"{c.wheel.name} into {c.out / 'venv'}" if proc.returncode == 0 else
-                        "pip could not install it (offline: is pyelftools in the fetched folder? run --fetch)")
+        step.summary = (
+            f"{c.wheel.name} into {c.out / 'venv'}"
+            if proc.returncode == 0
+            else "pip could not install it (offline: is pyelftools in the fetched folder? run --fetch)"
+        )
         c.venv_python = python if proc.returncode == 0 else None
 
 
@@ -285,15 +381,35 @@ def step_cuda(c: Check, step: Step) -> None:
         step.summary = "prebuild is not installed (see install)"
         return
     report = c.out / "cuda-tests.xml"
-    proc = run(step, [str(c.venv_python), "-m", "pytest", "-m", "cuda", "tests/cuda", "-q", "-p", "no:cacheprovider",
-                      f"--junitxml={report}"], cwd=ROOT)  # fmt: skip
+    proc = run(
+        step,
+        [
+            str(c.venv_python),
+            "-m",
+            "pytest",
+            "-m",
+            "cuda",
+            "tests/cuda",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={report}",
+        ],
+        cwd=ROOT,
+    )
     if proc is not None:
         step.data = junit_counts(report)
         ran = step.data.get("tests", 0) - step.data.get("skipped", 0)
         failed = step.data.get("failures", 0) + step.data.get("errors", 0)
-        step.status = "failed" if proc.returncode not in (0, 5) or failed else ("passed" if ran else "skipped")
-        step.summary = (f"{step.data.get('tests', 0)} tests: {ran - failed} passed, {failed} failed, "
-                        f"{step.data.get('skipped', 0)} skipped")  # fmt: skip
+        step.status = (
+            "failed"
+            if proc.returncode not in (0, 5) or failed
+            else ("passed" if ran else "skipped")
+        )
+        step.summary = (
+            f"{step.data.get('tests', 0)} tests: {ran - failed} passed, {failed} failed, "
+            f"{step.data.get('skipped', 0)} skipped"
+        )
 
 
 def step_selftest(c: Check, step: Step) -> None:
@@ -308,7 +424,9 @@ def step_selftest(c: Check, step: Step) -> None:
         except json.JSONDecodeError:
             step.data = {}
         step.status = "passed" if proc.returncode == 0 else "failed"
-        step.summary = f"exit {proc.returncode}" + ("" if c.gpus else " (no GPU: the CPU kernels only)")
+        step.summary = f"exit {proc.returncode}" + (
+            "" if c.gpus else " (no GPU: the CPU kernels only)"
+        )
 
 
 def gsplat_sdist(c: Check) -> Path | None:
@@ -319,7 +437,9 @@ def step_gsplat(c: Check, step: Step) -> None:
     """gsplat's own tests with prebuild's ops, on the GPU."""
     sdist = gsplat_sdist(c)
     if not c.gpus:
-        step.summary = "needs a GPU (the CPU run is in the test suite: tests/scripts/test_gsplat_suite.py)"
+        step.summary = (
+            "needs a GPU (the CPU run is in the test suite: tests/scripts/test_gsplat_suite.py)"
+        )
     elif sdist is None:
         step.summary = f"gsplat's sdist is not in {c.deps}: run scripts/gpu_check.sh --fetch"
     elif c.venv_python is None:
@@ -327,28 +447,57 @@ def step_gsplat(c: Check, step: Step) -> None:
     else:
         with tempfile.TemporaryDirectory(prefix="gsplat-src-") as tmp:
             subprocess.run(["tar", "-xzf", str(sdist), "-C", tmp], check=True)
-            proc = pip_install(c, step, c.venv_python, "--no-deps", "--no-build-isolation", str(sdist), "jaxtyping",
-                               "wadler-lindig", env={**os.environ, "BUILD_NO_CUDA": "1"})  # fmt: skip
+            proc = pip_install(
+                c,
+                step,
+                c.venv_python,
+                "--no-deps",
+                "--no-build-isolation",
+                str(sdist),
+                "jaxtyping",
+                "wadler-lindig",
+                env={**os.environ, "BUILD_NO_CUDA": "1"},
+            )
             if proc is not None and proc.returncode == 0:
                 report = c.out / "gsplat-suite.json"
-                proc = run(step, [str(c.venv_python), str(ROOT / "scripts" / "gsplat_suite.py"), "--backend", "cuda",
-                                  "--gsplat-src", str(Path(tmp) / "gsplat-1.5.3"), "--scene", "synthetic",
-                                  "--json", str(report)], cwd=ROOT)  # fmt: skip
+                proc = run(
+                    step,
+                    [
+                        str(c.venv_python),
+                        str(ROOT / "scripts" / "gsplat_suite.py"),
+                        "--backend",
+                        "cuda",
+                        "--gsplat-src",
+                        str(Path(tmp) / "gsplat-1.5.3"),
+                        "--scene",
+                        "synthetic",
+                        "--json",
+                        str(report),
+                    ],
+                    cwd=ROOT,
+                )
                 if proc is not None:
                     step.status = "passed" if proc.returncode == 0 else "failed"
                     step.summary = (proc.stdout.strip().splitlines() or ["no output"])[-1].strip()
             elif proc is not None:
-                step.status, step.summary = "failed", "could not install gsplat's sdist from the fetched folder"
+                step.status, step.summary = (
+                    "failed",
+                    "could not install gsplat's sdist from the fetched folder",
+                )
 
 
 def step_peers(c: Check, step: Step) -> None:
     """Upstream fused-ssim and gsplat, built by `prebuild wheel` for this GPU against this
     machine's torch, installed with prebuild's wheel into a second venv."""
-    sources = {"fused-ssim": next(iter(sorted(c.deps.glob("fused-ssim-*.tar.gz"))), None),
-               "gsplat": gsplat_sdist(c)}  # fmt: skip
+    sources = {
+        "fused-ssim": next(iter(sorted(c.deps.glob("fused-ssim-*.tar.gz"))), None),
+        "gsplat": gsplat_sdist(c),
+    }
     if not c.gpus:
-        step.summary = ("needs a GPU machine's CUDA torch (the classic builds are tested in the suite: "
-                        "tests/tool/builder/test_classic_build.py, test_gsplat_build.py)")  # fmt: skip
+        step.summary = (
+            "needs a GPU machine's CUDA torch (the classic builds are tested in the suite: "
+            "tests/tool/builder/test_classic_build.py, test_gsplat_build.py)"
+        )
         return
     if c.wheel is None:
         step.summary = "no prebuild wheel (see build)"
@@ -356,12 +505,30 @@ def step_peers(c: Check, step: Step) -> None:
     missing = [name for name, path in sources.items() if path is None]
     if missing:
         step.status = "failed"
-        step.summary = f"not in {c.deps}: {', '.join(missing)}'s source: run scripts/gpu_check.sh --fetch"
+        step.summary = (
+            f"not in {c.deps}: {', '.join(missing)}'s source: run scripts/gpu_check.sh --fetch"
+        )
         return
     dist = c.out / "peers"
-    codes = run_together(step, {name: [c.python, "-m", "prebuild", "wheel", "--arch", c.arch, "--out",
-                                       str(dist / name), str(source)] for name, source in sources.items()},
-                         env=c.env, cwd=c.out)  # fmt: skip
+    codes = run_together(
+        step,
+        {
+            name: [
+                c.python,
+                "-m",
+                "prebuild",
+                "wheel",
+                "--arch",
+                c.arch,
+                "--out",
+                str(dist / name),
+                str(source),
+            ]
+            for name, source in sources.items()
+        },
+        env=c.env,
+        cwd=c.out,
+    )
     if codes is None:
         return
     built, failed = [], []
@@ -371,15 +538,20 @@ def step_peers(c: Check, step: Step) -> None:
         step.data[name] = [w.name for w in wheels]
     python = make_venv(c.out / "venv-peers", c.python)
     wheels = [str(w) for w in sorted(dist.glob("*/*.whl"))]
-    msssim = ["pytorch-msssim"] if any(c.deps.glob("pytorch_msssim-*.whl")) else []  # a peer of the bench, if fetched
+    msssim = (
+        ["pytorch-msssim"] if any(c.deps.glob("pytorch_msssim-*.whl")) else []
+    )  # a peer of the bench, if fetched
     proc = pip_install(c, step, python, str(c.wheel), *wheels, *msssim)
     if proc is None:
         return
     if proc.returncode == 0:
         c.peers_python = python
     step.status = "passed" if proc.returncode == 0 and not failed else "failed"
-    step.summary = (f"built {', '.join(built) or 'nothing'} for {c.arch}" + (f"; {', '.join(failed)} failed" if failed
-                    else "") + ("" if proc.returncode == 0 else "; pip could not install the wheels"))  # fmt: skip
+    step.summary = (
+        f"built {', '.join(built) or 'nothing'} for {c.arch}"
+        + (f"; {', '.join(failed)} failed" if failed else "")
+        + ("" if proc.returncode == 0 else "; pip could not install the wheels")
+    )
 
 
 def step_bench(c: Check, step: Step) -> None:
@@ -390,8 +562,16 @@ def step_bench(c: Check, step: Step) -> None:
         step.summary = "prebuild is not installed (see install)"
         return
     out = c.out / "bench"
-    cmd = [str(python), str(ROOT / "scripts" / "bench.py"), "--sections", "cuda", "--out", str(out),
-           "--work", str(c.out / "bench-work")] + (["--quick", "--device", "cpu"] if c.dry_run else [])  # fmt: skip
+    cmd = [
+        str(python),
+        str(ROOT / "scripts" / "bench.py"),
+        "--sections",
+        "cuda",
+        "--out",
+        str(out),
+        "--work",
+        str(c.out / "bench-work"),
+    ] + (["--quick", "--device", "cpu"] if c.dry_run else [])
     proc = run(step, cmd, cwd=ROOT)
     if proc is None:
         return
@@ -401,13 +581,23 @@ def step_bench(c: Check, step: Step) -> None:
         return
     section = json.loads(results.read_text())["cuda"]
     step.data = {k: section.get(k) for k in ("name", "peaks", "absent")}
-    step.data["ssim"] = [{"size": r["size"], "batch": r["batch"], "ratios": r["ratios"],
-                          "bandwidth_share": r["bandwidth_share"]} for r in section.get("ssim", [])]  # fmt: skip
-    step.data["raster"] = [{"gaussians": r["gaussians"], "ratios": r["ratios"], "peak_share": r["peak_share"]}
-                           for r in section.get("raster", [])]  # fmt: skip
+    step.data["ssim"] = [
+        {
+            "size": r["size"],
+            "batch": r["batch"],
+            "ratios": r["ratios"],
+            "bandwidth_share": r["bandwidth_share"],
+        }
+        for r in section.get("ssim", [])
+    ]
+    step.data["raster"] = [
+        {"gaussians": r["gaussians"], "ratios": r["ratios"], "peak_share": r["peak_share"]}
+        for r in section.get("raster", [])
+    ]
     step.status = "passed"
-    step.summary = bench_summary(step.data) + (" (dry run: the section's code on the CPU, tiny sizes)"
-                                               if c.dry_run else "")  # fmt: skip
+    step.summary = bench_summary(step.data) + (
+        " (dry run: the section's code on the CPU, tiny sizes)" if c.dry_run else ""
+    )
 
 
 def bench_summary(data: dict) -> str:
@@ -421,14 +611,34 @@ def bench_summary(data: dict) -> str:
     return "; ".join(parts) or "no rows"
 
 
-STEPS = {"facts": step_facts, "build": step_build, "install": step_install, "cuda": step_cuda,
-         "selftest": step_selftest, "gsplat": step_gsplat, "peers": step_peers, "bench": step_bench}  # fmt: skip
+STEPS = {
+    "facts": step_facts,
+    "build": step_build,
+    "install": step_install,
+    "cuda": step_cuda,
+    "selftest": step_selftest,
+    "gsplat": step_gsplat,
+    "peers": step_peers,
+    "bench": step_bench,
+}
 
 
-def check(out: Path, dry_run: bool, arch: str | None, objects: Path | None, deps: Path,
-          budget: float = BUDGET) -> list[Step]:  # fmt: skip
-    c = Check(out=out, dry_run=dry_run, deps=deps, objects=objects, deadline=time.monotonic() + budget,
-              requested_arch=arch)  # fmt: skip
+def check(
+    out: Path,
+    dry_run: bool,
+    arch: str | None,
+    objects: Path | None,
+    deps: Path,
+    budget: float = BUDGET,
+) -> list[Step]:
+    c = Check(
+        out=out,
+        dry_run=dry_run,
+        deps=deps,
+        objects=objects,
+        deadline=time.monotonic() + budget,
+        requested_arch=arch,
+    )
     steps = [Step(name, LIMITS[name]) for name in STEPS]
     for step in steps:
         if budgeted(c, step):
@@ -443,7 +653,11 @@ def junit_counts(path: Path) -> dict:
         return {}
     suite = ET.parse(path).getroot()
     suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
-    return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")} if suite is not None else {}
+    return (
+        {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+        if suite is not None
+        else {}
+    )
 
 
 def bench_section(path: Path) -> list[str]:
@@ -455,45 +669,93 @@ def bench_section(path: Path) -> list[str]:
     if start < 0:
         return []
     end = text.find("\n## ", start + 1)
-    body = text[start:end if end >= 0 else len(text)].strip().splitlines()[1:]
+    body = text[start : end if end >= 0 else len(text)].strip().splitlines()[1:]
     return ["", "## bench: the CUDA kernels against their peers", *body]
 
 
 def write_report(out: Path, steps: list[Step], dry_run: bool, command: str) -> None:
     total = sum(s.seconds for s in steps)
     facts = steps[0]
-    lines = [f"# GPU check{' (dry run: no GPU)' if dry_run else ''}", "",
-             f"`{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {total:.0f} s in all. "
-             f"{facts.summary}.", "",
-             "| step | status | seconds (limit) | result |", "|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"# GPU check{' (dry run: no GPU)' if dry_run else ''}",
+        "",
+        f"`{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {total:.0f} s in all. "
+        f"{facts.summary}.",
+        "",
+        "| step | status | seconds (limit) | result |",
+        "|---|---|---|---|",
+    ]
     for s in steps:
         lines.append(f"| {s.name} | {s.status} | {s.seconds:.0f} ({s.limit:.0f}) | {s.summary} |")
     lines += bench_section(out / "bench" / "benchmarks.md")
     for s in steps:
         if s.command or s.output:
-            lines += ["", f"## {s.name}", "", f"`{s.command}`" if s.command else "", "", "```",
-                      s.output.strip()[-3000:], "```"]  # fmt: skip
+            lines += [
+                "",
+                f"## {s.name}",
+                "",
+                f"`{s.command}`" if s.command else "",
+                "",
+                "```",
+                s.output.strip()[-3000:],
+                "```",
+            ]
     (out / "report.md").write_text("\n".join(lines) + "\n")
-    (out / "report.json").write_text(json.dumps({"dry_run": dry_run, "command": command, "seconds": total,
-                                                 "steps": [asdict(s) for s in steps]}, indent=1) + "\n")  # fmt: skip
+    (out / "report.json").write_text(
+        json.dumps(
+            {
+                "dry_run": dry_run,
+                "command": command,
+                "seconds": total,
+                "steps": [asdict(s) for s in steps],
+            },
+            indent=1,
+        )
+        + "\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     epilog="\n\n".join(__doc__.split("\n\n")[1:]),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("out", type=Path, nargs="?", help="where the report (report.md, report.json) goes")
-    parser.add_argument("--fetch", type=Path, nargs="?", const=DEPS, default=None, metavar="DIR",
-                        help=f"download what the GPU image lacks into DIR (default {DEPS.relative_to(ROOT)}) and stop")
-    parser.add_argument("--dry-run", action="store_true", help="no GPU here: run every step that can run without one")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="\n\n".join(__doc__.split("\n\n")[1:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "out", type=Path, nargs="?", help="where the report (report.md, report.json) goes"
+    )
+    parser.add_argument(
+        "--fetch",
+        type=Path,
+        nargs="?",
+        const=DEPS,
+        default=None,
+        metavar="DIR",
+        help=f"download what the GPU image lacks into DIR (default {DEPS.relative_to(ROOT)}) and stop",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="no GPU here: run every step that can run without one",
+    )
     parser.add_argument("--arch", help="the arch to build (default: GPU 0's; sm_90 in a dry run)")
-    parser.add_argument("--objects", type=Path, help="a build directory to reuse (prebuild wheel --build-dir)")
+    parser.add_argument(
+        "--objects", type=Path, help="a build directory to reuse (prebuild wheel --build-dir)"
+    )
     parser.add_argument("--deps", type=Path, default=DEPS, help="the folder --fetch filled")
-    parser.add_argument("--fused-ssim", default=FUSED_SSIM_GIT, metavar="SRC",
-                        help="with --fetch: fused-ssim's source, a git URL, a clone or a directory "
-                             f"(default {FUSED_SSIM_GIT})")
-    parser.add_argument("--budget", type=float, default=BUDGET,
-                        help=f"seconds for the whole check; each step's limit is cut to what is left (default {BUDGET:.0f})")
+    parser.add_argument(
+        "--fused-ssim",
+        default=FUSED_SSIM_GIT,
+        metavar="SRC",
+        help="with --fetch: fused-ssim's source, a git URL, a clone or a directory "
+        f"(default {FUSED_SSIM_GIT})",
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=BUDGET,
+        help=f"seconds for the whole check; each step's limit is cut to what is left (default {BUDGET:.0f})",
+    )
     args = parser.parse_args(argv)
     if args.fetch is not None:
         return fetch(args.fetch, args.fused_ssim)

@@ -46,8 +46,20 @@ def download_sources(work: Path) -> Path:
     """gsplat's sdist of the installed version, unpacked into ``work``; returns its root."""
     wanted = version("gsplat")
     env = {**os.environ, "BUILD_NO_CUDA": "1"}  # its setup.py would otherwise need CUDA
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary",
-           ":all:", "--no-build-isolation", "--dest", str(work), f"gsplat=={wanted}"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        "--no-build-isolation",
+        "--dest",
+        str(work),
+        f"gsplat=={wanted}",
+    ]
     print(f"gsplat_suite: downloading gsplat {wanted}'s sdist (its tests) with pip", flush=True)
     subprocess.run(cmd, check=True, env=env)
     (sdist,) = work.glob("gsplat-*.tar.gz")
@@ -60,7 +72,9 @@ def rewrite(source: str, name: str, backend: str = "cpu") -> str:
     """The test file for ``backend``: on the CPU (cpu, simt) its device line and CUDA skip
     markers changed, nothing else; on the GPU (cuda) as written."""
     if source.count(CUDA_DEVICE) != 1:
-        raise SystemExit(f"gsplat_suite: {name} does not set its device as expected; is it gsplat 1.5.3's?")
+        raise SystemExit(
+            f"gsplat_suite: {name} does not set its device as expected; is it gsplat 1.5.3's?"
+        )
     if CUDA_SKIP not in source:
         raise SystemExit(f"gsplat_suite: {name} has no CUDA skip marker; is it gsplat 1.5.3's?")
     if backend == "cuda":
@@ -89,8 +103,15 @@ def synthetic_garden(path: Path, points: int = 4000, width: int = 160, height: i
         viewmats.append(V)
     focal = 0.9 * width
     K = np.array([[focal, 0.0, width / 2], [0.0, focal, height / 2], [0.0, 0.0, 1.0]])
-    np.savez(path, means3d=means, colors=colors, viewmats=np.array(viewmats, np.float32),
-             Ks=np.array([K] * 3, np.float32), height=np.int64(height), width=np.int64(width))  # fmt: skip
+    np.savez(
+        path,
+        means3d=means,
+        colors=colors,
+        viewmats=np.array(viewmats, np.float32),
+        Ks=np.array([K] * 3, np.float32),
+        height=np.int64(height),
+        width=np.int64(width),
+    )
 
 
 def prepare(src: Path, work: Path, scene: str, backend: str = "cpu") -> Path:
@@ -103,7 +124,9 @@ def prepare(src: Path, work: Path, scene: str, backend: str = "cpu") -> Path:
     garden = src / "assets" / "test_garden.npz"
     if scene == "garden":
         if not garden.is_file():
-            raise SystemExit(f"gsplat_suite: --scene garden needs {garden} (a gsplat git checkout has it)")
+            raise SystemExit(
+                f"gsplat_suite: --scene garden needs {garden} (a gsplat git checkout has it)"
+            )
         (work / "assets" / "test_garden.npz").write_bytes(garden.read_bytes())
     else:
         synthetic_garden(work / "assets" / "test_garden.npz")
@@ -129,15 +152,27 @@ def summarize(outcomes: dict[str, str]) -> tuple[int, int]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], epilog="\n\n".join(__doc__.split("\n\n")[1:]),
+        description=__doc__.split("\n\n")[0],
+        epilog="\n\n".join(__doc__.split("\n\n")[1:]),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
-    parser.add_argument("--gsplat-src", type=Path, help="gsplat source tree with tests/ (default: pip download the sdist)")
-    parser.add_argument("--backend", choices=("cpu", "simt", "cuda"), default="cpu",
-                        help="prebuild's CPU kernels, the CUDA kernels' bodies on the CPU (slow), or the CUDA "
-                        "kernels on the GPU (the tests as written, on cuda:0)")  # fmt: skip
-    parser.add_argument("--scene", choices=("garden", "synthetic"),
-                        help="default: garden when the source tree has assets/test_garden.npz")  # fmt: skip
+    )
+    parser.add_argument(
+        "--gsplat-src",
+        type=Path,
+        help="gsplat source tree with tests/ (default: pip download the sdist)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("cpu", "simt", "cuda"),
+        default="cpu",
+        help="prebuild's CPU kernels, the CUDA kernels' bodies on the CPU (slow), or the CUDA "
+        "kernels on the GPU (the tests as written, on cuda:0)",
+    )
+    parser.add_argument(
+        "--scene",
+        choices=("garden", "synthetic"),
+        help="default: garden when the source tree has assets/test_garden.npz",
+    )
     parser.add_argument("-k", dest="keyword", help="pytest -k expression to select tests")
     parser.add_argument("--require", type=float, default=0.0, help="fail below this pass fraction")
     parser.add_argument("--json", type=Path, help="write the outcomes here")
@@ -151,14 +186,31 @@ def main(argv: list[str] | None = None) -> int:
         src = args.gsplat_src or download_sources(work / "download")
         if not (src / "tests" / "test_basic.py").is_file():
             raise SystemExit(f"gsplat_suite: {src} has no tests/test_basic.py")
-        scene = args.scene or ("garden" if (src / "assets" / "test_garden.npz").is_file() else "synthetic")
+        scene = args.scene or (
+            "garden" if (src / "assets" / "test_garden.npz").is_file() else "synthetic"
+        )
         tests = prepare(src, work / "run", scene, args.backend)
         report = work / "report.json"
-        env = {**os.environ, "PREBUILD_GSPLAT_BACKEND": args.backend,
-               "PREBUILD_GSPLAT_REPORT": str(report),
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}  # fmt: skip
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "gsplat_suite_plugin", "-p", "no:cacheprovider",
-               "--rootdir", str(tests), *(["-k", args.keyword] if args.keyword else []), str(tests)]  # fmt: skip
+        env = {
+            **os.environ,
+            "PREBUILD_GSPLAT_BACKEND": args.backend,
+            "PREBUILD_GSPLAT_REPORT": str(report),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
+        }
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "gsplat_suite_plugin",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tests),
+            *(["-k", args.keyword] if args.keyword else []),
+            str(tests),
+        ]
         print(f"gsplat_suite: {args.backend} backend, {scene} scene", flush=True)
         subprocess.run(cmd, cwd=tests, env=env)
         if not report.is_file():
@@ -166,8 +218,18 @@ def main(argv: list[str] | None = None) -> int:
         outcomes = json.loads(report.read_text())["outcomes"]
     passed, total = summarize(outcomes)
     if args.json:
-        args.json.write_text(json.dumps({"backend": args.backend, "scene": scene, "passed": passed,
-                                         "total": total, "outcomes": outcomes}, indent=1))  # fmt: skip
+        args.json.write_text(
+            json.dumps(
+                {
+                    "backend": args.backend,
+                    "scene": scene,
+                    "passed": passed,
+                    "total": total,
+                    "outcomes": outcomes,
+                },
+                indent=1,
+            )
+        )
     return 0 if total and passed >= args.require * total else 1
 
 

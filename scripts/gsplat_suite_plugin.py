@@ -43,9 +43,18 @@ TRANSMITTANCE_STOP = 1e-4
 
 
 def rasterize_to_indices_in_range(
-    range_start, range_end, transmittances, means2d, conics, opacities, image_width,
-    image_height, tile_size, isect_offsets, flatten_ids,
-):  # fmt: skip
+    range_start,
+    range_end,
+    transmittances,
+    means2d,
+    conics,
+    opacities,
+    image_width,
+    image_height,
+    tile_size,
+    isect_offsets,
+    flatten_ids,
+):
     """gsplat's ``rasterize_to_indices_in_range`` in plain PyTorch: for every pixel, the
     Gaussians of its tile's list in batches [range_start, range_end) (a batch is tile_size^2
     list entries) that it composites, starting from ``transmittances``: alpha = min(0.999,
@@ -64,7 +73,9 @@ def rasterize_to_indices_in_range(
         opacities = opacities.reshape(I * N)
         starts = isect_offsets.reshape(-1).long()
         ends = torch.cat([starts[1:], torch.tensor([len(flatten_ids)], device=device)])
-        ys, xs = torch.meshgrid(torch.arange(H, device=device), torch.arange(W, device=device), indexing="ij")
+        ys, xs = torch.meshgrid(
+            torch.arange(H, device=device), torch.arange(W, device=device), indexing="ij"
+        )
         tile = (ys // tile_size) * tile_width + xs // tile_size
         image = torch.arange(I, device=device)[:, None, None]
         tile_ids = (image * tile_height * tile_width + tile).reshape(-1)  # per pixel, all images
@@ -173,7 +184,9 @@ _OUTCOMES: dict[str, str] = {}
 
 def pytest_runtest_logreport(report):
     """A test's outcome: its call's, unless a phase failed or skipped first (that one stays)."""
-    if (report.outcome == "passed" and report.when != "call") or _OUTCOMES.get(report.nodeid, "passed") != "passed":
+    if (report.outcome == "passed" and report.when != "call") or _OUTCOMES.get(
+        report.nodeid, "passed"
+    ) != "passed":
         return
     outcome = report.outcome
     if outcome == "failed":

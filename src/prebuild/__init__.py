@@ -26,7 +26,9 @@ def __getattr__(name: str) -> Any:
         return [*sorted(_ops()), "__version__"]
     if name == "__version__":
         return _version()
-    ops = {} if name.startswith("__") else _ops()  # a tool probing __wrapped__ & co. imports nothing
+    ops = (
+        {} if name.startswith("__") else _ops()
+    )  # a tool probing __wrapped__ & co. imports nothing
     if name in ops:
         return getattr(importlib.import_module(ops[name]), name)
     raise AttributeError(f"module 'prebuild' has no attribute {name!r}")

@@ -29,8 +29,13 @@ GSPLAT_OPS = (
 # gsplat's other CUDA-backed functions prebuild provides: (module, name).
 _OTHER_OPS = (("gsplat.rendering", "rasterization"), ("gsplat.relocation", "compute_relocation"))
 # The gsplat modules that bind those functions by name when imported.
-_GSPLAT_MODULES = ("gsplat", "gsplat.cuda._wrapper", "gsplat.rendering", "gsplat.relocation",
-                   "gsplat.strategy.ops")
+_GSPLAT_MODULES = (
+    "gsplat",
+    "gsplat.cuda._wrapper",
+    "gsplat.rendering",
+    "gsplat.relocation",
+    "gsplat.strategy.ops",
+)
 
 
 def _refuse_cuda(name: str):
@@ -54,7 +59,9 @@ def use_prebuild_kernels() -> dict[str, object]:
     try:
         wrapper = importlib.import_module("gsplat.cuda._wrapper")
     except ImportError as exc:
-        raise ImportError("prebuild.gsplat_compat needs gsplat installed (pip install --no-deps gsplat)") from exc
+        raise ImportError(
+            "prebuild.gsplat_compat needs gsplat installed (pip install --no-deps gsplat)"
+        ) from exc
     for name in _GSPLAT_MODULES:
         importlib.import_module(name)
 

@@ -17,7 +17,7 @@ The simt library exists only in installs built with ``PREBUILD_SIMT=1``
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 

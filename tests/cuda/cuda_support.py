@@ -111,8 +111,13 @@ TOLERANCES = {
 }
 
 
-def assert_matches(got: torch.Tensor | None, want: torch.Tensor | None, tol: Tolerance | None,
-                   what: str, row_dims: int = 0) -> None:
+def assert_matches(
+    got: torch.Tensor | None,
+    want: torch.Tensor | None,
+    tol: Tolerance | None,
+    what: str,
+    row_dims: int = 0,
+) -> None:
     """``got`` (CUDA's, on any device) against ``want`` (the CPU kernel's): same shape and
     dtype; integers and booleans exactly equal, floats within ``tol`` (NaN only where the
     other has NaN). ``row_dims``: the atol's scale is the largest magnitude over that many
@@ -128,8 +133,10 @@ def assert_matches(got: torch.Tensor | None, want: torch.Tensor | None, tol: Tol
         if not torch.equal(got, want):
             bad = (got != want).nonzero()
             first = tuple(bad[0].tolist())
-            raise AssertionError(f"{what}: {len(bad)} of {want.numel()} entries differ, first at "
-                                 f"{first}: {got[first].item()} instead of {want[first].item()}")
+            raise AssertionError(
+                f"{what}: {len(bad)} of {want.numel()} entries differ, first at "
+                f"{first}: {got[first].item()} instead of {want[first].item()}"
+            )
         return
     if want.numel() == 0:
         return
@@ -146,7 +153,9 @@ def assert_matches(got: torch.Tensor | None, want: torch.Tensor | None, tol: Tol
     both_nan = torch.isnan(g) & torch.isnan(w)
     ok = ((g - w).abs() <= allowed) | both_nan | (g == w)  # g == w: equal infinities
     if not bool(ok.all()):
-        excess = torch.where(ok, torch.zeros_like(g), ((g - w).abs() - allowed).nan_to_num(float("inf")))
+        excess = torch.where(
+            ok, torch.zeros_like(g), ((g - w).abs() - allowed).nan_to_num(float("inf"))
+        )
         worst = tuple(int(i) for i in torch.unravel_index(excess.argmax(), excess.shape))
         raise AssertionError(
             f"{what}: {int((~ok).sum())} of {w.numel()} entries differ beyond rtol={tol.rtol}, "

@@ -108,7 +108,8 @@ def test_16_processes_make_their_first_cuda_call_at_once_and_write_nothing(tmp_p
             child.env["PYTHONPATH"] += os.pathsep + str(package_dir.parent)
         children.append((child, tmp, child.script("first_call.py", CHILD)))
 
-    procs = [child.popen(script) for child, _, script in children]  # all started before any is waited for
+    # all started before any is waited for
+    procs = [child.popen(script) for child, _, script in children]
     outputs = [proc.communicate(timeout=600) for proc in procs]
     for proc, (stdout, stderr) in zip(procs, outputs):
         assert proc.returncode == 0, stderr
@@ -126,8 +127,17 @@ def test_16_processes_make_their_first_cuda_call_at_once_and_write_nothing(tmp_p
         others = [p for p in report["dlopens"] if not Path(p).resolve().is_relative_to(package_dir)]
         assert set(others) <= TORCH_QUERIES, f"loaded from outside the package: {others}"
     assert_matches(torch.tensor(reports[0]["value"]), want_value, TOLERANCES["ssim"], "mean SSIM")
-    assert_matches(torch.tensor(reports[0]["grad_l1"]), want_grad_l1, TOLERANCES["ssim_grad"], "gradient L1 norm")
+    assert_matches(
+        torch.tensor(reports[0]["grad_l1"]),
+        want_grad_l1,
+        TOLERANCES["ssim_grad"],
+        "gradient L1 norm",
+    )
     for child, tmp, _ in children:
-        left = [p for d in (child.home, child.extensions, tmp) for p in d.rglob("*")
-                if p.relative_to(d) not in DRIVER_DIRS or d != child.home or not p.is_dir()]  # fmt: skip
+        left = [
+            p
+            for d in (child.home, child.extensions, tmp)
+            for p in d.rglob("*")
+            if p.relative_to(d) not in DRIVER_DIRS or d != child.home or not p.is_dir()
+        ]
         assert left == [], f"files written: {left}"

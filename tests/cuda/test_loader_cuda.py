@@ -39,7 +39,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from prebuild.runtime.arch import Arch, CodeKind, arch_for_capability, format_capability, select_code
+from prebuild.runtime.arch import (
+    Arch,
+    CodeKind,
+    arch_for_capability,
+    format_capability,
+    select_code,
+)
 
 PROJECT, PACKAGE = "loader-probe", "loader_probe"
 BUILD_TIMEOUT = 1200
@@ -92,8 +98,10 @@ def older_arch(gpu) -> Arch:
         pytest.skip(f"building the test wheels needs nvcc: {exc}")
     older = [a for a in supported if a.suffix == "" and a.major < gpu.capability[0]]
     if not older:
-        pytest.skip(f"nvcc builds no arch of a major below this GPU's {format_capability(gpu.capability)} "
-                    f"(it builds {', '.join(a.sm for a in supported)})")  # fmt: skip
+        pytest.skip(
+            f"nvcc builds no arch of a major below this GPU's {format_capability(gpu.capability)} "
+            f"(it builds {', '.join(a.sm for a in supported)})"
+        )
     return max(older)
 
 
@@ -102,19 +110,34 @@ def prebuild_cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "prebuild", *args]
 
 
-def build_command(project: Path, arch: Arch, ptx: bool, out: Path) -> tuple[list[str], dict[str, str]]:
+def build_command(
+    project: Path, arch: Arch, ptx: bool, out: Path
+) -> tuple[list[str], dict[str, str]]:
     """``prebuild wheel --arch ARCH [--ptx] PROJECT``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREBUILD_")}
     env["COLUMNS"] = "200"
     if importlib.util.find_spec("elftools") is not None:
         ptx_flag = ["--ptx"] if ptx else []
-        return prebuild_cli("wheel", "--arch", arch.sm, *ptx_flag, "--out", str(out), str(project)), env
+        return prebuild_cli(
+            "wheel", "--arch", arch.sm, *ptx_flag, "--out", str(out), str(project)
+        ), env
     # `prebuild wheel` reads every built library back with pyelftools, which this Python
     # lacks: the project's own setup.py (README, "Building from source with pip") runs the
     # same build backend, without that check.
     env.update(PREBUILD_ARCHS=arch.sm, PREBUILD_PTX="1" if ptx else "0")
-    return [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index", "--no-cache-dir",
-            "--wheel-dir", str(out), str(project)], env  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-build-isolation",
+        "--no-deps",
+        "--no-index",
+        "--no-cache-dir",
+        "--wheel-dir",
+        str(out),
+        str(project),
+    ], env
 
 
 @pytest.fixture(scope="module")
@@ -125,19 +148,27 @@ def wheels(older_arch, tmp_path_factory) -> dict[bool, Path]:
     builds = {}
     for ptx in (False, True):
         project, out = root / f"project-ptx{int(ptx)}", root / f"dist-ptx{int(ptx)}"
-        made = subprocess.run(prebuild_cli("new", PROJECT, "--dir", str(project)), capture_output=True, text=True,
-                              timeout=120)  # fmt: skip
+        made = subprocess.run(
+            prebuild_cli("new", PROJECT, "--dir", str(project)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert made.returncode == 0, made.stdout + made.stderr
         cmd, env = build_command(project, older_arch, ptx, out)
         log = root / f"build-ptx{int(ptx)}.log"
         with open(log, "w", encoding="utf-8") as sink:  # the child keeps its own copy of the file
-            proc = subprocess.Popen(cmd, cwd=project, env=env, stdout=sink, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(
+                cmd, cwd=project, env=env, stdout=sink, stderr=subprocess.STDOUT
+            )
         builds[ptx] = (cmd, out, log, proc)
     built = {}
     for ptx, (cmd, out, log, proc) in builds.items():
         proc.wait(timeout=BUILD_TIMEOUT)
         found = sorted(out.glob("*.whl"))
-        assert proc.returncode == 0 and len(found) == 1, f"{' '.join(cmd)}\n{log.read_text()[-6000:]}"
+        assert proc.returncode == 0 and len(found) == 1, (
+            f"{' '.join(cmd)}\n{log.read_text()[-6000:]}"
+        )
         built[ptx] = found[0]
     return built
 
@@ -154,15 +185,39 @@ def venv_with(wheel: Path, where: Path) -> tuple[Path, Path]:
     venv's site-packages, so a .pth file names those, after the new venv's own."""
     venv.create(where, system_site_packages=True, with_pip=False, symlinks=True)
     python = where / "bin" / "python"
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True, timeout=120).stdout.strip()  # fmt: skip
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.strip()
     site_dir = Path(purelib)
     ours = [str(Path(torch.__file__).resolve().parents[1]), *site.getsitepackages()]
-    (site_dir / "test_process_packages.pth").write_text("\n".join(dict.fromkeys(ours)) + "\n", encoding="utf-8")
+    (site_dir / "test_process_packages.pth").write_text(
+        "\n".join(dict.fromkeys(ours)) + "\n", encoding="utf-8"
+    )
     # This interpreter's pip installs it (the venv has none: ensurepip may be absent).
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--no-compile",
-                    "--disable-pip-version-check", "--target", str(site_dir), str(wheel)],
-                   check=True, capture_output=True, text=True, timeout=600)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--no-compile",
+            "--disable-pip-version-check",
+            "--target",
+            str(site_dir),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return python, site_dir
 
 
@@ -174,13 +229,16 @@ def run_child(python: Path, home: Path, strict: bool) -> dict:
     env.update(HOME=str(home), PYTHONNOUSERSITE="1")
     if strict:
         env["PREBUILD_STRICT"] = "1"
-    proc = subprocess.run([str(python), "-c", CHILD], cwd=home, env=env, capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+    proc = subprocess.run(
+        [str(python), "-c", CHILD], cwd=home, env=env, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("REPORT ")]
-    report = json.loads(line[len("REPORT "):])
+    report = json.loads(line[len("REPORT ") :])
     # x + 0.5 y: halving is exact, so one rounding whatever the kernel's instructions.
-    assert report["cpu"] == (torch.arange(6.0) + 0.5 * torch.linspace(-1.0, 1.0, 6)).tolist(), report["cpu"]
+    assert report["cpu"] == (torch.arange(6.0) + 0.5 * torch.linspace(-1.0, 1.0, 6)).tolist(), (
+        report["cpu"]
+    )
     return report
 
 
@@ -193,11 +251,18 @@ def assert_refused(report: dict, gpu: Gpu, *parts: str) -> None:
     assert "cuda" not in report, report
     kind, message, bases = report["error"]
     assert kind == "UnsupportedGPUError" and "PrebuildError" in bases, (kind, message)
-    for part in (gpu.name, f"compute capability {format_capability(gpu.capability)}", gpu.fix, *parts):
+    for part in (
+        gpu.name,
+        f"compute capability {format_capability(gpu.capability)}",
+        gpu.fix,
+        *parts,
+    ):
         assert part in message, (part, message)
 
 
-def test_wheel_without_code_for_this_gpu_raises_unsupported_gpu_error(gpu, older_arch, wheels, tmp_path):
+def test_wheel_without_code_for_this_gpu_raises_unsupported_gpu_error(
+    gpu, older_arch, wheels, tmp_path
+):
     manifest = wheel_manifest(wheels[False])
     assert manifest["sass_archs"] == [older_arch.sm] and manifest["ptx_archs"] == []
     assert select_code(gpu.capability, [older_arch], []).kind is CodeKind.NONE
@@ -212,7 +277,9 @@ def test_wheel_without_code_for_this_gpu_raises_unsupported_gpu_error(gpu, older
 
 def test_ptx_only_wheel_runs_through_the_jit_with_one_warning(gpu, older_arch, wheels, tmp_path):
     manifest = wheel_manifest(wheels[True])
-    assert manifest["sass_archs"] == [older_arch.sm] and manifest["ptx_archs"] == [older_arch.compute]
+    assert manifest["sass_archs"] == [older_arch.sm] and manifest["ptx_archs"] == [
+        older_arch.compute
+    ]
     assert select_code(gpu.capability, [older_arch], [older_arch]).kind is CodeKind.PTX
     python, site_dir = venv_with(wheels[True], tmp_path / "venv")
 
@@ -221,7 +288,12 @@ def test_ptx_only_wheel_runs_through_the_jit_with_one_warning(gpu, older_arch, w
     assert "error" not in report, report["error"]
     jit_warnings = [message for kind, message in report["warnings"] if kind == "PTXJitWarning"]
     assert len(jit_warnings) == 1, report["warnings"]
-    for part in (gpu.name, f"compute capability {format_capability(gpu.capability)}", older_arch.compute, gpu.fix):
+    for part in (
+        gpu.name,
+        f"compute capability {format_capability(gpu.capability)}",
+        older_arch.compute,
+        gpu.fix,
+    ):
         assert part in jit_warnings[0], (part, jit_warnings[0])
     # The JIT-compiled kernel computes what the CPU kernel does.
     assert report["cuda"] == report["cpu"]

@@ -21,8 +21,9 @@ GPU machines have no gsplat. The SSIM images are tests/ops/reference.py's ``text
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import torch
@@ -71,7 +72,9 @@ def run(call: Callable, inputs: dict, grad_names=(), device="cpu", seed=0) -> Re
         gen = torch.Generator().manual_seed(seed)
         differentiable = [o for o in raw if isinstance(o, torch.Tensor) and o.requires_grad]
         assert differentiable, "no output requires grad"
-        loss = sum((o * torch.randn(o.shape, generator=gen).to(device)).sum() for o in differentiable)
+        loss = sum(
+            (o * torch.randn(o.shape, generator=gen).to(device)).sum() for o in differentiable
+        )
         got = torch.autograd.grad(loss, [leaves[n] for n in grad_names], allow_unused=True)
         grads = {n: None if g is None else g.detach().cpu() for n, g in zip(grad_names, got)}
         if device.type == "cuda":
@@ -82,14 +85,24 @@ def run(call: Callable, inputs: dict, grad_names=(), device="cpu", seed=0) -> Re
 
 def check_device(outputs, device: torch.device) -> None:
     current = torch.cuda.current_device()
-    assert current == 0, f"the op left cuda:{current} current; the caller's cuda:0 must stay current"
+    assert current == 0, (
+        f"the op left cuda:{current} current; the caller's cuda:0 must stay current"
+    )
     for o in outputs:
         if isinstance(o, torch.Tensor):
             assert o.device == device, f"an output is on {o.device}, the inputs on {device}"
 
 
-def assert_same(got: Result, want: Result, values: str | None, grads: str | None = None,
-                names=(), row_dims: int = 0, grad_row_dims: int = 0, values_tol: Tolerance | None = None) -> None:
+def assert_same(
+    got: Result,
+    want: Result,
+    values: str | None,
+    grads: str | None = None,
+    names=(),
+    row_dims: int = 0,
+    grad_row_dims: int = 0,
+    values_tol: Tolerance | None = None,
+) -> None:
     """Every output and gradient of ``got`` (CUDA) against ``want`` (CPU)."""
     tol = values_tol or (TOLERANCES[values] if values else None)
     assert len(got.outputs) == len(want.outputs)
@@ -97,8 +110,13 @@ def assert_same(got: Result, want: Result, values: str | None, grads: str | None
         assert_matches(g, w, tol, names[i] if i < len(names) else f"output {i}", row_dims)
     assert got.grads.keys() == want.grads.keys()
     for name, w in want.grads.items():
-        assert_matches(got.grads[name], w, TOLERANCES[grads] if grads else None,
-                       f"gradient of {name}", grad_row_dims)
+        assert_matches(
+            got.grads[name],
+            w,
+            TOLERANCES[grads] if grads else None,
+            f"gradient of {name}",
+            grad_row_dims,
+        )
 
 
 @pytest.fixture(params=DEVICE_INDICES, ids=lambda i: f"cuda{i}")
@@ -139,9 +157,18 @@ def projection_inputs(path="quats", C=3, N=60, seed=3, batch=()) -> dict:
 def project(packed=False, calc_compensations=False, camera_model="pinhole"):
     def call(means, quats, scales, covars, viewmats, Ks):
         return prebuild.fully_fused_projection(
-            means, covars, quats, scales, viewmats, Ks, W, H, packed=packed,
-            calc_compensations=calc_compensations, camera_model=camera_model,
-        )  # fmt: skip
+            means,
+            covars,
+            quats,
+            scales,
+            viewmats,
+            Ks,
+            W,
+            H,
+            packed=packed,
+            calc_compensations=calc_compensations,
+            camera_model=camera_model,
+        )
 
     return call
 
@@ -163,8 +190,10 @@ def proj_inputs(I=3, N=40, seed=2) -> dict:
 
 def covariance_inputs(seed=12) -> dict:
     gen = torch.Generator().manual_seed(seed)
-    return {"quats": torch.randn(2, 40, 4, generator=gen),
-            "scales": torch.exp(torch.randn(2, 40, 3, generator=gen) * 0.4 - 2.3)}  # fmt: skip
+    return {
+        "quats": torch.randn(2, 40, 4, generator=gen),
+        "scales": torch.exp(torch.randn(2, 40, 3, generator=gen) * 0.4 - 2.3),
+    }
 
 
 def sh_inputs(masked: bool, seed=8) -> dict:
@@ -182,14 +211,20 @@ def tile_inputs(packed: bool, seed=14) -> tuple[dict, int]:
     """isect_tiles' inputs from the CPU projection of 2 batches x 3 cameras: (inputs, number
     of images). Packed: the visible pairs with their image and Gaussian ids."""
     p = projection_inputs("quats", seed=seed, batch=(2,))
-    out = prebuild.fully_fused_projection(p["means"], None, p["quats"], p["scales"], p["viewmats"],
-                                          p["Ks"], W, H, packed=packed)  # fmt: skip
+    out = prebuild.fully_fused_projection(
+        p["means"], None, p["quats"], p["scales"], p["viewmats"], p["Ks"], W, H, packed=packed
+    )
     if not packed:
         radii, means2d, depths, _, _ = out
         return {"means2d": means2d, "radii": radii, "depths": depths}, 6
     batch_ids, camera_ids, gaussian_ids, radii, means2d, depths, _, _ = out
-    return {"means2d": means2d, "radii": radii, "depths": depths,
-            "image_ids": batch_ids * 3 + camera_ids, "gaussian_ids": gaussian_ids}, 6  # fmt: skip
+    return {
+        "means2d": means2d,
+        "radii": radii,
+        "depths": depths,
+        "image_ids": batch_ids * 3 + camera_ids,
+        "gaussian_ids": gaussian_ids,
+    }, 6
 
 
 def intersect(tile_size: int, n_images: int, sort=True, packed=False, offsets=True):
@@ -197,18 +232,42 @@ def intersect(tile_size: int, n_images: int, sort=True, packed=False, offsets=Tr
 
     def call(means2d, radii, depths, image_ids=None, gaussian_ids=None):
         tiles_per_gauss, isect_ids, flatten_ids = prebuild.isect_tiles(
-            means2d, radii, depths, tile_size, tiles_x, tiles_y, sort=sort, packed=packed,
-            n_images=n_images if packed else None, image_ids=image_ids, gaussian_ids=gaussian_ids,
-        )  # fmt: skip
+            means2d,
+            radii,
+            depths,
+            tile_size,
+            tiles_x,
+            tiles_y,
+            sort=sort,
+            packed=packed,
+            n_images=n_images if packed else None,
+            image_ids=image_ids,
+            gaussian_ids=gaussian_ids,
+        )
         # Offsets need sorted ids (the CPU kernel refuses unsorted ones).
-        isect_offsets = prebuild.isect_offset_encode(isect_ids, n_images, tiles_x, tiles_y) if offsets else None
+        isect_offsets = (
+            prebuild.isect_offset_encode(isect_ids, n_images, tiles_x, tiles_y) if offsets else None
+        )
         return tiles_per_gauss, isect_ids, flatten_ids, isect_offsets
 
     return call
 
 
-def raster_inputs(D=3, tile_size=16, width=37, height=23, I=2, N=60, overlap=8, background=False,
-                  shared_opacities=False, masks=False, packed=False, batch=None, seed=0):
+def raster_inputs(
+    D=3,
+    tile_size=16,
+    width=37,
+    height=23,
+    I=2,
+    N=60,
+    overlap=8,
+    background=False,
+    shared_opacities=False,
+    masks=False,
+    packed=False,
+    batch=None,
+    seed=0,
+):
     """Random 2D Gaussians in and around a width x height image (10 % culled), ``overlap`` of
     them large and nearly opaque at the centre (its pixels stop early), with the tile lists
     of prebuild's CPU isect_tiles. Returns (inputs, options of rasterize())."""
@@ -218,7 +277,9 @@ def raster_inputs(D=3, tile_size=16, width=37, height=23, I=2, N=60, overlap=8, 
     theta = torch.rand(I, total, generator=g) * math.pi
     s = 1.0 + 5.0 * torch.rand(I, total, 2, generator=g)
     opacities = 0.05 + 0.95 * torch.rand(I, total, generator=g)
-    means[:, N:] = torch.tensor([width / 2, height / 2]) + 2.0 * torch.randn(I, overlap, 2, generator=g)
+    means[:, N:] = torch.tensor([width / 2, height / 2]) + 2.0 * torch.randn(
+        I, overlap, 2, generator=g
+    )
     s[:, N:] = 6.0 + 4.0 * torch.rand(I, overlap, 2, generator=g)
     opacities[:, N:] = 0.9 + 0.09 * torch.rand(I, overlap, generator=g)
     cos, sin = torch.cos(theta), torch.sin(theta)
@@ -235,30 +296,56 @@ def raster_inputs(D=3, tile_size=16, width=37, height=23, I=2, N=60, overlap=8, 
         keep = (radii > 0).all(-1)
         image_ids, gaussian_ids = keep.nonzero(as_tuple=True)
         means, conics, colors, opacities, radii, depths = (
-            t[keep].contiguous() for t in (means, conics, colors, opacities, radii, depths))
+            t[keep].contiguous() for t in (means, conics, colors, opacities, radii, depths)
+        )
         _, isect_ids, flatten_ids = prebuild.isect_tiles(
-            means, radii, depths, tile_size, tiles_x, tiles_y, packed=True, n_images=I,
-            image_ids=image_ids, gaussian_ids=gaussian_ids,
-        )  # fmt: skip
+            means,
+            radii,
+            depths,
+            tile_size,
+            tiles_x,
+            tiles_y,
+            packed=True,
+            n_images=I,
+            image_ids=image_ids,
+            gaussian_ids=gaussian_ids,
+        )
     else:
-        _, isect_ids, flatten_ids = prebuild.isect_tiles(means, radii, depths, tile_size, tiles_x, tiles_y)
+        _, isect_ids, flatten_ids = prebuild.isect_tiles(
+            means, radii, depths, tile_size, tiles_x, tiles_y
+        )
         if shared_opacities:
             opacities = opacities[0].contiguous()
     offsets = prebuild.isect_offset_encode(isect_ids, I, tiles_x, tiles_y)
     inputs = {
-        "means2d": means, "conics": conics, "colors": colors, "opacities": opacities,
+        "means2d": means,
+        "conics": conics,
+        "colors": colors,
+        "opacities": opacities,
         "backgrounds": torch.rand(I, D, generator=g) if background else None,
-        "isect_offsets": offsets, "flatten_ids": flatten_ids,
+        "isect_offsets": offsets,
+        "flatten_ids": flatten_ids,
         "masks": torch.rand(I, tiles_y, tiles_x, generator=g) < 0.6 if masks else None,
-    }  # fmt: skip
+    }
     if masks:
         inputs["masks"].view(-1)[0] = False
         inputs["masks"].view(-1)[-1] = True
     if batch is not None:  # the I images as leading dimensions
-        for name in ("means2d", "conics", "colors", "opacities", "backgrounds", "isect_offsets", "masks"):
+        for name in (
+            "means2d",
+            "conics",
+            "colors",
+            "opacities",
+            "backgrounds",
+            "isect_offsets",
+            "masks",
+        ):
             t = inputs[name]
-            if t is not None and not (packed and name in ("means2d", "conics", "colors", "opacities")) \
-                    and not (name == "opacities" and shared_opacities):
+            if (
+                t is not None
+                and not (packed and name in ("means2d", "conics", "colors", "opacities"))
+                and not (name == "opacities" and shared_opacities)
+            ):
                 inputs[name] = t.reshape(*batch, *t.shape[1:])
     options = {"width": width, "height": height, "tile_size": tile_size, "packed": packed}
     return inputs, options
@@ -267,9 +354,20 @@ def raster_inputs(D=3, tile_size=16, width=37, height=23, I=2, N=60, overlap=8, 
 def rasterize(width, height, tile_size, packed, absgrad=False):
     def call(means2d, conics, colors, opacities, backgrounds, isect_offsets, flatten_ids, masks):
         return prebuild.rasterize_to_pixels(
-            means2d, conics, colors, opacities, width, height, tile_size, isect_offsets,
-            flatten_ids, backgrounds=backgrounds, masks=masks, packed=packed, absgrad=absgrad,
-        )  # fmt: skip
+            means2d,
+            conics,
+            colors,
+            opacities,
+            width,
+            height,
+            tile_size,
+            isect_offsets,
+            flatten_ids,
+            backgrounds=backgrounds,
+            masks=masks,
+            packed=packed,
+            absgrad=absgrad,
+        )
 
     return call
 
@@ -288,8 +386,9 @@ def relocation_inputs(ratio_dtype=torch.int64, seed=15) -> dict:
         "opacities": 0.05 + 0.9 * torch.rand(500, generator=gen),
         "scales": torch.exp(torch.randn(500, 3, generator=gen) - 3),
         "ratios": torch.randint(-2, 12, (500,), generator=gen).to(ratio_dtype),
-        "binoms": torch.tensor([[math.comb(n, k) for k in range(n_max)] for n in range(n_max)],
-                               dtype=torch.float32),  # fmt: skip
+        "binoms": torch.tensor(
+            [[math.comb(n, k) for k in range(n_max)] for n in range(n_max)], dtype=torch.float32
+        ),
     }
 
 
@@ -297,8 +396,9 @@ def relocate(opacities, scales, ratios, binoms):
     return prebuild.compute_relocation(opacities, scales, ratios, binoms)
 
 
-def pipeline_inputs(C=2, N=80, D=3, seed=0, sh_degree=None, per_camera=False, background=False,
-                    batch=()) -> dict:
+def pipeline_inputs(
+    C=2, N=80, D=3, seed=0, sh_degree=None, per_camera=False, background=False, batch=()
+) -> dict:
     """rasterization()'s inputs (tests/ops/test_rendering.py's scene): N Gaussians seen by C
     cameras, colours or SH coefficients, shared or per camera, with batch dimensions."""
     B = math.prod(batch)
@@ -313,32 +413,75 @@ def pipeline_inputs(C=2, N=80, D=3, seed=0, sh_degree=None, per_camera=False, ba
         D = 3
     viewmats, Ks = cameras(C, RW, RH)
     inputs = {
-        "means": means, "quats": quats, "scales": scales * 2.5,
-        "opacities": 0.2 + 0.75 * torch.rand(B, N, generator=gen), "colors": colors,
-        "viewmats": viewmats.expand(B, C, 4, 4), "Ks": Ks.expand(B, C, 3, 3),
+        "means": means,
+        "quats": quats,
+        "scales": scales * 2.5,
+        "opacities": 0.2 + 0.75 * torch.rand(B, N, generator=gen),
+        "colors": colors,
+        "viewmats": viewmats.expand(B, C, 4, 4),
+        "Ks": Ks.expand(B, C, 3, 3),
         "backgrounds": torch.rand(B, C, D, generator=gen) if background else None,
-    }  # fmt: skip
-    return {k: None if t is None else t.reshape(*batch, *t.shape[1:]).contiguous() for k, t in inputs.items()}
+    }
+    return {
+        k: None if t is None else t.reshape(*batch, *t.shape[1:]).contiguous()
+        for k, t in inputs.items()
+    }
 
 
-def render(packed=True, sh_degree=None, camera_model="pinhole", rasterize_mode="classic",
-           render_mode="RGB", absgrad=False):
+def render(
+    packed=True,
+    sh_degree=None,
+    camera_model="pinhole",
+    rasterize_mode="classic",
+    render_mode="RGB",
+    absgrad=False,
+):
     def call(means, quats, scales, opacities, colors, viewmats, Ks, backgrounds):
         render_colors, render_alphas, meta = prebuild.rasterization(
-            means, quats, scales, opacities, colors, viewmats, Ks, RW, RH, sh_degree=sh_degree,
-            packed=packed, tile_size=16, backgrounds=backgrounds, render_mode=render_mode,
-            absgrad=absgrad, rasterize_mode=rasterize_mode, camera_model=camera_model,
-        )  # fmt: skip
+            means,
+            quats,
+            scales,
+            opacities,
+            colors,
+            viewmats,
+            Ks,
+            RW,
+            RH,
+            sh_degree=sh_degree,
+            packed=packed,
+            tile_size=16,
+            backgrounds=backgrounds,
+            render_mode=render_mode,
+            absgrad=absgrad,
+            rasterize_mode=rasterize_mode,
+            camera_model=camera_model,
+        )
         # The integer intermediates too; of the tile ids only (image, tile): their low 32 bits
         # are the depth's, from a float that may differ in its last bit.
-        return (render_colors, render_alphas, meta["means2d"], meta["radii"], meta["gaussian_ids"],
-                meta["tiles_per_gauss"], meta["flatten_ids"], meta["isect_ids"] >> 32)  # fmt: skip
+        return (
+            render_colors,
+            render_alphas,
+            meta["means2d"],
+            meta["radii"],
+            meta["gaussian_ids"],
+            meta["tiles_per_gauss"],
+            meta["flatten_ids"],
+            meta["isect_ids"] >> 32,
+        )
 
     return call
 
 
-PIPELINE_OUTPUTS = ("render_colors", "render_alphas", "means2d", "radii", "gaussian_ids",
-                    "tiles_per_gauss", "flatten_ids", "isect_ids >> 32")  # fmt: skip
+PIPELINE_OUTPUTS = (
+    "render_colors",
+    "render_alphas",
+    "means2d",
+    "radii",
+    "gaussian_ids",
+    "tiles_per_gauss",
+    "flatten_ids",
+    "isect_ids >> 32",
+)
 
 
 def pipeline_grad_names(inputs: dict) -> tuple:
@@ -349,7 +492,11 @@ def pipeline_grad_names(inputs: dict) -> tuple:
 # ----------------------------------------------------------------------- fused_ssim
 
 
-SSIM_SHAPES = {"2x3x37x53": (2, 3, 37, 53), "1x1x11x11": (1, 1, 11, 11), "3x2x64x48": (3, 2, 64, 48)}
+SSIM_SHAPES = {
+    "2x3x37x53": (2, 3, 37, 53),
+    "1x1x11x11": (1, 1, 11, 11),
+    "3x2x64x48": (3, 2, 64, 48),
+}
 
 
 @pytest.mark.parametrize("shape", SSIM_SHAPES.values(), ids=SSIM_SHAPES)
@@ -419,22 +566,30 @@ def test_fused_ssim_on_more_than_2_31_elements():
     torch.cuda.empty_cache()
     free, total = torch.cuda.mem_get_info(device)
     if free < 3 * needed:
-        pytest.skip(f"fused_ssim on {numel} elements needs {needed / 2**30:.1f} GiB (two images and the "
-                    f"map); this test asks for 3x that free, and cuda:0 has {free / 2**30:.1f} GiB free "
-                    f"of {total / 2**30:.1f} GiB")  # fmt: skip
+        pytest.skip(
+            f"fused_ssim on {numel} elements needs {needed / 2**30:.1f} GiB (two images and the "
+            f"map); this test asks for 3x that free, and cuda:0 has {free / 2**30:.1f} GiB free "
+            f"of {total / 2**30:.1f} GiB"
+        )
     gen = torch.Generator(device=device).manual_seed(17)
     img1 = torch.rand(shape, device=device, generator=gen)
     img2 = img1.clone()
     for p in range(planes):  # a plane at a time: no image-sized temporary
-        img2[0, p].add_(torch.randn((side, side), device=device, generator=gen), alpha=0.1).clamp_(0, 1)
+        img2[0, p].add_(torch.randn((side, side), device=device, generator=gen), alpha=0.1).clamp_(
+            0, 1
+        )
     ssim_map, _ = torch.ops.prebuild.fused_ssim_forward(img1, img2, False)
     for p in (0, planes - 2, planes - 1):
-        want, _ = torch.ops.prebuild.fused_ssim_forward(img1[:, p:p + 1].cpu(), img2[:, p:p + 1].cpu(), False)
-        assert_matches(ssim_map[:, p:p + 1], want, TOLERANCES["ssim"], f"plane {p} of the map")
+        want, _ = torch.ops.prebuild.fused_ssim_forward(
+            img1[:, p : p + 1].cpu(), img2[:, p : p + 1].cpu(), False
+        )
+        assert_matches(ssim_map[:, p : p + 1], want, TOLERANCES["ssim"], f"plane {p} of the map")
     expected = sum(ssim_map[0, p].double().sum().item() for p in range(planes)) / numel
     del ssim_map
     value = prebuild.fused_ssim(img1, img2)
-    assert_matches(value, torch.tensor(expected, dtype=torch.float32), TOLERANCES["ssim"], "mean SSIM")
+    assert_matches(
+        value, torch.tensor(expected, dtype=torch.float32), TOLERANCES["ssim"], "mean SSIM"
+    )
 
 
 def test_fused_ssim_refuses_an_image_taller_than_the_cuda_grid():
@@ -460,9 +615,16 @@ def test_fully_fused_projection_matches_cpu(device, camera_model, path, calc_com
     got = run(call, inputs, names, device)
     radii = want.outputs[3 if packed else 0]
     visible = (radii > 0).all(-1)
-    assert visible.any() and (packed or (~visible).any()), "the scene must have visible and culled pairs"
+    assert visible.any() and (packed or (~visible).any()), (
+        "the scene must have visible and culled pairs"
+    )
     outputs = (("batch_ids", "camera_ids", "gaussian_ids") if packed else ()) + (
-        "radii", "means2d", "depths", "conics", "compensations")
+        "radii",
+        "means2d",
+        "depths",
+        "conics",
+        "compensations",
+    )
     grads = "fisheye_grad" if camera_model == "fisheye" else "projection_grad"
     assert_same(got, want, "projection", grads, outputs)
     assert want.grads["viewmats"].abs().max() > 0
@@ -473,7 +635,9 @@ def test_fully_fused_projection_batch_dimensions_match_cpu(device, packed):
     inputs = projection_inputs("quats", seed=7, batch=(2,))
     call = project(packed, calc_compensations=True)
     names = projection_grad_names("quats")
-    assert_same(run(call, inputs, names, device), run(call, inputs, names), "projection", "projection_grad")
+    assert_same(
+        run(call, inputs, names, device), run(call, inputs, names), "projection", "projection_grad"
+    )
 
 
 @pytest.mark.parametrize("camera_model", CAMERA_MODELS)
@@ -491,7 +655,9 @@ def test_proj_matches_cpu(device, camera_model):
 # ---------------------------------------------------------------------- covariances
 
 
-@pytest.mark.parametrize("compute_covar, compute_preci", [(True, True), (True, False), (False, True)])
+@pytest.mark.parametrize(
+    "compute_covar, compute_preci", [(True, True), (True, False), (False, True)]
+)
 @pytest.mark.parametrize("triu", [False, True], ids=["matrices", "triu"])
 def test_quat_scale_to_covar_preci_matches_cpu(device, compute_covar, compute_preci, triu):
     def call(quats, scales):
@@ -501,8 +667,15 @@ def test_quat_scale_to_covar_preci_matches_cpu(device, compute_covar, compute_pr
     want = run(call, inputs, ("quats", "scales"))
     got = run(call, inputs, ("quats", "scales"), device)
     # Compared per Gaussian: its matrix (or upper triangle), its quat, its scales.
-    assert_same(got, want, "covariance", "covariance_grad", ["covars", "precis"],
-                row_dims=1 if triu else 2, grad_row_dims=1)  # fmt: skip
+    assert_same(
+        got,
+        want,
+        "covariance",
+        "covariance_grad",
+        ["covars", "precis"],
+        row_dims=1 if triu else 2,
+        grad_row_dims=1,
+    )
 
 
 # -------------------------------------------------------------- spherical harmonics
@@ -519,7 +692,9 @@ def test_spherical_harmonics_matches_cpu(device, degree, masked):
     got = run(call, inputs, ("dirs", "coeffs"), device)
     assert_same(got, want, "sh", "sh", ["colors"])
     used = (degree + 1) ** 2
-    assert (got.grads["coeffs"][..., used:, :] == 0).all(), "coefficients past the degree's count are used"
+    assert (got.grads["coeffs"][..., used:, :] == 0).all(), (
+        "coefficients past the degree's count are used"
+    )
     if degree > 0:
         assert want.grads["dirs"].abs().max() > 0
 
@@ -538,7 +713,9 @@ def test_isect_tiles_and_offsets_equal_cpu(device, packed, tile_size, sort):
     want = run(call, inputs)
     got = run(call, inputs, device=device)
     assert want.outputs[1].numel() > 0
-    assert_same(got, want, None, None, ["tiles_per_gauss", "isect_ids", "flatten_ids", "isect_offsets"])
+    assert_same(
+        got, want, None, None, ["tiles_per_gauss", "isect_ids", "flatten_ids", "isect_offsets"]
+    )
 
 
 # ---------------------------------------------------------------- rasterize_to_pixels
@@ -571,7 +748,9 @@ def test_rasterize_to_pixels_matches_cpu(device, case):
     want = run(call, inputs, names)
     got = run(call, inputs, names, device)
     alphas = want.outputs[1]
-    assert (alphas > 0.5).any() and (alphas < 0.5).any(), "the scene must have covered and open pixels"
+    assert (alphas > 0.5).any() and (alphas < 0.5).any(), (
+        "the scene must have covered and open pixels"
+    )
     assert_same(got, want, "raster", "raster_grad", ["render_colors", "render_alphas"])
     if absgrad:
         cpu_abs, cuda_abs = want.leaves["means2d"].absgrad, got.leaves["means2d"].absgrad
@@ -602,8 +781,9 @@ PIPELINE_CASES = {
     "packed": dict(inputs=dict(), render=dict(packed=True)),
     "antialiased": dict(inputs=dict(), render=dict(rasterize_mode="antialiased")),
     "sh3_packed": dict(inputs=dict(sh_degree=3, background=True), render=dict(sh_degree=3)),
-    "sh2_dense_per_camera": dict(inputs=dict(sh_degree=2, per_camera=True),
-                                 render=dict(packed=False, sh_degree=2)),
+    "sh2_dense_per_camera": dict(
+        inputs=dict(sh_degree=2, per_camera=True), render=dict(packed=False, sh_degree=2)
+    ),
     "ortho": dict(inputs=dict(background=True), render=dict(packed=False, camera_model="ortho")),
     "fisheye": dict(inputs=dict(), render=dict(camera_model="fisheye")),
     "rgb_expected_depth": dict(inputs=dict(background=True), render=dict(render_mode="RGB+ED")),
@@ -650,8 +830,9 @@ def test_fused_ssim_compiled_matches_eager(padding):
     def loss(img1, img2):
         return 1 - fused_ssim(img1, img2, padding=padding)
 
-    compiled, eager = compiled_and_eager(loss, ssim_images((2, 3, 40, 36), seed=16), ("img1", "img2"),
-                                         torch.device("cuda", 0))  # fmt: skip
+    compiled, eager = compiled_and_eager(
+        loss, ssim_images((2, 3, 40, 36), seed=16), ("img1", "img2"), torch.device("cuda", 0)
+    )
     assert_same(compiled, eager, "compiled", "compiled", ["loss"])
     assert all(g.abs().max() > 0 for g in compiled.grads.values())
 
@@ -663,12 +844,24 @@ def test_rasterization_forward_compiled_matches_eager():
 
     def forward(means, quats, scales, opacities, colors, viewmats, Ks, backgrounds):
         render_colors, render_alphas, _ = rasterization(
-            means, quats, scales, opacities, colors, viewmats, Ks, RW, RH, packed=False,
-            tile_size=16, backgrounds=backgrounds,
-        )  # fmt: skip
+            means,
+            quats,
+            scales,
+            opacities,
+            colors,
+            viewmats,
+            Ks,
+            RW,
+            RH,
+            packed=False,
+            tile_size=16,
+            backgrounds=backgrounds,
+        )
         return render_colors, render_alphas
 
-    compiled, eager = compiled_and_eager(forward, pipeline_inputs(background=True), (), torch.device("cuda", 0))
+    compiled, eager = compiled_and_eager(
+        forward, pipeline_inputs(background=True), (), torch.device("cuda", 0)
+    )
     assert eager.outputs[1].max() > 0.5
     assert_same(compiled, eager, "compiled", None, ["render_colors", "render_alphas"])
 
@@ -694,31 +887,69 @@ class Workload:
 # libraries, which must not happen while pytest collects (a GPU machine whose torch is too
 # old for the build would then report a collection error instead of the conftest's skip).
 WORKLOADS = {
-    "fused_ssim": Workload(lambda: ssim_images((2, 3, 37, 53), seed=9),
-                           lambda img1, img2: prebuild.fused_ssim(img1, img2),
-                           ("img1", "img2"), "ssim", "ssim_grad", "img2"),
-    "fully_fused_projection": Workload(lambda: projection_inputs("quats", seed=10),
-                                       project(calc_compensations=True), projection_grad_names("quats"),
-                                       "projection", "projection_grad", "viewmats"),
-    "proj": Workload(lambda: proj_inputs(seed=11), lambda means, covars, Ks: prebuild.proj(means, covars, Ks, W, H),
-                     ("means", "covars"), "projection", "projection_grad", "Ks"),
-    "quat_scale_to_covar_preci": Workload(lambda: covariance_inputs(seed=12),
-                                          lambda quats, scales: prebuild.quat_scale_to_covar_preci(quats, scales),
-                                          ("quats", "scales"), "covariance", "covariance_grad", "scales"),
-    "spherical_harmonics": Workload(lambda: sh_inputs(masked=True, seed=13),
-                                    lambda dirs, coeffs, masks: prebuild.spherical_harmonics(3, dirs, coeffs, masks),
-                                    ("dirs", "coeffs"), "sh", "sh", "masks"),
-    "isect_tiles": Workload(lambda: tile_inputs(packed=False)[0], intersect(16, 6), (), None, None, "depths"),
-    "rasterize_to_pixels": Workload(lambda: raster_inputs(D=3, background=True, masks=True)[0],
-                                    rasterize(37, 23, 16, False),
-                                    ("means2d", "conics", "colors", "opacities", "backgrounds"),
-                                    "raster", "raster_grad", "colors"),
+    "fused_ssim": Workload(
+        lambda: ssim_images((2, 3, 37, 53), seed=9),
+        lambda img1, img2: prebuild.fused_ssim(img1, img2),
+        ("img1", "img2"),
+        "ssim",
+        "ssim_grad",
+        "img2",
+    ),
+    "fully_fused_projection": Workload(
+        lambda: projection_inputs("quats", seed=10),
+        project(calc_compensations=True),
+        projection_grad_names("quats"),
+        "projection",
+        "projection_grad",
+        "viewmats",
+    ),
+    "proj": Workload(
+        lambda: proj_inputs(seed=11),
+        lambda means, covars, Ks: prebuild.proj(means, covars, Ks, W, H),
+        ("means", "covars"),
+        "projection",
+        "projection_grad",
+        "Ks",
+    ),
+    "quat_scale_to_covar_preci": Workload(
+        lambda: covariance_inputs(seed=12),
+        lambda quats, scales: prebuild.quat_scale_to_covar_preci(quats, scales),
+        ("quats", "scales"),
+        "covariance",
+        "covariance_grad",
+        "scales",
+    ),
+    "spherical_harmonics": Workload(
+        lambda: sh_inputs(masked=True, seed=13),
+        lambda dirs, coeffs, masks: prebuild.spherical_harmonics(3, dirs, coeffs, masks),
+        ("dirs", "coeffs"),
+        "sh",
+        "sh",
+        "masks",
+    ),
+    "isect_tiles": Workload(
+        lambda: tile_inputs(packed=False)[0], intersect(16, 6), (), None, None, "depths"
+    ),
+    "rasterize_to_pixels": Workload(
+        lambda: raster_inputs(D=3, background=True, masks=True)[0],
+        rasterize(37, 23, 16, False),
+        ("means2d", "conics", "colors", "opacities", "backgrounds"),
+        "raster",
+        "raster_grad",
+        "colors",
+    ),
     "compute_relocation": Workload(relocation_inputs, relocate, (), "relocation", None, "ratios"),
     # The SH directions come from torch.inverse(viewmats): torch's own solver, not prebuild's.
-    "rasterization": Workload(lambda: pipeline_inputs(sh_degree=3, background=True), render(sh_degree=3),
-                              ("means", "quats", "scales", "opacities", "colors", "viewmats", "backgrounds"),
-                              "raster", "raster_grad", "viewmats", deterministic_forward=False),
-}  # fmt: skip
+    "rasterization": Workload(
+        lambda: pipeline_inputs(sh_degree=3, background=True),
+        render(sh_degree=3),
+        ("means", "quats", "scales", "opacities", "colors", "viewmats", "backgrounds"),
+        "raster",
+        "raster_grad",
+        "viewmats",
+        deterministic_forward=False,
+    ),
+}
 
 
 def strided(t: torch.Tensor, layout: str) -> torch.Tensor:
@@ -746,11 +977,14 @@ def test_noncontiguous_inputs_give_the_contiguous_results(name, layout):
     device = torch.device("cuda", 0)
     inputs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in w.inputs().items()}
     contiguous = run(w.call, inputs, w.grad_names, device)
-    strided_inputs = {k: strided(v, layout) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    strided_inputs = {
+        k: strided(v, layout) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()
+    }
     result = run(w.call, strided_inputs, w.grad_names, device)
     assert all(not t.is_contiguous() for t in result.leaves.values() if isinstance(t, torch.Tensor))
-    assert_same(result, contiguous, w.values, w.grads,
-                values_tol=EXACT if w.deterministic_forward else None)  # fmt: skip
+    assert_same(
+        result, contiguous, w.values, w.grads, values_tol=EXACT if w.deterministic_forward else None
+    )
 
 
 SPIN_CYCLES = 200_000_000  # about 0.1 s of GPU clock: a kernel on a wrong stream runs meanwhile
@@ -777,13 +1011,20 @@ def test_ops_use_the_current_stream(name):
         torch.cuda._sleep(SPIN_CYCLES)
         # Freed on this stream, these blocks (filled after the spin) are what the op's
         # outputs are carved from.
-        poison = [torch.full((n,), float("nan"), device=device) for n in (1 << 10, 1 << 14, 1 << 18, 1 << 22)
-                  for _ in range(4)]  # fmt: skip
+        poison = [
+            torch.full((n,), float("nan"), device=device)
+            for n in (1 << 10, 1 << 14, 1 << 18, 1 << 22)
+            for _ in range(4)
+        ]
         del poison
         inputs = {}
         for k, v in cpu_inputs.items():
             if isinstance(v, torch.Tensor):
-                fill = float("nan") if v.dtype.is_floating_point else (True if v.dtype == torch.bool else -1)
+                fill = (
+                    float("nan")
+                    if v.dtype.is_floating_point
+                    else (True if v.dtype == torch.bool else -1)
+                )
                 inputs[k] = torch.full_like(sources[k], fill).copy_(sources[k])
             else:
                 inputs[k] = v
@@ -798,8 +1039,12 @@ def test_inputs_on_two_devices_are_refused(name):
     if visible_devices() < 2:
         pytest.skip(f"needs two GPUs; {visible_devices()} visible")
     w = WORKLOADS[name]
-    inputs = {k: v.to("cuda:1" if k == w.other_device_input else "cuda:0") if isinstance(v, torch.Tensor) else v
-              for k, v in w.inputs().items()}  # fmt: skip
+    inputs = {
+        k: v.to("cuda:1" if k == w.other_device_input else "cuda:0")
+        if isinstance(v, torch.Tensor)
+        else v
+        for k, v in w.inputs().items()
+    }
     assert inputs[w.other_device_input].device == torch.device("cuda", 1)
     with pytest.raises(ValueError, match="same device"):
         w.call(**inputs)

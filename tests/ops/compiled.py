@@ -6,8 +6,9 @@ from __future__ import annotations
 import torch
 
 
-def assert_compiled_matches_eager(loss_fn, *inputs, rtol=1e-6, atol=1e-6, loss_atol=None,
-                                  grads_nonzero=False):
+def assert_compiled_matches_eager(
+    loss_fn, *inputs, rtol=1e-6, atol=1e-6, loss_atol=None, grads_nonzero=False
+):
     """Compiles ``loss_fn`` (fullgraph: no graph break allowed), runs it and its eager self on
     fresh leaf copies of ``inputs``, and compares the losses (``loss_atol``, default ``atol``)
     and every input's gradient (``grads_nonzero``: each must also reach its input).
@@ -21,8 +22,9 @@ def assert_compiled_matches_eager(loss_fn, *inputs, rtol=1e-6, atol=1e-6, loss_a
         loss.backward()
         eloss = loss_fn(*eager)
         eloss.backward()
-        torch.testing.assert_close(loss.detach(), eloss.detach(), rtol=rtol,
-                                   atol=atol if loss_atol is None else loss_atol)
+        torch.testing.assert_close(
+            loss.detach(), eloss.detach(), rtol=rtol, atol=atol if loss_atol is None else loss_atol
+        )
         for a, b in zip(leaves, eager):
             torch.testing.assert_close(a.grad, b.grad, rtol=rtol, atol=atol)
             if grads_nonzero:

@@ -22,4 +22,3 @@ import torch  # noqa: E402
 def _seed():
     torch.manual_seed(1234)
     yield
-

@@ -96,8 +96,21 @@ def covar_matrix(covars6: torch.Tensor) -> torch.Tensor:
     return covars6[:, [0, 1, 2, 1, 3, 4, 2, 4, 5]].reshape(-1, 3, 3)
 
 
-def oracle(means, covars, quats, scales, viewmats, Ks, width, height, eps2d=0.3,
-           near_plane=0.01, far_plane=1e10, calc_compensations=False, camera_model="pinhole"):
+def oracle(
+    means,
+    covars,
+    quats,
+    scales,
+    viewmats,
+    Ks,
+    width,
+    height,
+    eps2d=0.3,
+    near_plane=0.01,
+    far_plane=1e10,
+    calc_compensations=False,
+    camera_model="pinhole",
+):
     """gsplat's _fully_fused_projection in whatever dtype the inputs have."""
     from gsplat_oracle import torch_impl
 
@@ -106,8 +119,17 @@ def oracle(means, covars, quats, scales, viewmats, Ks, width, height, eps2d=0.3,
     else:
         full, _ = torch_impl._quat_scale_to_covar_preci(quats, scales, True, False, False)
     return torch_impl._fully_fused_projection(
-        means, full, viewmats, Ks, width, height, eps2d, near_plane, far_plane,
-        calc_compensations, camera_model,
+        means,
+        full,
+        viewmats,
+        Ks,
+        width,
+        height,
+        eps2d,
+        near_plane,
+        far_plane,
+        calc_compensations,
+        camera_model,
     )
 
 

@@ -32,8 +32,9 @@ def _sigma_alpha(means, conics, opacities, px, py):
 def _composited(means, conics, opacities, px, py):
     """[P, L] bool: which Gaussians each pixel composites; [P] bool: pixels that stopped."""
     with torch.no_grad():
-        sigma, alpha = _sigma_alpha(means.float(), conics.float(), opacities.float(),
-                                    px.float(), py.float())
+        sigma, alpha = _sigma_alpha(
+            means.float(), conics.float(), opacities.float(), px.float(), py.float()
+        )
         valid = (sigma >= 0) & (alpha >= ALPHA_THRESHOLD)
         a = torch.where(valid, alpha, torch.zeros_like(alpha))
         # Sequential float32 products, as the kernels' T *= (1 - alpha).
@@ -43,9 +44,19 @@ def _composited(means, conics, opacities, px, py):
     return composited, stopped
 
 
-def rasterize_reference(means2d, conics, colors, opacities, image_width, image_height,
-                        tile_size, isect_offsets, flatten_ids, backgrounds=None,
-                        return_stopped=False):
+def rasterize_reference(
+    means2d,
+    conics,
+    colors,
+    opacities,
+    image_width,
+    image_height,
+    tile_size,
+    isect_offsets,
+    flatten_ids,
+    backgrounds=None,
+    return_stopped=False,
+):
     """(render_colors [C, H, W, D], render_alphas [C, H, W, 1]) in the inputs' dtype;
     with return_stopped, also the number of pixels where the early stop happened."""
     C, N = means2d.shape[:2]
@@ -67,7 +78,7 @@ def rasterize_reference(means2d, conics, colors, opacities, image_width, image_h
             tiles_c, tiles_a = [], []
             for tx in range(tiles_x):
                 flat_tile = (cam * tiles_y + ty) * tiles_x + tx
-                ids = flatten_ids[offsets[flat_tile]:offsets[flat_tile + 1]].long()
+                ids = flatten_ids[offsets[flat_tile] : offsets[flat_tile + 1]].long()
                 y0, x0 = ty * tile_size, tx * tile_size
                 ys = torch.arange(y0, min(y0 + tile_size, image_height), dtype=dtype)
                 xs = torch.arange(x0, min(x0 + tile_size, image_width), dtype=dtype)

@@ -30,13 +30,16 @@ def test_check_tensor():
         check_float_input("op", "x", t)
 
 
-@pytest.mark.parametrize("value, minimum, error, message", [
-    (True, 1, TypeError, "n must be an int, got bool"),
-    (2.0, 1, TypeError, "n must be an int, got float"),
-    (0, 1, ValueError, "n must be positive, got 0"),
-    (-1, 0, ValueError, "n must be non-negative, got -1"),
-    (1, 2, ValueError, "n must be >= 2, got 1"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "value, minimum, error, message",
+    [
+        (True, 1, TypeError, "n must be an int, got bool"),
+        (2.0, 1, TypeError, "n must be an int, got float"),
+        (0, 1, ValueError, "n must be positive, got 0"),
+        (-1, 0, ValueError, "n must be non-negative, got -1"),
+        (1, 2, ValueError, "n must be >= 2, got 1"),
+    ],
+)
 def test_check_int_refuses(value, minimum, error, message):
     with pytest.raises(error, match=message):
         check_int("op", "n", value, minimum)

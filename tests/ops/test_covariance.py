@@ -79,8 +79,11 @@ def assert_close_per_gaussian(got, want, rel, dims, msg="", floor=0.0):
     as size 1) stands in where the true values cancel to about zero."""
     assert got.shape == want.shape, (msg, got.shape, want.shape)
     axes = tuple(range(-dims, 0))
-    scale = torch.maximum(want.abs().amax(dim=axes, keepdim=True), torch.as_tensor(floor)
-                          ).double() if want.numel() else want
+    scale = (
+        torch.maximum(want.abs().amax(dim=axes, keepdim=True), torch.as_tensor(floor)).double()
+        if want.numel()
+        else want
+    )
     err = (got.double() - want).abs()
     worst = (err / scale.clamp_min(1e-30)).max().item() if want.numel() else 0.0
     assert worst <= rel, f"{msg}: worst error {worst:.3g} of the Gaussian's largest entry > {rel}"
@@ -116,8 +119,9 @@ def test_gsplat_test_public_function(triu, batch_dims):
     torch.testing.assert_close(covars, _covars)
     # gsplat's check is loose here (the covariances are below its atol of 1e-5) and leaves
     # the precisions (up to 1e10) unchecked: check both against float64 too.
-    for got, want, name in zip((covars, precis), oracle64(quats, scales, triu=triu),
-                               ("covars", "precis")):
+    for got, want, name in zip(
+        (covars, precis), oracle64(quats, scales, triu=triu), ("covars", "precis")
+    ):
         assert_close_per_gaussian(got, want, FORWARD_REL, matrix_dims(triu), name)
 
     v_covars, v_precis = _gsplat_incoming(covars, precis)
@@ -167,9 +171,9 @@ def test_forward_matches_float64_oracle(backend, batch_dims, triu, flags):
     quats, scales = gaussians((*batch_dims, count(backend) // 2), seed=2)
     covars, precis = backend.quat_scale_to_covar_preci_forward(quats, scales, *flags, triu)
     shape = (*batch_dims, count(backend) // 2, *((6,) if triu else (3, 3)))
-    for computed, got, want, name in zip(flags, (covars, precis),
-                                         oracle64(quats, scales, True, True, triu),
-                                         ("covars", "precis")):
+    for computed, got, want, name in zip(
+        flags, (covars, precis), oracle64(quats, scales, True, True, triu), ("covars", "precis")
+    ):
         if computed:
             assert got.dtype == torch.float32 and got.shape == shape, name
             assert_close_per_gaussian(got, want, FORWARD_REL, matrix_dims(triu), name)
@@ -187,8 +191,9 @@ def test_known_matrices(backend):
     torch.testing.assert_close(covars[0], torch.diag(torch.tensor([1.0, 4.0, 16.0])))
     torch.testing.assert_close(precis[0], torch.diag(torch.tensor([1.0, 0.25, 0.0625])))
     # The quarter turn swaps the x and y axes.
-    torch.testing.assert_close(covars[1], torch.diag(torch.tensor([4.0, 1.0, 16.0])),
-                               rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(
+        covars[1], torch.diag(torch.tensor([4.0, 1.0, 16.0])), rtol=1e-6, atol=1e-6
+    )
     packed, _ = backend.quat_scale_to_covar_preci_forward(quats, scales, True, False, True)
     full = covars[:, [0, 0, 0, 1, 1, 2], [0, 1, 2, 1, 2, 2]]
     assert torch.equal(packed, full)  # the order is xx, xy, xz, yy, yz, zz
@@ -215,8 +220,9 @@ def test_single_gaussian_and_empty_batches(backend):
 def test_simt_equals_cpu(triu):
     """The same per-Gaussian code, no atomics: the two backends agree bit for bit."""
     quats, scales = gaussians((3, 70), seed=3)
-    forward = [b.quat_scale_to_covar_preci_forward(quats, scales, True, True, triu)
-               for b in (CPU, simt)]
+    forward = [
+        b.quat_scale_to_covar_preci_forward(quats, scales, True, True, triu) for b in (CPU, simt)
+    ]
     assert all(torch.equal(a, b) for a, b in zip(*forward))
     v = [torch.randn_like(t) for t in forward[0]]
     backward = [raw_backward(b, quats, scales, triu, *v) for b in (CPU, simt)]
@@ -247,8 +253,11 @@ def test_backward_matches_float64_oracle(backend, batch_dims, triu, grads):
     q = quats.double().requires_grad_(True)
     s = scales.double().requires_grad_(True)
     ref_covars, ref_precis = oracle(q, s, True, True, triu)
-    loss = sum((r * v.double()).sum() for r, v in ((ref_covars, v_covars), (ref_precis, v_precis))
-               if v is not None)
+    loss = sum(
+        (r * v.double()).sum()
+        for r, v in ((ref_covars, v_covars), (ref_precis, v_precis))
+        if v is not None
+    )
     ref_quats, ref_scales = torch.autograd.grad(loss, (q, s))
     assert_close_per_gaussian(v_quats, ref_quats, BACKWARD_REL, 1, "v_quats")
     assert_close_per_gaussian(v_scales, ref_scales, BACKWARD_REL, 1, "v_scales")
@@ -424,10 +433,10 @@ def test_properties(seed, batch, log_scale, quat_scale, triu):
     s = scales.double().requires_grad_(True)
     ref = oracle(q, s, True, False, triu)[0]
     ref_quats, ref_scales = torch.autograd.grad((ref * v_covars.double()).sum(), (q, s))
-    assert_close_per_gaussian(v_quats, ref_quats, BACKWARD_REL, 1, "v_quats",
-                              floor=g * s_max**2 / q_norm)
-    assert_close_per_gaussian(v_scales, ref_scales, BACKWARD_REL, 1, "v_scales",
-                              floor=g * s_max)
+    assert_close_per_gaussian(
+        v_quats, ref_quats, BACKWARD_REL, 1, "v_quats", floor=g * s_max**2 / q_norm
+    )
+    assert_close_per_gaussian(v_scales, ref_scales, BACKWARD_REL, 1, "v_scales", floor=g * s_max)
 
 
 def _layout(t, layout):
@@ -495,8 +504,11 @@ def _call(**changes):
         ({"quats": torch.ones(2, 6, 4, dtype=torch.int32)}, TypeError, "quats has dtype"),
         ({"scales": torch.ones(2, 6, 3, dtype=torch.bool)}, TypeError, "scales has dtype"),
         ({"quats": torch.ones(2, 6, 3)}, ValueError, r"quats must have shape \(\.\.\., 4\)"),
-        ({"quats": torch.tensor(1.0)}, ValueError,
-         r"quats must have shape \(\.\.\., 4\), got \(\)"),
+        (
+            {"quats": torch.tensor(1.0)},
+            ValueError,
+            r"quats must have shape \(\.\.\., 4\), got \(\)",
+        ),
         ({"scales": torch.ones(2, 6, 4)}, ValueError, r"scales must have shape \(2, 6, 3\)"),
         ({"scales": torch.ones(6, 3)}, ValueError, r"scales must have shape \(2, 6, 3\)"),
         ({"scales": torch.ones(2, 6, 3, device="meta")}, ValueError, "same device"),

@@ -31,7 +31,9 @@ def cpu_flags() -> set[str]:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return set()
-    return next((set(line.split()) for line in text.splitlines() if line.startswith("flags")), set())
+    return next(
+        (set(line.split()) for line in text.splitlines() if line.startswith("flags")), set()
+    )
 
 
 def runnable_copies() -> list[str]:
@@ -68,14 +70,20 @@ def test_a_copy_is_run_where_the_cpu_has_it_and_refused_elsewhere(monkeypatch, n
         assert kernels().cpu_isa() == name
     else:
         x = torch.rand(1, 1, 8, 8)
-        with pytest.raises(RuntimeError, match=f"PREBUILD_CPU_ISA={name}, but this CPU .* runs at most the {ISAS[-1]} copy"):
+        with pytest.raises(
+            RuntimeError,
+            match=f"PREBUILD_CPU_ISA={name}, but this CPU .* runs at most the {ISAS[-1]} copy",
+        ):
             kernels().fused_ssim_forward(x, x, True)
 
 
 def test_an_unknown_value_is_refused_by_name(monkeypatch):
     monkeypatch.setenv("PREBUILD_CPU_ISA", "avx9")
     x = torch.rand(1, 1, 8, 8)
-    with pytest.raises(RuntimeError, match="PREBUILD_CPU_ISA must be 'baseline', 'avx2', 'avx512' or 'best', got 'avx9'"):
+    with pytest.raises(
+        RuntimeError,
+        match="PREBUILD_CPU_ISA must be 'baseline', 'avx2', 'avx512' or 'best', got 'avx9'",
+    ):
         kernels().fused_ssim_forward(x, x, True)
 
 
@@ -92,10 +100,14 @@ def ssim_outputs(ops, shape, seed):
     """Every output of the three SSIM ops, in OUTPUTS' order."""
     x, y, grad, mean_grad = ssim_inputs(shape, seed)
     ssim_map, dS = ops.fused_ssim_forward(x, y, True)
-    return (ssim_map, dS, *ops.fused_ssim_backward(grad, x, y, dS),
-            *ops.fused_ssim_backward(mean_grad, x, y, dS),
-            ops.fused_ssim_backward(grad, x, y, dS, False)[0],
-            *ops.fused_ssim_forward_backward(x, y))  # fmt: skip
+    return (
+        ssim_map,
+        dS,
+        *ops.fused_ssim_backward(grad, x, y, dS),
+        *ops.fused_ssim_backward(mean_grad, x, y, dS),
+        ops.fused_ssim_backward(grad, x, y, dS, False)[0],
+        *ops.fused_ssim_forward_backward(x, y),
+    )
 
 
 @functools.cache
@@ -110,14 +122,26 @@ def ssim_both_backends(shape, seed):
     # The CPU backward that recomputes dS itself (what fused_ssim runs on the CPU).
     x, y, grad, mean_grad = ssim_inputs(shape, seed)
     no_dS = torch.empty(0)
-    out["cpu recomputing"] = (*kernels().fused_ssim_backward(grad, x, y, no_dS),
-                              *kernels().fused_ssim_backward(mean_grad, x, y, no_dS),
-                              kernels().fused_ssim_backward(grad, x, y, no_dS, False)[0])  # fmt: skip
+    out["cpu recomputing"] = (
+        *kernels().fused_ssim_backward(grad, x, y, no_dS),
+        *kernels().fused_ssim_backward(mean_grad, x, y, no_dS),
+        kernels().fused_ssim_backward(grad, x, y, no_dS, False)[0],
+    )
     return out
 
 
-OUTPUTS = ("ssim_map", "dS", "grad1", "grad2", "grad1 (broadcast dL/dmap)", "grad2 (broadcast dL/dmap)",
-           "grad1 alone", "forward_backward's map", "forward_backward's grad1", "forward_backward's grad2")  # fmt: skip
+OUTPUTS = (
+    "ssim_map",
+    "dS",
+    "grad1",
+    "grad2",
+    "grad1 (broadcast dL/dmap)",
+    "grad2 (broadcast dL/dmap)",
+    "grad1 alone",
+    "forward_backward's map",
+    "forward_backward's grad1",
+    "forward_backward's grad2",
+)
 
 
 def assert_same_bits(out):
@@ -125,7 +149,9 @@ def assert_same_bits(out):
     for name, a, b in zip(OUTPUTS, out["cpu"], out["simt"]):
         assert torch.equal(a, b), f"{name} differs from the CUDA kernels' result"
     for name, a, b in zip(OUTPUTS[2:], out["cpu recomputing"], out["simt"][2:]):
-        assert torch.equal(a, b), f"{name} of the recomputing backward differs from the CUDA kernels'"
+        assert torch.equal(a, b), (
+            f"{name} of the recomputing backward differs from the CUDA kernels'"
+        )
 
 
 # Rows are split between threads and planes into bands, each computing its own halo of
@@ -133,7 +159,9 @@ def assert_same_bits(out):
 # a band boundary inside a plane (two threads over 3 x 101 rows), full and tail blocks,
 # widths below one block, images shorter than the window.
 @pytest.mark.parametrize("isa", ISAS, indirect=True)
-@pytest.mark.parametrize("shape", [(1, 3, 101, 37), (2, 2, 64, 48), (1, 1, 7, 5), (1, 2, 3, 70), (3, 1, 12, 16)])
+@pytest.mark.parametrize(
+    "shape", [(1, 3, 101, 37), (2, 2, 64, 48), (1, 1, 7, 5), (1, 2, 3, 70), (3, 1, 12, 16)]
+)
 def test_both_copies_give_the_cuda_kernels_bits(isa, shape):
     assert torch.get_num_threads() >= 1
     assert_same_bits(ssim_both_backends(shape, seed=sum(shape)))
@@ -154,7 +182,9 @@ def test_one_thread_and_many_give_the_same_bits(isa):
 
 
 @pytest.mark.parametrize("isa", ISAS, indirect=True)
-@pytest.mark.parametrize("name", ["odd_37x23_rgb_bg", "overlap_stop", "tile4_overlap_batches", "d40_chunks"])
+@pytest.mark.parametrize(
+    "name", ["odd_37x23_rgb_bg", "overlap_stop", "tile4_overlap_batches", "d40_chunks"]
+)
 def test_rasterizer_copies_give_the_same_bits(isa, name, monkeypatch):
     """The compositing loops: each copy's forward equals the CUDA kernels' bit for bit, and
     its backward (absgrad included) equals the baseline copy's bit for bit."""
@@ -166,10 +196,17 @@ def test_rasterizer_copies_give_the_same_bits(isa, name, monkeypatch):
     for got, want in zip(forward, simt.rasterize_to_pixels_forward(*args, False)):
         assert torch.equal(got, want)
     g = torch.Generator().manual_seed(2)
-    v_colors, v_alphas = torch.randn(forward[0].shape, generator=g), torch.randn(forward[1].shape, generator=g)
-    grads = kernels().rasterize_to_pixels_backward(*args, forward[1], forward[2], v_colors, v_alphas, True)
+    v_colors, v_alphas = (
+        torch.randn(forward[0].shape, generator=g),
+        torch.randn(forward[1].shape, generator=g),
+    )
+    grads = kernels().rasterize_to_pixels_backward(
+        *args, forward[1], forward[2], v_colors, v_alphas, True
+    )
     monkeypatch.setenv("PREBUILD_CPU_ISA", "baseline")
-    want = kernels().rasterize_to_pixels_backward(*args, forward[1], forward[2], v_colors, v_alphas, True)
+    want = kernels().rasterize_to_pixels_backward(
+        *args, forward[1], forward[2], v_colors, v_alphas, True
+    )
     for a, b in zip(grads, want):
         assert torch.equal(a, b)
 
@@ -177,8 +214,12 @@ def test_rasterizer_copies_give_the_same_bits(isa, name, monkeypatch):
 def disassembly() -> dict[str, list[str]]:
     """The CPU library's functions (demangled name -> instructions), from objdump."""
     library = next(LIBRARY.directory.glob("_C.*so"))
-    text = subprocess.run(["objdump", "-d", "-C", "--no-show-raw-insn", str(library)],
-                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    text = subprocess.run(
+        ["objdump", "-d", "-C", "--no-show-raw-insn", str(library)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     functions: dict[str, list[str]] = {}
     current = None
     for line in text.splitlines():
@@ -197,8 +238,14 @@ def test_each_copy_is_compiled_whole_for_its_instruction_set():
     silently run it narrow); each copy uses its own registers: the AVX-512 ones zmm, the AVX2
     ones ymm and no zmm, the baseline ones no VEX-encoded instruction at all."""
     functions = disassembly()
-    sanitized = any(name.startswith(("__asan_", "__ubsan_")) for name in functions)  # scripts/sanitize.sh
-    copies = {name: body for name, body in functions.items() if re.search(r"_(baseline|avx2|avx512)\(", name)}
+    sanitized = any(
+        name.startswith(("__asan_", "__ubsan_")) for name in functions
+    )  # scripts/sanitize.sh
+    copies = {
+        name: body
+        for name, body in functions.items()
+        if re.search(r"_(baseline|avx2|avx512)\(", name)
+    }
     kernels_copied = {re.search(r"::(\w+)_(?:baseline|avx2|avx512)\(", n).group(1) for n in copies}
     assert kernels_copied >= {"forward_rows", "backward_rows", "forward_tile", "backward_tile"}
     for name, body in copies.items():
@@ -207,13 +254,16 @@ def test_each_copy_is_compiled_whole_for_its_instruction_set():
             if target and not target.group(1).endswith("@plt"):
                 callee = re.sub(r"\+0x[0-9a-f]+$", "", target.group(1))
                 assert callee.startswith(name.split(" [clone")[0]), f"{name} calls {callee}"
-        if "[clone" in name or sanitized:  # cold paths (throws); -O1 sanitizer builds do not vectorise
+        # cold paths (throws); -O1 sanitizer builds do not vectorise
+        if "[clone" in name or sanitized:
             continue
         mnemonics = [i.split()[0] for i in body if i.split()]
-        uses = lambda register: any(f"%{register}" in i for i in body)  # noqa: E731
+        uses = lambda register, body=body: any(f"%{register}" in i for i in body)  # noqa: E731
         if "_avx512(" in name:
             assert uses("zmm"), f"{name} uses no 512-bit register"
         elif "_avx2(" in name:
             assert uses("ymm") and not uses("zmm"), f"{name} should use ymm and no zmm registers"
         else:
-            assert not any(m.startswith("v") for m in mnemonics), f"{name} holds VEX (AVX) instructions"
+            assert not any(m.startswith("v") for m in mnemonics), (
+                f"{name} holds VEX (AVX) instructions"
+            )

@@ -78,9 +78,7 @@ def check_against_oracle(ops, means2d, radii, depths, tile_size, tw, th, sort=Tr
         assert_equal(g, w)
     if sort:
         C = means2d.shape[0]
-        assert_equal(
-            ops.isect_offset_encode(got[1], C, tw, th), offsets_oracle(want[1], C, tw, th)
-        )
+        assert_equal(ops.isect_offset_encode(got[1], C, tw, th), offsets_oracle(want[1], C, tw, th))
     return got
 
 
@@ -116,8 +114,19 @@ def test_hand_made_borders_edges_and_culling(ops):
         (40.0, 24.0),  # culled (negative radius)
         (40.0, 24.0),  # huge radius: the whole grid
     ]
-    radii = [(16, 16), (1, 1), (8, 8), (24, 4), (20, 4), (1, 1), (5, 5), (0, 5), (5, 0),
-             (-3, 4), (1000, 1000)]  # fmt: skip
+    radii = [
+        (16, 16),
+        (1, 1),
+        (8, 8),
+        (24, 4),
+        (20, 4),
+        (1, 1),
+        (5, 5),
+        (0, 5),
+        (5, 0),
+        (-3, 4),
+        (1000, 1000),
+    ]
     means2d = torch.tensor([means, [m[::-1] for m in means]])  # camera 1: transposed means
     radii_t = torch.tensor([radii, radii], dtype=torch.int32)
     depths = torch.arange(22, dtype=torch.float32).reshape(2, 11).flip(1)
@@ -163,7 +172,11 @@ def test_negative_depths_are_zero_extended_bits(ops):
 @pytest.mark.parametrize("sort", [True, False])
 def test_no_entries(ops, sort):
     for C, N in ((2, 0), (0, 5), (0, 0)):
-        means2d, radii, depths = torch.zeros(C, N, 2), torch.zeros(C, N, 2, dtype=torch.int32), torch.zeros(C, N)
+        means2d, radii, depths = (
+            torch.zeros(C, N, 2),
+            torch.zeros(C, N, 2, dtype=torch.int32),
+            torch.zeros(C, N),
+        )
         tiles, ids, flat = ops.isect_tiles(means2d, radii, depths, 16, 5, 3, sort)
         assert tiles.shape == (C, N) and tiles.dtype == torch.int32
         assert ids.shape == (0,) and ids.dtype == torch.int64
@@ -193,7 +206,7 @@ def test_offsets_with_a_camera_without_entries(ops, empty_camera):
 
 def test_offsets_hand_example():
     # gsplat's comment example: keys [1, 1, 1, 3, 3] over 6 tiles -> [0, 0, 3, 3, 5, 5].
-    tile_bits = 6 .bit_length()
+    tile_bits = (6).bit_length()
     ids = torch.tensor([1, 1, 1, 3, 3]) << 32
     for ops in (CPU, simt):
         offsets = ops.isect_offset_encode(ids, 1, 3, 2)
@@ -265,7 +278,9 @@ def test_public_functions_match_the_ops_and_accept_any_layout():
     for g, w in zip(got, want):
         assert_equal(g, w)
         assert not g.requires_grad
-    assert_equal(prebuild.isect_offset_encode(got[1], 2, 5, 3), CPU.isect_offset_encode(want[1], 2, 5, 3))
+    assert_equal(
+        prebuild.isect_offset_encode(got[1], 2, 5, 3), CPU.isect_offset_encode(want[1], 2, 5, 3)
+    )
     unsorted = isect_tiles(means2d, radii, depths, 16, 5, 3, sort=False)
     assert_equal(unsorted[2], CPU.isect_tiles(means2d, radii, depths, 16, 5, 3, False)[2])
 
@@ -281,8 +296,13 @@ def packed_from_dense(means2d, radii, depths, keep):
     image-major order (as gsplat's packed projection): (means2d [nnz, 2], radii [nnz, 2],
     depths [nnz], image_ids [nnz] int64, gaussian_ids [nnz] int64)."""
     image_ids, gaussian_ids = keep.nonzero(as_tuple=True)
-    return (means2d[keep].contiguous(), radii[keep].contiguous(), depths[keep].contiguous(),
-            image_ids, gaussian_ids)
+    return (
+        means2d[keep].contiguous(),
+        radii[keep].contiguous(),
+        depths[keep].contiguous(),
+        image_ids,
+        gaussian_ids,
+    )
 
 
 @pytest.mark.parametrize("batch_dims", BATCH_DIMS, ids=str)
@@ -333,13 +353,26 @@ def test_packed_equals_dense(ops, sort):
     assert_equal(packed[1], dense[1])
     assert_equal((image_ids * N + gaussian_ids).int()[packed[2].long()], dense[2])
     assert dense[1].numel() > 0 and (~keep).any()
-    public = isect_tiles(pm, pr, pd, ts, tw, th, sort=sort, packed=True, n_images=C,
-                         image_ids=image_ids.int(), gaussian_ids=gaussian_ids)
+    public = isect_tiles(
+        pm,
+        pr,
+        pd,
+        ts,
+        tw,
+        th,
+        sort=sort,
+        packed=True,
+        n_images=C,
+        image_ids=image_ids.int(),
+        gaussian_ids=gaussian_ids,
+    )
     for g, w in zip(public, packed):
         assert_equal(g, w)
     if sort:
-        assert_equal(ops.isect_offset_encode(packed[1], C, tw, th),
-                     offsets_oracle(oracle(means2d, radii, depths, ts, tw, th, True)[1], C, tw, th))
+        assert_equal(
+            ops.isect_offset_encode(packed[1], C, tw, th),
+            offsets_oracle(oracle(means2d, radii, depths, ts, tw, th, True)[1], C, tw, th),
+        )
 
 
 @pytest.mark.parametrize("ops", BACKENDS)
@@ -350,8 +383,9 @@ def test_packed_entries_in_any_image_order(ops):
     keep = torch.ones(C, N, dtype=torch.bool)
     pm, pr, pd, image_ids, gaussian_ids = packed_from_dense(means2d, radii, depths, keep)
     order = torch.randperm(C * N, generator=torch.Generator().manual_seed(0))
-    tiles, ids, flat = ops.isect_tiles(pm[order], pr[order], pd[order], ts, tw, th, True,
-                                       image_ids[order], C)
+    tiles, ids, flat = ops.isect_tiles(
+        pm[order], pr[order], pd[order], ts, tw, th, True, image_ids[order], C
+    )
     want_tiles, want_ids, want_flat = oracle(means2d, radii, depths, ts, tw, th, True)
     assert_equal(ids, want_ids)
     assert_equal(tiles, want_tiles.flatten()[order])
@@ -373,10 +407,18 @@ def test_packed_ops_refuse_bad_inputs(ops):
         ((m, r, d, 16, 5, 3, True, ids.int(), 2), "image_ids must be int64"),
         ((m, r, d[:5], 16, 5, 3, True, ids, 2), r"depths must have shape \[nnz\]"),
         ((m[None], r[None], d[None], 16, 5, 3, True, ids, 2), r"means2d \[nnz, 2\] \(packed\)"),
-        ((m, r, d, 16, 5, 3, True, ids + 2, 2), r"image_ids must be in \[0, n_images\) = \[0, 2\), got 2 at 0"),
-        ((m, r, d, 16, 5, 3, True, ids - 1, 2), r"image_ids must be in \[0, n_images\) = \[0, 2\), got -1"),
-        ((m[None], r[None], d[None], 16, 5, 3, True, None, 2),
-         r"n_images \(2\) must be means2d's I \(1\) without image_ids"),
+        (
+            (m, r, d, 16, 5, 3, True, ids + 2, 2),
+            r"image_ids must be in \[0, n_images\) = \[0, 2\), got 2 at 0",
+        ),
+        (
+            (m, r, d, 16, 5, 3, True, ids - 1, 2),
+            r"image_ids must be in \[0, n_images\) = \[0, 2\), got -1",
+        ),
+        (
+            (m[None], r[None], d[None], 16, 5, 3, True, None, 2),
+            r"n_images \(2\) must be means2d's I \(1\) without image_ids",
+        ),
     ]
     for args, message in cases:
         with pytest.raises(RuntimeError, match=f"{name}::isect_tiles: {message}"):
@@ -386,15 +428,33 @@ def test_packed_ops_refuse_bad_inputs(ops):
 def test_packed_wrapper_refuses_bad_inputs():
     m, r, d = (t[0] for t in scene(1, 6, 16, 5, 3))
     ids = torch.zeros(6, dtype=torch.int64)
-    good = dict(means2d=m, radii=r, depths=d, tile_size=16, tile_width=5, tile_height=3,
-                packed=True, n_images=2, image_ids=ids, gaussian_ids=ids)
+    good = dict(
+        means2d=m,
+        radii=r,
+        depths=d,
+        tile_size=16,
+        tile_width=5,
+        tile_height=3,
+        packed=True,
+        n_images=2,
+        image_ids=ids,
+        gaussian_ids=ids,
+    )
     cases = [
-        (dict(image_ids=None), ValueError, "packed=True needs n_images, image_ids and gaussian_ids"),
+        (
+            dict(image_ids=None),
+            ValueError,
+            "packed=True needs n_images, image_ids and gaussian_ids",
+        ),
         (dict(gaussian_ids=None), ValueError, "packed=True needs n_images"),
         (dict(n_images=None), ValueError, "packed=True needs n_images"),
         (dict(n_images=-1), ValueError, "n_images must be non-negative"),
         (dict(image_ids=ids.float()), TypeError, "image_ids must be int64 (or int32)"),
-        (dict(gaussian_ids=ids[:3]), ValueError, "gaussian_ids must have shape [nnz] = [6] (packed)"),
+        (
+            dict(gaussian_ids=ids[:3]),
+            ValueError,
+            "gaussian_ids must have shape [nnz] = [6] (packed)",
+        ),
         (dict(means2d=m[None]), ValueError, "means2d must have shape [nnz, 2] (packed)"),
         (dict(radii=r[:3]), ValueError, "radii must have shape [nnz, 2] = [6, 2]"),
         (dict(depths=d[None]), ValueError, "depths must have shape [nnz] = [6] (packed)"),
@@ -408,8 +468,10 @@ def test_packed_wrapper_refuses_bad_inputs():
 
 def test_segmented_sort_gives_the_same_order():
     means2d, radii, depths = scene(3, 30, 8, 5, 4, seed=12)
-    for a, b in zip(isect_tiles(means2d, radii, depths, 8, 5, 4, segmented=True),
-                    isect_tiles(means2d, radii, depths, 8, 5, 4)):
+    for a, b in zip(
+        isect_tiles(means2d, radii, depths, 8, 5, 4, segmented=True),
+        isect_tiles(means2d, radii, depths, 8, 5, 4),
+    ):
         assert_equal(a, b)
 
 
@@ -423,36 +485,83 @@ def _good():
 BAD_WRAPPER_CASES = [
     # (description, kwargs override, exception, message)
     ("radii float", dict(radii=torch.ones(2, 4, 2)), TypeError, "radii must be int32"),
-    ("means2d float64", dict(means2d=torch.ones(2, 4, 2, dtype=torch.float64)), TypeError,
-     "means2d must be float32"),
-    ("means2d not a tensor", dict(means2d=[[1.0, 2.0]]), TypeError, "means2d must be a torch.Tensor"),
-    ("means2d 3 coords", dict(means2d=torch.ones(2, 4, 3)), ValueError, "means2d must have shape [..., N, 2]"),
+    (
+        "means2d float64",
+        dict(means2d=torch.ones(2, 4, 2, dtype=torch.float64)),
+        TypeError,
+        "means2d must be float32",
+    ),
+    (
+        "means2d not a tensor",
+        dict(means2d=[[1.0, 2.0]]),
+        TypeError,
+        "means2d must be a torch.Tensor",
+    ),
+    (
+        "means2d 3 coords",
+        dict(means2d=torch.ones(2, 4, 3)),
+        ValueError,
+        "means2d must have shape [..., N, 2]",
+    ),
     ("means2d 1-D", dict(means2d=torch.ones(2)), ValueError, "means2d must have shape [..., N, 2]"),
-    ("radii shape", dict(radii=torch.ones(2, 5, 2, dtype=torch.int32)), ValueError,
-     "radii must have shape [..., N, 2] = [2, 4, 2] like means2d"),
-    ("depths shape", dict(depths=torch.ones(2, 5)), ValueError, "depths must have shape [..., N] = [2, 4]"),
-    ("n_images mismatch", dict(n_images=3), ValueError, "n_images (3) must be 2, the number of images"),
-    ("image_ids dense", dict(image_ids=torch.zeros(8, dtype=torch.int64)), ValueError,
-     "image_ids and gaussian_ids are for packed=True only"),
+    (
+        "radii shape",
+        dict(radii=torch.ones(2, 5, 2, dtype=torch.int32)),
+        ValueError,
+        "radii must have shape [..., N, 2] = [2, 4, 2] like means2d",
+    ),
+    (
+        "depths shape",
+        dict(depths=torch.ones(2, 5)),
+        ValueError,
+        "depths must have shape [..., N] = [2, 4]",
+    ),
+    (
+        "n_images mismatch",
+        dict(n_images=3),
+        ValueError,
+        "n_images (3) must be 2, the number of images",
+    ),
+    (
+        "image_ids dense",
+        dict(image_ids=torch.zeros(8, dtype=torch.int64)),
+        ValueError,
+        "image_ids and gaussian_ids are for packed=True only",
+    ),
     ("segmented int", dict(segmented=0), TypeError, "segmented must be a bool"),
     ("packed int", dict(packed=1), TypeError, "packed must be a bool"),
-    ("devices", dict(depths=torch.ones(2, 4, device="meta")), ValueError,
-     "must be on the same device"),
+    (
+        "devices",
+        dict(depths=torch.ones(2, 4, device="meta")),
+        ValueError,
+        "must be on the same device",
+    ),
     ("tile_size 0", dict(tile_size=0), ValueError, "tile_size must be positive"),
     ("tile_width -1", dict(tile_width=-1), ValueError, "tile_width must be positive"),
     ("tile_height float", dict(tile_height=3.0), TypeError, "tile_height must be an int"),
     ("sort int", dict(sort=1), TypeError, "sort must be a bool"),
-    ("too many bits", dict(tile_width=2**16, tile_height=2**15), ValueError,
-     "do not fit in a 64-bit isect_id"),
-]  # fmt: skip
+    (
+        "too many bits",
+        dict(tile_width=2**16, tile_height=2**15),
+        ValueError,
+        "do not fit in a 64-bit isect_id",
+    ),
+]
 
 
 @pytest.mark.parametrize("case", BAD_WRAPPER_CASES, ids=[c[0] for c in BAD_WRAPPER_CASES])
 def test_wrapper_refuses_bad_inputs(case):
     _, override, exc, message = case
     means2d, radii, depths = _good()
-    kwargs = dict(means2d=means2d, radii=radii, depths=depths, tile_size=16, tile_width=5,
-                  tile_height=3, sort=True)  # fmt: skip
+    kwargs = dict(
+        means2d=means2d,
+        radii=radii,
+        depths=depths,
+        tile_size=16,
+        tile_width=5,
+        tile_height=3,
+        sort=True,
+    )
     kwargs.update(override)
     with pytest.raises(exc, match=re.escape(message)):
         isect_tiles(**kwargs)
@@ -485,11 +594,16 @@ def test_ops_refuse_bad_inputs(ops):
         ((m, r[:, :3], d, 16, 5, 3, True), "means2d and radii must have the same shape"),
         ((m, r, d[:, :3], 16, 5, 3, True), r"depths must have shape \[I, N\]"),
         ((m, r, d[0], 16, 5, 3, True), "depths .* must have 2 dimensions"),
-        ((m.transpose(0, 1), r.transpose(0, 1), d.t(), 16, 5, 3, True), "means2d must be contiguous"),
+        (
+            (m.transpose(0, 1), r.transpose(0, 1), d.t(), 16, 5, 3, True),
+            "means2d must be contiguous",
+        ),
         ((m, r, d, 0, 5, 3, True), "tile_size must be positive"),
         ((m, r, d, 16, 0, 3, True), "tile_width and tile_height must be positive"),
-        ((m, r, d, 16, 2**16, 2**15, True),
-         r"2 images \(2 bits\) and 65536x32768 tiles \(32 bits\) do not fit in a 64-bit"),
+        (
+            (m, r, d, 16, 2**16, 2**15, True),
+            r"2 images \(2 bits\) and 65536x32768 tiles \(32 bits\) do not fit in a 64-bit",
+        ),
     ]
     for args, message in cases:
         with pytest.raises(RuntimeError, match=f"{name}::isect_tiles: {message}"):
@@ -502,8 +616,14 @@ def test_ops_refuse_bad_inputs(ops):
         ((ids[None], 2, 5, 3), "isect_ids .* must have 1 dimensions"),
         ((ids, -1, 5, 3), "n_images must be non-negative"),
         ((ids, 2, 5, -3), "tile_width and tile_height must be positive"),
-        ((ids.flip(0), 2, 5, 3), r"isect_ids must be sorted \(as returned by isect_tiles with sort=True\); entry 1 "),
-        ((ids, 1, 5, 3), r"isect_ids entry \d+ encodes image 1 and tile \d+, outside the 1 images of 15"),
+        (
+            (ids.flip(0), 2, 5, 3),
+            r"isect_ids must be sorted \(as returned by isect_tiles with sort=True\); entry 1 ",
+        ),
+        (
+            (ids, 1, 5, 3),
+            r"isect_ids entry \d+ encodes image 1 and tile \d+, outside the 1 images of 15",
+        ),
         ((torch.tensor([15 << 32]), 1, 5, 3), "isect_ids entry 0 encodes image 0 and tile 15"),
     ]
     assert int(ids[-1] >> 36) == 1  # camera 1 has entries
@@ -571,7 +691,9 @@ def test_opcheck_packed():
     for sort in (True, False):
         torch.library.opcheck(CPU.isect_tiles.default, (pm, pr, pd, 16, 5, 3, sort, image_ids, C))
     # Dense with n_images given.
-    torch.library.opcheck(CPU.isect_tiles.default, (means2d, radii, depths, 16, 5, 3, True, None, C))
+    torch.library.opcheck(
+        CPU.isect_tiles.default, (means2d, radii, depths, 16, 5, 3, True, None, C)
+    )
 
 
 def test_torch_compile_fullgraph_batch_dims_and_packed():
@@ -581,9 +703,18 @@ def test_torch_compile_fullgraph_batch_dims_and_packed():
         return tiles, ids, flat, offsets.reshape(*means2d.shape[:-2], 3, 5)
 
     def packed(means2d, radii, depths, image_ids, gaussian_ids):
-        tiles, ids, flat = prebuild.isect_tiles(means2d, radii, depths, 16, 5, 3, packed=True,
-                                                n_images=2, image_ids=image_ids,
-                                                gaussian_ids=gaussian_ids)
+        tiles, ids, flat = prebuild.isect_tiles(
+            means2d,
+            radii,
+            depths,
+            16,
+            5,
+            3,
+            packed=True,
+            n_images=2,
+            image_ids=image_ids,
+            gaussian_ids=gaussian_ids,
+        )
         return tiles, ids, flat, prebuild.isect_offset_encode(ids, 2, 5, 3)
 
     torch._dynamo.reset()

@@ -49,21 +49,60 @@ def batched(*tensors):
     return [None if t is None else t.unsqueeze(0) for t in tensors]
 
 
-def forward(backend, means, covars, quats, scales, viewmats, Ks, width=WIDTH, height=HEIGHT,
-            eps2d=0.3, near_plane=0.01, far_plane=1e10, radius_clip=0.0, comp=False,
-            camera_model=0):
+def forward(
+    backend,
+    means,
+    covars,
+    quats,
+    scales,
+    viewmats,
+    Ks,
+    width=WIDTH,
+    height=HEIGHT,
+    eps2d=0.3,
+    near_plane=0.01,
+    far_plane=1e10,
+    radius_clip=0.0,
+    comp=False,
+    camera_model=0,
+):
     """The forward op's outputs for one batch in gsplat's order (radii first; the op returns it
     last), without the batch dimension."""
     *floats, radii = backend.fully_fused_projection_forward(
-        *batched(means, covars, quats, scales, viewmats, Ks), width, height, eps2d, near_plane,
-        far_plane, radius_clip, comp, camera_model,
+        *batched(means, covars, quats, scales, viewmats, Ks),
+        width,
+        height,
+        eps2d,
+        near_plane,
+        far_plane,
+        radius_clip,
+        comp,
+        camera_model,
     )
     return tuple(t[0] if t.dim() > 1 else t for t in (radii, *floats))
 
 
-def backward(backend, means, covars, quats, scales, viewmats, Ks, width, height, eps2d, radii,
-             conics, compensations, v_means2d, v_depths, v_conics, v_compensations,
-             camera_model=0, viewmats_grad=False):
+def backward(
+    backend,
+    means,
+    covars,
+    quats,
+    scales,
+    viewmats,
+    Ks,
+    width,
+    height,
+    eps2d,
+    radii,
+    conics,
+    compensations,
+    v_means2d,
+    v_depths,
+    v_conics,
+    v_compensations,
+    camera_model=0,
+    viewmats_grad=False,
+):
     """The backward op for one batch: (v_means, v_covars, v_quats, v_scales, v_viewmats)
     without the batch dimension (unused ones have shape (0,))."""
 
@@ -71,9 +110,19 @@ def backward(backend, means, covars, quats, scales, viewmats, Ks, width, height,
         return t.unsqueeze(0) if t.dim() > 1 else t
 
     grads = backend.fully_fused_projection_backward(
-        *batched(means, covars, quats, scales, viewmats, Ks), width, height, eps2d,
-        camera_model, pair(radii), pair(conics), pair(compensations), pair(v_means2d),
-        pair(v_depths), pair(v_conics), pair(v_compensations), viewmats_grad,
+        *batched(means, covars, quats, scales, viewmats, Ks),
+        width,
+        height,
+        eps2d,
+        camera_model,
+        pair(radii),
+        pair(conics),
+        pair(compensations),
+        pair(v_means2d),
+        pair(v_depths),
+        pair(v_conics),
+        pair(v_compensations),
+        viewmats_grad,
     )
     return tuple(g[0] if g.dim() > 1 else g for g in grads)
 
@@ -85,7 +134,6 @@ def path_args(path, quats, scales, covars):
 
 def f64(t):
     return None if t is None else t.double()
-
 
 
 # ------------------------------------------------------------------------ 1. forward
@@ -102,8 +150,17 @@ def test_forward_matches_oracle(backend, path, calc_compensations):
     out = forward(backend, means, cov, q, s, viewmats, Ks, comp=calc_compensations)
     assert out[0].dtype == torch.int32 and out[0].shape == (C, N, 2)
     assert out[1].shape == (C, N, 2) and out[2].shape == (C, N) and out[3].shape == (C, N, 3)
-    ref = oracle(means.double(), f64(cov), f64(q), f64(s), viewmats.double(), Ks.double(),
-                 WIDTH, HEIGHT, calc_compensations=calc_compensations)
+    ref = oracle(
+        means.double(),
+        f64(cov),
+        f64(q),
+        f64(s),
+        viewmats.double(),
+        Ks.double(),
+        WIDTH,
+        HEIGHT,
+        calc_compensations=calc_compensations,
+    )
     visible = assert_matches_oracle(out, ref, calc_compensations)
     # The scene has visible and culled pairs in every camera.
     assert visible.any(1).all() and (~visible).any()
@@ -118,8 +175,17 @@ def test_special_gaussians(backend):
     out = forward(backend, means, None, quats, scales, viewmats, Ks, comp=True)
     visible = (out[0][0] > 0).all(-1)
     assert visible.tolist() == expected.tolist()
-    ref = oracle(means.double(), None, quats.double(), scales.double(), viewmats.double(),
-                 Ks.double(), WIDTH, HEIGHT, calc_compensations=True)
+    ref = oracle(
+        means.double(),
+        None,
+        quats.double(),
+        scales.double(),
+        viewmats.double(),
+        Ks.double(),
+        WIDTH,
+        HEIGHT,
+        calc_compensations=True,
+    )
     assert_matches_oracle(out, ref, True)
 
 
@@ -130,11 +196,27 @@ def test_clamp_changes_the_covariance():
     means, quats, scales, _ = special_gaussians()
     i = 6  # the first clamped, visible case
     out = forward(CPU, means[i : i + 1], None, quats[i : i + 1], scales[i : i + 1], viewmats, Ks)
-    ref = oracle(means[i : i + 1].double(), None, quats[i : i + 1].double(),
-                 scales[i : i + 1].double(), viewmats.double(), Ks.double(), WIDTH, HEIGHT)
+    ref = oracle(
+        means[i : i + 1].double(),
+        None,
+        quats[i : i + 1].double(),
+        scales[i : i + 1].double(),
+        viewmats.double(),
+        Ks.double(),
+        WIDTH,
+        HEIGHT,
+    )
     torch.testing.assert_close(out[3].double(), ref[3], rtol=RTOL, atol=1e-8)
-    wide = oracle(means[i : i + 1].double(), None, quats[i : i + 1].double(),
-                  scales[i : i + 1].double(), viewmats.double(), Ks.double(), 10**6, 10**6)
+    wide = oracle(
+        means[i : i + 1].double(),
+        None,
+        quats[i : i + 1].double(),
+        scales[i : i + 1].double(),
+        viewmats.double(),
+        Ks.double(),
+        10**6,
+        10**6,
+    )
     assert not torch.allclose(out[3].double(), wide[3], rtol=1e-2)
 
 
@@ -148,10 +230,19 @@ def test_near_far_planes_and_radius_clip(backend):
     visible = (base[0] > 0).all(-1)
     d = depths[visible]
     near, far = float(d.quantile(0.3)), float(d.quantile(0.7))
-    clipped = forward(backend, means, None, quats, scales, viewmats, Ks, near_plane=near,
-                      far_plane=far)
-    cam_z = oracle(means.double(), None, quats.double(), scales.double(), viewmats.double(),
-                   Ks.double(), WIDTH, HEIGHT)[2]
+    clipped = forward(
+        backend, means, None, quats, scales, viewmats, Ks, near_plane=near, far_plane=far
+    )
+    cam_z = oracle(
+        means.double(),
+        None,
+        quats.double(),
+        scales.double(),
+        viewmats.double(),
+        Ks.double(),
+        WIDTH,
+        HEIGHT,
+    )[2]
     keep = visible & (cam_z >= near) & (cam_z <= far)
     assert torch.equal((clipped[0] > 0).all(-1), keep)
     assert torch.equal(clipped[0][keep], base[0][keep])
@@ -177,8 +268,23 @@ def test_no_gaussians_and_no_cameras(backend, path):
     out = forward(backend, means, cov, q, s, viewmats[:0], Ks[:0])
     assert [tuple(t.shape) for t in out] == [(0, 5, 2), (0, 5, 2), (0, 5), (0, 5, 3), (0,)]
     grads = backward(
-        backend, means, cov, q, s, viewmats[:0], Ks[:0], WIDTH, HEIGHT, 0.3, out[0], out[3], out[4],
-        out[1], out[2], out[3], out[4],
+        backend,
+        means,
+        cov,
+        q,
+        s,
+        viewmats[:0],
+        Ks[:0],
+        WIDTH,
+        HEIGHT,
+        0.3,
+        out[0],
+        out[3],
+        out[4],
+        out[1],
+        out[2],
+        out[3],
+        out[4],
     )
     assert grads[0].shape == (5, 3) and (grads[0] == 0).all()
 
@@ -237,9 +343,17 @@ def test_backward_matches_oracle_autograd(backend, path, calc_compensations, sce
         backend, means, cov, q, s, viewmats, Ks, WIDTH, HEIGHT, 0.3, out[0], out[3], out[4], *v
     )
 
-    leaves = [t.double().requires_grad_(True) if t is not None else None for t in (means, cov, q, s)]
-    ref = oracle(*leaves, viewmats.double(), Ks.double(), WIDTH, HEIGHT,
-                 calc_compensations=calc_compensations)
+    leaves = [
+        t.double().requires_grad_(True) if t is not None else None for t in (means, cov, q, s)
+    ]
+    ref = oracle(
+        *leaves,
+        viewmats.double(),
+        Ks.double(),
+        WIDTH,
+        HEIGHT,
+        calc_compensations=calc_compensations,
+    )
     outputs = ref[1:] if calc_compensations else ref[1:4]
     loss = sum((r[visible] * g[visible].double()).sum() for r, g in zip(outputs, v))
     wanted = [t for t in leaves if t is not None]
@@ -263,9 +377,24 @@ def test_simt_backward_equals_cpu():
     means, quats, scales, _ = gaussians(40, seed=5)
     out = forward(CPU, means, None, quats, scales, viewmats, Ks, comp=True)
     v = [torch.randn_like(t) for t in out[1:]]
-    args = (means, None, quats, scales, viewmats, Ks, WIDTH, HEIGHT, 0.3, out[0], out[3], out[4], *v)
-    for a, b in zip(backward(CPU, *args, viewmats_grad=True),
-                    backward(simt, *args, viewmats_grad=True)):
+    args = (
+        means,
+        None,
+        quats,
+        scales,
+        viewmats,
+        Ks,
+        WIDTH,
+        HEIGHT,
+        0.3,
+        out[0],
+        out[3],
+        out[4],
+        *v,
+    )
+    for a, b in zip(
+        backward(CPU, *args, viewmats_grad=True), backward(simt, *args, viewmats_grad=True)
+    ):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
@@ -285,12 +414,21 @@ def test_public_function_values_and_gradients():
     raw = forward(CPU, means, None, quats, scales, viewmats, Ks, comp=True)
     for a, b in zip((radii, means2d, depths, conics, comps), raw):
         assert torch.equal(a, b)
-    loss = (means2d.sum() + depths.sum() + conics.sum() + comps.sum())
+    loss = means2d.sum() + depths.sum() + conics.sum() + comps.sum()
     loss.backward()
     assert m.grad.dtype == torch.float64 and q.grad is not None and s.grad is not None
     leaves = [t.detach().clone().requires_grad_(True) for t in (m, q, s)]
-    r = oracle(leaves[0], None, leaves[1], leaves[2], viewmats.double(), Ks.double(), WIDTH,
-               HEIGHT, calc_compensations=True)
+    r = oracle(
+        leaves[0],
+        None,
+        leaves[1],
+        leaves[2],
+        viewmats.double(),
+        Ks.double(),
+        WIDTH,
+        HEIGHT,
+        calc_compensations=True,
+    )
     visible = (radii > 0).all(-1)
     rl = sum(t[visible].sum() for t in r[1:])
     for got, want in zip((m.grad, q.grad, s.grad), torch.autograd.grad(rl, leaves)):
@@ -325,12 +463,21 @@ def test_float16_and_float64_inputs_are_converted():
     viewmats, Ks = cameras(2)
     means, quats, scales, _ = gaussians(20, seed=9)
     ref = fully_fused_projection(means, None, quats, scales, viewmats, Ks, WIDTH, HEIGHT)
-    out = fully_fused_projection(means.double(), None, quats.double(), scales.double(),
-                                 viewmats.double(), Ks.double(), WIDTH, HEIGHT)
+    out = fully_fused_projection(
+        means.double(),
+        None,
+        quats.double(),
+        scales.double(),
+        viewmats.double(),
+        Ks.double(),
+        WIDTH,
+        HEIGHT,
+    )
     for a, b in zip(out[:4], ref[:4]):
         assert a.dtype == b.dtype and torch.equal(a, b)
-    half = fully_fused_projection(means.half(), None, quats.half(), scales.half(), viewmats,
-                                  Ks, WIDTH, HEIGHT)
+    half = fully_fused_projection(
+        means.half(), None, quats.half(), scales.half(), viewmats, Ks, WIDTH, HEIGHT
+    )
     assert half[1].dtype == torch.float32
 
 
@@ -338,8 +485,9 @@ def test_meta_tensors_give_shapes():
     viewmats, Ks = cameras(3)
     means, quats, scales, _ = gaussians(7)
     meta = [t.to("meta") for t in (means, quats, scales, viewmats, Ks)]
-    out = fully_fused_projection(meta[0], None, meta[1], meta[2], meta[3], meta[4], 10, 10,
-                                 calc_compensations=True)
+    out = fully_fused_projection(
+        meta[0], None, meta[1], meta[2], meta[3], meta[4], 10, 10, calc_compensations=True
+    )
     assert [tuple(t.shape) for t in out] == [(3, 7, 2), (3, 7, 2), (3, 7), (3, 7, 3), (3, 7)]
     assert out[0].dtype == torch.int32 and out[0].device.type == "meta"
 
@@ -384,8 +532,18 @@ def test_opcheck_backward(path, calc_compensations, camera_model):
     for viewmats_grad in (True, False):
         torch.library.opcheck(
             CPU.fully_fused_projection_backward.default,
-            (*scene, WIDTH, HEIGHT, 0.3, camera_model, radii, floats[2], floats[3], *v,
-             viewmats_grad),
+            (
+                *scene,
+                WIDTH,
+                HEIGHT,
+                0.3,
+                camera_model,
+                radii,
+                floats[2],
+                floats[3],
+                *v,
+                viewmats_grad,
+            ),
         )
 
 
@@ -432,8 +590,16 @@ def test_double_backward_is_refused():
 def _good():
     viewmats, Ks = cameras(2)
     means, quats, scales, covars = gaussians(6)
-    return dict(means=means, covars=None, quats=quats, scales=scales, viewmats=viewmats, Ks=Ks,
-                width=WIDTH, height=HEIGHT), covars
+    return dict(
+        means=means,
+        covars=None,
+        quats=quats,
+        scales=scales,
+        viewmats=viewmats,
+        Ks=Ks,
+        width=WIDTH,
+        height=HEIGHT,
+    ), covars
 
 
 def _call(**changes):
@@ -461,8 +627,11 @@ def _nan_camera(name, camera):
         ({"quats": None}, ValueError, "either covars"),
         ({"quats": None, "scales": None}, ValueError, "either covars"),
         ({"covars": torch.zeros(6, 6)}, ValueError, "not both"),
-        ({"covars": torch.zeros(6, 3, 3), "quats": None, "scales": None}, ValueError,
-         r"covars must have shape \(6, 6\)"),
+        (
+            {"covars": torch.zeros(6, 3, 3), "quats": None, "scales": None},
+            ValueError,
+            r"covars must have shape \(6, 6\)",
+        ),
         ({"viewmats": torch.zeros(2, 3, 4)}, ValueError, r"viewmats must have shape \(C, 4, 4\)"),
         ({"Ks": torch.zeros(3, 3, 3)}, ValueError, "viewmats has 2 cameras but Ks has 3"),
         ({"Ks": torch.zeros(2, 3, 3, dtype=torch.int32)}, TypeError, "Ks has dtype"),
@@ -518,11 +687,43 @@ def test_raw_ops_refuse_bad_input(backend):
     v = [torch.zeros_like(t) for t in out[1:4]]
     with pytest.raises(RuntimeError, match="radii must be int32"):
         backward(
-            backend, m, None, q, s, V, K, WIDTH, HEIGHT, 0.3, out[0].float(), out[3], out[4], *v, out[4])
+            backend,
+            m,
+            None,
+            q,
+            s,
+            V,
+            K,
+            WIDTH,
+            HEIGHT,
+            0.3,
+            out[0].float(),
+            out[3],
+            out[4],
+            *v,
+            out[4],
+        )
     with pytest.raises(RuntimeError, match="compensations .* needed with v_compensations"):
         backward(
-            backend, m, None, q, s, V, K, WIDTH, HEIGHT, 0.3, out[0], out[3], out[4], *v, out[2])
+            backend, m, None, q, s, V, K, WIDTH, HEIGHT, 0.3, out[0], out[3], out[4], *v, out[2]
+        )
     with pytest.raises(RuntimeError, match="v_conics .* does not match"):
         backward(
-            backend, m, None, q, s, V, K, WIDTH, HEIGHT, 0.3, out[0], out[3], out[4], v[0], v[1],
-            v[2][:1], out[4])
+            backend,
+            m,
+            None,
+            q,
+            s,
+            V,
+            K,
+            WIDTH,
+            HEIGHT,
+            0.3,
+            out[0],
+            out[3],
+            out[4],
+            v[0],
+            v[1],
+            v[2][:1],
+            out[4],
+        )

@@ -56,9 +56,15 @@ def oracle(means, covars6, quats, scales, viewmats, Ks, camera_model, comp=True)
     else:
         full, _ = torch_impl._quat_scale_to_covar_preci(quats, scales, True, False, False)
     return torch_impl._fully_fused_projection(
-        means, full, viewmats, Ks, WIDTH, HEIGHT, calc_compensations=comp,
+        means,
+        full,
+        viewmats,
+        Ks,
+        WIDTH,
+        HEIGHT,
+        calc_compensations=comp,
         camera_model=camera_model,
-    )  # fmt: skip
+    )
 
 
 def close(got, want, name, rtol=RTOL):
@@ -87,7 +93,10 @@ def test_models_match_the_oracle_values_and_gradients(backend, camera_model, pat
     )
     assert radii.shape == (B, C, N, 2) and floats[0].shape == (B, C, N, 2)
 
-    leaves = [t.double().requires_grad_(True) for t in (means, *(g for g in gaussian if g is not None), viewmats)]
+    leaves = [
+        t.double().requires_grad_(True)
+        for t in (means, *(g for g in gaussian if g is not None), viewmats)
+    ]
     m64, *g64, V64 = leaves
     cov64 = g64[0] if path == "covars" else None
     q64, s64 = (None, None) if path == "covars" else g64
@@ -103,9 +112,20 @@ def test_models_match_the_oracle_values_and_gradients(backend, camera_model, pat
     gen = torch.Generator().manual_seed(4)
     v = [torch.randn(t.shape, generator=gen) for t in floats]
     grads = backend.fully_fused_projection_backward(
-        means, *gaussian, viewmats, Ks, WIDTH, HEIGHT, 0.3, model, radii, floats[2], floats[3],
-        *v, True,
-    )  # fmt: skip
+        means,
+        *gaussian,
+        viewmats,
+        Ks,
+        WIDTH,
+        HEIGHT,
+        0.3,
+        model,
+        radii,
+        floats[2],
+        floats[3],
+        *v,
+        True,
+    )
     loss = sum((r[visible] * g[visible].double()).sum() for r, g in zip(ref[1:], v))
     want = torch.autograd.grad(loss, leaves)
     got = [grads[0]] + ([grads[1]] if path == "covars" else [grads[2], grads[3]]) + [grads[4]]
@@ -126,9 +146,27 @@ def test_viewmat_sums_agree_when_blocks_span_cameras_or_not():
             means, None, quats, scales, viewmats, Ks, WIDTH, HEIGHT, 0.3, 0.01, 1e10, 0.0, True, 0
         )
         v = [torch.randn_like(t) for t in floats]
-        args = (means, None, quats, scales, viewmats, Ks, WIDTH, HEIGHT, 0.3, 0, radii,
-                floats[2], floats[3], *v, True)  # fmt: skip
-        cpu, sim = CPU.fully_fused_projection_backward(*args), simt.fully_fused_projection_backward(*args)
+        args = (
+            means,
+            None,
+            quats,
+            scales,
+            viewmats,
+            Ks,
+            WIDTH,
+            HEIGHT,
+            0.3,
+            0,
+            radii,
+            floats[2],
+            floats[3],
+            *v,
+            True,
+        )
+        cpu, sim = (
+            CPU.fully_fused_projection_backward(*args),
+            simt.fully_fused_projection_backward(*args),
+        )
         assert cpu[4].abs().sum() > 0
         for a, b in zip(cpu, sim):
             assert a.shape == b.shape
@@ -140,12 +178,32 @@ def test_public_function_batch_dimensions_equal_one_call_per_batch():
     means, quats, scales, _, viewmats, Ks = batch_scene(2, 3, 60, seed=6)
     shape = (1, 2)
     args = [t.reshape(*shape, *t.shape[1:]) for t in (means, quats, scales, viewmats, Ks)]
-    out = fully_fused_projection(args[0], None, args[1], args[2], args[3], args[4], WIDTH, HEIGHT,
-                                 calc_compensations=True, camera_model="fisheye")
+    out = fully_fused_projection(
+        args[0],
+        None,
+        args[1],
+        args[2],
+        args[3],
+        args[4],
+        WIDTH,
+        HEIGHT,
+        calc_compensations=True,
+        camera_model="fisheye",
+    )
     assert out[0].shape == (1, 2, 3, 60, 2) and out[4].shape == (1, 2, 3, 60)
     for b in range(2):
-        one = fully_fused_projection(means[b], None, quats[b], scales[b], viewmats[b], Ks[b],
-                                     WIDTH, HEIGHT, calc_compensations=True, camera_model="fisheye")
+        one = fully_fused_projection(
+            means[b],
+            None,
+            quats[b],
+            scales[b],
+            viewmats[b],
+            Ks[b],
+            WIDTH,
+            HEIGHT,
+            calc_compensations=True,
+            camera_model="fisheye",
+        )
         for a, o in zip(out, one):
             assert torch.equal(a[0, b], o)
 
@@ -156,16 +214,18 @@ def test_public_function_gradients_with_expanded_inputs():
     means, quats, scales, _, viewmats, Ks = (t[0] for t in batch_scene(1, 2, 50, seed=7))
     leaves = [t.clone().requires_grad_(True) for t in (means, quats, scales, viewmats)]
     m, q, s, V = (t.expand(2, *t.shape) for t in leaves)
-    out = fully_fused_projection(m, None, q, s, V, Ks.expand(2, 2, 3, 3), WIDTH, HEIGHT,
-                                 camera_model="ortho")
+    out = fully_fused_projection(
+        m, None, q, s, V, Ks.expand(2, 2, 3, 3), WIDTH, HEIGHT, camera_model="ortho"
+    )
     visible = (out[0] > 0).all(-1)
     (out[1].sum() + out[2].sum() + out[3].sum()).backward()
     ref_leaves = [t.detach().double().requires_grad_(True) for t in leaves]
     rm, rq, rs, rV = (t.expand(2, *t.shape) for t in ref_leaves)
     ref = oracle(rm, None, rq, rs, rV, Ks.double().expand(2, 2, 3, 3), "ortho", comp=False)
     loss = sum(r[visible].sum() for r in ref[1:4])
-    for name, leaf, want in zip(("means", "quats", "scales", "viewmats"), leaves,
-                                torch.autograd.grad(loss, ref_leaves)):
+    for name, leaf, want in zip(
+        ("means", "quats", "scales", "viewmats"), leaves, torch.autograd.grad(loss, ref_leaves)
+    ):
         close(leaf.grad, want, name)
 
 
@@ -179,10 +239,19 @@ def test_packed_is_the_dense_visible_pairs(batch):
     flat = [t.reshape(*batch, *t.shape[1:]) for t in (means, quats, scales, viewmats, Ks)]
     dense_leaves = [t.clone().requires_grad_(True) for t in flat[:4]]
     packed_leaves = [t.clone().requires_grad_(True) for t in flat[:4]]
-    dense = fully_fused_projection(dense_leaves[0], None, *dense_leaves[1:], flat[4], WIDTH,
-                                   HEIGHT, calc_compensations=True)
-    packed = fully_fused_projection(packed_leaves[0], None, *packed_leaves[1:], flat[4], WIDTH,
-                                    HEIGHT, calc_compensations=True, packed=True)
+    dense = fully_fused_projection(
+        dense_leaves[0], None, *dense_leaves[1:], flat[4], WIDTH, HEIGHT, calc_compensations=True
+    )
+    packed = fully_fused_projection(
+        packed_leaves[0],
+        None,
+        *packed_leaves[1:],
+        flat[4],
+        WIDTH,
+        HEIGHT,
+        calc_compensations=True,
+        packed=True,
+    )
     batch_ids, camera_ids, gaussian_ids = packed[:3]
     assert batch_ids.dtype == camera_ids.dtype == gaussian_ids.dtype == torch.int64
     visible = (dense[0] > 0).all(-1).reshape(B, 3, 80)
@@ -191,14 +260,16 @@ def test_packed_is_the_dense_visible_pairs(batch):
     key = (batch_ids * 3 + camera_ids) * 80 + gaussian_ids
     assert torch.equal(key, visible.flatten().nonzero().flatten())
     for d, p in zip(dense, packed[3:]):
-        assert torch.equal(d.reshape(B, 3, 80, *d.shape[len(batch) + 2:])[batch_ids, camera_ids, gaussian_ids], p)
+        assert torch.equal(
+            d.reshape(B, 3, 80, *d.shape[len(batch) + 2 :])[batch_ids, camera_ids, gaussian_ids], p
+        )
 
     gen = torch.Generator().manual_seed(9)
     v = [torch.randn(p.shape, generator=gen) for p in packed[4:]]
     sum(((p * g).sum() for p, g in zip(packed[4:], v))).backward()
     dense_v = []
     for p, g in zip(dense[1:], v):
-        full = torch.zeros((B, 3, 80, *p.shape[len(batch) + 2:]))
+        full = torch.zeros((B, 3, 80, *p.shape[len(batch) + 2 :]))
         full[batch_ids, camera_ids, gaussian_ids] = g
         dense_v.append(full.reshape(p.shape))
     sum(((p * g).sum() for p, g in zip(dense[1:], dense_v))).backward()
@@ -211,8 +282,18 @@ def test_sparse_grad_gives_sparse_rows_equal_to_the_dense_gradient():
     sparse = [t.clone().requires_grad_(True) for t in (means, quats, scales)]
     dense = [t.clone().requires_grad_(True) for t in (means, quats, scales)]
     for leaves, sparse_grad in ((sparse, True), (dense, False)):
-        out = fully_fused_projection(leaves[0], None, leaves[1], leaves[2], viewmats, Ks, WIDTH,
-                                     HEIGHT, packed=True, sparse_grad=sparse_grad)
+        out = fully_fused_projection(
+            leaves[0],
+            None,
+            leaves[1],
+            leaves[2],
+            viewmats,
+            Ks,
+            WIDTH,
+            HEIGHT,
+            packed=True,
+            sparse_grad=sparse_grad,
+        )
         (out[4].sum() + out[6].sum()).backward()
     visible_rows = set(out[2].tolist())
     for name, s, d in zip(("means", "quats", "scales"), sparse, dense):
@@ -255,8 +336,9 @@ def test_proj_public_function_batch_dimensions_dtypes_and_gradients():
     assert means2d.dtype == torch.float32
     (means2d.sum() + covars2d.sum()).backward()
     assert m.grad.dtype == torch.float64 and m.grad.shape == m.shape and c.grad.shape == c.shape
-    raw = CPU.proj_backward(means, covars, Ks, WIDTH, HEIGHT, 2, torch.ones(2, 30, 2),
-                            torch.ones(2, 30, 2, 2))
+    raw = CPU.proj_backward(
+        means, covars, Ks, WIDTH, HEIGHT, 2, torch.ones(2, 30, 2), torch.ones(2, 30, 2, 2)
+    )
     torch.testing.assert_close(m.grad.reshape(2, 30, 3).float(), raw[0])
 
 
@@ -269,12 +351,21 @@ def test_proj_public_function_batch_dimensions_dtypes_and_gradients():
         ({"camera_model": "ftheta"}, NotImplementedError, "ftheta"),
         ({"camera_model": "orthographic"}, ValueError, "camera_model must be one of"),
         ({"width": 0}, ValueError, "width must be positive"),
-        ({"Ks": torch.full((2, 3, 3), float("nan"))}, ValueError, r"Ks\[0\] \(camera 0\) is not finite"),
+        (
+            {"Ks": torch.full((2, 3, 3), float("nan"))},
+            ValueError,
+            r"Ks\[0\] \(camera 0\) is not finite",
+        ),
     ],
 )
 def test_proj_bad_inputs_raise(changes, exc, fragment):
-    kwargs = dict(means=torch.zeros(2, 5, 3), covars=torch.zeros(2, 5, 3, 3),
-                  Ks=cameras(2)[1], width=WIDTH, height=HEIGHT)
+    kwargs = dict(
+        means=torch.zeros(2, 5, 3),
+        covars=torch.zeros(2, 5, 3, 3),
+        Ks=cameras(2)[1],
+        width=WIDTH,
+        height=HEIGHT,
+    )
     kwargs.update(changes)
     with pytest.raises(exc, match=fragment):
         proj(**kwargs)

@@ -21,8 +21,15 @@ SETTINGS = settings(
     max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
 )
 SPECIALS = [math.nan, math.inf, -math.inf, 1e30, -1e30, 0.0]
-DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.uint8,
-          torch.bool]  # fmt: skip
+DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int32,
+    torch.uint8,
+    torch.bool,
+]
 
 
 @st.composite
@@ -31,7 +38,9 @@ def images(draw, shape, dtypes=tuple(DTYPES), specials=True):
     non-contiguous view, in one of ``dtypes``."""
     gen = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
     x = torch.rand(shape, generator=gen, dtype=torch.float64)
-    planted = draw(st.lists(st.sampled_from(SPECIALS), max_size=3)) if specials and x.numel() else []
+    planted = (
+        draw(st.lists(st.sampled_from(SPECIALS), max_size=3)) if specials and x.numel() else []
+    )
     for value in planted:
         x.view(-1)[draw(st.integers(0, x.numel() - 1))] = value
     layout = draw(st.sampled_from(["contiguous", "channels_last", "transposed", "strided"]))
@@ -93,8 +102,10 @@ def test_fused_ssim_returns_the_reference_or_a_clear_error(data, shape, padding)
 
 
 @SETTINGS
-@given(data=st.data(), shape=st.tuples(st.integers(1, 2), st.integers(1, 3), st.integers(1, 17),
-                                       st.integers(1, 17)))  # fmt: skip
+@given(
+    data=st.data(),
+    shape=st.tuples(st.integers(1, 2), st.integers(1, 3), st.integers(1, 17), st.integers(1, 17)),
+)
 def test_fused_ssim_gradients_match_the_reference(data, shape):
     x, _ = data.draw(images(shape, dtypes=(torch.float32,), specials=False), label="img1")
     y, _ = data.draw(images(shape, dtypes=(torch.float32,), specials=False), label="img2")
@@ -141,8 +152,12 @@ def splat_scene(draw):
 
 
 @SETTINGS
-@given(scene=splat_scene(), dtype=st.sampled_from((*FLOAT_DTYPES, torch.int32)),
-       compensations=st.booleans(), camera_model=st.sampled_from(["pinhole", "ortho", "fisheye"]))  # fmt: skip
+@given(
+    scene=splat_scene(),
+    dtype=st.sampled_from((*FLOAT_DTYPES, torch.int32)),
+    compensations=st.booleans(),
+    camera_model=st.sampled_from(["pinhole", "ortho", "fisheye"]),
+)
 def test_projection_matches_the_oracle_or_refuses(scene, dtype, compensations, camera_model):
     from projection_scenes import assert_matches_oracle, oracle
 
@@ -152,18 +167,30 @@ def test_projection_matches_the_oracle_or_refuses(scene, dtype, compensations, c
         with pytest.raises(TypeError, match="fully_fused_projection.*dtype|float"):
             prebuild.fully_fused_projection(*args)
         return
-    out = prebuild.fully_fused_projection(*args, calc_compensations=compensations,
-                                          camera_model=camera_model)
+    out = prebuild.fully_fused_projection(
+        *args, calc_compensations=compensations, camera_model=camera_model
+    )
     radii = out[0]
     # A Gaussian with a NaN or infinite parameter is culled everywhere, never drawn.
     assert (radii[:, poisoned] == 0).all()
     clean = ~poisoned
+
     # The oracle sees the same (rounded) float32 values as the kernels.
     def f64(t):
         return t.to(dtype).float()[clean].double()
 
-    ref = oracle(f64(means), None, f64(quats), f64(scales), viewmats.double(), Ks.double(),
-                 37, 29, calc_compensations=compensations, camera_model=camera_model)  # fmt: skip
+    ref = oracle(
+        f64(means),
+        None,
+        f64(quats),
+        f64(scales),
+        viewmats.double(),
+        Ks.double(),
+        37,
+        29,
+        calc_compensations=compensations,
+        camera_model=camera_model,
+    )
     event(f"visible pairs: {'some' if (radii > 0).all(-1).any() else 'none'}")
     mine = [t[:, clean] for t in out[:4]]
     comps = out[4][:, clean] if compensations else torch.zeros(0)
@@ -171,8 +198,12 @@ def test_projection_matches_the_oracle_or_refuses(scene, dtype, compensations, c
 
 
 @SETTINGS
-@given(scene=splat_scene(), batch=st.sampled_from([(), (2,), (1, 2)]),
-       camera_model=st.sampled_from(["pinhole", "ortho", "fisheye"]), compensations=st.booleans())  # fmt: skip
+@given(
+    scene=splat_scene(),
+    batch=st.sampled_from([(), (2,), (1, 2)]),
+    camera_model=st.sampled_from(["pinhole", "ortho", "fisheye"]),
+    compensations=st.booleans(),
+)
 def test_packed_projection_is_the_visible_dense_pairs(scene, batch, camera_model, compensations):
     """For any scene, batch shape and camera model, packed=True returns exactly the dense
     outputs of the visible pairs, in (batch, camera, Gaussian) order."""
@@ -180,7 +211,9 @@ def test_packed_projection_is_the_visible_dense_pairs(scene, batch, camera_model
     args = [t.expand(*batch, *t.shape) for t in (means, quats, scales, viewmats, Ks)]
     kwargs = dict(calc_compensations=compensations, camera_model=camera_model)
     dense = prebuild.fully_fused_projection(args[0], None, *args[1:], 37, 29, **kwargs)
-    packed = prebuild.fully_fused_projection(args[0], None, *args[1:], 37, 29, packed=True, **kwargs)
+    packed = prebuild.fully_fused_projection(
+        args[0], None, *args[1:], 37, 29, packed=True, **kwargs
+    )
     B, C, N = math.prod(batch), len(viewmats), len(means)
     visible = (dense[0] > 0).all(-1).reshape(B, C, N)
     index = visible.nonzero(as_tuple=True)
@@ -190,25 +223,34 @@ def test_packed_projection_is_the_visible_dense_pairs(scene, batch, camera_model
         if d is None:
             assert p is None
             continue
-        assert torch.equal(d.reshape(B, C, N, *d.shape[len(batch) + 2:])[index], p)
+        assert torch.equal(d.reshape(B, C, N, *d.shape[len(batch) + 2 :])[index], p)
 
 
 @SETTINGS
-@given(scene=splat_scene(), camera_value=st.sampled_from(SPECIALS[:3]),
-       where=st.sampled_from(["viewmats", "Ks"]))  # fmt: skip
+@given(
+    scene=splat_scene(),
+    camera_value=st.sampled_from(SPECIALS[:3]),
+    where=st.sampled_from(["viewmats", "Ks"]),
+)
 def test_projection_refuses_non_finite_cameras(scene, camera_value, where):
     means, quats, scales, viewmats, Ks, _ = scene
     bad = {"viewmats": viewmats.clone(), "Ks": Ks.clone()}
     bad[where][-1, 0, 0] = camera_value
-    with pytest.raises(ValueError, match=f"{where}.*camera {len(viewmats) - 1}|camera {len(viewmats) - 1}.*{where}"):
-        prebuild.fully_fused_projection(means, None, quats, scales, bad["viewmats"], bad["Ks"], 37, 29)
+    with pytest.raises(
+        ValueError, match=f"{where}.*camera {len(viewmats) - 1}|camera {len(viewmats) - 1}.*{where}"
+    ):
+        prebuild.fully_fused_projection(
+            means, None, quats, scales, bad["viewmats"], bad["Ks"], 37, 29
+        )
 
 
 @SETTINGS
-@given(scene=splat_scene(), D=st.integers(1, 5), poison_colors=st.booleans(),
-       background=st.booleans())  # fmt: skip
-def test_rasterization_matches_the_reference_chain_or_stays_visible(scene, D, poison_colors,
-                                                                    background):
+@given(
+    scene=splat_scene(), D=st.integers(1, 5), poison_colors=st.booleans(), background=st.booleans()
+)
+def test_rasterization_matches_the_reference_chain_or_stays_visible(
+    scene, D, poison_colors, background
+):
     """The whole chain on random scenes: equal to the references where every input is
     finite; a NaN colour shows up as NaN exactly in the pixels the Gaussian contributes to,
     never hidden in a finite value; Gaussians with non-finite geometry are culled."""
@@ -217,17 +259,33 @@ def test_rasterization_matches_the_reference_chain_or_stays_visible(scene, D, po
     means, quats, scales, viewmats, Ks, poisoned = scene
     C, N = len(viewmats), len(means)
     gen = torch.Generator().manual_seed(N * 7 + D)
-    s = dict(means=means, quats=quats, scales=scales, opacities=0.2 + 0.7 * torch.rand(N, generator=gen),
-             colors=torch.rand(C, N, D, generator=gen), viewmats=viewmats, Ks=Ks,
-             backgrounds=torch.rand(C, D, generator=gen) if background else torch.zeros(C, D))  # fmt: skip
+    s = dict(
+        means=means,
+        quats=quats,
+        scales=scales,
+        opacities=0.2 + 0.7 * torch.rand(N, generator=gen),
+        colors=torch.rand(C, N, D, generator=gen),
+        viewmats=viewmats,
+        Ks=Ks,
+        backgrounds=torch.rand(C, D, generator=gen) if background else torch.zeros(C, D),
+    )
     clean = ~poisoned
     nan_gaussian = int(clean.nonzero()[0]) if poison_colors and clean.any() else None
     if nan_gaussian is not None:
         s["colors"][:, nan_gaussian] = math.nan
     colors, alphas, meta = prebuild.rasterization(
-        s["means"], s["quats"], s["scales"], s["opacities"], s["colors"], viewmats, Ks, 37, 29,
-        backgrounds=s["backgrounds"] if background else None, packed=False,
-    )  # fmt: skip
+        s["means"],
+        s["quats"],
+        s["scales"],
+        s["opacities"],
+        s["colors"],
+        viewmats,
+        Ks,
+        37,
+        29,
+        backgrounds=s["backgrounds"] if background else None,
+        packed=False,
+    )
     assert colors.shape == (C, 29, 37, D) and alphas.shape == (C, 29, 37, 1)
     assert torch.isfinite(alphas).all() and (alphas >= 0).all() and (alphas <= 1).all()
     assert (meta["radii"][:, poisoned] == 0).all()
@@ -250,18 +308,28 @@ def test_rasterization_matches_the_reference_chain_or_stays_visible(scene, D, po
         contributes = (renders[1] - renders[0]) != 0
         event(f"NaN colour reaches pixels: {bool(contributes.any())}")
         assert torch.equal(torch.isnan(colors), contributes)
-        torch.testing.assert_close(colors.double()[~contributes], renders[0][~contributes],
-                                   rtol=1e-4, atol=1e-4)  # fmt: skip
+        torch.testing.assert_close(
+            colors.double()[~contributes], renders[0][~contributes], rtol=1e-4, atol=1e-4
+        )
     torch.testing.assert_close(alphas.double(), ref_alphas, rtol=1e-4, atol=1e-4)
 
 
 @SETTINGS
-@given(seed=st.integers(0, 10_000), N=st.integers(0, 20), D=st.sampled_from([1, 3, 4]),
-       plant=st.lists(st.tuples(st.sampled_from(["means2d", "conics", "opacities"]),
-                                st.sampled_from(SPECIALS[:3])), max_size=3),
-       background=st.booleans())  # fmt: skip
-def test_rasterize_to_pixels_matches_the_reference_with_special_values(seed, N, D, plant,
-                                                                      background):
+@given(
+    seed=st.integers(0, 10_000),
+    N=st.integers(0, 20),
+    D=st.sampled_from([1, 3, 4]),
+    plant=st.lists(
+        st.tuples(
+            st.sampled_from(["means2d", "conics", "opacities"]), st.sampled_from(SPECIALS[:3])
+        ),
+        max_size=3,
+    ),
+    background=st.booleans(),
+)
+def test_rasterize_to_pixels_matches_the_reference_with_special_values(
+    seed, N, D, plant, background
+):
     """Non-finite geometry or opacity hides a Gaussian (skipped like alpha < 1/255, as in
     the reference), it never paints its tile; everything else is the reference's result."""
     s = make_scene(C=2, N=N, D=D, seed=seed, background=background)

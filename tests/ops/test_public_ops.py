@@ -18,7 +18,11 @@ def type_checking_imports(path: Path) -> dict[str, str]:
     """name -> module of the ``from M import name`` lines under ``if TYPE_CHECKING:``."""
     found = {}
     for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING"
+        ):
             for imp in node.body:
                 found.update({alias.name: imp.module for alias in imp.names})
     return found
@@ -31,7 +35,9 @@ def test_what_type_checkers_see_is_the_list():
 
 
 def test_every_op_is_exported_from_both_packages_by_its_module():
-    assert sorted(prebuild.__all__) == sorted([*OPS, "__version__"]) and prebuild.ops.__all__ == sorted(OPS)
+    assert sorted(prebuild.__all__) == sorted(
+        [*OPS, "__version__"]
+    ) and prebuild.ops.__all__ == sorted(OPS)
     for name, module in OPS.items():
         defined = getattr(importlib.import_module(module), name)
         assert getattr(prebuild, name) is defined and getattr(prebuild.ops, name) is defined, name

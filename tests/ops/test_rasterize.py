@@ -10,10 +10,10 @@ import math
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from compiled import assert_compiled_matches_eager
 from gsplat_oracle import torch_impl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from raster_reference import rasterize_reference
 
 import prebuild
@@ -30,8 +30,20 @@ BACKENDS = [
 # ----------------------------------------------------------------------------- scenes
 
 
-def make_scene(C=2, N=60, W=37, H=23, D=3, tile_size=16, seed=0, background=False,
-               overlap=0, cull=0.1, indefinite=0, opacity_shape="CN"):
+def make_scene(
+    C=2,
+    N=60,
+    W=37,
+    H=23,
+    D=3,
+    tile_size=16,
+    seed=0,
+    background=False,
+    overlap=0,
+    cull=0.1,
+    indefinite=0,
+    opacity_shape="CN",
+):
     """Random Gaussians in and around a W x H image with gsplat's tile lists.
 
     overlap: that many extra large, nearly opaque Gaussians stacked at the image centre
@@ -53,8 +65,8 @@ def make_scene(C=2, N=60, W=37, H=23, D=3, tile_size=16, seed=0, background=Fals
     inv = torch.linalg.inv(cov)
     conics = torch.stack([inv[..., 0, 0], inv[..., 0, 1], inv[..., 1, 1]], -1)
     if indefinite:
-        conics[:, :indefinite, 1] = 3.0 * conics[:, :indefinite, 0].abs().sqrt() * (
-            conics[:, :indefinite, 2].abs().sqrt()
+        conics[:, :indefinite, 1] = (
+            3.0 * conics[:, :indefinite, 0].abs().sqrt() * (conics[:, :indefinite, 2].abs().sqrt())
         )
     radii = torch.ceil(3.0 * torch.sqrt(torch.diagonal(cov, dim1=-2, dim2=-1))).int()
     radii[torch.rand(C, total, generator=g) < cull] = 0
@@ -68,14 +80,32 @@ def make_scene(C=2, N=60, W=37, H=23, D=3, tile_size=16, seed=0, background=Fals
     if opacity_shape == "N":
         opac = opac[0]
     bg = torch.rand(C, D, generator=g) if background else None
-    return dict(means2d=means.float().contiguous(), conics=conics.float().contiguous(),
-                colors=colors.contiguous(), opacities=opac.contiguous(), image_width=W,
-                image_height=H, tile_size=tile_size, isect_offsets=isect_offsets.int(),
-                flatten_ids=flatten_ids.int().contiguous(), backgrounds=bg)
+    return dict(
+        means2d=means.float().contiguous(),
+        conics=conics.float().contiguous(),
+        colors=colors.contiguous(),
+        opacities=opac.contiguous(),
+        image_width=W,
+        image_height=H,
+        tile_size=tile_size,
+        isect_offsets=isect_offsets.int(),
+        flatten_ids=flatten_ids.int().contiguous(),
+        backgrounds=bg,
+    )
 
 
-ARG_ORDER = ["means2d", "conics", "colors", "opacities", "backgrounds", "image_width",
-             "image_height", "tile_size", "isect_offsets", "flatten_ids"]
+ARG_ORDER = [
+    "means2d",
+    "conics",
+    "colors",
+    "opacities",
+    "backgrounds",
+    "image_width",
+    "image_height",
+    "tile_size",
+    "isect_offsets",
+    "flatten_ids",
+]
 DIFF = ["means2d", "conics", "colors", "opacities", "backgrounds"]
 
 
@@ -91,9 +121,17 @@ def reference(scene, dtype=torch.float64, requires_grad=False, return_stopped=Fa
             s[k] = s[k].to(dtype).detach().requires_grad_(requires_grad)
             leaves[k] = s[k]
     out = rasterize_reference(
-        s["means2d"], s["conics"], s["colors"], s["opacities"], s["image_width"],
-        s["image_height"], s["tile_size"], s["isect_offsets"], s["flatten_ids"],
-        s["backgrounds"], return_stopped=return_stopped,
+        s["means2d"],
+        s["conics"],
+        s["colors"],
+        s["opacities"],
+        s["image_width"],
+        s["image_height"],
+        s["tile_size"],
+        s["isect_offsets"],
+        s["flatten_ids"],
+        s["backgrounds"],
+        return_stopped=return_stopped,
     )
     return out, leaves
 
@@ -140,8 +178,13 @@ def assert_grads_close(got, want):
         # float32 kernels vs float64 autograd: transmittance recovered by division loses a few
         # ulps per step, so compare against the gradient's scale.
         scale = w.abs().max().item()
-        torch.testing.assert_close(g.double(), w, rtol=1e-3, atol=2e-4 * max(scale, 1e-3),
-                                   msg=lambda m, name=name: f"{name}: {m}")
+        torch.testing.assert_close(
+            g.double(),
+            w,
+            rtol=1e-3,
+            atol=2e-4 * max(scale, 1e-3),
+            msg=lambda m, name=name: f"{name}: {m}",
+        )
 
 
 SCENES = {
@@ -155,13 +198,23 @@ SCENES = {
     "tile4_d5": dict(C=2, N=30, W=13, H=11, D=5, tile_size=4, background=True),
     # Tile runs longer than a batch (16 and 256 Gaussians) with the early stop: several
     # shared-memory batches, the forward's all-done exit and the backward's batch skip.
-    "tile4_overlap_batches": dict(C=2, N=20, W=13, H=11, D=3, tile_size=4, overlap=30,
-                                  background=True),
+    "tile4_overlap_batches": dict(
+        C=2, N=20, W=13, H=11, D=3, tile_size=4, overlap=30, background=True
+    ),
     # 400 threads per block, batches of 256: some threads load nothing.
     "tile20_overlap_batches": dict(C=1, N=20, W=27, H=21, D=2, tile_size=20, overlap=300),
 }
-SIMT_SCENES = ["odd_37x23_rgb_bg", "gray_tile8", "d32_overlap", "d40_chunks", "indefinite",
-               "overlap_stop", "tile4_d5", "tile4_overlap_batches", "tile20_overlap_batches"]
+SIMT_SCENES = [
+    "odd_37x23_rgb_bg",
+    "gray_tile8",
+    "d32_overlap",
+    "d40_chunks",
+    "indefinite",
+    "overlap_stop",
+    "tile4_d5",
+    "tile4_overlap_batches",
+    "tile20_overlap_batches",
+]
 
 
 def max_run(scene):
@@ -214,7 +267,9 @@ def test_simt_forward_equals_cpu(name):
     margins=st.lists(st.floats(-0.03, 0.03), min_size=1, max_size=64),
     seed=st.integers(0, 2**16),
 )
-def test_far_gaussians_are_skipped_exactly_where_the_full_test_skips_them(log_opacity, margins, seed):
+def test_far_gaussians_are_skipped_exactly_where_the_full_test_skips_them(
+    log_opacity, margins, seed
+):
     """The CPU skips the exp of a Gaussian once sigma > ln(255 opacity) + 0.01 (skip_sigma);
     the CUDA kernels never do. Gaussians placed so that sigma at one pixel centre sits
     around that bound and around the 1/255 threshold itself (margins of +-0.03) must get the
@@ -230,9 +285,23 @@ def test_far_gaussians_are_skipped_exactly_where_the_full_test_skips_them(log_op
     a = (2 * sigma.clamp(min=1e-3) / dx**2).float()
     means2d = torch.stack([px + dx, py], -1).float()[None]
     conics = torch.stack([a, torch.zeros(n), torch.full((n,), 50.0)], -1)[None]
-    args = [means2d, conics, torch.rand(1, n, 1, generator=g), torch.full((1, n), opacity, dtype=torch.float32),
-            None, 16, 16, 16, torch.zeros(1, 1, 1, dtype=torch.int32), torch.arange(n, dtype=torch.int32), None, False]  # fmt: skip
-    for got, want in zip(CPU.rasterize_to_pixels_forward(*args), simt.rasterize_to_pixels_forward(*args)):
+    args = [
+        means2d,
+        conics,
+        torch.rand(1, n, 1, generator=g),
+        torch.full((1, n), opacity, dtype=torch.float32),
+        None,
+        16,
+        16,
+        16,
+        torch.zeros(1, 1, 1, dtype=torch.int32),
+        torch.arange(n, dtype=torch.int32),
+        None,
+        False,
+    ]
+    for got, want in zip(
+        CPU.rasterize_to_pixels_forward(*args), simt.rasterize_to_pixels_forward(*args)
+    ):
         assert torch.equal(got, want)
 
 
@@ -242,7 +311,12 @@ def test_far_gaussians_are_skipped_exactly_where_the_full_test_skips_them(log_op
 @pytest.mark.parametrize("ops,name", list(scene_cases()))
 def test_gradients_match_reference_autograd(ops, name):
     scene = make_scene(**SCENES[name], seed=7)
-    C, H, W, D = scene["colors"].shape[0], scene["image_height"], scene["image_width"], scene["colors"].shape[2]
+    C, H, W, D = (
+        scene["colors"].shape[0],
+        scene["image_height"],
+        scene["image_width"],
+        scene["colors"].shape[2],
+    )
     g = torch.Generator().manual_seed(11)
     v_colors = torch.randn(C, H, W, D, generator=g)
     v_alphas = torch.randn(C, H, W, 1, generator=g)
@@ -288,13 +362,21 @@ def test_cpu_backward_is_deterministic_across_thread_counts():
 
 def test_public_function_autograd_with_shared_opacities():
     """opacities [N] are broadcast over the cameras; their gradient is summed back."""
-    scene = make_scene(C=3, N=40, W=29, H=18, D=3, tile_size=16, background=True,
-                       opacity_shape="N", seed=17)
+    scene = make_scene(
+        C=3, N=40, W=29, H=18, D=3, tile_size=16, background=True, opacity_shape="N", seed=17
+    )
     leaves = {k: scene[k].clone().requires_grad_(True) for k in DIFF}
     s = {**scene, **leaves}
     colors, alphas = rasterize_to_pixels(
-        s["means2d"], s["conics"], s["colors"], s["opacities"], s["image_width"],
-        s["image_height"], s["tile_size"], s["isect_offsets"], s["flatten_ids"],
+        s["means2d"],
+        s["conics"],
+        s["colors"],
+        s["opacities"],
+        s["image_width"],
+        s["image_height"],
+        s["tile_size"],
+        s["isect_offsets"],
+        s["flatten_ids"],
         backgrounds=s["backgrounds"],
     )
     assert leaves["opacities"].shape == (40,)
@@ -320,9 +402,12 @@ def test_public_function_matches_op_and_reference_without_background():
 def test_only_alpha_used_gives_gradients():
     scene = make_scene(**SCENES["gray_tile8"], seed=23)
     m = scene["means2d"].clone().requires_grad_(True)
-    _, alphas = rasterize_to_pixels(m, *[scene[k] for k in ARG_ORDER[1:4]],
-                                    *[scene[k] for k in ARG_ORDER[5:]],
-                                    backgrounds=scene["backgrounds"])
+    _, alphas = rasterize_to_pixels(
+        m,
+        *[scene[k] for k in ARG_ORDER[1:4]],
+        *[scene[k] for k in ARG_ORDER[5:]],
+        backgrounds=scene["backgrounds"],
+    )
     alphas.sum().backward()
     s = dict(scene)
     (_, ref_a), leaves = reference(s, requires_grad=True)
@@ -344,8 +429,9 @@ def test_empty_scene_renders_background(ops, N):
     assert torch.equal(alphas, torch.zeros(C, H, W, 1))
     assert torch.equal(last_ids, torch.full((C, H, W), -1, dtype=torch.int32))
     v = torch.randn(C, H, W, D)
-    grads = ops.rasterize_to_pixels_backward(*op_args(scene), None, alphas, last_ids, v,
-                                             torch.randn(C, H, W, 1), True)
+    grads = ops.rasterize_to_pixels_backward(
+        *op_args(scene), None, alphas, last_ids, v, torch.randn(C, H, W, 1), True
+    )
     for gr in grads:
         assert torch.equal(gr, torch.zeros_like(gr))
     assert grads[4].shape == scene["means2d"].shape  # absgrad
@@ -357,8 +443,9 @@ def test_empty_scene_renders_background(ops, N):
 def test_empty_scene_background_gradient():
     scene = make_scene(C=1, N=0, W=5, H=4, D=2, tile_size=4, background=True)
     bg = scene["backgrounds"].clone().requires_grad_(True)
-    colors, _ = rasterize_to_pixels(*[scene[k] for k in ARG_ORDER if k != "backgrounds"],
-                                    backgrounds=bg)
+    colors, _ = rasterize_to_pixels(
+        *[scene[k] for k in ARG_ORDER if k != "backgrounds"], backgrounds=bg
+    )
     colors.sum().backward()
     assert torch.equal(bg.grad, torch.full((1, 2), 20.0))
 
@@ -395,10 +482,18 @@ def masked(scene, masks):
     """The scene with the entries of masked-out tiles removed from the tile lists: what a
     masked tile renders (the background, alpha 0) and its gradients (none)."""
     offsets = scene["isect_offsets"].flatten().tolist() + [scene["flatten_ids"].numel()]
-    runs = [scene["flatten_ids"][a:b] for a, b, keep in
-            zip(offsets[:-1], offsets[1:], masks.flatten().tolist()) if keep]
-    lengths = torch.tensor([0] + [int(keep) * (b - a) for a, b, keep in
-                                  zip(offsets[:-1], offsets[1:], masks.flatten().tolist())])
+    runs = [
+        scene["flatten_ids"][a:b]
+        for a, b, keep in zip(offsets[:-1], offsets[1:], masks.flatten().tolist())
+        if keep
+    ]
+    lengths = torch.tensor(
+        [0]
+        + [
+            int(keep) * (b - a)
+            for a, b, keep in zip(offsets[:-1], offsets[1:], masks.flatten().tolist())
+        ]
+    )
     starts = torch.cumsum(lengths, 0)[:-1].int().reshape(scene["isect_offsets"].shape)
     ids = torch.cat(runs) if runs else scene["flatten_ids"][:0]
     return dict(scene, isect_offsets=starts.contiguous(), flatten_ids=ids.contiguous())
@@ -407,9 +502,17 @@ def masked(scene, masks):
 def public_call(scene, leaves=None, **kwargs):
     s = {**scene, **(leaves or {})}
     return rasterize_to_pixels(
-        s["means2d"], s["conics"], s["colors"], s["opacities"], s["image_width"],
-        s["image_height"], s["tile_size"], s["isect_offsets"], s["flatten_ids"],
-        backgrounds=s["backgrounds"], **kwargs,
+        s["means2d"],
+        s["conics"],
+        s["colors"],
+        s["opacities"],
+        s["image_width"],
+        s["image_height"],
+        s["tile_size"],
+        s["isect_offsets"],
+        s["flatten_ids"],
+        backgrounds=s["backgrounds"],
+        **kwargs,
     )
 
 
@@ -418,15 +521,25 @@ def gsplat_close(got, want, name):
     ones for values, its per-gradient ones for gradients, applied to gradients divided by
     their scale when that exceeds 1 (these scenes' conic gradients reach 1e3, where float32
     rounding alone exceeds an absolute 1e-3), against the float64 reference."""
-    tol = dict(means2d=(5e-3, 5e-3), conics=(1e-3, 1e-3), colors=(1e-3, 1e-3),
-               opacities=(8e-3, 6e-3), backgrounds=(1e-3, 1e-3)).get(name)
+    tol = dict(
+        means2d=(5e-3, 5e-3),
+        conics=(1e-3, 1e-3),
+        colors=(1e-3, 1e-3),
+        opacities=(8e-3, 6e-3),
+        backgrounds=(1e-3, 1e-3),
+    ).get(name)
     want = want.to(got.dtype)
     if tol is None:
         torch.testing.assert_close(got, want, msg=lambda m: f"{name}: {m}")
         return
     scale = max(1.0, want.abs().max().item())
-    torch.testing.assert_close(got / scale, want / scale, rtol=tol[0], atol=tol[1],
-                               msg=lambda m: f"{name} (/{scale:.3g}): {m}")
+    torch.testing.assert_close(
+        got / scale,
+        want / scale,
+        rtol=tol[0],
+        atol=tol[1],
+        msg=lambda m: f"{name} (/{scale:.3g}): {m}",
+    )
 
 
 @pytest.mark.parametrize("batch_dims", [(), (2,), (1, 2)], ids=str)
@@ -436,8 +549,17 @@ def test_batch_dims_and_channels_as_gsplat(batch_dims, D, tile_size):
     # gradients with its tolerances; opacities broadcast over the batch as there.
     C = 2
     I = math.prod(batch_dims) * C
-    scene = make_scene(C=I, N=25, W=19, H=14, D=D, tile_size=tile_size, background=True,
-                       overlap=5, seed=D + tile_size + len(batch_dims))
+    scene = make_scene(
+        C=I,
+        N=25,
+        W=19,
+        H=14,
+        D=D,
+        tile_size=tile_size,
+        background=True,
+        overlap=5,
+        seed=D + tile_size + len(batch_dims),
+    )
     lead = (*batch_dims, C)
     s = batched(scene, lead)
     leaves = {k: s[k].clone().requires_grad_(True) for k in DIFF}
@@ -445,8 +567,9 @@ def test_batch_dims_and_channels_as_gsplat(batch_dims, D, tile_size):
     assert colors.shape == (*lead, 14, 19, D) and alphas.shape == (*lead, 14, 19, 1)
     v_colors, v_alphas = torch.randn_like(colors), torch.randn_like(alphas)
     ((colors * v_colors).sum() + (alphas * v_alphas).sum()).backward()
-    ref_c, ref_a, ref_grads = reference_grads(scene, v_colors.reshape(I, 14, 19, D),
-                                              v_alphas.reshape(I, 14, 19, 1))
+    ref_c, ref_a, ref_grads = reference_grads(
+        scene, v_colors.reshape(I, 14, 19, D), v_alphas.reshape(I, 14, 19, 1)
+    )
     gsplat_close(colors.detach(), ref_c.reshape(colors.shape), "render_colors")
     gsplat_close(alphas.detach(), ref_a.reshape(alphas.shape), "render_alphas")
     for name, leaf in leaves.items():
@@ -460,10 +583,22 @@ def test_batch_dims_and_channels_as_gsplat(batch_dims, D, tile_size):
 def test_simt_channels_as_gsplat(D, tile_size):
     # The channel counts and tile sizes of gsplat's test on the CUDA block bodies (several
     # channel chunks for D = 32 and 128), values and gradients with gsplat's tolerances.
-    scene = make_scene(C=2, N=20, W=19, H=14, D=D, tile_size=tile_size, background=True,
-                       overlap=5, seed=D * tile_size)
+    scene = make_scene(
+        C=2,
+        N=20,
+        W=19,
+        H=14,
+        D=D,
+        tile_size=tile_size,
+        background=True,
+        overlap=5,
+        seed=D * tile_size,
+    )
     g = torch.Generator().manual_seed(8)
-    v_colors, v_alphas = torch.randn(2, 14, 19, D, generator=g), torch.randn(2, 14, 19, 1, generator=g)
+    v_colors, v_alphas = (
+        torch.randn(2, 14, 19, D, generator=g),
+        torch.randn(2, 14, 19, 1, generator=g),
+    )
     colors, alphas, _, grads = backend_grads(simt, scene, v_colors, v_alphas)
     ref_c, ref_a, ref_grads = reference_grads(scene, v_colors, v_alphas)
     gsplat_close(colors, ref_c, "render_colors")
@@ -475,8 +610,9 @@ def test_simt_channels_as_gsplat(D, tile_size):
 def test_batch_dims_with_expanded_inputs_and_shared_opacities():
     # gsplat's test expands [C, N, ...] inputs over the batch dimensions (stride 0); the
     # gradients reach the tensors they were expanded from, summed over the batch.
-    scene = make_scene(C=2, N=20, W=13, H=11, D=3, tile_size=8, background=True,
-                       opacity_shape="N", seed=3)
+    scene = make_scene(
+        C=2, N=20, W=13, H=11, D=3, tile_size=8, background=True, opacity_shape="N", seed=3
+    )
     batch = 3
     offsets, ids = isect_offsets_for_batch(scene, batch)
     base = {k: scene[k].clone().requires_grad_(True) for k in DIFF}
@@ -507,10 +643,18 @@ def isect_offsets_for_batch(scene, batch):
 PACKED_CASES = [
     pytest.param(CPU, dict(C=2, N=40, W=21, H=13, D=3, tile_size=8, background=True), id="cpu-rgb"),
     pytest.param(CPU, dict(C=3, N=20, W=13, H=9, D=40, tile_size=4, overlap=10), id="cpu-d40"),
-    pytest.param(simt, dict(C=2, N=40, W=21, H=13, D=3, tile_size=8, background=True),
-                 id="simt-rgb", marks=pytest.mark.simt),
-    pytest.param(simt, dict(C=1, N=20, W=13, H=9, D=40, tile_size=4, overlap=10),
-                 id="simt-d40", marks=pytest.mark.simt),
+    pytest.param(
+        simt,
+        dict(C=2, N=40, W=21, H=13, D=3, tile_size=8, background=True),
+        id="simt-rgb",
+        marks=pytest.mark.simt,
+    ),
+    pytest.param(
+        simt,
+        dict(C=1, N=20, W=13, H=9, D=40, tile_size=4, overlap=10),
+        id="simt-d40",
+        marks=pytest.mark.simt,
+    ),
 ]
 
 
@@ -560,10 +704,18 @@ def test_packed_public_function_gradients():
 MASK_CASES = [
     pytest.param(CPU, dict(C=2, N=40, W=21, H=13, D=3, tile_size=8, background=True), id="cpu"),
     pytest.param(CPU, dict(C=1, N=20, W=13, H=9, D=20, tile_size=4, background=True), id="cpu-d20"),
-    pytest.param(simt, dict(C=2, N=40, W=21, H=13, D=3, tile_size=8, background=True),
-                 id="simt", marks=pytest.mark.simt),
-    pytest.param(simt, dict(C=1, N=20, W=13, H=9, D=20, tile_size=4, background=True),
-                 id="simt-d20", marks=pytest.mark.simt),
+    pytest.param(
+        simt,
+        dict(C=2, N=40, W=21, H=13, D=3, tile_size=8, background=True),
+        id="simt",
+        marks=pytest.mark.simt,
+    ),
+    pytest.param(
+        simt,
+        dict(C=1, N=20, W=13, H=9, D=20, tile_size=4, background=True),
+        id="simt-d20",
+        marks=pytest.mark.simt,
+    ),
 ]
 
 
@@ -584,7 +736,9 @@ def test_masked_tiles_render_background(ops, kw):
     assert_grads_close({k: v for k, v in grads.items() if k != "absgrad"}, ref_grads)
     ts = kw["tile_size"]
     pixel_masks = masks.repeat_interleave(ts, 1).repeat_interleave(ts, 2)[:, :H, :W]
-    assert torch.equal(colors[~pixel_masks], scene["backgrounds"][:, None, None].expand(I, H, W, D)[~pixel_masks])
+    assert torch.equal(
+        colors[~pixel_masks], scene["backgrounds"][:, None, None].expand(I, H, W, D)[~pixel_masks]
+    )
     assert (alphas[~pixel_masks] == 0).all() and (last_ids[~pixel_masks] == -1).all()
     assert (alphas[pixel_masks] > 0).any()
     # The same tiles unmasked render as without masks.
@@ -594,7 +748,9 @@ def test_masked_tiles_render_background(ops, kw):
 
 def test_masks_public_function_with_batch_dims():
     scene = make_scene(C=4, N=30, W=19, H=13, D=3, tile_size=8, background=True, seed=83)
-    masks = torch.rand(scene["isect_offsets"].shape, generator=torch.Generator().manual_seed(3)) < 0.5
+    masks = (
+        torch.rand(scene["isect_offsets"].shape, generator=torch.Generator().manual_seed(3)) < 0.5
+    )
     s = batched(scene, (2, 2))
     leaves = {k: s[k].clone().requires_grad_(True) for k in DIFF}
     colors, alphas = public_call(s, leaves, masks=masks.reshape(2, 2, *masks.shape[1:]))
@@ -604,8 +760,10 @@ def test_masks_public_function_with_batch_dims():
     ref_c.square().sum().backward()
     assert_values_close(colors.detach().reshape(ref_c.shape), ref_c.detach())
     assert_values_close(alphas.detach().reshape(ref_a.shape), ref_a.detach())
-    assert_grads_close({k: v.grad.reshape(ref_leaves[k].shape) for k, v in leaves.items()},
-                       {k: v.grad for k, v in ref_leaves.items()})
+    assert_grads_close(
+        {k: v.grad.reshape(ref_leaves[k].shape) for k, v in leaves.items()},
+        {k: v.grad for k, v in ref_leaves.items()},
+    )
 
 
 def absgrad_reference(scene, v_colors, v_alphas):
@@ -614,7 +772,9 @@ def absgrad_reference(scene, v_colors, v_alphas):
     Gaussian's mean (float64 autograd of the dense reference), absolute values summed over
     the pixels."""
     (colors, alphas), leaves = reference(scene, requires_grad=True)
-    per_pixel = ((colors * v_colors.double()).sum(-1) + (alphas * v_alphas.double()).sum(-1)).flatten()
+    per_pixel = (
+        (colors * v_colors.double()).sum(-1) + (alphas * v_alphas.double()).sum(-1)
+    ).flatten()
     one_hot = torch.eye(per_pixel.numel(), dtype=per_pixel.dtype)  # one pixel per batch entry
     (jacobian,) = torch.autograd.grad(per_pixel, leaves["means2d"], one_hot, is_grads_batched=True)
     return jacobian.abs().sum(0)
@@ -623,8 +783,10 @@ def absgrad_reference(scene, v_colors, v_alphas):
 ABSGRAD_CASES = [
     pytest.param(ops, kw, id=f"{name}-{label}", marks=[pytest.mark.simt] if ops is simt else [])
     for name, ops in (("cpu", CPU), ("simt", simt))
-    for label, kw in (("rgb_bg", dict(C=2, N=12, W=11, H=9, D=3, tile_size=4, background=True)),
-                      ("d40_chunks", dict(C=1, N=10, W=9, H=7, D=40, tile_size=4, overlap=4)))
+    for label, kw in (
+        ("rgb_bg", dict(C=2, N=12, W=11, H=9, D=3, tile_size=4, background=True)),
+        ("d40_chunks", dict(C=1, N=10, W=9, H=7, D=40, tile_size=4, overlap=4)),
+    )
 ]
 
 
@@ -690,8 +852,9 @@ def test_absgrad_packed():
 
 def test_absgrad_under_torch_compile_runs_eagerly():
     scene = make_scene(C=2, N=20, W=13, H=10, D=3, tile_size=8, seed=103)
-    _, _, _, want = backend_grads(CPU, scene, torch.ones(2, 10, 13, 3), torch.zeros(2, 10, 13, 1),
-                                  absgrad=True)
+    _, _, _, want = backend_grads(
+        CPU, scene, torch.ones(2, 10, 13, 3), torch.zeros(2, 10, 13, 1), absgrad=True
+    )
 
     def loss_fn(means2d):
         colors, _ = public_call(scene, {"means2d": means2d}, absgrad=True)
@@ -721,8 +884,14 @@ def test_opcheck_forward(background):
 def test_opcheck_backward():
     scene = make_scene(C=2, N=20, W=19, H=13, D=3, tile_size=8, background=True, seed=31)
     _, alphas, last_ids = CPU.rasterize_to_pixels_forward(*op_args(scene))
-    args = (*op_args(scene), None, alphas, last_ids, torch.randn(2, 13, 19, 3),
-            torch.randn(2, 13, 19, 1))
+    args = (
+        *op_args(scene),
+        None,
+        alphas,
+        last_ids,
+        torch.randn(2, 13, 19, 3),
+        torch.randn(2, 13, 19, 1),
+    )
     torch.library.opcheck(CPU.rasterize_to_pixels_backward.default, args)
 
 
@@ -731,47 +900,76 @@ def test_torch_compile_fullgraph_with_backward():
 
     def loss_fn(means2d, conics, colors, opacities, backgrounds):
         c, a = prebuild.rasterize_to_pixels(
-            means2d, conics, colors, opacities, scene["image_width"], scene["image_height"],
-            scene["tile_size"], scene["isect_offsets"], scene["flatten_ids"],
+            means2d,
+            conics,
+            colors,
+            opacities,
+            scene["image_width"],
+            scene["image_height"],
+            scene["tile_size"],
+            scene["isect_offsets"],
+            scene["flatten_ids"],
             backgrounds=backgrounds,
         )
         return (c * c).sum() + a.sum()
 
-    assert_compiled_matches_eager(loss_fn, *(scene[k] for k in DIFF), rtol=1e-5, atol=1e-6,
-                                  loss_atol=1e-5, grads_nonzero=True)
+    assert_compiled_matches_eager(
+        loss_fn, *(scene[k] for k in DIFF), rtol=1e-5, atol=1e-6, loss_atol=1e-5, grads_nonzero=True
+    )
 
 
 def test_opcheck_masks_absgrad_and_packed():
     scene = make_scene(C=2, N=20, W=19, H=13, D=3, tile_size=8, background=True, seed=29)
-    masks = torch.rand(scene["isect_offsets"].shape, generator=torch.Generator().manual_seed(4)) < 0.5
+    masks = (
+        torch.rand(scene["isect_offsets"].shape, generator=torch.Generator().manual_seed(4)) < 0.5
+    )
     pscene, _ = packed(make_scene(C=2, N=20, W=19, H=13, D=3, tile_size=8, cull=0.5, seed=31))
     for s in (scene, pscene):
-        leaves = {k: (s[k].clone().requires_grad_(True) if s[k] is not None else None) for k in DIFF}
+        leaves = {
+            k: (s[k].clone().requires_grad_(True) if s[k] is not None else None) for k in DIFF
+        }
         args = op_args({**s, **leaves})
         for m, absgrad in ((masks, True), (None, True), (masks, False)):
             torch.library.opcheck(CPU.rasterize_to_pixels_forward.default, (*args, m, absgrad))
         _, alphas, last_ids = CPU.rasterize_to_pixels_forward(*op_args(s), masks)
-        back = (*op_args(s), masks, alphas, last_ids, torch.randn(2, 13, 19, 3),
-                torch.randn(2, 13, 19, 1))
+        back = (
+            *op_args(s),
+            masks,
+            alphas,
+            last_ids,
+            torch.randn(2, 13, 19, 3),
+            torch.randn(2, 13, 19, 1),
+        )
         for absgrad in (True, False):
             torch.library.opcheck(CPU.rasterize_to_pixels_backward.default, (*back, absgrad))
 
 
 def test_torch_compile_fullgraph_batch_dims_masks_and_packed():
     scene = make_scene(C=2, N=30, W=26, H=17, D=3, tile_size=8, background=True, cull=0.4, seed=37)
-    masks = torch.rand(scene["isect_offsets"].shape, generator=torch.Generator().manual_seed(5)) < 0.7
+    masks = (
+        torch.rand(scene["isect_offsets"].shape, generator=torch.Generator().manual_seed(5)) < 0.7
+    )
     pscene, _ = packed(scene)
-    cases = [(batched(scene, (1, 2)), dict(masks=masks.reshape(1, 2, 3, 4))),
-             (dict(pscene, isect_offsets=pscene["isect_offsets"]), dict(packed=True, masks=masks))]
+    cases = [
+        (batched(scene, (1, 2)), dict(masks=masks.reshape(1, 2, 3, 4))),
+        (dict(pscene, isect_offsets=pscene["isect_offsets"]), dict(packed=True, masks=masks)),
+    ]
     for s, kwargs in cases:
+
         def loss_fn(means2d, conics, colors, opacities, backgrounds, s=s, kwargs=kwargs):
-            leaves = dict(means2d=means2d, conics=conics, colors=colors, opacities=opacities,
-                          backgrounds=backgrounds)
+            leaves = dict(
+                means2d=means2d,
+                conics=conics,
+                colors=colors,
+                opacities=opacities,
+                backgrounds=backgrounds,
+            )
             c, a = public_call(s, leaves, **kwargs)
             return (c * c).sum() + a.sum()
 
-        assert_compiled_matches_eager(loss_fn, *(s[k] for k in DIFF), rtol=1e-5, atol=1e-6,
-                                      loss_atol=1e-5, grads_nonzero=True)
+        assert_compiled_matches_eager(
+            loss_fn, *(s[k] for k in DIFF), rtol=1e-5, atol=1e-6, loss_atol=1e-5, grads_nonzero=True
+        )
 
 
 def test_meta_tensors_shape_propagation():
@@ -780,7 +978,10 @@ def test_meta_tensors_shape_propagation():
     c, a, l = CPU.rasterize_to_pixels_forward(*op_args(meta))
     assert c.shape == (2, 13, 19, 4) and a.shape == (2, 13, 19, 1) and l.dtype == torch.int32
     # Packed rows: I from isect_offsets; the gradients take the rows' shapes.
-    rows = {k: meta[k].reshape(-1, *meta[k].shape[2:]) for k in ("means2d", "conics", "colors", "opacities")}
+    rows = {
+        k: meta[k].reshape(-1, *meta[k].shape[2:])
+        for k in ("means2d", "conics", "colors", "opacities")
+    }
     p = {**meta, **rows}
     masks = torch.ones(2, 2, 3, dtype=torch.bool, device="meta")
     c, a, l = CPU.rasterize_to_pixels_forward(*op_args(p), masks, True)
@@ -793,8 +994,9 @@ def test_meta_tensors_shape_propagation():
 def test_double_backward_is_refused():
     scene = make_scene(C=1, N=10, W=9, H=9, D=1, tile_size=8, seed=41)
     m = scene["means2d"].clone().requires_grad_(True)
-    c, _ = rasterize_to_pixels(m, *[scene[k] for k in ARG_ORDER[1:4]],
-                               *[scene[k] for k in ARG_ORDER[5:]])
+    c, _ = rasterize_to_pixels(
+        m, *[scene[k] for k in ARG_ORDER[1:4]], *[scene[k] for k in ARG_ORDER[5:]]
+    )
     (g,) = torch.autograd.grad(c.sum(), m, create_graph=True)
     with pytest.raises(NotImplementedError, match="double backward"):
         g.sum().backward()
@@ -817,20 +1019,47 @@ def _public_args(**override):
         (dict(tile_size=0), ValueError, "tile_size must be positive"),
         (dict(tile_size=8.0), TypeError, "tile_size must be an int"),
         (dict(image_height=-1), ValueError, "image_height must be positive"),
-        (dict(flatten_ids=torch.zeros(3, 1, dtype=torch.int32)), ValueError, r"flatten_ids must have shape \[M\]"),
-        (dict(flatten_ids=torch.zeros(3, dtype=torch.int64)), TypeError, "flatten_ids must be int32"),
-        (dict(isect_offsets=torch.zeros(2, 2, 3, dtype=torch.int64)), TypeError, "isect_offsets must be int32"),
-        (dict(means2d=torch.zeros(2, 8, 3)), ValueError, r"means2d must have shape \[\.\.\., N, 2\]"),
+        (
+            dict(flatten_ids=torch.zeros(3, 1, dtype=torch.int32)),
+            ValueError,
+            r"flatten_ids must have shape \[M\]",
+        ),
+        (
+            dict(flatten_ids=torch.zeros(3, dtype=torch.int64)),
+            TypeError,
+            "flatten_ids must be int32",
+        ),
+        (
+            dict(isect_offsets=torch.zeros(2, 2, 3, dtype=torch.int64)),
+            TypeError,
+            "isect_offsets must be int32",
+        ),
+        (
+            dict(means2d=torch.zeros(2, 8, 3)),
+            ValueError,
+            r"means2d must have shape \[\.\.\., N, 2\]",
+        ),
         (dict(conics=torch.zeros(2, 8, 2)), ValueError, "conics must have shape"),
         (dict(colors=torch.zeros(2, 8, 0)), ValueError, r"at least one channel \(D >= 1\)"),
         (dict(colors=torch.zeros(2, 7, 3)), ValueError, "colors must have shape"),
-        (dict(colors=torch.zeros(2, 8, 3, dtype=torch.float64)), TypeError, "colors must be float32"),
+        (
+            dict(colors=torch.zeros(2, 8, 3, dtype=torch.float64)),
+            TypeError,
+            "colors must be float32",
+        ),
         (dict(opacities=torch.zeros(3, 8)), ValueError, "opacities must have shape"),
-        (dict(backgrounds=torch.zeros(2, 4)), ValueError, r"backgrounds must have shape \[\.\.\., D\]"),
+        (
+            dict(backgrounds=torch.zeros(2, 4)),
+            ValueError,
+            r"backgrounds must have shape \[\.\.\., D\]",
+        ),
         (dict(backgrounds=torch.zeros(2, 3).to("meta")), ValueError, "same device"),
         (dict(means2d=[[0.0, 0.0]]), TypeError, "means2d must be a torch.Tensor"),
-        (dict(isect_offsets=torch.zeros(1, 2, 2, 3, dtype=torch.int32)), ValueError,
-         r"expected shape \[\.\.\., ceil\(H / tile_size\), ceil\(W / tile_size\)\] = \[2, 2, 3\]"),
+        (
+            dict(isect_offsets=torch.zeros(1, 2, 2, 3, dtype=torch.int32)),
+            ValueError,
+            r"expected shape \[\.\.\., ceil\(H / tile_size\), ceil\(W / tile_size\)\] = \[2, 2, 3\]",
+        ),
     ],
 )
 def test_bad_inputs_raise(override, exc, fragment):
@@ -843,8 +1072,11 @@ def test_bad_inputs_raise(override, exc, fragment):
     "kwargs,exc,fragment",
     [
         (dict(masks=torch.ones(2, 2, 3)), TypeError, "masks must be bool"),
-        (dict(masks=torch.ones(2, 3, 2, dtype=torch.bool)), ValueError,
-         r"masks must have shape \[\.\.\., tile_height, tile_width\] = \[2, 2, 3\]"),
+        (
+            dict(masks=torch.ones(2, 3, 2, dtype=torch.bool)),
+            ValueError,
+            r"masks must have shape \[\.\.\., tile_height, tile_width\] = \[2, 2, 3\]",
+        ),
         (dict(absgrad=1), TypeError, "absgrad must be a bool"),
         (dict(packed="yes"), TypeError, "packed must be a bool"),
         (dict(packed=True), ValueError, r"means2d must have shape \[nnz, 2\] \(packed\)"),
@@ -858,27 +1090,39 @@ def test_bad_new_arguments_raise(kwargs, exc, fragment):
 
 def test_bad_packed_and_batched_inputs_raise():
     scene = make_scene(C=2, N=8, W=19, H=13, D=3, tile_size=8, background=True, seed=43)
-    rows = {k: scene[k].reshape(-1, *scene[k].shape[2:]) for k in ("means2d", "conics", "colors", "opacities")}
+    rows = {
+        k: scene[k].reshape(-1, *scene[k].shape[2:])
+        for k in ("means2d", "conics", "colors", "opacities")
+    }
     p = {**scene, **rows}
     cases = [
         (dict(conics=rows["conics"][:5]), r"conics must have shape \[nnz, 3\] = \[16, 3\]"),
         (dict(colors=rows["colors"][None]), r"colors must have shape \[nnz, D\]"),
         (dict(opacities=rows["opacities"][:8]), r"opacities must have shape \[nnz\] = \[16\], got"),
-        (dict(backgrounds=scene["backgrounds"][0]), r"backgrounds must have shape \[\.\.\., D\] = \[2, 3\]"),
+        (
+            dict(backgrounds=scene["backgrounds"][0]),
+            r"backgrounds must have shape \[\.\.\., D\] = \[2, 3\]",
+        ),
     ]
     for override, fragment in cases:
         with pytest.raises(ValueError, match=fragment):
             public_call({**p, **override}, packed=True)
     with pytest.raises(ValueError, match=TILE_GRID):
         public_call({**p, "isect_offsets": scene["isect_offsets"][0, :1]}, packed=True)
-    with pytest.raises(ValueError, match=r"isect_offsets must have shape \[\.\.\., tile_height, tile_width\]"):
+    with pytest.raises(
+        ValueError, match=r"isect_offsets must have shape \[\.\.\., tile_height, tile_width\]"
+    ):
         public_call({**p, "isect_offsets": scene["isect_offsets"][0, 0]}, packed=True)
     b = batched(scene, (1, 2))
-    with pytest.raises(ValueError, match=r"conics must have shape \[\.\.\., N, 3\] = \[1, 2, 8, 3\]"):
+    with pytest.raises(
+        ValueError, match=r"conics must have shape \[\.\.\., N, 3\] = \[1, 2, 8, 3\]"
+    ):
         public_call({**b, "conics": scene["conics"]})
     with pytest.raises(ValueError, match=TILE_GRID):
         public_call({**b, "isect_offsets": scene["isect_offsets"]})
-    with pytest.raises(ValueError, match=r"opacities must have shape \[\.\.\., N\] = \[1, 2, 8\] or \[N\] = \[8\]"):
+    with pytest.raises(
+        ValueError, match=r"opacities must have shape \[\.\.\., N\] = \[1, 2, 8\] or \[N\] = \[8\]"
+    ):
         public_call({**b, "opacities": scene["opacities"]})
 
 
@@ -893,7 +1137,9 @@ def test_direct_ops_refuse_bad_inputs(ops):
     def call(**o):
         return fwd(*op_args({**scene, **o}))
 
-    with pytest.raises(RuntimeError, match="tile_size does not match the tile grid of isect_offsets"):
+    with pytest.raises(
+        RuntimeError, match="tile_size does not match the tile grid of isect_offsets"
+    ):
         call(tile_size=4)
     with pytest.raises(RuntimeError, match="tile_size must be positive"):
         call(tile_size=0)
@@ -919,11 +1165,23 @@ def test_direct_ops_refuse_bad_inputs(ops):
         call(means2d=scene["means2d"].transpose(0, 1).contiguous().transpose(0, 1))
     _, alphas, last_ids = fwd(*op_args(scene))
     with pytest.raises(RuntimeError, match=r"v_render_colors must have shape \[I, H, W, D\]"):
-        ops.rasterize_to_pixels_backward(*op_args(scene), None, alphas, last_ids,
-                                         torch.zeros(2, 13, 19, 2), torch.zeros(2, 13, 19, 1))
+        ops.rasterize_to_pixels_backward(
+            *op_args(scene),
+            None,
+            alphas,
+            last_ids,
+            torch.zeros(2, 13, 19, 2),
+            torch.zeros(2, 13, 19, 1),
+        )
     with pytest.raises(RuntimeError, match="last_ids must be int32"):
-        ops.rasterize_to_pixels_backward(*op_args(scene), None, alphas, last_ids.float(),
-                                         torch.zeros(2, 13, 19, 3), torch.zeros(2, 13, 19, 1))
+        ops.rasterize_to_pixels_backward(
+            *op_args(scene),
+            None,
+            alphas,
+            last_ids.float(),
+            torch.zeros(2, 13, 19, 3),
+            torch.zeros(2, 13, 19, 1),
+        )
 
 
 @pytest.mark.simt
@@ -943,7 +1201,10 @@ def test_cpu_refuses_malformed_index_values():
     assert M > 2
     bad_ids = scene["flatten_ids"].clone()
     bad_ids[1] = 2 * 20
-    with pytest.raises(RuntimeError, match=r"flatten_ids must index the Gaussians, in \[0, I \* N or nnz\) = \[0, 40\)"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"flatten_ids must index the Gaussians, in \[0, I \* N or nnz\) = \[0, 40\)",
+    ):
         CPU.rasterize_to_pixels_forward(*op_args({**scene, "flatten_ids": bad_ids}))
     bad_off = scene["isect_offsets"].clone()
     bad_off.view(-1)[-1] = M + 1
@@ -969,8 +1230,12 @@ def test_simt_kernels_stay_in_bounds_with_malformed_indices():
     )
     assert torch.equal(alphas, torch.zeros_like(alphas))
     grads = simt.rasterize_to_pixels_backward(
-        *op_args({**scene, "flatten_ids": ids, "isect_offsets": off}), None, alphas,
-        torch.full_like(last_ids, 1_000_000), torch.ones(1, 16, 16, 1), torch.ones(1, 16, 16, 1),
+        *op_args({**scene, "flatten_ids": ids, "isect_offsets": off}),
+        None,
+        alphas,
+        torch.full_like(last_ids, 1_000_000),
+        torch.ones(1, 16, 16, 1),
+        torch.ones(1, 16, 16, 1),
         True,
     )
     for g in grads:
@@ -989,10 +1254,17 @@ def test_non_contiguous_inputs_give_the_same_result():
     assert not any(v.is_contiguous() for v in views.values())
 
     def run(s):
-        leaves = {k: s[k].detach().clone().requires_grad_(True) if s[k].is_contiguous()
-                  else s[k].detach().requires_grad_(True) for k in DIFF}
-        c, a = rasterize_to_pixels(*[leaves[k] for k in ARG_ORDER[:4]],
-                                   *[s[k] for k in ARG_ORDER[5:]], backgrounds=leaves["backgrounds"])
+        leaves = {
+            k: s[k].detach().clone().requires_grad_(True)
+            if s[k].is_contiguous()
+            else s[k].detach().requires_grad_(True)
+            for k in DIFF
+        }
+        c, a = rasterize_to_pixels(
+            *[leaves[k] for k in ARG_ORDER[:4]],
+            *[s[k] for k in ARG_ORDER[5:]],
+            backgrounds=leaves["backgrounds"],
+        )
         ((c * c).sum() + a.sum()).backward()
         return c, a, {k: v.grad for k, v in leaves.items()}
 

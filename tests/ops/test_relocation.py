@@ -125,8 +125,9 @@ def test_ratio_one_returns_the_inputs(backend):
     opacities, scales, _ = gaussians(count(backend), seed=3)
     opacities[:5] = torch.tensor([1.0, 0.999999, 1e-7, 0.5, 0.1])
     ratios = torch.ones(opacities.shape, dtype=torch.int32)
-    new_opacities, new_scales = backend.compute_relocation(opacities, scales, ratios,
-                                                           binomial_table())
+    new_opacities, new_scales = backend.compute_relocation(
+        opacities, scales, ratios, binomial_table()
+    )
     assert torch.equal(new_opacities, opacities)
     assert torch.equal(new_scales, scales)
 
@@ -159,12 +160,14 @@ def test_raw_op_clamps_ratios(backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_empty_and_n_max_one(backend):
-    empty = backend.compute_relocation(torch.empty(0), torch.empty(0, 3),
-                                       torch.empty(0, dtype=torch.int32), binomial_table())
+    empty = backend.compute_relocation(
+        torch.empty(0), torch.empty(0, 3), torch.empty(0, dtype=torch.int32), binomial_table()
+    )
     assert empty[0].shape == (0,) and empty[1].shape == (0, 3)
     opacities, scales, _ = gaussians(4, seed=6)
-    got = backend.compute_relocation(opacities, scales, torch.full((4,), 3, dtype=torch.int32),
-                                     torch.ones(1, 1))
+    got = backend.compute_relocation(
+        opacities, scales, torch.full((4,), 3, dtype=torch.int32), torch.ones(1, 1)
+    )
     assert torch.equal(got[0], opacities) and torch.equal(got[1], scales)
 
 
@@ -174,8 +177,10 @@ def test_simt_equals_cpu():
     opacities, scales, ratios = gaussians(700, seed=7)
     binoms = binomial_table()
     cpu = CPU.compute_relocation(opacities, scales, ratios, binoms)
-    assert all(torch.equal(a, b)
-               for a, b in zip(cpu, simt.compute_relocation(opacities, scales, ratios, binoms)))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(cpu, simt.compute_relocation(opacities, scales, ratios, binoms))
+    )
 
 
 # ------------------------------------------------------------------ the public function
@@ -212,9 +217,13 @@ def test_dtypes_and_strides():
     opacities, scales, ratios = gaussians(50, seed=10)
     binoms = binomial_table()
     want = compute_relocation(opacities, scales, ratios, binoms)
-    assert all(torch.equal(a, b) for a, b in zip(
-        compute_relocation(opacities.double(), scales.double(), ratios.long(),
-                           binoms.double()), want))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(
+            compute_relocation(opacities.double(), scales.double(), ratios.long(), binoms.double()),
+            want,
+        )
+    )
     strided = compute_relocation(
         torch.stack([opacities, opacities], -1)[:, 0],
         scales.t().contiguous().t(),
@@ -224,8 +233,9 @@ def test_dtypes_and_strides():
     assert all(torch.equal(a, b) for a, b in zip(strided, want))
     half = compute_relocation(opacities.half(), scales.bfloat16(), ratios, binoms)
     assert half[0].dtype == torch.float32 and half[1].dtype == torch.float32
-    assert_matches_reference(half, opacities.half().float(), scales.bfloat16().float(),
-                             ratios, binoms)
+    assert_matches_reference(
+        half, opacities.half().float(), scales.bfloat16().float(), ratios, binoms
+    )
 
 
 @pytest.mark.parametrize("simt_backend", [False, pytest.param(True, marks=pytest.mark.simt)])
@@ -268,8 +278,9 @@ def test_use_simt_routes_the_public_function():
 
 def test_meta_tensors_give_shapes():
     opacities, scales, ratios = (t.to("meta") for t in gaussians(7))
-    new_opacities, new_scales = compute_relocation(opacities, scales, ratios,
-                                                   binomial_table().to("meta"))
+    new_opacities, new_scales = compute_relocation(
+        opacities, scales, ratios, binomial_table().to("meta")
+    )
     assert new_opacities.shape == (7,) and new_scales.shape == (7, 3)
     assert new_scales.device.type == "meta" and new_scales.dtype == torch.float32
 
@@ -312,8 +323,9 @@ assert len(calls) == 2 and params["opacities"].shape == (n + 16,)
 assert torch.allclose(torch.exp(params["scales"].detach()[n:]), calls[1][1][1], rtol=1e-5)
 print("ok")
 """
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
 
 
@@ -324,8 +336,12 @@ print("ok")
 @pytest.mark.parametrize("requires_grad", [False, True], ids=["plain", "requires_grad"])
 def test_opcheck(backend, requires_grad):
     opacities, scales, ratios = gaussians(12, seed=13)
-    args = (opacities.requires_grad_(requires_grad), scales.requires_grad_(requires_grad),
-            ratios, binomial_table())
+    args = (
+        opacities.requires_grad_(requires_grad),
+        scales.requires_grad_(requires_grad),
+        ratios,
+        binomial_table(),
+    )
     torch.library.opcheck(backend.compute_relocation.default, args)
 
 
@@ -338,8 +354,12 @@ def test_torch_compile_fullgraph():
 
         def relocate(o, s, r, b):  # as gsplat's relocate uses it
             new_opacities, new_scales = compute_relocation(o, s, r, b)
-            return (new_opacities, new_scales, torch.logit(new_opacities.clamp(0.005, 1 - 1e-7)),
-                    new_scales.log())
+            return (
+                new_opacities,
+                new_scales,
+                torch.logit(new_opacities.clamp(0.005, 1 - 1e-7)),
+                new_scales.log(),
+            )
 
         compiled = torch.compile(relocate, fullgraph=True)
         got = compiled(opacities, scales, ratios, binoms)
@@ -354,8 +374,9 @@ def test_torch_compile_fullgraph():
 # -------------------------------------------------------------------------- properties
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(
     seed=st.integers(0, 2**31 - 1),
     n=st.integers(0, 40),
@@ -372,8 +393,13 @@ def test_properties(seed, n, n_max, opacity_range, ratio_spread, int64):
     lo, hi = opacity_range
     opacities = lo + (hi - lo) * torch.rand(n, generator=gen)
     scales = torch.exp(torch.randn((n, 3), generator=gen) * 2)
-    ratios = torch.randint(1 - ratio_spread, n_max + 1 + ratio_spread, (n,), generator=gen,
-                           dtype=torch.int64 if int64 else torch.int32)
+    ratios = torch.randint(
+        1 - ratio_spread,
+        n_max + 1 + ratio_spread,
+        (n,),
+        generator=gen,
+        dtype=torch.int64 if int64 else torch.int32,
+    )
     binoms = binomial_table(n_max)
     got = compute_relocation(opacities, scales, ratios, binoms)
     assert_matches_reference(got, opacities, scales, ratios, binoms)
@@ -412,19 +438,28 @@ def _call(**changes):
         ({"ratios": torch.ones(6)}, TypeError, "ratios must be int32 or int64, got torch.float32"),
         ({"ratios": torch.ones(6, dtype=torch.uint8)}, TypeError, "ratios must be int32 or int64"),
         ({"opacities": torch.ones(6, 1)}, ValueError, r"opacities must have shape \[N\]"),
-        ({"opacities": torch.tensor(0.5)}, ValueError, r"opacities must have shape \[N\], got \(\)"),
+        (
+            {"opacities": torch.tensor(0.5)},
+            ValueError,
+            r"opacities must have shape \[N\], got \(\)",
+        ),
         ({"scales": torch.ones(6, 4)}, ValueError, r"scales must have shape \[N, 3\] = \[6, 3\]"),
         ({"scales": torch.ones(5, 3)}, ValueError, r"scales must have shape \[N, 3\] = \[6, 3\]"),
-        ({"ratios": torch.ones(5, dtype=torch.int32)}, ValueError,
-         r"ratios must have shape \[N\] = \[6\]"),
+        (
+            {"ratios": torch.ones(5, dtype=torch.int32)},
+            ValueError,
+            r"ratios must have shape \[N\] = \[6\]",
+        ),
         ({"ratios": torch.ones(6, 1, dtype=torch.int32)}, ValueError, "ratios must have shape"),
         ({"binoms": torch.ones(8, 7)}, ValueError, r"binoms must have shape \[n_max, n_max\]"),
         ({"binoms": torch.ones(0, 0)}, ValueError, "with n_max >= 1"),
         ({"binoms": torch.ones(8)}, ValueError, "binoms must have shape"),
-        ({"scales": torch.ones(6, 3, device="meta")}, ValueError,
-         "same device, got .*scales on meta"),
-        ({"ratios": torch.ones(6, dtype=torch.int32, device="meta")}, ValueError,
-         "ratios on meta"),
+        (
+            {"scales": torch.ones(6, 3, device="meta")},
+            ValueError,
+            "same device, got .*scales on meta",
+        ),
+        ({"ratios": torch.ones(6, dtype=torch.int32, device="meta")}, ValueError, "ratios on meta"),
     ],
 )
 def test_bad_inputs_raise(changes, exc, fragment):

@@ -28,40 +28,77 @@ def scene(C=2, N=80, D=3, seed=0):
     colors = torch.rand(C, N, D, generator=gen)
     viewmats, Ks = cameras(C, W, H)
     backgrounds = torch.rand(C, D, generator=gen)
-    return dict(means=means, quats=quats, scales=scales * 2.5, opacities=opacities,
-                colors=colors, viewmats=viewmats, Ks=Ks, backgrounds=backgrounds)  # fmt: skip
+    return dict(
+        means=means,
+        quats=quats,
+        scales=scales * 2.5,
+        opacities=opacities,
+        colors=colors,
+        viewmats=viewmats,
+        Ks=Ks,
+        backgrounds=backgrounds,
+    )
 
 
 def reference_render(s, dtype=torch.float64, antialiased=False):
     """The chain from the references; discrete decisions (radii, tiles) from float32."""
     with torch.no_grad():
         radii, means2d32, depths32, _, _ = oracle(
-            s["means"].float(), None, s["quats"].float(), s["scales"].float(),
-            s["viewmats"].float(), s["Ks"].float(), W, H,
-        )  # fmt: skip
+            s["means"].float(),
+            None,
+            s["quats"].float(),
+            s["scales"].float(),
+            s["viewmats"].float(),
+            s["Ks"].float(),
+            W,
+            H,
+        )
         tw, th = math.ceil(W / TILE), math.ceil(H / TILE)
         _, isect_ids, flatten_ids = torch_impl._isect_tiles(
             means2d32, radii, depths32, TILE, tw, th
         )
         offsets = torch_impl._isect_offset_encode(isect_ids, len(s["viewmats"]), tw, th)
     _, means2d, _, conics, comp = oracle(
-        s["means"].to(dtype), None, s["quats"].to(dtype), s["scales"].to(dtype),
-        s["viewmats"].to(dtype), s["Ks"].to(dtype), W, H, calc_compensations=antialiased,
-    )  # fmt: skip
+        s["means"].to(dtype),
+        None,
+        s["quats"].to(dtype),
+        s["scales"].to(dtype),
+        s["viewmats"].to(dtype),
+        s["Ks"].to(dtype),
+        W,
+        H,
+        calc_compensations=antialiased,
+    )
     opacities = s["opacities"].to(dtype).expand(len(s["viewmats"]), -1)
     if antialiased:
         opacities = opacities * comp
     return rasterize_reference(
-        means2d, conics, s["colors"].to(dtype), opacities, W, H, TILE, offsets,
-        flatten_ids.int(), backgrounds=s["backgrounds"].to(dtype),
-    )  # fmt: skip
+        means2d,
+        conics,
+        s["colors"].to(dtype),
+        opacities,
+        W,
+        H,
+        TILE,
+        offsets,
+        flatten_ids.int(),
+        backgrounds=s["backgrounds"].to(dtype),
+    )
 
 
 def render(s, **kwargs):
     colors, alphas, meta = prebuild.rasterization(
-        s["means"], s["quats"], s["scales"], s["opacities"], s["colors"], s["viewmats"],
-        s["Ks"], W, H, **{"tile_size": TILE, "backgrounds": s["backgrounds"], "packed": False, **kwargs},
-    )  # fmt: skip
+        s["means"],
+        s["quats"],
+        s["scales"],
+        s["opacities"],
+        s["colors"],
+        s["viewmats"],
+        s["Ks"],
+        W,
+        H,
+        **{"tile_size": TILE, "backgrounds": s["backgrounds"], "packed": False, **kwargs},
+    )
     return colors, alphas, meta
 
 
@@ -80,9 +117,13 @@ def test_values_and_gradients_match_the_reference_chain(mode):
     torch.testing.assert_close(alphas.double(), ref_alphas.detach(), rtol=1e-4, atol=1e-4)
 
     gen = torch.Generator().manual_seed(5)
-    v_colors, v_alphas = torch.randn(colors.shape, generator=gen), torch.randn(alphas.shape, generator=gen)
-    grads = torch.autograd.grad((colors * v_colors).sum() + (alphas * v_alphas).sum(),
-                                [ours[k] for k in leaves])  # fmt: skip
+    v_colors, v_alphas = (
+        torch.randn(colors.shape, generator=gen),
+        torch.randn(alphas.shape, generator=gen),
+    )
+    grads = torch.autograd.grad(
+        (colors * v_colors).sum() + (alphas * v_alphas).sum(), [ours[k] for k in leaves]
+    )
     ref_grads = torch.autograd.grad(
         (ref_colors * v_colors.double()).sum() + (ref_alphas * v_alphas.double()).sum(),
         [ref[k] for k in leaves],
@@ -109,7 +150,12 @@ def test_depth_render_modes_agree():
     # expected depth lies between the nearest and farthest visible Gaussian
     visible = meta["radii"].gt(0).all(-1)
     depths = meta["depths"][visible]
-    assert depths.min() - 1e-4 <= expected[covered].min() <= expected[covered].max() <= depths.max() + 1e-4
+    assert (
+        depths.min() - 1e-4
+        <= expected[covered].min()
+        <= expected[covered].max()
+        <= depths.max() + 1e-4
+    )
 
 
 def test_colors_shared_by_cameras_equal_per_camera_colors():
@@ -163,8 +209,13 @@ def test_bad_shapes_are_named(field, value, fragment):
 
 @pytest.mark.parametrize(
     "override",
-    [dict(with_ut=True), dict(distributed=True), dict(with_eval3d=True),
-     dict(radial_coeffs=torch.zeros(2, 6)), dict(camera_model="ftheta")],
+    [
+        dict(with_ut=True),
+        dict(distributed=True),
+        dict(with_eval3d=True),
+        dict(radial_coeffs=torch.zeros(2, 6)),
+        dict(camera_model="ftheta"),
+    ],
 )
 def test_what_prebuild_leaves_out_is_refused_by_name(override):
     name = next(iter(override))
@@ -245,16 +296,31 @@ def test_camera_models_chain_the_public_ops(camera_model):
         s["Ks"][:, 0, 0] = s["Ks"][:, 1, 1] = 8.0
     colors, alphas, _ = render(s, camera_model=camera_model)
     radii, means2d, depths, conics, _ = prebuild.fully_fused_projection(
-        s["means"], None, s["quats"], s["scales"], s["viewmats"], s["Ks"], W, H,
+        s["means"],
+        None,
+        s["quats"],
+        s["scales"],
+        s["viewmats"],
+        s["Ks"],
+        W,
+        H,
         camera_model=camera_model,
-    )  # fmt: skip
+    )
     tw, th = math.ceil(W / TILE), math.ceil(H / TILE)
     _, isect_ids, flatten_ids = prebuild.isect_tiles(means2d, radii, depths, TILE, tw, th)
     offsets = prebuild.isect_offset_encode(isect_ids, 2, tw, th)
     want = prebuild.rasterize_to_pixels(
-        means2d, conics, s["colors"], s["opacities"].expand(2, -1), W, H, TILE, offsets,
-        flatten_ids, backgrounds=s["backgrounds"],
-    )  # fmt: skip
+        means2d,
+        conics,
+        s["colors"],
+        s["opacities"].expand(2, -1),
+        W,
+        H,
+        TILE,
+        offsets,
+        flatten_ids,
+        backgrounds=s["backgrounds"],
+    )
     assert (alphas > 0.3).any()
     torch.testing.assert_close(colors, want[0])
     torch.testing.assert_close(alphas, want[1])
@@ -266,8 +332,19 @@ def test_meta_carries_what_gsplats_strategies_read(packed):
     colors, alphas, meta = render(s, packed=packed, absgrad=True)
     meta["means2d"].retain_grad()
     (colors.sum() + alphas.sum()).backward()
-    for key in ("means2d", "radii", "width", "height", "n_cameras", "tile_size", "depths",
-                "conics", "opacities", "isect_offsets", "flatten_ids"):  # fmt: skip
+    for key in (
+        "means2d",
+        "radii",
+        "width",
+        "height",
+        "n_cameras",
+        "tile_size",
+        "depths",
+        "conics",
+        "opacities",
+        "isect_offsets",
+        "flatten_ids",
+    ):
         assert key in meta, key
     assert (meta["width"], meta["height"], meta["n_cameras"]) == (W, H, 2)
     grad, absgrad = meta["means2d"].grad, meta["means2d"].absgrad
@@ -306,10 +383,15 @@ def test_simt_backend_renders_like_the_cpu():
     ours = {name for name in called if name.startswith("prebuild")}
     assert {n.split(".")[0] for n in ours} == {"prebuild_simt"}, ours
     assert {n.split(".")[1] for n in ours} >= {
-        "fully_fused_projection_forward", "fully_fused_projection_backward",
-        "spherical_harmonics_forward", "spherical_harmonics_backward", "isect_tiles",
-        "isect_offset_encode", "rasterize_to_pixels_forward", "rasterize_to_pixels_backward",
-    }  # fmt: skip
+        "fully_fused_projection_forward",
+        "fully_fused_projection_backward",
+        "spherical_harmonics_forward",
+        "spherical_harmonics_backward",
+        "isect_tiles",
+        "isect_offset_encode",
+        "rasterize_to_pixels_forward",
+        "rasterize_to_pixels_backward",
+    }
     torch.testing.assert_close(c[0], g[0], rtol=1e-5, atol=1e-5)
     for a, b in zip(_grads(cpu, c), g_grads):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
@@ -336,7 +418,9 @@ def test_fit_image_example_learns():
     assert set(counts) == {150}  # no densification asked for
 
 
-@pytest.mark.parametrize("strategy, absgrad", [("default", False), ("default", True), ("mcmc", False)])
+@pytest.mark.parametrize(
+    "strategy, absgrad", [("default", False), ("default", True), ("mcmc", False)]
+)
 def test_fit_image_densifies_with_gsplats_strategies(strategy, absgrad):
     """gsplat's own DefaultStrategy drives densification from prebuild.rasterization's meta
     (means2d gradients or absgrad, radii, gaussian_ids, width, height, n_cameras), and its
@@ -344,9 +428,16 @@ def test_fit_image_densifies_with_gsplats_strategies(strategy, absgrad):
     Gaussian count changes and the loss still falls."""
     fit_image = load_fit_image()
     history, _, _, _, counts = fit_image.fit(
-        size=32, n=60, steps=60, seed=1, log_every=0, sh_degree=1, sh_every=20,
-        densify=strategy, absgrad=absgrad,
-    )  # fmt: skip
+        size=32,
+        n=60,
+        steps=60,
+        seed=1,
+        log_every=0,
+        sh_degree=1,
+        sh_every=20,
+        densify=strategy,
+        absgrad=absgrad,
+    )
     assert all(math.isfinite(v) for v in history)
     assert counts[0] == 60 and len(set(counts)) > 1, sorted(set(counts))
     assert history[-1] < history[0] / 2, history[:: len(history) // 6]

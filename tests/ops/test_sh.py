@@ -180,10 +180,14 @@ def test_simt_equals_cpu(degree):
     masks = torch.rand(700, generator=torch.Generator().manual_seed(degree)) < 0.8
     v = randn_like(dirs)
     for m in (None, masks):
-        assert torch.equal(CPU.spherical_harmonics_forward(degree, dirs, coeffs, m),
-                           simt.spherical_harmonics_forward(degree, dirs, coeffs, m))
-        for a, b in zip(CPU.spherical_harmonics_backward(degree, dirs, coeffs, m, v, True),
-                        simt.spherical_harmonics_backward(degree, dirs, coeffs, m, v, True)):
+        assert torch.equal(
+            CPU.spherical_harmonics_forward(degree, dirs, coeffs, m),
+            simt.spherical_harmonics_forward(degree, dirs, coeffs, m),
+        )
+        for a, b in zip(
+            CPU.spherical_harmonics_backward(degree, dirs, coeffs, m, v, True),
+            simt.spherical_harmonics_backward(degree, dirs, coeffs, m, v, True),
+        ):
             assert torch.equal(a, b)
 
 
@@ -196,8 +200,16 @@ def test_zero_tiny_and_huge_directions(backend, degree):
     """A zero or tiny (< 1e-12) direction is normalised as F.normalize does (gsplat's PyTorch
     implementation: the zero vector, not gsplat's kernel's NaN), gradients included; a
     direction whose squared norm overflows float32 still gets its unit vector."""
-    dirs = torch.tensor([[0.0, 0.0, 0.0], [1e-30, -2e-30, 0.0], [3e-13, 0.0, 4e-13],
-                         [1e30, -2e30, 3e30], [3e38, 3e38, -3e38], [0.3, -0.5, 0.8]])  # fmt: skip
+    dirs = torch.tensor(
+        [
+            [0.0, 0.0, 0.0],
+            [1e-30, -2e-30, 0.0],
+            [3e-13, 0.0, 4e-13],
+            [1e30, -2e30, 3e30],
+            [3e38, 3e38, -3e38],
+            [0.3, -0.5, 0.8],
+        ]
+    )
     coeffs = torch.randn(len(dirs), 25, 3, generator=torch.Generator().manual_seed(1))
     v = randn_like(dirs)
     colors = backend.spherical_harmonics_forward(degree, dirs, coeffs, None)
@@ -208,8 +220,9 @@ def test_zero_tiny_and_huge_directions(backend, degree):
     torch.testing.assert_close(v_coeffs.double(), ref[1], **TOL)
     # The huge directions: the unit direction's colours, scaled-down gradients.
     unit = dirs[3:5].double() / dirs[3:5].double().norm(dim=-1, keepdim=True)
-    torch.testing.assert_close(colors[3:5].double(), oracle(degree, unit, coeffs[3:5].double(),
-                                                            v[3:5].double())[0], **TOL)  # fmt: skip
+    torch.testing.assert_close(
+        colors[3:5].double(), oracle(degree, unit, coeffs[3:5].double(), v[3:5].double())[0], **TOL
+    )
     # Gradients are relative to 1 / max(|d|, 1e-12): up to 1e12 for the tiny ones.
     scale = ref[2].abs().amax(-1, keepdim=True).clamp_min(1e-30)
     torch.testing.assert_close(v_dirs.double() / scale, ref[2] / scale, **TOL)
@@ -392,8 +405,11 @@ def _call(**changes):
         ({"coeffs": torch.zeros(2, 6, 9, 3, dtype=torch.bool)}, TypeError, "coeffs has dtype"),
         ({"coeffs": torch.zeros(1, 6, 9, 3)}, ValueError, "not broadcast"),
         ({"coeffs": torch.zeros(6, 9, 3)}, ValueError, "batch dimensions of dirs"),
-        ({"coeffs": torch.zeros(2, 6, 9, 4)}, ValueError,
-         r"coeffs must have shape \[\.\.\., K, 3\]"),
+        (
+            {"coeffs": torch.zeros(2, 6, 9, 4)},
+            ValueError,
+            r"coeffs must have shape \[\.\.\., K, 3\]",
+        ),
         ({"masks": torch.ones(2, 6)}, TypeError, "masks must be bool"),
         ({"masks": torch.ones(6, dtype=torch.bool)}, ValueError, r"masks must have shape \[2, 6\]"),
         ({"masks": torch.ones(2, 6, dtype=torch.bool, device="meta")}, ValueError, "same device"),

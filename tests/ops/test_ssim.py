@@ -92,8 +92,16 @@ def _assert_grad_close(actual, expected, padding="same"):
     torch.testing.assert_close(actual.double(), expected.double(), rtol=1e-4, atol=atol)
 
 
-SAME_SHAPES = [(1, 1, 17, 23), (2, 3, 33, 40), (3, 2, 16, 16), (1, 1, 5, 7), (1, 1, 1, 1),
-               (2, 1, 11, 11), (1, 2, 3, 50), (1, 1, 40, 2)]
+SAME_SHAPES = [
+    (1, 1, 17, 23),
+    (2, 3, 33, 40),
+    (3, 2, 16, 16),
+    (1, 1, 5, 7),
+    (1, 1, 1, 1),
+    (2, 1, 11, 11),
+    (1, 2, 3, 50),
+    (1, 1, 40, 2),
+]
 VALID_SHAPES = [(1, 1, 17, 23), (2, 3, 33, 40), (3, 2, 16, 16), (1, 1, 11, 11), (2, 1, 12, 31)]
 KINDS = ["random", "noisy", "blurred", "shifted", "contrast", "inverted", "independent"]
 
@@ -152,9 +160,7 @@ def test_impulse_response_sees_the_whole_gaussian_window():
     y = torch.zeros_like(x)
     y[0, 0, 11, 12] = 0.7
     ssim_map, _ = FWD(x, y, False)
-    torch.testing.assert_close(
-        ssim_map.double(), ssim_map_reference(x, y), rtol=0, atol=MAP_ATOL
-    )
+    torch.testing.assert_close(ssim_map.double(), ssim_map_reference(x, y), rtol=0, atol=MAP_ATOL)
     # The window reaches exactly 5 pixels: pixels 6 away from both impulses (in rows or in
     # columns) see only zeros, so S == 1 there; pixels 5 away do not.
     m = ssim_map[0, 0]
@@ -211,9 +217,17 @@ def test_valid_is_mean_of_cropped_map():
 
 @pytest.mark.parametrize(
     "shape,padding",
-    [((1, 1, 17, 23), "same"), ((2, 3, 33, 40), "same"), ((3, 2, 16, 16), "same"),
-     ((1, 1, 5, 7), "same"), ((1, 1, 1, 1), "same"), ((1, 1, 17, 23), "valid"),
-     ((2, 3, 33, 40), "valid"), ((3, 2, 16, 16), "valid"), ((1, 1, 11, 11), "valid")],
+    [
+        ((1, 1, 17, 23), "same"),
+        ((2, 3, 33, 40), "same"),
+        ((3, 2, 16, 16), "same"),
+        ((1, 1, 5, 7), "same"),
+        ((1, 1, 1, 1), "same"),
+        ((1, 1, 17, 23), "valid"),
+        ((2, 3, 33, 40), "valid"),
+        ((3, 2, 16, 16), "valid"),
+        ((1, 1, 11, 11), "valid"),
+    ],
 )
 def test_identical_images_give_one(shape, padding):
     x = _rand(shape)
@@ -232,8 +246,11 @@ def test_batches_and_channels_are_independent():
     # The mean over a batch equals the mean of per-(b, c) SSIMs (same H, W).
     x, y = _pair("noisy", (2, 3, 18, 22))
     whole = fused_ssim(x, y).item()
-    parts = [fused_ssim(x[b : b + 1, c : c + 1], y[b : b + 1, c : c + 1]).item()
-             for b in range(2) for c in range(3)]
+    parts = [
+        fused_ssim(x[b : b + 1, c : c + 1], y[b : b + 1, c : c + 1]).item()
+        for b in range(2)
+        for c in range(3)
+    ]
     assert whole == pytest.approx(sum(parts) / len(parts), abs=1e-6)
     # Changing one plane changes only that plane's map.
     y2 = y.clone()
@@ -257,8 +274,13 @@ def test_constant_images_with_float32_tolerance():
 # --------------------------------------------------------------------- 2. gradients
 
 
-GRAD_CASES = [((1, 1, 17, 23), "random"), ((2, 3, 33, 40), "noisy"), ((3, 2, 16, 16), "blurred"),
-              ((1, 2, 13, 29), "shifted"), ((2, 1, 12, 12), "inverted")]
+GRAD_CASES = [
+    ((1, 1, 17, 23), "random"),
+    ((2, 3, 33, 40), "noisy"),
+    ((3, 2, 16, 16), "blurred"),
+    ((1, 2, 13, 29), "shifted"),
+    ((2, 1, 12, 12), "inverted"),
+]
 
 
 @pytest.mark.parametrize("train", [True, False])
@@ -369,8 +391,11 @@ def test_gradient_through_raw_forward_op_with_arbitrary_upstream():
     # takes fused_ssim_forward_backward's autograd formula off its scaling path).
     x, y = _pair("noisy", (2, 2, 15, 27))
     w = torch.rand(x.shape)
-    forwards = [lambda a, b: FWD(a, b, True)[0], lambda a, b: FWD(a, b, False)[0],
-                lambda a, b: FB(a, b, True)[0]]  # fmt: skip
+    forwards = [
+        lambda a, b: FWD(a, b, True)[0],
+        lambda a, b: FWD(a, b, False)[0],
+        lambda a, b: FB(a, b, True)[0],
+    ]
     for forward in forwards:
         a = x.clone().requires_grad_(True)
         b = y.clone().requires_grad_(True)
@@ -386,8 +411,10 @@ def test_gradient_through_raw_forward_op_with_arbitrary_upstream():
 # ------------------------------------------------------------------------- 3. raw map
 
 
-@pytest.mark.parametrize("shape", [(1, 1, 17, 23), (2, 3, 33, 40), (3, 2, 16, 16), (1, 1, 5, 7),
-                                   (1, 1, 1, 1), (1, 1, 64, 3)])
+@pytest.mark.parametrize(
+    "shape",
+    [(1, 1, 17, 23), (2, 3, 33, 40), (3, 2, 16, 16), (1, 1, 5, 7), (1, 1, 1, 1), (1, 1, 64, 3)],
+)
 @pytest.mark.parametrize("kind", ["random", "noisy", "shifted"])
 def test_raw_map_matches_reference(shape, kind):
     x, y = _pair(kind, shape, seed=11)
@@ -505,8 +532,9 @@ def test_mixed_float_dtypes():
     assert a.grad.dtype == torch.float16 and b.grad.dtype == torch.float64
 
 
-@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.int32, torch.bool,
-                                   torch.complex64])
+@pytest.mark.parametrize(
+    "dtype", [torch.int64, torch.uint8, torch.int32, torch.bool, torch.complex64]
+)
 @pytest.mark.parametrize("which", [0, 1])
 def test_non_float_dtype_raises_type_error(dtype, which):
     imgs = [torch.rand(1, 1, 16, 16), torch.rand(1, 1, 16, 16)]
@@ -764,7 +792,9 @@ def test_broadcast_grad_map_matches_the_written_out_one():
     x, y = _pair("noisy", (2, 2, 21, 30))
     _, dS = FWD(x, y, True)
     for ds in (dS, torch.empty(0)):
-        for got, want in zip(BWD(_broadcast(0.25, x.shape), x, y, ds), BWD(torch.full(x.shape, 0.25), x, y, ds)):
+        for got, want in zip(
+            BWD(_broadcast(0.25, x.shape), x, y, ds), BWD(torch.full(x.shape, 0.25), x, y, ds)
+        ):
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-9)
 
 
@@ -907,9 +937,18 @@ def test_channels_last_images_warn_once_and_can_be_silenced():
         right = fused_ssim(a.permute(0, 3, 1, 2), b.permute(0, 3, 1, 2))
         warnings.filterwarnings("ignore", category=ChannelsLastWarning)
         assert fused_ssim(a, b).item() == wrong.item()  # silenced; the value is unchanged
-    assert right.item() == pytest.approx(ssim_reference(a.permute(0, 3, 1, 2), b.permute(0, 3, 1, 2)).item(), abs=1e-5)
+    assert right.item() == pytest.approx(
+        ssim_reference(a.permute(0, 3, 1, 2), b.permute(0, 3, 1, 2)).item(), abs=1e-5
+    )
     assert looks_channels_last((4, 64, 64, 1)) and looks_channels_last((2, 32, 40, 4))
-    for shape in [(1, 3, 64, 64), (1, 1, 8, 8), (1, 4, 3, 3), (2, 64, 64, 5), (1, 3, 16, 4), (3, 64, 4, 3)]:
+    for shape in [
+        (1, 3, 64, 64),
+        (1, 1, 8, 8),
+        (1, 4, 3, 3),
+        (2, 64, 64, 5),
+        (1, 3, 16, 4),
+        (3, 64, 4, 3),
+    ]:
         assert not looks_channels_last(shape), shape
 
 
@@ -917,5 +956,7 @@ def test_fake_forward_backward_names_its_op_and_shapes():
     a = torch.empty(2, 3, 16, 17, device="meta")
     m, g1, g2 = FB(a, a, False)
     assert m.shape == g1.shape == a.shape and g2.shape == (0,) and m.device.type == "meta"
-    with pytest.raises(RuntimeError, match="fused_ssim_forward_backward: img1 and img2 must have the same shape"):
+    with pytest.raises(
+        RuntimeError, match="fused_ssim_forward_backward: img1 and img2 must have the same shape"
+    ):
         FB(a, a[..., :16])

@@ -49,7 +49,9 @@ def test_cpu_kernels_equal_the_cuda_kernels_bit_for_bit(shape):
     cpu, gpu = CPU.fused_ssim_forward(x, y, True), simt.fused_ssim_forward(x, y, True)
     assert torch.equal(cpu[0], gpu[0]) and torch.equal(cpu[1], gpu[1])
     grad = torch.rand(shape, generator=torch.Generator().manual_seed(4))
-    for a, b in zip(CPU.fused_ssim_backward(grad, x, y, cpu[1]), simt.fused_ssim_backward(grad, x, y, gpu[1])):
+    for a, b in zip(
+        CPU.fused_ssim_backward(grad, x, y, cpu[1]), simt.fused_ssim_backward(grad, x, y, gpu[1])
+    ):
         assert torch.equal(a, b)
 
 
@@ -62,7 +64,9 @@ def test_forward_backward_is_both_kernels_back_to_back(shape):
     fm, dS = simt.fused_ssim_forward(x, y, True)
     b1, b2 = simt.fused_ssim_backward(torch.ones(shape), x, y, dS)
     torch.testing.assert_close(g1, b1, rtol=1e-5, atol=1e-6)
-    assert torch.equal(m, fm) and torch.equal(g2, simt.fused_ssim_backward(torch.tensor(1.0).expand(shape), x, y, dS)[1])
+    assert torch.equal(m, fm) and torch.equal(
+        g2, simt.fused_ssim_backward(torch.tensor(1.0).expand(shape), x, y, dS)[1]
+    )
     for a, b in zip(CPU.fused_ssim_forward_backward(x, y), (m, g1, g2)):
         assert torch.equal(a, b)
     _, h1, h2 = simt.fused_ssim_forward_backward(x, y, False)

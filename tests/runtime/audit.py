@@ -15,9 +15,15 @@ import sys
 import threading
 
 SPAWN_EVENTS = {
-    "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.fork", "os.forkpty",
-    "os.spawn", "os.startfile",
-}  # fmt: skip
+    "subprocess.Popen",
+    "os.system",
+    "os.exec",
+    "os.posix_spawn",
+    "os.fork",
+    "os.forkpty",
+    "os.spawn",
+    "os.startfile",
+}
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 REPORT_PREFIX = "AUDIT "
 
@@ -45,18 +51,20 @@ class Audit:
         sys.addaudithook(self._hook)
 
     @classmethod
-    def from_env(cls) -> "Audit":
+    def from_env(cls) -> Audit:
         """Watch HOME, TORCH_EXTENSIONS_DIR and the prebuild package directory (found
         without importing the package)."""
         import importlib.util
 
         spec = importlib.util.find_spec("prebuild")
         assert spec is not None and spec.origin is not None
-        return cls({
-            "home": os.environ["HOME"],
-            "ext": os.environ["TORCH_EXTENSIONS_DIR"],
-            "pkg": os.path.dirname(spec.origin),
-        })  # fmt: skip
+        return cls(
+            {
+                "home": os.environ["HOME"],
+                "ext": os.environ["TORCH_EXTENSIONS_DIR"],
+                "pkg": os.path.dirname(spec.origin),
+            }
+        )
 
     def _hook(self, event: str, args: tuple) -> None:
         if event in SPAWN_EVENTS:
@@ -78,8 +86,10 @@ class Audit:
             "events": list(self.events),
             "dlopens": list(self.dlopens),
             "threads": [self.threads_at_start, threading.active_count()],
-            "cpp_extension": [self.cpp_extension_at_start,
-                              "torch.utils.cpp_extension" in sys.modules],  # fmt: skip
+            "cpp_extension": [
+                self.cpp_extension_at_start,
+                "torch.utils.cpp_extension" in sys.modules,
+            ],
             "cuda_initialized": torch.cuda.is_initialized(),
             "changed": sorted(
                 name for name, path in self.watch.items() if snapshot(path) != self.before[name]
@@ -95,7 +105,7 @@ class Audit:
 def parse_reports(stdout: str) -> list[dict]:
     """Every report a child (or several, through a launcher) printed."""
     return [
-        json.loads(line[len(REPORT_PREFIX):])
+        json.loads(line[len(REPORT_PREFIX) :])
         for line in stdout.splitlines()
         if line.startswith(REPORT_PREFIX)
     ]

@@ -41,17 +41,29 @@ class ChildEnv:
     def command(self, script: Path, *args: str) -> list[str]:
         return [sys.executable, "-B", str(script), *args]
 
-    def run(self, script: Path, *args: str, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
+    def run(
+        self, script: Path, *args: str, timeout: float = 300, **kwargs
+    ) -> subprocess.CompletedProcess:
         return subprocess.run(
-            self.command(script, *args), cwd=self.workdir, env=self.env,
-            capture_output=True, text=True, timeout=timeout, **kwargs,
-        )  # fmt: skip
+            self.command(script, *args),
+            cwd=self.workdir,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            **kwargs,
+        )
 
     def popen(self, script: Path, *args: str, **kwargs) -> subprocess.Popen:
         return subprocess.Popen(
-            self.command(script, *args), cwd=self.workdir, env=self.env,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs,
-        )  # fmt: skip
+            self.command(script, *args),
+            cwd=self.workdir,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            **kwargs,
+        )
 
     def untouched(self) -> bool:
         return list(self.home.iterdir()) == [] and list(self.extensions.iterdir()) == []

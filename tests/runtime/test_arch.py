@@ -49,7 +49,9 @@ def test_parse_arch_accepts_spellings(text, expected):
     assert parse_arch(text) == expected
 
 
-@pytest.mark.parametrize("text", ["sm_8", "abc", "", "   ", "sm_80b", "8.10", "sm_", "8", "sm_8000"])
+@pytest.mark.parametrize(
+    "text", ["sm_8", "abc", "", "   ", "sm_80b", "8.10", "sm_", "8", "sm_8000"]
+)
 def test_parse_arch_rejects_garbage_with_helpful_message(text):
     with pytest.raises(ArchError) as info:
         parse_arch(text)
@@ -64,7 +66,13 @@ def test_arch_error_is_a_value_error():
 
 def test_arch_names():
     a = Arch(9, 0, "a")
-    assert (a.number, a.sm, a.compute, a.tag, str(a)) == ("90a", "sm_90a", "compute_90a", "sm90a", "sm_90a")
+    assert (a.number, a.sm, a.compute, a.tag, str(a)) == (
+        "90a",
+        "sm_90a",
+        "compute_90a",
+        "sm90a",
+        "sm_90a",
+    )
     assert a.capability == (9, 0)
     assert Arch(12, 0).sm == "sm_120"
 
@@ -112,7 +120,9 @@ def test_parse_arch_list_rejects_a_bad_item():
 
 # --- check_supported ---------------------------------------------------------------------
 
-NVCC_13 = parse_arch_list("sm_75 sm_80 sm_86 sm_87 sm_88 sm_89 sm_90 sm_100 sm_110 sm_103 sm_120 sm_121")
+NVCC_13 = parse_arch_list(
+    "sm_75 sm_80 sm_86 sm_87 sm_88 sm_89 sm_90 sm_100 sm_110 sm_103 sm_120 sm_121"
+)
 
 
 def test_check_supported_accepts_valid_list():

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from prebuild.runtime.arch import parse_arch_list
-from prebuild.runtime.manifest import Library, Manifest
 from prebuild.runtime.compat import (
     DeviceVerdict,
     cuda_major_error,
@@ -24,6 +23,7 @@ from prebuild.runtime.errors import (
     TorchVersionError,
     UnsupportedGPUError,
 )
+from prebuild.runtime.manifest import Library, Manifest
 
 CPU_LIB = Library("_C.abi3.so", "cpu", "0" * 64)
 CUDA_LIB = Library("_C_cuda.abi3.so", "cuda", "1" * 64)
@@ -107,9 +107,11 @@ def test_undefined_symbol_with_new_enough_torch_is_explained():
 
 def test_missing_dependency_is_explained():
     error = load_failure_error(
-        manifest(), "_C.abi3.so", "2.13.0",
+        manifest(),
+        "_C.abi3.so",
+        "2.13.0",
         "libtorch_cpu.so: cannot open shared object file: No such file or directory",
-    )  # fmt: skip
+    )
     assert isinstance(error, LibraryLoadError)
     assert "is torch installed correctly" in str(error)
 
@@ -237,7 +239,11 @@ def test_every_error_names_the_package_the_wheel_belongs_to():
         str(load_failure_error(demo, "_C.abi3.so", "2.13.0", "undefined symbol: aoti_x")),
     ]
     for message in messages:
-        assert "demo" in message and "prebuild 0." not in message and "prebuild wheel built" not in message, message
+        assert (
+            "demo" in message
+            and "prebuild 0." not in message
+            and "prebuild wheel built" not in message
+        ), message
     assert "demo 0.3.0+cu130.sm80 cannot run on cuda:0 (T4" in messages[0]
     assert "prebuild wheel --arch sm_75" in messages[0]
     assert Manifest.from_json(demo.to_json()).package == "demo"

@@ -41,10 +41,13 @@ def test_read_only_install_without_home(child_env, tmp_path):
     # A copy of the installed package on a read-only bind mount, in a mount namespace of its
     # own (root ignores file permissions, so chmod alone would prove nothing).
     ro = tmp_path / "ro"
-    shutil.copytree(PACKAGE_DIR, ro / "site" / "prebuild",
-                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    shutil.copytree(
+        PACKAGE_DIR, ro / "site" / "prebuild", ignore=shutil.ignore_patterns("__pycache__")
+    )
     home = ro / "home"  # does not exist, and cannot be created under the read-only mount
-    child = child_env.script("ro_child.py", """
+    child = child_env.script(
+        "ro_child.py",
+        """
         import os
         WATCH = {"pkg": os.environ["RO_PACKAGE"]}
         probe = os.path.join(os.environ["RO_PACKAGE"], "probe")
@@ -54,7 +57,9 @@ def test_read_only_install_without_home(child_env, tmp_path):
         except OSError as exc:
             EXTRA = {"package_writable": False, "write_error": exc.strerror}
         EXTRA["home_exists"] = os.path.exists(os.environ["HOME"])
-    """, OPS_AND_REPORT)
+    """,
+        OPS_AND_REPORT,
+    )
     env = {k: v for k, v in child_env.env.items() if k != "TORCH_EXTENSIONS_DIR"}
     env.update(
         HOME=str(home),
@@ -62,10 +67,23 @@ def test_read_only_install_without_home(child_env, tmp_path):
         PYTHONPATH=f"{ro / 'site'}:{env['PYTHONPATH']}",
     )
     proc = subprocess.run(
-        ["unshare", "--mount", "sh", "-c", 'mount --bind -o ro "$0" "$0" && exec "$@"',
-         str(ro), sys.executable, "-B", str(child)],
-        cwd=child_env.workdir, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            "unshare",
+            "--mount",
+            "sh",
+            "-c",
+            'mount --bind -o ro "$0" "$0" && exec "$@"',
+            str(ro),
+            sys.executable,
+            "-B",
+            str(child),
+        ],
+        cwd=child_env.workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     report = parse_reports(proc.stdout)[0]
     assert report["package_writable"] is False and report["write_error"] == "Read-only file system"
@@ -97,16 +115,26 @@ def test_decoy_libraries_are_never_loaded(child_env, tmp_path):
         directory.mkdir(exist_ok=True)
         for name in names:
             shutil.copyfile(decoy, directory / name)
-    child = child_env.script("decoy_child.py", """
+    child = child_env.script(
+        "decoy_child.py",
+        """
         import os
         WATCH = {"pkg": os.path.dirname(__import__("importlib.util").util.find_spec("prebuild").origin)}
         EXTRA = {}
-    """, OPS_AND_REPORT)
+    """,
+        OPS_AND_REPORT,
+    )
     env = dict(child_env.env)
     env["PYTHONPATH"] = f"{on_path}:{env['PYTHONPATH']}"  # decoys ahead of everything
     env["LD_LIBRARY_PATH"] = f"{on_ld}:{env.get('LD_LIBRARY_PATH', '')}".rstrip(":")
-    proc = subprocess.run([sys.executable, "-B", str(child)], cwd=child_env.workdir, env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-B", str(child)],
+        cwd=child_env.workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "DECOY LIBRARY LOADED" not in proc.stderr
     assert proc.returncode == 0, proc.stderr
     report = parse_reports(proc.stdout)[0]

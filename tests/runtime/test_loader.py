@@ -19,8 +19,6 @@ import pytest
 import torch
 
 import prebuild
-from prebuild.runtime.arch import parse_arch_list
-from prebuild.runtime.manifest import MANIFEST_NAME, Library, Manifest, sha256_file
 from prebuild.runtime import (
     CudaUnavailableError,
     DamagedInstallError,
@@ -30,7 +28,9 @@ from prebuild.runtime import (
     UnsupportedGPUError,
     load_package,
 )
+from prebuild.runtime.arch import parse_arch_list
 from prebuild.runtime.loader import STRICT_ENV
+from prebuild.runtime.manifest import MANIFEST_NAME, Library, Manifest, sha256_file
 
 REAL_LIBRARY = Path(prebuild.__file__).resolve().parent / "_C.abi3.so"
 LIB = "_C.abi3.so"
@@ -114,8 +114,10 @@ print(json.dumps(result))
 def load_in_child(directory: Path) -> dict:
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(directory)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -210,13 +212,19 @@ def _wrong_schema(d: Path) -> None:
 
 def _no_cpu_library(d: Path) -> None:
     sha = sha256_file(d / LIB)
-    cpu_manifest(sha, libraries=(Library(LIB, "cuda", sha),), cuda_version="13.0",
-                 sass_archs=parse_arch_list("sm_80")).write(d)  # fmt: skip
+    cpu_manifest(
+        sha,
+        libraries=(Library(LIB, "cuda", sha),),
+        cuda_version="13.0",
+        sass_archs=parse_arch_list("sm_80"),
+    ).write(d)
 
 
 def _library_outside(d: Path) -> None:
     shutil.copyfile(d / LIB, d.parent / LIB)
-    cpu_manifest(sha256_file(d / LIB), libraries=(Library(f"../{LIB}", "cpu", sha256_file(d / LIB)),)).write(d)
+    cpu_manifest(
+        sha256_file(d / LIB), libraries=(Library(f"../{LIB}", "cpu", sha256_file(d / LIB)),)
+    ).write(d)
 
 
 def _missing_cuda_library(d: Path) -> None:
@@ -224,7 +232,10 @@ def _missing_cuda_library(d: Path) -> None:
         sha256_file(d / LIB),
         cuda_version="13.0",
         sass_archs=parse_arch_list("sm_80"),
-        libraries=(Library(LIB, "cpu", sha256_file(d / LIB)), Library("_C_cuda.so", "cuda", "1" * 64)),
+        libraries=(
+            Library(LIB, "cpu", sha256_file(d / LIB)),
+            Library("_C_cuda.so", "cuda", "1" * 64),
+        ),
     ).write(d)
 
 
@@ -258,7 +269,8 @@ def test_damaged_install_is_refused(package, damage, no_loading):
 
 
 @pytest.mark.parametrize(
-    "damage", ["missing library", "truncated library", "wrong sha256", "wrong size", "malformed json"]
+    "damage",
+    ["missing library", "truncated library", "wrong sha256", "wrong size", "malformed json"],
 )
 def test_damaged_install_loads_nothing(package, damage):
     DAMAGES[damage][0](package)
@@ -425,8 +437,12 @@ def test_second_copy_in_one_process_is_refused_not_a_crash(package):
     """Registering the op namespace from a second file would crash inside the dispatcher
     (segfault); the loader refuses it with a typed error, and reloading the same files is
     a harmless no-op."""
-    proc = subprocess.run([sys.executable, "-c", SECOND_COPY, str(package)],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", SECOND_COPY, str(package)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     first, second = (json.loads(line) for line in proc.stdout.strip().splitlines()[-2:])
     assert first["error"] == "LibraryLoadError"

@@ -51,11 +51,20 @@ def good_data() -> dict:
     "manifest",
     [
         make_manifest(),
-        make_manifest(cuda_version=None, sass_archs=(), ptx_archs=(), flags={},
-                      libraries=(Library("_C.abi3.so", "cpu", "c" * 64),)),  # fmt: skip
+        make_manifest(
+            cuda_version=None,
+            sass_archs=(),
+            ptx_archs=(),
+            flags={},
+            libraries=(Library("_C.abi3.so", "cpu", "c" * 64),),
+        ),
         make_manifest(sass_archs=(Arch(10, 0, "f"), Arch(12, 0)), ptx_archs=(Arch(12, 0),)),
-        make_manifest(libraries=(Library("_C.abi3.so", "cpu", "a" * 64, 270144),
-                                 Library("_C_cuda.abi3.so", "cuda", "b" * 64, 0))),  # fmt: skip
+        make_manifest(
+            libraries=(
+                Library("_C.abi3.so", "cpu", "a" * 64, 270144),
+                Library("_C_cuda.abi3.so", "cuda", "b" * 64, 0),
+            )
+        ),
     ],
 )
 def test_json_round_trip(manifest):
@@ -69,7 +78,12 @@ def test_json_layout():
     assert data["schema"] == SCHEMA_VERSION
     assert data["sass_archs"] == ["sm_80", "sm_90", "sm_90a"]
     assert data["ptx_archs"] == ["compute_90"]
-    assert data["libraries"][0] == {"file": "_C.abi3.so", "kind": "cpu", "sha256": "a" * 64, "size": None}
+    assert data["libraries"][0] == {
+        "file": "_C.abi3.so",
+        "kind": "cpu",
+        "sha256": "a" * 64,
+        "size": None,
+    }
     # Manifests written before sizes were recorded have no "size" key: still readable.
     del data["libraries"][0]["size"]
     assert Manifest.from_json(json.dumps(data)).libraries[0].size is None
@@ -83,9 +97,9 @@ def test_write_and_read_manifest(tmp_path):
 
 
 def test_the_packaged_manifest_is_readable():
-    import prebuild
-
     from pathlib import Path
+
+    import prebuild
 
     manifest = read_manifest(Path(prebuild.__file__).parent)
     assert manifest.library("cpu") is not None
@@ -125,9 +139,17 @@ def test_wrong_schema(schema):
 
 @pytest.mark.parametrize(
     "key",
-    ["package_version", "torch_target", "built_with_torch", "cuda_version", "sass_archs",
-     "ptx_archs", "libraries", "op_namespace"],
-)  # fmt: skip
+    [
+        "package_version",
+        "torch_target",
+        "built_with_torch",
+        "cuda_version",
+        "sass_archs",
+        "ptx_archs",
+        "libraries",
+        "op_namespace",
+    ],
+)
 def test_missing_key(key):
     data = good_data()
     del data[key]
@@ -229,7 +251,9 @@ def test_verify_libraries_ok(package):
 def test_verify_libraries_missing_file(package):
     directory, manifest = package
     (directory / "_C_cuda.abi3.so").unlink()
-    with pytest.raises(ManifestError, match="_C_cuda.abi3.so is listed in the manifest but missing"):
+    with pytest.raises(
+        ManifestError, match="_C_cuda.abi3.so is listed in the manifest but missing"
+    ):
         verify_libraries(directory, manifest)
 
 
@@ -290,8 +314,10 @@ def test_library_path_plain_name(tmp_path):
 @pytest.fixture
 def sized_package(package):
     directory, manifest = package
-    sized = tuple(Library(lib.file, lib.kind, lib.sha256, (directory / lib.file).stat().st_size)
-                  for lib in manifest.libraries)  # fmt: skip
+    sized = tuple(
+        Library(lib.file, lib.kind, lib.sha256, (directory / lib.file).stat().st_size)
+        for lib in manifest.libraries
+    )
     return directory, make_manifest(libraries=sized)
 
 
@@ -300,7 +326,10 @@ def test_check_libraries_catches_missing_and_truncated_by_size(sized_package):
     check_libraries(directory, manifest)
     path = directory / "_C.abi3.so"
     path.write_bytes(path.read_bytes()[:1000])
-    with pytest.raises(ManifestError, match=r"_C.abi3.so does not match the manifest \(1000 bytes, expected 1048576\)"):
+    with pytest.raises(
+        ManifestError,
+        match=r"_C.abi3.so does not match the manifest \(1000 bytes, expected 1048576\)",
+    ):
         check_libraries(directory, manifest)
     path.unlink()
     with pytest.raises(ManifestError, match="missing"):

@@ -75,10 +75,17 @@ def test_using_prebuild_never_compiles(child_env):
 
 def test_import_prebuild_alone_does_not_import_torch(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-B", "-c",
-         "import sys, prebuild; print('torch' in sys.modules, 'prebuild.ops' in sys.modules)"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-B",
+            "-c",
+            "import sys, prebuild; print('torch' in sys.modules, 'prebuild.ops' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "False"]
 
@@ -88,8 +95,10 @@ def test_the_kernel_api_imports_none_of_the_tool():
     import subprocess
     import sys
 
-    code = ("import sys, prebuild; prebuild.fused_ssim; import prebuild.ops; "
-            "print(sorted(m for m in sys.modules if m.startswith('prebuild.tool')))")  # fmt: skip
+    code = (
+        "import sys, prebuild; prebuild.fused_ssim; import prebuild.ops; "
+        "print(sorted(m for m in sys.modules if m.startswith('prebuild.tool')))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"

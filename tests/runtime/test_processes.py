@@ -42,14 +42,19 @@ def assert_clean(report: dict) -> None:
 
 
 def test_32_processes_start_at_once(child_env):
-    script = child_env.script("start.py", """
+    script = child_env.script(
+        "start.py",
+        """
         import torch
         from audit import Audit
         audit = Audit.from_env()
         import prebuild
-    """, OP_CALLS, """
+    """,
+        OP_CALLS,
+        """
         audit.report(value=run_ops())
-    """)
+    """,
+    )
     procs = [child_env.popen(script) for _ in range(32)]
     outputs = [p.communicate(timeout=600) for p in procs]
     for proc, (stdout, stderr) in zip(procs, outputs):
@@ -62,7 +67,9 @@ def test_32_processes_start_at_once(child_env):
 
 
 def test_import_is_fork_safe_and_ops_run_in_forked_and_spawned_workers(child_env):
-    child_env.script("pairs.py", """
+    child_env.script(
+        "pairs.py",
+        """
         import torch
         import prebuild
 
@@ -78,8 +85,11 @@ def test_import_is_fork_safe_and_ops_run_in_forked_and_spawned_workers(child_env
                 value = prebuild.fused_ssim(x, y)
                 value.backward()
                 return torch.stack([value.detach(), x.grad.abs().sum()])
-    """)
-    script = child_env.script("fork.py", """
+    """,
+    )
+    script = child_env.script(
+        "fork.py",
+        """
         import os
         import torch
         from audit import Audit
@@ -108,10 +118,13 @@ def test_import_is_fork_safe_and_ops_run_in_forked_and_spawned_workers(child_env
                 workers[method] = (got - expected).abs().max().item()
             audit.report(after_import=after_import, fork_exit=os.waitstatus_to_exitcode(status),
                          workers=workers)
-    """, OP_CALLS.replace("prebuild.", "__import__('prebuild')."), """
+    """,
+        OP_CALLS.replace("prebuild.", "__import__('prebuild')."),
+        """
         if __name__ == "__main__":  # spawned DataLoader workers re-import this module
             main()
-    """)
+    """,
+    )
     child_env.env["CUDA_VISIBLE_DEVICES"] = ""  # any CUDA call would find no device
     proc = child_env.run(script)
     assert proc.returncode == 0, proc.stderr
@@ -193,8 +206,9 @@ def test_ddp_training_step_under_launchers(child_env, launcher):
         cmd = [torchrun, "--standalone", "--nproc-per-node=2", str(script)]
     else:
         cmd = child_env.command(script, "spawn")
-    proc = subprocess.run(cmd, cwd=child_env.workdir, env=child_env.env, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        cmd, cwd=child_env.workdir, env=child_env.env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     reports = sorted(parse_reports(proc.stdout), key=lambda r: r["rank"])
     assert [r["rank"] for r in reports] == [0, 1]
@@ -208,17 +222,22 @@ def test_ddp_training_step_under_launchers(child_env, launcher):
 
 @pytest.mark.parametrize("where", ["importing", "running ops"])
 def test_sigkill_leaves_nothing_behind(child_env, where):
-    victim = child_env.script("victim.py", """
+    victim = child_env.script(
+        "victim.py",
+        """
         import sys
         import torch
         print("importing", flush=True)
         import prebuild
         from prebuild.ops import *
-    """, OP_CALLS, """
+    """,
+        OP_CALLS,
+        """
         print("running ops", flush=True)
         while True:
             run_ops()
-    """)
+    """,
+    )
     before = snapshot(str(PACKAGE_DIR))
     proc = child_env.popen(victim)
     try:
@@ -237,14 +256,19 @@ def test_sigkill_leaves_nothing_behind(child_env, where):
 
     # The next process is not blocked or slowed by anything the killed one left: there is
     # no lock, cache or partial file to leave. It runs with the audit like any other.
-    nxt = child_env.script("next.py", """
+    nxt = child_env.script(
+        "next.py",
+        """
         import torch
         from audit import Audit
         audit = Audit.from_env()
         import prebuild
-    """, OP_CALLS, """
+    """,
+        OP_CALLS,
+        """
         audit.report(value=run_ops())
-    """)
+    """,
+    )
     result = child_env.run(nxt, timeout=120)
     assert result.returncode == 0, result.stderr
     assert_clean(parse_reports(result.stdout)[0])

@@ -51,17 +51,20 @@ def test_a_case_holds_what_it_was_given_and_is_frozen():
         SelftestCase("op", outputs, atol=1e-6)  # type: ignore[call-arg] - no default tolerance
 
 
-@pytest.mark.parametrize("overrides, error, message", [
-    ({"op": ""}, ValueError, "op must be a non-empty string"),
-    ({"op": 3}, ValueError, "op must be a non-empty string, got 3"),
-    ({"run": "outputs"}, TypeError, "run must be callable"),
-    ({"reference": 1.0}, TypeError, "reference must be callable or None"),
-    ({"atol": -1e-6}, ValueError, "atol must be a finite number >= 0, got -1e-06"),
-    ({"rtol": math.nan}, ValueError, "rtol must be a finite number >= 0"),
-    ({"atol": math.inf}, ValueError, "atol must be a finite number >= 0"),
-    ({"rtol": True}, ValueError, "rtol must be a finite number >= 0, got True"),
-    ({"atol": "1e-6"}, ValueError, "atol must be a finite number >= 0"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "overrides, error, message",
+    [
+        ({"op": ""}, ValueError, "op must be a non-empty string"),
+        ({"op": 3}, ValueError, "op must be a non-empty string, got 3"),
+        ({"run": "outputs"}, TypeError, "run must be callable"),
+        ({"reference": 1.0}, TypeError, "reference must be callable or None"),
+        ({"atol": -1e-6}, ValueError, "atol must be a finite number >= 0, got -1e-06"),
+        ({"rtol": math.nan}, ValueError, "rtol must be a finite number >= 0"),
+        ({"atol": math.inf}, ValueError, "atol must be a finite number >= 0"),
+        ({"rtol": True}, ValueError, "rtol must be a finite number >= 0, got True"),
+        ({"atol": "1e-6"}, ValueError, "atol must be a finite number >= 0"),
+    ],
+)
 def test_a_bad_case_is_refused_naming_the_field(overrides, error, message):
     with pytest.raises(error, match=message):
         case(**overrides)
@@ -80,12 +83,19 @@ class ForeignCase:
 
 def test_cases_of_another_runtime_copy_are_taken_by_their_fields_and_checked_again():
     taken = as_case(ForeignCase("foreign", outputs))
-    assert isinstance(taken, SelftestCase) and (taken.op, taken.run, taken.atol) == ("foreign", outputs, 1e-6)
+    assert isinstance(taken, SelftestCase) and (taken.op, taken.run, taken.atol) == (
+        "foreign",
+        outputs,
+        1e-6,
+    )
     own = case()
     assert as_case(own) is own
     with pytest.raises(ValueError, match="atol must be a finite number"):
         as_case(ForeignCase("foreign", outputs, atol=-1))
-    with pytest.raises(TypeError, match="must be a SelftestCase, got dict .it has no op, run, reference, atol, rtol"):
+    with pytest.raises(
+        TypeError,
+        match="must be a SelftestCase, got dict .it has no op, run, reference, atol, rtol",
+    ):
         as_case({"op": "x"})
 
 
@@ -116,7 +126,11 @@ def test_the_copy_a_native_wheel_carries_builds_cases_this_runtime_takes(tmp_pat
         foreign = copy.SelftestCase("scale", outputs, reference=outputs, atol=0.5, rtol=0)
         assert type(foreign) is not SelftestCase
         taken = as_case(foreign)
-        assert isinstance(taken, SelftestCase) and (taken.op, taken.atol, taken.reference) == ("scale", 0.5, outputs)
+        assert isinstance(taken, SelftestCase) and (taken.op, taken.atol, taken.reference) == (
+            "scale",
+            0.5,
+            outputs,
+        )
     finally:
         for name in [m for m in sys.modules if m.startswith("vendored_selftest_pkg")]:
             del sys.modules[name]
@@ -125,13 +139,16 @@ def test_the_copy_a_native_wheel_carries_builds_cases_this_runtime_takes(tmp_pat
 # --- outputs and their comparison ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value, error, message", [
-    ([torch.ones(1)], TypeError, "must return a dict of named tensors, got list"),
-    ({}, ValueError, "returned no output"),
-    ({1: torch.ones(1)}, TypeError, "output named 1: names must be strings"),
-    ({"y": [1.0]}, TypeError, "returned list for 'y', not a tensor"),
-    ({"y": torch.ones(2, dtype=torch.complex64)}, TypeError, "complex tensor for 'y'"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "value, error, message",
+    [
+        ([torch.ones(1)], TypeError, "must return a dict of named tensors, got list"),
+        ({}, ValueError, "returned no output"),
+        ({1: torch.ones(1)}, TypeError, "output named 1: names must be strings"),
+        ({"y": [1.0]}, TypeError, "returned list for 'y', not a tensor"),
+        ({"y": torch.ones(2, dtype=torch.complex64)}, TypeError, "complex tensor for 'y'"),
+    ],
+)
 def test_outputs_must_be_named_tensors(value, error, message):
     with pytest.raises(error, match=message):
         check_outputs(value, "run on cpu")
@@ -142,7 +159,9 @@ def test_max_abs_error():
     a = torch.tensor([1.0, 2.0, 3.0])
     assert max_abs_error(a, a.double()) == 0.0
     assert max_abs_error(a, torch.tensor([1.0, 2.5, 2.0], dtype=torch.float64)) == 1.0
-    assert max_abs_error(torch.tensor([1, 5]), torch.tensor([1, 2])) == 3.0  # integers compare exactly
+    assert (
+        max_abs_error(torch.tensor([1, 5]), torch.tensor([1, 2])) == 3.0
+    )  # integers compare exactly
     assert max_abs_error(torch.empty(0, 3), torch.empty(0, 3)) == 0.0
     assert max_abs_error(torch.tensor([1.0, math.nan]), torch.tensor([1.0, math.nan])) == math.inf
     assert max_abs_error(torch.tensor([math.inf]), torch.tensor([math.inf])) == math.inf
@@ -154,25 +173,39 @@ def test_max_abs_error():
 
 def test_an_output_passes_within_atol_plus_rtol_times_the_expected_value():
     want = torch.tensor([0.0, 100.0], dtype=torch.float64)
-    inside = compare_output("y", want + torch.tensor([0.9e-6, 0.9e-3], dtype=torch.float64), want, 1e-6, 1e-5)
+    inside = compare_output(
+        "y", want + torch.tensor([0.9e-6, 0.9e-3], dtype=torch.float64), want, 1e-6, 1e-5
+    )
     assert inside == OutputCheck("y", True, pytest.approx(0.9e-3))
     # Off by more than atol where the expected value is 0 (rtol gives nothing there).
-    near_zero = compare_output("y", want + torch.tensor([2e-6, 0.0], dtype=torch.float64), want, 1e-6, 1e-5)
+    near_zero = compare_output(
+        "y", want + torch.tensor([2e-6, 0.0], dtype=torch.float64), want, 1e-6, 1e-5
+    )
     assert not near_zero.passed and near_zero.max_error == pytest.approx(2e-6)
-    assert near_zero.problem == "1 of 2 value(s) off by more than atol 1e-06 + rtol 1e-05 * |expected|"
+    assert (
+        near_zero.problem == "1 of 2 value(s) off by more than atol 1e-06 + rtol 1e-05 * |expected|"
+    )
     exact = compare_output("y", torch.tensor([1.0]), torch.tensor([1.0 + 2**-23]), 0.0, 0.0)
     assert not exact.passed and exact.max_error == 2**-23
 
 
 def test_non_finite_values_and_other_shapes_fail_whatever_the_tolerance():
     nan_run = compare_output("g", torch.tensor([1.0, math.nan, math.inf]), torch.ones(3), 1e9, 1e9)
-    assert (nan_run.passed, nan_run.max_error, nan_run.problem) == (False, math.inf, "2 non-finite value(s) of 3")
+    assert (nan_run.passed, nan_run.max_error, nan_run.problem) == (
+        False,
+        math.inf,
+        "2 non-finite value(s) of 3",
+    )
     nan_expected = compare_output("g", torch.ones(2), torch.tensor([math.nan, 1.0]), 1e9, 1e9)
     assert not nan_expected.passed and nan_expected.problem == "1 non-finite expected value(s) of 2"
     both_nan = compare_output("g", torch.tensor([math.nan]), torch.tensor([math.nan]), 1e9, 1e9)
     assert not both_nan.passed  # the same NaN twice is no finite output
     shape = compare_output("g", torch.ones(1), torch.ones(3), 1e9, 1e9)
-    assert (shape.passed, shape.max_error, shape.problem) == (False, math.inf, "shape (1,), expected (3,)")
+    assert (shape.passed, shape.max_error, shape.problem) == (
+        False,
+        math.inf,
+        "shape (1,), expected (3,)",
+    )
     with pytest.raises(ValueError, match="rtol must be a number >= 0"):
         compare_output("g", torch.ones(1), torch.ones(1), 0.0, -1.0)
 
@@ -180,20 +213,33 @@ def test_non_finite_values_and_other_shapes_fail_whatever_the_tolerance():
 def test_outputs_are_matched_by_name_and_a_missing_or_extra_one_fails():
     expected = {"b": torch.ones(2), "a": torch.zeros(2)}
     checks = compare_outputs({"a": torch.zeros(2), "b": torch.ones(2)}, expected, 0.0, 0.0)
-    assert [(c.name, c.passed) for c in checks] == [("b", True), ("a", True)]  # the expected side's order
+    assert [(c.name, c.passed) for c in checks] == [
+        ("b", True),
+        ("a", True),
+    ]  # the expected side's order
     checks = compare_outputs({"a": torch.zeros(2), "extra": torch.ones(1)}, expected, 0.0, 0.0)
     assert [(c.name, c.passed, c.problem) for c in checks] == [
-        ("b", False, "missing from the run's outputs"), ("a", True, ""), ("extra", False, "not among the expected outputs")]  # fmt: skip
+        ("b", False, "missing from the run's outputs"),
+        ("a", True, ""),
+        ("extra", False, "not among the expected outputs"),
+    ]
     with pytest.raises(ValueError, match="the expected side returned no output"):
         compare_outputs({"a": torch.zeros(2)}, {}, 0.0, 0.0)
 
 
 def test_summarize_a_row():
     assert summarize([]) == (True, 0.0, "")
-    checks = [OutputCheck("a", True, 1e-7), OutputCheck("b", False, 0.5, "1 of 4 value(s) off"),
-              OutputCheck("c", False, math.inf, "shape (1,), expected (2,)")]  # fmt: skip
+    checks = [
+        OutputCheck("a", True, 1e-7),
+        OutputCheck("b", False, 0.5, "1 of 4 value(s) off"),
+        OutputCheck("c", False, math.inf, "shape (1,), expected (2,)"),
+    ]
     assert summarize(checks[:1]) == (True, 1e-7, "")
-    assert summarize(checks) == (False, math.inf, "b: 1 of 4 value(s) off; c: shape (1,), expected (2,)")
+    assert summarize(checks) == (
+        False,
+        math.inf,
+        "b: 1 of 4 value(s) off; c: shape (1,), expected (2,)",
+    )
     with pytest.raises(TypeError, match="list of OutputCheck"):
         summarize([("a", True)])
 
@@ -202,8 +248,15 @@ def test_summarize_a_row():
 
 
 def manifest(**overrides) -> Manifest:
-    fields = dict(package_version="0.3.0+cpu", torch_target="2.13", built_with_torch="2.13.0+cpu", cuda_version=None,
-                  libraries=(Library("_C.abi3.so", "cpu", "a" * 64, 10),), package="demo", op_namespace="demo")  # fmt: skip
+    fields = dict(
+        package_version="0.3.0+cpu",
+        torch_target="2.13",
+        built_with_torch="2.13.0+cpu",
+        cuda_version=None,
+        libraries=(Library("_C.abi3.so", "cpu", "a" * 64, 10),),
+        package="demo",
+        op_namespace="demo",
+    )
     return Manifest(**(fields | overrides))
 
 
@@ -220,11 +273,23 @@ def test_a_manifest_written_before_hooks_still_reads():
     assert Manifest.from_json(json.dumps(data)) == manifest()
 
 
-@pytest.mark.parametrize("hook", ["demo.selftest", "demo.selftest:", ":cases", "demo-x.selftest:cases",
-                                  "demo.selftest:cases()", "demo..selftest:cases", 3])  # fmt: skip
+@pytest.mark.parametrize(
+    "hook",
+    [
+        "demo.selftest",
+        "demo.selftest:",
+        ":cases",
+        "demo-x.selftest:cases",
+        "demo.selftest:cases()",
+        "demo..selftest:cases",
+        3,
+    ],
+)
 def test_a_bad_hook_in_a_manifest_is_malformed(hook):
     data = json.loads(manifest().to_json()) | {"selftest": hook}
-    with pytest.raises(ManifestError, match="malformed.*a selftest hook is 'package.module:function'"):
+    with pytest.raises(
+        ManifestError, match="malformed.*a selftest hook is 'package.module:function'"
+    ):
         Manifest.from_json(json.dumps(data))
 
 

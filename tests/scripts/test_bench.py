@@ -50,9 +50,18 @@ Resource usage:
   REG:40 STACK:8 SHARED:5408 LOCAL:0 CONSTANT[0]:400 TEXTURE:0 SURFACE:0 SAMPLER:0
 """
     (row,) = bench.parse_resource_usage(text)
-    assert row == {"arch": "sm_80", "kernel": "_ZN8prebuild4ssim6kernelILb1EEEvPKf", "registers": 40,
-                   "shared": 5408, "local": 0, "stack": 8}
-    assert bench.short_kernel("void a::(anonymous namespace)::k<true>(float const*, int)") == "void a::k<true>"
+    assert row == {
+        "arch": "sm_80",
+        "kernel": "_ZN8prebuild4ssim6kernelILb1EEEvPKf",
+        "registers": 40,
+        "shared": 5408,
+        "local": 0,
+        "stack": 8,
+    }
+    assert (
+        bench.short_kernel("void a::(anonymous namespace)::k<true>(float const*, int)")
+        == "void a::k<true>"
+    )
 
 
 def test_a_share_over_the_peak_is_flagged_not_printed():
@@ -72,48 +81,96 @@ def test_cuda_section_code_runs_on_the_cpu(tmp_path):
     """--device cpu: the cuda section's own code (peers found or said absent, rows, shares, the
     report's tables) end to end at tiny sizes; on a GPU machine the same code times the GPU."""
     out = tmp_path / "docs"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--sections", "cuda", "--device", "cpu",
-                           "--repeats", "1", "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--quick",
+            "--sections",
+            "cuda",
+            "--device",
+            "cpu",
+            "--repeats",
+            "1",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     cuda = json.loads((out / "benchmarks.json").read_text())["cuda"]
     assert cuda["device"] == "cpu"
     (ssim,) = cuda["ssim"]
     assert list(ssim["times"]) == ["prebuild.fused_ssim", "plain conv2d", "pytorch_msssim.ssim"]
-    assert set(ssim["ratios"]) == {"plain conv2d", "pytorch_msssim.ssim"} and all(v > 0 for v in ssim["ratios"].values())
+    assert set(ssim["ratios"]) == {"plain conv2d", "pytorch_msssim.ssim"} and all(
+        v > 0 for v in ssim["ratios"].values()
+    )
     # upstream fused-ssim and gsplat are CUDA-only peers: each said absent, with why
     assert set(cuda["absent"]) == {"fused-ssim (upstream)", "gsplat.rasterization"}
     (raster,) = cuda["raster"]
-    assert raster["gaussians"] == 100 and raster["work"]["composited"] > 0 and raster["peak_share"] > 0
+    assert (
+        raster["gaussians"] == 100 and raster["work"]["composited"] > 0 and raster["peak_share"] > 0
+    )
     md = (out / "benchmarks.md").read_text()
-    section = md[md.index("## 6. CUDA kernels"):]
-    assert "| size | B | prebuild.fused_ssim | plain conv2d | pytorch_msssim.ssim | vs plain conv2d |" in section
+    section = md[md.index("## 6. CUDA kernels") :]
+    assert (
+        "| size | B | prebuild.fused_ssim | plain conv2d | pytorch_msssim.ssim | vs plain conv2d |"
+        in section
+    )
     assert "Not timed: fused-ssim (upstream)" in section
-    assert "| Gaussians | image | intersections | prebuild.rasterization | bound | share |" in section
+    assert (
+        "| Gaussians | image | intersections | prebuild.rasterization | bound | share |" in section
+    )
 
 
 def test_help_teaches():
-    out = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, check=True
+    ).stdout
     for word in ("--quick", "--peer-gsplat", "--sections", "contention", "docs/benchmarks.md"):
         assert word in out
 
 
 def test_unknown_section_is_refused():
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--sections", "cpu,nope"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--sections", "cpu,nope"], capture_output=True, text=True
+    )
     assert proc.returncode == 2 and "nope" in proc.stderr
 
 
 @pytest.mark.slow  # a minute or more: it compiles, JIT-loads and starts processes
 def test_quick_run_writes_well_formed_outputs(tmp_path):
     out = tmp_path / "docs"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--repeats", "1", "--processes", "1,2",
-                           "--out", str(out), "--work", str(tmp_path / "w")],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--quick",
+            "--repeats",
+            "1",
+            "--processes",
+            "1,2",
+            "--out",
+            str(out),
+            "--work",
+            str(tmp_path / "w"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
 
     results = json.loads((out / "benchmarks.json").read_text())
     assert results["quick"] is True
     assert results["sections"] == ["build", "load", "contention", "cpu", "gpu", "cuda"]
-    assert results["cuda"]["skipped"].startswith("no CUDA GPU visible")  # none here: said, not faked
+    assert results["cuda"]["skipped"].startswith(
+        "no CUDA GPU visible"
+    )  # none here: said, not faked
     for name in results["sections"]:
         assert results[name], name
     for row in results["contention"]["rows"]:
@@ -121,8 +178,15 @@ def test_quick_run_writes_well_formed_outputs(tmp_path):
     assert all(r["registers"] > 0 for r in results["gpu"]["rows"]) and results["gpu"]["rows"]
 
     md = (out / "benchmarks.md").read_text()
-    for heading in ("# Benchmarks", "## 1. Build", "## 2. Load", "## 3. Contention", "## 4. CPU kernels",
-                    "## 5. GPU resources", "## 6. CUDA kernels\n\nNot measured: no CUDA GPU visible"):
+    for heading in (
+        "# Benchmarks",
+        "## 1. Build",
+        "## 2. Load",
+        "## 3. Contention",
+        "## 4. CPU kernels",
+        "## 5. GPU resources",
+        "## 6. CUDA kernels\n\nNot measured: no CUDA GPU visible",
+    ):
         assert heading in md
     assert "scripts/bench.py --quick" in md and "Machine:" in md
     for line in md.splitlines():  # every table row has as many cells as its header
@@ -134,17 +198,37 @@ def test_quick_run_writes_well_formed_outputs(tmp_path):
 
     # --report-from rewrites the same report from the JSON without measuring anything.
     again = tmp_path / "again"
-    subprocess.run([sys.executable, str(SCRIPT), "--report-from", str(out / "benchmarks.json"), "--out", str(again)],
-                   check=True, timeout=120)
+    subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--report-from",
+            str(out / "benchmarks.json"),
+            "--out",
+            str(again),
+        ],
+        check=True,
+        timeout=120,
+    )
     assert (again / "benchmarks.md").read_text() == md and (again / "benchmarks.png").exists()
 
 
 def test_keep_others_takes_the_unmeasured_sections_with_when_and_how(tmp_path):
-    earlier = {"date": "2026-11-01 10:00", "command": "scripts/bench.py", "sections": ["build", "cpu", "gpu"],
-               "build": {"rows": {}}, "cpu": {"old": True}, "gpu": {"rows": [], "measured": "long ago by `x`"}}
+    earlier = {
+        "date": "2026-11-01 10:00",
+        "command": "scripts/bench.py",
+        "sections": ["build", "cpu", "gpu"],
+        "build": {"rows": {}},
+        "cpu": {"old": True},
+        "gpu": {"rows": [], "measured": "long ago by `x`"},
+    }
     path = tmp_path / "benchmarks.json"
     path.write_text(json.dumps(earlier))
-    results = {"date": "2026-11-23 22:00", "command": "scripts/bench.py --sections cpu", "cpu": {"new": True}}
+    results = {
+        "date": "2026-11-23 22:00",
+        "command": "scripts/bench.py --sections cpu",
+        "cpu": {"new": True},
+    }
     bench.keep_other_sections(results, path)
     assert results["cpu"] == {"new": True}  # measured now: never replaced
     assert results["build"]["measured"] == "2026-11-01 10:00 UTC by `scripts/bench.py`"
@@ -164,21 +248,65 @@ def test_cache_section_report_and_nvcc_share(tmp_path):
     obj.mkdir(parents=True)
     (obj / "build.ninja").write_text(
         "rule compile\n  command = c++ $in\nrule cuda_compile\n  command = nvcc $in\n"
-        f"build {obj}/ssim.o: cuda_compile /src/ssim.cu\nbuild {obj}/ext.o: compile /src/ext.cpp\n")
-    (obj / "build.ninja").write_text((obj / "build.ninja").read_text()
-                                     + f"build {obj}/ssim3d.o: cuda_compile /src/ssim3d.cu\n")
-    log = "".join(f"{a}\t{b}\t1\t{obj}/{name}\tab\n" for a, b, name in
-                  [(0, 41000, "ext.o"), (5, 12505, "ssim.o"), (6000, 14000, "ssim3d.o")])  # two nvcc at once
+        f"build {obj}/ssim.o: cuda_compile /src/ssim.cu\nbuild {obj}/ext.o: compile /src/ext.cpp\n"
+    )
+    (obj / "build.ninja").write_text(
+        (obj / "build.ninja").read_text() + f"build {obj}/ssim3d.o: cuda_compile /src/ssim3d.cu\n"
+    )
+    log = "".join(
+        f"{a}\t{b}\t1\t{obj}/{name}\tab\n"
+        for a, b, name in [(0, 41000, "ext.o"), (5, 12505, "ssim.o"), (6000, 14000, "ssim3d.o")]
+    )  # two nvcc at once
     (obj / ".ninja_log").write_text("# ninja log v7\n" + log)
     assert bench.nvcc_share(tmp_path / "build") == 13.995  # 0.005-14.0 s, not 12.5 + 8
-    rows = [{"what": "local directory, cold", "from": "copy A", "seconds": 195.6, "cache": "0 of 22 compiles"},
-            {"what": "local directory, warm", "from": "copy B", "seconds": 55.2, "cache": "22 of 22 compiles"}]
-    classic = {"source": "/src/fused-ssim", "rows": [{"arch": "sm_80", "cached": True, "seconds": 120.0,
-                                                      "nvcc_seconds": 12.5, "cache": "0 of 2 compiles"}]}
-    text = "\n".join(bench.cache_report({"project": "prebuild's own kernels", "archs": "sm_80,sm_90", "rows": rows,
-                                         "classic": classic}, quick=False))  # fmt: skip
+    rows = [
+        {
+            "what": "local directory, cold",
+            "from": "copy A",
+            "seconds": 195.6,
+            "cache": "0 of 22 compiles",
+        },
+        {
+            "what": "local directory, warm",
+            "from": "copy B",
+            "seconds": 55.2,
+            "cache": "22 of 22 compiles",
+        },
+    ]
+    classic = {
+        "source": "/src/fused-ssim",
+        "rows": [
+            {
+                "arch": "sm_80",
+                "cached": True,
+                "seconds": 120.0,
+                "nvcc_seconds": 12.5,
+                "cache": "0 of 2 compiles",
+            }
+        ],
+    }
+    text = "\n".join(
+        bench.cache_report(
+            {
+                "project": "prebuild's own kernels",
+                "archs": "sm_80,sm_90",
+                "rows": rows,
+                "classic": classic,
+            },
+            quick=False,
+        )
+    )
     assert "| local directory, warm | copy B | 55.20 s | 22 of 22 compiles |" in text
     assert "| sm_80 | yes | 120 s | 12.50 s | 0 of 2 compiles |" in text
-    assert "fused-ssim not measured" in "\n".join(bench.cache_report({"project": "p", "archs": "sm_80", "rows": rows,
-                                                                      "classic": None, "classic_skipped": "no venv"},
-                                                                     quick=False))  # fmt: skip
+    assert "fused-ssim not measured" in "\n".join(
+        bench.cache_report(
+            {
+                "project": "p",
+                "archs": "sm_80",
+                "rows": rows,
+                "classic": None,
+                "classic_skipped": "no venv",
+            },
+            quick=False,
+        )
+    )

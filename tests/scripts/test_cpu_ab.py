@@ -12,7 +12,9 @@ SCRIPT = ROOT / "scripts" / "cpu_ab.py"
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300
+    )
 
 
 def test_quick_run_measures_both_builds():

@@ -22,9 +22,17 @@ spec.loader.exec_module(gpu_check)
 
 
 def git(*args: str, cwd: Path) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-           "HOME": str(cwd), "PATH": "/usr/bin:/bin:/usr/local/bin"}  # fmt: skip
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True, env=env).stdout
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "HOME": str(cwd),
+        "PATH": "/usr/bin:/bin:/usr/local/bin",
+    }
+    return subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, check=True, env=env
+    ).stdout
 
 
 @pytest.fixture
@@ -76,7 +84,9 @@ def test_a_plain_directory_is_archived_as_it_is(project, tmp_path):
 
 def test_a_step_gets_what_is_left_of_the_budget():
     now = time.monotonic()
-    c = gpu_check.Check(out=Path("."), dry_run=True, deps=Path("."), objects=None, deadline=now + 1000)
+    c = gpu_check.Check(
+        out=Path("."), dry_run=True, deps=Path("."), objects=None, deadline=now + 1000
+    )
     step = gpu_check.Step("cuda", 180)
     assert gpu_check.budgeted(c, step) and step.limit == 180  # plenty left: its own limit
     c.deadline = now + 60
@@ -91,11 +101,20 @@ def test_a_step_gets_what_is_left_of_the_budget():
 def test_commands_run_together_each_with_its_status():
     step = gpu_check.Step("peers", 60)
     start = time.monotonic()
-    codes = gpu_check.run_together(step, {"a": ["sh", "-c", "sleep 1; echo built a"],
-                                          "b": ["sh", "-c", "sleep 1; echo no >&2; exit 3"]})  # fmt: skip
+    codes = gpu_check.run_together(
+        step,
+        {
+            "a": ["sh", "-c", "sleep 1; echo built a"],
+            "b": ["sh", "-c", "sleep 1; echo no >&2; exit 3"],
+        },
+    )
     assert codes == {"a": 0, "b": 3}
     assert time.monotonic() - start < 1.9  # at once, not one after the other
-    assert "--- a\nbuilt a" in step.output and "--- b\nno" in step.output and step.command.count(" &") == 2
+    assert (
+        "--- a\nbuilt a" in step.output
+        and "--- b\nno" in step.output
+        and step.command.count(" &") == 2
+    )
 
     late = gpu_check.Step("peers", 1)
     assert gpu_check.run_together(late, {"slow": ["sleep", "5"], "quick": ["true"]}) is None
@@ -103,17 +122,36 @@ def test_commands_run_together_each_with_its_status():
 
 
 def test_bench_summary_names_the_largest_rows_against_each_peer():
-    data = {"ssim": [{"size": "256x256", "batch": 1, "ratios": {"fused-ssim (upstream)": 0.5}},
-                     {"size": "1080x1920", "batch": 4, "ratios": {"fused-ssim (upstream)": 1.25, "plain conv2d": 9.0}}],
-            "raster": [{"gaussians": 100000, "ratios": {"gsplat 1.5.3 rasterization": 0.8}}]}  # fmt: skip
-    assert gpu_check.bench_summary(data) == ("SSIM 1080x1920 B=4: 1.25x vs fused-ssim (upstream), 9.00x vs plain "
-                                             "conv2d; raster 100,000: 0.80x vs gsplat 1.5.3 rasterization")
+    data = {
+        "ssim": [
+            {"size": "256x256", "batch": 1, "ratios": {"fused-ssim (upstream)": 0.5}},
+            {
+                "size": "1080x1920",
+                "batch": 4,
+                "ratios": {"fused-ssim (upstream)": 1.25, "plain conv2d": 9.0},
+            },
+        ],
+        "raster": [{"gaussians": 100000, "ratios": {"gsplat 1.5.3 rasterization": 0.8}}],
+    }
+    assert gpu_check.bench_summary(data) == (
+        "SSIM 1080x1920 B=4: 1.25x vs fused-ssim (upstream), 9.00x vs plain "
+        "conv2d; raster 100,000: 0.80x vs gsplat 1.5.3 rasterization"
+    )
     assert gpu_check.bench_summary({"ssim": [], "raster": []}) == "no rows"
 
 
 def test_the_bench_section_is_taken_into_the_report(tmp_path):
     md = tmp_path / "benchmarks.md"
-    md.write_text("# Benchmarks\n\n## 6. CUDA kernels\n\nH100.\n\n| a |\n|---|\n\n## History of measured changes\n\nold\n")
-    assert gpu_check.bench_section(md) == ["", "## bench: the CUDA kernels against their peers", "", "H100.", "",
-                                           "| a |", "|---|"]  # fmt: skip
+    md.write_text(
+        "# Benchmarks\n\n## 6. CUDA kernels\n\nH100.\n\n| a |\n|---|\n\n## History of measured changes\n\nold\n"
+    )
+    assert gpu_check.bench_section(md) == [
+        "",
+        "## bench: the CUDA kernels against their peers",
+        "",
+        "H100.",
+        "",
+        "| a |",
+        "|---|",
+    ]
     assert gpu_check.bench_section(tmp_path / "missing.md") == []

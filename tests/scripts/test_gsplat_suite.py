@@ -62,8 +62,9 @@ def tiny_scene(I=2, N=30, W=21, H=13, tile=4, seed=0):
     return means2d, conics, opacities, offsets, flatten_ids.int(), W, H, tile
 
 
-def brute_force_indices(range_start, range_end, trans0, means2d, conics, opacities, W, H, tile,
-                        offsets, flatten_ids):  # fmt: skip
+def brute_force_indices(
+    range_start, range_end, trans0, means2d, conics, opacities, W, H, tile, offsets, flatten_ids
+):
     """One pixel at a time, gsplat's kernel's rules written as plainly as possible."""
     I, N = means2d.shape[:2]
     th, tw = offsets.shape[-2:]
@@ -75,7 +76,9 @@ def brute_force_indices(range_start, range_end, trans0, means2d, conics, opaciti
                 t_id = i * th * tw + (y // tile) * tw + x // tile
                 lo, hi = flat_offsets[t_id], flat_offsets[t_id + 1]
                 T = float(trans0[i, y, x])
-                for k in range(lo + range_start * tile * tile, min(hi, lo + range_end * tile * tile)):
+                for k in range(
+                    lo + range_start * tile * tile, min(hi, lo + range_end * tile * tile)
+                ):
                     g = int(flatten_ids[k])
                     dx = float(means2d.reshape(-1, 2)[g, 0]) - (x + 0.5)
                     dy = float(means2d.reshape(-1, 2)[g, 1]) - (y + 0.5)
@@ -96,9 +99,12 @@ def test_indices_in_range_match_brute_force(ranges):
     means2d, conics, opacities, offsets, flatten_ids, W, H, tile = tiny_scene()
     trans0 = torch.ones(2, H, W)
     trans0[0, :3] = 0.5  # some pixels start part-covered
-    got = shims.rasterize_to_indices_in_range(*ranges, trans0, means2d, conics, opacities, W, H,
-                                               tile, offsets, flatten_ids)  # fmt: skip
-    want = brute_force_indices(*ranges, trans0, means2d, conics, opacities, W, H, tile, offsets, flatten_ids)
+    got = shims.rasterize_to_indices_in_range(
+        *ranges, trans0, means2d, conics, opacities, W, H, tile, offsets, flatten_ids
+    )
+    want = brute_force_indices(
+        *ranges, trans0, means2d, conics, opacities, W, H, tile, offsets, flatten_ids
+    )
     assert len(want) > 0
     assert list(zip(*(t.tolist() for t in got))) == want
 
@@ -122,12 +128,15 @@ def test_weights_match_a_loop_and_are_differentiable():
 
 def test_rewrite_changes_only_the_device_and_the_skip_markers():
     source = (
-        "import torch\nimport pytest\n\ndevice = torch.device(\"cuda:0\")\n\n\n"
-        + suite.CUDA_SKIP + "def test_a():\n    assert torch.ones(1, device=device).sum() == 1\n"
+        'import torch\nimport pytest\n\ndevice = torch.device("cuda:0")\n\n\n'
+        + suite.CUDA_SKIP
+        + "def test_a():\n    assert torch.ones(1, device=device).sum() == 1\n"
     )
     out = suite.rewrite(source, "t.py")
     assert 'device = torch.device("cpu")' in out and "skipif" not in out
-    assert out.replace('torch.device("cpu")', 'torch.device("cuda:0")') == source.replace(suite.CUDA_SKIP, "")
+    assert out.replace('torch.device("cpu")', 'torch.device("cuda:0")') == source.replace(
+        suite.CUDA_SKIP, ""
+    )
     with pytest.raises(SystemExit, match="does not set its device"):
         suite.rewrite(source.replace("cuda:0", "cuda"), "t.py")
     with pytest.raises(SystemExit, match="no CUDA skip marker"):
@@ -165,7 +174,8 @@ def test_gsplat_compat_points_gsplat_at_prebuild_and_refuses_its_cuda():
         "assert gsplat.rasterization is prebuild.rasterization and r.rasterization is prebuild.rasterization\n"
         "assert w.fully_fused_projection is prebuild.fully_fused_projection\n"
         "try:\n    w._make_lazy_cuda_func('rasterize_to_indices_3dgs')(0, 1)\n"
-        "except RuntimeError as e:\n    assert 'does not provide' in str(e), e\nelse:\n    raise SystemExit('no error')\n"
+        "except RuntimeError as e:\n    assert 'does not provide' in str(e), e\n"
+        "else:\n    raise SystemExit('no error')\n"
         "import sys; assert 'gsplat.cuda._backend' not in sys.modules\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -179,10 +189,19 @@ def test_gsplat_suite_passes_at_least_90_percent(tmp_path):
     whole suite takes about 7 minutes here, README gives its command and result)."""
     report = tmp_path / "report.json"
     result = subprocess.run(
-        [sys.executable, str(SCRIPTS / "gsplat_suite.py"), "-k", "batch_dims0", "--require", "0.9",
-         "--json", str(report)],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPTS / "gsplat_suite.py"),
+            "-k",
+            "batch_dims0",
+            "--require",
+            "0.9",
+            "--json",
+            str(report),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert report.is_file(), result.stdout[-3000:] + result.stderr[-3000:]
     data = json.loads(report.read_text())
     functions = {nodeid.split("[")[0] for nodeid in data["outcomes"]}

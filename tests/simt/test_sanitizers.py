@@ -18,8 +18,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_simt_and_cpu_kernels_are_clean_under_asan_and_ubsan():
     proc = subprocess.run(
         ["bash", str(ROOT / "scripts" / "sanitize.sh"), "-q"],
-        cwd=ROOT, capture_output=True, text=True, timeout=1800,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     output = proc.stdout + proc.stderr
     assert "AddressSanitizer" not in output and "runtime error:" not in output, output[-6000:]
     assert proc.returncode == 0, output[-6000:]

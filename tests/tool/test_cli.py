@@ -21,7 +21,9 @@ COMMANDS = sorted(c.callback.__name__ for c in app.registered_commands)
 
 def run_cli(*args: str, columns: int = 200, **kwargs) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": str(columns), "TERM": "dumb"}
-    return subprocess.run([str(PREBUILD), *args], capture_output=True, text=True, timeout=300, env=env, **kwargs)
+    return subprocess.run(
+        [str(PREBUILD), *args], capture_output=True, text=True, timeout=300, env=env, **kwargs
+    )
 
 
 def test_reflow_help_joins_prose_and_keeps_examples():
@@ -50,7 +52,9 @@ def test_help_fits_80_columns(command):
         if "[default:" in line:
             assert re.search(r"\[default: [^\]]+\]", line), line
     # Every example of the docstring appears intact, on a line of its own.
-    doc = next(c.callback.__doc__ for c in app.registered_commands if c.callback.__name__ == command)
+    doc = next(
+        c.callback.__doc__ for c in app.registered_commands if c.callback.__name__ == command
+    )
     # Bracketed words ([tool.prebuild]) are shown, not taken for rich markup and dropped.
     click_command = typer.main.get_command(app).commands[command]
     texts = [doc, *(getattr(p, "help", None) or "" for p in click_command.params)]
@@ -58,7 +62,11 @@ def test_help_fits_80_columns(command):
     flat = " ".join(text.split())
     for word in bracketed:
         assert word in flat, f"{word} is missing from {command} --help"
-    examples = [line.strip() for line in doc.splitlines() if line.strip().startswith(("prebuild ", "pip ", "echo "))]
+    examples = [
+        line.strip()
+        for line in doc.splitlines()
+        if line.strip().startswith(("prebuild ", "pip ", "echo "))
+    ]
     assert examples, f"{command} --help shows no example"
     shown = [line.strip() for line in text.splitlines()]
     for example in examples:
@@ -77,20 +85,40 @@ def test_wheel_refuses_an_unwritable_out_before_locking_or_compiling(tmp_path):
 
 def test_wheel_refuses_an_unwritable_lock_target_before_compiling(tmp_path):
     objects = tmp_path / "objects"
-    proc = run_cli("wheel", "--arch", "sm_80", "--out", str(tmp_path / "dist"), "--build-dir", str(objects),
-                   "--lock", "/proc/prebuild-test/prebuild.lock")  # fmt: skip
+    proc = run_cli(
+        "wheel",
+        "--arch",
+        "sm_80",
+        "--out",
+        str(tmp_path / "dist"),
+        "--build-dir",
+        str(objects),
+        "--lock",
+        "/proc/prebuild-test/prebuild.lock",
+    )
     assert proc.returncode == 2, proc.stderr
-    assert "--lock /proc/prebuild-test" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert "--lock /proc/prebuild-test" in proc.stderr and "Traceback" not in proc.stderr, (
+        proc.stderr
+    )
     assert not objects.exists()
 
 
-@pytest.mark.parametrize("module, extra_hint", [("ninja", "'ninja'"), ("build", "'build'"), ("filelock", "'filelock'")])
+@pytest.mark.parametrize(
+    "module, extra_hint", [("ninja", "'ninja'"), ("build", "'build'"), ("filelock", "'filelock'")]
+)
 def test_wheel_without_the_build_extra_names_it(tmp_path, module, extra_hint):
     """An install without `prebuild[build]`: one line saying what to install, no traceback."""
-    script = (f"import sys; sys.modules[{module!r}] = None; sys.argv = ['prebuild', 'wheel', '--arch', 'sm_80', "
-              f"'--out', {str(tmp_path / 'dist')!r}]; from prebuild.tool.cli import main; main()")  # fmt: skip
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+    script = (
+        f"import sys; sys.modules[{module!r}] = None; sys.argv = ['prebuild', 'wheel', '--arch', 'sm_80', "
+        f"'--out', {str(tmp_path / 'dist')!r}]; from prebuild.tool.cli import main; main()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert proc.returncode == 2, proc.stderr
     assert "pip install 'prebuild[build]'" in proc.stderr and extra_hint in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr

@@ -88,14 +88,21 @@ archs = st.builds(
     minor=st.integers(0, 9),
     suffix=st.sampled_from(["", "a", "f"]),
 )
-entries = st.tuples(st.sampled_from(["sass", "ptx"]), archs, st.sampled_from(["", SRC, "k.cu"]),
-                    st.binary(max_size=40), st.booleans())  # fmt: skip
+entries = st.tuples(
+    st.sampled_from(["sass", "ptx"]),
+    archs,
+    st.sampled_from(["", SRC, "k.cu"]),
+    st.binary(max_size=40),
+    st.booleans(),
+)
 
 
 @given(st.lists(st.lists(entries, min_size=1, max_size=4), max_size=4))
 def test_every_written_entry_is_read_back(containers):
-    data = b"".join(build_container(*(build_entry(k, a, n, p, compressed=c) for k, a, n, p, c in c_))
-                    for c_ in containers)  # fmt: skip
+    data = b"".join(
+        build_container(*(build_entry(k, a, n, p, compressed=c) for k, a, n, p, c in c_))
+        for c_ in containers
+    )
     flat = [e for c_ in containers for e in c_]
     parsed = parse_fatbin(data)
     assert [(e.kind, e.arch, e.name, e.compressed) for e in parsed] == [

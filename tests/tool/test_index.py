@@ -18,7 +18,15 @@ from typer.testing import CliRunner
 
 from prebuild.runtime.arch import parse_arch_list
 from prebuild.tool.cli import app
-from prebuild.tool.index import ALL, SiteError, WheelInfo, build_index, parse_variant, plan, project_page
+from prebuild.tool.index import (
+    ALL,
+    SiteError,
+    WheelInfo,
+    build_index,
+    parse_variant,
+    plan,
+    project_page,
+)
 
 runner = CliRunner()
 TAGS = "cp310-abi3-linux_x86_64"
@@ -33,7 +41,7 @@ def fake_wheel(dist: Path, version: str, name: str = "prebuild", requires: str =
     files = {
         f"{name}_fake.py": f"VERSION = {version!r}\n",
         f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.10\n"
-                            + requires_dist,
+        + requires_dist,
         f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {TAGS}\n",
     }
     record = "".join(f"{n},,\n" for n in files) + f"{info}/RECORD,,\n"
@@ -51,32 +59,55 @@ def fake_wheel(dist: Path, version: str, name: str = "prebuild", requires: str =
         ("cu130.sm120.ptx120", ("cu130-sm120", "sm_120", "compute_120")),
         ("cu128.sm80.sm90.ptx90", ("cu128-sm80-sm90", "sm_80,sm_90", "compute_90")),
         ("cu130.sm90a", ("cu130-sm90a", "sm_90a", "")),
-        ("cpu", None), (None, None), ("cu130", None), ("cu130.sm9x", None), ("cu130.foo", None),
+        ("cpu", None),
+        (None, None),
+        ("cu130", None),
+        ("cu130.sm9x", None),
+        ("cu130.foo", None),
         ("cuda.sm80", None),
         ("pt214.cu130.sm90", ("pt214-cu130-sm90", "sm_90", "")),
-        ("lab1.pt214.cu130.sm80.sm90.ptx90", ("pt214-cu130-sm80-sm90", "sm_80,sm_90", "compute_90")),
-        ("lab1.cu130.sm90", None), ("pt214.sm90", None), ("pt214.cu130", None), ("pt214.cu130.foo", None),
+        (
+            "lab1.pt214.cu130.sm80.sm90.ptx90",
+            ("pt214-cu130-sm80-sm90", "sm_80,sm_90", "compute_90"),
+        ),
+        ("lab1.cu130.sm90", None),
+        ("pt214.sm90", None),
+        ("pt214.cu130", None),
+        ("pt214.cu130.foo", None),
     ],
-)  # fmt: skip
+)
 def test_parse_variant(local, expected):
     v = parse_variant(local)
     if expected is None:
         assert v is None
     else:
-        assert (v.name, v.sass, v.ptx) == (expected[0], parse_arch_list(expected[1]), parse_arch_list(expected[2]))
+        assert (v.name, v.sass, v.ptx) == (
+            expected[0],
+            parse_arch_list(expected[1]),
+            parse_arch_list(expected[2]),
+        )
 
 
 def test_plan_groups_by_variant_and_keeps_all():
-    wheels = [WheelInfo(f"prebuild-0.1.0+{label}-{TAGS}.whl", "0" * 64)
-              for label in ("cu130.sm90", "cu130.sm80", "cu128.sm90", "cpu", "cu130.sm90.ptx90")]  # fmt: skip
+    wheels = [
+        WheelInfo(f"prebuild-0.1.0+{label}-{TAGS}.whl", "0" * 64)
+        for label in ("cu130.sm90", "cu130.sm80", "cu128.sm90", "cpu", "cu130.sm90.ptx90")
+    ]
     indexes = plan(wheels)
     assert list(indexes) == [ALL, "cu128-sm90", "cu130-sm80", "cu130-sm90"]
     assert len(indexes[ALL]) == 5
-    assert [w.filename.split("+")[1].split("-")[0] for w in indexes["cu130-sm90"]] == ["cu130.sm90", "cu130.sm90.ptx90"]
+    assert [w.filename.split("+")[1].split("-")[0] for w in indexes["cu130-sm90"]] == [
+        "cu130.sm90",
+        "cu130.sm90.ptx90",
+    ]
 
 
 def test_project_page_links_escape_and_hash():
-    page = project_page("prebuild", [WheelInfo(f"prebuild-0.1.0+cu130.sm90-{TAGS}.whl", "ab" * 32, ">=3.10")], "../../wheels/")
+    page = project_page(
+        "prebuild",
+        [WheelInfo(f"prebuild-0.1.0+cu130.sm90-{TAGS}.whl", "ab" * 32, ">=3.10")],
+        "../../wheels/",
+    )
     assert f'href="../../wheels/prebuild-0.1.0%2Bcu130.sm90-{TAGS}.whl#sha256={"ab" * 32}"' in page
     assert 'data-requires-python="&gt;=3.10"' in page
 
@@ -122,7 +153,9 @@ def test_rerun_replaces_the_site_whole(tmp_path):
     fake_wheel(dist, "0.1.0+cu130.sm90")
     build_index(dist, site)
     assert not (site / "cu130-sm80").exists()
-    assert [p.name for p in (site / "wheels").iterdir()] == [f"prebuild-0.1.0+cu130.sm90-{TAGS}.whl"]
+    assert [p.name for p in (site / "wheels").iterdir()] == [
+        f"prebuild-0.1.0+cu130.sm90-{TAGS}.whl"
+    ]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging left
 
 
@@ -160,16 +193,32 @@ def test_pip_resolves_each_variant_index_to_its_own_wheel(tmp_path):
     for variant in ("cu130-sm90", "cu128-sm90", "cu130-sm80"):
         out = tmp_path / f"dl-{variant}"
         proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--disable-pip-version-check",
-             "--index-url", f"file://{site}/{variant}/simple", "--dest", str(out), "prebuild"],
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "--index-url",
+                f"file://{site}/{variant}/simple",
+                "--dest",
+                str(out),
+                "prebuild",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
         (got,) = out.glob("*.whl")
         assert f"+{variant.replace('-', '.')}-" in got.name
 
 
-def test_printed_install_command_takes_prebuild_from_the_variant_and_dependencies_from_the_usual_index(tmp_path):
+def test_printed_install_command_takes_prebuild_from_the_variant_and_dependencies_from_the_usual_index(
+    tmp_path,
+):
     """The site holds only prebuild; the command `prebuild index` prints for each variant
     must still resolve its dependencies (from the index pip uses by default: here a local
     one named by PIP_INDEX_URL)."""
@@ -179,23 +228,52 @@ def test_printed_install_command_takes_prebuild_from_the_variant_and_dependencie
     build_index(fake_wheel(tmp_path / "dep", "1.0", name="prebuild_dep_fake").parent, usual)
     usual_url = f"{usual.as_uri()}/simple"
     site = tmp_path / "site"
-    result = runner.invoke(app, ["index", str(dist), "--out", str(site)],
-                           env={"COLUMNS": "80", "PIP_INDEX_URL": usual_url})  # fmt: skip
+    result = runner.invoke(
+        app,
+        ["index", str(dist), "--out", str(site)],
+        env={"COLUMNS": "80", "PIP_INDEX_URL": usual_url},
+    )
     assert result.exit_code == 0, result.output
-    commands = [line.strip() for line in result.output.splitlines() if line.strip().startswith("pip install")]
+    commands = [
+        line.strip()
+        for line in result.output.splitlines()
+        if line.strip().startswith("pip install")
+    ]
     assert len(commands) == 2, result.output
     for variant in ("cu130-sm80", "cu130-sm90"):
         (command,) = [c for c in commands if f"/{variant}/simple " in c]
-        assert command == f"pip install prebuild --index-url {site.as_uri()}/{variant}/simple --extra-index-url {usual_url}"
+        assert (
+            command
+            == f"pip install prebuild --index-url {site.as_uri()}/{variant}/simple --extra-index-url {usual_url}"
+        )
         report = tmp_path / f"{variant}.json"
         proc = subprocess.run(
-            [sys.executable, "-m", *command.split()[:2], "--dry-run", "--quiet", "--ignore-installed",
-             "--disable-pip-version-check", "--report", str(report), *command.split()[2:]],
-            capture_output=True, text=True, timeout=300, env={"PATH": "/usr/bin:/bin"},
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                *command.split()[:2],
+                "--dry-run",
+                "--quiet",
+                "--ignore-installed",
+                "--disable-pip-version-check",
+                "--report",
+                str(report),
+                *command.split()[2:],
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={"PATH": "/usr/bin:/bin"},
+        )
         assert proc.returncode == 0, proc.stderr
-        resolved = {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
-        assert resolved == {"prebuild": f"0.1.0+{variant.replace('-', '.')}", "prebuild_dep_fake": "1.0"}, resolved
+        resolved = {
+            i["metadata"]["name"]: i["metadata"]["version"]
+            for i in json.loads(report.read_text())["install"]
+        }
+        assert resolved == {
+            "prebuild": f"0.1.0+{variant.replace('-', '.')}",
+            "prebuild_dep_fake": "1.0",
+        }, resolved
 
 
 def test_usual_index_is_pip_index_url_else_pips_default():
@@ -203,7 +281,10 @@ def test_usual_index_is_pip_index_url_else_pips_default():
 
     from prebuild.tool.index import usual_index_url
 
-    assert usual_index_url({"PIP_INDEX_URL": "https://mirror.example/simple"}) == "https://mirror.example/simple"
+    assert (
+        usual_index_url({"PIP_INDEX_URL": "https://mirror.example/simple"})
+        == "https://mirror.example/simple"
+    )
     assert usual_index_url({}) == PyPI.simple_url
 
 
@@ -212,13 +293,28 @@ def test_classic_wheels_get_one_index_per_torch_and_arch(tmp_path):
     for label in ("pt214.cu130.sm80", "pt214.cu130.sm90", "pt213.cu130.sm90"):
         fake_wheel(dist, f"1.0.0+{label}", name="fused_ssim")
     indexes = build_index(dist, tmp_path / "site")
-    assert sorted(k for k in indexes if k) == ["pt213-cu130-sm90", "pt214-cu130-sm80", "pt214-cu130-sm90"]
+    assert sorted(k for k in indexes if k) == [
+        "pt213-cu130-sm90",
+        "pt214-cu130-sm80",
+        "pt214-cu130-sm90",
+    ]
     data = json.loads((tmp_path / "site" / "index.json").read_text())
     assert data["variants"]["pt214-cu130-sm90"]["torch_tag"] == "pt214"
-    assert (tmp_path / "site" / "pt214-cu130-sm90" / "simple" / "fused-ssim" / "index.html").is_file()
+    assert (
+        tmp_path / "site" / "pt214-cu130-sm90" / "simple" / "fused-ssim" / "index.html"
+    ).is_file()
     # The command printed per variant names the project that index holds.
-    result = runner.invoke(app, ["index", str(dist), "--out", str(tmp_path / "site")],
-                           env={"COLUMNS": "80", "PIP_INDEX_URL": "https://usual/simple"})  # fmt: skip
+    result = runner.invoke(
+        app,
+        ["index", str(dist), "--out", str(tmp_path / "site")],
+        env={"COLUMNS": "80", "PIP_INDEX_URL": "https://usual/simple"},
+    )
     assert result.exit_code == 0, result.output
-    commands = [line.strip() for line in result.output.splitlines() if line.strip().startswith("pip install")]
-    assert len(commands) == 3 and all(c.startswith("pip install fused-ssim --index-url ") for c in commands), commands
+    commands = [
+        line.strip()
+        for line in result.output.splitlines()
+        if line.strip().startswith("pip install")
+    ]
+    assert len(commands) == 3 and all(
+        c.startswith("pip install fused-ssim --index-url ") for c in commands
+    ), commands

@@ -15,6 +15,14 @@ from typer.testing import CliRunner
 
 import prebuild
 from prebuild.runtime.arch import Arch, parse_arch_list
+from prebuild.runtime.manifest import (
+    BuiltLibrary,
+    Library,
+    Manifest,
+    ManifestError,
+    NvccCall,
+    ProjectManifest,
+)
 from prebuild.tool.cli import app
 from prebuild.tool.fatbin import EmbeddedCode, build_container, build_entry
 from prebuild.tool.inspection import (
@@ -25,7 +33,6 @@ from prebuild.tool.inspection import (
     library_code,
     read_wheel_manifest,
 )
-from prebuild.runtime.manifest import BuiltLibrary, Library, Manifest, ManifestError, NvccCall, ProjectManifest
 
 SRC = "/src/csrc/ssim/ssim_cuda.cu"
 CPU_SO = Path(prebuild.__file__).parent / "_C.abi3.so"  # a real ELF without GPU code
@@ -34,11 +41,17 @@ runner = CliRunner()
 
 def manifest_for(libs: dict[str, bytes], sass="sm_80", ptx="") -> Manifest:
     return Manifest(
-        package_version="0.1.0+cu130.sm80", torch_target="2.13", built_with_torch="2.13.0+cpu",
-        cuda_version="13.0", sass_archs=parse_arch_list(sass), ptx_archs=parse_arch_list(ptx),
-        libraries=tuple(Library(name, "cuda" if "cuda" in name else "cpu",
-                                hashlib.sha256(data).hexdigest()) for name, data in libs.items()),
-    )  # fmt: skip
+        package_version="0.1.0+cu130.sm80",
+        torch_target="2.13",
+        built_with_torch="2.13.0+cpu",
+        cuda_version="13.0",
+        sass_archs=parse_arch_list(sass),
+        ptx_archs=parse_arch_list(ptx),
+        libraries=tuple(
+            Library(name, "cuda" if "cuda" in name else "cpu", hashlib.sha256(data).hexdigest())
+            for name, data in libs.items()
+        ),
+    )
 
 
 # --- compare: pure ----------------------------------------------------------------------
@@ -51,15 +64,20 @@ def found(name: str, sass=(), ptx=(), linked=(), sha="0" * 64) -> FoundLibrary:
 def test_compare_agreement_ignores_linked_code():
     m = manifest_for({"_C.abi3.so": b"", "_C_cuda.abi3.so": b""}, "sm_80,sm_90", "compute_90")
     sha = {lib.file: lib.sha256 for lib in m.libraries}
-    libs = [found("_C.abi3.so", sha=sha["_C.abi3.so"]),
-            found("_C_cuda.abi3.so", m.sass_archs, m.ptx_archs, [Arch(7, 5)], sha["_C_cuda.abi3.so"])]  # fmt: skip
+    libs = [
+        found("_C.abi3.so", sha=sha["_C.abi3.so"]),
+        found("_C_cuda.abi3.so", m.sass_archs, m.ptx_archs, [Arch(7, 5)], sha["_C_cuda.abi3.so"]),
+    ]
     assert compare(m, libs) == []
 
 
 def test_compare_names_every_disagreement():
     m = manifest_for({"_C.abi3.so": b"", "_C_cuda.abi3.so": b""}, "sm_80,sm_90", "compute_90")
-    libs = [found("_C.abi3.so", [Arch(8, 0)]), found("_C_cuda.abi3.so", [Arch(8, 0)]),
-            found("_C_extra.abi3.so")]  # fmt: skip
+    libs = [
+        found("_C.abi3.so", [Arch(8, 0)]),
+        found("_C_cuda.abi3.so", [Arch(8, 0)]),
+        found("_C_extra.abi3.so"),
+    ]
     got = {(d.what, d.file, d.message.split(" inside")[0].split(" ")[0]) for d in compare(m, libs)}
     assert ("file", "_C.abi3.so", "sha256") in got  # altered
     assert ("archs", "_C.abi3.so", "SASS") in got  # GPU code in the CPU library
@@ -79,15 +97,22 @@ def elf_with_fatbin(tmp_path: Path, name: str, fatbin: bytes) -> bytes:
     blob = tmp_path / f"{name}.fatbin"
     blob.write_bytes(fatbin)
     out = tmp_path / name
-    subprocess.run(["objcopy", "--add-section", f".nv_fatbin={blob}", str(CPU_SO), str(out)], check=True)
+    subprocess.run(
+        ["objcopy", "--add-section", f".nv_fatbin={blob}", str(CPU_SO), str(out)], check=True
+    )
     return out.read_bytes()
 
 
 @pytest.fixture
 def libs(tmp_path) -> dict[str, bytes]:
-    cuda = elf_with_fatbin(tmp_path, "_C_cuda.abi3.so", build_container(build_entry("sass", Arch(7, 5)))
-                           + build_container(build_entry("ptx", Arch(8, 0), SRC),
-                                             build_entry("sass", Arch(8, 0), SRC)))  # fmt: skip
+    cuda = elf_with_fatbin(
+        tmp_path,
+        "_C_cuda.abi3.so",
+        build_container(build_entry("sass", Arch(7, 5)))
+        + build_container(
+            build_entry("ptx", Arch(8, 0), SRC), build_entry("sass", Arch(8, 0), SRC)
+        ),
+    )
     return {"_C.abi3.so": CPU_SO.read_bytes(), "_C_cuda.abi3.so": cuda}
 
 
@@ -101,7 +126,9 @@ def make_wheel(path: Path, libs: dict[str, bytes], manifest: Manifest | None) ->
 
 
 def test_library_code_reads_the_elf_section(libs):
-    assert library_code(libs["_C_cuda.abi3.so"]) == EmbeddedCode((Arch(8, 0),), (Arch(8, 0),), (Arch(7, 5),))
+    assert library_code(libs["_C_cuda.abi3.so"]) == EmbeddedCode(
+        (Arch(8, 0),), (Arch(8, 0),), (Arch(7, 5),)
+    )
     assert library_code(libs["_C.abi3.so"]).empty
     with pytest.raises(InspectionError, match="not an ELF"):
         library_code(b"#!/bin/sh\n", "script.so")
@@ -124,7 +151,11 @@ def test_inspect_wheel_whose_manifest_lies_exits_1(tmp_path, libs):
     assert data["ok"] is False
     assert data["manifest"]["sass_archs"] == ["sm_80", "sm_90"]
     cuda = next(lib for lib in data["libraries"] if lib["file"] == "_C_cuda.abi3.so")
-    assert cuda["sass"] == ["sm_80"] and cuda["ptx"] == ["compute_80"] and cuda["linked_sass"] == ["sm_75"]
+    assert (
+        cuda["sass"] == ["sm_80"]
+        and cuda["ptx"] == ["compute_80"]
+        and cuda["linked_sass"] == ["sm_75"]
+    )
     assert [d["what"] for d in data["disagreements"]] == ["archs"]
     assert "sm_90" in data["disagreements"][0]["message"]
 
@@ -152,7 +183,9 @@ def test_inspect_package_directory_and_lone_library(tmp_path, libs):
     assert report.manifest is None and report.ok
     assert runner.invoke(app, ["inspect", str(lone)]).exit_code == 0
     # The directory with a manifest recording PTX that is not there.
-    (pkg / "_manifest.json").write_text(manifest_for(libs, "sm_80", "compute_80,compute_90").to_json())
+    (pkg / "_manifest.json").write_text(
+        manifest_for(libs, "sm_80", "compute_80,compute_90").to_json()
+    )
     assert inspect_path(pkg / "_C.abi3.so").ok  # the CPU library alone agrees
     result = runner.invoke(app, ["inspect", str(pkg)], env={"COLUMNS": "200"})
     assert result.exit_code == 1
@@ -168,7 +201,10 @@ def test_inspect_package_directory_and_lone_library(tmp_path, libs):
         (lambda p: p, "does not exist"),
         (lambda p: (p.write_text("not a zip"), p)[1], "not a readable wheel"),
         (lambda p: make_wheel(p, {"_C.abi3.so": b"x"}, None), "has no package _manifest.json"),
-        (lambda p: (p.with_suffix(".so").write_text("text"), p.with_suffix(".so"))[1], "not an ELF"),
+        (
+            lambda p: (p.with_suffix(".so").write_text("text"), p.with_suffix(".so"))[1],
+            "not an ELF",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_a_message_not_a_traceback(tmp_path, setup, message):
@@ -196,12 +232,30 @@ DIST_INFO = "plain_ext-0.1.0+pt214.cu130.sm80.dist-info"
 def classic_manifest(files: dict[str, bytes], sass="sm_80", ptx="") -> ProjectManifest:
     """As `prebuild wheel --arch ... PROJECT` records it: the archs per library, read back."""
     return ProjectManifest(
-        kind="classic", torch="2.14.1+cu130", torch_cuda="13.0", cuda="13.0", python_tag="cp311-cp311-linux_x86_64",
-        sass_archs=parse_arch_list(sass), ptx_archs=parse_arch_list(ptx),
-        libraries=tuple(BuiltLibrary(name, hashlib.sha256(data).hexdigest(), len(data), parse_arch_list(sass),
-                                     parse_arch_list(ptx)) for name, data in files.items()),
-        nvcc_calls=(NvccCall(("-gencode=arch=compute_75,code=sm_75", "k.cu"), ("-gencode=arch=compute_80,code=sm_80", "k.cu")),),
-    )  # fmt: skip
+        kind="classic",
+        torch="2.14.1+cu130",
+        torch_cuda="13.0",
+        cuda="13.0",
+        python_tag="cp311-cp311-linux_x86_64",
+        sass_archs=parse_arch_list(sass),
+        ptx_archs=parse_arch_list(ptx),
+        libraries=tuple(
+            BuiltLibrary(
+                name,
+                hashlib.sha256(data).hexdigest(),
+                len(data),
+                parse_arch_list(sass),
+                parse_arch_list(ptx),
+            )
+            for name, data in files.items()
+        ),
+        nvcc_calls=(
+            NvccCall(
+                ("-gencode=arch=compute_75,code=sm_75", "k.cu"),
+                ("-gencode=arch=compute_80,code=sm_80", "k.cu"),
+            ),
+        ),
+    )
 
 
 @pytest.fixture
@@ -214,7 +268,10 @@ def make_classic_wheel(path: Path, files: dict[str, bytes], manifest: ProjectMan
     with zipfile.ZipFile(path, "w") as zf:
         for name, data in files.items():
             zf.writestr(name, data)
-        zf.writestr(f"{DIST_INFO}/METADATA", "Metadata-Version: 2.1\nName: plain_ext\nVersion: 0.1.0+pt214.cu130.sm80\n")
+        zf.writestr(
+            f"{DIST_INFO}/METADATA",
+            "Metadata-Version: 2.1\nName: plain_ext\nVersion: 0.1.0+pt214.cu130.sm80\n",
+        )
         zf.writestr(f"{DIST_INFO}/prebuild.json", manifest.to_json())
     return path
 
@@ -223,8 +280,12 @@ def test_project_manifest_round_trips_and_refuses_what_it_does_not_know(classic_
     m = classic_manifest({CLASSIC_SO: classic_so}, "sm_80,sm_90", "compute_90")
     assert ProjectManifest.from_json(m.to_json()) == m and m.torch_minor == "2.14"
     data = json.loads(m.to_json())
-    for change, message in [({"schema": 2}, "schema 2"), ({"kind": "native"}, "upgrade prebuild"),
-                            ({"torch": "two"}, "malformed"), ({"sass_archs": ["sm_8"]}, "malformed")]:  # fmt: skip
+    for change, message in [
+        ({"schema": 2}, "schema 2"),
+        ({"kind": "native"}, "upgrade prebuild"),
+        ({"torch": "two"}, "malformed"),
+        ({"sass_archs": ["sm_8"]}, "malformed"),
+    ]:
         with pytest.raises(ManifestError, match=message):
             ProjectManifest.from_json(json.dumps({**data, **change}))
     escape = {**data, "libraries": [{**data["libraries"][0], "file": "../../etc/x.so"}]}
@@ -238,19 +299,30 @@ def test_inspect_another_projects_wheel(tmp_path, classic_so):
     wheel = make_classic_wheel(tmp_path / "ok.whl", files, classic_manifest(libs))
     result = runner.invoke(app, ["inspect", str(wheel)], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
-    assert "plain_ext 0.1.0+pt214.cu130.sm80: a classic build by prebuild for torch 2.14" in result.output
+    assert (
+        "plain_ext 0.1.0+pt214.cu130.sm80: a classic build by prebuild for torch 2.14"
+        in result.output
+    )
     assert "match the manifest" in result.output
     data = json.loads(runner.invoke(app, ["inspect", str(wheel), "--json"]).stdout)
     assert data["manifest"]["kind"] == "classic" and data["manifest"]["torch"] == "2.14.1+cu130"
     assert data["libraries"][0]["file"] == CLASSIC_SO and data["libraries"][0]["kind"] == "cuda"
-    assert data["libraries"][0]["sass"] == ["sm_80"] and data["libraries"][0]["linked_sass"] == []  # all its own
+    assert (
+        data["libraries"][0]["sass"] == ["sm_80"] and data["libraries"][0]["linked_sass"] == []
+    )  # all its own
     # A manifest claiming sm_90 too: the library holds sm_80 only.
     lying = make_classic_wheel(tmp_path / "lie.whl", files, classic_manifest(libs, "sm_80,sm_90"))
     result = runner.invoke(app, ["inspect", str(lying)], env={"COLUMNS": "250"})
-    assert result.exit_code == 1 and "SASS [sm_80] inside, manifest says [sm_80, sm_90]" in " ".join(result.output.split())
+    assert (
+        result.exit_code == 1
+        and "SASS [sm_80] inside, manifest says [sm_80, sm_90]" in " ".join(result.output.split())
+    )
     # A library the manifest does not list.
-    extra = make_classic_wheel(tmp_path / "extra.whl", {**files, "plain_ext/_D.so": CPU_SO.read_bytes()},
-                               classic_manifest(libs))  # fmt: skip
+    extra = make_classic_wheel(
+        tmp_path / "extra.whl",
+        {**files, "plain_ext/_D.so": CPU_SO.read_bytes()},
+        classic_manifest(libs),
+    )
     assert not inspect_path(extra).ok
     with pytest.raises(ManifestError, match="another project's wheel"):
         read_wheel_manifest(wheel)
@@ -262,7 +334,9 @@ def test_inspect_an_installed_distribution_by_name(tmp_path, classic_so, monkeyp
     (site / CLASSIC_SO).write_bytes(classic_so)
     info = site / DIST_INFO
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plain_ext\nVersion: 0.1.0+pt214.cu130.sm80\n")
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: plain_ext\nVersion: 0.1.0+pt214.cu130.sm80\n"
+    )
     (info / "prebuild.json").write_text(classic_manifest({CLASSIC_SO: classic_so}).to_json())
     monkeypatch.syspath_prepend(str(site))
     result = runner.invoke(app, ["inspect", "plain-ext"], env={"COLUMNS": "250"})
@@ -273,7 +347,9 @@ def test_inspect_an_installed_distribution_by_name(tmp_path, classic_so, monkeyp
     assert result.exit_code == 1 and "altered or replaced" in result.output
     (site / CLASSIC_SO).unlink()
     assert "missing" in runner.invoke(app, ["inspect", "plain_ext"], env={"COLUMNS": "250"}).output
-    for name, message in [("no-such-project", "neither a path nor an installed distribution"),
-                          ("typer", "carries no prebuild.json")]:  # fmt: skip
+    for name, message in [
+        ("no-such-project", "neither a path nor an installed distribution"),
+        ("typer", "carries no prebuild.json"),
+    ]:
         result = runner.invoke(app, ["inspect", name])
         assert result.exit_code == 2 and message in result.output, result.output

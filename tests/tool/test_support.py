@@ -35,7 +35,7 @@ def test_readme_support_table_is_the_generated_one():
     assert text.count(README_START) == 1 and text.count(README_END) == 1
     assert readme_with_table(text) == text, (
         "README's support table is stale: regenerate it with "
-        "python -c \"from pathlib import Path; from prebuild.tool.support import readme_with_table; "
+        'python -c "from pathlib import Path; from prebuild.tool.support import readme_with_table; '
         "p = Path('README.md'); p.write_text(readme_with_table(p.read_text()))\""
     )
 
@@ -46,7 +46,10 @@ def test_readme_with_table_replaces_only_between_the_markers():
 
 
 def test_matrix_one_job_per_cuda_and_arch_with_ptx_on_the_newest():
-    releases = (CudaRelease("12.8", parse_arch_list("sm_80,sm_90")), CudaRelease("13.0", parse_arch_list("sm_120")))
+    releases = (
+        CudaRelease("12.8", parse_arch_list("sm_80,sm_90")),
+        CudaRelease("13.0", parse_arch_list("sm_120")),
+    )
     jobs = matrix(releases)["include"]
     assert [(j["cuda"], j["arch"], j["ptx"], j["variant"], j["cuda_tag"]) for j in jobs] == [
         ("12.8", "sm_80", False, "cu128-sm80", "cu128"),
@@ -65,7 +68,9 @@ def test_the_real_table_covers_every_default_arch_for_cuda_12_and_13():
 
 
 def test_support_table_marks_missing_archs_and_ptx():
-    table = support_table((CudaRelease("12.8", parse_arch_list("sm_80")), CudaRelease("13.0", ALL_ARCHS)))
+    table = support_table(
+        (CudaRelease("12.8", parse_arch_list("sm_80")), CudaRelease("13.0", ALL_ARCHS))
+    )
     row_75 = next(line for line in table.splitlines() if line.startswith("| `sm_75`"))
     assert row_75.endswith("| - | `cu130-sm75` |")
     assert "`cu128-sm80` + PTX" in table
@@ -96,8 +101,13 @@ def test_matrix_for_some_archs_puts_ptx_on_the_newest_of_them():
 
 
 def test_classic_matrix_adds_a_torch_axis_and_how_each_job_gets_that_torch():
-    releases = (CudaRelease("12.8", parse_arch_list("sm_80")), CudaRelease("13.0", parse_arch_list("sm_80,sm_90")))
-    jobs = classic_matrix(("2.14.1", "2.13", "2.14"), releases)["include"]  # 2.14.1 and 2.14: one torch
+    releases = (
+        CudaRelease("12.8", parse_arch_list("sm_80")),
+        CudaRelease("13.0", parse_arch_list("sm_80,sm_90")),
+    )
+    jobs = classic_matrix(("2.14.1", "2.13", "2.14"), releases)[
+        "include"
+    ]  # 2.14.1 and 2.14: one torch
     assert [(j["torch"], j["cuda"], j["arch"], j["ptx"], j["variant"]) for j in jobs] == [
         ("2.14", "12.8", "sm_80", True, "pt214-cu128-sm80"),
         ("2.14", "13.0", "sm_80", False, "pt214-cu130-sm80"),
@@ -107,7 +117,10 @@ def test_classic_matrix_adds_a_torch_axis_and_how_each_job_gets_that_torch():
         ("2.13", "13.0", "sm_90", True, "pt213-cu130-sm90"),
     ]
     assert jobs[2]["torch_tag"] == "pt214"
-    assert jobs[2]["torch_install"] == "pip install 'torch==2.14.*' --index-url https://download.pytorch.org/whl/cu130"
+    assert (
+        jobs[2]["torch_install"]
+        == "pip install 'torch==2.14.*' --index-url https://download.pytorch.org/whl/cu130"
+    )
     # The variant is the one the wheel's label parses to (prebuild index's directories).
     from prebuild.tool.index import parse_variant
 
@@ -118,19 +131,27 @@ def test_classic_matrix_adds_a_torch_axis_and_how_each_job_gets_that_torch():
             classic_matrix((bad,), releases)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--torch", "2"], "give torch's minor release too"),
-    (["--torch", "abc"], "not a torch version"),
-    (["--arch", "sm_61"], "sm_61 is not in the support table"),
-    (["--arch", "sm_6"], "sm_6"),
-    (["--markdown", "--torch", "2.14"], "takes --cuda only"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--torch", "2"], "give torch's minor release too"),
+        (["--torch", "abc"], "not a torch version"),
+        (["--arch", "sm_61"], "sm_61 is not in the support table"),
+        (["--arch", "sm_6"], "sm_6"),
+        (["--markdown", "--torch", "2.14"], "takes --cuda only"),
+    ],
+)
 def test_cli_matrix_refuses_bad_torch_and_arch(args, message):
     result = runner.invoke(app, ["matrix", *args], env={"COLUMNS": "200"})
     assert result.exit_code == 2 and message in result.output, result.output
 
 
 def test_cli_matrix_torch_axis():
-    result = runner.invoke(app, ["matrix", "--torch", "2.14", "--cuda", "13.0", "--arch", "sm_80,sm_90"])
+    result = runner.invoke(
+        app, ["matrix", "--torch", "2.14", "--cuda", "13.0", "--arch", "sm_80,sm_90"]
+    )
     assert result.exit_code == 0, result.output
-    assert [j["variant"] for j in json.loads(result.stdout)["include"]] == ["pt214-cu130-sm80", "pt214-cu130-sm90"]
+    assert [j["variant"] for j in json.loads(result.stdout)["include"]] == [
+        "pt214-cu130-sm80",
+        "pt214-cu130-sm90",
+    ]

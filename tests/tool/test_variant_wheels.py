@@ -39,7 +39,9 @@ def test_labels_spell_the_archs():
     assert variant_label(WheelArchs(A("sm_80,sm_90"))) == "sm80.90"
     assert variant_label(WheelArchs(A("sm_90"), A("sm_90"))) == "sm90.ptx"
     assert variant_label(WheelArchs(A("sm_100f"))) == "sm100f"
-    assert variant_label(WheelArchs(A("sm_75,sm_80,sm_86,sm_89,sm_90"))) == "sm75.80.86.89.90"  # 16: the most
+    assert (
+        variant_label(WheelArchs(A("sm_75,sm_80,sm_86,sm_89,sm_90"))) == "sm75.80.86.89.90"
+    )  # 16: the most
 
 
 def test_what_a_label_cannot_say_is_refused_with_the_fix():
@@ -51,8 +53,12 @@ def test_what_a_label_cannot_say_is_refused_with_the_fix():
         variant_label(WheelArchs(A("sm_80,sm_90"), A("sm_80")))
 
 
-archs_sets = st.lists(st.sampled_from(A("sm_75,sm_80,sm_86,sm_89,sm_90,sm_100,sm_120,sm_100f")), min_size=1,
-                      max_size=3, unique=True)  # fmt: skip
+archs_sets = st.lists(
+    st.sampled_from(A("sm_75,sm_80,sm_86,sm_89,sm_90,sm_100,sm_120,sm_100f")),
+    min_size=1,
+    max_size=3,
+    unique=True,
+)
 
 
 @given(archs_sets, st.booleans())
@@ -64,8 +70,14 @@ def test_a_label_parses_back_to_its_archs(sass, ptx):
         return  # too long for 16 characters: refused, never truncated
     assert parse_label(label) == archs
     # and so does the wheel's name, through the index's one reader of wheel names
-    variant = wheel_variant(variant_filename("prebuild-0.1.0+cu130-cp310-abi3-linux_x86_64.whl", label))
-    assert variant is not None and (variant.sass, variant.ptx, variant.cuda_tag) == (archs.sass, archs.ptx, "cu130")
+    variant = wheel_variant(
+        variant_filename("prebuild-0.1.0+cu130-cp310-abi3-linux_x86_64.whl", label)
+    )
+    assert variant is not None and (variant.sass, variant.ptx, variant.cuda_tag) == (
+        archs.sass,
+        archs.ptx,
+        "cu130",
+    )
 
 
 @pytest.mark.parametrize("label", ["sm", "80", "sm80.ptx.ptx", "SM80", "sm8x", "sm80-90", "x" * 17])
@@ -81,7 +93,11 @@ def test_properties_and_the_cuda_lower_bound():
     assert cuda_lower_bound(Version("13.2"), sass_only) == "13.0"
     assert cuda_lower_bound(Version("13.2"), with_ptx) == "13.2"
     assert properties(with_ptx, "13.2") == {
-        "nvidia": {"cuda_version_lower_bound": ["13.2"], "sm_arch": ["80_real", "90_real", "90_virtual"]}}
+        "nvidia": {
+            "cuda_version_lower_bound": ["13.2"],
+            "sm_arch": ["80_real", "90_real", "90_virtual"],
+        }
+    }
     assert archs_of(properties(with_ptx, "13.2")) == with_ptx
 
 
@@ -92,16 +108,25 @@ def test_the_documents_read_back_with_variantlib():
     info = VariantDistInfo(json.dumps(own), expected_label="sm90")  # a wheel's variant.json
     assert info.variant_label == "sm90"
     assert {p.to_str() for p in info.variant_desc.properties} == {
-        "nvidia :: sm_arch :: 90_real", "nvidia :: cuda_version_lower_bound :: 13.0"}
+        "nvidia :: sm_arch :: 90_real",
+        "nvidia :: cuda_version_lower_bound :: 13.0",
+    }
     index = merge([document({"sm80": sm80}), own, own])  # the index's: every wheel's entry once
     assert set(VariantsJson(index).variants) == {"sm80", "sm90"}
-    assert index["providers"]["nvidia"]["plugin-api"] == "nvidia_variant_provider.plugin:NvidiaVariantPlugin"
+    assert (
+        index["providers"]["nvidia"]["plugin-api"]
+        == "nvidia_variant_provider.plugin:NvidiaVariantPlugin"
+    )
 
 
 def test_one_label_for_two_builds_is_a_clash():
     with pytest.raises(VariantError, match="sm90"):
-        merge([document({"sm90": properties(WheelArchs(A("sm_90")), "13.0")}),
-               document({"sm90": properties(WheelArchs(A("sm_90")), "12.0")})])  # fmt: skip
+        merge(
+            [
+                document({"sm90": properties(WheelArchs(A("sm_90")), "13.0")}),
+                document({"sm90": properties(WheelArchs(A("sm_90")), "12.0")}),
+            ]
+        )
     with pytest.raises(VariantError, match="null"):
         document({"null": {}})
 
@@ -110,13 +135,19 @@ def test_file_names_with_and_without_a_label():
     plain = "prebuild-0.1.0+cu130-cp310-abi3-linux_x86_64.whl"
     labelled = variant_filename(plain, "sm80.90.ptx")
     assert labelled == "prebuild-0.1.0+cu130-cp310-abi3-linux_x86_64-sm80.90.ptx.whl"
-    assert split_filename(labelled) == (plain, "sm80.90.ptx") and split_filename(plain) == (plain, None)
+    assert split_filename(labelled) == (plain, "sm80.90.ptx") and split_filename(plain) == (
+        plain,
+        None,
+    )
     with_build = "x-1.0-1-py3-none-any.whl"
     assert split_filename(with_build) == (with_build, None)
     assert split_filename("x-1.0-1-py3-none-any-sm90.whl") == (with_build, "sm90")
     name, version, build, tags, label = parse_filename(labelled)
     assert (name, str(version), label) == ("prebuild", "0.1.0+cu130", "sm80.90.ptx")
-    assert variants_filename("fused-ssim", "1.0+pt214.cu130") == "fused_ssim-1.0+pt214.cu130-variants.json"
+    assert (
+        variants_filename("fused-ssim", "1.0+pt214.cu130")
+        == "fused_ssim-1.0+pt214.cu130-variants.json"
+    )
     with pytest.raises(VariantError):
         variant_filename(plain, "null")
 
@@ -133,8 +164,11 @@ def test_variant_wheels_are_listed_only_in_the_index_of_every_wheel():
     every wheel leaves the per-arch wheel out, whose higher local version would win there."""
     from prebuild.tool.index import ALL, WheelInfo, plan
 
-    names = ["demo-0.1.0+cu130-cp310-abi3-linux_x86_64-sm90.whl", "demo-0.1.0+cu130-cp310-abi3-linux_x86_64.whl",
-             "demo-0.1.0+cu130.sm80-cp310-abi3-linux_x86_64.whl"]  # fmt: skip
+    names = [
+        "demo-0.1.0+cu130-cp310-abi3-linux_x86_64-sm90.whl",
+        "demo-0.1.0+cu130-cp310-abi3-linux_x86_64.whl",
+        "demo-0.1.0+cu130.sm80-cp310-abi3-linux_x86_64.whl",
+    ]
     indexes = plan([WheelInfo(n, "0" * 64) for n in names])
     assert sorted(indexes) == [ALL, "cu130-sm80"]
     assert [w.filename for w in indexes["cu130-sm80"]] == [names[2]]

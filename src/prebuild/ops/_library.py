@@ -11,8 +11,8 @@ backward op (the families bind it when they register).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 

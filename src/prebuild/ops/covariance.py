@@ -20,7 +20,6 @@ Differences from gsplat 1.5.3 (documented on the function too):
 from __future__ import annotations
 
 from functools import partial
-from typing import Optional
 
 import torch
 
@@ -59,7 +58,7 @@ def quat_scale_to_covar_preci(
     compute_covar: bool = True,
     compute_preci: bool = True,
     triu: bool = False,
-) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """Covariance and precision matrices of Gaussians (gsplat 1.5.3 conventions).
 
     Args:
@@ -139,8 +138,10 @@ def _backward_fake(quats, scales, triu, v_covars, v_precis):
         if v is not None:
             torch._check(
                 tuple(v.shape) == _matrix_shape(batch, triu),
-                lambda name=name: f"{_BWD}: {name} must have the batch dimensions of quats, "
-                f"then {'6 (triu=True)' if triu else '3, 3 (triu=False)'}",
+                lambda name=name: (
+                    f"{_BWD}: {name} must have the batch dimensions of quats, "
+                    f"then {'6 (triu=True)' if triu else '3, 3 (triu=False)'}"
+                ),
             )
             check_same_devices(_BWD, quats=quats, **{name: v})
             check_float32(_BWD, **{name: v})
@@ -163,7 +164,10 @@ def _backward(ops, ctx, v_covars, v_precis):
         return v.contiguous() if computed and v is not None else None
 
     v_quats, v_scales = ops.quat_scale_to_covar_preci_backward(
-        quats, scales, ctx.triu, grad(v_covars, ctx.compute_covar),
+        quats,
+        scales,
+        ctx.triu,
+        grad(v_covars, ctx.compute_covar),
         grad(v_precis, ctx.compute_preci),
     )
     need = ctx.needs_input_grad
@@ -182,11 +186,13 @@ def _register(ns: str) -> None:
     torch.library.register_fake(f"{ns}::quat_scale_to_covar_preci_forward")(_forward_fake)
     torch.library.register_fake(f"{ns}::quat_scale_to_covar_preci_backward")(_backward_fake)
     torch.library.register_autograd(
-        f"{ns}::quat_scale_to_covar_preci_forward", partial(_backward, getattr(torch.ops, ns)),
+        f"{ns}::quat_scale_to_covar_preci_forward",
+        partial(_backward, getattr(torch.ops, ns)),
         setup_context=_setup_context,
-    )  # fmt: skip
+    )
     # Without an autograd kernel, a double backward would silently drop the second-order term.
     torch.library.register_autograd(
-        f"{ns}::quat_scale_to_covar_preci_backward", _no_double_backward,
+        f"{ns}::quat_scale_to_covar_preci_backward",
+        _no_double_backward,
         setup_context=lambda ctx, inputs, output: None,
-    )  # fmt: skip
+    )

@@ -51,8 +51,20 @@ def _check_index_tensor(op: str, name: str, t: object, nnz: int) -> torch.Tensor
     return t
 
 
-def _check_tile_inputs(means2d, radii, depths, tile_size, tile_width, tile_height, sort,
-                       segmented, packed, n_images, image_ids, gaussian_ids) -> int:
+def _check_tile_inputs(
+    means2d,
+    radii,
+    depths,
+    tile_size,
+    tile_width,
+    tile_height,
+    sort,
+    segmented,
+    packed,
+    n_images,
+    image_ids,
+    gaussian_ids,
+) -> int:
     """Validates isect_tiles' arguments; returns the number of images I."""
     op = "isect_tiles"
     m = check_tensor(op, "means2d", means2d, torch.float32)
@@ -95,8 +107,11 @@ def _check_tile_inputs(means2d, radii, depths, tile_size, tile_width, tile_heigh
             f"{op}: {', '.join(tensors)} must be on the same device, got "
             + ", ".join(f"{n} on {t.device}" for n, t in tensors.items())
         )
-    for name, value in (("tile_size", tile_size), ("tile_width", tile_width),
-                        ("tile_height", tile_height)):  # fmt: skip
+    for name, value in (
+        ("tile_size", tile_size),
+        ("tile_width", tile_width),
+        ("tile_height", tile_height),
+    ):
         check_int(op, name, value, 1)
     _check_grid(op, I, tile_width, tile_height)
     if d.numel() >= 2**31:
@@ -166,20 +181,44 @@ def isect_tiles(
     such as ``nonzero``). Code after the op that branches on M's value, e.g.
     ``if isect_ids.numel() == 0``, breaks the graph like any data-dependent branch.
     """
-    I = _check_tile_inputs(means2d, radii, depths, tile_size, tile_width, tile_height, sort,
-                           segmented, packed, n_images, image_ids, gaussian_ids)
+    I = _check_tile_inputs(
+        means2d,
+        radii,
+        depths,
+        tile_size,
+        tile_width,
+        tile_height,
+        sort,
+        segmented,
+        packed,
+        n_images,
+        image_ids,
+        gaussian_ids,
+    )
     if means2d.is_cuda and not torch.compiler.is_compiling():
         LIBRARY.ensure_device(means2d.device)
     if packed:
         return kernels().isect_tiles(
-            means2d.detach().contiguous(), radii.contiguous(), depths.detach().contiguous(),
-            tile_size, tile_width, tile_height, sort, image_ids.long().contiguous(), I,
-        )  # fmt: skip
+            means2d.detach().contiguous(),
+            radii.contiguous(),
+            depths.detach().contiguous(),
+            tile_size,
+            tile_width,
+            tile_height,
+            sort,
+            image_ids.long().contiguous(),
+            I,
+        )
     N = means2d.shape[-2]
     tiles_per_gauss, isect_ids, flatten_ids = kernels().isect_tiles(
-        means2d.detach().reshape(I, N, 2).contiguous(), radii.reshape(I, N, 2).contiguous(),
-        depths.detach().reshape(I, N).contiguous(), tile_size, tile_width, tile_height, sort,
-    )  # fmt: skip
+        means2d.detach().reshape(I, N, 2).contiguous(),
+        radii.reshape(I, N, 2).contiguous(),
+        depths.detach().reshape(I, N).contiguous(),
+        tile_size,
+        tile_width,
+        tile_height,
+        sort,
+    )
     return tiles_per_gauss.reshape(depths.shape), isect_ids, flatten_ids
 
 
@@ -213,13 +252,20 @@ def isect_offset_encode(
     _check_grid(op, n_images, tile_width, tile_height)
     if ids.is_cuda and not torch.compiler.is_compiling():
         LIBRARY.ensure_device(ids.device)
-    return kernels().isect_offset_encode(
-        ids.contiguous(), n_images, tile_width, tile_height
-    )
+    return kernels().isect_offset_encode(ids.contiguous(), n_images, tile_width, tile_height)
 
 
-def _isect_tiles_fake(means2d, radii, depths, tile_size, tile_width, tile_height, sort=True,
-                      image_ids=None, n_images=None):
+def _isect_tiles_fake(
+    means2d,
+    radii,
+    depths,
+    tile_size,
+    tile_width,
+    tile_height,
+    sort=True,
+    image_ids=None,
+    n_images=None,
+):
     op = "prebuild::isect_tiles"
     tensors = dict(means2d=means2d, radii=radii, depths=depths)
     if image_ids is None:
@@ -227,28 +273,45 @@ def _isect_tiles_fake(means2d, radii, depths, tile_size, tile_width, tile_height
             means2d.dim() == 3 and means2d.shape[2] == 2,
             lambda: f"{op}: means2d must have shape [I, N, 2]",
         )
-        torch._check(depths.shape == means2d.shape[:2], lambda: f"{op}: depths must have shape [I, N] matching means2d [I, N, 2]")
-        torch._check(n_images is None or n_images == means2d.shape[0],
-                     lambda: f"{op}: n_images must be means2d's I without image_ids")
+        torch._check(
+            depths.shape == means2d.shape[:2],
+            lambda: f"{op}: depths must have shape [I, N] matching means2d [I, N, 2]",
+        )
+        torch._check(
+            n_images is None or n_images == means2d.shape[0],
+            lambda: f"{op}: n_images must be means2d's I without image_ids",
+        )
     else:
         torch._check(
             means2d.dim() == 2 and means2d.shape[1] == 2,
             lambda: f"{op}: means2d must have shape [nnz, 2] (packed)",
         )
-        torch._check(depths.shape == means2d.shape[:1], lambda: f"{op}: depths must have shape [nnz] matching means2d [nnz, 2]")
-        torch._check(image_ids.shape == means2d.shape[:1], lambda: f"{op}: image_ids must have shape [nnz] matching means2d [nnz, 2]")
+        torch._check(
+            depths.shape == means2d.shape[:1],
+            lambda: f"{op}: depths must have shape [nnz] matching means2d [nnz, 2]",
+        )
+        torch._check(
+            image_ids.shape == means2d.shape[:1],
+            lambda: f"{op}: image_ids must have shape [nnz] matching means2d [nnz, 2]",
+        )
         check_dtype(op, torch.int64, image_ids=image_ids)
-        torch._check(n_images is not None, lambda: f"{op}: n_images is required with image_ids (packed)")
+        torch._check(
+            n_images is not None, lambda: f"{op}: n_images is required with image_ids (packed)"
+        )
         torch._check(n_images >= 0, lambda: f"{op}: n_images must be non-negative, got {n_images}")
         tensors["image_ids"] = image_ids
-    torch._check(radii.shape == means2d.shape, lambda: f"{op}: means2d and radii must have the same shape")
+    torch._check(
+        radii.shape == means2d.shape, lambda: f"{op}: means2d and radii must have the same shape"
+    )
     check_same_devices(op, **tensors)
     check_float32(op, means2d=means2d, depths=depths)
     check_dtype(op, torch.int32, radii=radii)
     torch._check(tile_size > 0, lambda: f"{op}: tile_size must be positive, got {tile_size}")
     torch._check(
         tile_width > 0 and tile_height > 0,
-        lambda: f"{op}: tile_width and tile_height must be positive, got {tile_width} and {tile_height}",
+        lambda: (
+            f"{op}: tile_width and tile_height must be positive, got {tile_width} and {tile_height}"
+        ),
     )
     M = torch.library.get_ctx().new_dynamic_size()
     return (
@@ -260,12 +323,17 @@ def _isect_tiles_fake(means2d, radii, depths, tile_size, tile_width, tile_height
 
 def _isect_offset_encode_fake(isect_ids, n_images, tile_width, tile_height):
     op = "prebuild::isect_offset_encode"
-    torch._check(isect_ids.dim() == 1, lambda: f"{op}: isect_ids must have 1 dimensions, got {isect_ids.dim()}")
+    torch._check(
+        isect_ids.dim() == 1,
+        lambda: f"{op}: isect_ids must have 1 dimensions, got {isect_ids.dim()}",
+    )
     check_dtype(op, torch.int64, isect_ids=isect_ids)
     torch._check(n_images >= 0, lambda: f"{op}: n_images must be non-negative, got {n_images}")
     torch._check(
         tile_width > 0 and tile_height > 0,
-        lambda: f"{op}: tile_width and tile_height must be positive, got {tile_width} and {tile_height}",
+        lambda: (
+            f"{op}: tile_width and tile_height must be positive, got {tile_width} and {tile_height}"
+        ),
     )
     return isect_ids.new_empty((n_images, tile_height, tile_width), dtype=torch.int32)
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Optional
 
 import torch
 
@@ -62,7 +61,7 @@ def camera_model_index(op: str, camera_model: object) -> int:
     return CAMERA_MODELS.index(camera_model)
 
 
-def _f32(t: Optional[torch.Tensor], shape: tuple[int, ...]) -> Optional[torch.Tensor]:
+def _f32(t: torch.Tensor | None, shape: tuple[int, ...]) -> torch.Tensor | None:
     """``t`` as a contiguous float32 tensor of ``shape`` (None stays None)."""
     return None if t is None else t.to(torch.float32).reshape(shape).contiguous()
 
@@ -106,7 +105,11 @@ def _check_cameras(viewmats: object, Ks: object, batch: tuple[int, ...]) -> int:
     C = None
     for name, t, size in (("viewmats", viewmats, 4), ("Ks", Ks, 3)):
         t = check_float_input(_NAME, name, t)
-        if t.dim() != len(batch) + 3 or t.shape[-2:] != (size, size) or tuple(t.shape[:-3]) != batch:
+        if (
+            t.dim() != len(batch) + 3
+            or t.shape[-2:] != (size, size)
+            or tuple(t.shape[:-3]) != batch
+        ):
             dims = ", ".join(str(d) for d in (*batch, "C", size, size))
             raise shape_error(_NAME, name, f"({dims}) (the batch dimensions of means)", t)
         if C is not None and t.shape[-3] != C:
@@ -134,9 +137,9 @@ def _check_finite_cameras(op: str, **cameras: torch.Tensor) -> None:
 
 def fully_fused_projection(
     means: torch.Tensor,
-    covars: Optional[torch.Tensor],
-    quats: Optional[torch.Tensor],
-    scales: Optional[torch.Tensor],
+    covars: torch.Tensor | None,
+    quats: torch.Tensor | None,
+    scales: torch.Tensor | None,
     viewmats: torch.Tensor,
     Ks: torch.Tensor,
     width: int,
@@ -149,7 +152,7 @@ def fully_fused_projection(
     sparse_grad: bool = False,
     calc_compensations: bool = False,
     camera_model: str = "pinhole",
-    opacities: Optional[torch.Tensor] = None,
+    opacities: torch.Tensor | None = None,
 ):
     """Projects N Gaussians into C cameras (gsplat 1.5.3 conventions).
 
@@ -279,7 +282,7 @@ class _SparseRows(torch.autograd.Function):
         )
 
     @classmethod
-    def wrap(cls, t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    def wrap(cls, t: torch.Tensor | None) -> torch.Tensor | None:
         return cls.apply(t) if t is not None and t.requires_grad else t
 
 
@@ -330,9 +333,13 @@ def proj(
             LIBRARY.ensure_device(m.device)
     I = math.prod(lead)
     means2d, covars2d = kernels().proj_forward(
-        _f32(m, (I, N, 3)), _f32(c, (I, N, 3, 3)), _f32(k, (I, 3, 3)), int(width), int(height),
+        _f32(m, (I, N, 3)),
+        _f32(c, (I, N, 3, 3)),
+        _f32(k, (I, 3, 3)),
+        int(width),
+        int(height),
         model,
-    )  # fmt: skip
+    )
     return means2d.reshape(*lead, N, 2), covars2d.reshape(*lead, N, 2, 2)
 
 
@@ -351,7 +358,8 @@ def _check_scene_fake(op, means, covars, quats, scales, viewmats, Ks):
     )
     B, N = means.shape[0], means.shape[1]
     torch._check(
-        (covars is None) != (quats is None and scales is None) and (quats is None) == (scales is None),
+        (covars is None) != (quats is None and scales is None)
+        and (quats is None) == (scales is None),
         lambda: f"{op}: give either covars or (quats and scales), not both and not neither",
     )
     tensors = {"means": means, "viewmats": viewmats, "Ks": Ks}
@@ -384,8 +392,20 @@ def _check_camera_model_fake(op, camera_model):
 
 
 def _forward_fake(
-    means, covars, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane,
-    radius_clip, calc_compensations, camera_model,
+    means,
+    covars,
+    quats,
+    scales,
+    viewmats,
+    Ks,
+    width,
+    height,
+    eps2d,
+    near_plane,
+    far_plane,
+    radius_clip,
+    calc_compensations,
+    camera_model,
 ):
     B, C, N = _check_scene_fake(_FWD, means, covars, quats, scales, viewmats, Ks)
     torch._check(width > 0 and height > 0, lambda: f"{_FWD}: width and height must be positive")
@@ -400,8 +420,23 @@ def _forward_fake(
 
 
 def _backward_fake(
-    means, covars, quats, scales, viewmats, Ks, width, height, eps2d, camera_model, radii,
-    conics, compensations, v_means2d, v_depths, v_conics, v_compensations,
+    means,
+    covars,
+    quats,
+    scales,
+    viewmats,
+    Ks,
+    width,
+    height,
+    eps2d,
+    camera_model,
+    radii,
+    conics,
+    compensations,
+    v_means2d,
+    v_depths,
+    v_conics,
+    v_compensations,
     viewmats_requires_grad,
 ):
     B, C, N = _check_scene_fake(_BWD, means, covars, quats, scales, viewmats, Ks)
@@ -417,7 +452,12 @@ def _backward_fake(
     check_dtype(_BWD, torch.int32, radii=radii)
     check_float32(_BWD, conics=conics, v_means2d=v_means2d, v_depths=v_depths, v_conics=v_conics)
     check_same_devices(
-        _BWD, means=means, radii=radii, conics=conics, v_means2d=v_means2d, v_depths=v_depths,
+        _BWD,
+        means=means,
+        radii=radii,
+        conics=conics,
+        v_means2d=v_means2d,
+        v_depths=v_depths,
         v_conics=v_conics,
     )
     by_covars = covars is not None
@@ -431,7 +471,9 @@ def _backward_fake(
 
 
 def _check_proj_fake(op, means, covars, Ks, camera_model):
-    torch._check(means.dim() == 3 and means.shape[2] == 3, lambda: f"{op}: means must have shape (I, N, 3)")
+    torch._check(
+        means.dim() == 3 and means.shape[2] == 3, lambda: f"{op}: means must have shape (I, N, 3)"
+    )
     I, N = means.shape[0], means.shape[1]
     torch._check(covars.shape == (I, N, 3, 3), lambda: f"{op}: covars must have shape (I, N, 3, 3)")
     torch._check(Ks.shape == (I, 3, 3), lambda: f"{op}: Ks must have shape (I, 3, 3)")
@@ -449,7 +491,9 @@ def _proj_forward_fake(means, covars, Ks, width, height, camera_model):
 def _proj_backward_fake(means, covars, Ks, width, height, camera_model, v_means2d, v_covars2d):
     I, N = _check_proj_fake(_PROJ_BWD, means, covars, Ks, camera_model)
     torch._check(v_means2d.shape == (I, N, 2), lambda: f"{_PROJ_BWD}: v_means2d must be (I, N, 2)")
-    torch._check(v_covars2d.shape == (I, N, 2, 2), lambda: f"{_PROJ_BWD}: v_covars2d must be (I, N, 2, 2)")
+    torch._check(
+        v_covars2d.shape == (I, N, 2, 2), lambda: f"{_PROJ_BWD}: v_covars2d must be (I, N, 2, 2)"
+    )
     check_float32(_PROJ_BWD, v_means2d=v_means2d, v_covars2d=v_covars2d)
     return means.new_empty((I, N, 3)), means.new_empty((I, N, 3, 3))
 
@@ -479,13 +523,26 @@ def _backward(ops, ctx, v_means2d, v_depths, v_conics, v_compensations, _v_radii
     else:
         v_comp = means.new_empty((0,))
     need = ctx.needs_input_grad
-    v_means, v_covars, v_quats, v_scales, v_viewmats = (
-        ops.fully_fused_projection_backward(
-            means, covars, quats, scales, viewmats, Ks, ctx.width, ctx.height, ctx.eps2d,
-            ctx.camera_model, radii, conics, compensations,
-            grad(v_means2d, 2), grad(v_depths, 0), grad(v_conics, 3), v_comp, need[4],
-        )
-    )  # fmt: skip
+    v_means, v_covars, v_quats, v_scales, v_viewmats = ops.fully_fused_projection_backward(
+        means,
+        covars,
+        quats,
+        scales,
+        viewmats,
+        Ks,
+        ctx.width,
+        ctx.height,
+        ctx.eps2d,
+        ctx.camera_model,
+        radii,
+        conics,
+        compensations,
+        grad(v_means2d, 2),
+        grad(v_depths, 0),
+        grad(v_conics, 3),
+        v_comp,
+        need[4],
+    )
     return (
         v_means if need[0] else None,
         v_covars if need[1] and covars is not None else None,
@@ -509,9 +566,15 @@ def _proj_backward(ops, ctx, v_means2d, v_covars2d):
     if v_covars2d is None:
         v_covars2d = means.new_zeros(means.shape[:2] + (2, 2))
     v_means, v_covars = ops.proj_backward(
-        means, covars, Ks, ctx.width, ctx.height, ctx.camera_model, v_means2d.contiguous(),
+        means,
+        covars,
+        Ks,
+        ctx.width,
+        ctx.height,
+        ctx.camera_model,
+        v_means2d.contiguous(),
         v_covars2d.contiguous(),
-    )  # fmt: skip
+    )
     need = ctx.needs_input_grad
     return v_means if need[0] else None, v_covars if need[1] else None, None, None, None, None
 
@@ -534,7 +597,9 @@ def _register(ns: str) -> None:
     ):
         torch.library.register_fake(f"{ns}::{name}")(fake)
     torch.library.register_autograd(
-        f"{ns}::fully_fused_projection_forward", partial(_backward, ops), setup_context=_setup_context
+        f"{ns}::fully_fused_projection_forward",
+        partial(_backward, ops),
+        setup_context=_setup_context,
     )
     torch.library.register_autograd(
         f"{ns}::proj_forward", partial(_proj_backward, ops), setup_context=_proj_setup_context

@@ -32,8 +32,21 @@ _NAME = "rasterize_to_pixels"
 _ABSGRAD_TARGET = "_prebuild_absgrad_target"
 
 
-def _check_inputs(means2d, conics, colors, opacities, image_width, image_height, tile_size,
-                  isect_offsets, flatten_ids, backgrounds, masks, packed, absgrad):
+def _check_inputs(
+    means2d,
+    conics,
+    colors,
+    opacities,
+    image_width,
+    image_height,
+    tile_size,
+    isect_offsets,
+    flatten_ids,
+    backgrounds,
+    masks,
+    packed,
+    absgrad,
+):
     """Validates the arguments; returns (image_dims, N (None if packed), D)."""
     check_bool(_NAME, "packed", packed)
     check_bool(_NAME, "absgrad", absgrad)
@@ -50,8 +63,9 @@ def _check_inputs(means2d, conics, colors, opacities, image_width, image_height,
             raise shape_error(_NAME, "means2d", "[nnz, 2] (packed)", means2d)
         rows, N = tuple(means2d.shape[:1]), None
         if isect_offsets.dim() < 2:
-            raise shape_error(_NAME, "isect_offsets", "[..., tile_height, tile_width]",
-                              isect_offsets)
+            raise shape_error(
+                _NAME, "isect_offsets", "[..., tile_height, tile_width]", isect_offsets
+            )
         image_dims = tuple(isect_offsets.shape[:-2])
         lead = "nnz"
     else:
@@ -80,8 +94,14 @@ def _check_inputs(means2d, conics, colors, opacities, image_width, image_height,
     flatten_ids = check_tensor(_NAME, "flatten_ids", flatten_ids, torch.int32)
     if flatten_ids.dim() != 1:
         raise shape_error(_NAME, "flatten_ids", "[M] (1-D)", flatten_ids)
-    tensors = {"means2d": means2d, "conics": conics, "colors": colors, "opacities": opacities,
-               "isect_offsets": isect_offsets, "flatten_ids": flatten_ids}
+    tensors = {
+        "means2d": means2d,
+        "conics": conics,
+        "colors": colors,
+        "opacities": opacities,
+        "isect_offsets": isect_offsets,
+        "flatten_ids": flatten_ids,
+    }
     if backgrounds is not None:
         backgrounds = check_tensor(_NAME, "backgrounds", backgrounds, torch.float32)
         if tuple(backgrounds.shape) != (*image_dims, D):
@@ -90,8 +110,12 @@ def _check_inputs(means2d, conics, colors, opacities, image_width, image_height,
     if masks is not None:
         masks = check_tensor(_NAME, "masks", masks, torch.bool)
         if masks.shape != isect_offsets.shape:
-            raise shape_error(_NAME, "masks", f"[..., tile_height, tile_width] = "
-                              f"{list(isect_offsets.shape)} like isect_offsets", masks)
+            raise shape_error(
+                _NAME,
+                "masks",
+                f"[..., tile_height, tile_width] = {list(isect_offsets.shape)} like isect_offsets",
+                masks,
+            )
         tensors["masks"] = masks
     devices = {t.device for t in tensors.values()}
     if len(devices) != 1:
@@ -158,12 +182,36 @@ def rasterize_to_pixels(
         respect to means2d, conics, colors, opacities and backgrounds.
     """
     if absgrad is True and torch.compiler.is_compiling():
-        return _rasterize_eagerly(means2d, conics, colors, opacities, image_width, image_height,
-                                  tile_size, isect_offsets, flatten_ids, backgrounds, masks,
-                                  packed, absgrad)  # fmt: skip
-    image_dims, N, D = _check_inputs(means2d, conics, colors, opacities, image_width,
-                                     image_height, tile_size, isect_offsets, flatten_ids,
-                                     backgrounds, masks, packed, absgrad)  # fmt: skip
+        return _rasterize_eagerly(
+            means2d,
+            conics,
+            colors,
+            opacities,
+            image_width,
+            image_height,
+            tile_size,
+            isect_offsets,
+            flatten_ids,
+            backgrounds,
+            masks,
+            packed,
+            absgrad,
+        )
+    image_dims, N, D = _check_inputs(
+        means2d,
+        conics,
+        colors,
+        opacities,
+        image_width,
+        image_height,
+        tile_size,
+        isect_offsets,
+        flatten_ids,
+        backgrounds,
+        masks,
+        packed,
+        absgrad,
+    )
     if means2d.is_cuda and not torch.compiler.is_compiling():
         LIBRARY.ensure_device(means2d.device)
     I = math.prod(image_dims)
@@ -178,11 +226,19 @@ def rasterize_to_pixels(
     if absgrad and m is not means2d:
         setattr(m, _ABSGRAD_TARGET, means2d)
     render_colors, render_alphas, _ = kernels().rasterize_to_pixels_forward(
-        m, _reshaped(conics, (*rows, 3)), _reshaped(colors, (*rows, D)),
-        _reshaped(opacities, rows), None if backgrounds is None else _reshaped(backgrounds, (I, D)),
-        image_width, image_height, tile_size, _reshaped(isect_offsets, (I, *grid)),
-        flatten_ids.contiguous(), None if masks is None else _reshaped(masks, (I, *grid)), absgrad,
-    )  # fmt: skip
+        m,
+        _reshaped(conics, (*rows, 3)),
+        _reshaped(colors, (*rows, D)),
+        _reshaped(opacities, rows),
+        None if backgrounds is None else _reshaped(backgrounds, (I, D)),
+        image_width,
+        image_height,
+        tile_size,
+        _reshaped(isect_offsets, (I, *grid)),
+        flatten_ids.contiguous(),
+        None if masks is None else _reshaped(masks, (I, *grid)),
+        absgrad,
+    )
     H, W = image_height, image_width
     return render_colors.reshape(*image_dims, H, W, D), render_alphas.reshape(*image_dims, H, W, 1)
 
@@ -194,86 +250,226 @@ def rasterize_to_pixels(
 _rasterize_eagerly = getattr(torch, "_disable_dynamo", torch.compiler.disable)(rasterize_to_pixels)
 
 
-def _fake_checks(op, means2d, conics, colors, opacities, backgrounds, image_width,
-                 image_height, tile_size, isect_offsets, flatten_ids, masks):
+def _fake_checks(
+    op,
+    means2d,
+    conics,
+    colors,
+    opacities,
+    backgrounds,
+    image_width,
+    image_height,
+    tile_size,
+    isect_offsets,
+    flatten_ids,
+    masks,
+):
     torch._check(tile_size >= 1, lambda: f"{op}: tile_size must be positive")
-    torch._check(image_width >= 1 and image_height >= 1,
-                 lambda: f"{op}: image_width and image_height must be positive")
+    torch._check(
+        image_width >= 1 and image_height >= 1,
+        lambda: f"{op}: image_width and image_height must be positive",
+    )
     torch._check(isect_offsets.dim() == 3, lambda: f"{op}: {TILE_GRID_MISMATCH}")
     grid = tile_grid(isect_offsets.shape[0], image_height, image_width, tile_size)
     torch._check(isect_offsets.shape == grid, lambda: f"{op}: {TILE_GRID_MISMATCH}")
     I = isect_offsets.shape[0]
-    torch._check(means2d.dim() in (2, 3) and means2d.shape[-1] == 2,
-                 lambda: f"{op}: means2d must have shape [I, N, 2] or [nnz, 2] (packed)")
-    torch._check(means2d.dim() == 2 or means2d.shape[0] == I,
-                 lambda: f"{op}: means2d [I, N, 2] must have I = {I} images like isect_offsets")
+    torch._check(
+        means2d.dim() in (2, 3) and means2d.shape[-1] == 2,
+        lambda: f"{op}: means2d must have shape [I, N, 2] or [nnz, 2] (packed)",
+    )
+    torch._check(
+        means2d.dim() == 2 or means2d.shape[0] == I,
+        lambda: f"{op}: means2d [I, N, 2] must have I = {I} images like isect_offsets",
+    )
     rows = means2d.shape[:-1]
-    torch._check(conics.shape == (*rows, 3), lambda: f"{op}: conics must have shape [I, N, 3] or [nnz, 3] matching means2d")
-    torch._check(colors.dim() == means2d.dim() and colors.shape[:-1] == rows,
-                 lambda: f"{op}: colors must have shape [I, N, D] or [nnz, D] matching means2d")
+    torch._check(
+        conics.shape == (*rows, 3),
+        lambda: f"{op}: conics must have shape [I, N, 3] or [nnz, 3] matching means2d",
+    )
+    torch._check(
+        colors.dim() == means2d.dim() and colors.shape[:-1] == rows,
+        lambda: f"{op}: colors must have shape [I, N, D] or [nnz, D] matching means2d",
+    )
     D = colors.shape[-1]
     torch._check(D >= 1, lambda: f"{op}: colors must have at least one channel (D >= 1)")
-    torch._check(opacities.shape == rows, lambda: f"{op}: opacities must have shape [I, N] or [nnz] matching means2d")
+    torch._check(
+        opacities.shape == rows,
+        lambda: f"{op}: opacities must have shape [I, N] or [nnz] matching means2d",
+    )
     torch._check(flatten_ids.dim() == 1, lambda: f"{op}: flatten_ids must be 1-D")
     tensors = dict(means2d=means2d, conics=conics, colors=colors, opacities=opacities)
     if backgrounds is not None:
-        torch._check(backgrounds.shape == (I, D), lambda: f"{op}: backgrounds must have shape [I, D]")
+        torch._check(
+            backgrounds.shape == (I, D), lambda: f"{op}: backgrounds must have shape [I, D]"
+        )
         tensors["backgrounds"] = backgrounds
     check_float32(op, **tensors)
     check_dtype(op, torch.int32, isect_offsets=isect_offsets, flatten_ids=flatten_ids)
     if masks is not None:
-        torch._check(masks.shape == isect_offsets.shape, lambda: f"{op}: masks must have shape [I, tiles_y, tiles_x] like isect_offsets")
+        torch._check(
+            masks.shape == isect_offsets.shape,
+            lambda: f"{op}: masks must have shape [I, tiles_y, tiles_x] like isect_offsets",
+        )
         check_dtype(op, torch.bool, masks=masks)
         tensors["masks"] = masks
     check_same_devices(op, **tensors, isect_offsets=isect_offsets, flatten_ids=flatten_ids)
     return I, D
 
 
-def _forward_fake(means2d, conics, colors, opacities, backgrounds, image_width, image_height,
-                  tile_size, isect_offsets, flatten_ids, masks=None, absgrad=False):
-    I, D = _fake_checks("prebuild::rasterize_to_pixels_forward", means2d, conics, colors,
-                        opacities, backgrounds, image_width, image_height, tile_size,
-                        isect_offsets, flatten_ids, masks)
+def _forward_fake(
+    means2d,
+    conics,
+    colors,
+    opacities,
+    backgrounds,
+    image_width,
+    image_height,
+    tile_size,
+    isect_offsets,
+    flatten_ids,
+    masks=None,
+    absgrad=False,
+):
+    I, D = _fake_checks(
+        "prebuild::rasterize_to_pixels_forward",
+        means2d,
+        conics,
+        colors,
+        opacities,
+        backgrounds,
+        image_width,
+        image_height,
+        tile_size,
+        isect_offsets,
+        flatten_ids,
+        masks,
+    )
     H, W = image_height, image_width
-    return (means2d.new_empty((I, H, W, D)), means2d.new_empty((I, H, W, 1)),
-            means2d.new_empty((I, H, W), dtype=torch.int32))
+    return (
+        means2d.new_empty((I, H, W, D)),
+        means2d.new_empty((I, H, W, 1)),
+        means2d.new_empty((I, H, W), dtype=torch.int32),
+    )
 
 
-def _backward_fake(means2d, conics, colors, opacities, backgrounds, image_width, image_height,
-                   tile_size, isect_offsets, flatten_ids, masks, render_alphas, last_ids,
-                   v_render_colors, v_render_alphas, absgrad=False):
+def _backward_fake(
+    means2d,
+    conics,
+    colors,
+    opacities,
+    backgrounds,
+    image_width,
+    image_height,
+    tile_size,
+    isect_offsets,
+    flatten_ids,
+    masks,
+    render_alphas,
+    last_ids,
+    v_render_colors,
+    v_render_alphas,
+    absgrad=False,
+):
     op = "prebuild::rasterize_to_pixels_backward"
-    I, D = _fake_checks(op, means2d, conics, colors, opacities, backgrounds, image_width,
-                        image_height, tile_size, isect_offsets, flatten_ids, masks)
+    I, D = _fake_checks(
+        op,
+        means2d,
+        conics,
+        colors,
+        opacities,
+        backgrounds,
+        image_width,
+        image_height,
+        tile_size,
+        isect_offsets,
+        flatten_ids,
+        masks,
+    )
     H, W = image_height, image_width
-    torch._check(render_alphas.shape == (I, H, W, 1), lambda: f"{op}: render_alphas must have shape [I, H, W, 1]")
+    torch._check(
+        render_alphas.shape == (I, H, W, 1),
+        lambda: f"{op}: render_alphas must have shape [I, H, W, 1]",
+    )
     torch._check(last_ids.shape == (I, H, W), lambda: f"{op}: last_ids must have shape [I, H, W]")
-    torch._check(v_render_colors.shape == (I, H, W, D), lambda: f"{op}: v_render_colors must have shape [I, H, W, D]")
-    torch._check(v_render_alphas.shape == (I, H, W, 1), lambda: f"{op}: v_render_alphas must have shape [I, H, W, 1]")
-    check_float32(op, render_alphas=render_alphas, v_render_colors=v_render_colors,
-                  v_render_alphas=v_render_alphas)
+    torch._check(
+        v_render_colors.shape == (I, H, W, D),
+        lambda: f"{op}: v_render_colors must have shape [I, H, W, D]",
+    )
+    torch._check(
+        v_render_alphas.shape == (I, H, W, 1),
+        lambda: f"{op}: v_render_alphas must have shape [I, H, W, 1]",
+    )
+    check_float32(
+        op,
+        render_alphas=render_alphas,
+        v_render_colors=v_render_colors,
+        v_render_alphas=v_render_alphas,
+    )
     check_dtype(op, torch.int32, last_ids=last_ids)
-    check_same_devices(op, means2d=means2d, render_alphas=render_alphas, last_ids=last_ids,
-                       v_render_colors=v_render_colors, v_render_alphas=v_render_alphas)
+    check_same_devices(
+        op,
+        means2d=means2d,
+        render_alphas=render_alphas,
+        last_ids=last_ids,
+        v_render_colors=v_render_colors,
+        v_render_alphas=v_render_alphas,
+    )
     v_means2d_abs = means2d.new_empty(means2d.shape if absgrad else (0,))
-    return (means2d.new_empty(means2d.shape), means2d.new_empty(conics.shape),
-            means2d.new_empty(colors.shape), means2d.new_empty(opacities.shape), v_means2d_abs)
+    return (
+        means2d.new_empty(means2d.shape),
+        means2d.new_empty(conics.shape),
+        means2d.new_empty(colors.shape),
+        means2d.new_empty(opacities.shape),
+        v_means2d_abs,
+    )
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    (means2d, conics, colors, opacities, backgrounds, width, height, tile_size, isect_offsets,
-     flatten_ids, masks, absgrad) = inputs
+    (
+        means2d,
+        conics,
+        colors,
+        opacities,
+        backgrounds,
+        width,
+        height,
+        tile_size,
+        isect_offsets,
+        flatten_ids,
+        masks,
+        absgrad,
+    ) = inputs
     _, render_alphas, last_ids = output
-    ctx.save_for_backward(means2d, conics, colors, opacities, backgrounds, isect_offsets,
-                          flatten_ids, masks, render_alphas, last_ids)
+    ctx.save_for_backward(
+        means2d,
+        conics,
+        colors,
+        opacities,
+        backgrounds,
+        isect_offsets,
+        flatten_ids,
+        masks,
+        render_alphas,
+        last_ids,
+    )
     ctx.sizes = (width, height, tile_size)
     ctx.absgrad = absgrad
     ctx.mark_non_differentiable(last_ids)
 
 
 def _backward(ops, ctx, v_render_colors, v_render_alphas, _v_last_ids):
-    (means2d, conics, colors, opacities, backgrounds, isect_offsets, flatten_ids, masks,
-     render_alphas, last_ids) = ctx.saved_tensors
+    (
+        means2d,
+        conics,
+        colors,
+        opacities,
+        backgrounds,
+        isect_offsets,
+        flatten_ids,
+        masks,
+        render_alphas,
+        last_ids,
+    ) = ctx.saved_tensors
     width, height, tile_size = ctx.sizes
     I, D = isect_offsets.shape[0], colors.shape[-1]
     if v_render_colors is None:
@@ -281,12 +477,23 @@ def _backward(ops, ctx, v_render_colors, v_render_alphas, _v_last_ids):
     if v_render_alphas is None:
         v_render_alphas = colors.new_zeros((I, height, width, 1))
     v_render_colors = v_render_colors.contiguous()
-    v_means2d, v_conics, v_colors, v_opacities, v_means2d_abs = (
-        ops.rasterize_to_pixels_backward(
-            means2d, conics, colors, opacities, backgrounds, width, height, tile_size,
-            isect_offsets, flatten_ids, masks, render_alphas, last_ids, v_render_colors,
-            v_render_alphas.contiguous(), ctx.absgrad,
-        )
+    v_means2d, v_conics, v_colors, v_opacities, v_means2d_abs = ops.rasterize_to_pixels_backward(
+        means2d,
+        conics,
+        colors,
+        opacities,
+        backgrounds,
+        width,
+        height,
+        tile_size,
+        isect_offsets,
+        flatten_ids,
+        masks,
+        render_alphas,
+        last_ids,
+        v_render_colors,
+        v_render_alphas.contiguous(),
+        ctx.absgrad,
     )
     if ctx.absgrad:
         # The saved means2d is the op's input: the caller's tensor, or a reshaped one that
@@ -296,8 +503,20 @@ def _backward(ops, ctx, v_render_colors, v_render_alphas, _v_last_ids):
     v_backgrounds = None
     if backgrounds is not None and ctx.needs_input_grad[4]:
         v_backgrounds = (v_render_colors * (1.0 - render_alphas)).sum(dim=(1, 2))
-    return (v_means2d, v_conics, v_colors, v_opacities, v_backgrounds,
-            None, None, None, None, None, None, None)
+    return (
+        v_means2d,
+        v_conics,
+        v_colors,
+        v_opacities,
+        v_backgrounds,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+    )
 
 
 def _no_double_backward(ctx, *grads):
@@ -311,10 +530,12 @@ def _register(ns: str) -> None:
     torch.library.register_fake(f"{ns}::rasterize_to_pixels_forward")(_forward_fake)
     torch.library.register_fake(f"{ns}::rasterize_to_pixels_backward")(_backward_fake)
     torch.library.register_autograd(
-        f"{ns}::rasterize_to_pixels_forward", partial(_backward, getattr(torch.ops, ns)),
+        f"{ns}::rasterize_to_pixels_forward",
+        partial(_backward, getattr(torch.ops, ns)),
         setup_context=_setup_context,
-    )  # fmt: skip
+    )
     torch.library.register_autograd(
-        f"{ns}::rasterize_to_pixels_backward", _no_double_backward,
+        f"{ns}::rasterize_to_pixels_backward",
+        _no_double_backward,
         setup_context=lambda ctx, inputs, output: None,
-    )  # fmt: skip
+    )

@@ -51,14 +51,22 @@ def _check_colors(colors: object, batch: tuple[int, ...], C: int, N: int, sh_deg
         shared = colors.dim() == nb + 2 and tuple(colors.shape[:-1]) == (*batch, N)
         per_camera = colors.dim() == nb + 3 and tuple(colors.shape[:-1]) == (*batch, C, N)
         if not (shared or per_camera):
-            raise shape_error(_NAME, "colors", f"[..., N, D] or [..., C, N, D] with [...] = {batch}, C = {C}, N = {N}", colors)
+            raise shape_error(
+                _NAME,
+                "colors",
+                f"[..., N, D] or [..., C, N, D] with [...] = {batch}, C = {C}, N = {N}",
+                colors,
+            )
         return per_camera
     check_int(_NAME, "sh_degree", sh_degree, minimum=0)
     shared = colors.dim() == nb + 3 and tuple(colors.shape[:-2]) == (*batch, N)
     per_camera = colors.dim() == nb + 4 and tuple(colors.shape[:-2]) == (*batch, C, N)
     if not (shared or per_camera) or colors.shape[-1] != 3:
         raise shape_error(
-            _NAME, "colors", f"[..., N, K, 3] or [..., C, N, K, 3] SH coefficients with [...] = {batch}, C = {C}, N = {N}", colors
+            _NAME,
+            "colors",
+            f"[..., N, K, 3] or [..., C, N, K, 3] SH coefficients with [...] = {batch}, C = {C}, N = {N}",
+            colors,
         )
     if (sh_degree + 1) ** 2 > colors.shape[-2]:
         raise ValueError(
@@ -145,32 +153,47 @@ def rasterization(
         ``fused_ssim`` wants (B, C, H, W), so pass ``render_colors.permute(0, 3, 1, 2)``.
     """
     given = {
-        "distributed": distributed, "with_ut": with_ut, "with_eval3d": with_eval3d,
-        "radial_coeffs": radial_coeffs, "tangential_coeffs": tangential_coeffs,
-        "thin_prism_coeffs": thin_prism_coeffs, "ftheta_coeffs": ftheta_coeffs,
+        "distributed": distributed,
+        "with_ut": with_ut,
+        "with_eval3d": with_eval3d,
+        "radial_coeffs": radial_coeffs,
+        "tangential_coeffs": tangential_coeffs,
+        "thin_prism_coeffs": thin_prism_coeffs,
+        "ftheta_coeffs": ftheta_coeffs,
         "viewmats_rs": viewmats_rs,
-    }  # fmt: skip
+    }
     for name, default in _UNSUPPORTED.items():
         value = given[name]
         if (value is not None) if default is None else (value is not default):
             raise NotImplementedError(f"{_NAME}: {name} is not supported (gsplat's {name})")
-    if rolling_shutter is not None and getattr(rolling_shutter, "name", rolling_shutter) != "GLOBAL":
-        raise NotImplementedError(f"{_NAME}: rolling_shutter is not supported (global shutter only)")
+    if (
+        rolling_shutter is not None
+        and getattr(rolling_shutter, "name", rolling_shutter) != "GLOBAL"
+    ):
+        raise NotImplementedError(
+            f"{_NAME}: rolling_shutter is not supported (global shutter only)"
+        )
     if render_mode not in RENDER_MODES:
         raise ValueError(f"{_NAME}: render_mode must be one of {RENDER_MODES}, got {render_mode!r}")
     if rasterize_mode not in RASTERIZE_MODES:
         raise ValueError(
             f"{_NAME}: rasterize_mode must be one of {RASTERIZE_MODES}, got {rasterize_mode!r}"
         )
-    for name, value in (("packed", packed), ("sparse_grad", sparse_grad), ("absgrad", absgrad),
-                        ("segmented", segmented)):  # fmt: skip
+    for name, value in (
+        ("packed", packed),
+        ("sparse_grad", sparse_grad),
+        ("absgrad", absgrad),
+        ("segmented", segmented),
+    ):
         check_bool(_NAME, name, value)
     check_int(_NAME, "tile_size", tile_size)
     check_int(_NAME, "channel_chunk", channel_chunk)
     if not isinstance(means, torch.Tensor) or means.dim() < 2:
         raise ValueError(f"{_NAME}: means must be a [..., N, 3] tensor, got {_shape_of(means)}")
     if not isinstance(viewmats, torch.Tensor) or viewmats.dim() < 3:
-        raise ValueError(f"{_NAME}: viewmats must be a [..., C, 4, 4] tensor, got {_shape_of(viewmats)}")
+        raise ValueError(
+            f"{_NAME}: viewmats must be a [..., C, 4, 4] tensor, got {_shape_of(viewmats)}"
+        )
     batch, N, C = tuple(means.shape[:-2]), means.shape[-2], viewmats.shape[-3]
     B = math.prod(batch)
     if not isinstance(opacities, torch.Tensor) or tuple(opacities.shape) != (*batch, N):
@@ -180,13 +203,27 @@ def rasterization(
     per_camera_colors = _check_colors(colors, batch, C, N, sh_degree)
 
     projected = fully_fused_projection(
-        means, covars, quats, scales, viewmats, Ks, width, height,
-        eps2d=eps2d, near_plane=near_plane, far_plane=far_plane, radius_clip=radius_clip,
-        packed=packed, sparse_grad=sparse_grad,
-        calc_compensations=rasterize_mode == "antialiased", camera_model=camera_model,
-    )  # fmt: skip
+        means,
+        covars,
+        quats,
+        scales,
+        viewmats,
+        Ks,
+        width,
+        height,
+        eps2d=eps2d,
+        near_plane=near_plane,
+        far_plane=far_plane,
+        radius_clip=radius_clip,
+        packed=packed,
+        sparse_grad=sparse_grad,
+        calc_compensations=rasterize_mode == "antialiased",
+        camera_model=camera_model,
+    )
     if packed:
-        batch_ids, camera_ids, gaussian_ids, radii, means2d, depths, conics, compensations = projected
+        batch_ids, camera_ids, gaussian_ids, radii, means2d, depths, conics, compensations = (
+            projected
+        )
         opacities = opacities.reshape(B, N)[batch_ids, gaussian_ids]  # [nnz]
         image_ids = batch_ids * C + camera_ids
     else:
@@ -196,8 +233,20 @@ def rasterization(
     if compensations is not None:
         opacities = opacities * compensations
 
-    colors = _view_colors(colors, per_camera_colors, sh_degree, means, viewmats, radii, batch,
-                          C, N, batch_ids, camera_ids, gaussian_ids)  # fmt: skip
+    colors = _view_colors(
+        colors,
+        per_camera_colors,
+        sh_degree,
+        means,
+        viewmats,
+        radii,
+        batch,
+        C,
+        N,
+        batch_ids,
+        camera_ids,
+        gaussian_ids,
+    )
     if render_mode in ("RGB+D", "RGB+ED"):
         colors = torch.cat((colors, depths[..., None]), dim=-1)
         if backgrounds is not None:  # no background behind the depth channel
@@ -211,34 +260,78 @@ def rasterization(
     tile_width = math.ceil(width / tile_size)
     tile_height = math.ceil(height / tile_size)
     tiles_per_gauss, isect_ids, flatten_ids = isect_tiles(
-        means2d, radii, depths, tile_size, tile_width, tile_height, segmented=segmented,
-        packed=packed, n_images=n_images, image_ids=image_ids, gaussian_ids=gaussian_ids,
-    )  # fmt: skip
+        means2d,
+        radii,
+        depths,
+        tile_size,
+        tile_width,
+        tile_height,
+        segmented=segmented,
+        packed=packed,
+        n_images=n_images,
+        image_ids=image_ids,
+        gaussian_ids=gaussian_ids,
+    )
     isect_offsets = isect_offset_encode(isect_ids, n_images, tile_width, tile_height)
     isect_offsets = isect_offsets.reshape(*batch, C, tile_height, tile_width)
     render_colors, render_alphas = rasterize_to_pixels(
-        means2d, conics, colors, opacities, width, height, tile_size, isect_offsets,
-        flatten_ids, backgrounds=backgrounds, packed=packed, absgrad=absgrad,
-    )  # fmt: skip
+        means2d,
+        conics,
+        colors,
+        opacities,
+        width,
+        height,
+        tile_size,
+        isect_offsets,
+        flatten_ids,
+        backgrounds=backgrounds,
+        packed=packed,
+        absgrad=absgrad,
+    )
     if render_mode in ("ED", "RGB+ED"):
         # Expected depth: the accumulated depth normalised by the accumulated opacity.
         depth = render_colors[..., -1:] / render_alphas.clamp(min=1e-10)
         render_colors = torch.cat([render_colors[..., :-1], depth], dim=-1)
 
     meta = {
-        "batch_ids": batch_ids, "camera_ids": camera_ids, "gaussian_ids": gaussian_ids,
-        "radii": radii, "means2d": means2d, "depths": depths, "conics": conics,
-        "opacities": opacities, "compensations": compensations,
-        "tile_width": tile_width, "tile_height": tile_height, "tiles_per_gauss": tiles_per_gauss,
-        "isect_ids": isect_ids, "flatten_ids": flatten_ids, "isect_offsets": isect_offsets,
-        "width": width, "height": height, "tile_size": tile_size, "n_batches": B,
+        "batch_ids": batch_ids,
+        "camera_ids": camera_ids,
+        "gaussian_ids": gaussian_ids,
+        "radii": radii,
+        "means2d": means2d,
+        "depths": depths,
+        "conics": conics,
+        "opacities": opacities,
+        "compensations": compensations,
+        "tile_width": tile_width,
+        "tile_height": tile_height,
+        "tiles_per_gauss": tiles_per_gauss,
+        "isect_ids": isect_ids,
+        "flatten_ids": flatten_ids,
+        "isect_offsets": isect_offsets,
+        "width": width,
+        "height": height,
+        "tile_size": tile_size,
+        "n_batches": B,
         "n_cameras": C,
-    }  # fmt: skip
+    }
     return render_colors, render_alphas, meta
 
 
-def _view_colors(colors, per_camera, sh_degree, means, viewmats, radii, batch, C, N,
-                 batch_ids, camera_ids, gaussian_ids):  # fmt: skip
+def _view_colors(
+    colors,
+    per_camera,
+    sh_degree,
+    means,
+    viewmats,
+    radii,
+    batch,
+    C,
+    N,
+    batch_ids,
+    camera_ids,
+    gaussian_ids,
+):
     """The per-(camera, Gaussian) colours the rasterizer composites: [..., C, N, D], or
     [nnz, D] when packed (batch_ids given)."""
     B = math.prod(batch)
@@ -249,18 +342,29 @@ def _view_colors(colors, per_camera, sh_degree, means, viewmats, radii, batch, C
             if per_camera:
                 return colors.reshape(B, C, N, D)[batch_ids, camera_ids, gaussian_ids]
             return colors.reshape(B, N, D)[batch_ids, gaussian_ids]
-        return colors if per_camera else torch.broadcast_to(colors[..., None, :, :], (*batch, C, N, colors.shape[-1]))
+        return (
+            colors
+            if per_camera
+            else torch.broadcast_to(colors[..., None, :, :], (*batch, C, N, colors.shape[-1]))
+        )
     # SH: evaluated in the direction from each camera's centre to the Gaussian.
     campos = torch.inverse(viewmats)[..., :3, 3]  # [..., C, 3]
     K = colors.shape[-2]
     if packed:
-        dirs = means.reshape(B, N, 3)[batch_ids, gaussian_ids] - campos.reshape(B, C, 3)[batch_ids, camera_ids]
+        dirs = (
+            means.reshape(B, N, 3)[batch_ids, gaussian_ids]
+            - campos.reshape(B, C, 3)[batch_ids, camera_ids]
+        )
         if per_camera:
             shs = colors.reshape(B, C, N, K, 3)[batch_ids, camera_ids, gaussian_ids]
         else:
             shs = colors.reshape(B, N, K, 3)[batch_ids, gaussian_ids]
     else:
         dirs = means[..., None, :, :] - campos[..., None, :]  # [..., C, N, 3]
-        shs = colors if per_camera else torch.broadcast_to(colors[..., None, :, :, :], (*batch, C, N, K, 3))
+        shs = (
+            colors
+            if per_camera
+            else torch.broadcast_to(colors[..., None, :, :, :], (*batch, C, N, K, 3))
+        )
     masks = (radii > 0).all(dim=-1)
     return torch.clamp_min(spherical_harmonics(sh_degree, dirs, shs, masks=masks) + 0.5, 0.0)

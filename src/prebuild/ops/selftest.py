@@ -41,8 +41,10 @@ def ssim_reference(img1: torch.Tensor, img2: torch.Tensor, padding: str = "same"
     if padding not in ("same", "valid"):
         raise ValueError(f"ssim_reference: padding must be 'same' or 'valid', got {padding!r}")
     if img1.dim() != 4 or img1.shape != img2.shape:
-        raise ValueError(f"ssim_reference: img1 and img2 must be (B, C, H, W) images of one shape, "
-                         f"got {tuple(img1.shape)} and {tuple(img2.shape)}")  # fmt: skip
+        raise ValueError(
+            f"ssim_reference: img1 and img2 must be (B, C, H, W) images of one shape, "
+            f"got {tuple(img1.shape)} and {tuple(img2.shape)}"
+        )
     x, y = img1.to(torch.float64), img2.to(torch.float64)
     taps = torch.arange(WINDOW, dtype=torch.float64, device=x.device) - WINDOW // 2
     g = torch.exp(-(taps**2) / (2 * SIGMA**2))
@@ -56,7 +58,9 @@ def ssim_reference(img1: torch.Tensor, img2: torch.Tensor, padding: str = "same"
     s_xx = blur(x * x) - mu_x * mu_x
     s_yy = blur(y * y) - mu_y * mu_y
     s_xy = blur(x * y) - mu_x * mu_y
-    ssim_map = ((2 * mu_x * mu_y + C1) * (2 * s_xy + C2)) / ((mu_x**2 + mu_y**2 + C1) * (s_xx + s_yy + C2))
+    ssim_map = ((2 * mu_x * mu_y + C1) * (2 * s_xy + C2)) / (
+        (mu_x**2 + mu_y**2 + C1) * (s_xx + s_yy + C2)
+    )
     if padding == "valid":
         ssim_map = ssim_map[:, :, WINDOW // 2 : -(WINDOW // 2), WINDOW // 2 : -(WINDOW // 2)]
     return ssim_map.mean()
@@ -80,8 +84,13 @@ def _fused_ssim_case(padding: str, train: bool) -> SelftestCase:
 
     # The gradients of a mean over 6144 pixels are at most ~1e-2; the CPU kernels are within
     # 1e-7 of the float64 reference (a fifth of this atol).
-    return SelftestCase(f"fused_ssim(padding={padding!r}, train={train})", run, reference=reference,
-                        atol=5e-7, rtol=1e-4)  # fmt: skip
+    return SelftestCase(
+        f"fused_ssim(padding={padding!r}, train={train})",
+        run,
+        reference=reference,
+        atol=5e-7,
+        rtol=1e-4,
+    )
 
 
 # --- quat_scale_to_covar_preci ---------------------------------------------------------------
@@ -96,17 +105,30 @@ def _quats_scales(device: torch.device, seed: int) -> tuple[torch.Tensor, torch.
     return quats.to(device), scales.to(device)
 
 
-def covar_preci_reference(quats: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def covar_preci_reference(
+    quats: torch.Tensor, scales: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """R diag(s)^2 R^T and R diag(s)^-2 R^T in float64, R from the normalised (w, x, y, z)."""
     if quats.shape[-1:] != (4,) or scales.shape != (*quats.shape[:-1], 3):
-        raise ValueError(f"covar_preci_reference: quats must be (..., 4) and scales (..., 3) with the same "
-                         f"leading dimensions, got {tuple(quats.shape)} and {tuple(scales.shape)}")  # fmt: skip
+        raise ValueError(
+            f"covar_preci_reference: quats must be (..., 4) and scales (..., 3) with the same "
+            f"leading dimensions, got {tuple(quats.shape)} and {tuple(scales.shape)}"
+        )
     w, x, y, z = F.normalize(quats.to(torch.float64), dim=-1).unbind(-1)
-    R = torch.stack([
-        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
-    ], dim=-1).reshape(*quats.shape[:-1], 3, 3)  # fmt: skip
+    R = torch.stack(
+        [
+            1 - 2 * (y * y + z * z),
+            2 * (x * y - w * z),
+            2 * (x * z + w * y),
+            2 * (x * y + w * z),
+            1 - 2 * (x * x + z * z),
+            2 * (y * z - w * x),
+            2 * (x * z - w * y),
+            2 * (y * z + w * x),
+            1 - 2 * (x * x + y * y),
+        ],
+        dim=-1,
+    ).reshape(*quats.shape[:-1], 3, 3)
     s = scales.to(torch.float64)
     covars = R @ torch.diag_embed(s**2) @ R.transpose(-1, -2)
     precis = R @ torch.diag_embed(s**-2) @ R.transpose(-1, -2)
@@ -120,7 +142,12 @@ def _covariance_outputs(covar_preci, device: torch.device) -> dict[str, torch.Te
     w_covars = torch.randn(GAUSSIANS, 3, 3, generator=gen).to(device)
     w_precis = torch.randn(GAUSSIANS, 3, 3, generator=gen).to(device)
     ((covars * w_covars).sum() + (precis * w_precis).sum() * 1e-2).backward()
-    return {"covars": covars.detach(), "precis": precis.detach(), "grad_quats": quats.grad, "grad_scales": scales.grad}
+    return {
+        "covars": covars.detach(),
+        "precis": precis.detach(),
+        "grad_quats": quats.grad,
+        "grad_scales": scales.grad,
+    }
 
 
 def _covariance_case() -> SelftestCase:
@@ -148,7 +175,11 @@ def _sh_case() -> SelftestCase:
     def run(device: torch.device) -> dict[str, torch.Tensor]:
         gen = torch.Generator().manual_seed(3)
         dirs = torch.randn(GAUSSIANS, 3, generator=gen).to(device).requires_grad_()
-        coeffs = (torch.randn(GAUSSIANS, (SH_DEGREE + 1) ** 2, 3, generator=gen) * 0.3).to(device).requires_grad_()
+        coeffs = (
+            (torch.randn(GAUSSIANS, (SH_DEGREE + 1) ** 2, 3, generator=gen) * 0.3)
+            .to(device)
+            .requires_grad_()
+        )
         weights = torch.randn(GAUSSIANS, 3, generator=gen).to(device)
         colors = spherical_harmonics(SH_DEGREE, dirs, coeffs)
         (colors * weights).sum().backward()
@@ -171,11 +202,18 @@ def _scene(device: torch.device) -> dict[str, torch.Tensor]:
     depth = 3 + 2 * torch.rand(GAUSSIANS, 1, generator=gen)
     turn = 0.15
     viewmats = torch.eye(4).repeat(CAMERAS, 1, 1)
-    viewmats[1, :3, :3] = torch.tensor([[math.cos(turn), 0.0, math.sin(turn)], [0.0, 1.0, 0.0],
-                                        [-math.sin(turn), 0.0, math.cos(turn)]])  # fmt: skip
+    viewmats[1, :3, :3] = torch.tensor(
+        [
+            [math.cos(turn), 0.0, math.sin(turn)],
+            [0.0, 1.0, 0.0],
+            [-math.sin(turn), 0.0, math.cos(turn)],
+        ]
+    )
     viewmats[1, :3, 3] = torch.tensor([0.3, -0.2, 0.4])
     f = 1.1 * WIDTH
-    Ks = torch.tensor([[f, 0.0, WIDTH / 2], [0.0, f, HEIGHT / 2], [0.0, 0.0, 1.0]]).repeat(CAMERAS, 1, 1)
+    Ks = torch.tensor([[f, 0.0, WIDTH / 2], [0.0, f, HEIGHT / 2], [0.0, 0.0, 1.0]]).repeat(
+        CAMERAS, 1, 1
+    )
     scene = {
         "means": torch.cat([xy * depth / 3, depth], dim=1),
         "quats": torch.randn(GAUSSIANS, 4, generator=gen),
@@ -202,19 +240,41 @@ def _rasterization_case() -> SelftestCase:
         for name in DIFFERENTIABLE:
             s[name].requires_grad_()
         colors, alphas, _ = rasterization(
-            s["means"], s["quats"], s["scales"], s["opacities"], s["colors"], s["viewmats"], s["Ks"],
-            WIDTH, HEIGHT, sh_degree=1, backgrounds=s["backgrounds"],
-        )  # fmt: skip
+            s["means"],
+            s["quats"],
+            s["scales"],
+            s["opacities"],
+            s["colors"],
+            s["viewmats"],
+            s["Ks"],
+            WIDTH,
+            HEIGHT,
+            sh_degree=1,
+            backgrounds=s["backgrounds"],
+        )
         ((colors * s["w_colors"]).sum() + (alphas * s["w_alphas"]).sum()).backward()
-        return {"colors": colors.detach(), "alphas": alphas.detach(), **{f"grad_{n}": s[n].grad for n in DIFFERENTIABLE}}
+        return {
+            "colors": colors.detach(),
+            "alphas": alphas.detach(),
+            **{f"grad_{n}": s[n].grad for n in DIFFERENTIABLE},
+        }
 
     # A GPU's backward sums each Gaussian's gradient over its pixels in another order (atomics):
     # gradients up to ~100 that nearly cancel differ by more than the colours do.
-    return SelftestCase(f"rasterization({GAUSSIANS} Gaussians, {CAMERAS}x{WIDTH}x{HEIGHT})", run,
-                        atol=1e-3, rtol=1e-3)  # fmt: skip
+    return SelftestCase(
+        f"rasterization({GAUSSIANS} Gaussians, {CAMERAS}x{WIDTH}x{HEIGHT})",
+        run,
+        atol=1e-3,
+        rtol=1e-3,
+    )
 
 
 def cases() -> list[SelftestCase]:
     """prebuild's self-test cases, one per op family (SSIM in both of its kernel paths)."""
-    return [_fused_ssim_case("same", True), _fused_ssim_case("valid", False), _covariance_case(), _sh_case(),
-            _rasterization_case()]  # fmt: skip
+    return [
+        _fused_ssim_case("same", True),
+        _fused_ssim_case("valid", False),
+        _covariance_case(),
+        _sh_case(),
+        _rasterization_case(),
+    ]

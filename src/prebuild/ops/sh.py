@@ -24,7 +24,6 @@ Deliberate differences from gsplat 1.5.3 (all documented on the function too):
 from __future__ import annotations
 
 from functools import partial
-from typing import Optional
 
 import torch
 
@@ -82,7 +81,7 @@ def spherical_harmonics(
     degrees_to_use: int,
     dirs: torch.Tensor,
     coeffs: torch.Tensor,
-    masks: Optional[torch.Tensor] = None,
+    masks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Evaluates spherical harmonics (gsplat 1.5.3's ``spherical_harmonics``).
 
@@ -140,15 +139,18 @@ def _check_fake(op, degrees_to_use, dirs, coeffs, masks) -> None:
     )
     torch._check(
         (degrees_to_use + 1) ** 2 <= coeffs.shape[-2],
-        lambda: f"{op}: degree {degrees_to_use} needs (degree + 1)^2 coefficients per channel, "
-        f"coeffs has K = {coeffs.shape[-2]}",
+        lambda: (
+            f"{op}: degree {degrees_to_use} needs (degree + 1)^2 coefficients per channel, "
+            f"coeffs has K = {coeffs.shape[-2]}"
+        ),
     )
     tensors = {"dirs": dirs, "coeffs": coeffs}
     if masks is not None:
         torch._check(
             masks.shape == batch,
-            lambda: f"{op}: masks must have the batch shape of dirs (dirs without its last "
-            "dimension)",
+            lambda: (
+                f"{op}: masks must have the batch shape of dirs (dirs without its last dimension)"
+            ),
         )
         check_dtype(op, torch.bool, masks=masks)
         tensors["masks"] = masks
@@ -201,11 +203,13 @@ def _register(ns: str) -> None:
     torch.library.register_fake(f"{ns}::spherical_harmonics_forward")(_forward_fake)
     torch.library.register_fake(f"{ns}::spherical_harmonics_backward")(_backward_fake)
     torch.library.register_autograd(
-        f"{ns}::spherical_harmonics_forward", partial(_backward, getattr(torch.ops, ns)),
+        f"{ns}::spherical_harmonics_forward",
+        partial(_backward, getattr(torch.ops, ns)),
         setup_context=_setup_context,
-    )  # fmt: skip
+    )
     # Without an autograd kernel, a double backward would silently drop the second-order term.
     torch.library.register_autograd(
-        f"{ns}::spherical_harmonics_backward", _no_double_backward,
+        f"{ns}::spherical_harmonics_backward",
+        _no_double_backward,
         setup_context=lambda ctx, inputs, output: None,
-    )  # fmt: skip
+    )

@@ -110,8 +110,9 @@ def fused_ssim(
             f"{h} channels of {w}x{c} pixels. If they are (B, H, W, C) images (such as rasterization()'s "
             "colors), pass img.permute(0, 3, 1, 2). Silence with warnings.filterwarnings('ignore', "
             "category=prebuild.ops.ssim.ChannelsLastWarning).",
-            ChannelsLastWarning, stacklevel=2,
-        )  # fmt: skip
+            ChannelsLastWarning,
+            stacklevel=2,
+        )
     if img1.is_cuda and not torch.compiler.is_compiling():
         LIBRARY.ensure_device(img1.device)
     x = img1.to(torch.float32).contiguous()
@@ -123,8 +124,11 @@ def fused_ssim(
         ssim_map, _, _ = kernels().fused_ssim_forward_backward(x, y, y.requires_grad)
         return ssim_map.sum() / ssim_map.numel()
     # dS only for a backward that can happen ("valid", or the map's own op used directly).
-    store = (train and needs_grad
-             and (x.device.type != "cpu" or 5 * 4 * x.numel() <= _CPU_STORED_DS_MAX_BYTES))  # fmt: skip
+    store = (
+        train
+        and needs_grad
+        and (x.device.type != "cpu" or 5 * 4 * x.numel() <= _CPU_STORED_DS_MAX_BYTES)
+    )
     ssim_map, _ = kernels().fused_ssim_forward(x, y, store)
     if padding == "valid":
         ssim_map = ssim_map[:, :, _CROP:-_CROP, _CROP:-_CROP]
@@ -150,7 +154,9 @@ def _forward_fake(img1: torch.Tensor, img2: torch.Tensor, train: bool):
 def _backward_fake(grad_map, img1, img2, dS, grad_img2=True):
     op = "prebuild::fused_ssim_backward"
     _check_fake_images(op, img1, img2)
-    torch._check(grad_map.shape == img1.shape, lambda: f"{op}: grad_map and img1 must have the same shape")
+    torch._check(
+        grad_map.shape == img1.shape, lambda: f"{op}: grad_map and img1 must have the same shape"
+    )
     torch._check(
         dS.shape == (5, *img1.shape) or (dS.shape == (0,) and img1.device.type in ("cpu", "meta")),
         lambda: f"{op}: dS must have shape (5, B, C, H, W) matching img1 (or (0,) on the CPU)",
@@ -245,16 +251,18 @@ def _register(ns: str) -> None:
     torch.library.register_fake(f"{ns}::fused_ssim_backward")(_backward_fake)
     torch.library.register_fake(f"{ns}::fused_ssim_forward_backward")(_forward_backward_fake)
     torch.library.register_autograd(
-        f"{ns}::fused_ssim_forward", partial(_backward, getattr(torch.ops, ns)),
+        f"{ns}::fused_ssim_forward",
+        partial(_backward, getattr(torch.ops, ns)),
         setup_context=_setup_context,
-    )  # fmt: skip
+    )
     torch.library.register_autograd(
         f"{ns}::fused_ssim_forward_backward",
         partial(_backward_forward_backward, getattr(torch.ops, ns)),
         setup_context=_setup_context_forward_backward,
-    )  # fmt: skip
+    )
     # Without an autograd kernel, a double backward would silently drop the second-order term.
     torch.library.register_autograd(
-        f"{ns}::fused_ssim_backward", _no_double_backward,
+        f"{ns}::fused_ssim_backward",
+        _no_double_backward,
         setup_context=lambda ctx, inputs, output: None,
-    )  # fmt: skip
+    )

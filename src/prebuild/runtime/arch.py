@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 # Spellings accepted for one arch: sm_80, sm80, compute_80, 80, 8.0, sm_90a, 9.0a, 100f.
 _ARCH_RE = re.compile(
@@ -71,9 +71,7 @@ def parse_arch(text: str) -> Arch:
     """Parse one arch spelling (``sm_80``, ``80``, ``8.0``, ``sm_90a``, ``compute_120``)."""
     m = _ARCH_RE.match(text)
     if not m:
-        raise ArchError(
-            f"cannot parse CUDA arch {text!r}: write it as sm_80, 80, 8.0 or sm_90a"
-        )
+        raise ArchError(f"cannot parse CUDA arch {text!r}: write it as sm_80, 80, 8.0 or sm_90a")
     if m["digits"]:
         digits = m["digits"]
         major, minor = int(digits[:-1]), int(digits[-1])

@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .arch import CodeKind, arch_for_capability, format_capability, select_code
-from .manifest import Manifest
-from .versions import release
 from .errors import (
     CudaUnavailableError,
     LibraryLoadError,
@@ -19,6 +17,8 @@ from .errors import (
     TorchVersionError,
     UnsupportedGPUError,
 )
+from .manifest import Manifest
+from .versions import release
 
 
 def torch_version_error(manifest: Manifest, torch_version: str) -> PrebuildError | None:

@@ -16,14 +16,6 @@ from pathlib import Path
 
 import torch
 
-from .manifest import (
-    MANIFEST_NAME,
-    Manifest,
-    ManifestError,
-    check_libraries,
-    library_path,
-    read_manifest,
-)
 from . import compat
 from .errors import (
     DamagedInstallError,
@@ -31,6 +23,14 @@ from .errors import (
     NoCompiledLibraryError,
     PrebuildError,
     PTXJitWarning,
+)
+from .manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    ManifestError,
+    check_libraries,
+    library_path,
+    read_manifest,
 )
 
 STRICT_ENV = "PREBUILD_STRICT"
@@ -105,9 +105,7 @@ def _read_verified_manifest(directory: Path) -> Manifest:
             f"the install in {directory} is damaged: {exc}. {_REINSTALL}"
         ) from exc
     if manifest.library("cpu") is None:
-        raise DamagedInstallError(
-            f"the manifest in {directory} lists no CPU library. {_REINSTALL}"
-        )
+        raise DamagedInstallError(f"the manifest in {directory} lists no CPU library. {_REINSTALL}")
     return manifest
 
 

@@ -71,7 +71,7 @@ class Manifest:
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def from_json(cls, text: str) -> "Manifest":
+    def from_json(cls, text: str) -> Manifest:
         try:
             data = json.loads(text)
             if data.get("schema") != SCHEMA_VERSION:
@@ -92,7 +92,12 @@ class Manifest:
                 sass_archs=tuple(parse_arch(a) for a in data["sass_archs"]),
                 ptx_archs=tuple(parse_arch(a) for a in data["ptx_archs"]),
                 libraries=tuple(
-                    Library(str(lib["file"]), str(lib["kind"]), str(lib["sha256"]), _size(lib.get("size")))
+                    Library(
+                        str(lib["file"]),
+                        str(lib["kind"]),
+                        str(lib["sha256"]),
+                        _size(lib.get("size")),
+                    )
                     for lib in data["libraries"]
                 ),
                 flags={str(k): [str(f) for f in v] for k, v in data.get("flags", {}).items()},
@@ -140,9 +145,15 @@ def split_hook(value: object) -> tuple[str, str]:
     """A self-test hook reference, ``"package.module:function"``, as (module, function);
     ValueError saying what a hook reference is for anything else."""
     module, colon, function = value.partition(":") if isinstance(value, str) else ("", "", "")
-    if not colon or not all(part.isidentifier() for part in module.split(".")) or not function.isidentifier():
-        raise ValueError(f"a selftest hook is 'package.module:function' (a dotted module path, a colon, "
-                         f"an identifier), got {value!r}")  # fmt: skip
+    if (
+        not colon
+        or not all(part.isidentifier() for part in module.split("."))
+        or not function.isidentifier()
+    ):
+        raise ValueError(
+            f"a selftest hook is 'package.module:function' (a dotted module path, a colon, "
+            f"an identifier), got {value!r}"
+        )
     return module, function
 
 
@@ -265,8 +276,11 @@ class CxxStandard:
         return {"needed": self.needed, "raised": {std: calls for std, calls in self.raised}}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "CxxStandard":
-        return cls(str(data["needed"]), tuple((str(std), int(calls)) for std, calls in dict(data["raised"]).items()))
+    def from_dict(cls, data: dict) -> CxxStandard:
+        return cls(
+            str(data["needed"]),
+            tuple((str(std), int(calls)) for std, calls in dict(data["raised"]).items()),
+        )
 
 
 @dataclass(frozen=True)
@@ -293,44 +307,73 @@ class ProjectManifest:
 
     def to_dict(self) -> dict:
         return {
-            "schema": SCHEMA_VERSION, "kind": self.kind, "built_by": self.built_by, "torch": self.torch,
-            "torch_cuda": self.torch_cuda, "cuda": self.cuda, "python_tag": self.python_tag,
-            "sass_archs": [a.sm for a in self.sass_archs], "ptx_archs": [a.compute for a in self.ptx_archs],
-            "libraries": [{"file": lib.file, "sha256": lib.sha256, "size": lib.size, "sass": [a.sm for a in lib.sass],
-                           "ptx": [a.compute for a in lib.ptx]} for lib in self.libraries],
+            "schema": SCHEMA_VERSION,
+            "kind": self.kind,
+            "built_by": self.built_by,
+            "torch": self.torch,
+            "torch_cuda": self.torch_cuda,
+            "cuda": self.cuda,
+            "python_tag": self.python_tag,
+            "sass_archs": [a.sm for a in self.sass_archs],
+            "ptx_archs": [a.compute for a in self.ptx_archs],
+            "libraries": [
+                {
+                    "file": lib.file,
+                    "sha256": lib.sha256,
+                    "size": lib.size,
+                    "sass": [a.sm for a in lib.sass],
+                    "ptx": [a.compute for a in lib.ptx],
+                }
+                for lib in self.libraries
+            ],
             "nvcc_calls": [{"given": list(c.given), "run": list(c.run)} for c in self.nvcc_calls],
             "cxx_standard": self.cxx_standard.to_dict() if self.cxx_standard else None,
-        }  # fmt: skip
+        }
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def from_json(cls, text: str) -> "ProjectManifest":
+    def from_json(cls, text: str) -> ProjectManifest:
         try:
             data = json.loads(text)
             if data.get("schema") != SCHEMA_VERSION:
-                raise ManifestError(f"{PROJECT_MANIFEST_NAME} schema {data.get('schema')!r} is not {SCHEMA_VERSION}")
+                raise ManifestError(
+                    f"{PROJECT_MANIFEST_NAME} schema {data.get('schema')!r} is not {SCHEMA_VERSION}"
+                )
             if data.get("kind") != "classic":
-                raise ManifestError(f"{PROJECT_MANIFEST_NAME} describes a {data.get('kind')!r} build, which this "
-                                    "prebuild does not know: upgrade prebuild")  # fmt: skip
+                raise ManifestError(
+                    f"{PROJECT_MANIFEST_NAME} describes a {data.get('kind')!r} build, which this "
+                    "prebuild does not know: upgrade prebuild"
+                )
             return cls(
                 kind=data["kind"],
                 built_by=str(data.get("built_by", "prebuild")),
                 torch=_version_text(data["torch"], "torch"),
-                torch_cuda=None if data["torch_cuda"] is None else _version_text(data["torch_cuda"], "torch_cuda"),
+                torch_cuda=None
+                if data["torch_cuda"] is None
+                else _version_text(data["torch_cuda"], "torch_cuda"),
                 cuda=_version_text(data["cuda"], "cuda"),
                 python_tag=str(data["python_tag"]),
                 sass_archs=tuple(parse_arch(a) for a in data["sass_archs"]),
                 ptx_archs=tuple(parse_arch(a) for a in data["ptx_archs"]),
                 libraries=tuple(
-                    BuiltLibrary(_relative_file(lib["file"]), str(lib["sha256"]), _size(lib["size"]) or 0,
-                                 tuple(parse_arch(a) for a in lib["sass"]), tuple(parse_arch(a) for a in lib["ptx"]))
+                    BuiltLibrary(
+                        _relative_file(lib["file"]),
+                        str(lib["sha256"]),
+                        _size(lib["size"]) or 0,
+                        tuple(parse_arch(a) for a in lib["sass"]),
+                        tuple(parse_arch(a) for a in lib["ptx"]),
+                    )
                     for lib in data["libraries"]
-                ),  # fmt: skip
-                nvcc_calls=tuple(NvccCall(tuple(map(str, c["given"])), tuple(map(str, c["run"])))
-                                 for c in data.get("nvcc_calls", [])),  # fmt: skip
-                cxx_standard=CxxStandard.from_dict(data["cxx_standard"]) if data.get("cxx_standard") else None,
+                ),
+                nvcc_calls=tuple(
+                    NvccCall(tuple(map(str, c["given"])), tuple(map(str, c["run"])))
+                    for c in data.get("nvcc_calls", [])
+                ),
+                cxx_standard=CxxStandard.from_dict(data["cxx_standard"])
+                if data.get("cxx_standard")
+                else None,
             )
         except ManifestError:
             raise

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass
-from typing import Callable, Mapping
 
 import torch
 
@@ -47,13 +47,24 @@ class SelftestCase:
         if not isinstance(self.op, str) or not self.op.strip():
             raise ValueError(f"SelftestCase: op must be a non-empty string, got {self.op!r}")
         if not callable(self.run):
-            raise TypeError(f"SelftestCase {self.op!r}: run must be callable (device -> outputs), got {self.run!r}")
+            raise TypeError(
+                f"SelftestCase {self.op!r}: run must be callable (device -> outputs), got {self.run!r}"
+            )
         if self.reference is not None and not callable(self.reference):
-            raise TypeError(f"SelftestCase {self.op!r}: reference must be callable or None, got {self.reference!r}")
+            raise TypeError(
+                f"SelftestCase {self.op!r}: reference must be callable or None, got {self.reference!r}"
+            )
         for name in ("atol", "rtol"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"SelftestCase {self.op!r}: {name} must be a finite number >= 0, got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, numbers.Real)
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise ValueError(
+                    f"SelftestCase {self.op!r}: {name} must be a finite number >= 0, got {value!r}"
+                )
 
 
 CASE_FIELDS = ("op", "run", "reference", "atol", "rtol")
@@ -67,8 +78,10 @@ def as_case(value: object) -> SelftestCase:
         return value
     missing = [name for name in CASE_FIELDS if not hasattr(value, name)]
     if missing:
-        raise TypeError(f"a self-test case must be a SelftestCase, got {type(value).__name__} "
-                        f"(it has no {', '.join(missing)})")  # fmt: skip
+        raise TypeError(
+            f"a self-test case must be a SelftestCase, got {type(value).__name__} "
+            f"(it has no {', '.join(missing)})"
+        )
     fields = {name: getattr(value, name) for name in CASE_FIELDS}
     return SelftestCase(fields.pop("op"), fields.pop("run"), **fields)
 
@@ -77,15 +90,19 @@ def as_cases(value: object) -> list[SelftestCase]:
     """What a hook returned, as a list of cases: a list (or tuple) of at least one
     SelftestCase with distinct ops; TypeError or ValueError naming what is wrong."""
     if not isinstance(value, (list, tuple)):
-        raise TypeError(f"a selftest hook must return a list of SelftestCase, got {type(value).__name__}")
+        raise TypeError(
+            f"a selftest hook must return a list of SelftestCase, got {type(value).__name__}"
+        )
     if not value:
         raise ValueError("the selftest hook returned no case")
     cases = [as_case(item) for item in value]
     ops = [case.op for case in cases]
     repeated = sorted({op for op in ops if ops.count(op) > 1})
     if repeated:
-        raise ValueError(f"the selftest hook returned several cases named {', '.join(map(repr, repeated))}: "
-                         "the rows could not tell them apart")  # fmt: skip
+        raise ValueError(
+            f"the selftest hook returned several cases named {', '.join(map(repr, repeated))}: "
+            "the rows could not tell them apart"
+        )
     return cases
 
 
@@ -102,7 +119,9 @@ def check_outputs(outputs: object, what: str) -> Outputs:
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{what} returned {type(tensor).__name__} for {name!r}, not a tensor")
         if tensor.is_complex():
-            raise TypeError(f"{what} returned a complex tensor for {name!r}: compare its real and imaginary parts")
+            raise TypeError(
+                f"{what} returned a complex tensor for {name!r}: compare its real and imaginary parts"
+            )
     return dict(outputs)
 
 
@@ -116,9 +135,13 @@ def max_abs_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     """The largest ``|actual - expected|`` over the elements (0.0 for empty tensors); ``inf``
     where either holds a non-finite value. The shapes must be equal: nothing is broadcast."""
     if not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor):
-        raise TypeError(f"max_abs_error compares two tensors, got {type(actual).__name__} and {type(expected).__name__}")
+        raise TypeError(
+            f"max_abs_error compares two tensors, got {type(actual).__name__} and {type(expected).__name__}"
+        )
     if actual.shape != expected.shape:
-        raise ValueError(f"max_abs_error: shapes differ, {tuple(actual.shape)} and {tuple(expected.shape)}")
+        raise ValueError(
+            f"max_abs_error: shapes differ, {tuple(actual.shape)} and {tuple(expected.shape)}"
+        )
     if actual.numel() == 0:
         return 0.0
     a, e = _as_float64(actual), _as_float64(expected)
@@ -137,30 +160,49 @@ class OutputCheck:
     problem: str = ""  # why it failed; "" when it passed
 
 
-def compare_output(name: str, actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> OutputCheck:
+def compare_output(
+    name: str, actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float
+) -> OutputCheck:
     """One output against its expected value: passes when the shapes are equal, every value
     of both is finite, and ``|actual - expected| <= atol + rtol * |expected|`` everywhere."""
     for label, tolerance in (("atol", atol), ("rtol", rtol)):
-        if isinstance(tolerance, bool) or not isinstance(tolerance, numbers.Real) or not tolerance >= 0:
+        if (
+            isinstance(tolerance, bool)
+            or not isinstance(tolerance, numbers.Real)
+            or not tolerance >= 0
+        ):
             raise ValueError(f"compare_output: {label} must be a number >= 0, got {tolerance!r}")
     if actual.shape != expected.shape:
-        return OutputCheck(name, False, math.inf, f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
+        return OutputCheck(
+            name, False, math.inf, f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+        )
     a, e = _as_float64(actual), _as_float64(expected)
     for label, t in (("", a), ("expected ", e)):
         bad = int((~torch.isfinite(t)).sum())
         if bad:
-            return OutputCheck(name, False, math.inf, f"{bad} non-finite {label}value(s) of {t.numel()}")
+            return OutputCheck(
+                name, False, math.inf, f"{bad} non-finite {label}value(s) of {t.numel()}"
+            )
     error = max_abs_error(a, e)
     allowed = atol + rtol * e.abs()
     over = int(((a - e).abs() > allowed).sum())
     if over:
-        return OutputCheck(name, False, error, f"{over} of {a.numel()} value(s) off by more than "
-                                               f"atol {atol:g} + rtol {rtol:g} * |expected|")  # fmt: skip
+        return OutputCheck(
+            name,
+            False,
+            error,
+            f"{over} of {a.numel()} value(s) off by more than "
+            f"atol {atol:g} + rtol {rtol:g} * |expected|",
+        )
     return OutputCheck(name, True, error)
 
 
-def compare_outputs(actual: Mapping[str, torch.Tensor], expected: Mapping[str, torch.Tensor],
-                    atol: float, rtol: float) -> list[OutputCheck]:  # fmt: skip
+def compare_outputs(
+    actual: Mapping[str, torch.Tensor],
+    expected: Mapping[str, torch.Tensor],
+    atol: float,
+    rtol: float,
+) -> list[OutputCheck]:
     """Every output of ``expected`` against ``actual``'s of the same name, in ``expected``'s
     order; an output only one of them has fails."""
     actual = check_outputs(actual, "the run")
@@ -171,7 +213,11 @@ def compare_outputs(actual: Mapping[str, torch.Tensor], expected: Mapping[str, t
             checks.append(OutputCheck(name, False, math.inf, "missing from the run's outputs"))
         else:
             checks.append(compare_output(name, actual[name], want, atol, rtol))
-    checks += [OutputCheck(name, False, math.inf, "not among the expected outputs") for name in actual if name not in expected]
+    checks += [
+        OutputCheck(name, False, math.inf, "not among the expected outputs")
+        for name in actual
+        if name not in expected
+    ]
     return checks
 
 

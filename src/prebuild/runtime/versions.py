@@ -8,7 +8,9 @@ import re
 
 # PEP 440's public release segment, then anything (pre/post/dev, +local): enough to compare
 # releases ("2.14.0a0+gitabc" -> (2, 14, 0)) and to reject what is not a version.
-_VERSION = re.compile(r"v?(\d+(?:\.\d+)*)((?:[-_.]?[a-z]+\d*)*)(\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?", re.IGNORECASE)
+_VERSION = re.compile(
+    r"v?(\d+(?:\.\d+)*)((?:[-_.]?[a-z]+\d*)*)(\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?", re.IGNORECASE
+)
 
 
 def is_version(text: str) -> bool:

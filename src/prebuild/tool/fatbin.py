@@ -112,8 +112,20 @@ def parse_fatbin(data: bytes) -> list[FatbinEntry]:
 def _parse_entry(view: memoryview, pos: int, end: int) -> FatbinEntry:
     if pos + _ENTRY.size > end:
         raise FatbinError(f"truncated entry header at {pos:#x}")
-    (kind, _version, header_size, payload_size, _csize, _x, _minor, _major, arch,
-     name_offset, name_size, flags) = _ENTRY.unpack_from(view, pos)  # fmt: skip
+    (
+        kind,
+        _version,
+        header_size,
+        payload_size,
+        _csize,
+        _x,
+        _minor,
+        _major,
+        arch,
+        name_offset,
+        name_size,
+        flags,
+    ) = _ENTRY.unpack_from(view, pos)
     if header_size < _ENTRY.size or pos + header_size + payload_size > end:
         raise FatbinError(f"entry at {pos:#x} runs past its container")
     if kind not in (KIND_PTX, KIND_ELF):
@@ -144,8 +156,9 @@ def summarize(entries: list[FatbinEntry]) -> EmbeddedCode:
 # --- writing: only to make fatbins for tests (nvcc's fatbinary makes the real ones) --------
 
 
-def build_entry(kind: str, arch: Arch, name: str = "", payload: bytes = b"\x7fELF", *,
-                compressed: bool = False) -> bytes:  # fmt: skip
+def build_entry(
+    kind: str, arch: Arch, name: str = "", payload: bytes = b"\x7fELF", *, compressed: bool = False
+) -> bytes:
     """One entry (header + payload) in the layout parse_fatbin reads."""
     raw_name = name.encode() + b"\0" if name else b""
     header_size = 64 + (len(raw_name) + 7) // 8 * 8
@@ -153,9 +166,19 @@ def build_entry(kind: str, arch: Arch, name: str = "", payload: bytes = b"\x7fEL
     flags |= {"a": FLAG_ARCH_SPECIFIC, "f": FLAG_FAMILY_SPECIFIC}.get(arch.suffix, 0)
     padded = payload + b"\0" * (-len(payload) % 8)
     head = _ENTRY.pack(
-        KIND_PTX if kind == "ptx" else KIND_ELF, 0x101, header_size, len(padded), len(payload),
-        0, 0, 1, arch.major * 10 + arch.minor, 64 if raw_name else 0, len(raw_name), flags,
-    )  # fmt: skip
+        KIND_PTX if kind == "ptx" else KIND_ELF,
+        0x101,
+        header_size,
+        len(padded),
+        len(payload),
+        0,
+        0,
+        1,
+        arch.major * 10 + arch.minor,
+        64 if raw_name else 0,
+        len(raw_name),
+        flags,
+    )
     head = head.ljust(64, b"\0") + raw_name.ljust(header_size - 64, b"\0")
     return head + padded
 

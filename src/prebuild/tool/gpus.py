@@ -31,11 +31,21 @@ class GpuQuery:
 
     def to_dict(self) -> dict:
         return {
-            "source": self.source, "listed": self.listed, "driver_version": self.driver_version,
-            "driver_cuda": self.driver_cuda, "note": self.note,
-            "gpus": [{"index": g.index, "name": g.name, "capability": f"{g.capability[0]}.{g.capability[1]}",
-                      "uuid": g.uuid} for g in self.gpus],
-        }  # fmt: skip
+            "source": self.source,
+            "listed": self.listed,
+            "driver_version": self.driver_version,
+            "driver_cuda": self.driver_cuda,
+            "note": self.note,
+            "gpus": [
+                {
+                    "index": g.index,
+                    "name": g.name,
+                    "capability": f"{g.capability[0]}.{g.capability[1]}",
+                    "uuid": g.uuid,
+                }
+                for g in self.gpus
+            ],
+        }
 
 
 def filter_visible(gpus: list[Gpu], visible: str | None) -> tuple[Gpu, ...]:
@@ -64,21 +74,33 @@ def query_gpus(env: dict[str, str] | None = None) -> GpuQuery:
     """Every visible GPU, its compute capability, and the driver's CUDA version."""
     env = dict(os.environ if env is None else env)
     try:
-        import pynvml  # noqa: PLC0415 - optional: nvidia-ml-py
+        import pynvml
     except ImportError:
-        return GpuQuery(note="nvidia-ml-py is not installed (pip install nvidia-ml-py), so GPUs "
-                             "cannot be listed without creating a CUDA context", source="none", listed=False)  # fmt: skip
+        return GpuQuery(
+            note="nvidia-ml-py is not installed (pip install nvidia-ml-py), so GPUs "
+            "cannot be listed without creating a CUDA context",
+            source="none",
+            listed=False,
+        )
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
-        return GpuQuery(note=f"NVML is unavailable ({exc}): no NVIDIA driver here", source="nvml", listed=False)
+        return GpuQuery(
+            note=f"NVML is unavailable ({exc}): no NVIDIA driver here", source="nvml", listed=False
+        )
     try:
         found = []
         for i in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
             major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
-            found.append(Gpu(i, _text(pynvml.nvmlDeviceGetName(handle)), (int(major), int(minor)),
-                             _text(pynvml.nvmlDeviceGetUUID(handle))))  # fmt: skip
+            found.append(
+                Gpu(
+                    i,
+                    _text(pynvml.nvmlDeviceGetName(handle)),
+                    (int(major), int(minor)),
+                    _text(pynvml.nvmlDeviceGetUUID(handle)),
+                )
+            )
         cuda = int(pynvml.nvmlSystemGetCudaDriverVersion())
         driver = _text(pynvml.nvmlSystemGetDriverVersion())
     except pynvml.NVMLError as exc:
@@ -89,7 +111,9 @@ def query_gpus(env: dict[str, str] | None = None) -> GpuQuery:
         except pynvml.NVMLError:
             pass
     gpus = filter_visible(found, env.get("CUDA_VISIBLE_DEVICES"))
-    note = "" if gpus else ("no NVIDIA GPU" if not found else "CUDA_VISIBLE_DEVICES hides every GPU")
+    note = (
+        "" if gpus else ("no NVIDIA GPU" if not found else "CUDA_VISIBLE_DEVICES hides every GPU")
+    )
     return GpuQuery(gpus, driver, f"{cuda // 1000}.{cuda % 1000 // 10}", note)
 
 
@@ -104,7 +128,7 @@ class TorchInfo:
 def torch_info() -> TorchInfo:
     """torch's version, CUDA and C++ ABI; importing torch creates no CUDA context."""
     try:
-        import torch  # noqa: PLC0415
+        import torch
     except ImportError as exc:
         return TorchInfo(note=f"torch is not importable: {exc}")
     return TorchInfo(torch.__version__, torch.version.cuda, bool(torch.compiled_with_cxx11_abi()))

@@ -32,10 +32,16 @@ from urllib.parse import quote
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name
 
-from prebuild.tool.variant_wheels import VariantError, merge, parse_filename, parse_label, variants_filename
 from prebuild.runtime.arch import Arch, ArchError, parse_arch
 from prebuild.runtime.manifest import sha256_file
 from prebuild.tool.support import variant_name
+from prebuild.tool.variant_wheels import (
+    VariantError,
+    merge,
+    parse_filename,
+    parse_label,
+    variants_filename,
+)
 
 MARKER = ".prebuild-index"
 ALL = ""  # the variant key of the index of every wheel
@@ -83,7 +89,7 @@ class Variant:
 
 
 def _is_tag(part: str, prefix: str) -> bool:
-    return part.startswith(prefix) and part[len(prefix):].isdigit()
+    return part.startswith(prefix) and part[len(prefix) :].isdigit()
 
 
 def parse_variant(local: str | None) -> Variant | None:
@@ -100,7 +106,7 @@ def parse_variant(local: str | None) -> Variant | None:
         return None  # only a torch tag may stand right before the CUDA tag
     sass, ptx = [], []
     try:
-        for part in parts[at + 1:]:
+        for part in parts[at + 1 :]:
             if part.startswith("sm"):
                 sass.append(parse_arch(part[2:]))
             elif part.startswith("ptx"):
@@ -137,7 +143,12 @@ def plan(wheels: list[WheelInfo]) -> dict[str, list[WheelInfo]]:
     ordered = sorted(wheels, key=lambda w: w.filename)
     labelled = {w.filename for w in ordered if parse_filename(w.filename)[4] is not None}
     out: dict[str, list[WheelInfo]] = {
-        ALL: [w for w in ordered if not labelled or w.filename in labelled or wheel_variant(w.filename) is None]}
+        ALL: [
+            w
+            for w in ordered
+            if not labelled or w.filename in labelled or wheel_variant(w.filename) is None
+        ]
+    }
     for wheel in ordered:
         variant = wheel_variant(wheel.filename)
         if variant is not None and wheel.filename not in labelled:
@@ -147,18 +158,22 @@ def plan(wheels: list[WheelInfo]) -> dict[str, list[WheelInfo]]:
 
 def _page(title: str, body: list[str]) -> str:
     return (
-        "<!DOCTYPE html>\n<html>\n  <head>\n    <meta name=\"pypi:repository-version\" "
-        f"content=\"1.0\">\n    <title>{html.escape(title)}</title>\n  </head>\n  <body>\n"
+        '<!DOCTYPE html>\n<html>\n  <head>\n    <meta name="pypi:repository-version" '
+        f'content="1.0">\n    <title>{html.escape(title)}</title>\n  </head>\n  <body>\n'
         + "".join(f"    {line}\n" for line in body)
         + "  </body>\n</html>\n"
     )
 
 
-def project_page(project: str, wheels: list[WheelInfo], wheels_href: str, files: list[str] = ()) -> str:
+def project_page(
+    project: str, wheels: list[WheelInfo], wheels_href: str, files: list[str] = ()
+) -> str:
     """A PEP 503 project page; ``wheels_href`` is the relative path to SITE/wheels/; ``files``:
     other files linked there (PEP 825: a variants file must be linked beside its wheels)."""
     body = [f"<h1>Links for {html.escape(project)}</h1>"]
-    body += [f'<a href="{html.escape(wheels_href + quote(f))}">{html.escape(f)}</a><br>' for f in files]
+    body += [
+        f'<a href="{html.escape(wheels_href + quote(f))}">{html.escape(f)}</a><br>' for f in files
+    ]
     for w in wheels:
         attrs = f'href="{html.escape(wheels_href + quote(w.filename))}#sha256={w.sha256}"'
         if w.requires_python:
@@ -168,7 +183,9 @@ def project_page(project: str, wheels: list[WheelInfo], wheels_href: str, files:
 
 
 def root_page(projects: list[str]) -> str:
-    return _page("Simple index", [f'<a href="{html.escape(p)}/">{html.escape(p)}</a><br>' for p in projects])
+    return _page(
+        "Simple index", [f'<a href="{html.escape(p)}/">{html.escape(p)}</a><br>' for p in projects]
+    )
 
 
 def usual_index_url(env: dict[str, str] | None = None) -> str:
@@ -178,14 +195,16 @@ def usual_index_url(env: dict[str, str] | None = None) -> str:
     if env.get("PIP_INDEX_URL"):
         return env["PIP_INDEX_URL"]
     try:
-        from pip._internal.models.index import PyPI  # noqa: PLC0415 - stable since pip 10
+        from pip._internal.models.index import PyPI
 
         return str(PyPI.simple_url)
-    except Exception:  # noqa: BLE001 - no pip here: say what belongs there
+    except Exception:
         return "<your package index>"
 
 
-def install_command(site_url: str, key: str, project: str = "prebuild", extra_index: str | None = None) -> str:
+def install_command(
+    site_url: str, key: str, project: str = "prebuild", extra_index: str | None = None
+) -> str:
     """Pure: the pip command that installs from one index of the site (``key`` a variant or
     ``ALL``), taking the dependencies from ``extra_index`` (``usual_index_url()``)."""
     where = f"{site_url.rstrip('/')}/{key}/simple" if key else f"{site_url.rstrip('/')}/simple"
@@ -193,14 +212,18 @@ def install_command(site_url: str, key: str, project: str = "prebuild", extra_in
     return f"pip install {project} --index-url {where} --extra-index-url {extra}"
 
 
-def variant_commands(site_url: str, project: str, extra_index: str | None = None) -> tuple[str, str]:
+def variant_commands(
+    site_url: str, project: str, extra_index: str | None = None
+) -> tuple[str, str]:
     """Pure: for a project with PEP 825 variant wheels, the uv command that picks the wheel of
     this machine's GPU from the index of every wheel, and the pip command (pip knows no
     variants: it gets the plain wheel)."""
     where = f"{site_url.rstrip('/')}/simple"
     extra = extra_index if extra_index is not None else usual_index_url()
-    return (f"uv pip install --preview-features wheel-variants {project} --index-url {where} --extra-index-url {extra}",
-            f"pip install {project} --index-url {where} --extra-index-url {extra}")  # fmt: skip
+    return (
+        f"uv pip install --preview-features wheel-variants {project} --index-url {where} --extra-index-url {extra}",
+        f"pip install {project} --index-url {where} --extra-index-url {extra}",
+    )
 
 
 def variant_projects(variants: dict[str, dict]) -> list[str]:
@@ -214,18 +237,23 @@ def _variants_project(filename: str) -> str:
 
 
 def landing_page(indexes: dict[str, list[WheelInfo]], with_variants: list[str] = ()) -> str:
-    body = ["<h1>prebuild wheels</h1>",
-            "<p>Pick the index of your GPU's arch and your torch's CUDA version "
-            "(or let <code>prebuild install --from SITE_URL</code> pick), then:</p>",
-            "<pre>pip install PROJECT --index-url SITE_URL/VARIANT/simple --extra-index-url YOUR_USUAL_INDEX</pre>",
-            "<p>The site holds only these wheels: their dependencies (torch, ...) come from the extra "
-            "index (or pass <code>--no-deps</code> when they are installed).</p>"]  # fmt: skip
+    body = [
+        "<h1>prebuild wheels</h1>",
+        "<p>Pick the index of your GPU's arch and your torch's CUDA version "
+        "(or let <code>prebuild install --from SITE_URL</code> pick), then:</p>",
+        "<pre>pip install PROJECT --index-url SITE_URL/VARIANT/simple --extra-index-url YOUR_USUAL_INDEX</pre>",
+        "<p>The site holds only these wheels: their dependencies (torch, ...) come from the extra "
+        "index (or pass <code>--no-deps</code> when they are installed).</p>",
+    ]
     for project in with_variants:
         uv, pip = variant_commands("SITE_URL", project, "YOUR_USUAL_INDEX")
-        body += [f"<p>{html.escape(project)} has PEP 825 variant wheels: one command picks the wheel of this "
-                 "machine's GPU (uv's preview of wheel variants):</p>", f"<pre>{html.escape(uv)}</pre>",
-                 "<p>pip knows no variants and gets the plain wheel (every arch, and PTX of the newest):</p>",
-                 f"<pre>{html.escape(pip)}</pre>"]  # fmt: skip
+        body += [
+            f"<p>{html.escape(project)} has PEP 825 variant wheels: one command picks the wheel of this "
+            "machine's GPU (uv's preview of wheel variants):</p>",
+            f"<pre>{html.escape(uv)}</pre>",
+            "<p>pip knows no variants and gets the plain wheel (every arch, and PTX of the newest):</p>",
+            f"<pre>{html.escape(pip)}</pre>",
+        ]
     body.append("<ul>")
     for key, wheels in indexes.items():
         where = f"{key}/simple/" if key else "simple/"
@@ -248,12 +276,21 @@ def index_json(indexes: dict[str, list[WheelInfo]]) -> dict:
             "torch_tag": v.torch_tag or None,
             "sass_archs": [a.sm for a in v.sass],
             "index": f"{key}/simple",
-            "wheels": [{"filename": w.filename, "sha256": w.sha256,
-                        "ptx_archs": [a.compute for a in wheel_variant(w.filename).ptx]} for w in wheels],  # type: ignore[union-attr]
-        }  # fmt: skip
+            "wheels": [
+                {
+                    "filename": w.filename,
+                    "sha256": w.sha256,
+                    "ptx_archs": [a.compute for a in wheel_variant(w.filename).ptx],
+                }
+                for w in wheels
+            ],  # type: ignore[union-attr]
+        }
     return {
         "schema": 1,
-        "wheels": [{"filename": w.filename, "sha256": w.sha256, "path": f"wheels/{w.filename}"} for w in indexes[ALL]],
+        "wheels": [
+            {"filename": w.filename, "sha256": w.sha256, "path": f"wheels/{w.filename}"}
+            for w in indexes[ALL]
+        ],
         "variants": variants,
     }
 
@@ -261,10 +298,21 @@ def index_json(indexes: dict[str, list[WheelInfo]]) -> dict:
 def _requires_python(wheel: Path) -> str | None:
     try:
         with zipfile.ZipFile(wheel) as zf:
-            name = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1), None)
+            name = next(
+                (
+                    n
+                    for n in zf.namelist()
+                    if n.endswith(".dist-info/METADATA") and n.count("/") == 1
+                ),
+                None,
+            )
             if name is None:
                 raise SiteError(f"{wheel.name} has no .dist-info/METADATA: not a wheel")
-            return HeaderParser().parsestr(zf.read(name).decode("utf-8", "replace")).get("Requires-Python")
+            return (
+                HeaderParser()
+                .parsestr(zf.read(name).decode("utf-8", "replace"))
+                .get("Requires-Python")
+            )
     except zipfile.BadZipFile as exc:
         raise SiteError(f"{wheel.name} is not a readable wheel: {exc}") from exc
 
@@ -281,7 +329,9 @@ def read_wheels(dist_dir: Path) -> list[tuple[Path, WheelInfo]]:
             raise SiteError(f"{path.name}: {exc}") from exc
         found.append((path, WheelInfo(path.name, sha256_file(path), _requires_python(path))))
     if not found:
-        raise SiteError(f"no wheels (*.whl) in {dist_dir}: build some with `prebuild wheel --arch ...`")
+        raise SiteError(
+            f"no wheels (*.whl) in {dist_dir}: build some with `prebuild wheel --arch ...`"
+        )
     return found
 
 
@@ -290,7 +340,7 @@ def variants_documents(wheels: list[Path]) -> dict[str, dict]:
     file's name and document, merged from the wheels' own ``variant.json``. SiteError when a
     labelled wheel has none, names another label, or two wheels call different builds by one
     label."""
-    from prebuild.tool.inspection import wheel_variant_json  # noqa: PLC0415 - pyelftools, for this only
+    from prebuild.tool.inspection import wheel_variant_json
 
     groups: dict[str, list[dict]] = {}
     for path in wheels:
@@ -299,8 +349,10 @@ def variants_documents(wheels: list[Path]) -> dict[str, dict]:
             continue
         document = wheel_variant_json(path)
         if document is None or list(document.get("variants", {})) != [label]:
-            raise SiteError(f"{path.name}: its label is {label!r} but its .dist-info/variant.json does not "
-                            f"describe exactly that variant")  # fmt: skip
+            raise SiteError(
+                f"{path.name}: its label is {label!r} but its .dist-info/variant.json does not "
+                f"describe exactly that variant"
+            )
         groups.setdefault(variants_filename(str(name), str(version)), []).append(document)
     try:
         return {filename: merge(documents) for filename, documents in sorted(groups.items())}
@@ -332,15 +384,20 @@ def check_variants_files(dist_dir: Path, documents: dict[str, dict]) -> None:
         ours = documents.get(path.name, {}).get("variants", {})
         missing = sorted(set(ours) - set(listed))
         if missing:
-            raise SiteError(f"{path.name} does not list the wheel(s) labelled {', '.join(missing)} in {dist_dir}: "
-                            "it belongs to another build; build the variants again or remove it")  # fmt: skip
+            raise SiteError(
+                f"{path.name} does not list the wheel(s) labelled {', '.join(missing)} in {dist_dir}: "
+                "it belongs to another build; build the variants again or remove it"
+            )
         changed = sorted(label for label in ours if listed.get(label) != ours[label])
         if changed:
-            raise SiteError(f"{path.name} describes {', '.join(changed)} otherwise than the wheels' own variant.json")
+            raise SiteError(
+                f"{path.name} describes {', '.join(changed)} otherwise than the wheels' own variant.json"
+            )
 
 
-def write_site(site: Path, wheels: list[tuple[Path, WheelInfo]], variants: dict[str, dict] | None = None
-               ) -> dict[str, list[WheelInfo]]:  # fmt: skip
+def write_site(
+    site: Path, wheels: list[tuple[Path, WheelInfo]], variants: dict[str, dict] | None = None
+) -> dict[str, list[WheelInfo]]:
     """Write the whole site into ``site`` (which must not exist); ``variants``: the variants
     files (name -> document) served beside the wheels and linked on the index of all wheels."""
     indexes = plan([info for _, info in wheels])
@@ -349,7 +406,9 @@ def write_site(site: Path, wheels: list[tuple[Path, WheelInfo]], variants: dict[
         shutil.copyfile(path, site / "wheels" / info.filename)
     variants = variants or {}
     for filename, document in variants.items():
-        (site / "wheels" / filename).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        (site / "wheels" / filename).write_text(
+            json.dumps(document, indent=2) + "\n", encoding="utf-8"
+        )
     for key, listed in indexes.items():
         simple = site / key / "simple" if key else site / "simple"
         depth = 2 if key else 1  # from <simple>/<project>/ up to SITE
@@ -359,12 +418,22 @@ def write_site(site: Path, wheels: list[tuple[Path, WheelInfo]], variants: dict[
         for project in projects:
             (simple / project).mkdir()
             extra = [f for f in variants if key == ALL and _variants_project(f) == project]
-            page = project_page(project, [w for w in listed if w.project == project], "../" * (depth + 1) + "wheels/",
-                                extra)  # fmt: skip
+            page = project_page(
+                project,
+                [w for w in listed if w.project == project],
+                "../" * (depth + 1) + "wheels/",
+                extra,
+            )
             (simple / project / "index.html").write_text(page, encoding="utf-8")
-    (site / "index.html").write_text(landing_page(indexes, variant_projects(variants)), encoding="utf-8")
-    (site / "index.json").write_text(json.dumps(index_json(indexes), indent=2) + "\n", encoding="utf-8")
-    (site / MARKER).write_text("written by prebuild index; the whole folder is replaced on the next run\n")
+    (site / "index.html").write_text(
+        landing_page(indexes, variant_projects(variants)), encoding="utf-8"
+    )
+    (site / "index.json").write_text(
+        json.dumps(index_json(indexes), indent=2) + "\n", encoding="utf-8"
+    )
+    (site / MARKER).write_text(
+        "written by prebuild index; the whole folder is replaced on the next run\n"
+    )
     return indexes
 
 
@@ -375,8 +444,12 @@ def build_index(dist_dir: Path, site: Path) -> dict[str, list[WheelInfo]]:
     variants = variants_documents([path for path, _ in wheels])
     check_variants_files(dist_dir, variants)
     site = site.resolve()
-    if site.exists() and (not site.is_dir() or (any(site.iterdir()) and not (site / MARKER).exists())):
-        raise SiteError(f"{site} exists and is not an index written by prebuild index: choose another --out")
+    if site.exists() and (
+        not site.is_dir() or (any(site.iterdir()) and not (site / MARKER).exists())
+    ):
+        raise SiteError(
+            f"{site} exists and is not an index written by prebuild index: choose another --out"
+        )
     site.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{site.name}.", dir=site.parent))
     try:

@@ -22,13 +22,10 @@ import json
 import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Union
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from prebuild.tool.fatbin import EmbeddedCode, FatbinError, parse_fatbin, summarize
-from prebuild.tool.variant_wheels import VARIANT_JSON, VariantError, WheelArchs, archs_of, parse_label, split_filename
 from prebuild.runtime.manifest import (
     MANIFEST_NAME,
     PROJECT_MANIFEST_NAME,
@@ -38,9 +35,18 @@ from prebuild.runtime.manifest import (
     ProjectManifest,
     read_manifest,
 )
+from prebuild.tool.fatbin import EmbeddedCode, FatbinError, parse_fatbin, summarize
+from prebuild.tool.variant_wheels import (
+    VARIANT_JSON,
+    VariantError,
+    WheelArchs,
+    archs_of,
+    parse_label,
+    split_filename,
+)
 
 FATBIN_SECTION = ".nv_fatbin"
-AnyManifest = Union[Manifest, ProjectManifest]
+AnyManifest = Manifest | ProjectManifest
 
 
 class InspectionError(ValueError):
@@ -65,7 +71,9 @@ def exports_symbol(data: bytes, symbol: str) -> bool:
     module, not a plain shared library)."""
     try:
         table = ELFFile(io.BytesIO(data)).get_section_by_name(".dynsym")
-        return table is not None and any(s.name == symbol and s["st_shndx"] != "SHN_UNDEF" for s in table.iter_symbols())  # type: ignore[attr-defined]
+        return table is not None and any(
+            s.name == symbol and s["st_shndx"] != "SHN_UNDEF" for s in table.iter_symbols()
+        )  # type: ignore[attr-defined]
     except ELFError:
         return False
 
@@ -104,11 +112,29 @@ class Expected:
 def expected_libraries(manifest: AnyManifest) -> list[Expected]:
     """Pure: each library a manifest lists, with the archs it must hold."""
     if isinstance(manifest, ProjectManifest):
-        return [Expected(lib.file, "cuda" if lib.has_code else "host", lib.sha256, lib.size, lib.sass, lib.ptx, True)
-                for lib in manifest.libraries]  # fmt: skip
-    return [Expected(lib.file, lib.kind, lib.sha256, lib.size,
-                     manifest.sass_archs if lib.kind == "cuda" else (),
-                     manifest.ptx_archs if lib.kind == "cuda" else ()) for lib in manifest.libraries]  # fmt: skip
+        return [
+            Expected(
+                lib.file,
+                "cuda" if lib.has_code else "host",
+                lib.sha256,
+                lib.size,
+                lib.sass,
+                lib.ptx,
+                True,
+            )
+            for lib in manifest.libraries
+        ]
+    return [
+        Expected(
+            lib.file,
+            lib.kind,
+            lib.sha256,
+            lib.size,
+            manifest.sass_archs if lib.kind == "cuda" else (),
+            manifest.ptx_archs if lib.kind == "cuda" else (),
+        )
+        for lib in manifest.libraries
+    ]
 
 
 def built_library(lib: FoundLibrary) -> BuiltLibrary:
@@ -120,7 +146,9 @@ def built_library(lib: FoundLibrary) -> BuiltLibrary:
     return BuiltLibrary(lib.file, lib.sha256, lib.size or 0, sass, lib.code.ptx)
 
 
-def compare(manifest: AnyManifest, found: list[FoundLibrary], complete: bool = True) -> list[Disagreement]:
+def compare(
+    manifest: AnyManifest, found: list[FoundLibrary], complete: bool = True
+) -> list[Disagreement]:
     """Every way the libraries found differ from what the manifest records.
 
     Each library must hold exactly the archs the manifest gives it: for prebuild's own, the
@@ -138,20 +166,38 @@ def compare(manifest: AnyManifest, found: list[FoundLibrary], complete: bool = T
             out.append(Disagreement("file", listed.file, "listed in the manifest but missing"))
             continue
         if lib.sha256 != listed.sha256:
-            out.append(Disagreement("file", listed.file,
-                                    f"sha256 {lib.sha256[:12]}... is not the manifest's "
-                                    f"{listed.sha256[:12]}...: altered or replaced"))  # fmt: skip
+            out.append(
+                Disagreement(
+                    "file",
+                    listed.file,
+                    f"sha256 {lib.sha256[:12]}... is not the manifest's "
+                    f"{listed.sha256[:12]}...: altered or replaced",
+                )
+            )
         if listed.size is not None and lib.size is not None and lib.size != listed.size:
-            out.append(Disagreement("file", listed.file, f"{lib.size} bytes, the manifest says {listed.size}"))
+            out.append(
+                Disagreement(
+                    "file", listed.file, f"{lib.size} bytes, the manifest says {listed.size}"
+                )
+            )
         sass = built_library(lib).sass if listed.all_sass else lib.code.sass
         if sass != tuple(listed.sass):
-            out.append(Disagreement("archs", listed.file,
-                                    f"SASS {_names(sass, 'sm')} inside, manifest says "
-                                    f"{_names(listed.sass, 'sm')}"))  # fmt: skip
+            out.append(
+                Disagreement(
+                    "archs",
+                    listed.file,
+                    f"SASS {_names(sass, 'sm')} inside, manifest says {_names(listed.sass, 'sm')}",
+                )
+            )
         if lib.code.ptx != tuple(listed.ptx):
-            out.append(Disagreement("archs", listed.file,
-                                    f"PTX {_names(lib.code.ptx, 'compute')} inside, manifest "
-                                    f"says {_names(listed.ptx, 'compute')}"))  # fmt: skip
+            out.append(
+                Disagreement(
+                    "archs",
+                    listed.file,
+                    f"PTX {_names(lib.code.ptx, 'compute')} inside, manifest "
+                    f"says {_names(listed.ptx, 'compute')}",
+                )
+            )
     if complete:
         listed_files = {lib.file for lib in expected}
         for lib in found:
@@ -160,16 +206,22 @@ def compare(manifest: AnyManifest, found: list[FoundLibrary], complete: bool = T
     return out
 
 
-def variant_disagreements(document: dict, label: str | None, manifest: AnyManifest) -> list[Disagreement]:
+def variant_disagreements(
+    document: dict, label: str | None, manifest: AnyManifest
+) -> list[Disagreement]:
     """Every way a variant wheel's ``variant.json`` differs from its name's label and from the
     archs its manifest records (which ``compare`` checked against the binaries)."""
     variants = document.get("variants") if isinstance(document, dict) else None
     if not isinstance(variants, dict) or len(variants) != 1:
         return [Disagreement("variant", VARIANT_JSON, "does not hold exactly one variant")]
-    (own, props), = variants.items()
+    ((own, props),) = variants.items()
     out = []
     if label is not None and own != label:
-        out.append(Disagreement("variant", VARIANT_JSON, f"names the variant {own!r}, the file name {label!r}"))
+        out.append(
+            Disagreement(
+                "variant", VARIANT_JSON, f"names the variant {own!r}, the file name {label!r}"
+            )
+        )
     try:
         said = archs_of(props)
         named = parse_label(own)
@@ -178,9 +230,14 @@ def variant_disagreements(document: dict, label: str | None, manifest: AnyManife
     built = WheelArchs(tuple(manifest.sass_archs), tuple(manifest.ptx_archs))
     for what, archs in (("its sm_arch properties", said), (f"its label {own!r}", named)):
         if archs != built:
-            out.append(Disagreement("variant", VARIANT_JSON,
-                                    f"{what} say SASS {_names(archs.sass, 'sm')}, PTX {_names(archs.ptx, 'compute')}; "
-                                    f"the binaries hold SASS {_names(built.sass, 'sm')}, PTX {_names(built.ptx, 'compute')}"))  # fmt: skip
+            out.append(
+                Disagreement(
+                    "variant",
+                    VARIANT_JSON,
+                    f"{what} say SASS {_names(archs.sass, 'sm')}, PTX {_names(archs.ptx, 'compute')}; "
+                    f"the binaries hold SASS {_names(built.sass, 'sm')}, PTX {_names(built.ptx, 'compute')}",
+                )
+            )
     return out
 
 
@@ -203,7 +260,11 @@ class Report:
         return not self.disagreements
 
     def kind_of(self, file: str) -> str | None:
-        listed = [e for e in expected_libraries(self.manifest) if e.file == file] if self.manifest else []
+        listed = (
+            [e for e in expected_libraries(self.manifest) if e.file == file]
+            if self.manifest
+            else []
+        )
         return listed[0].kind if listed else None
 
     def code_of(self, lib: FoundLibrary) -> EmbeddedCode:
@@ -223,10 +284,15 @@ class Report:
         """``sm80: nvidia :: cuda_version_lower_bound :: 13.0, nvidia :: sm_arch :: 80_real``."""
         entries = (self.variant or {}).get("variants", {})
         return "; ".join(
-            f"{label}: " + ", ".join(f"{ns} :: {feature} :: {value}" for ns, features in sorted(props.items())
-                                     for feature, values in sorted(features.items()) for value in values)
+            f"{label}: "
+            + ", ".join(
+                f"{ns} :: {feature} :: {value}"
+                for ns, features in sorted(props.items())
+                for feature, values in sorted(features.items())
+                for value in values
+            )
             for label, props in entries.items()
-        )  # fmt: skip
+        )
 
     @property
     def summary(self) -> str:
@@ -234,37 +300,63 @@ class Report:
         m = self.manifest
         if m is None:
             return f"{self.target}: no manifest; showing what is inside only"
-        archs = (f"SASS {', '.join(a.sm for a in m.sass_archs) or 'none'}, "
-                 f"PTX {', '.join(a.compute for a in m.ptx_archs) or 'none'}")  # fmt: skip
+        archs = (
+            f"SASS {', '.join(a.sm for a in m.sass_archs) or 'none'}, "
+            f"PTX {', '.join(a.compute for a in m.ptx_archs) or 'none'}"
+        )
         if isinstance(m, ProjectManifest):
-            return (f"{self.project} {self.version}: a {m.kind} build by prebuild for torch {m.torch_minor} "
-                    f"(built with {m.torch}), CUDA {m.cuda}, {m.python_tag}; manifest: {archs}")  # fmt: skip
-        return f"{m.package} {m.package_version}, CUDA {m.cuda_version or 'none'}; manifest: {archs}"
+            return (
+                f"{self.project} {self.version}: a {m.kind} build by prebuild for torch {m.torch_minor} "
+                f"(built with {m.torch}), CUDA {m.cuda}, {m.python_tag}; manifest: {archs}"
+            )
+        return (
+            f"{m.package} {m.package_version}, CUDA {m.cuda_version or 'none'}; manifest: {archs}"
+        )
 
     def to_dict(self) -> dict:
         m = self.manifest
         if m is None:
             about = None
         elif isinstance(m, ProjectManifest):
-            about = {"kind": m.kind, "project": self.project, "version": self.version, "torch": m.torch,
-                     "torch_cuda": m.torch_cuda, "cuda_version": m.cuda, "python_tag": m.python_tag,
-                     "sass_archs": [a.sm for a in m.sass_archs], "ptx_archs": [a.compute for a in m.ptx_archs]}  # fmt: skip
+            about = {
+                "kind": m.kind,
+                "project": self.project,
+                "version": self.version,
+                "torch": m.torch,
+                "torch_cuda": m.torch_cuda,
+                "cuda_version": m.cuda,
+                "python_tag": m.python_tag,
+                "sass_archs": [a.sm for a in m.sass_archs],
+                "ptx_archs": [a.compute for a in m.ptx_archs],
+            }
         else:
-            about = {"kind": "prebuild", "package_version": m.package_version, "cuda_version": m.cuda_version,
-                     "sass_archs": [a.sm for a in m.sass_archs], "ptx_archs": [a.compute for a in m.ptx_archs]}  # fmt: skip
+            about = {
+                "kind": "prebuild",
+                "package_version": m.package_version,
+                "cuda_version": m.cuda_version,
+                "sass_archs": [a.sm for a in m.sass_archs],
+                "ptx_archs": [a.compute for a in m.ptx_archs],
+            }
         return {
             "target": str(self.target),
             "ok": self.ok,
             "manifest": about,
             "libraries": [
-                {"file": lib.file, "kind": self.kind_of(lib.file), "sha256": lib.sha256,
-                 "sass": [a.sm for a in code.sass], "ptx": [a.compute for a in code.ptx],
-                 "linked_sass": [a.sm for a in code.linked_sass]}
+                {
+                    "file": lib.file,
+                    "kind": self.kind_of(lib.file),
+                    "sha256": lib.sha256,
+                    "sass": [a.sm for a in code.sass],
+                    "ptx": [a.compute for a in code.ptx],
+                    "linked_sass": [a.sm for a in code.linked_sass],
+                }
                 for lib, code in ((lib, self.code_of(lib)) for lib in self.libraries)
             ],
-            "disagreements": [{"what": d.what, "file": d.file, "message": d.message} for d in self.disagreements],
+            "disagreements": [
+                {"what": d.what, "file": d.file, "message": d.message} for d in self.disagreements
+            ],
             "variant": self.variant,
-        }  # fmt: skip
+        }
 
 
 def found_library(name: str, data: bytes) -> FoundLibrary:
@@ -279,7 +371,11 @@ def is_shared_library(name: str) -> bool:
 def package_manifests(names: list[str]) -> list[str]:
     """Pure: the ``_manifest.json`` files of a wheel's packages (a native project's wheel,
     prebuild's own among them: ``prebuild/_manifest.json``, ``my_kernels/_manifest.json``)."""
-    return [n for n in names if n.endswith(f"/{MANIFEST_NAME}") and ".dist-info/" not in n and ".data/" not in n]
+    return [
+        n
+        for n in names
+        if n.endswith(f"/{MANIFEST_NAME}") and ".dist-info/" not in n and ".data/" not in n
+    ]
 
 
 def inspect_wheel(wheel: Path) -> Report:
@@ -294,24 +390,41 @@ def inspect_wheel(wheel: Path) -> Report:
         names = sorted(zf.namelist())
         native = package_manifests(names)
         if len(native) > 1:
-            raise ManifestError(f"{wheel.name} holds {len(native)} package manifests ({', '.join(native)}): "
-                                "one wheel, one native package")  # fmt: skip
+            raise ManifestError(
+                f"{wheel.name} holds {len(native)} package manifests ({', '.join(native)}): "
+                "one wheel, one native package"
+            )
         variant = _read_variant_json(zf, names, wheel.name)
         label = split_filename(wheel.name)[1]
         if native:
             package_dir = native[0][: -len(MANIFEST_NAME)]
             manifest: AnyManifest = Manifest.from_json(zf.read(native[0]).decode())
-            found = [found_library(name[len(package_dir):], zf.read(name)) for name in names
-                     if name.startswith(package_dir) and "/" not in name[len(package_dir):] and name.endswith(".so")]  # fmt: skip
-            return with_variant(Report(wheel, manifest, found, compare(manifest, found)), variant, label)
-        theirs = [n for n in names if n.count("/") == 1 and n.endswith(f".dist-info/{PROJECT_MANIFEST_NAME}")]
+            found = [
+                found_library(name[len(package_dir) :], zf.read(name))
+                for name in names
+                if name.startswith(package_dir)
+                and "/" not in name[len(package_dir) :]
+                and name.endswith(".so")
+            ]
+            return with_variant(
+                Report(wheel, manifest, found, compare(manifest, found)), variant, label
+            )
+        theirs = [
+            n
+            for n in names
+            if n.count("/") == 1 and n.endswith(f".dist-info/{PROJECT_MANIFEST_NAME}")
+        ]
         if not theirs:
-            raise ManifestError(f"{wheel.name} has no package {MANIFEST_NAME} and no .dist-info/{PROJECT_MANIFEST_NAME}: "
-                                "prebuild did not build it")  # fmt: skip
+            raise ManifestError(
+                f"{wheel.name} has no package {MANIFEST_NAME} and no .dist-info/{PROJECT_MANIFEST_NAME}: "
+                "prebuild did not build it"
+            )
         manifest = ProjectManifest.from_json(zf.read(theirs[0]).decode())
         found = [found_library(name, zf.read(name)) for name in names if is_shared_library(name)]
     project, version = theirs[0][: -len(f".dist-info/{PROJECT_MANIFEST_NAME}")].rsplit("-", 1)
-    return with_variant(Report(wheel, manifest, found, compare(manifest, found), project, version), variant, label)
+    return with_variant(
+        Report(wheel, manifest, found, compare(manifest, found), project, version), variant, label
+    )
 
 
 def wheel_variant_json(wheel: Path) -> dict | None:
@@ -324,7 +437,9 @@ def wheel_variant_json(wheel: Path) -> dict | None:
 
 
 def _read_variant_json(zf: zipfile.ZipFile, names: list[str], wheel_name: str) -> dict | None:
-    path = next((n for n in names if n.count("/") == 1 and n.endswith(f".dist-info/{VARIANT_JSON}")), None)
+    path = next(
+        (n for n in names if n.count("/") == 1 and n.endswith(f".dist-info/{VARIANT_JSON}")), None
+    )
     if path is None:
         return None
     try:
@@ -340,7 +455,11 @@ def with_variant(report: Report, variant: dict | None, label: str | None) -> Rep
     if variant is not None:
         report.disagreements += variant_disagreements(variant, label, report.manifest)
     elif label is not None:
-        report.disagreements.append(Disagreement("variant", VARIANT_JSON, f"missing, though the file name's label is {label!r}"))
+        report.disagreements.append(
+            Disagreement(
+                "variant", VARIANT_JSON, f"missing, though the file name's label is {label!r}"
+            )
+        )
     return report
 
 
@@ -355,14 +474,25 @@ def inspect_distribution(name: str) -> Report:
     if text is None:
         native = package_manifests([str(f) for f in dist.files or ()])
         if len(native) == 1:
-            return with_variant(inspect_directory(Path(str(dist.locate_file(native[0]))).parent),
-                                 installed_variant_json(dist), None)  # fmt: skip
+            return with_variant(
+                inspect_directory(Path(str(dist.locate_file(native[0]))).parent),
+                installed_variant_json(dist),
+                None,
+            )
         # An editable install lists no package files: the package its name imports as.
         spec = importlib.util.find_spec(str(dist.metadata["Name"]).lower().replace("-", "_"))
-        if spec is not None and spec.origin and (Path(spec.origin).parent / MANIFEST_NAME).is_file():
-            return with_variant(inspect_directory(Path(spec.origin).parent), installed_variant_json(dist), None)
-        raise ManifestError(f"{name} {dist.version} is installed but carries no {PROJECT_MANIFEST_NAME}: "
-                            "prebuild did not build it")  # fmt: skip
+        if (
+            spec is not None
+            and spec.origin
+            and (Path(spec.origin).parent / MANIFEST_NAME).is_file()
+        ):
+            return with_variant(
+                inspect_directory(Path(spec.origin).parent), installed_variant_json(dist), None
+            )
+        raise ManifestError(
+            f"{name} {dist.version} is installed but carries no {PROJECT_MANIFEST_NAME}: "
+            "prebuild did not build it"
+        )
     manifest = ProjectManifest.from_json(text)
     found, unreadable = [], []
     for lib in manifest.libraries:  # the files the manifest names, where pip put them
@@ -370,12 +500,22 @@ def inspect_distribution(name: str) -> Report:
         if path.is_file():
             try:
                 found.append(found_library(lib.file, path.read_bytes()))
-            except InspectionError as exc:  # damaged after installing: a disagreement, not bad input
+            except (
+                InspectionError
+            ) as exc:  # damaged after installing: a disagreement, not bad input
                 unreadable.append(Disagreement("file", lib.file, f"damaged: {exc}"))
     damaged = {d.file for d in unreadable}
-    disagreements = [d for d in compare(manifest, found, complete=False) if d.file not in damaged] + unreadable
-    report = Report(Path(str(dist.locate_file(""))), manifest, found, disagreements, str(dist.metadata["Name"]),
-                    dist.version)  # fmt: skip
+    disagreements = [
+        d for d in compare(manifest, found, complete=False) if d.file not in damaged
+    ] + unreadable
+    report = Report(
+        Path(str(dist.locate_file(""))),
+        manifest,
+        found,
+        disagreements,
+        str(dist.metadata["Name"]),
+        dist.version,
+    )
     return with_variant(report, installed_variant_json(dist), None)
 
 
@@ -385,13 +525,17 @@ def installed_variant_json(dist) -> dict | None:
     try:
         return None if text is None else json.loads(text)
     except ValueError as exc:
-        raise InspectionError(f"{dist.metadata['Name']}'s {VARIANT_JSON} is not JSON: {exc}") from exc
+        raise InspectionError(
+            f"{dist.metadata['Name']}'s {VARIANT_JSON} is not JSON: {exc}"
+        ) from exc
 
 
 def inspect_directory(directory: Path) -> Report:
     """An installed (or in-place) package directory holding ``_manifest.json``."""
     manifest = read_manifest(directory)
-    found = [found_library(p.name, p.read_bytes()) for p in sorted(directory.glob("*.so")) if p.is_file()]
+    found = [
+        found_library(p.name, p.read_bytes()) for p in sorted(directory.glob("*.so")) if p.is_file()
+    ]
     return Report(directory, manifest, found, compare(manifest, found))
 
 
@@ -404,8 +548,12 @@ def inspect_library(library: Path) -> Report:
     full = read_manifest(library.parent)
     listed = [lib for lib in full.libraries if lib.file == library.name]
     if not listed:
-        return Report(library, full, found, [Disagreement("file", library.name,
-                                                          "the manifest beside it does not list it")])  # fmt: skip
+        return Report(
+            library,
+            full,
+            found,
+            [Disagreement("file", library.name, "the manifest beside it does not list it")],
+        )
     manifest = replace(full, libraries=tuple(listed))
     return Report(library, full, found, compare(manifest, found))
 
@@ -432,7 +580,9 @@ def read_wheel_manifest(wheel: Path) -> Manifest:
     report = inspect_wheel(wheel)
     problems = [d for d in report.disagreements if d.what == "file"]
     if problems:
-        raise ManifestError(f"{wheel.name}: " + "; ".join(f"{d.file}: {d.message}" for d in problems))
+        raise ManifestError(
+            f"{wheel.name}: " + "; ".join(f"{d.file}: {d.message}" for d in problems)
+        )
     if not isinstance(report.manifest, Manifest):
         raise ManifestError(f"{wheel.name} is another project's wheel, not one of prebuild's own")
     return report.manifest

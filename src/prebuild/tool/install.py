@@ -19,14 +19,25 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name
 from packaging.version import Version
 
-from prebuild.tool.variant_wheels import parse_filename, split_filename
-from prebuild.runtime.arch import Arch, CodeKind, arch_for_capability, format_capability, select_code
-from prebuild.tool.index import wheel_variant
-from prebuild.tool.builder.config import MIN_TORCH_TARGET
-from prebuild.tool.support import torch_minor_of, torch_tag
 import prebuild.tool.gpus as probe
+from prebuild.runtime.arch import (
+    Arch,
+    CodeKind,
+    arch_for_capability,
+    format_capability,
+    select_code,
+)
+from prebuild.runtime.compat import (
+    cpu_torch_note,
+    cuda_torch_command,
+    driver_supports,
+    same_cuda_major,
+)
+from prebuild.tool.builder.config import MIN_TORCH_TARGET
 from prebuild.tool.gpus import GpuQuery, TorchInfo
-from prebuild.runtime.compat import cpu_torch_note, cuda_torch_command, driver_supports, same_cuda_major
+from prebuild.tool.index import wheel_variant
+from prebuild.tool.support import torch_minor_of, torch_tag
+from prebuild.tool.variant_wheels import parse_filename, split_filename
 
 
 class SourceError(ValueError):
@@ -78,12 +89,26 @@ class Decision:
 
     def to_dict(self) -> dict:
         def one(c: Considered) -> dict:
-            return {"wheel": c.candidate.filename, "location": c.candidate.location, "rejected": c.rejected,
-                    "verdicts": [{"target": v.target.label, "capability": format_capability(v.target.capability),
-                                  "code": v.kind.value, "arch": v.arch.sm if v.arch else None} for v in c.verdicts]}  # fmt: skip
+            return {
+                "wheel": c.candidate.filename,
+                "location": c.candidate.location,
+                "rejected": c.rejected,
+                "verdicts": [
+                    {
+                        "target": v.target.label,
+                        "capability": format_capability(v.target.capability),
+                        "code": v.kind.value,
+                        "arch": v.arch.sm if v.arch else None,
+                    }
+                    for v in c.verdicts
+                ],
+            }
 
-        return {"chosen": one(self.chosen) if self.chosen else None, "reason": self.reason,
-                "considered": [one(c) for c in self.considered]}  # fmt: skip
+        return {
+            "chosen": one(self.chosen) if self.chosen else None,
+            "reason": self.reason,
+            "considered": [one(c) for c in self.considered],
+        }
 
 
 def _rank(c: Considered) -> tuple:
@@ -95,8 +120,13 @@ def _rank(c: Considered) -> tuple:
     assert variant is not None
     ptx_used = sum(v.kind is CodeKind.PTX for v in c.verdicts)
     closeness = sum(v.arch.capability[0] * 10 + v.arch.capability[1] for v in c.verdicts if v.arch)
-    return (-ptx_used, Version(version.public), -len(variant.sass) - len(variant.ptx), closeness,
-            Version(variant.cuda_version))  # fmt: skip
+    return (
+        -ptx_used,
+        Version(version.public),
+        -len(variant.sass) - len(variant.ptx),
+        closeness,
+        Version(variant.cuda_version),
+    )
 
 
 def select_wheel(
@@ -120,13 +150,20 @@ def select_wheel(
             continue
         variant = wheel_variant(cand.filename)
         if variant is None:
-            c.rejected = ("no CUDA archs in its name (a --variants build's plain wheel, for pip: its labelled "
-                          "wheels name their archs)" if version.local and version.local.startswith("cu") else
-                          "no CUDA kernels (its version names no CUDA archs)")  # fmt: skip
+            c.rejected = (
+                "no CUDA archs in its name (a --variants build's plain wheel, for pip: its labelled "
+                "wheels name their archs)"
+                if version.local and version.local.startswith("cu")
+                else "no CUDA kernels (its version names no CUDA archs)"
+            )
             continue
         wheel_cuda = variant.cuda_version
-        if variant.torch_tag and (torch_version is None or torch_tag(torch_version) != variant.torch_tag):
-            have = f"torch {torch_version} is installed" if torch_version else "torch is not installed"
+        if variant.torch_tag and (
+            torch_version is None or torch_tag(torch_version) != variant.torch_tag
+        ):
+            have = (
+                f"torch {torch_version} is installed" if torch_version else "torch is not installed"
+            )
             c.other_torch = torch_minor_of(variant.torch_tag)
             c.rejected = f"built for torch {c.other_torch} ({variant.torch_tag}); {have}"
             continue
@@ -138,9 +175,13 @@ def select_wheel(
         elif torch_cuda is not None and not same_cuda_major(wheel_cuda, torch_cuda):
             c.rejected = f"built with CUDA {wheel_cuda}; torch uses CUDA {torch_cuda} (the majors must match)"
         elif driver_cuda is not None and not driver_supports(wheel_cuda, driver_cuda):
-            c.rejected = f"built with CUDA {wheel_cuda}; the driver supports CUDA {driver_cuda} at most"
+            c.rejected = (
+                f"built with CUDA {wheel_cuda}; the driver supports CUDA {driver_cuda} at most"
+            )
     if not targets:
-        return Decision(None, "no GPU to cover: pass --arch to choose for a GPU that is not here", considered)
+        return Decision(
+            None, "no GPU to cover: pass --arch to choose for a GPU that is not here", considered
+        )
     fitting = [c for c in considered if not c.rejected]
     if not fitting:
         caps = ", ".join(f"{t.label} ({format_capability(t.capability)})" for t in targets)
@@ -148,9 +189,12 @@ def select_wheel(
     best = max(fitting, key=_rank)
     how = "; ".join(f"{v.target.label}: {v.text}" for v in best.verdicts)
     others = len(fitting) - 1
-    reason = f"covers every GPU ({how})" + (f"; preferred over {others} other fitting wheel(s): "
-                                            "SASS over PTX, newest release, fewest archs, closest arch, newest CUDA"
-                                            if others else "")  # fmt: skip
+    reason = f"covers every GPU ({how})" + (
+        f"; preferred over {others} other fitting wheel(s): "
+        "SASS over PTX, newest release, fewest archs, closest arch, newest CUDA"
+        if others
+        else ""
+    )
     return Decision(best, reason, considered)
 
 
@@ -160,10 +204,14 @@ def no_fit_fix(decision: Decision, project: str, targets: list[Target]) -> str:
     if decision.chosen is not None or not targets:
         return ""
     archs = ",".join(sorted({arch_for_capability(t.capability).sm for t in targets}))
-    build = f"prebuild wheel --arch {archs}" + ("" if canonicalize_name(project) == "prebuild" else f" {project}")
+    build = f"prebuild wheel --arch {archs}" + (
+        "" if canonicalize_name(project) == "prebuild" else f" {project}"
+    )
     rejected = [c for c in decision.considered if c.rejected]
     if rejected and all(c.other_torch for c in rejected):
-        pins = " or ".join(f"pip install 'torch=={minor}.*'" for minor in sorted({c.other_torch for c in rejected}))
+        pins = " or ".join(
+            f"pip install 'torch=={minor}.*'" for minor in sorted({c.other_torch for c in rejected})
+        )
         return f"install the torch these wheels were built for ({pins}), or build them for this torch: {build}"
     return f"build a wheel for these GPUs (in an environment with the torch you use): {build}"
 
@@ -181,8 +229,10 @@ def cpu_torch_warning(torch: TorchInfo, decision: Decision) -> str | None:
             continue
         if variant is not None:
             archs = ", ".join([a.sm for a in variant.sass] + [a.compute for a in variant.ptx])
-            return (f"{cpu_torch_note(torch.version, variant.cuda_version, archs)}. To use the GPU, first "
-                    f"install a CUDA build of torch: {cuda_torch_command(variant.cuda_version, str(MIN_TORCH_TARGET))}")
+            return (
+                f"{cpu_torch_note(torch.version, variant.cuda_version, archs)}. To use the GPU, first "
+                f"install a CUDA build of torch: {cuda_torch_command(variant.cuda_version, str(MIN_TORCH_TARGET))}"
+            )
     return None
 
 
@@ -211,8 +261,14 @@ class InstallPlan:
 
     def to_dict(self, dry_run: bool) -> dict:
         data = self.decision.to_dict()
-        data.update(project=self.project, gpus=self.gpus.to_dict(), dry_run=dry_run, warnings=self.warnings,
-                    torch={"version": self.torch.version, "cuda": self.torch.cuda}, fix=self.fix)  # fmt: skip
+        data.update(
+            project=self.project,
+            gpus=self.gpus.to_dict(),
+            dry_run=dry_run,
+            warnings=self.warnings,
+            torch={"version": self.torch.version, "cuda": self.torch.cuda},
+            fix=self.fix,
+        )
         return data
 
 
@@ -227,8 +283,17 @@ def plan_install(project: str, source: str, archs: tuple[Arch, ...] = ()) -> Ins
         targets = [Target(f"cuda:{g.index} ({g.name})", g.capability) for g in gpus.gpus]
     decision = select_wheel(candidates, targets, torch.cuda, gpus.driver_cuda, torch.version)
     note = cpu_torch_warning(torch, decision)
-    return InstallPlan(project, source, candidates, gpus, torch, targets, decision,
-                       no_fit_fix(decision, project, targets), [note] if note else [])  # fmt: skip
+    return InstallPlan(
+        project,
+        source,
+        candidates,
+        gpus,
+        torch,
+        targets,
+        decision,
+        no_fit_fix(decision, project, targets),
+        [note] if note else [],
+    )
 
 
 def pip_install(candidate: Candidate, output_to_stderr: bool) -> int:
@@ -255,12 +320,18 @@ def pip_install(candidate: Candidate, output_to_stderr: bool) -> int:
                 shutil.copyfile(url, copy)
             expected = fragment.partition("sha256=")[2]
             if expected and hashlib.sha256(copy.read_bytes()).hexdigest() != expected:
-                print(f"{candidate.filename}: its sha256 is not the index's {expected}", file=sys.stderr)
+                print(
+                    f"{candidate.filename}: its sha256 is not the index's {expected}",
+                    file=sys.stderr,
+                )
                 return 1
             location = str(copy)
         command = [sys.executable, "-m", "pip", "install", location]
-        print(f"Running: {' '.join(command)}" + (f" (the variant wheel {candidate.filename})" if label else ""),
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"Running: {' '.join(command)}"
+            + (f" (the variant wheel {candidate.filename})" if label else ""),
+            file=sys.stderr,
+        )
         return subprocess.run(command, stdout=sys.stderr if output_to_stderr else None).returncode
 
 
@@ -330,13 +401,19 @@ def find_candidates(source: str, project: str = "prebuild") -> list[Candidate]:
         mine = [c for c in wheels if _project_of(c.filename) == name]
         if not mine:
             others = sorted({p for c in wheels if (p := _project_of(c.filename))})
-            raise SourceError(f"no wheels of {project} in {source}; it holds wheels of {', '.join(others)}: "
-                              "name one of them (prebuild install NAME --from ...)")  # fmt: skip
+            raise SourceError(
+                f"no wheels of {project} in {source}; it holds wheels of {', '.join(others)}: "
+                "name one of them (prebuild install NAME --from ...)"
+            )
         return mine
     url = project_page_url(source, project)
     try:
-        with urllib.request.urlopen(url if not url.startswith("file:") else url + "index.html", timeout=30) as r:
+        with urllib.request.urlopen(
+            url if not url.startswith("file:") else url + "index.html", timeout=30
+        ) as r:
             page = r.read().decode("utf-8", "replace")
     except (OSError, ValueError) as exc:
-        raise SourceError(f"cannot read the index page {url} (is {project} on that index?): {exc}") from exc
+        raise SourceError(
+            f"cannot read the index page {url} (is {project} on that index?): {exc}"
+        ) from exc
     return [c for c in links_in(page, url) if _project_of(c.filename) == name]

@@ -44,11 +44,15 @@ def project_names(name: str) -> ProjectNames:
     """Pure: the names a project called ``name`` uses; ScaffoldError for a name that is not
     a valid distribution name or whose package name would not be importable."""
     if not _NAME.match(name):
-        raise ScaffoldError(f"{name!r} is not a project name: use letters, digits, '-', '_' or '.', "
-                            "starting with a letter (e.g. my-kernels)")  # fmt: skip
+        raise ScaffoldError(
+            f"{name!r} is not a project name: use letters, digits, '-', '_' or '.', "
+            "starting with a letter (e.g. my-kernels)"
+        )
     package = str(canonicalize_name(name)).replace("-", "_").replace(".", "_")
     if not package.isidentifier():
-        raise ScaffoldError(f"{name!r} gives the package name {package!r}, which Python cannot import")
+        raise ScaffoldError(
+            f"{name!r} gives the package name {package!r}, which Python cannot import"
+        )
     if package in ("prebuild", "torch"):
         raise ScaffoldError(f"{name!r} would shadow the {package} package: choose another name")
     return ProjectNames(name, package, package, package, str(MIN_TORCH_TARGET))
@@ -60,7 +64,10 @@ def template_files() -> list[Path]:
 
 def render(relative: Path, text: str, names: ProjectNames) -> tuple[Path, str]:
     """Pure: one template file's path in the new project and its content."""
-    parts = [names.package if part == PACKAGE_PLACEHOLDER else RENAMED.get(part, part) for part in relative.parts]
+    parts = [
+        names.package if part == PACKAGE_PLACEHOLDER else RENAMED.get(part, part)
+        for part in relative.parts
+    ]
     parts[-1] = parts[-1].removesuffix(TEMPLATE_SUFFIX)
     try:
         content = Template(text).substitute(asdict(names))
@@ -74,7 +81,10 @@ def create(dest: Path, name: str) -> list[Path]:
     names = project_names(name)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise ScaffoldError(f"{dest} exists and is not empty: choose another directory")
-    rendered = [render(p.relative_to(TEMPLATES), p.read_text(encoding="utf-8"), names) for p in template_files()]
+    rendered = [
+        render(p.relative_to(TEMPLATES), p.read_text(encoding="utf-8"), names)
+        for p in template_files()
+    ]
     written = []
     for relative, content in rendered:
         path = dest / relative

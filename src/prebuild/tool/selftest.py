@@ -22,7 +22,14 @@ from packaging.utils import canonicalize_name
 
 from prebuild.runtime.arch import format_capability
 from prebuild.runtime.manifest import Manifest, ProjectManifest, split_hook
-from prebuild.runtime.selftest import Outputs, SelftestCase, as_cases, check_outputs, compare_outputs, summarize
+from prebuild.runtime.selftest import (
+    Outputs,
+    SelftestCase,
+    as_cases,
+    check_outputs,
+    compare_outputs,
+    summarize,
+)
 from prebuild.tool.doctor import installed_package, installed_projects
 
 PASS, FAIL, NONE = "pass", "fail", "none"  # NONE: a package that declares no cases
@@ -60,8 +67,16 @@ class SelftestRow:
 
     def to_dict(self) -> dict:
         error = self.max_error if self.max_error is None or math.isfinite(self.max_error) else None
-        return {"package": self.package, "device": self.device, "op": self.op, "status": self.status,
-                "against": self.against, "max_error": error, "seconds": self.seconds, "detail": self.detail}  # fmt: skip
+        return {
+            "package": self.package,
+            "device": self.device,
+            "op": self.op,
+            "status": self.status,
+            "against": self.against,
+            "max_error": error,
+            "seconds": self.seconds,
+            "detail": self.detail,
+        }
 
 
 # --- what is installed ------------------------------------------------------------------------
@@ -71,13 +86,20 @@ def installed_kernel_packages() -> list[KernelPackage]:
     """prebuild itself, then every other installed distribution carrying a prebuild manifest
     (found as ``prebuild doctor`` finds them; their libraries checked, not loaded)."""
     directory, manifest, problem = installed_package()
-    own = KernelPackage("prebuild", manifest.package_version if manifest else "?", "prebuild",
-                        manifest.selftest if manifest else None, f"{directory}: {problem}" if problem else "")  # fmt: skip
+    own = KernelPackage(
+        "prebuild",
+        manifest.package_version if manifest else "?",
+        "prebuild",
+        manifest.selftest if manifest else None,
+        f"{directory}: {problem}" if problem else "",
+    )
     found = [own]
     for project in installed_projects(check_load=False):
         m = project.manifest
         if isinstance(m, Manifest):
-            found.append(KernelPackage(project.name, project.version, m.package, m.selftest, project.problem))
+            found.append(
+                KernelPackage(project.name, project.version, m.package, m.selftest, project.problem)
+            )
         elif isinstance(m, ProjectManifest):
             found.append(KernelPackage(project.name, project.version, "", None, classic=True))
         else:  # its manifest cannot be read: whatever it is, it cannot be checked
@@ -95,26 +117,40 @@ def select_packages(packages: list[KernelPackage], names: list[str]) -> list[Ker
     chosen: list[KernelPackage] = []
     unknown = []
     for name in names:
-        match = next((p for p in packages if canonicalize_name(p.name) == canonicalize_name(name)
-                      or (p.package and p.package == name)), None)  # fmt: skip
+        match = next(
+            (
+                p
+                for p in packages
+                if canonicalize_name(p.name) == canonicalize_name(name)
+                or (p.package and p.package == name)
+            ),
+            None,
+        )
         if match is None:
             unknown.append(name)
         elif match not in chosen:
             chosen.append(match)
     if unknown:
-        raise SelftestError(f"no installed package prebuild built is named {', '.join(unknown)}; "
-                            f"installed: {', '.join(p.name for p in packages)}")  # fmt: skip
+        raise SelftestError(
+            f"no installed package prebuild built is named {', '.join(unknown)}; "
+            f"installed: {', '.join(p.name for p in packages)}"
+        )
     return chosen
 
 
 def visible_devices() -> tuple[list[torch.device], str]:
     """The CPU and every CUDA device torch sees; with no GPU, the one line that says why."""
     if torch.version.cuda is None:
-        return [CPU], f"No GPU checked: torch {torch.__version__} is a CPU build, so only the CPU kernels are checked."
+        return (
+            [CPU],
+            f"No GPU checked: torch {torch.__version__} is a CPU build, so only the CPU kernels are checked.",
+        )
     count = torch.cuda.device_count()
     if count == 0:
-        return [CPU], (f"No GPU visible to torch {torch.__version__} (CUDA {torch.version.cuda}), "
-                       "so only the CPU kernels are checked.")  # fmt: skip
+        return [CPU], (
+            f"No GPU visible to torch {torch.__version__} (CUDA {torch.version.cuda}), "
+            "so only the CPU kernels are checked."
+        )
     return [CPU, *(torch.device("cuda", i) for i in range(count))], ""
 
 
@@ -142,14 +178,16 @@ def load_cases(hook: str) -> list[SelftestCase]:
         raise SelftestError(str(exc)) from None
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - any import error is the row's finding
-        raise SelftestError(f"cannot import {module_name} (selftest hook {hook}): {_error_text(exc)}") from exc
+    except Exception as exc:
+        raise SelftestError(
+            f"cannot import {module_name} (selftest hook {hook}): {_error_text(exc)}"
+        ) from exc
     function = getattr(module, function_name, None)
     if not callable(function):
         raise SelftestError(f"{module_name} has no function {function_name} (selftest hook {hook})")
     try:
         return as_cases(function())
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise SelftestError(f"selftest hook {hook} failed: {_error_text(exc)}") from exc
 
 
@@ -158,8 +196,9 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def run_case(package: str, case: SelftestCase, device: torch.device,
-             cpu_outputs: Outputs | None = None) -> tuple[SelftestRow, Outputs | None]:  # fmt: skip
+def run_case(
+    package: str, case: SelftestCase, device: torch.device, cpu_outputs: Outputs | None = None
+) -> tuple[SelftestRow, Outputs | None]:
     """One case on one device: a warm-up run, a timed run, and the comparison (with
     ``cpu_outputs``, the case's outputs on the CPU, on any other device). Returns the row and
     the timed run's outputs (None when a run raised or returned something else)."""
@@ -168,11 +207,19 @@ def run_case(package: str, case: SelftestCase, device: torch.device,
     if not isinstance(device, torch.device):
         raise TypeError(f"run_case takes a torch.device, got {device!r}")
     if device.type != "cpu" and cpu_outputs is None:
-        return SelftestRow(package, str(device), case.op, FAIL, detail="its CPU run failed: nothing to compare with"), None
+        return SelftestRow(
+            package,
+            str(device),
+            case.op,
+            FAIL,
+            detail="its CPU run failed: nothing to compare with",
+        ), None
     where = f"{case.op} on {device}"
     outputs = None
     try:
-        first = check_outputs(case.run(device), where)  # the warm-up: loads, allocates, JIT-compiles PTX
+        first = check_outputs(
+            case.run(device), where
+        )  # the warm-up: loads, allocates, JIT-compiles PTX
         _synchronize(device)
         start = time.perf_counter()
         timed = check_outputs(case.run(device), where)
@@ -189,10 +236,16 @@ def run_case(package: str, case: SelftestCase, device: torch.device,
             against, atol, rtol = REPEAT, 0.0, 0.0
             expected = first
         passed, error, problems = summarize(compare_outputs(timed, expected, atol, rtol))
-    except Exception as exc:  # noqa: BLE001 - a case that raises is a failed row, not a traceback
+    except Exception as exc:
         return SelftestRow(package, str(device), case.op, FAIL, detail=_error_text(exc)), outputs
-    detail = problems if against != REPEAT or not problems else f"two runs differ or are not finite: {problems}"
-    return SelftestRow(package, str(device), case.op, PASS if passed else FAIL, against, error, seconds, detail), outputs
+    detail = (
+        problems
+        if against != REPEAT or not problems
+        else f"two runs differ or are not finite: {problems}"
+    )
+    return SelftestRow(
+        package, str(device), case.op, PASS if passed else FAIL, against, error, seconds, detail
+    ), outputs
 
 
 def run_package(package: KernelPackage, devices: list[torch.device]) -> list[SelftestRow]:
@@ -201,13 +254,33 @@ def run_package(package: KernelPackage, devices: list[torch.device]) -> list[Sel
     if not devices or devices[0] != CPU:
         raise ValueError(f"run_package needs the CPU first among the devices, got {devices!r}")
     if package.classic:
-        return [SelftestRow(package.name, "-", "-", NONE, detail="a classic (torch/extension.h) build: only native "
-                            "projects declare selftest cases ([tool.prebuild] selftest)")]  # fmt: skip
+        return [
+            SelftestRow(
+                package.name,
+                "-",
+                "-",
+                NONE,
+                detail="a classic (torch/extension.h) build: only native "
+                "projects declare selftest cases ([tool.prebuild] selftest)",
+            )
+        ]
     if package.problem:
-        return [SelftestRow(package.name, "-", "-", FAIL, detail=f"cannot be checked: {package.problem}")]
+        return [
+            SelftestRow(
+                package.name, "-", "-", FAIL, detail=f"cannot be checked: {package.problem}"
+            )
+        ]
     if package.hook is None:
-        return [SelftestRow(package.name, "-", "-", NONE, detail="declares no selftest cases ([tool.prebuild] "
-                            "selftest = \"package.module:function\" in its pyproject.toml)")]  # fmt: skip
+        return [
+            SelftestRow(
+                package.name,
+                "-",
+                "-",
+                NONE,
+                detail="declares no selftest cases ([tool.prebuild] "
+                'selftest = "package.module:function" in its pyproject.toml)',
+            )
+        ]
     try:
         cases = load_cases(package.hook)
     except SelftestError as exc:
@@ -224,5 +297,11 @@ def run_package(package: KernelPackage, devices: list[torch.device]) -> list[Sel
 
 
 def to_dict(rows: list[SelftestRow], devices: list[str], note: str) -> dict:
-    return {"ok": not any(r.status == FAIL for r in rows), "torch": torch.__version__, "cuda": torch.version.cuda,
-            "devices": devices, "note": note, "rows": [r.to_dict() for r in rows]}  # fmt: skip
+    return {
+        "ok": not any(r.status == FAIL for r in rows),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "devices": devices,
+        "note": note,
+        "rows": [r.to_dict() for r in rows],
+    }

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from prebuild.runtime import versions
 from prebuild.runtime.arch import Arch, parse_arch
 from prebuild.runtime.compat import cuda_torch_command
-from prebuild.runtime import versions
 
 
 @dataclass(frozen=True)
@@ -67,20 +67,24 @@ def variant_name(cuda_tag: str, archs: tuple[Arch, ...]) -> str:
     return "-".join([cuda_tag, *(a.tag for a in archs)])
 
 
-def matrix(releases: tuple[CudaRelease, ...] = CUDA_RELEASES, archs: tuple[Arch, ...] | None = None) -> dict:
+def matrix(
+    releases: tuple[CudaRelease, ...] = CUDA_RELEASES, archs: tuple[Arch, ...] | None = None
+) -> dict:
     """The GitHub Actions matrix: one job per (CUDA version, arch); ``archs`` keeps only those.
     The newest arch of each CUDA version's jobs also gets PTX, for every GPU newer than it."""
     include = []
     for release in releases:
         chosen = [a for a in release.archs if archs is None or a in archs]
         for arch in chosen:
-            include.append({
-                "cuda": release.version,
-                "cuda_tag": release.tag,
-                "arch": arch.sm,
-                "ptx": arch == max(chosen),
-                "variant": variant_name(release.tag, (arch,)),
-            })  # fmt: skip
+            include.append(
+                {
+                    "cuda": release.version,
+                    "cuda_tag": release.tag,
+                    "arch": arch.sm,
+                    "ptx": arch == max(chosen),
+                    "variant": variant_name(release.tag, (arch,)),
+                }
+            )
     return {"include": include}
 
 
@@ -106,8 +110,11 @@ def torch_minor_of(tag: str) -> str:
     return f"{tag[2]}.{tag[3:]}"
 
 
-def classic_matrix(torch_versions: tuple[str, ...], releases: tuple[CudaRelease, ...] = CUDA_RELEASES,
-                   archs: tuple[Arch, ...] | None = None) -> dict:  # fmt: skip
+def classic_matrix(
+    torch_versions: tuple[str, ...],
+    releases: tuple[CudaRelease, ...] = CUDA_RELEASES,
+    archs: tuple[Arch, ...] | None = None,
+) -> dict:
     """The matrix for another project's classic (torch/extension.h) wheels, which are tied to
     one torch minor release: one job per (torch, CUDA version, arch). Each entry also says
     how that job gets its CUDA build of torch (PyTorch's index for that CUDA release)."""
@@ -115,10 +122,15 @@ def classic_matrix(torch_versions: tuple[str, ...], releases: tuple[CudaRelease,
     for version in dict.fromkeys(torch_minor(v) for v in torch_versions):
         tag = torch_tag(version)
         for entry in matrix(releases, archs)["include"]:
-            include.append({
-                "torch": version, "torch_tag": tag, **entry, "variant": f"{tag}-{entry['variant']}",
-                "torch_install": cuda_torch_command(entry["cuda"], version, same_minor=True),
-            })  # fmt: skip
+            include.append(
+                {
+                    "torch": version,
+                    "torch_tag": tag,
+                    **entry,
+                    "variant": f"{tag}-{entry['variant']}",
+                    "torch_install": cuda_torch_command(entry["cuda"], version, same_minor=True),
+                }
+            )
     return {"include": include}
 
 
@@ -132,7 +144,10 @@ def support_table(releases: tuple[CudaRelease, ...] = CUDA_RELEASES) -> str:
             if gpu.arch not in r.archs:
                 cells.append("-")
             else:
-                cells.append(f"`{variant_name(r.tag, (gpu.arch,))}`" + (" + PTX" if gpu.arch == r.ptx_arch else ""))
+                cells.append(
+                    f"`{variant_name(r.tag, (gpu.arch,))}`"
+                    + (" + PTX" if gpu.arch == r.ptx_arch else "")
+                )
         lines.append("| " + " | ".join(cells) + " |")
     newer = ["newer GPUs", "through the driver's JIT"]
     newer += [f"PTX in `{variant_name(r.tag, (r.ptx_arch,))}`" for r in releases]

@@ -19,8 +19,8 @@ variantlib's own parser, and have uv install from it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from packaging.version import Version
 
@@ -31,8 +31,10 @@ NULL_LABEL = "null"  # reserved by PEP 825 for the null variant
 SCHEMA = "https://variants-schema.wheelnext.dev/peps/825/v0.1.1.json"
 NAMESPACE = "nvidia"
 # uv recognises this plugin and runs its own built-in NVIDIA provider: nothing is installed.
-PROVIDER = {"requires": ["nvidia-variant-provider>=0.0.1,<1.0.0"],
-            "plugin-api": "nvidia_variant_provider.plugin:NvidiaVariantPlugin"}  # fmt: skip
+PROVIDER = {
+    "requires": ["nvidia-variant-provider>=0.0.1,<1.0.0"],
+    "plugin-api": "nvidia_variant_provider.plugin:NvidiaVariantPlugin",
+}
 VARIANT_JSON = "variant.json"  # in the wheel's .dist-info
 
 
@@ -59,8 +61,10 @@ def variant_label(archs: WheelArchs) -> str:
     check_describable(archs)
     ptx_newest = archs.ptx == (max(archs.sass),) if archs.ptx else True
     if not ptx_newest:
-        raise VariantError(f"PTX of {', '.join(a.compute for a in archs.ptx)} beside SASS of "
-                           f"{', '.join(a.sm for a in archs.sass)}: only PTX of the newest arch has a label")  # fmt: skip
+        raise VariantError(
+            f"PTX of {', '.join(a.compute for a in archs.ptx)} beside SASS of "
+            f"{', '.join(a.sm for a in archs.sass)}: only PTX of the newest arch has a label"
+        )
     label = "sm" + ".".join(_digits(a) for a in sorted(archs.sass)) + (".ptx" if archs.ptx else "")
     if not LABEL_RE.match(label):
         raise VariantError(
@@ -121,8 +125,12 @@ def document(variants: Mapping[str, dict]) -> dict:
     for label in variants:
         if label == NULL_LABEL or not LABEL_RE.match(label):
             raise VariantError(f"{label!r} cannot be a variant label")
-    return {"$schema": SCHEMA, "default-priorities": {"namespace": [NAMESPACE]},
-            "providers": {NAMESPACE: dict(PROVIDER)}, "variants": dict(sorted(variants.items()))}  # fmt: skip
+    return {
+        "$schema": SCHEMA,
+        "default-priorities": {"namespace": [NAMESPACE]},
+        "providers": {NAMESPACE: dict(PROVIDER)},
+        "variants": dict(sorted(variants.items())),
+    }
 
 
 def merge(documents: list[dict]) -> dict:
@@ -132,7 +140,9 @@ def merge(documents: list[dict]) -> dict:
     for doc in documents:
         for label, props in doc.get("variants", {}).items():
             if label in merged and merged[label] != props:
-                raise VariantError(f"two wheels call different builds {label!r}: {merged[label]} and {props}")
+                raise VariantError(
+                    f"two wheels call different builds {label!r}: {merged[label]} and {props}"
+                )
             merged[label] = props
     return document(merged)
 
@@ -172,7 +182,7 @@ def split_filename(filename: str) -> tuple[str, str | None]:
 def parse_filename(filename: str) -> tuple:
     """packaging's ``parse_wheel_filename`` for variant wheels too: (name, version, build tag,
     tags, label or None). InvalidWheelFilename as packaging raises it."""
-    from packaging.utils import parse_wheel_filename  # noqa: PLC0415 - the tool's, not the pure part's
+    from packaging.utils import parse_wheel_filename
 
     plain, label = split_filename(filename)
     return (*parse_wheel_filename(plain), label)

@@ -9,14 +9,13 @@ CUDA compile start from the shared CPU objects (``objects_with_cpu_library``).""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
+from build_helpers import run_cli
 
 from prebuild.tool.builder.compile import host_build_dir
-
-from build_helpers import run_cli
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +33,16 @@ def built_wheel(tmp_path_factory, shared_objects) -> Callable[..., Path]:
         key = (archs, *flags)
         if key not in cache:
             out = tmp_path_factory.mktemp("dist")
-            proc = run_cli("wheel", "--arch", archs, *flags, "--out", str(out), "--build-dir", str(shared_objects))
+            proc = run_cli(
+                "wheel",
+                "--arch",
+                archs,
+                *flags,
+                "--out",
+                str(out),
+                "--build-dir",
+                str(shared_objects),
+            )
             assert proc.returncode == 0, proc.stdout + proc.stderr
             (wheel,) = out.glob("*.whl")
             assert "1 wheel(s)" in proc.stdout, proc.stdout  # the summary
@@ -59,8 +67,13 @@ def pytest_collection_finish(session) -> None:
     on (torch_venvs.py: only where the disk has room for all of them at once)."""
     import torch_venvs
 
-    versions = sorted({item.callspec.params["version"] for item in session.items
-                       if item.path.name == "test_torch_versions.py" and hasattr(item, "callspec")})  # fmt: skip
+    versions = sorted(
+        {
+            item.callspec.params["version"]
+            for item in session.items
+            if item.path.name == "test_torch_versions.py" and hasattr(item, "callspec")
+        }
+    )
     started = torch_venvs.prefetch(versions) if versions else []
     if started:
         print(f"\ntorch {', '.join(started)}: downloading in the background (.venv-torch-*.log)")

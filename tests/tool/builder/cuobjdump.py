@@ -12,7 +12,9 @@ from prebuild.tool.builder.toolchain import find_cuda_tool
 from prebuild.tool.fatbin import EmbeddedCode
 
 # "ELF file    2: ssim_cuda.sm_80.cubin" / "PTX file    1: ssim_cuda.sm_90.ptx"
-_ENTRY_RE = re.compile(r"^(ELF|PTX) file\s+\d+:\s+(?P<name>\S+?)\.(?P<arch>sm_\d+[af]?)\.(cubin|ptx)\s*$")
+_ENTRY_RE = re.compile(
+    r"^(ELF|PTX) file\s+\d+:\s+(?P<name>\S+?)\.(?P<arch>sm_\d+[af]?)\.(cubin|ptx)\s*$"
+)
 
 
 def parse_listing(elf_listing: str, ptx_listing: str, library_name: str) -> EmbeddedCode:

@@ -29,9 +29,14 @@ PREBUILD = Path(sys.executable).parent / "prebuild"
 
 def start_cli(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [str(PREBUILD), *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env={**os.environ, "COLUMNS": "200"}, start_new_session=True,
-    )  # fmt: skip
+        [str(PREBUILD), *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        start_new_session=True,
+    )
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:
@@ -54,7 +59,9 @@ def assert_complete_wheels(out: Path, count: int) -> list[Path]:
     return wheels
 
 
-def test_killed_mid_compile_leaves_no_wheel_then_two_runs_at_once_complete_it(tmp_path, objects_with_cpu_library):
+def test_killed_mid_compile_leaves_no_wheel_then_two_runs_at_once_complete_it(
+    tmp_path, objects_with_cpu_library
+):
     """One compile serves both checks: the killed build's objects directory is where the
     two concurrent runs resume. The CPU library (compiled before any CUDA code, never
     interrupted here) comes from the shared objects: the CUDA compile is what is killed."""
@@ -63,8 +70,11 @@ def test_killed_mid_compile_leaves_no_wheel_then_two_runs_at_once_complete_it(tm
     proc = start_cli(*args)
     try:
         # nvcc is running once its object directory exists and the CPU library is linked.
-        wait_for(lambda: any((objects / "cuda").glob("*/obj")) or proc.poll() is not None,
-                 timeout=300, what="nvcc to start")  # fmt: skip
+        wait_for(
+            lambda: any((objects / "cuda").glob("*/obj")) or proc.poll() is not None,
+            timeout=300,
+            what="nvcc to start",
+        )
         assert proc.poll() is None, "the build finished before it could be interrupted"
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)

@@ -31,8 +31,10 @@ def test_an_interrupt_stops_the_grandchildren_too(tmp_path):
     # Like a backend running ninja running compilers: a shell whose children run in the
     # background, one of them ignoring SIGTERM (it must then be killed).
     pids = tmp_path / "pids"
-    script = (f"sleep 300 & echo $! >> {pids}; "
-              f"sh -c 'trap \"\" TERM; sleep 300 & echo $! >> {pids}; wait' & echo $! >> {pids}; wait")  # fmt: skip
+    script = (
+        f"sleep 300 & echo $! >> {pids}; "
+        f"sh -c 'trap \"\" TERM; sleep 300 & echo $! >> {pids}; wait' & echo $! >> {pids}; wait"
+    )
     with pytest.raises(KeyboardInterrupt):
         with processes.popen(["sh", "-c", script]) as proc:
             wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 3)
@@ -45,13 +47,22 @@ def test_an_interrupt_stops_the_grandchildren_too(tmp_path):
 
 
 def test_run_is_subprocess_run(tmp_path):
-    done = processes.run([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"],
-                         capture_output=True, text=True)  # fmt: skip
+    done = processes.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
     with pytest.raises(subprocess.CalledProcessError):
         processes.run(["false"], check=True)
     with open(tmp_path / "log", "w") as log:
-        processes.run(["sh", "-c", "echo one; echo two >&2"], stdout=log, stderr=subprocess.STDOUT, check=True)
+        processes.run(
+            ["sh", "-c", "echo one; echo two >&2"], stdout=log, stderr=subprocess.STDOUT, check=True
+        )
     assert (tmp_path / "log").read_text() == "one\ntwo\n"
 
 

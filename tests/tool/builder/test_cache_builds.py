@@ -20,11 +20,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from build_helpers import PREBUILD, ROOT, run_cli
 
 from prebuild.tool.builder.compile_cache import STABLE_ROOT
 from prebuild.tool.inspection import inspect_path
-
-from build_helpers import PREBUILD, ROOT, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +34,11 @@ def cache_summary(stdout: str) -> list[str]:
 
 def libraries(wheel: Path) -> dict[str, bytes]:
     with zipfile.ZipFile(wheel) as zf:
-        return {n: zf.read(n) for n in zf.namelist() if n.endswith(".so") or n.endswith("_manifest.json")}
+        return {
+            n: zf.read(n)
+            for n in zf.namelist()
+            if n.endswith(".so") or n.endswith("_manifest.json")
+        }
 
 
 def sass(wheel: Path) -> list[str]:
@@ -46,12 +49,18 @@ def sass(wheel: Path) -> list[str]:
 def fresh_clone(dest: Path) -> Path:
     """A clone of this checkout's committed tree, with the working tree's sources over it (the
     change under test may not be committed yet)."""
-    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(dest)], check=True, timeout=300)
+    subprocess.run(
+        ["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(dest)], check=True, timeout=300
+    )
     for part in ("src", "csrc", "setup.py", "pyproject.toml"):
         source, target = ROOT / part, dest / part
         if source.is_dir():
             shutil.rmtree(target, ignore_errors=True)
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("*.so", "_manifest.json", "__pycache__"))
+            shutil.copytree(
+                source,
+                target,
+                ignore=shutil.ignore_patterns("*.so", "_manifest.json", "__pycache__"),
+            )
         else:
             shutil.copy2(source, target)
     return dest
@@ -62,8 +71,18 @@ def test_prebuilds_own_wheel_from_two_fresh_clones_and_one_cache_directory_compi
     wheels = []
     for name in ("first", "second"):
         clone = fresh_clone(tmp_path / name)
-        proc = run_cli("wheel", "--arch", "sm_80", "--cache", str(cache), "--out", str(tmp_path / f"dist-{name}"),
-                       cwd=clone, env=env, timeout=1800)  # fmt: skip
+        proc = run_cli(
+            "wheel",
+            "--arch",
+            "sm_80",
+            "--cache",
+            str(cache),
+            "--out",
+            str(tmp_path / f"dist-{name}"),
+            cwd=clone,
+            env=env,
+            timeout=1800,
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
         (wheel,) = (tmp_path / f"dist-{name}").glob("*.whl")
         wheels.append(wheel)
@@ -72,7 +91,10 @@ def test_prebuilds_own_wheel_from_two_fresh_clones_and_one_cache_directory_compi
         if name == "first":
             assert " 0 of " in summary[0], summary
         else:  # every compile a hit: the host compiles and each nvcc call
-            assert summary[0] == f"Compile cache {cache}: 15 of 15 compiles from the cache (host C++ 8 of 8; nvcc 7 of 7).", summary
+            assert (
+                summary[0]
+                == f"Compile cache {cache}: 15 of 15 compiles from the cache (host C++ 8 of 8; nvcc 7 of 7)."
+            ), summary
         assert not (clone / "build").exists()  # compiled from the copy in the workspace
     first, second = map(libraries, wheels)
     assert sorted(first) == sorted(second) and len(first) == 3  # _C, _C_cuda, the manifest
@@ -101,7 +123,9 @@ def scaffold(dest: Path) -> Path:
     return dest
 
 
-def test_two_copies_share_a_redis_cache_and_a_redis_gone_mid_build_fails_nothing(redis_server, tmp_path):
+def test_two_copies_share_a_redis_cache_and_a_redis_gone_mid_build_fails_nothing(
+    redis_server, tmp_path
+):
     url, server = redis_server
     env = {"TMPDIR": str(tmp_path)}
     first = scaffold(tmp_path / "demo")
@@ -110,10 +134,15 @@ def test_two_copies_share_a_redis_cache_and_a_redis_gone_mid_build_fails_nothing
     wheels = []
     for n, project in enumerate((first, second)):
         out = tmp_path / f"dist{n}"
-        proc = run_cli("wheel", "--arch", "sm_80", "--cache", url, "--out", str(out), cwd=project, env=env)
+        proc = run_cli(
+            "wheel", "--arch", "sm_80", "--cache", url, "--out", str(out), cwd=project, env=env
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
-        expected = ("0 of 3 compiles from the cache (host C++ 0 of 2; nvcc 0 of 1)" if n == 0 else
-                    "3 of 3 compiles from the cache (host C++ 2 of 2; nvcc 1 of 1)")  # fmt: skip
+        expected = (
+            "0 of 3 compiles from the cache (host C++ 0 of 2; nvcc 0 of 1)"
+            if n == 0
+            else "3 of 3 compiles from the cache (host C++ 2 of 2; nvcc 1 of 1)"
+        )
         assert cache_summary(proc.stdout) == [f"Compile cache {url}: {expected}."], proc.stdout
         (wheel,) = out.glob("*.whl")
         wheels.append(wheel)
@@ -121,21 +150,33 @@ def test_two_copies_share_a_redis_cache_and_a_redis_gone_mid_build_fails_nothing
 
     # sm_90: the kernels are compiled again (a miss), and Redis dies once the CPU library is done.
     out = tmp_path / "dist-killed"
-    host_library = tmp_path / STABLE_ROOT / "0" / "source" / "build" / "prebuild" / "host" / "_C.abi3.so"
-    cmd = [str(PREBUILD), "wheel", "--arch", "sm_90", "--cache", url, "--out", str(out),
-           "-j", "1"]  # fmt: skip
-    build = subprocess.Popen(cmd, cwd=second, env={**os.environ, **env, "COLUMNS": "200"}, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    host_library = (
+        tmp_path / STABLE_ROOT / "0" / "source" / "build" / "prebuild" / "host" / "_C.abi3.so"
+    )
+    cmd = [str(PREBUILD), "wheel", "--arch", "sm_90", "--cache", url, "--out", str(out), "-j", "1"]
+    build = subprocess.Popen(
+        cmd,
+        cwd=second,
+        env={**os.environ, **env, "COLUMNS": "200"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 600
     while not host_library.exists() and build.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     server.send_signal(signal.SIGKILL)
     stdout, stderr = build.communicate(timeout=900)
     assert build.returncode == 0, stdout + stderr[-6000:]
-    assert f"compile cache: the cache stopped working (nothing answers at {url[len('redis://'):]} (Connection " \
-           "refused)): the rest of the build compiled without it" in " ".join(stderr.split()), stderr
+    assert (
+        f"compile cache: the cache stopped working (nothing answers at {url[len('redis://') :]} (Connection "
+        "refused)): the rest of the build compiled without it" in " ".join(stderr.split())
+    ), stderr
     (summary,) = cache_summary(stdout)
-    assert summary.startswith(f"Compile cache {url}: ") and "the rest of the build compiled without it" in stdout
+    assert (
+        summary.startswith(f"Compile cache {url}: ")
+        and "the rest of the build compiled without it" in stdout
+    )
     (wheel,) = out.glob("*.whl")
     assert sass(wheel) == ["sm_90"]
 
@@ -147,16 +188,28 @@ def test_a_cache_that_cannot_be_used_never_fails_the_build_and_a_bad_spec_stops_
     build_dir, env = tmp_path / "objects", {"TMPDIR": str(tmp_path)}
 
     def build(spec: str) -> subprocess.CompletedProcess:
-        return run_cli("wheel", "--arch", "sm_80", "--cache", spec, "--out", str(tmp_path / "dist"), "--build-dir",
-                       str(build_dir), cwd=project, env=env)  # fmt: skip
+        return run_cli(
+            "wheel",
+            "--arch",
+            "sm_80",
+            "--cache",
+            spec,
+            "--out",
+            str(tmp_path / "dist"),
+            "--build-dir",
+            str(build_dir),
+            cwd=project,
+            env=env,
+        )
 
     # A directory that cannot be made: built, uncached, said in one line and in the summary.
     proc = build(str(blocker / "cache"))
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
     said = f"cannot write to {blocker / 'cache'}: Not a directory"
     assert f"compile cache: {said}" in " ".join(proc.stderr.split()), proc.stderr
-    assert cache_summary(proc.stdout) == [f"Compile cache {blocker / 'cache'}: not used ({said}); everything was "
-                                          "compiled."]  # fmt: skip
+    assert cache_summary(proc.stdout) == [
+        f"Compile cache {blocker / 'cache'}: not used ({said}); everything was compiled."
+    ]
     # A Redis nobody listens at: the same (the objects of the build before are reused).
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -24,25 +24,62 @@ def test_publish_index_and_test_wheel_on_a_real_wheel(tmp_path, built_wheel, fre
 
     site = tmp_path / "site"
     before = sorted(p.name for p in dist.iterdir())
-    proc = subprocess.run([str(CI / "publish_index.sh"), str(dist), str(site)], capture_output=True, text=True,
-                          timeout=300, env={**env, "PYTHON": sys.executable})  # fmt: skip
+    proc = subprocess.run(
+        [str(CI / "publish_index.sh"), str(dist), str(site)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**env, "PYTHON": sys.executable},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "match the manifest" in proc.stdout
     assert list(site.glob("cu*-sm80/simple/prebuild/index.html"))
     # the per-arch wheel's PEP 825 variant twin, linked with the variants file in the index of every GPU
     every = (site / "simple" / "prebuild" / "index.html").read_text()
-    assert "prebuild-0.1.0+cu130-cp310-abi3-linux_x86_64-sm80.whl" in every and "-variants.json" in every
+    assert (
+        "prebuild-0.1.0+cu130-cp310-abi3-linux_x86_64-sm80.whl" in every
+        and "-variants.json" in every
+    )
     assert sorted(p.name for p in dist.iterdir()) == before  # DIST_DIR as it was
 
     py = fresh_venv()
     env_dir = py.parent.parent
-    subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    "torch==2.13.0", "pytest", "hypothesis", "numpy", str(wheel)],
-                   check=True, timeout=900)  # fmt: skip
-    test_env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "200",
-                "PYTEST_ARGS": f"{ROOT / 'tests' / 'runtime' / 'test_arch.py'} {ROOT / 'tests' / 'runtime' / 'test_manifest.py'} -q"}  # fmt: skip
-    proc = subprocess.run(["bash", str(CI / "test_wheel.sh"), str(ROOT)], capture_output=True, text=True,
-                          timeout=900, env=test_env)  # fmt: skip
+    subprocess.run(
+        [
+            str(py),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "torch==2.13.0",
+            "pytest",
+            "hypothesis",
+            "numpy",
+            str(wheel),
+        ],
+        check=True,
+        timeout=900,
+    )
+    test_env = {
+        "PATH": f"{env_dir / 'bin'}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "COLUMNS": "200",
+        "PYTEST_ARGS": " ".join(
+            [
+                str(ROOT / "tests" / "runtime" / "test_arch.py"),
+                str(ROOT / "tests" / "runtime" / "test_manifest.py"),
+                "-q",
+            ]
+        ),
+    }
+    proc = subprocess.run(
+        ["bash", str(CI / "test_wheel.sh"), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=test_env,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "match the manifest" in proc.stdout and " passed" in proc.stdout
     assert str(env_dir) in proc.stdout  # inspect ran on the installed package

@@ -11,13 +11,20 @@ from pathlib import Path
 import pytest
 
 from prebuild.runtime.arch import parse_arch, parse_arch_list
+from prebuild.runtime.manifest import BuiltLibrary, NvccCall
 from prebuild.tool.builder.classic import (
-    check_archs, jit_sites, keep_host_objects, no_extension_message, nvcc_outputs, preflight_classic, raised_note,
-    raised_standards, torch_cuda_arch_list,
-)  # fmt: skip
+    check_archs,
+    jit_sites,
+    keep_host_objects,
+    no_extension_message,
+    nvcc_outputs,
+    preflight_classic,
+    raised_note,
+    raised_standards,
+    torch_cuda_arch_list,
+)
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.toolchain import ToolchainError
-from prebuild.runtime.manifest import BuiltLibrary, NvccCall
 
 A = parse_arch_list
 
@@ -29,11 +36,22 @@ def test_torch_cuda_arch_list():
 
 
 def test_nvcc_outputs_reads_every_spelling_and_refuses_what_it_cannot_place():
-    calls = [["-c", "/b/a.cu", "-o", "/b/a.o"], ["-c", "/b/b.cu", "--output-file", "/b/b.o"],
-             ["-c", "/b/c.cu", "-o=/b/c.o"], ["-dlink", "/b/a.o", "--output-file=/b/dlink.o"]]  # fmt: skip
-    assert nvcc_outputs(calls) == [Path("/b/a.o"), Path("/b/b.o"), Path("/b/c.o"), Path("/b/dlink.o")]
+    calls = [
+        ["-c", "/b/a.cu", "-o", "/b/a.o"],
+        ["-c", "/b/b.cu", "--output-file", "/b/b.o"],
+        ["-c", "/b/c.cu", "-o=/b/c.o"],
+        ["-dlink", "/b/a.o", "--output-file=/b/dlink.o"],
+    ]
+    assert nvcc_outputs(calls) == [
+        Path("/b/a.o"),
+        Path("/b/b.o"),
+        Path("/b/c.o"),
+        Path("/b/dlink.o"),
+    ]
     assert nvcc_outputs([]) == []
-    assert nvcc_outputs([["--version"], *calls]) == nvcc_outputs(calls)  # torch's query writes nothing
+    assert nvcc_outputs([["--version"], *calls]) == nvcc_outputs(
+        calls
+    )  # torch's query writes nothing
     assert nvcc_outputs([*calls, ["-c", "x.cu"]]) is None  # written where the call ran: unknown
     assert nvcc_outputs([["-c", "x.cu", "-o", "obj/x.o"]]) is None  # relative to that directory
     assert nvcc_outputs([["-c", "x.cu", "-o"]]) is None
@@ -66,30 +84,44 @@ def test_keep_host_objects_starts_clean_when_it_cannot_be_sure(tmp_path, wrote):
     host, device, _ = make_build_dir(tmp_path)
     if wrote == "missing build":
         shutil.rmtree(tmp_path / "build")
-    nvcc_wrote = {None: None, "outside": [device, tmp_path / "elsewhere.o"], "missing build": [device]}[wrote]
+    nvcc_wrote = {
+        None: None,
+        "outside": [device, tmp_path / "elsewhere.o"],
+        "missing build": [device],
+    }[wrote]
     assert keep_host_objects(tmp_path / "build", nvcc_wrote) == 0
     assert not (tmp_path / "build").exists()
 
 
 def lib(file, sass=(), ptx=()):
-    return BuiltLibrary(file, "0" * 64, 1, tuple(parse_arch(a) for a in sass), tuple(parse_arch(a) for a in ptx))
+    return BuiltLibrary(
+        file, "0" * 64, 1, tuple(parse_arch(a) for a in sass), tuple(parse_arch(a) for a in ptx)
+    )
 
 
 def test_check_archs_accepts_exactly_the_request_and_cpu_only_libraries():
     check_archs("x.whl", [lib("ext.so", ["sm_90"]), lib("cpu_helper.so")], A("sm_90"), ())
-    check_archs("x.whl", [lib("ext.so", ["sm_80", "sm_90"], ["compute_90"])], A("sm_80,sm_90"), A("compute_90"))
+    check_archs(
+        "x.whl",
+        [lib("ext.so", ["sm_80", "sm_90"], ["compute_90"])],
+        A("sm_80,sm_90"),
+        A("compute_90"),
+    )
 
 
 @pytest.mark.parametrize(
     "libraries, fragment",
     [
-        ([lib("fused_ssim_cuda.so", ["sm_75", "sm_80", "sm_89"])], "fused_ssim_cuda.so: SASS sm_75, sm_80, sm_89"),
+        (
+            [lib("fused_ssim_cuda.so", ["sm_75", "sm_80", "sm_89"])],
+            "fused_ssim_cuda.so: SASS sm_75, sm_80, sm_89",
+        ),
         ([lib("a.so", ["sm_90"]), lib("b.so", ["sm_80"])], "b.so: SASS sm_80"),
         ([lib("a.so", ["sm_90"], ["compute_90"])], "PTX compute_90"),
         ([lib("cpu_only.so")], "cpu_only.so: SASS none, PTX none"),
         ([], "no shared library at all"),
     ],
-)  # fmt: skip
+)
 def test_check_archs_refuses_anything_else_naming_each_library(libraries, fragment):
     with pytest.raises(BuildError, match="No wheel was written") as info:
         check_archs("x.whl", libraries, A("sm_90"), ())
@@ -103,23 +135,30 @@ def test_preflight_refuses_a_cpu_torch_naming_the_torch_to_install(monkeypatch):
 
     cpu_torch = Torch(Version("2.13.0"), "2.13.0+cpu", None, (), Path("/nowhere"))
     monkeypatch.setattr("prebuild.tool.builder.classic.find_torch", lambda: cpu_torch)
-    monkeypatch.setattr("prebuild.tool.builder.classic.find_nvcc", lambda: pytest.fail("nvcc looked for before torch"))
+    monkeypatch.setattr(
+        "prebuild.tool.builder.classic.find_nvcc",
+        lambda: pytest.fail("nvcc looked for before torch"),
+    )
     with pytest.raises(ToolchainError, match="2.13.0.cpu is a CPU build") as info:
         preflight_classic(A("sm_90"), Path("/nowhere"))
     assert "CUDA build of torch" in str(info.value) and "pip install" in str(info.value)
 
 
 def test_raised_standards_counts_the_calls_whose_standard_changed():
-    calls = [NvccCall(("-c", "a.cu", "-std=c++17"), ("-c", "a.cu", "-std=c++20")),
-             NvccCall(("-c", "b.cu", "-std", "c++17"), ("-c", "b.cu", "-std", "c++20")),
-             NvccCall(("-c", "c.cu", "-std=c++20"), ("-c", "c.cu", "-std=c++20")),
-             NvccCall(("-c", "d.cu", "-std=c++14"), ("-c", "d.cu", "-std=c++20")),
-             NvccCall(("--version",), ("--version",))]  # fmt: skip
+    calls = [
+        NvccCall(("-c", "a.cu", "-std=c++17"), ("-c", "a.cu", "-std=c++20")),
+        NvccCall(("-c", "b.cu", "-std", "c++17"), ("-c", "b.cu", "-std", "c++20")),
+        NvccCall(("-c", "c.cu", "-std=c++20"), ("-c", "c.cu", "-std=c++20")),
+        NvccCall(("-c", "d.cu", "-std=c++14"), ("-c", "d.cu", "-std=c++20")),
+        NvccCall(("--version",), ("--version",)),
+    ]
     assert raised_standards(calls) == (("c++14", 1), ("c++17", 2))
     assert raised_standards(calls[2:3]) == ()
     note = raised_note((("c++17", 2),), 5, "c++20", "2.14.1+cu130")
-    assert note == ("The project asks nvcc for -std=c++17 (2 of 5 nvcc calls); torch 2.14.1+cu130's headers need "
-                    "C++20: raised to -std=c++20 (recorded in prebuild.json).")  # fmt: skip
+    assert note == (
+        "The project asks nvcc for -std=c++17 (2 of 5 nvcc calls); torch 2.14.1+cu130's headers need "
+        "C++20: raised to -std=c++20 (recorded in prebuild.json)."
+    )
 
 
 def write(root: Path, name: str, text: str) -> None:
@@ -129,22 +168,48 @@ def write(root: Path, name: str, text: str) -> None:
 
 def test_jit_sites_finds_cpp_extension_load_calls_and_nothing_else(tmp_path):
     # As gsplat 1.5.3's _backend.py does it: load imported by name, called at module level.
-    write(tmp_path, "pkg/cuda/_backend.py", "import json\nfrom torch.utils.cpp_extension import _get_build_directory, load\n"
-          "cfg = json.load(open('x'))\n\n_C = load(name='gsplat_cuda', sources=srcs)\n")
-    write(tmp_path, "pkg/other.py", "import torch.utils.cpp_extension as cpp_extension\n"
-          "mod = cpp_extension.load_inline('m', cpp_sources=[src])  # compiled at first use\n")
-    write(tmp_path, "pkg/model.py", "import torch\nstate = torch.load('w.pt')\n# cpp_extension.load( in a comment\n")
-    write(tmp_path, "pkg/loader.py", "def load(path):\n    return open(path).read()\nload('x')\n")  # no cpp_extension
+    write(
+        tmp_path,
+        "pkg/cuda/_backend.py",
+        "import json\nfrom torch.utils.cpp_extension import _get_build_directory, load\n"
+        "cfg = json.load(open('x'))\n\n_C = load(name='gsplat_cuda', sources=srcs)\n",
+    )
+    write(
+        tmp_path,
+        "pkg/other.py",
+        "import torch.utils.cpp_extension as cpp_extension\n"
+        "mod = cpp_extension.load_inline('m', cpp_sources=[src])  # compiled at first use\n",
+    )
+    write(
+        tmp_path,
+        "pkg/model.py",
+        "import torch\nstate = torch.load('w.pt')\n# cpp_extension.load( in a comment\n",
+    )
+    write(
+        tmp_path, "pkg/loader.py", "def load(path):\n    return open(path).read()\nload('x')\n"
+    )  # no cpp_extension
     # gsplat 1.5.3's own way: torch's private _jit_compile, imported in parentheses over lines.
-    write(tmp_path, "pkg/zz_private.py", "from torch.utils.cpp_extension import (\n    _TORCH_PATH,\n    _jit_compile,\n)\n"
-          "def build():\n    return _jit_compile(name, sources)\n")
-    assert jit_sites(tmp_path) == ["pkg/cuda/_backend.py:5", "pkg/other.py:2", "pkg/zz_private.py:6"]
+    write(
+        tmp_path,
+        "pkg/zz_private.py",
+        "from torch.utils.cpp_extension import (\n    _TORCH_PATH,\n    _jit_compile,\n)\n"
+        "def build():\n    return _jit_compile(name, sources)\n",
+    )
+    assert jit_sites(tmp_path) == [
+        "pkg/cuda/_backend.py:5",
+        "pkg/other.py:2",
+        "pkg/zz_private.py:6",
+    ]
     assert jit_sites(tmp_path, limit=1) == ["pkg/cuda/_backend.py:5"]
 
 
 def test_a_wheel_without_a_library_is_explained():
     jit = no_extension_message("gsplat-1.5.3-py3-none-any.whl", ["gsplat/cuda/_backend.py:5"])
     assert "builds no extension at install time" in jit and "compiles when first used" in jit
-    assert "gsplat/cuda/_backend.py:5" in jit and "BUILD_NO_CUDA=0" in jit and "No wheel was written" in jit
+    assert (
+        "gsplat/cuda/_backend.py:5" in jit
+        and "BUILD_NO_CUDA=0" in jit
+        and "No wheel was written" in jit
+    )
     pure = no_extension_message("tool-1.0-py3-none-any.whl", [])
     assert "pure Python" in pure and "pip install it as it is" in pure and "first used" not in pure

@@ -50,16 +50,27 @@ def nvcc_wrapper(directory: Path) -> Path:
     return directory
 
 
-def prebuild_wheel(python: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def prebuild_wheel(
+    python: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """``prebuild wheel ARGS`` run by the CUDA torch venv's python, prebuild from src/, nvcc
     reached through a wrapper script on PATH, CUDA_HOME unset (``env``: more variables)."""
     extra = env or {}
     with tempfile.TemporaryDirectory(prefix="nvcc-wrapper-") as wrapper:
         env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
-        env.update(PYTHONPATH=str(ROOT / "src"), COLUMNS="200",
-                   PATH=f"{python.parent}:{nvcc_wrapper(Path(wrapper))}:{os.environ.get('PATH', '')}", **extra)  # fmt: skip
-        proc = subprocess.run([str(python), "-m", "prebuild", "wheel", *args], capture_output=True, text=True,
-                              timeout=1800, env=env)  # fmt: skip
+        env.update(
+            PYTHONPATH=str(ROOT / "src"),
+            COLUMNS="200",
+            PATH=f"{python.parent}:{nvcc_wrapper(Path(wrapper))}:{os.environ.get('PATH', '')}",
+            **extra,
+        )
+        proc = subprocess.run(
+            [str(python), "-m", "prebuild", "wheel", *args],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            env=env,
+        )
     if "Building" in proc.stderr:
         assert f"({wrapper}/nvcc)" in proc.stderr, proc.stderr  # the wrapper is the nvcc it used
     return proc
@@ -68,8 +79,9 @@ def prebuild_wheel(python: Path, *args: str, env: dict[str, str] | None = None) 
 def prebuild(python: Path, *args: str) -> subprocess.CompletedProcess:
     """Any other prebuild command, run the same way."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "200"}
-    return subprocess.run([str(python), "-m", "prebuild", *args], capture_output=True, text=True, timeout=600,
-                          env=env)  # fmt: skip
+    return subprocess.run(
+        [str(python), "-m", "prebuild", *args], capture_output=True, text=True, timeout=600, env=env
+    )
 
 
 def all_sass(code) -> list[str]:
@@ -96,8 +108,16 @@ def plain_wheels(cuda_torch_python, tmp_path_factory) -> list[Path]:
     before = tree_snapshot(FIXTURES / "plain_ext")
     out = tmp_path_factory.mktemp("plain-dist")
     work = tmp_path_factory.mktemp("plain-work")  # kept: the build logs are checked
-    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_80,sm_90", str(FIXTURES / "plain_ext"), "--out", str(out),
-                          "--build-dir", str(work))  # fmt: skip
+    proc = prebuild_wheel(
+        cuda_torch_python,
+        "--arch",
+        "sm_80,sm_90",
+        str(FIXTURES / "plain_ext"),
+        "--out",
+        str(out),
+        "--build-dir",
+        str(work),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
     assert tree_snapshot(FIXTURES / "plain_ext") == before  # built from a private copy
     assert "2 wheel(s)" in proc.stdout
@@ -129,24 +149,56 @@ def test_plain_extension_gets_one_wheel_per_arch_holding_exactly_it(plain_wheels
         assert manifest["sass_archs"] == [sm] and manifest["ptx_archs"] == []
         assert manifest["python_tag"] == "cp311-cp311-linux_x86_64"
         (listed,) = manifest["libraries"]
-        assert listed["file"] == name and listed["sass"] == [sm] and listed["size"] == len(libraries[name])
+        assert (
+            listed["file"] == name
+            and listed["sass"] == [sm]
+            and listed["size"] == len(libraries[name])
+        )
         # Every nvcc call is logged, though the shim changed nothing in it (the project's own
         # -std=c++20, torch's -gencode last): one, for the kernel.
-        query, call = sorted(manifest["nvcc_calls"], key=lambda c: len(c["given"]))  # torch asks --version too
+        query, call = sorted(
+            manifest["nvcc_calls"], key=lambda c: len(c["given"])
+        )  # torch asks --version too
         assert query == {"given": ["--version"], "run": ["--version"]}
-        assert call["run"] == call["given"] and call["given"][-1] == f"-gencode=arch=compute_{sm[3:]},code={sm}"
+        assert (
+            call["run"] == call["given"]
+            and call["given"][-1] == f"-gencode=arch=compute_{sm[3:]},code={sm}"
+        )
         assert manifest["cxx_standard"] == {"needed": "c++20", "raised": {}}
-        report = inspect_path(wheel)  # prebuild inspect's reader agrees with the bytes and prebuild.json
-        assert report.ok and report.summary.startswith(f"plain_ext 0.1.0+pt214.cu130.{sm.replace('_', '')}: a classic")
+        report = inspect_path(
+            wheel
+        )  # prebuild inspect's reader agrees with the bytes and prebuild.json
+        assert report.ok and report.summary.startswith(
+            f"plain_ext 0.1.0+pt214.cu130.{sm.replace('_', '')}: a classic"
+        )
     # One index per torch and arch, each with the pip command that names the project.
-    indexed = prebuild(Path(sys.executable), "index", str(plain_wheels[0].parent), "--out", str(tmp_path / "site"))
+    indexed = prebuild(
+        Path(sys.executable), "index", str(plain_wheels[0].parent), "--out", str(tmp_path / "site")
+    )
     assert indexed.returncode == 0, indexed.stderr
-    assert "pip install plain-ext --index-url " + (tmp_path / "site").as_uri() + "/pt214-cu130-sm90/simple" in indexed.stdout
+    assert (
+        "pip install plain-ext --index-url "
+        + (tmp_path / "site").as_uri()
+        + "/pt214-cu130-sm90/simple"
+        in indexed.stdout
+    )
     # This environment's torch is 2.13: install refuses and says which torch, or what to build.
-    refused = prebuild(Path(sys.executable), "install", "plain-ext", "--from", str(tmp_path / "site"), "--arch", "sm_90",
-                       "--dry-run")  # fmt: skip
+    refused = prebuild(
+        Path(sys.executable),
+        "install",
+        "plain-ext",
+        "--from",
+        str(tmp_path / "site"),
+        "--arch",
+        "sm_90",
+        "--dry-run",
+    )
     said = " ".join(refused.stdout.split())
-    assert refused.returncode == 3 and "Instead: install the torch these wheels were built for (pip install 'torch==2.14.*')" in said
+    assert (
+        refused.returncode == 3
+        and "Instead: install the torch these wheels were built for (pip install 'torch==2.14.*')"
+        in said
+    )
 
 
 def test_plain_wheel_installs_and_runs_next_to_its_torch_and_is_refused_next_to_another(
@@ -154,12 +206,25 @@ def test_plain_wheel_installs_and_runs_next_to_its_torch_and_is_refused_next_to_
 ):
     python = fresh_cuda_venv()
     # prebuild install chooses by the torch installed (2.14.1 here) and the GPU asked for.
-    chosen = prebuild(python, "install", "plain-ext", "--from", str(plain_wheels[0].parent), "--arch", "sm_90",
-                      "--json")  # fmt: skip
+    chosen = prebuild(
+        python,
+        "install",
+        "plain-ext",
+        "--from",
+        str(plain_wheels[0].parent),
+        "--arch",
+        "sm_90",
+        "--json",
+    )
     assert chosen.returncode == 0, chosen.stdout + chosen.stderr
     assert json.loads(chosen.stdout)["chosen"]["wheel"] == plain_wheels[1].name
-    script = "import torch, plain_ext; print(plain_ext.add_one(torch.arange(3.0)).tolist(), torch.cuda.is_initialized())"
-    ran = subprocess.run([str(python), "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    script = (
+        "import torch, plain_ext\n"
+        "print(plain_ext.add_one(torch.arange(3.0)).tolist(), torch.cuda.is_initialized())"
+    )
+    ran = subprocess.run(
+        [str(python), "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split("\n")[-2] == "[1.0, 2.0, 3.0] False"  # a CPU function; no GPU touched
     # Installed, inspect finds it by name and doctor checks it against this torch.
@@ -168,11 +233,21 @@ def test_plain_wheel_installs_and_runs_next_to_its_torch_and_is_refused_next_to_
     report = json.loads(inspected.stdout)
     assert report["manifest"]["kind"] == "classic" and report["manifest"]["sass_archs"] == ["sm_90"]
     (lib,) = report["libraries"]
-    assert lib["file"].startswith("plain_ext/_C.") and lib["sass"] == ["sm_90"] and lib["linked_sass"] == []
+    assert (
+        lib["file"].startswith("plain_ext/_C.")
+        and lib["sass"] == ["sm_90"]
+        and lib["linked_sass"] == []
+    )
     doctor = json.loads(prebuild(python, "doctor", "--json").stdout)
     (found,) = doctor["projects"]
-    assert found["name"] == "plain_ext" and found["modules"] == ["plain_ext._C"] and found["problem"] == ""
-    assert [c["status"] for c in found["checks"]] == ["ok", "ok"], found["checks"]  # intact; imports
+    assert (
+        found["name"] == "plain_ext"
+        and found["modules"] == ["plain_ext._C"]
+        and found["problem"] == ""
+    )
+    assert [c["status"] for c in found["checks"]] == ["ok", "ok"], found[
+        "checks"
+    ]  # intact; imports
     assert found["checks"][-1]["message"] == "plain_ext._C import (checked in a child process)"
     site = Path(report["target"])
     damaged = site / (lib["file"] + ".damaged")  # a new file: the venv is a hard-linked copy
@@ -185,20 +260,45 @@ def test_plain_wheel_installs_and_runs_next_to_its_torch_and_is_refused_next_to_
     assert found["problem"].startswith(f"{lib['file']}: damaged: "), found["problem"]
     # Next to torch 2.13, pip refuses the wheel instead of the user meeting `undefined symbol`.
     other = fresh_venv()
-    refused = subprocess.run([str(other), "-m", "pip", "install", "--disable-pip-version-check", "--no-index",
-                              str(plain_wheels[1])], capture_output=True, text=True, timeout=600)  # fmt: skip
+    refused = subprocess.run(
+        [
+            str(other),
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-index",
+            str(plain_wheels[1]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     said = " ".join((refused.stdout + refused.stderr).split())
-    assert refused.returncode != 0 and "plain-ext" in said and "torch" in said and "conflict" in said, said
+    assert (
+        refused.returncode != 0 and "plain-ext" in said and "torch" in said and "conflict" in said
+    ), said
 
 
-def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(cuda_torch_python, fresh_cuda_venv, tmp_path):
+def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(
+    cuda_torch_python, fresh_cuda_venv, tmp_path
+):
     out, work = tmp_path / "dist", tmp_path / "work"
-    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_80,sm_90", str(FIXTURES / "gencode_ext"), "--out", str(out),
-                          "--build-dir", str(work))  # fmt: skip
+    proc = prebuild_wheel(
+        cuda_torch_python,
+        "--arch",
+        "sm_80,sm_90",
+        str(FIXTURES / "gencode_ext"),
+        "--out",
+        str(out),
+        "--build-dir",
+        str(work),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
     wheels = sorted(out.glob("*.whl"))
     assert [w.name for w in wheels] == [
-        f"gencode_ext-0.2.0+lab1.pt214.cu130.{sm}-cp311-cp311-linux_x86_64.whl" for sm in ("sm80", "sm90")
+        f"gencode_ext-0.2.0+lab1.pt214.cu130.{sm}-cp311-cp311-linux_x86_64.whl"
+        for sm in ("sm80", "sm90")
     ]
     for wheel, sm in zip(wheels, ("sm_80", "sm_90")):
         manifest, _, libraries = wheel_contents(wheel)
@@ -206,34 +306,72 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(cuda_torch_p
         assert name.startswith("gencode_ext_cuda.")  # a top-level module
         code = library_code(libraries[name], name)
         assert all_sass(code) == [sm] and code.ptx == ()
-        (call,) = [c for c in manifest["nvcc_calls"] if any(a.endswith("kernel.cu") for a in c["given"])]
+        (call,) = [
+            c for c in manifest["nvcc_calls"] if any(a.endswith("kernel.cu") for a in c["given"])
+        ]
         assert "-gencode=arch=compute_75,code=sm_75" in call["given"]
         assert "-gencode=arch=compute_75,code=sm_75" not in call["run"]
-        assert {"--use_fast_math", "--maxrregcount=40", f"-gencode=arch=compute_{sm[3:]},code={sm}"} <= set(call["run"])
+        assert {
+            "--use_fast_math",
+            "--maxrregcount=40",
+            f"-gencode=arch=compute_{sm[3:]},code={sm}",
+        } <= set(call["run"])
         # torch 2.14's headers need C++20: the project's -std=c++17 is raised, and recorded.
-        assert "-std=c++17" in call["given"] and "-std=c++17" not in call["run"] and "-std=c++20" in call["run"]
+        assert (
+            "-std=c++17" in call["given"]
+            and "-std=c++17" not in call["run"]
+            and "-std=c++20" in call["run"]
+        )
         assert manifest["cxx_standard"] == {"needed": "c++20", "raised": {"c++17": 1}}
-    notes = [" ".join(line.split()) for line in proc.stderr.splitlines() if "raised to -std=c++20" in line]
-    assert notes == [f"{sm}: The project asks nvcc for -std=c++17 (1 of 1 nvcc calls); torch 2.14.1+cu130's headers "
-                     "need C++20: raised to -std=c++20 (recorded in prebuild.json)." for sm in ("sm_80", "sm_90")], notes
+    notes = [
+        " ".join(line.split())
+        for line in proc.stderr.splitlines()
+        if "raised to -std=c++20" in line
+    ]
+    assert notes == [
+        f"{sm}: The project asks nvcc for -std=c++17 (1 of 1 nvcc calls); torch 2.14.1+cu130's headers "
+        "need C++20: raised to -std=c++20 (recorded in prebuild.json)."
+        for sm in ("sm_80", "sm_90")
+    ], notes
     # nvcc is given the same command for both (torch ignores TORCH_CUDA_ARCH_LIST when a
     # project names its archs): the kernel is compiled again because its object was deleted.
     assert compiled(work / "cu130.sm90" / "build.log") == ["kernel.cu"]
     wheel = wheels[1]
     python = fresh_cuda_venv()
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-index", str(wheel)], check=True, timeout=600)
-    ran = subprocess.run([str(python), "-c", "import gencode_ext; print(gencode_ext.ANSWER)"], capture_output=True,
-                         text=True, cwd=tmp_path, timeout=300)  # fmt: skip
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-index", str(wheel)],
+        check=True,
+        timeout=600,
+    )
+    ran = subprocess.run(
+        [str(python), "-c", "import gencode_ext; print(gencode_ext.ANSWER)"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert ran.returncode == 0 and ran.stdout.strip() == "42", ran.stderr
 
 
-def test_a_project_that_does_not_compile_shows_the_error_and_leaves_no_wheel(cuda_torch_python, tmp_path):
+def test_a_project_that_does_not_compile_shows_the_error_and_leaves_no_wheel(
+    cuda_torch_python, tmp_path
+):
     out = tmp_path / "dist"
     for attempt in range(2):  # the second run meets no lock or leftover from the first
-        proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_90", str(FIXTURES / "broken_ext"), "--out", str(out),
-                              "--build-dir", str(tmp_path / "work"))  # fmt: skip
+        proc = prebuild_wheel(
+            cuda_torch_python,
+            "--arch",
+            "sm_90",
+            str(FIXTURES / "broken_ext"),
+            "--out",
+            str(out),
+            "--build-dir",
+            str(tmp_path / "work"),
+        )
         assert proc.returncode == 1, (attempt, proc.stdout + proc.stderr)
-        assert "undeclared_in_this_kernel" in proc.stderr and "build.log" in proc.stderr, proc.stderr[-3000:]
+        assert "undeclared_in_this_kernel" in proc.stderr and "build.log" in proc.stderr, (
+            proc.stderr[-3000:]
+        )
         assert "Traceback" not in proc.stderr
         assert list(out.iterdir()) == []
 
@@ -242,7 +380,11 @@ def test_a_project_that_compiles_at_first_use_is_refused_with_the_reason(fresh_c
     """Also quiet: in a venv without numpy (torch warns at every import then) and with a setup.py
     that warns, prebuild's output holds neither warning: the build's chatter goes to its log."""
     python = fresh_cuda_venv()
-    subprocess.run([str(python), "-m", "pip", "uninstall", "--quiet", "--yes", "numpy"], check=True, timeout=300)
+    subprocess.run(
+        [str(python), "-m", "pip", "uninstall", "--quiet", "--yes", "numpy"],
+        check=True,
+        timeout=300,
+    )
     out = tmp_path / "dist"
     proc = prebuild_wheel(python, "--arch", "sm_90", str(FIXTURES / "jit_ext"), "--out", str(out))
     said = " ".join(proc.stderr.split())
@@ -253,7 +395,9 @@ def test_a_project_that_compiles_at_first_use_is_refused_with_the_reason(fresh_c
 
 
 @pytest.fixture(scope="module")
-def cached_variants_build(cuda_torch_python, tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path, dict]:
+def cached_variants_build(
+    cuda_torch_python, tmp_path_factory
+) -> tuple[subprocess.CompletedProcess, Path, dict]:
     """plain_ext's `--variants` build for sm_90, through a compile cache (a directory) that
     test_a_cached_build_of_another_arch_reuses_the_host_object builds from again: (the build,
     its output directory, the environment and --cache of both builds)."""
@@ -261,23 +405,38 @@ def cached_variants_build(cuda_torch_python, tmp_path_factory) -> tuple[subproce
     out = root / "dist"
     # TMPDIR: the cached builds' fixed-name workspaces, apart from any other build's.
     settings = {"env": {"TMPDIR": str(root)}, "cache": str(root / "cache")}
-    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_90", "--variants", str(FIXTURES / "plain_ext"), "--out",
-                          str(out), "--cache", settings["cache"], env=settings["env"])  # fmt: skip
+    proc = prebuild_wheel(
+        cuda_torch_python,
+        "--arch",
+        "sm_90",
+        "--variants",
+        str(FIXTURES / "plain_ext"),
+        "--out",
+        str(out),
+        "--cache",
+        settings["cache"],
+        env=settings["env"],
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
     return proc, out, settings
 
 
-def test_classic_variant_wheels_name_their_archs_in_the_label(cached_variants_build, cuda_torch_python):
+def test_classic_variant_wheels_name_their_archs_in_the_label(
+    cached_variants_build, cuda_torch_python
+):
     """`--variants` for a classic project: the sm_90 variant wheel (version +pt214.cu130, label
     sm90, variant.json), the plain wheel (sm_90 SASS and PTX) and the variants file; prebuild
     inspect finds each one's binaries, manifest and variant properties in agreement."""
     proc, out, _ = cached_variants_build
     # Two wheels, the plain one's binding object reused from the first (no cache needed):
     # the cache was asked for the binding and kernels once, and for the kernels with PTX.
-    assert "Compile cache " in proc.stdout and "0 of 3 compiles from the cache" in proc.stdout, proc.stdout
+    assert "Compile cache " in proc.stdout and "0 of 3 compiles from the cache" in proc.stdout, (
+        proc.stdout
+    )
     base = "plain_ext-0.1.0+pt214.cu130-cp311-cp311-linux_x86_64"
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [f"{base}-sm90.whl", f"{base}.whl", "plain_ext-0.1.0+pt214.cu130-variants.json"])
+        [f"{base}-sm90.whl", f"{base}.whl", "plain_ext-0.1.0+pt214.cu130-variants.json"]
+    )
     reports = {}
     for wheel in (out / f"{base}-sm90.whl", out / f"{base}.whl"):
         inspected = prebuild(cuda_torch_python, "inspect", str(wheel), "--json")
@@ -285,26 +444,42 @@ def test_classic_variant_wheels_name_their_archs_in_the_label(cached_variants_bu
         reports[wheel.name] = json.loads(inspected.stdout)
     labelled, plain = reports[f"{base}-sm90.whl"], reports[f"{base}.whl"]
     assert labelled["ok"] and labelled["variant"]["variants"] == {
-        "sm90": {"nvidia": {"cuda_version_lower_bound": ["13.0"], "sm_arch": ["90_real"]}}}
+        "sm90": {"nvidia": {"cuda_version_lower_bound": ["13.0"], "sm_arch": ["90_real"]}}
+    }
     assert [(lib["sass"], lib["ptx"]) for lib in labelled["libraries"]] == [(["sm_90"], [])]
     assert plain["ok"] and plain["variant"] is None
-    assert [(lib["sass"], lib["ptx"]) for lib in plain["libraries"]] == [(["sm_90"], ["compute_90"])]
+    assert [(lib["sass"], lib["ptx"]) for lib in plain["libraries"]] == [
+        (["sm_90"], ["compute_90"])
+    ]
     variants = json.loads((out / "plain_ext-0.1.0+pt214.cu130-variants.json").read_text())
     assert variants["variants"] == labelled["variant"]["variants"]
 
 
-def test_a_cached_build_of_another_arch_reuses_the_host_object(cached_variants_build, cuda_torch_python, tmp_path):
+def test_a_cached_build_of_another_arch_reuses_the_host_object(
+    cached_variants_build, cuda_torch_python, tmp_path
+):
     """A second build, for sm_80, through the cache the sm_90 build filled: the binding (host
     C++) comes from the cache, the kernels are compiled for sm_80 (their host-side step reused),
     and the wheel holds sm_80 SASS alone: a hit is never another arch's code."""
     _, _, settings = cached_variants_build
     out = tmp_path / "dist"
-    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_80", str(FIXTURES / "plain_ext"), "--out", str(out),
-                          "--cache", settings["cache"], env=settings["env"])  # fmt: skip
+    proc = prebuild_wheel(
+        cuda_torch_python,
+        "--arch",
+        "sm_80",
+        str(FIXTURES / "plain_ext"),
+        "--out",
+        str(out),
+        "--cache",
+        settings["cache"],
+        env=settings["env"],
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
     summary = [line for line in proc.stdout.splitlines() if line.startswith("Compile cache ")]
-    assert summary == [f"Compile cache {settings['cache']}: 1 of 2 compiles from the cache (host C++ 1 of 1; nvcc "
-                       "0 of 1; 1 of nvcc's 3 steps reused (the host side of other archs' compiles))."], proc.stdout
+    assert summary == [
+        f"Compile cache {settings['cache']}: 1 of 2 compiles from the cache (host C++ 1 of 1; nvcc "
+        "0 of 1; 1 of nvcc's 3 steps reused (the host side of other archs' compiles))."
+    ], proc.stdout
     (wheel,) = out.glob("*.whl")
     manifest, _, libraries = wheel_contents(wheel)
     (name,) = libraries

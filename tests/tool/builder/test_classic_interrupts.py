@@ -24,11 +24,31 @@ pytestmark = pytest.mark.slow  # the CUDA torch venv
 def start(python: Path, tmp_path: Path, project: str) -> tuple[subprocess.Popen, Path, Path]:
     temp, pids = tmp_path / "tmp", tmp_path / "pids"
     temp.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "200", "TMPDIR": str(temp),
-           "SLEEPY_PIDS": str(pids)}  # fmt: skip
-    proc = subprocess.Popen([str(python), "-m", "prebuild", "wheel", "--arch", "sm_90", project, "--out",
-                             str(tmp_path / "dist")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "COLUMNS": "200",
+        "TMPDIR": str(temp),
+        "SLEEPY_PIDS": str(pids),
+    }
+    proc = subprocess.Popen(
+        [
+            str(python),
+            "-m",
+            "prebuild",
+            "wheel",
+            "--arch",
+            "sm_90",
+            project,
+            "--out",
+            str(tmp_path / "dist"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     return proc, temp, pids
 
 
@@ -40,8 +60,12 @@ def gone(pid: int) -> bool:
     return state == "Z"
 
 
-@pytest.mark.parametrize("how", ["SIGINT to prebuild", "SIGINT to the group", "SIGTERM to prebuild"])
-def test_an_interrupted_build_says_so_stops_everything_and_leaves_nothing(cuda_torch_python, tmp_path, how):
+@pytest.mark.parametrize(
+    "how", ["SIGINT to prebuild", "SIGINT to the group", "SIGTERM to prebuild"]
+)
+def test_an_interrupted_build_says_so_stops_everything_and_leaves_nothing(
+    cuda_torch_python, tmp_path, how
+):
     proc, temp, pids = start(cuda_torch_python, tmp_path, str(FIXTURES / "sleepy_ext"))
     try:
         deadline = time.monotonic() + 300

@@ -13,8 +13,15 @@ from prebuild.tool.builder.toolchain import find_cxx
 
 
 def spec(output: str, sources: list[Path]) -> LibrarySpec:
-    return LibrarySpec(output=output, what=f"C++ {output}", compiler=find_cxx(), compile_flags=["-O0", "-fPIC"],
-                       depfile="-MMD -MF $out.d", link_flags=["-shared"], sources=sources)  # fmt: skip
+    return LibrarySpec(
+        output=output,
+        what=f"C++ {output}",
+        compiler=find_cxx(),
+        compile_flags=["-O0", "-fPIC"],
+        depfile="-MMD -MF $out.d",
+        link_flags=["-shared"],
+        sources=sources,
+    )
 
 
 def write_sources(root: Path, sizes: dict[str, int]) -> dict[str, Path]:
@@ -31,14 +38,24 @@ def write_sources(root: Path, sizes: dict[str, int]) -> dict[str, Path]:
 def test_two_libraries_build_in_one_run_largest_source_first(tmp_path):
     src, build = tmp_path / "csrc", tmp_path / "build"
     (build / "obj").mkdir(parents=True)
-    files = write_sources(src, {"a/small.cpp": 100, "a/big.cpp": 5000, "b/mid_simt.cpp": 2000, "lib.cpp": 50})
+    files = write_sources(
+        src, {"a/small.cpp": 100, "a/big.cpp": 5000, "b/mid_simt.cpp": 2000, "lib.cpp": 50}
+    )
     first = spec("liba.so", [files["a/small.cpp"], files["a/big.cpp"], files["lib.cpp"]])
     second = spec("libb.so", [files["b/mid_simt.cpp"]])
 
     text = write_ninja(src, build, [first, second]).read_text()
-    compiles = [line.split(":")[0].removeprefix("build ") for line in text.splitlines()
-                if line.startswith("build obj/")]  # fmt: skip
-    assert compiles == ["obj/a__big.cpp.o", "obj/b__mid_simt.cpp.o", "obj/a__small.cpp.o", "obj/lib.cpp.o"]
+    compiles = [
+        line.split(":")[0].removeprefix("build ")
+        for line in text.splitlines()
+        if line.startswith("build obj/")
+    ]
+    assert compiles == [
+        "obj/a__big.cpp.o",
+        "obj/b__mid_simt.cpp.o",
+        "obj/a__small.cpp.o",
+        "obj/lib.cpp.o",
+    ]
 
     steps = []
     run_ninja(build, 2, lambda done, total, what: steps.append((done, total)))
@@ -53,4 +70,8 @@ def test_libraries_built_together_must_not_share_an_object_name(tmp_path):
     files = write_sources(tmp_path, {"x.cpp": 10})
     (tmp_path / "obj").mkdir()
     with pytest.raises(ValueError, match="share an object name"):
-        write_ninja(tmp_path, tmp_path, [spec("liba.so", [files["x.cpp"]]), spec("libb.so", [files["x.cpp"]])])
+        write_ninja(
+            tmp_path,
+            tmp_path,
+            [spec("liba.so", [files["x.cpp"]]), spec("libb.so", [files["x.cpp"]])],
+        )

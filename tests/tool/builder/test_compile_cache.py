@@ -33,16 +33,20 @@ from prebuild.tool.builder.compile_cache import (
 STATS_JSON = {
     "stats": {
         "compile_requests": 3,
-        "cache_hits": {"counts": {"C/C++": 1, "CUDA (Device code)": 1},
-                       "adv_counts": {"c++ [gcc]": 1, "cuda [cudafe++]": 1}},
-        "cache_misses": {"counts": {"C/C++": 1, "CUDA": 1, "PTX": 1, "CUBIN": 1},
-                         "adv_counts": {"c++ [gcc]": 1, "cuda [nvcc]": 1, "ptx [cicc]": 1, "cubin [ptxas]": 1}},
+        "cache_hits": {
+            "counts": {"C/C++": 1, "CUDA (Device code)": 1},
+            "adv_counts": {"c++ [gcc]": 1, "cuda [cudafe++]": 1},
+        },
+        "cache_misses": {
+            "counts": {"C/C++": 1, "CUDA": 1, "PTX": 1, "CUBIN": 1},
+            "adv_counts": {"c++ [gcc]": 1, "cuda [nvcc]": 1, "ptx [cicc]": 1, "cubin [ptxas]": 1},
+        },
         "cache_errors": {"counts": {}, "adv_counts": {}},
         "cache_read_errors": 0,
         "cache_write_errors": 0,
     },
-    "cache_location": "Local disk: \"/tmp/cache\"",
-}  # fmt: skip
+    "cache_location": 'Local disk: "/tmp/cache"',
+}
 
 
 def free_port() -> int:
@@ -64,8 +68,16 @@ def test_a_directory_is_made_absolute(tmp_path):
     assert parse_cache_spec("~/x").location == str(Path.home() / "x")
 
 
-@pytest.mark.parametrize("url", ["redis://127.0.0.1:6379", "redis://cache.lab:6380/2", "rediss://host:6380",
-                                 "redis://user:secret@host:1/0", "redis://host"])  # fmt: skip
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:6379",
+        "redis://cache.lab:6380/2",
+        "rediss://host:6380",
+        "redis://user:secret@host:1/0",
+        "redis://host",
+    ],
+)
 def test_redis_urls(url):
     assert parse_cache_spec(url) == CacheSpec("redis", url)
 
@@ -94,7 +106,12 @@ def test_unreadable_specs_say_what_is_wrong(text, says):
     assert says in str(info.value) and text in str(info.value)
 
 
-@given(st.text(alphabet=st.characters(blacklist_characters="\x00:", blacklist_categories=("Cs",)), min_size=1))
+@given(
+    st.text(
+        alphabet=st.characters(blacklist_characters="\x00:", blacklist_categories=("Cs",)),
+        min_size=1,
+    )
+)
 def test_anything_without_a_scheme_is_a_directory(text):
     if text.strip().lower() in ("", *cc.OFF, "sccache"):
         return
@@ -110,23 +127,41 @@ def test_anything_without_a_scheme_is_a_directory(text):
 
 
 def test_a_directory_cache_uses_nothing_of_the_users_sccache(tmp_path):
-    user = {"PATH": "/bin", "SCCACHE_BUCKET": "theirs", "SCCACHE_DIR": "/theirs", "SCCACHE_SERVER_PORT": "4226",
-            "SCCACHE_DIRECT": "false"}  # fmt: skip
-    env = server_env(CacheSpec("dir", "/cache"), user, tmp_path / "s.sock", tmp_path / "conf", tmp_path / "log")
+    user = {
+        "PATH": "/bin",
+        "SCCACHE_BUCKET": "theirs",
+        "SCCACHE_DIR": "/theirs",
+        "SCCACHE_SERVER_PORT": "4226",
+        "SCCACHE_DIRECT": "false",
+    }
+    env = server_env(
+        CacheSpec("dir", "/cache"), user, tmp_path / "s.sock", tmp_path / "conf", tmp_path / "log"
+    )
     assert env["PATH"] == "/bin" and env["SCCACHE_DIR"] == "/cache"
     assert "SCCACHE_BUCKET" not in env and "SCCACHE_SERVER_PORT" not in env
     assert env["SCCACHE_CONF"] == str(tmp_path / "conf")  # not ~/.config/sccache/config
     assert env["SCCACHE_SERVER_UDS"] == str(tmp_path / "s.sock")
-    assert env["SCCACHE_NO_DAEMON"] == env["SCCACHE_START_SERVER"] == "1" and env["SCCACHE_IDLE_TIMEOUT"] == "0"
+    assert (
+        env["SCCACHE_NO_DAEMON"] == env["SCCACHE_START_SERVER"] == "1"
+        and env["SCCACHE_IDLE_TIMEOUT"] == "0"
+    )
     assert env["SCCACHE_DIRECT"] == "true"
 
 
 def test_redis_and_sccache_specs(tmp_path):
-    user = {"SCCACHE_BUCKET": "theirs", "SCCACHE_SERVER_UDS": "/their.sock", "SCCACHE_DIRECT": "false"}
-    redis = server_env(CacheSpec("redis", "redis://h:1"), user, tmp_path / "s", tmp_path / "c", tmp_path / "l")
+    user = {
+        "SCCACHE_BUCKET": "theirs",
+        "SCCACHE_SERVER_UDS": "/their.sock",
+        "SCCACHE_DIRECT": "false",
+    }
+    redis = server_env(
+        CacheSpec("redis", "redis://h:1"), user, tmp_path / "s", tmp_path / "c", tmp_path / "l"
+    )
     assert redis["SCCACHE_REDIS_ENDPOINT"] == "redis://h:1" and "SCCACHE_BUCKET" not in redis
     own = server_env(CacheSpec("sccache", ""), user, tmp_path / "s", tmp_path / "c", tmp_path / "l")
-    assert own["SCCACHE_BUCKET"] == "theirs" and own["SCCACHE_DIRECT"] == "false"  # as the user set them
+    assert (
+        own["SCCACHE_BUCKET"] == "theirs" and own["SCCACHE_DIRECT"] == "false"
+    )  # as the user set them
     assert own["SCCACHE_SERVER_UDS"] == str(tmp_path / "s") and "SCCACHE_CONF" not in own
 
 
@@ -136,15 +171,19 @@ def test_redis_and_sccache_specs(tmp_path):
 def test_counts_per_compiler_call():
     stats = CacheStats.from_json(STATS_JSON)
     assert stats.compiles == 3 and stats.from_cache == 1  # two g++ calls and one nvcc call
-    assert stats.summary() == ("1 of 3 compiles from the cache (host C++ 1 of 2; nvcc 0 of 1; 1 of nvcc's 3 steps "
-                               "reused (the host side of other archs' compiles))")  # fmt: skip
+    assert stats.summary() == (
+        "1 of 3 compiles from the cache (host C++ 1 of 2; nvcc 0 of 1; 1 of nvcc's 3 steps "
+        "reused (the host side of other archs' compiles))"
+    )
 
 
 def test_errors_are_counted_and_said():
     data = json.loads(json.dumps(STATS_JSON))
     data["stats"]["cache_write_errors"] = 2
     stats = CacheStats.from_json(data)
-    assert stats.errors == 2 and stats.summary().endswith("; 2 cache errors (those compiles ran uncached)")
+    assert stats.errors == 2 and stats.summary().endswith(
+        "; 2 cache errors (those compiles ran uncached)"
+    )
     assert CacheStats.from_json({"stats": {}}).summary() == "0 of 0 compiles from the cache"
 
 
@@ -159,8 +198,11 @@ def test_the_launcher_goes_through_sccache_until_the_cache_is_off(tmp_path):
     launcher = tmp_path / "launcher"
     launcher.write_text(cc.launcher_script(fake, tmp_path / "my socket", flag))
     launcher.chmod(0o755)
-    run = lambda: subprocess.run([str(launcher), "echo", "a b", "c"], capture_output=True, text=True,  # noqa: E731
-                                 check=True).stdout.strip()  # fmt: skip
+
+    def run():
+        argv = [str(launcher), "echo", "a b", "c"]
+        return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+
     assert run() == f"sccache {tmp_path / 'my socket'} echo a b c"
     flag.touch()
     assert run() == "a b c"  # the compiler itself
@@ -188,15 +230,21 @@ def test_a_redis_nobody_listens_at_is_said():
 
 
 def compile_through(launcher: Path, source: Path, out: Path) -> None:
-    subprocess.run([str(launcher), "g++", "-O1", "-c", str(source), "-o", str(out)], check=True,
-                   capture_output=True, cwd=source.parent)  # fmt: skip
+    subprocess.run(
+        [str(launcher), "g++", "-O1", "-c", str(source), "-o", str(out)],
+        check=True,
+        capture_output=True,
+        cwd=source.parent,
+    )
 
 
 def test_a_private_server_caches_and_reports(tmp_path):
     source = tmp_path / "a.cpp"
     source.write_text("int answer() { return 42; }\n")
     warnings = []
-    with cc.compile_cache(CacheSpec("dir", str(tmp_path / "cache")), tmp_path / "work", warnings.append) as cache:
+    with cc.compile_cache(
+        CacheSpec("dir", str(tmp_path / "cache")), tmp_path / "work", warnings.append
+    ) as cache:
         assert cache.launcher is not None and cache.socket.exists()
         compile_through(cache.launcher, source, tmp_path / "a1.o")
         compile_through(cache.launcher, source, tmp_path / "a2.o")
@@ -205,7 +253,9 @@ def test_a_private_server_caches_and_reports(tmp_path):
     assert warnings == [] and cache.report.active
     assert (cache.report.stats.compiles, cache.report.stats.from_cache) == (2, 1)
     assert (tmp_path / "a1.o").read_bytes() == (tmp_path / "a2.o").read_bytes()
-    assert cache.report.lines() == [f"Compile cache {tmp_path / 'cache'}: 1 of 2 compiles from the cache (host C++ 1 of 2)."]
+    assert cache.report.lines() == [
+        f"Compile cache {tmp_path / 'cache'}: 1 of 2 compiles from the cache (host C++ 1 of 2)."
+    ]
     assert any((tmp_path / "cache").rglob("*")), "nothing was written to the cache directory"
 
 
@@ -218,8 +268,10 @@ def test_sccache_spec_takes_the_users_own_settings(tmp_path, monkeypatch):
     monkeypatch.setenv("SCCACHE_DIR", str(theirs))
     with cc.compile_cache(CacheSpec("sccache", ""), tmp_path / "work") as cache:
         compile_through(cache.launcher, source, tmp_path / "a.o")
-    assert cache.report.lines() == ["Compile cache sccache's own settings (SCCACHE_*): 0 of 1 compiles from the "
-                                    "cache (host C++ 0 of 1)."]  # fmt: skip
+    assert cache.report.lines() == [
+        "Compile cache sccache's own settings (SCCACHE_*): 0 of 1 compiles from the "
+        "cache (host C++ 0 of 1)."
+    ]
     assert any(p.is_file() for p in theirs.rglob("*")), "nothing in the user's cache directory"
 
 
@@ -227,12 +279,16 @@ def test_a_cache_turned_off_mid_build_compiles_directly(tmp_path):
     source = tmp_path / "a.cpp"
     source.write_text("int answer() { return 42; }\n")
     warnings = []
-    with cc.compile_cache(CacheSpec("dir", str(tmp_path / "cache")), tmp_path / "work", warnings.append) as cache:
+    with cc.compile_cache(
+        CacheSpec("dir", str(tmp_path / "cache")), tmp_path / "work", warnings.append
+    ) as cache:
         compile_through(cache.launcher, source, tmp_path / "a1.o")
         cache.disable("a test")
         assert cache._server is None  # stopped at once
         compile_through(cache.launcher, source, tmp_path / "a2.o")
-    assert warnings == ["the cache stopped working (a test): the rest of the build compiled without it"]
+    assert warnings == [
+        "the cache stopped working (a test): the rest of the build compiled without it"
+    ]
     assert (tmp_path / "a2.o").is_file()
     assert cache.report.lines()[1] == f"  {warnings[0]}"
 
@@ -243,7 +299,9 @@ def test_a_cache_that_fails_to_write_is_turned_off_with_the_reason(tmp_path, mon
     monkeypatch.setattr(cc, "WATCH_INTERVAL", 0.1)
     warnings = []
     cache_dir = tmp_path / "cache"
-    with cc.compile_cache(CacheSpec("dir", str(cache_dir)), tmp_path / "work", warnings.append) as cache:
+    with cc.compile_cache(
+        CacheSpec("dir", str(cache_dir)), tmp_path / "work", warnings.append
+    ) as cache:
         for n in range(2):
             source = tmp_path / f"a{n}.cpp"
             source.write_text(f"int answer{n}() {{ return {n}; }}\n")
@@ -254,18 +312,23 @@ def test_a_cache_that_fails_to_write_is_turned_off_with_the_reason(tmp_path, mon
         deadline = time.monotonic() + 10
         while not cache.disabled_flag.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-    assert len(warnings) == 1 and warnings[0].startswith("the cache stopped working (the cache failed 1 time(s)")
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "the cache stopped working (the cache failed 1 time(s)"
+    )
     assert (tmp_path / "a1.o").is_file()
 
 
 def test_no_sccache_means_no_cache_and_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setattr(cc, "find_sccache", lambda: None)
     warnings = []
-    with cc.compile_cache(CacheSpec("dir", str(tmp_path / "c")), tmp_path / "work", warnings.append) as cache:
+    with cc.compile_cache(
+        CacheSpec("dir", str(tmp_path / "c")), tmp_path / "work", warnings.append
+    ) as cache:
         assert cache.launcher is None
     assert warnings == [f"sccache is not installed: {cc.INSTALL_HINT}"]
-    assert cache.report.lines() == [f"Compile cache {tmp_path / 'c'}: not used ({warnings[0]}); everything was "
-                                    "compiled."]  # fmt: skip
+    assert cache.report.lines() == [
+        f"Compile cache {tmp_path / 'c'}: not used ({warnings[0]}); everything was compiled."
+    ]
 
 
 def test_a_redis_nobody_answers_at_means_no_server(tmp_path):
@@ -315,7 +378,9 @@ def test_the_launcher_env_reaches_setup_py_builds(tmp_path):
     assert os.environ.get(F.LAUNCHER_ENV) is None
 
 
-def test_a_source_build_with_prebuild_cache_compiles_through_a_cache_of_its_own(tmp_path, monkeypatch, capsys):
+def test_a_source_build_with_prebuild_cache_compiles_through_a_cache_of_its_own(
+    tmp_path, monkeypatch, capsys
+):
     """setup.py under pip or cibuildwheel (PREBUILD_CACHE in the environment, no launcher from
     prebuild wheel): its own server for the compile, whose summary is printed; under prebuild
     wheel (a launcher given, PREBUILD_CACHE=off) none."""
@@ -336,13 +401,20 @@ def test_a_source_build_with_prebuild_cache_compiles_through_a_cache_of_its_own(
     options = F.BuildOptions(archs=(), ptx=False, build_dir=tmp_path / "objects")
     monkeypatch.setenv("PREBUILD_CACHE", str(tmp_path / "cache"))
     assert setuptools_ext.compile_through_cache(None, options) == "compiled"
-    assert seen[0] == tmp_path / "objects" / "compile-cache" / "launcher"  # the build dir holds its log
-    assert f"prebuild: Compile cache {tmp_path / 'cache'}: 0 of 1 compiles from the cache" in capsys.readouterr().err
+    assert (
+        seen[0] == tmp_path / "objects" / "compile-cache" / "launcher"
+    )  # the build dir holds its log
+    assert (
+        f"prebuild: Compile cache {tmp_path / 'cache'}: 0 of 1 compiles from the cache"
+        in capsys.readouterr().err
+    )
     # What prebuild wheel hands its setup.py: its own launcher, and PREBUILD_CACHE=off.
     given = F.BuildOptions(archs=(), ptx=False, launcher=tmp_path / "theirs")
     monkeypatch.setenv("PREBUILD_CACHE", given.to_env()["PREBUILD_CACHE"])
     seen.clear()
-    monkeypatch.setattr(setuptools_ext, "compile_libraries", lambda p, o, on_progress=None: seen.append(o.launcher))
+    monkeypatch.setattr(
+        setuptools_ext, "compile_libraries", lambda p, o, on_progress=None: seen.append(o.launcher)
+    )
     setuptools_ext.compile_through_cache(None, given)
     assert seen == [tmp_path / "theirs"] and "Compile cache" not in capsys.readouterr().err
     monkeypatch.setenv("PREBUILD_CACHE", "ftp://nowhere")

@@ -31,9 +31,17 @@ def fake_toolkit(root: Path, crt: bool = True) -> Path:
     """A CUDA 13-shaped toolkit (headers and libraries under targets/); returns its bin/nvcc,
     which answers --dryrun as nvcc does and otherwise prints its arguments."""
     target = root / "targets" / "x86_64-linux"
-    for d in ("bin", "nvvm/bin", "include", target / "include" / "cccl" / "cub", target / "lib" / "stubs"):
+    for d in (
+        "bin",
+        "nvvm/bin",
+        "include",
+        target / "include" / "cccl" / "cub",
+        target / "lib" / "stubs",
+    ):
         (root / d).mkdir(parents=True, exist_ok=True)
-    (target / "include" / "cuda_runtime.h").write_text('#pragma once\n#include "crt/host_config.h"\n')
+    (target / "include" / "cuda_runtime.h").write_text(
+        '#pragma once\n#include "crt/host_config.h"\n'
+    )
     if crt:
         (target / "include" / "crt").mkdir()
         (target / "include" / "crt" / "host_config.h").write_text("#pragma once\n")
@@ -41,7 +49,9 @@ def fake_toolkit(root: Path, crt: bool = True) -> Path:
     (target / "lib" / "stubs" / "libcuda.so").write_text("stub")
     dryrun = DRYRUN.format(bin=root / "bin")
     (root / "bin" / "nvcc").write_text(
-        "#!/bin/sh\nif [ \"$1\" = --dryrun ]; then cat >&2 <<'EOF'\n" + dryrun + "EOF\nexit 0; fi\nprintf '%s\\n' \"$@\"\n"
+        "#!/bin/sh\nif [ \"$1\" = --dryrun ]; then cat >&2 <<'EOF'\n"
+        + dryrun
+        + "EOF\nexit 0; fi\nprintf '%s\\n' \"$@\"\n"
     )
     (root / "bin" / "ptxas").write_text("#!/bin/sh\n")
     for tool in ("nvcc", "ptxas"):
@@ -64,7 +74,9 @@ def nvidia(tmp_path, monkeypatch) -> Path:
     root = tmp_path / "site" / "nvidia" / "cu13"
     (root / "include").mkdir(parents=True)
     (root / "include" / "cublas_v2.h").write_text("")
-    (root / "include" / "cuda_runtime.h").write_text("// the package's copy, without crt/: the toolkit's wins")
+    (root / "include" / "cuda_runtime.h").write_text(
+        "// the package's copy, without crt/: the toolkit's wins"
+    )
     (root / "lib").mkdir()
     (root / "lib" / "libcudart.so.13").write_text("")
     monkeypatch.setattr("prebuild.tool.builder.cuda_shim.nvidia_dirs", lambda kind: [root / kind])
@@ -75,7 +87,9 @@ def test_the_toolkit_is_what_nvcc_reports_not_the_wrappers_parent(tmp_path, nvid
     real = fake_toolkit(tmp_path / "cuda-13.0")
     nvcc = Nvcc(wrapper(tmp_path / "usr-local" / "bin", real))
     toolkit = nvcc.toolkit
-    assert toolkit.root == tmp_path / "cuda-13.0" and toolkit.bin_dir == tmp_path / "cuda-13.0" / "bin"
+    assert (
+        toolkit.root == tmp_path / "cuda-13.0" and toolkit.bin_dir == tmp_path / "cuda-13.0" / "bin"
+    )
     target = tmp_path / "cuda-13.0" / "targets" / "x86_64-linux"
     assert toolkit.include_dirs == (target / "include", target / "include" / "cccl")
     assert toolkit.library_dirs == (target / "lib",)  # the driver stubs are not linked against
@@ -86,7 +100,9 @@ def test_the_toolkit_is_what_nvcc_reports_not_the_wrappers_parent(tmp_path, nvid
     assert (home / "include" / "cccl" / "cub").is_dir() and (home / "include" / "cub").is_dir()
     assert (home / "include" / "cublas_v2.h").exists()  # from torch's CUDA packages
     assert (home / "lib64" / "libcudart.so").resolve() == nvidia / "lib" / "libcudart.so.13"
-    assert (home / "lib64" / "libcudart_static.a").exists() and not (home / "lib64" / "libcuda.so").exists()
+    assert (home / "lib64" / "libcudart_static.a").exists() and not (
+        home / "lib64" / "libcuda.so"
+    ).exists()
     assert (home / "bin" / "ptxas").resolve() == tmp_path / "cuda-13.0" / "bin" / "ptxas"
     assert (home / "nvvm" / "bin").is_dir() and not (home / "bin" / "nvcc").exists()
 
@@ -98,13 +114,25 @@ def test_the_nvcc_script_runs_the_shim_on_the_users_nvcc_and_logs_every_call(tmp
     log = tmp_path / "calls.jsonl"
     script = write_nvcc_script(home, nvcc, ["-gencode=arch=compute_90,code=sm_90"], log, "c++20")
     assert script == home / "bin" / "nvcc"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the script finds the shim by itself
-    calls = [["-c", "k.cu", "-arch=sm_75", "--use_fast_math", "-std=c++17"],
-             ["-c", "j.cu", "-std=c++20", "-gencode=arch=compute_90,code=sm_90"]]  # fmt: skip
-    outputs = [subprocess.run([str(script), *args], capture_output=True, text=True, env=env) for args in calls]
+    env = {
+        k: v for k, v in os.environ.items() if k != "PYTHONPATH"
+    }  # the script finds the shim by itself
+    calls = [
+        ["-c", "k.cu", "-arch=sm_75", "--use_fast_math", "-std=c++17"],
+        ["-c", "j.cu", "-std=c++20", "-gencode=arch=compute_90,code=sm_90"],
+    ]
+    outputs = [
+        subprocess.run([str(script), *args], capture_output=True, text=True, env=env)
+        for args in calls
+    ]
     assert [o.returncode for o in outputs] == [0, 0], [o.stderr for o in outputs]
-    assert outputs[0].stdout.split() == ["-c", "k.cu", "--use_fast_math", "-std=c++20",
-                                         "-gencode=arch=compute_90,code=sm_90"]  # fmt: skip
+    assert outputs[0].stdout.split() == [
+        "-c",
+        "k.cu",
+        "--use_fast_math",
+        "-std=c++20",
+        "-gencode=arch=compute_90,code=sm_90",
+    ]
     # The second call is unchanged by the shim, and logged all the same.
     logged = [json.loads(line) for line in log.read_text().splitlines()]
     assert [entry["given"] for entry in logged] == calls
@@ -115,8 +143,13 @@ def fake_torch(root: Path, needs_cxx20: bool) -> Torch:
     """torch's headers, reduced to what the probe includes; torch 2.14's need C++20."""
     guard = root / "include" / "c10" / "cuda" / "CUDAGuard.h"
     guard.parent.mkdir(parents=True)
-    body = "#include <compare>\ninline std::strong_ordering order(int a, int b) { return a <=> b; }\n"
-    guard.write_text("#pragma once\n#include <cuda_runtime.h>\n" + (body if needs_cxx20 else "inline int order() { return 0; }\n"))
+    body = (
+        "#include <compare>\ninline std::strong_ordering order(int a, int b) { return a <=> b; }\n"
+    )
+    guard.write_text(
+        "#pragma once\n#include <cuda_runtime.h>\n"
+        + (body if needs_cxx20 else "inline int order() { return 0; }\n")
+    )
     return Torch(Version("2.14.1"), "2.14.1+cu130", "13.0", (root / "include",), root / "lib")
 
 
@@ -124,7 +157,10 @@ def fake_torch(root: Path, needs_cxx20: bool) -> Torch:
 def test_the_probe_finds_the_standard_torchs_headers_need(tmp_path, nvidia, needs_cxx20, expected):
     toolkit = Nvcc(fake_toolkit(tmp_path / "cuda")).toolkit
     home = make_cuda_shim(toolkit, tmp_path / "shim")
-    assert probe_toolkit(home, fake_torch(tmp_path / "torch", needs_cxx20), find_cxx(), toolkit) == expected
+    assert (
+        probe_toolkit(home, fake_torch(tmp_path / "torch", needs_cxx20), find_cxx(), toolkit)
+        == expected
+    )
 
 
 def test_the_probe_refuses_a_toolkit_without_crt_naming_the_header(tmp_path, nvidia):

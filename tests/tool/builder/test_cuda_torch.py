@@ -17,20 +17,30 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_wheel_built_with_cuda_torch_loads_there_and_in_cpu_torch(cuda_torch_python, fresh_cuda_venv, tmp_path):
+def test_wheel_built_with_cuda_torch_loads_there_and_in_cpu_torch(
+    cuda_torch_python, fresh_cuda_venv, tmp_path
+):
     py = cuda_torch_python
     out = tmp_path / "dist"
     subprocess.run(
         [str(py), "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT)],
-        check=True, timeout=1200, capture_output=True,
-        env={"PATH": f"{py.parent}:/usr/local/bin:/usr/bin:/bin", "PREBUILD_ARCHS": "sm_80",
-             "PREBUILD_BUILD_DIR": str(tmp_path / "objects"), "HOME": str(tmp_path)},
-    )  # fmt: skip
+        check=True,
+        timeout=1200,
+        capture_output=True,
+        env={
+            "PATH": f"{py.parent}:/usr/local/bin:/usr/bin:/bin",
+            "PREBUILD_ARCHS": "sm_80",
+            "PREBUILD_BUILD_DIR": str(tmp_path / "objects"),
+            "HOME": str(tmp_path),
+        },
+    )
     (wheel,) = out.glob("*.whl")
     assert "+cu130.sm80-cp310-abi3" in wheel.name
     # Installed into a copy: .venv-cuda itself stays as the fixture made it (torch, build tools).
     py = fresh_cuda_venv()
-    subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)], check=True)
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)], check=True
+    )
     script = """
 import json, torch, prebuild
 from prebuild.ops._library import LIBRARY
@@ -55,8 +65,8 @@ print(json.dumps({"cuda": torch.version.cuda, "ssim": prebuild.fused_ssim(x, x).
     check = f"""
 import torch
 assert torch.__version__.startswith("2.13"), torch.__version__
-torch.ops.load_library({str(lib_dir / '_C.abi3.so')!r})
-torch.ops.load_library({str(lib_dir / '_C_cuda.abi3.so')!r})
+torch.ops.load_library({str(lib_dir / "_C.abi3.so")!r})
+torch.ops.load_library({str(lib_dir / "_C_cuda.abi3.so")!r})
 x = torch.rand(1, 3, 20, 20)
 print(torch.ops.prebuild.fused_ssim_forward(x, x, False)[0].mean().item())
 """

@@ -74,7 +74,9 @@ def test_gencode_flags_cpu_only():
 
 
 def test_nvcc_flags_hold_gencodes_defines_and_threads():
-    flags = nvcc_flags((Path("/inc"),), A("sm_80"), A("compute_80"), 2, True, Version("2.13"), "prebuild")
+    flags = nvcc_flags(
+        (Path("/inc"),), A("sm_80"), A("compute_80"), 2, True, Version("2.13"), "prebuild"
+    )
     assert "--threads=2" in flags
     assert "-I/inc" in flags
     assert "-DTORCH_TARGET_VERSION=0x020d000000000000" in flags
@@ -91,7 +93,9 @@ def test_nvcc_flags_without_compression():
     assert "--no-compress" in flags and not any(f.startswith("--compress-mode") for f in flags)
 
 
-@pytest.mark.parametrize("value, expected", [(None, True), ("1", True), ("0", False), ("off", False)])
+@pytest.mark.parametrize(
+    "value, expected", [(None, True), ("1", True), ("0", False), ("off", False)]
+)
 def test_from_env_compress(value, expected):
     env = {} if value is None else {"PREBUILD_COMPRESS": value}
     assert BuildOptions.from_env(env).compress is expected
@@ -210,7 +214,9 @@ def test_from_env_defaults():
 def test_from_env_defaults_come_from_the_project_when_declared():
     options = BuildOptions.from_env({}, default_archs=A("sm_80,sm_90"), default_ptx=False)
     assert options.archs == A("sm_80,sm_90") and options.ptx_archs == ()
-    assert BuildOptions.from_env({"PREBUILD_ARCHS": "sm_86"}, default_archs=A("sm_80")).archs == A("sm_86")
+    assert BuildOptions.from_env({"PREBUILD_ARCHS": "sm_86"}, default_archs=A("sm_80")).archs == A(
+        "sm_86"
+    )
 
 
 def test_from_env_reads_os_environ(monkeypatch):
@@ -294,8 +300,12 @@ def test_to_env_layout():
     env = BuildOptions(archs=A("sm_90,sm_80"), ptx=True).to_env()
     # The compile cache is always said: prebuild wheel's launcher or none, and never one of the
     # setup.py's own from a PREBUILD_CACHE in the environment.
-    assert env == {"PREBUILD_ARCHS": "sm_80,sm_90", "PREBUILD_PTX": "1", "PREBUILD_COMPILER_LAUNCHER": "",
-                   "PREBUILD_CACHE": "off"}  # fmt: skip
+    assert env == {
+        "PREBUILD_ARCHS": "sm_80,sm_90",
+        "PREBUILD_PTX": "1",
+        "PREBUILD_COMPILER_LAUNCHER": "",
+        "PREBUILD_CACHE": "off",
+    }
 
 
 @given(
@@ -315,7 +325,7 @@ def test_to_env_from_env_round_trip_property(arch_list, ptx, jobs):
         ("2.13.0", "pt213.cu130.sm90", "torch>=2.13,<2.14"),
         ("3.0.0a0+git1234", "pt30.cu130.sm90", "torch>=3.0,<3.1"),
     ],
-)  # fmt: skip
+)
 def test_classic_label_and_torch_pin(torch_version, label, pin):
     from packaging.requirements import Requirement
 

@@ -8,12 +8,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-from prebuild.tool.inspection import library_code
-from prebuild.runtime.manifest import Manifest
-
 from build_helpers import run_cli
 from cuobjdump import cuobjdump_code
+
+from prebuild.runtime.manifest import Manifest
+from prebuild.tool.inspection import library_code
 
 pytestmark = pytest.mark.slow
 

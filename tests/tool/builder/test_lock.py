@@ -20,7 +20,10 @@ TAGS = "cp310-abi3-linux_x86_64"
 def test_lock_line_is_a_hashed_direct_reference(tmp_path):
     wheel = tmp_path / "a b" / f"prebuild-0.1.0+cu130.sm90-{TAGS}.whl"
     line = lock_line("prebuild", wheel, "ab" * 32)
-    assert line == f"prebuild @ file://{tmp_path}/a%20b/prebuild-0.1.0%2Bcu130.sm90-{TAGS}.whl --hash=sha256:{'ab' * 32}\n"
+    assert (
+        line
+        == f"prebuild @ file://{tmp_path}/a%20b/prebuild-0.1.0%2Bcu130.sm90-{TAGS}.whl --hash=sha256:{'ab' * 32}\n"
+    )
 
 
 def test_several_wheels_need_a_variant_placeholder():
@@ -31,26 +34,65 @@ def test_several_wheels_need_a_variant_placeholder():
 
 
 def test_cli_refuses_before_building(tmp_path):
-    proc = subprocess.run([str(PREBUILD), "wheel", "--arch", "80,90", "--lock", str(tmp_path / "x.lock"),
-                           "--out", str(tmp_path / "out"), "--build-dir", str(tmp_path / "obj")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [
+            str(PREBUILD),
+            "wheel",
+            "--arch",
+            "80,90",
+            "--lock",
+            str(tmp_path / "x.lock"),
+            "--out",
+            str(tmp_path / "out"),
+            "--build-dir",
+            str(tmp_path / "obj"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2 and "{variant}" in proc.stderr
     assert not (tmp_path / "obj").exists() and not (tmp_path / "x.lock").exists()
 
 
 def pip_require_hashes(python: Path) -> list[str]:
-    return [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-deps", "--require-hashes"]
+    return [
+        str(python),
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "--no-deps",
+        "--require-hashes",
+    ]
 
 
 @pytest.mark.slow
-def test_pip_accepts_the_lock_of_a_real_wheel_and_refuses_a_changed_one(tmp_path, shared_objects, fresh_venv):
+def test_pip_accepts_the_lock_of_a_real_wheel_and_refuses_a_changed_one(
+    tmp_path, shared_objects, fresh_venv
+):
     lock = tmp_path / "locks" / "{variant}.txt"
     out = tmp_path / "dist"
     proc = subprocess.run(
-        [str(PREBUILD), "wheel", "--arch", "sm_80", "--lock", str(lock), "--out", str(out),
-         "--build-dir", str(shared_objects)],
-        cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, "COLUMNS": "200"},
-    )  # fmt: skip
+        [
+            str(PREBUILD),
+            "wheel",
+            "--arch",
+            "sm_80",
+            "--lock",
+            str(lock),
+            "--out",
+            str(out),
+            "--build-dir",
+            str(shared_objects),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (wheel,) = out.glob("*.whl")
     (written,) = (tmp_path / "locks").glob("*.txt")
@@ -61,7 +103,9 @@ def test_pip_accepts_the_lock_of_a_real_wheel_and_refuses_a_changed_one(tmp_path
     assert list((tmp_path / "venv" / "lib").glob("python*/site-packages/prebuild/_C_cuda.abi3.so"))
     with open(wheel, "ab") as f:  # the wheel changes after it was locked
         f.write(b"\0")
-    bad = subprocess.run([*pip, "--force-reinstall", "-r", str(written)], capture_output=True, text=True, timeout=600)
+    bad = subprocess.run(
+        [*pip, "--force-reinstall", "-r", str(written)], capture_output=True, text=True, timeout=600
+    )
     assert bad.returncode != 0 and "HASHES" in bad.stderr.upper()
 
 
@@ -84,4 +128,6 @@ def test_lock_of_a_classic_wheel_is_named_by_its_torch_cuda_and_arch(tmp_path):
     wheel = fake_wheel(tmp_path / "dist", "1.0.0+pt214.cu130.sm90", name="fused_ssim")
     path = write_lock(str(tmp_path / "{variant}.lock"), wheel)
     assert path.name == "pt214-cu130-sm90.lock"
-    assert path.read_text().splitlines()[1].startswith("fused-ssim @ file://")  # the normalised name
+    assert (
+        path.read_text().splitlines()[1].startswith("fused-ssim @ file://")
+    )  # the normalised name

@@ -14,20 +14,53 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from prebuild.tool.builder.nvcc_shim import (
-    ARCH_OPTIONS, QUERY_OPTIONS, SHIM_ENV_GENCODE, SHIM_ENV_LOG, SHIM_ENV_MIN_STD, SHIM_ENV_REAL, raise_std,
-    requested_std, rewrite_args, std_year,
-)  # fmt: skip
+    ARCH_OPTIONS,
+    QUERY_OPTIONS,
+    SHIM_ENV_GENCODE,
+    SHIM_ENV_LOG,
+    SHIM_ENV_MIN_STD,
+    SHIM_ENV_REAL,
+    raise_std,
+    requested_std,
+    rewrite_args,
+    std_year,
+)
 
 WANT = ["-gencode=arch=compute_90,code=sm_90"]
 
 
 def test_hard_coded_gencodes_are_replaced_and_other_flags_kept():
-    given_args = ["-c", "k.cu", "-o", "k.o", "-gencode", "arch=compute_75,code=sm_75",
-                  "-gencode=arch=compute_80,code=[sm_80,compute_80]", "--use_fast_math", "--maxrregcount=64",
-                  "-arch=sm_86", "--gpu-architecture", "compute_89", "-code=sm_89", "--generate-code=arch=compute_70,code=sm_70",
-                  "-O3", "-Xptxas", "-v"]  # fmt: skip
-    assert rewrite_args(given_args, WANT) == ["-c", "k.cu", "-o", "k.o", "--use_fast_math", "--maxrregcount=64",
-                                              "-O3", "-Xptxas", "-v", *WANT]  # fmt: skip
+    given_args = [
+        "-c",
+        "k.cu",
+        "-o",
+        "k.o",
+        "-gencode",
+        "arch=compute_75,code=sm_75",
+        "-gencode=arch=compute_80,code=[sm_80,compute_80]",
+        "--use_fast_math",
+        "--maxrregcount=64",
+        "-arch=sm_86",
+        "--gpu-architecture",
+        "compute_89",
+        "-code=sm_89",
+        "--generate-code=arch=compute_70,code=sm_70",
+        "-O3",
+        "-Xptxas",
+        "-v",
+    ]
+    assert rewrite_args(given_args, WANT) == [
+        "-c",
+        "k.cu",
+        "-o",
+        "k.o",
+        "--use_fast_math",
+        "--maxrregcount=64",
+        "-O3",
+        "-Xptxas",
+        "-v",
+        *WANT,
+    ]
 
 
 def test_queries_pass_through():
@@ -36,21 +69,41 @@ def test_queries_pass_through():
 
 
 # Any option but a query (--version, -h, ...: those calls pass through untouched, tested above).
-plain = (st.text(alphabet="abcdefghijklmnopqrstuvwxyz_=.,/0123456789+", min_size=1, max_size=12).map(lambda s: "-" + s)
-         .filter(lambda a: a not in QUERY_OPTIONS))
-arch_option = st.tuples(st.sampled_from(ARCH_OPTIONS), st.sampled_from(["sm_75", "arch=compute_80,code=sm_80", "native"]))
+plain = (
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz_=.,/0123456789+", min_size=1, max_size=12)
+    .map(lambda s: "-" + s)
+    .filter(lambda a: a not in QUERY_OPTIONS)
+)
+arch_option = st.tuples(
+    st.sampled_from(ARCH_OPTIONS),
+    st.sampled_from(["sm_75", "arch=compute_80,code=sm_80", "native"]),
+)
 
 
-@given(st.lists(st.one_of(plain.map(lambda a: [a]),
-                          arch_option.map(lambda o: [o[0], o[1]]),
-                          arch_option.map(lambda o: [f"{o[0]}={o[1]}"])), max_size=12))  # fmt: skip
+@given(
+    st.lists(
+        st.one_of(
+            plain.map(lambda a: [a]),
+            arch_option.map(lambda o: [o[0], o[1]]),
+            arch_option.map(lambda o: [f"{o[0]}={o[1]}"]),
+        ),
+        max_size=12,
+    )
+)
 def test_property_no_arch_option_survives_and_the_rest_keeps_its_order(groups):
     args = [a for g in groups for a in g]
     out = rewrite_args(args, WANT)
     assert out[-1:] == WANT
-    kept = [g[0] for g in groups if len(g) == 1 and not g[0].startswith(tuple(f"{o}=" for o in ARCH_OPTIONS))
-            and g[0] not in ARCH_OPTIONS]  # fmt: skip
-    if any(a in ("--version", "-V", "--help", "-h", "--list-gpu-code", "--list-gpu-arch") for a in args):
+    kept = [
+        g[0]
+        for g in groups
+        if len(g) == 1
+        and not g[0].startswith(tuple(f"{o}=" for o in ARCH_OPTIONS))
+        and g[0] not in ARCH_OPTIONS
+    ]
+    if any(
+        a in ("--version", "-V", "--help", "-h", "--list-gpu-code", "--list-gpu-arch") for a in args
+    ):
         assert out == args
     else:
         assert out[:-1] == kept
@@ -58,11 +111,19 @@ def test_property_no_arch_option_survives_and_the_rest_keeps_its_order(groups):
 
 def test_the_shim_runs_the_real_nvcc_with_the_rewritten_command(tmp_path):
     fake = tmp_path / "nvcc"
-    fake.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$(dirname \"$0\")/called\"\nexit 7\n")
+    fake.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$(dirname "$0")/called"\nexit 7\n')
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     log = tmp_path / "log.jsonl"
-    env = {**os.environ, SHIM_ENV_REAL: str(fake), SHIM_ENV_GENCODE: json.dumps(WANT), SHIM_ENV_LOG: str(log)}
-    proc = subprocess.run([sys.executable, "-m", "prebuild.tool.builder.nvcc_shim", "-c", "a.cu", "-arch=sm_75"], env=env)
+    env = {
+        **os.environ,
+        SHIM_ENV_REAL: str(fake),
+        SHIM_ENV_GENCODE: json.dumps(WANT),
+        SHIM_ENV_LOG: str(log),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "prebuild.tool.builder.nvcc_shim", "-c", "a.cu", "-arch=sm_75"],
+        env=env,
+    )
     assert proc.returncode == 7  # the real nvcc's exit status
     assert (tmp_path / "called").read_text().split() == ["-c", "a.cu", *WANT]
     (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
@@ -70,30 +131,84 @@ def test_the_shim_runs_the_real_nvcc_with_the_rewritten_command(tmp_path):
 
 
 def test_std_year_orders_the_standards():
-    assert [std_year(s) for s in ("c++98", "c++03", "c++11", "c++17", "c++20")] == [1998, 2003, 2011, 2017, 2020]
+    assert [std_year(s) for s in ("c++98", "c++03", "c++11", "c++17", "c++20")] == [
+        1998,
+        2003,
+        2011,
+        2017,
+        2020,
+    ]
     assert std_year("gnu++17") is None and std_year("c++2a") is None and std_year("c++") is None
 
 
 def test_raise_std_raises_every_spelling_and_nothing_else():
-    given = ["-c", "k.cu", "-std=c++17", "--std", "c++14", "--std=c++11", "-std", "c++20", "-Xcompiler", "-O3"]
-    assert raise_std(given, "c++20") == ["-c", "k.cu", "-std=c++20", "--std", "c++20", "--std=c++20", "-std", "c++20",
-                                         "-Xcompiler", "-O3"]  # fmt: skip
+    given = [
+        "-c",
+        "k.cu",
+        "-std=c++17",
+        "--std",
+        "c++14",
+        "--std=c++11",
+        "-std",
+        "c++20",
+        "-Xcompiler",
+        "-O3",
+    ]
+    assert raise_std(given, "c++20") == [
+        "-c",
+        "k.cu",
+        "-std=c++20",
+        "--std",
+        "c++20",
+        "--std=c++20",
+        "-std",
+        "c++20",
+        "-Xcompiler",
+        "-O3",
+    ]
     assert raise_std(["-std=c++20"], "c++17") == ["-std=c++20"]  # never lowered
     assert raise_std(["-c", "k.cu"], "c++20") == ["-c", "k.cu"]  # never added
-    assert raise_std(["-std=c++17"], None) == ["-std=c++17"] and raise_std(["-std=c++17"], "") == ["-std=c++17"]
-    assert raise_std(["-std=gnu++17"], "c++20") == ["-std=gnu++17"]  # not a standard nvcc takes: left to nvcc
-    assert requested_std(given) == "c++20" and requested_std(["-c"]) is None  # the last one, as nvcc reads them
+    assert raise_std(["-std=c++17"], None) == ["-std=c++17"] and raise_std(["-std=c++17"], "") == [
+        "-std=c++17"
+    ]
+    assert raise_std(["-std=gnu++17"], "c++20") == [
+        "-std=gnu++17"
+    ]  # not a standard nvcc takes: left to nvcc
+    assert (
+        requested_std(given) == "c++20" and requested_std(["-c"]) is None
+    )  # the last one, as nvcc reads them
 
 
-@given(st.lists(st.sampled_from(["-c", "k.cu", "-O3", "-std", "--std", "-std=c++14", "-std=c++17", "-std=c++20",
-                                 "c++11", "c++17", "--std=c++03"]), max_size=10))  # fmt: skip
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "-c",
+                "k.cu",
+                "-O3",
+                "-std",
+                "--std",
+                "-std=c++14",
+                "-std=c++17",
+                "-std=c++20",
+                "c++11",
+                "c++17",
+                "--std=c++03",
+            ]
+        ),
+        max_size=10,
+    )
+)
 def test_property_raise_std_changes_only_standards_and_only_upwards(args):
     out = raise_std(args, "c++20")
     assert len(out) == len(args)
     for before, after in zip(args, out):
         if before != after:
             old, new = before.rpartition("c++")[2], after.rpartition("c++")[2]
-            assert before.startswith(("-std", "--std", "c++")) and after.endswith("c++20"), (before, after)
+            assert before.startswith(("-std", "--std", "c++")) and after.endswith("c++20"), (
+                before,
+                after,
+            )
             assert std_year("c++" + old) < 2020 and new == "20"
 
 
@@ -102,13 +217,26 @@ def test_unchanged_calls_are_logged_too_and_the_standard_is_raised(tmp_path):
     changed by the arch rewrite, and must be logged all the same (what nvcc wrote is read from
     the log); its C++17 is raised to the C++20 torch 2.14's headers need."""
     fake = tmp_path / "nvcc"
-    fake.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$(dirname \"$0\")/called\"\n")
+    fake.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$(dirname "$0")/called"\n')
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     log = tmp_path / "log.jsonl"
-    env = {**os.environ, SHIM_ENV_REAL: str(fake), SHIM_ENV_GENCODE: json.dumps(WANT), SHIM_ENV_LOG: str(log),
-           SHIM_ENV_MIN_STD: "c++20"}  # fmt: skip
-    for args in (["-c", "a.cu", "-o", "/b/a.o", "-std=c++20", *WANT], ["-c", "b.cu", "-o", "/b/b.o", "-std=c++17", *WANT]):
-        assert subprocess.run([sys.executable, "-m", "prebuild.tool.builder.nvcc_shim", *args], env=env).returncode == 0
+    env = {
+        **os.environ,
+        SHIM_ENV_REAL: str(fake),
+        SHIM_ENV_GENCODE: json.dumps(WANT),
+        SHIM_ENV_LOG: str(log),
+        SHIM_ENV_MIN_STD: "c++20",
+    }
+    for args in (
+        ["-c", "a.cu", "-o", "/b/a.o", "-std=c++20", *WANT],
+        ["-c", "b.cu", "-o", "/b/b.o", "-std=c++17", *WANT],
+    ):
+        assert (
+            subprocess.run(
+                [sys.executable, "-m", "prebuild.tool.builder.nvcc_shim", *args], env=env
+            ).returncode
+            == 0
+        )
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     assert [e["given"][1] for e in entries] == ["a.cu", "b.cu"]
     assert entries[0]["run"] == entries[0]["given"]

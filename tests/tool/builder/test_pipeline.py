@@ -106,8 +106,10 @@ def test_request_errors_exit_2_before_the_project_is_touched(tmp_path, fake_buil
     before = temporary_workspaces()
     out_file = tmp_path / "a-file"
     out_file.write_text("")
-    for request in (WheelRequest(str(ROOT), ("sm_13",), tmp_path / "dist"),  # nvcc cannot build it
-                    WheelRequest(str(ROOT), ("sm_80",), out_file)):  # --out is a file  # fmt: skip
+    for request in (
+        WheelRequest(str(ROOT), ("sm_13",), tmp_path / "dist"),  # nvcc cannot build it
+        WheelRequest(str(ROOT), ("sm_80",), out_file),  # --out is a file
+    ):
         with pytest.raises(WheelError) as caught:
             build_wheels(request, Recorder())
         assert caught.value.exit_code == 2
@@ -121,8 +123,12 @@ def test_a_build_error_exits_1_and_the_reporter_hears_the_failure(tmp_path, fake
     with pytest.raises(WheelError, match="nvcc said no") as caught:
         build_wheels(WheelRequest(str(ROOT), ("sm_80",), tmp_path / "dist"), report)
     assert caught.value.exit_code == 1
-    assert report.events == [("starting", ["sm_80"]), ("wheel", "sm_80"), ("phase", "compiling"),
-                             ("failed", "sm_80", False)]  # fmt: skip
+    assert report.events == [
+        ("starting", ["sm_80"]),
+        ("wheel", "sm_80"),
+        ("phase", "compiling"),
+        ("failed", "sm_80", False),
+    ]
 
 
 def test_ctrl_c_propagates_after_the_reporter_hears_it(tmp_path, fake_builder):
@@ -138,10 +144,19 @@ def test_ctrl_c_propagates_after_the_reporter_hears_it(tmp_path, fake_builder):
 def test_every_wheel_is_built_reported_and_locked(tmp_path, fake_builder):
     fake_builder()
     report = Recorder()
-    result = build_wheels(WheelRequest(str(ROOT), ("sm_90,sm_80",), tmp_path / "dist",
-                                       lock=str(tmp_path / "locks" / "{variant}.txt")), report)  # fmt: skip
+    result = build_wheels(
+        WheelRequest(
+            str(ROOT),
+            ("sm_90,sm_80",),
+            tmp_path / "dist",
+            lock=str(tmp_path / "locks" / "{variant}.txt"),
+        ),
+        report,
+    )
     assert [w.variant.name for w in result.wheels] == ["sm_80", "sm_90"]  # in arch order
-    assert [e for e in report.events if e[0] == "built"] == [("built", w.path.name) for w in result.wheels]
+    assert [e for e in report.events if e[0] == "built"] == [
+        ("built", w.path.name) for w in result.wheels
+    ]
     assert [p.name for p in result.locks] == ["cu130-sm80.txt", "cu130-sm90.txt"]  # one per wheel
     assert [p.read_text().count(" --hash=sha256:") for p in result.locks] == [1, 1]
 
@@ -153,8 +168,10 @@ def test_a_cached_build_copies_the_project_into_a_fixed_workspace_and_hands_the_
     monkeypatch.setattr(tempfile, "tempdir", None)
     made = fake_builder()
     report = Recorder()
-    result = build_wheels(WheelRequest(str(ROOT), ("sm_80",), tmp_path / "dist", cache=str(tmp_path / "cache")),
-                          report)  # fmt: skip
+    result = build_wheels(
+        WheelRequest(str(ROOT), ("sm_80",), tmp_path / "dist", cache=str(tmp_path / "cache")),
+        report,
+    )
     workspace = tmp_path / "prebuild-cached-builds" / "0"
     assert made["work"] == workspace and made["project"].source == workspace / "source"
     assert (made["project"].kind, made["project"].origin) == ("native", str(ROOT))
@@ -164,13 +181,21 @@ def test_a_cached_build_copies_the_project_into_a_fixed_workspace_and_hands_the_
     assert not [e for e in report.events if e[0] == "cache warning"]
 
 
-def test_an_unreadable_cache_spec_exits_2_before_anything_and_off_means_none(tmp_path, fake_builder):
+def test_an_unreadable_cache_spec_exits_2_before_anything_and_off_means_none(
+    tmp_path, fake_builder
+):
     made = fake_builder()
     with pytest.raises(WheelError, match="--cache sccache") as caught:
-        build_wheels(WheelRequest(str(ROOT), ("sm_80",), tmp_path / "dist", cache="s3://bucket"), Recorder())
+        build_wheels(
+            WheelRequest(str(ROOT), ("sm_80",), tmp_path / "dist", cache="s3://bucket"), Recorder()
+        )
     assert caught.value.exit_code == 2 and "work" not in made
-    result = build_wheels(WheelRequest(str(ROOT), ("sm_80",), tmp_path / "dist", cache="off"), Recorder())
-    assert result.cache is None and made["launcher"] is None and made["project"].source == ROOT  # in place
+    result = build_wheels(
+        WheelRequest(str(ROOT), ("sm_80",), tmp_path / "dist", cache="off"), Recorder()
+    )
+    assert (
+        result.cache is None and made["launcher"] is None and made["project"].source == ROOT
+    )  # in place
 
 
 def test_a_temporary_workspace_keeps_only_the_log_the_error_names():
@@ -202,7 +227,9 @@ def test_a_build_directory_is_the_users_and_stays(tmp_path):
 
 def test_a_requirement_whose_setup_py_needs_cuda_gets_the_cpu_torch_refusal(monkeypatch, tmp_path):
     def fail(spec, work, copy_native=False):
-        raise DownloadError("pip failed", metadata_failed=True, reason="OSError: CUDA_HOME is not set")
+        raise DownloadError(
+            "pip failed", metadata_failed=True, reason="OSError: CUDA_HOME is not set"
+        )
 
     monkeypatch.setattr(pipeline, "resolve_project", fail)
     cpu = pipeline.Toolchain(Torch(Version("2.13.0"), "2.13.0+cpu", None, (), Path("/torch")), None)
@@ -218,8 +245,10 @@ def test_variants_name_their_archs():
 def test_variants_and_the_plain_wheel_are_planned():
     variants = pipeline.plan(WheelRequest(None, ("sm_80,sm_90",), variants=True))
     assert [(v.name, v.label, v.plain, v.archs_in_version) for v in variants] == [
-        ("sm_80 [sm80]", "sm80", False, False), ("sm_90 [sm90]", "sm90", False, False),
-        ("sm_80,sm_90 +PTX [plain]", None, True, False)]  # fmt: skip
+        ("sm_80 [sm80]", "sm80", False, False),
+        ("sm_90 [sm90]", "sm90", False, False),
+        ("sm_80,sm_90 +PTX [plain]", None, True, False),
+    ]
     (plain,) = pipeline.plan(WheelRequest(None, ("sm_80,sm_90",), plain=True))
     assert plain.plain and plain.ptx_archs == parse_arch_list("sm_90")
     with pytest.raises(ValueError, match="--plain"):

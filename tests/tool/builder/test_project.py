@@ -30,7 +30,9 @@ def tiny_project(path: Path) -> Path:
 
 
 def snapshot(path: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
+    }
 
 
 def test_a_directory_is_copied_without_vcs_data_or_old_build_outputs(tmp_path):
@@ -47,7 +49,9 @@ def test_a_native_project_is_built_in_place_and_found_from_inside(monkeypatch, t
     """prebuild's own checkout declares [tool.prebuild]: a native project, built in place."""
     project = resolve_project(str(ROOT), Path("/unused"))
     assert (project.kind, project.source) == (NATIVE, ROOT) and project_kind(str(ROOT)) == NATIVE
-    monkeypatch.chdir(ROOT / "tests" / "ops")  # no PROJECT: the project around the current directory
+    monkeypatch.chdir(
+        ROOT / "tests" / "ops"
+    )  # no PROJECT: the project around the current directory
     assert project_kind(None) == NATIVE and resolve_project(None, Path("/unused")).source == ROOT
     user = tiny_project(tmp_path / "user")  # a classic project's directory: a private copy of "."
     monkeypatch.chdir(user)
@@ -84,7 +88,10 @@ def test_archives_pointing_outside_are_refused(tmp_path):
     assert not (tmp_path / "escaped.txt").exists()
 
 
-@pytest.mark.parametrize("spec, message", [("nothing/here/at/all==", "cannot get the source"), ("README.md", "not a source archive")])
+@pytest.mark.parametrize(
+    "spec, message",
+    [("nothing/here/at/all==", "cannot get the source"), ("README.md", "not a source archive")],
+)
 def test_bad_projects_are_refused(tmp_path, spec, message):
     with pytest.raises(BuildError, match=message):
         resolve_project(str(ROOT / spec) if spec == "README.md" else spec, tmp_path / "work")
@@ -118,8 +125,20 @@ def test_a_classic_project_is_refused_with_a_cpu_torch_before_or_after_unpacking
     with tarfile.open(sdist, "w:gz") as tf:
         tf.add(user / "setup.py", "tinyproj-1.0/setup.py")
     for spec in (str(user), str(sdist)):
-        result = CliRunner().invoke(app, ["wheel", "--arch", "sm_90", spec, "--out", str(tmp_path / "dist"),
-                                          "--build-dir", str(tmp_path / "work")], env={"COLUMNS": "300"})  # fmt: skip
+        result = CliRunner().invoke(
+            app,
+            [
+                "wheel",
+                "--arch",
+                "sm_90",
+                spec,
+                "--out",
+                str(tmp_path / "dist"),
+                "--build-dir",
+                str(tmp_path / "work"),
+            ],
+            env={"COLUMNS": "300"},
+        )
         text = " ".join(result.output.split())
         assert result.exit_code == 2 and "is a CPU build" in text and "pip install" in text, text
         assert not list((tmp_path / "dist").glob("*.whl"))
@@ -134,7 +153,9 @@ setup(name="needscuda", version="1.0", ext_modules=[CUDAExtension("needscuda._C"
 """
 
 
-def test_a_requirement_whose_setup_needs_cuda_torch_gets_the_cpu_torch_refusal(tmp_path, monkeypatch):
+def test_a_requirement_whose_setup_needs_cuda_torch_gets_the_cpu_torch_refusal(
+    tmp_path, monkeypatch
+):
     """`prebuild wheel gsplat==1.5.3` with a CPU torch: pip's metadata step runs the project's
     setup.py, which dies; the user is told what a directory or an sdist is told, not pip's
     nested traceback. Nothing is left in the temporary directory."""
@@ -149,8 +170,18 @@ def test_a_requirement_whose_setup_needs_cuda_torch_gets_the_cpu_torch_refusal(t
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(temp))
-    result = CliRunner().invoke(app, ["wheel", "--arch", "sm_90", f"needscuda @ {project.as_uri()}",
-                                      "--out", str(tmp_path / "dist")], env={"COLUMNS": "300"})  # fmt: skip
+    result = CliRunner().invoke(
+        app,
+        [
+            "wheel",
+            "--arch",
+            "sm_90",
+            f"needscuda @ {project.as_uri()}",
+            "--out",
+            str(tmp_path / "dist"),
+        ],
+        env={"COLUMNS": "300"},
+    )
     text = " ".join(result.output.split())
     assert result.exit_code == 2, text
     assert "is a CPU build" in text and "pip install 'torch==2.14.1'" in text, text

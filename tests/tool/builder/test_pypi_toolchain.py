@@ -36,9 +36,18 @@ def test_pypi_nvcc_is_found_without_a_system_toolkit():
 def can_hide_system_cuda() -> bool:
     if not shutil.which("unshare") or not Path("/usr/local/cuda").is_dir():
         return False
-    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                            "mount -t tmpfs none /usr/local/cuda && test -z \"$(ls -A /usr/local/cuda)\""],
-                           capture_output=True)  # fmt: skip
+    probe = subprocess.run(
+        [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            'mount -t tmpfs none /usr/local/cuda && test -z "$(ls -A /usr/local/cuda)"',
+        ],
+        capture_output=True,
+    )
     return probe.returncode == 0
 
 
@@ -49,7 +58,16 @@ def test_wheel_builds_with_system_cuda_hidden(tmp_path, objects_with_cpu_library
     env.update(PATH=f"{PREBUILD.parent}:/usr/bin:/bin", COLUMNS="200", **{SYSTEM_CUDA_ENV: ""})
     assert shutil.which("nvcc", path=env["PATH"]) is None
     out, objects = tmp_path / "dist", objects_with_cpu_library
-    command = [str(PREBUILD), "wheel", "--arch", "sm_80", "--out", str(out), "--build-dir", str(objects)]
+    command = [
+        str(PREBUILD),
+        "wheel",
+        "--arch",
+        "sm_80",
+        "--out",
+        str(out),
+        "--build-dir",
+        str(objects),
+    ]
     hidden = can_hide_system_cuda()
     if hidden:  # also make /usr/local/cuda empty for this build (a private mount namespace)
         script = 'mount -t tmpfs none /usr/local/cuda && exec "$@"'
@@ -60,7 +78,9 @@ def test_wheel_builds_with_system_cuda_hidden(tmp_path, objects_with_cpu_library
     (wheel,) = out.glob("*.whl")
     ninja_files = list(objects.glob("cuda/*/build.ninja"))
     assert ninja_files and all("/usr/local/cuda" not in p.read_text() for p in ninja_files)
-    report = subprocess.run([str(PREBUILD), "inspect", str(wheel), "--json"], capture_output=True, text=True)
+    report = subprocess.run(
+        [str(PREBUILD), "inspect", str(wheel), "--json"], capture_output=True, text=True
+    )
     assert report.returncode == 0, report.stdout + report.stderr
     data = json.loads(report.stdout)
     assert data["ok"] and data["manifest"]["sass_archs"] == ["sm_80"]

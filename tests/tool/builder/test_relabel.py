@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from wheel.wheelfile import WheelFile
 
-from prebuild.tool.builder.relabel import add_local_label, relabel_wheel, rewrite_metadata
 from prebuild.runtime.manifest import PROJECT_MANIFEST_NAME
+from prebuild.tool.builder.relabel import add_local_label, relabel_wheel, rewrite_metadata
 
 METADATA = """Metadata-Version: 2.1
 Name: fused_ssim
@@ -35,9 +35,14 @@ def test_add_local_label():
 def test_rewrite_metadata_pins_torch_and_sets_the_version():
     out = rewrite_metadata(METADATA, "1.0.0+pt214.cu130.sm90", "torch>=2.14,<2.15")
     head, body = out.split("\n\n", 1)
-    assert head.splitlines() == ["Metadata-Version: 2.1", "Name: fused_ssim", "Version: 1.0.0+pt214.cu130.sm90",
-                                 "Requires-Dist: numpy", "Requires-Dist: torch>=2.14,<2.15",
-                                 "Requires-Dist: torchvision"]  # fmt: skip
+    assert head.splitlines() == [
+        "Metadata-Version: 2.1",
+        "Name: fused_ssim",
+        "Version: 1.0.0+pt214.cu130.sm90",
+        "Requires-Dist: numpy",
+        "Requires-Dist: torch>=2.14,<2.15",
+        "Requires-Dist: torchvision",
+    ]
     assert body == METADATA.split("\n\n", 1)[1]
     no_torch = rewrite_metadata("Name: x\nVersion: 1\n", "1+pt214", "torch>=2.14,<2.15")
     assert no_torch == "Name: x\nVersion: 1+pt214\nRequires-Dist: torch>=2.14,<2.15\n"
@@ -53,7 +58,9 @@ def make_wheel(dist: Path) -> Path:
     info = tree / "fused_ssim-1.0.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(METADATA)
-    (info / "WHEEL").write_text("Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n")
+    (info / "WHEEL").write_text(
+        "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n"
+    )
     path = dist / "fused_ssim-1.0.0-cp311-cp311-linux_x86_64.whl"
     with WheelFile(path, "w") as wf:
         wf.write_files(str(tree))
@@ -63,18 +70,28 @@ def make_wheel(dist: Path) -> Path:
 def test_relabel_wheel(tmp_path):
     original = make_wheel(tmp_path / "dist")
     manifest = '{"schema": 1, "sass_archs": ["sm_90"]}\n'
-    out = relabel_wheel(original, tmp_path / "out", "pt214.cu130.sm90", "torch>=2.14,<2.15", manifest)
+    out = relabel_wheel(
+        original, tmp_path / "out", "pt214.cu130.sm90", "torch>=2.14,<2.15", manifest
+    )
     assert out.name == "fused_ssim-1.0.0+pt214.cu130.sm90-cp311-cp311-linux_x86_64.whl"
     assert [p.name for p in (tmp_path / "out").iterdir()] == [out.name]  # nothing partial left
     with WheelFile(out) as wf:  # reading checks every file against RECORD
         names = set(wf.namelist())
         info = "fused_ssim-1.0.0+pt214.cu130.sm90.dist-info"
-        assert {f"{info}/METADATA", f"{info}/RECORD", f"{info}/{PROJECT_MANIFEST_NAME}", "fused_ssim/__init__.py"} <= names
+        assert {
+            f"{info}/METADATA",
+            f"{info}/RECORD",
+            f"{info}/{PROJECT_MANIFEST_NAME}",
+            "fused_ssim/__init__.py",
+        } <= names
         for name in names:
             wf.read(name)
         assert wf.read(f"{info}/{PROJECT_MANIFEST_NAME}").decode() == manifest
         metadata = wf.read(f"{info}/METADATA").decode()
-        assert "Version: 1.0.0+pt214.cu130.sm90" in metadata and "Requires-Dist: torch>=2.14,<2.15" in metadata
+        assert (
+            "Version: 1.0.0+pt214.cu130.sm90" in metadata
+            and "Requires-Dist: torch>=2.14,<2.15" in metadata
+        )
         assert wf.read("fused_ssim_cuda.cpython-311-x86_64-linux-gnu.so") == b"\x7fELF fake"
     with zipfile.ZipFile(out) as zf:
         mode = zf.getinfo("fused_ssim_cuda.cpython-311-x86_64-linux-gnu.so").external_attr >> 16
@@ -84,9 +101,14 @@ def test_relabel_wheel(tmp_path):
 def test_relabel_refuses_a_wheel_whose_record_does_not_match(tmp_path):
     original = make_wheel(tmp_path / "dist")
     tampered = tmp_path / "tampered.whl"
-    with zipfile.ZipFile(original) as src, zipfile.ZipFile(tampered.with_name(original.name), "w") as dst:
+    with (
+        zipfile.ZipFile(original) as src,
+        zipfile.ZipFile(tampered.with_name(original.name), "w") as dst,
+    ):
         for item in src.infolist():
             data = src.read(item)
             dst.writestr(item, b"changed" if item.filename.endswith("__init__.py") else data)
     with pytest.raises(Exception, match="(?i)hash"):
-        relabel_wheel(tampered.with_name(original.name), tmp_path / "out", "pt214", "torch>=2.14,<2.15", {})
+        relabel_wheel(
+            tampered.with_name(original.name), tmp_path / "out", "pt214", "torch>=2.14,<2.15", {}
+        )

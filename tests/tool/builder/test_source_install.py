@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def readme_block(heading: str) -> str:
     """The first ```bash block after a README heading."""
     text = (ROOT / "README.md").read_text()
-    section = text[text.index(heading):]
+    section = text[text.index(heading) :]
     match = re.search(r"```bash\n(.*?)```", section, re.S)
     assert match, heading
     return match.group(1)
@@ -29,7 +29,9 @@ def readme_block(heading: str) -> str:
 
 def copy_checkout(dest: Path) -> Path:
     """The committed files of the checkout (a build writes build/ and *.egg-info in place)."""
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout
     for name in filter(None, files.decode().split("\0")):
         if (ROOT / name).is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
@@ -40,12 +42,21 @@ def copy_checkout(dest: Path) -> Path:
 def test_readme_source_build_in_a_fresh_venv(fresh_venv, tmp_path):
     python = fresh_venv()
     source = copy_checkout(tmp_path / "checkout")
-    env = {"PATH": f"{python.parent}:{os.environ['PATH']}", "HOME": str(tmp_path / "home"),
-           "VIRTUAL_ENV": str(python.parent.parent)}  # fmt: skip
+    env = {
+        "PATH": f"{python.parent}:{os.environ['PATH']}",
+        "HOME": str(tmp_path / "home"),
+        "VIRTUAL_ENV": str(python.parent.parent),
+    }
 
     # A fresh venv has torch only: the build names what is missing instead of a traceback.
-    bare = subprocess.run(["pip", "install", "--no-build-isolation", "."], cwd=source, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    bare = subprocess.run(
+        ["pip", "install", "--no-build-isolation", "."],
+        cwd=source,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert bare.returncode != 0
     said = " ".join((bare.stdout + bare.stderr).split())
     assert "prebuild's build needs" in said and "ninja" in said and "Traceback" not in said, said
@@ -53,8 +64,14 @@ def test_readme_source_build_in_a_fresh_venv(fresh_venv, tmp_path):
 
     block = readme_block("### Building from source with pip")
     assert "--no-build-isolation" in block and "PREBUILD_ARCHS=sm_86" in block
-    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=source, env=env,
-                          capture_output=True, text=True, timeout=1200)  # fmt: skip
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block],
+        cwd=source,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     check = """
@@ -64,9 +81,18 @@ x = torch.rand(1, 3, 16, 16)
 print(json.dumps({"file": prebuild.__file__, "version": prebuild.__version__, "ssim": prebuild.fused_ssim(x, x).item(),
                   "sass": [a.sm for a in LIBRARY.manifest.sass_archs]}))
 """
-    ran = subprocess.run([str(python), "-c", check], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    ran = subprocess.run(
+        [str(python), "-c", check],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ran.returncode == 0, ran.stderr
     result = json.loads(ran.stdout.strip().splitlines()[-1])
-    assert result["file"].startswith(str(python.parent.parent))  # the installed copy, not the checkout
+    assert result["file"].startswith(
+        str(python.parent.parent)
+    )  # the installed copy, not the checkout
     assert result["version"].endswith(".sm86") and result["sass"] == ["sm_86"]
     assert result["ssim"] == pytest.approx(1.0, abs=1e-6)

@@ -196,7 +196,9 @@ PYPI_DRYRUN = """\
 def test_parse_nvcc_dryrun_system_toolkit():
     toolkit = parse_nvcc_dryrun(SYSTEM_DRYRUN, Path("/elsewhere"))
     target = Path("/usr/local/cuda-13.0/targets/x86_64-linux")
-    assert toolkit.root == Path("/usr/local/cuda-13.0") and toolkit.bin_dir == Path("/usr/local/cuda-13.0/bin")
+    assert toolkit.root == Path("/usr/local/cuda-13.0") and toolkit.bin_dir == Path(
+        "/usr/local/cuda-13.0/bin"
+    )
     assert toolkit.include_dirs == (target / "include", target / "include" / "cccl")
     assert toolkit.library_dirs == (target / "lib",)
 
@@ -209,7 +211,10 @@ def test_parse_nvcc_dryrun_relative_paths_and_missing_variables():
     assert toolkit.library_dirs == (site / "lib",)
     # Older nvccs print no SYSTEM_INCLUDES; INCLUDES may name several directories.
     minimal = '#$ _HERE_=/c/bin\n#$ TOP=/c\n#$ INCLUDES="-I/c/include" "-I/c/extra"\n'
-    assert parse_nvcc_dryrun(minimal, Path("/")).include_dirs == (Path("/c/include"), Path("/c/extra"))
+    assert parse_nvcc_dryrun(minimal, Path("/")).include_dirs == (
+        Path("/c/include"),
+        Path("/c/extra"),
+    )
     with pytest.raises(ToolchainError, match="did not report TOP"):
         parse_nvcc_dryrun("#$ _HERE_=/c/bin\n", Path("/"))
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from prebuild.tool.builder.compile import include_dirs
 from prebuild.tool.builder.config import MIN_TORCH_TARGET, read_config
 from prebuild.tool.builder.flags import PY_LIMITED_API_DEFINE, torch_target_define
-from prebuild.tool.builder.compile import include_dirs
 from prebuild.tool.builder.toolchain import find_cxx, find_torch
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -23,8 +23,20 @@ SOURCES = ["csrc/library.cpp", "csrc/ssim/ssim_cpu.cpp"]
 
 def compile_for(source: str, target: Version) -> subprocess.CompletedProcess:
     includes = [f"-I{d}" for d in include_dirs(read_config(ROOT), find_torch())]
-    return subprocess.run([find_cxx(), "-std=c++17", "-fsyntax-only", torch_target_define(target), PY_LIMITED_API_DEFINE,
-                           *includes, str(ROOT / source)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [
+            find_cxx(),
+            "-std=c++17",
+            "-fsyntax-only",
+            torch_target_define(target),
+            PY_LIMITED_API_DEFINE,
+            *includes,
+            str(ROOT / source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -34,4 +46,6 @@ def test_the_kernels_compile_for_the_minimum_target_and_not_for_the_release_befo
     before = Version(f"{MIN_TORCH_TARGET.major}.{MIN_TORCH_TARGET.minor - 1}")
     refused = compile_for(source, before)
     assert refused.returncode != 0
-    assert "TORCH_VERSION_2_10_0" in refused.stderr or "const_data_ptr" in refused.stderr, refused.stderr[-2000:]
+    assert "TORCH_VERSION_2_10_0" in refused.stderr or "const_data_ptr" in refused.stderr, (
+        refused.stderr[-2000:]
+    )

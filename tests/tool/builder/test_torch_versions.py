@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 from packaging.version import Version
+from torch_venvs import UNCAPPED, ensure, release, versions_to_check
 
 from prebuild.tool.builder.config import read_config
-from torch_venvs import UNCAPPED, ensure, release, versions_to_check
 
 pytestmark = pytest.mark.slow
 
@@ -75,12 +75,16 @@ print(json.dumps({
 def dynamic_symbols(library: Path, defined: bool) -> set[str]:
     """The names in a library's dynamic symbol table, defined (exported) or undefined (needed)."""
     which = "--defined-only" if defined else "--undefined-only"
-    out = subprocess.run(["nm", "-D", which, str(library)], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["nm", "-D", which, str(library)], capture_output=True, text=True, check=True
+    ).stdout
     return {line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()}
 
 
 def run_script(python: Path, cwd: Path) -> dict:
-    proc = subprocess.run([str(python), "-c", SCRIPT], capture_output=True, text=True, cwd=cwd, timeout=600)
+    proc = subprocess.run(
+        [str(python), "-c", SCRIPT], capture_output=True, text=True, cwd=cwd, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -111,9 +115,16 @@ def test_the_wheel_runs_in_torch(version, built_wheel, reference, venv_copy, tmp
         release(version)
 
 
-def check_the_wheel(version: str, wheel: Path, python: Path, reference: dict, tmp_path: Path) -> None:
-    installed = subprocess.run([str(python), "-m", "pip", "install", "--quiet", str(wheel)], capture_output=True,
-                               text=True, timeout=1200, env=UNCAPPED)  # fmt: skip
+def check_the_wheel(
+    version: str, wheel: Path, python: Path, reference: dict, tmp_path: Path
+) -> None:
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env=UNCAPPED,
+    )
     assert installed.returncode == 0, installed.stderr[-3000:]
     result = run_script(python, tmp_path)
     assert result["torch"].split("+")[0] == version
@@ -128,18 +139,35 @@ def check_the_wheel(version: str, wheel: Path, python: Path, reference: dict, tm
         assert result["cuda_error"] == "None" and result["cuda_kernel"] is True, result
     else:
         assert "CudaUnavailableError" in result["cuda_error"], result
-        assert f"built with CUDA 13.0, but torch uses CUDA {result['cuda']}" in result["cuda_error"], result
+        assert (
+            f"built with CUDA 13.0, but torch uses CUDA {result['cuda']}" in result["cuda_error"]
+        ), result
     # Every stable-ABI function the libraries need is exported by this torch, the CUDA library's
     # too (checked here by name, for the releases whose CUDA major is not the wheel's: their
     # loader does not load it). The current CUDA stream is looked up at run time, by dlsym.
-    site = Path(subprocess.run([str(python), "-c", "import torch, os; print(os.path.dirname(torch.__file__))"],
-                               capture_output=True, text=True, check=True).stdout.strip())  # fmt: skip
-    exported = set().union(*(dynamic_symbols(site / "lib" / name, True) for name in ("libtorch_cpu.so", "libc10.so")))
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import torch, os; print(os.path.dirname(torch.__file__))"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
+    exported = set().union(
+        *(dynamic_symbols(site / "lib" / name, True) for name in ("libtorch_cpu.so", "libc10.so"))
+    )
     installed = site.parent / "prebuild"
     for library in ("_C.abi3.so", "_C_cuda.abi3.so"):
-        needed = {s for s in dynamic_symbols(installed / library, False) if s.startswith(("aoti_torch_", "torch_"))}
+        needed = {
+            s
+            for s in dynamic_symbols(installed / library, False)
+            if s.startswith(("aoti_torch_", "torch_"))
+        }
         assert needed and needed <= exported, (library, sorted(needed - exported))
     # The same kernels give the same numbers; torch's own ops in rasterization's Python glue
     # (matmuls, reductions) may round differently from one release to another.
     for name, value in reference.items():
-        assert result["values"][name] == pytest.approx(value, rel=1e-5, abs=1e-6), (name, result["values"])
+        assert result["values"][name] == pytest.approx(value, rel=1e-5, abs=1e-6), (
+            name,
+            result["values"],
+        )

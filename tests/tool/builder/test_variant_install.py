@@ -32,7 +32,9 @@ GPUS = {"8.0": "sm80", "8.6": "sm80", "9.0": "sm90", "12.0": None, None: None}
 
 
 def run(args, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=900, **kwargs)
+    return subprocess.run(
+        [str(a) for a in args], capture_output=True, text=True, timeout=900, **kwargs
+    )
 
 
 @pytest.fixture(scope="module")
@@ -40,12 +42,31 @@ def variant_dist(tmp_path_factory) -> Path:
     """`prebuild new demo`, then its variant wheels for sm_80 and sm_90 and its plain wheel."""
     work = tmp_path_factory.mktemp("variants")
     assert run([sys.executable, "-m", "prebuild", "new", "demo"], cwd=work).returncode == 0
-    built = run([sys.executable, "-m", "prebuild", "wheel", "--arch", "sm_80,sm_90", "--variants", work / "demo",
-                 "--out", work / "dist"], env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+    built = run(
+        [
+            sys.executable,
+            "-m",
+            "prebuild",
+            "wheel",
+            "--arch",
+            "sm_80,sm_90",
+            "--variants",
+            work / "demo",
+            "--out",
+            work / "dist",
+        ],
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert built.returncode == 0, built.stdout + built.stderr
     names = sorted(p.name for p in (work / "dist").iterdir())
-    assert names == sorted([PLAIN, PLAIN.replace(".whl", "-sm80.whl"), PLAIN.replace(".whl", "-sm90.whl"),
-                            "demo-0.1.0+cu130-variants.json"]), names  # fmt: skip
+    assert names == sorted(
+        [
+            PLAIN,
+            PLAIN.replace(".whl", "-sm80.whl"),
+            PLAIN.replace(".whl", "-sm90.whl"),
+            "demo-0.1.0+cu130-variants.json",
+        ]
+    ), names
     assert "Variants file" in built.stdout
     return work / "dist"
 
@@ -69,7 +90,10 @@ def gpu_env(capability: str | None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NV_VARIANT_PROVIDER")}
     env["UV_NO_CACHE"] = "1"
     if capability is not None:
-        env.update(NV_VARIANT_PROVIDER_FORCE_SM_ARCH=capability, NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION="13.0")
+        env.update(
+            NV_VARIANT_PROVIDER_FORCE_SM_ARCH=capability,
+            NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION="13.0",
+        )
     return env
 
 
@@ -85,19 +109,41 @@ def installed_variant(python: Path) -> tuple[str | None, dict]:
     return (next(iter(variants)) if variants else None), {"sass": cuda["sass"], "ptx": cuda["ptx"]}
 
 
-SASS = {"sm80": {"sass": ["sm_80"], "ptx": []}, "sm90": {"sass": ["sm_90"], "ptx": []},
-        None: {"sass": ["sm_80", "sm_90"], "ptx": ["compute_90"]}}  # fmt: skip
+SASS = {
+    "sm80": {"sass": ["sm_80"], "ptx": []},
+    "sm90": {"sass": ["sm_90"], "ptx": []},
+    None: {"sass": ["sm_80", "sm_90"], "ptx": ["compute_90"]},
+}
 
 
 @pytest.mark.parametrize("where", ["index", "find-links"])
-def test_uv_installs_the_wheel_whose_code_runs_on_the_gpu(where, variant_dist, served_site, dev_venv_copy):
+def test_uv_installs_the_wheel_whose_code_runs_on_the_gpu(
+    where, variant_dist, served_site, dev_venv_copy
+):
     site, url = served_site
-    source = ["--index-url", f"{url}/simple"] if where == "index" else ["--no-index", "--find-links", variant_dist]
+    source = (
+        ["--index-url", f"{url}/simple"]
+        if where == "index"
+        else ["--no-index", "--find-links", variant_dist]
+    )
     seen = {}
     for capability, expected in GPUS.items():
         python = dev_venv_copy(f"venv-{capability}")
-        proc = run([UV, "pip", "install", "--preview-features", "wheel-variants", "--python", python, "--no-deps",
-                    *source, "demo"], env=gpu_env(capability))  # fmt: skip
+        proc = run(
+            [
+                UV,
+                "pip",
+                "install",
+                "--preview-features",
+                "wheel-variants",
+                "--python",
+                python,
+                "--no-deps",
+                *source,
+                "demo",
+            ],
+            env=gpu_env(capability),
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         label, code = installed_variant(python)
         seen[capability] = label
@@ -108,12 +154,17 @@ def test_uv_installs_the_wheel_whose_code_runs_on_the_gpu(where, variant_dist, s
 def test_pip_knows_no_variants_and_gets_the_plain_wheel(served_site, dev_venv_copy):
     site, url = served_site
     python = dev_venv_copy()
-    proc = run([python, "-m", "pip", "install", "--no-deps", "--index-url", f"{url}/simple", "demo"])
+    proc = run(
+        [python, "-m", "pip", "install", "--no-deps", "--index-url", f"{url}/simple", "demo"]
+    )
     assert proc.returncode == 0, proc.stderr
     assert installed_variant(python) == (None, SASS[None])
     # the site's landing page tells both commands
     page = (site / "index.html").read_text()
-    assert "uv pip install --preview-features wheel-variants demo" in page and "pip install demo" in page
+    assert (
+        "uv pip install --preview-features wheel-variants demo" in page
+        and "pip install demo" in page
+    )
 
 
 def rewrite_member(wheel: Path, target: Path, member_suffix: str, text: str) -> None:
@@ -135,7 +186,9 @@ def test_bad_variant_inputs_are_refused_and_nothing_is_written(variant_dist, tmp
     del doc["variants"]["sm90"]
     (stale / "demo-0.1.0+cu130-variants.json").write_text(json.dumps(doc))
     proc = index(stale)
-    assert proc.returncode == 2 and "does not list the wheel(s) labelled sm90" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "does not list the wheel(s) labelled sm90" in proc.stderr, (
+        proc.stderr
+    )
     assert not (tmp_path / "site").exists()
 
     # a wheel whose variant.json disagrees with its binary: inspect says so, and so does the index
@@ -146,7 +199,9 @@ def test_bad_variant_inputs_are_refused_and_nothing_is_written(variant_dist, tmp
     own["variants"]["sm80"]["nvidia"]["sm_arch"] = ["90_real"]
     rewrite_member(sm80, lying / sm80.name, "variant.json", json.dumps(own))
     proc = run([sys.executable, "-m", "prebuild", "inspect", lying / sm80.name])
-    assert proc.returncode == 1 and "sm_arch properties say SASS [sm_90]" in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "sm_arch properties say SASS [sm_90]" in proc.stderr, (
+        proc.stderr
+    )
 
     # two wheels that call different builds by one label: a clash
     clash = tmp_path / "clash"
@@ -158,7 +213,9 @@ def test_bad_variant_inputs_are_refused_and_nothing_is_written(variant_dist, tmp
     twin = clash / other.replace("linux_x86_64", "manylinux_2_28_x86_64")
     rewrite_member(sm80, twin, "variant.json", json.dumps(doc80))
     proc = index(clash)
-    assert proc.returncode == 2 and "variant label clash" in proc.stderr and "sm80" in proc.stderr, proc.stderr
+    assert (
+        proc.returncode == 2 and "variant label clash" in proc.stderr and "sm80" in proc.stderr
+    ), proc.stderr
     assert not (tmp_path / "site").exists()
 
 
@@ -167,8 +224,10 @@ def test_prebuild_install_picks_a_variant_wheel_and_pip_installs_it(served_site,
     and hands pip the chosen variant wheel under the name pip reads."""
     site, url = served_site
     python = dev_venv_copy()
-    proc = run([python, "-m", "prebuild", "install", "demo", "--from", f"{url}/simple", "--arch", "sm_90"],
-               env={**os.environ, "PIP_NO_DEPS": "1", "COLUMNS": "200"})  # fmt: skip
+    proc = run(
+        [python, "-m", "prebuild", "install", "demo", "--from", f"{url}/simple", "--arch", "sm_90"],
+        env={**os.environ, "PIP_NO_DEPS": "1", "COLUMNS": "200"},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Chosen: demo-0.1.0+cu130-cp310-abi3-linux_x86_64-sm90.whl" in proc.stdout
     assert "(the variant wheel demo-0.1.0+cu130-cp310-abi3-linux_x86_64-sm90.whl)" in proc.stderr
@@ -177,8 +236,13 @@ def test_prebuild_install_picks_a_variant_wheel_and_pip_installs_it(served_site,
     # and doctor names the variant it runs
     doctor = run([python, "-m", "prebuild", "doctor", "--json"])
     projects = {p["name"]: p for p in json.loads(doctor.stdout)["projects"]}
-    assert projects["demo"]["variant"] == "sm90" and not projects["demo"]["problem"], projects["demo"]
-    assert any("demo 0.1.0+cu130 (variant sm90): native build" in c["message"] for c in projects["demo"]["checks"])
+    assert projects["demo"]["variant"] == "sm90" and not projects["demo"]["problem"], projects[
+        "demo"
+    ]
+    assert any(
+        "demo 0.1.0+cu130 (variant sm90): native build" in c["message"]
+        for c in projects["demo"]["checks"]
+    )
 
 
 def test_a_per_arch_release_gets_variant_twins_and_one_index_for_both(built_wheel, tmp_path):
@@ -194,14 +258,23 @@ def test_a_per_arch_release_gets_variant_twins_and_one_index_for_both(built_whee
     assert proc.returncode == 0, proc.stderr
     twin = dist / "prebuild-0.1.0+cu130-cp310-abi3-linux_x86_64-sm80.whl"
     assert twin.is_file() and (dist / "prebuild-0.1.0+cu130-variants.json").is_file()
-    inspected = json.loads(run([sys.executable, "-m", "prebuild", "inspect", twin, "--json"]).stdout)
+    inspected = json.loads(
+        run([sys.executable, "-m", "prebuild", "inspect", twin, "--json"]).stdout
+    )
     assert inspected["ok"] and inspected["manifest"]["package_version"] == "0.1.0+cu130"
     assert list(inspected["variant"]["variants"]) == ["sm80"]
-    assert run([sys.executable, "-m", "prebuild", "index", dist, "--out", tmp_path / "site"]).returncode == 0
+    assert (
+        run(
+            [sys.executable, "-m", "prebuild", "index", dist, "--out", tmp_path / "site"]
+        ).returncode
+        == 0
+    )
     index = json.loads((tmp_path / "site" / "index.json").read_text())
     assert [w["filename"] for w in index["wheels"]] == [twin.name]
     assert [w["filename"] for w in index["variants"]["cu130-sm80"]["wheels"]] == [wheel.name]
     # a variant wheel is not made twice, and a wheel that does not match its manifest not at all
-    again = run([sys.executable, "-m", "prebuild", "variant", twin, "--out", tmp_path / "again"],
-                env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+    again = run(
+        [sys.executable, "-m", "prebuild", "variant", twin, "--out", tmp_path / "again"],
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert again.returncode == 2 and "is a variant wheel already" in again.stderr

@@ -11,13 +11,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from build_helpers import run_cli
+from cuobjdump import cuobjdump_code
 
 from prebuild.runtime.arch import parse_arch_list
 from prebuild.tool.builder.compile import host_build_dir
 from prebuild.tool.inspection import library_code, read_wheel_manifest
-
-from build_helpers import run_cli
-from cuobjdump import cuobjdump_code
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +46,9 @@ def test_wheel_name_tags_and_manifest(sm80_wheel, tmp_path):
     assert manifest.sass_archs == parse_arch_list("sm_80")
     assert manifest.ptx_archs == ()
     assert manifest.torch_target == "2.10"  # MIN_TORCH_TARGET: the oldest the headers allow
-    assert manifest.cuda_version and manifest.package_version.endswith("+cu" + manifest.cuda_version.replace(".", "") + ".sm80")
+    assert manifest.cuda_version and manifest.package_version.endswith(
+        "+cu" + manifest.cuda_version.replace(".", "") + ".sm80"
+    )
     assert {lib.kind for lib in manifest.libraries} == {"cpu", "cuda"}
     nvcc_flags = manifest.flags["nvcc"]
     assert "-gencode=arch=compute_80,code=sm_80" in nvcc_flags
@@ -60,9 +61,13 @@ def test_wheel_name_tags_and_manifest(sm80_wheel, tmp_path):
 
 
 def test_second_run_reuses_objects(sm80_wheel, shared_objects, tmp_path):
-    proc = run_cli("wheel", "--arch", "80", "--out", str(tmp_path), "--build-dir", str(shared_objects))
+    proc = run_cli(
+        "wheel", "--arch", "80", "--out", str(tmp_path), "--build-dir", str(shared_objects)
+    )
     assert proc.returncode == 0, proc.stderr
-    logs = list(shared_objects.glob("cuda/*sm80/build.log")) + [host_build_dir(shared_objects) / "build.log"]
+    logs = list(shared_objects.glob("cuda/*sm80/build.log")) + [
+        host_build_dir(shared_objects) / "build.log"
+    ]
     assert len(logs) == 2, logs
     for log in logs:
         assert "no work to do" in log.read_text(), log
@@ -78,8 +83,15 @@ def test_fat_wheel_with_ptx(built_wheel, tmp_path):
 
 
 def test_unsupported_arch_is_refused_before_building(tmp_path):
-    proc = run_cli("wheel", "--arch", "sm_80,sm_70", "--out", str(tmp_path / "out"),
-                   "--build-dir", str(tmp_path / "objects"))  # fmt: skip
+    proc = run_cli(
+        "wheel",
+        "--arch",
+        "sm_80,sm_70",
+        "--out",
+        str(tmp_path / "out"),
+        "--build-dir",
+        str(tmp_path / "objects"),
+    )
     assert proc.returncode == 2
     assert "sm_70" in proc.stderr and "sm_90" in proc.stderr  # names the valid ones
     assert not (tmp_path / "out").exists() and not (tmp_path / "objects").exists()
@@ -89,10 +101,19 @@ def test_wheel_installs_and_runs_without_nvcc(sm80_wheel, fresh_venv, tmp_path):
     py = fresh_venv()
     env_dir = py.parent.parent
     subprocess.run(
-        [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "torch==2.13.0", str(sm80_wheel)],
-        check=True, timeout=900,
-    )  # fmt: skip
+        [
+            str(py),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "torch==2.13.0",
+            str(sm80_wheel),
+        ],
+        check=True,
+        timeout=900,
+    )
     script = """
 import json, shutil, sys, torch, prebuild
 torch.manual_seed(0)
@@ -108,8 +129,14 @@ print(json.dumps({"ssim": loss.item(), "gx": x.grad.abs().sum().item(),
         "PATH": f"{env_dir / 'bin'}:/usr/bin:/bin",  # no nvcc (/usr/local/bin has one here)
         "HOME": str(tmp_path / "home"),
     }
-    proc = subprocess.run([str(py), "-c", script], cwd=tmp_path, env=clean_env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [str(py), "-c", script],
+        cwd=tmp_path,
+        env=clean_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["nvcc"] is None
@@ -138,14 +165,16 @@ def test_cuda_library_loads_in_cpu_torch_and_registers_cuda_kernels(sm80_wheel, 
         zf.extractall(tmp_path)
     script = f"""
 import torch
-torch.ops.load_library({str(tmp_path / 'prebuild' / '_C.abi3.so')!r})
-torch.ops.load_library({str(tmp_path / 'prebuild' / '_C_cuda.abi3.so')!r})
+torch.ops.load_library({str(tmp_path / "prebuild" / "_C.abi3.so")!r})
+torch.ops.load_library({str(tmp_path / "prebuild" / "_C_cuda.abi3.so")!r})
 for op in ("fused_ssim_forward", "fused_ssim_backward"):
     for key in ("CPU", "CUDA"):
         assert torch._C._dispatch_has_kernel_for_dispatch_key("prebuild::" + op, key), (op, key)
 print("ok")
 """
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr
 
 
@@ -157,10 +186,20 @@ def test_failed_build_reports_the_compiler_error_and_leaves_no_wheel(tmp_path):
     kernels = sorted((source / "csrc").rglob("*.cu"))
     assert kernels
     for kernel in kernels:
-        kernel.write_text("static_assert(false, \"planted compile error\");\n" + kernel.read_text())
+        kernel.write_text('static_assert(false, "planted compile error");\n' + kernel.read_text())
     out = tmp_path / "out"
-    proc = run_cli("wheel", str(source), "--arch", "sm_80", "--out", str(out),
-                   "--build-dir", str(tmp_path / "objects"))  # fmt: skip
+    proc = run_cli(
+        "wheel",
+        str(source),
+        "--arch",
+        "sm_80",
+        "--out",
+        str(out),
+        "--build-dir",
+        str(tmp_path / "objects"),
+    )
     assert proc.returncode == 1
-    assert "planted compile error" in proc.stderr and any(k.name in proc.stderr for k in kernels), proc.stderr
+    assert "planted compile error" in proc.stderr and any(k.name in proc.stderr for k in kernels), (
+        proc.stderr
+    )
     assert not list(out.glob("*.whl")) and not list(out.glob(".*partial"))

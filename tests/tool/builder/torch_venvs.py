@@ -22,12 +22,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 GB = 1 << 30
-NEEDED_FREE = 12 * GB  # a CUDA build of torch: 7.0 GB installed (2.10.0, CUDA 12.8), its downloads beside
+NEEDED_FREE = (
+    12 * GB
+)  # a CUDA build of torch: 7.0 GB installed (2.10.0, CUDA 12.8), its downloads beside
 KEEP_FREE = 40 * GB  # a venv is kept for the next run only if this much stays free
 PREFETCH_SPARE = 10 * GB  # what must stay free while all of them download at once
 # pip's configuration caps torch here; an empty constraint file lifts the cap for these venvs.
 # No cache: pip would keep a second copy of the gigabytes it downloads.
-UNCAPPED = {**os.environ, "PIP_CONSTRAINT": "/dev/null", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_CACHE_DIR": "1"}
+UNCAPPED = {
+    **os.environ,
+    "PIP_CONSTRAINT": "/dev/null",
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    "PIP_NO_CACHE_DIR": "1",
+}
 
 _background: dict[str, subprocess.Popen] = {}
 
@@ -44,21 +51,38 @@ def venv_path(version: str) -> Path:
 
 def _install(version: str) -> list[str]:
     # numpy as most torch users have it (torch warns without it)
-    return [str(venv_path(version) / "bin" / "python"), "-m", "pip", "install", "--quiet", f"torch=={version}", "numpy"]
+    return [
+        str(venv_path(version) / "bin" / "python"),
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        f"torch=={version}",
+        "numpy",
+    ]
 
 
 def prefetch(versions: list[str]) -> list[str]:
     """Start making the missing venvs of ``versions`` in the background, all at once, if the
     disk has room for all of them; returns the versions started."""
-    missing = [v for v in versions if not (venv_path(v) / "bin" / "python").exists() and v not in _background]
+    missing = [
+        v
+        for v in versions
+        if not (venv_path(v) / "bin" / "python").exists() and v not in _background
+    ]
     if not missing or shutil.disk_usage(ROOT).free < len(missing) * NEEDED_FREE + PREFETCH_SPARE:
         return []
     for version in missing:
         path, log = venv_path(version), ROOT / f".venv-torch-{version}.log"
         script = f"{shlex.quote(sys.executable)} -m venv {shlex.quote(str(path))} && {shlex.join(_install(version))}"
         with open(log, "w") as out:
-            _background[version] = subprocess.Popen(["bash", "-c", script], stdout=out, stderr=subprocess.STDOUT,
-                                                    env=UNCAPPED, start_new_session=True)  # fmt: skip
+            _background[version] = subprocess.Popen(
+                ["bash", "-c", script],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=UNCAPPED,
+                start_new_session=True,
+            )
     return missing
 
 
@@ -84,8 +108,10 @@ def ensure(version: str) -> Path:
     if not python.exists():
         free = shutil.disk_usage(ROOT).free
         if free < NEEDED_FREE:
-            pytest.fail(f"torch {version} needs {NEEDED_FREE / GB:.0f} GB free on {ROOT}'s disk, "
-                        f"which has {free / GB:.1f} GB free")  # fmt: skip
+            pytest.fail(
+                f"torch {version} needs {NEEDED_FREE / GB:.0f} GB free on {ROOT}'s disk, "
+                f"which has {free / GB:.1f} GB free"
+            )
         venv.create(path, with_pip=True)
     subprocess.run(_install(version), check=True, timeout=3000, env=UNCAPPED)
     return python

@@ -29,13 +29,29 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from build import BuildBackendException, BuildException, ProjectBuilder
-
 from prebuild.runtime.arch import Arch, check_supported
+from prebuild.runtime.manifest import BuiltLibrary, CxxStandard, NvccCall, ProjectManifest
 from prebuild.tool.builder import flags as F
 from prebuild.tool.builder.compile import BuildError
-from prebuild.tool.builder.cuda_shim import make_cuda_shim, probe_toolkit, write_cxx_script, write_nvcc_script
+from prebuild.tool.builder.cuda_shim import (
+    make_cuda_shim,
+    probe_toolkit,
+    write_cxx_script,
+    write_nvcc_script,
+)
 from prebuild.tool.builder.nvcc_shim import is_query, option_value, requested_std
 from prebuild.tool.builder.relabel import relabel_wheel
+from prebuild.tool.builder.toolchain import (
+    Nvcc,
+    ToolchainError,
+    Torch,
+    available_memory_bytes,
+    check_cuda_matches_torch,
+    cpu_count,
+    find_cxx,
+    find_nvcc,
+    find_torch,
+)
 from prebuild.tool.builder.wheel import (
     BuildProgress,
     BuiltWheel,
@@ -44,20 +60,13 @@ from prebuild.tool.builder.wheel import (
     variant_json,
     warnings_to_log,
 )
-from prebuild.tool.variant_wheels import VARIANT_JSON
-from prebuild.tool.builder.toolchain import (
-    Nvcc,
-    Torch,
-    ToolchainError,
-    available_memory_bytes,
-    check_cuda_matches_torch,
-    cpu_count,
-    find_cxx,
-    find_nvcc,
-    find_torch,
+from prebuild.tool.inspection import (
+    InspectionError,
+    built_library,
+    found_library,
+    is_shared_library,
 )
-from prebuild.tool.inspection import InspectionError, built_library, found_library, is_shared_library
-from prebuild.runtime.manifest import BuiltLibrary, CxxStandard, NvccCall, ProjectManifest
+from prebuild.tool.variant_wheels import VARIANT_JSON
 
 # A torch/extension.h translation unit takes 1-3 GiB to compile: torch's MAX_JOBS from this.
 CLASSIC_MEMORY_PER_JOB = 3 << 30
@@ -96,7 +105,7 @@ def keep_host_objects(build: Path, nvcc_wrote: list[Path] | None) -> int:
     temps = [d.resolve() for d in build.glob("temp.*") if d.is_dir()] if build.is_dir() else []
     inside = nvcc_wrote is not None and all(
         any(p.resolve().is_relative_to(t) for t in temps) for p in nvcc_wrote
-    )  # fmt: skip
+    )
     if not temps or not inside:
         shutil.rmtree(build, ignore_errors=True)
         return 0
@@ -112,7 +121,9 @@ def torch_cuda_arch_list(sass: tuple[Arch, ...], ptx: tuple[Arch, ...]) -> str:
     """``TORCH_CUDA_ARCH_LIST`` for the same request (``8.0;9.0+PTX``), for projects that read it."""
     items = [f"{a.major}.{a.minor}{a.suffix}" for a in sass]
     ptx_caps = {(a.major, a.minor) for a in ptx}
-    return ";".join(f"{item}+PTX" if (a.major, a.minor) in ptx_caps else item for item, a in zip(items, sass))
+    return ";".join(
+        f"{item}+PTX" if (a.major, a.minor) in ptx_caps else item for item, a in zip(items, sass)
+    )
 
 
 def cpu_torch_error(torch: Torch, detail: str = "") -> ToolchainError:
@@ -161,7 +172,9 @@ def raised_standards(calls: list[NvccCall]) -> tuple[tuple[str, int], ...]:
 # module or imported by name (the import may span lines: "import (\n _jit_compile,\n)").
 JIT_NAMES = r"(?:load|load_inline|_jit_compile)"
 JIT_QUALIFIED = re.compile(rf"cpp_extension\.{JIT_NAMES}\s*\(")
-JIT_IMPORT = re.compile(rf"from\s+torch\.utils\.cpp_extension\s+import\s+\(?[\w\s,]*\b{JIT_NAMES}\b")
+JIT_IMPORT = re.compile(
+    rf"from\s+torch\.utils\.cpp_extension\s+import\s+\(?[\w\s,]*\b{JIT_NAMES}\b"
+)
 JIT_BARE = re.compile(rf"(?<![.\w]){JIT_NAMES}\s*\(")
 
 
@@ -179,7 +192,9 @@ def jit_sites(source: Path, limit: int = 3) -> list[str]:
         bare = JIT_IMPORT.search(text) is not None
         for number, line in enumerate(text.splitlines(), 1):
             code = line.split("#", 1)[0]
-            if JIT_QUALIFIED.search(code) or (bare and JIT_BARE.search(code) and not code.lstrip().startswith("def ")):
+            if JIT_QUALIFIED.search(code) or (
+                bare and JIT_BARE.search(code) and not code.lstrip().startswith("def ")
+            ):
                 found.append(f"{path.relative_to(source)}:{number}")  # the first call of each file
                 if len(found) == limit:
                     return found
@@ -216,15 +231,26 @@ def read_wheel_libraries(wheel: Path) -> tuple[BuiltLibrary, ...]:
     return tuple(found)
 
 
-def check_archs(wheel_name: str, libraries: tuple[BuiltLibrary, ...], sass: tuple[Arch, ...],
-                ptx: tuple[Arch, ...]) -> None:  # fmt: skip
+def check_archs(
+    wheel_name: str,
+    libraries: tuple[BuiltLibrary, ...],
+    sass: tuple[Arch, ...],
+    ptx: tuple[Arch, ...],
+) -> None:
     """Every library with GPU code holds exactly the requested SASS and PTX, and one has some."""
     with_code = [lib for lib in libraries if lib.has_code]
-    wrong = [lib for lib in with_code if lib.sass != tuple(sorted(sass)) or lib.ptx != tuple(sorted(ptx))]
+    wrong = [
+        lib for lib in with_code if lib.sass != tuple(sorted(sass)) or lib.ptx != tuple(sorted(ptx))
+    ]
     if not with_code or wrong:
-        held = "; ".join(f"{lib.file}: SASS {', '.join(a.sm for a in lib.sass) or 'none'}, "
-                         f"PTX {', '.join(a.compute for a in lib.ptx) or 'none'}"
-                         for lib in libraries) or "no shared library at all"  # fmt: skip
+        held = (
+            "; ".join(
+                f"{lib.file}: SASS {', '.join(a.sm for a in lib.sass) or 'none'}, "
+                f"PTX {', '.join(a.compute for a in lib.ptx) or 'none'}"
+                for lib in libraries
+            )
+            or "no shared library at all"
+        )
         raise BuildError(
             f"{wheel_name} does not hold the archs asked for (SASS {', '.join(a.sm for a in sass)}, PTX "
             f"{', '.join(a.compute for a in ptx) or 'none'}): {held}. No wheel was written."
@@ -238,15 +264,21 @@ def compiler_errors(log: str, limit: int = 8000) -> str:
     if start < 0:
         return log[-limit:]
     end = log.find("ninja: build stopped", start)
-    return log[start: end if end >= 0 else None][:limit].rstrip()
+    return log[start : end if end >= 0 else None][:limit].rstrip()
 
 
 class ClassicBuilder:
     """Builds the wheels of one classic project (prebuild's private copy), one per arch set,
     one after another: each reuses the host objects of the one before (``keep_host_objects``)."""
 
-    def __init__(self, project: Path, toolchain: ClassicToolchain, work: Path, jobs: int | None = None,
-                 launcher: Path | None = None):  # fmt: skip
+    def __init__(
+        self,
+        project: Path,
+        toolchain: ClassicToolchain,
+        work: Path,
+        jobs: int | None = None,
+        launcher: Path | None = None,
+    ):
         self.project, self.toolchain, self.work, self.jobs = project, toolchain, work, jobs
         self.launcher = launcher  # the compile cache's: nvcc and the host compiler run through it
         self.nvcc = toolchain.nvcc
@@ -257,32 +289,53 @@ class ClassicBuilder:
         its phases and what the user should know of it (a raised C++ standard)."""
         start = time.monotonic()
         sass, ptx = variant.archs, F.ptx_archs_for(variant.archs, variant.ptx)
-        torch, nvcc, shim, project = self.toolchain.torch, self.toolchain.nvcc, self.toolchain.shim, self.project
+        torch, nvcc, shim, project = (
+            self.toolchain.torch,
+            self.toolchain.nvcc,
+            self.toolchain.shim,
+            self.project,
+        )
         variant_dir = self.work / F.local_version_label(nvcc.version, sass, ptx)
         shutil.rmtree(variant_dir, ignore_errors=True)
         variant_dir.mkdir(parents=True)
         nvcc_log, build_log = variant_dir / "nvcc-calls.jsonl", variant_dir / "build.log"
         # One shim path for every wheel: the include paths in the host compiler's commands (and
         # so ninja's view of its objects) stay the same from one wheel to the next.
-        write_nvcc_script(shim, nvcc.path, F.gencode_flags(sass, ptx), nvcc_log, self.toolchain.cxx_standard,
-                          self.launcher)  # fmt: skip
+        write_nvcc_script(
+            shim,
+            nvcc.path,
+            F.gencode_flags(sass, ptx),
+            nvcc_log,
+            self.toolchain.cxx_standard,
+            self.launcher,
+        )
         wrote, self._nvcc_wrote = self._nvcc_wrote, None  # a failed build leaves nothing to reuse
         kept = keep_host_objects(project / "build", wrote)
-        max_jobs = self.jobs or F.parallel_jobs(cpu_count(), available_memory_bytes(), CLASSIC_MEMORY_PER_JOB)
+        max_jobs = self.jobs or F.parallel_jobs(
+            cpu_count(), available_memory_bytes(), CLASSIC_MEMORY_PER_JOB
+        )
         env = {
-            "CUDA_HOME": str(shim), "CUDA_PATH": str(shim), "PATH": f"{shim / 'bin'}:{os.environ.get('PATH', '')}",
-            "TORCH_CUDA_ARCH_LIST": torch_cuda_arch_list(sass, ptx), "MAX_JOBS": str(max_jobs),
+            "CUDA_HOME": str(shim),
+            "CUDA_PATH": str(shim),
+            "PATH": f"{shim / 'bin'}:{os.environ.get('PATH', '')}",
+            "TORCH_CUDA_ARCH_LIST": torch_cuda_arch_list(sass, ptx),
+            "MAX_JOBS": str(max_jobs),
             "FORCE_CUDA": "1",  # projects that skip CUDA when no GPU is visible
             # torch (2.14) puts a ccache or sccache found on PATH in front of every compiler: it
             # cannot tell the shim nvcc is one ("Compiler not supported"), and the cache is what
             # --cache says, through prebuild's launcher.
             "TORCH_NO_COMPILER_WRAPPER": "1",
-        }  # fmt: skip
+        }
         if self.launcher is not None:
             cxx = find_cxx()
             env["CXX"] = str(write_cxx_script(shim, shutil.which(cxx) or cxx, self.launcher))
-        progress.phase("compiling (the project's own build" + (f", {kept} host objects reused)" if kept else ")"))
-        builder = ProjectBuilder(project, python_executable=sys.executable, runner=quiet_runner(build_log, env))
+        progress.phase(
+            "compiling (the project's own build"
+            + (f", {kept} host objects reused)" if kept else ")")
+        )
+        builder = ProjectBuilder(
+            project, python_executable=sys.executable, runner=quiet_runner(build_log, env)
+        )
         with warnings_to_log(build_log):
             missing = builder.check_dependencies("wheel")
         if missing:
@@ -296,39 +349,81 @@ class ClassicBuilder:
                 with warnings_to_log(build_log):
                     built = Path(builder.build("wheel", tmp))
             except (BuildBackendException, BuildException) as exc:
-                text = build_log.read_text(encoding="utf-8", errors="replace") if build_log.exists() else str(exc)
-                raise BuildError(f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}",
-                                 log=build_log) from exc  # fmt: skip
+                text = (
+                    build_log.read_text(encoding="utf-8", errors="replace")
+                    if build_log.exists()
+                    else str(exc)
+                )
+                raise BuildError(
+                    f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}",
+                    log=build_log,
+                ) from exc
             progress.phase("checking the archs in every library")
             libraries = read_wheel_libraries(built)
             if not libraries:
                 raise BuildError(no_extension_message(built.name, jit_sites(project)))
             check_archs(built.name, libraries, sass, ptx)
-            calls = [NvccCall(tuple(c["given"]), tuple(c["run"]))
-                     for c in map(json.loads, nvcc_log.read_text().splitlines())] if nvcc_log.exists() else []  # fmt: skip
+            calls = (
+                [
+                    NvccCall(tuple(c["given"]), tuple(c["run"]))
+                    for c in map(json.loads, nvcc_log.read_text().splitlines())
+                ]
+                if nvcc_log.exists()
+                else []
+            )
             raised = raised_standards(calls)
             manifest = ProjectManifest(
-                kind="classic", torch=torch.version_string, torch_cuda=torch.cuda, cuda=str(nvcc.version),
+                kind="classic",
+                torch=torch.version_string,
+                torch_cuda=torch.cuda,
+                cuda=str(nvcc.version),
                 python_tag="-".join(built.name[: -len(".whl")].split("-")[-3:]),
-                sass_archs=tuple(sorted(sass)), ptx_archs=tuple(sorted(ptx)), libraries=libraries,
-                nvcc_calls=tuple(calls), cxx_standard=CxxStandard(self.toolchain.cxx_standard, raised),
-            )  # fmt: skip
+                sass_archs=tuple(sorted(sass)),
+                ptx_archs=tuple(sorted(ptx)),
+                libraries=libraries,
+                nvcc_calls=tuple(calls),
+                cxx_standard=CxxStandard(self.toolchain.cxx_standard, raised),
+            )
             progress.phase("writing the wheel")
             # relabel_wheel keeps a project's own local label in front of this one.
-            label = F.classic_local_label(torch.version_string, nvcc.version, sass, ptx, variant.archs_in_version)
-            files = {VARIANT_JSON: variant_json(variant, str(nvcc.version))} if variant.label else {}
-            final = relabel_wheel(built, out_dir, label, F.torch_pin(torch.version_string), manifest.to_json(),
-                                  files, variant.label)  # fmt: skip
+            label = F.classic_local_label(
+                torch.version_string, nvcc.version, sass, ptx, variant.archs_in_version
+            )
+            files = (
+                {VARIANT_JSON: variant_json(variant, str(nvcc.version))} if variant.label else {}
+            )
+            final = relabel_wheel(
+                built,
+                out_dir,
+                label,
+                F.torch_pin(torch.version_string),
+                manifest.to_json(),
+                files,
+                variant.label,
+            )
         if raised:
             compiles = sum(1 for c in calls if not is_query(c.given))
-            progress.note(raised_note(raised, compiles, self.toolchain.cxx_standard, torch.version_string))
+            progress.note(
+                raised_note(raised, compiles, self.toolchain.cxx_standard, torch.version_string)
+            )
         # No nvcc call seen (a project calling its own nvcc): nothing is known, nothing kept.
         self._nvcc_wrote = nvcc_outputs([list(c.run) for c in calls]) if calls else None
-        return BuiltWheel(final, variant, manifest.sass_archs, manifest.ptx_archs, manifest, time.monotonic() - start)
+        return BuiltWheel(
+            final,
+            variant,
+            manifest.sass_archs,
+            manifest.ptx_archs,
+            manifest,
+            time.monotonic() - start,
+        )
 
 
-def raised_note(raised: tuple[tuple[str, int], ...], total: int, needed: str, torch_version: str) -> str:
+def raised_note(
+    raised: tuple[tuple[str, int], ...], total: int, needed: str, torch_version: str
+) -> str:
     """One line: which standards were raised in how many of the nvcc calls, and why."""
     asked = ", ".join(f"-std={std} ({calls} of {total} nvcc calls)" for std, calls in raised)
-    return (f"The project asks nvcc for {asked}; torch {torch_version}'s headers need {needed.upper()}: raised to "
-            f"-std={needed} (recorded in prebuild.json).")
+    return (
+        f"The project asks nvcc for {asked}; torch {torch_version}'s headers need {needed.upper()}: raised to "
+        f"-std={needed} (recorded in prebuild.json)."
+    )

@@ -42,10 +42,10 @@ import tempfile
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
 
 CACHE_ENV = "PREBUILD_CACHE"
 OFF = ("off", "none", "no", "0")
@@ -95,7 +95,9 @@ def parse_cache_spec(text: str | None, cwd: Path | None = None) -> CacheSpec | N
     try:
         path = Path(text).expanduser()
     except RuntimeError:  # ~name of no such user
-        raise CacheSpecError(f"--cache {text!r}: {text.split('/')[0]} is no user's home directory") from None
+        raise CacheSpecError(
+            f"--cache {text!r}: {text.split('/')[0]} is no user's home directory"
+        ) from None
     return CacheSpec("dir", str(path if path.is_absolute() else (cwd or Path.cwd()) / path))
 
 
@@ -111,26 +113,35 @@ def _redis_url(text: str) -> str:
     try:
         port = url.port
     except ValueError:
-        raise CacheSpecError(f"--cache {text!r}: the port is not a number from 1 to 65535") from None
+        raise CacheSpecError(
+            f"--cache {text!r}: the port is not a number from 1 to 65535"
+        ) from None
     if not url.hostname:
         raise CacheSpecError(f"--cache {text!r}: no host (redis://HOST:PORT[/DB])")
     if port == 0:
         raise CacheSpecError(f"--cache {text!r}: the port is not a number from 1 to 65535")
     db = url.path.strip("/")
     if db and not db.isdigit():
-        raise CacheSpecError(f"--cache {text!r}: the database after the port must be a number (redis://HOST:PORT/0)")
+        raise CacheSpecError(
+            f"--cache {text!r}: the database after the port must be a number (redis://HOST:PORT/0)"
+        )
     if url.query or url.fragment:
         raise CacheSpecError(f"--cache {text!r}: nothing may follow the database number")
     return text
 
 
-def server_env(spec: CacheSpec, environ: Mapping[str, str], socket_path: Path, config: Path,
-               error_log: Path) -> dict[str, str]:  # fmt: skip
+def server_env(
+    spec: CacheSpec, environ: Mapping[str, str], socket_path: Path, config: Path, error_log: Path
+) -> dict[str, str]:
     """The environment of the build's own sccache server: in the foreground, on its socket,
     never idling out (it is stopped when the build ends); for a directory or Redis, with none
     of the user's sccache settings (their config file included)."""
     if spec.kind == "sccache":
-        env = {k: v for k, v in environ.items() if k not in ("SCCACHE_SERVER_PORT", "SCCACHE_SERVER_UDS")}
+        env = {
+            k: v
+            for k, v in environ.items()
+            if k not in ("SCCACHE_SERVER_PORT", "SCCACHE_SERVER_UDS")
+        }
     else:
         env = {k: v for k, v in environ.items() if not k.startswith("SCCACHE_")}
         env[SCCACHE_CONFIG_ENV] = str(config)
@@ -138,8 +149,14 @@ def server_env(spec: CacheSpec, environ: Mapping[str, str], socket_path: Path, c
             env["SCCACHE_DIR"] = spec.location
         else:
             env["SCCACHE_REDIS_ENDPOINT"] = spec.location
-    env.update(SCCACHE_SERVER_UDS=str(socket_path), SCCACHE_START_SERVER="1", SCCACHE_NO_DAEMON="1",
-               SCCACHE_IDLE_TIMEOUT="0", SCCACHE_ERROR_LOG=str(error_log), SCCACHE_LOG="warn")  # fmt: skip
+    env.update(
+        SCCACHE_SERVER_UDS=str(socket_path),
+        SCCACHE_START_SERVER="1",
+        SCCACHE_NO_DAEMON="1",
+        SCCACHE_IDLE_TIMEOUT="0",
+        SCCACHE_ERROR_LOG=str(error_log),
+        SCCACHE_LOG="warn",
+    )
     # Direct mode: a host compile's hit is found from its sources' and headers' hashes without
     # running the preprocessor (0.01 s instead of a second or more per file, measured here).
     env.setdefault("SCCACHE_DIRECT", "true")
@@ -165,7 +182,7 @@ def launcher_script(sccache: Path, socket_path: Path, disabled_flag: Path) -> st
 
 def _tool(kind: str) -> str:
     """'ptx [cicc]' -> 'cicc'; 'c++ [gcc]' -> 'gcc'."""
-    return kind[kind.find("[") + 1: kind.rfind("]")] if "[" in kind else kind
+    return kind[kind.find("[") + 1 : kind.rfind("]")] if "[" in kind else kind
 
 
 @dataclass(frozen=True)
@@ -180,7 +197,7 @@ class CacheStats:
     write_errors: int = 0
 
     @classmethod
-    def from_json(cls, data: Mapping) -> "CacheStats":
+    def from_json(cls, data: Mapping) -> CacheStats:
         stats = data.get("stats", data)
 
         def per_tool(name: str) -> dict[str, int]:
@@ -189,8 +206,12 @@ class CacheStats:
                 counts[_tool(kind)] = counts.get(_tool(kind), 0) + int(n)
             return counts
 
-        return cls(per_tool("cache_hits"), per_tool("cache_misses"), int(stats.get("cache_read_errors", 0)),
-                   int(stats.get("cache_write_errors", 0)))  # fmt: skip
+        return cls(
+            per_tool("cache_hits"),
+            per_tool("cache_misses"),
+            int(stats.get("cache_read_errors", 0)),
+            int(stats.get("cache_write_errors", 0)),
+        )
 
     def _split(self, pick: Callable[[str], bool]) -> tuple[int, int]:
         """(hits, requests) of the tools ``pick`` accepts."""
@@ -213,13 +234,23 @@ class CacheStats:
     def summary(self) -> str:
         """``1 of 2 compiles from the cache (host C++ 1 of 1; nvcc 0 of 1; 1 of nvcc's 3 steps
         reused ...)``."""
-        parts = [f"{label} {hit} of {total}" for label, (hit, total) in
-                 (("host C++", self._split(_is_host)), ("nvcc", self._split(_is_nvcc))) if total]  # fmt: skip
+        parts = [
+            f"{label} {hit} of {total}"
+            for label, (hit, total) in (
+                ("host C++", self._split(_is_host)),
+                ("nvcc", self._split(_is_nvcc)),
+            )
+            if total
+        ]
         step_hits, steps = self._split(_is_step)
         if self.misses.get("nvcc", 0) and step_hits:
-            parts.append(f"{step_hits} of nvcc's {steps} steps reused (the host side of other archs' compiles)")
+            parts.append(
+                f"{step_hits} of nvcc's {steps} steps reused (the host side of other archs' compiles)"
+            )
         detail = f" ({'; '.join(parts)})" if parts else ""
-        errors = f"; {self.errors} cache errors (those compiles ran uncached)" if self.errors else ""
+        errors = (
+            f"; {self.errors} cache errors (those compiles ran uncached)" if self.errors else ""
+        )
         return f"{self.from_cache} of {self.compiles} compiles from the cache{detail}{errors}"
 
 
@@ -253,7 +284,11 @@ class CacheReport:
         if not self.active:
             reason = self.warnings[0] if self.warnings else "it did not start"
             return [f"Compile cache {self.spec}: not used ({reason}); everything was compiled."]
-        text = self.stats.summary() if self.stats is not None else "no statistics (the server stopped answering)"
+        text = (
+            self.stats.summary()
+            if self.stats is not None
+            else "no statistics (the server stopped answering)"
+        )
         lines = [f"Compile cache {self.spec}: {text}."]
         lines += [f"  {w}" for w in self.warnings]
         return lines
@@ -345,10 +380,17 @@ class CompileCache:
         self.work.mkdir(parents=True)
         self._make_socket_dir()
         (self.work / "empty-config").write_text("")
-        env = server_env(self.spec, os.environ, self.socket, self.work / "empty-config", self.work / "server.log")
+        env = server_env(
+            self.spec, os.environ, self.socket, self.work / "empty-config", self.work / "server.log"
+        )
         with open(self.work / "server.out", "wb") as out:
-            self._server = subprocess.Popen([str(self._sccache)], env=env, stdout=out, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL)  # fmt: skip
+            self._server = subprocess.Popen(
+                [str(self._sccache)],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self._server.poll() is not None:
@@ -359,14 +401,18 @@ class CompileCache:
                 break
             time.sleep(0.05)
         else:
-            self.warn(f"sccache's server did not answer within {START_TIMEOUT:.0f} s: {self._server_output()}")
+            self.warn(
+                f"sccache's server did not answer within {START_TIMEOUT:.0f} s: {self._server_output()}"
+            )
             self._kill_server()
             return False
         launcher = self.work / "launcher"
         launcher.write_text(launcher_script(self._sccache, self.socket, self.disabled_flag))
         launcher.chmod(0o755)
         self.launcher, self.report.active = launcher, True
-        self._watcher = threading.Thread(target=self._watch, name="prebuild-cache-watch", daemon=True)
+        self._watcher = threading.Thread(
+            target=self._watch, name="prebuild-cache-watch", daemon=True
+        )
         self._watcher.start()
         return True
 
@@ -384,11 +430,22 @@ class CompileCache:
         if self._sccache is None or self._socket_dir is None:
             return None
         try:
-            proc = subprocess.run([str(self._sccache), "--show-stats", "--stats-format", "json"],
-                                  env={**os.environ, **client_env(self.socket)}, capture_output=True, text=True,
-                                  timeout=10)  # fmt: skip
+            proc = subprocess.run(
+                [str(self._sccache), "--show-stats", "--stats-format", "json"],
+                env={**os.environ, **client_env(self.socket)},
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
             return CacheStats.from_json(json.loads(proc.stdout)) if proc.returncode == 0 else None
-        except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, AttributeError, TypeError, ValueError):
+        except (
+            OSError,
+            subprocess.TimeoutExpired,
+            json.JSONDecodeError,
+            AttributeError,
+            TypeError,
+            ValueError,
+        ):
             return None
 
     def _watch(self) -> None:
@@ -413,7 +470,9 @@ class CompileCache:
         if self.disabled_flag.exists():
             return
         self.disabled_flag.touch()
-        self.warn(f"the cache stopped working ({reason}): the rest of the build compiled without it")
+        self.warn(
+            f"the cache stopped working ({reason}): the rest of the build compiled without it"
+        )
         self._kill_server()
 
     def _kill_server(self) -> None:
@@ -437,20 +496,28 @@ class CompileCache:
             if stats is not None:
                 self.report.stats = stats
                 if stats.errors and not self.disabled_flag.exists():
-                    self.warn(f"the cache failed {stats.errors} time(s): those compiles ran uncached "
-                              f"(sccache's log: {self.work / 'server.log'})")  # fmt: skip
+                    self.warn(
+                        f"the cache failed {stats.errors} time(s): those compiles ran uncached "
+                        f"(sccache's log: {self.work / 'server.log'})"
+                    )
         self._kill_server()
         if self._sccache is not None and self._socket_dir is not None and self.socket.exists():
-            subprocess.run([str(self._sccache), "--stop-server"], env={**os.environ, **client_env(self.socket)},
-                           capture_output=True, timeout=10, check=False)  # fmt: skip
+            subprocess.run(
+                [str(self._sccache), "--stop-server"],
+                env={**os.environ, **client_env(self.socket)},
+                capture_output=True,
+                timeout=10,
+                check=False,
+            )
         if self._socket_dir is not None:
             shutil.rmtree(self._socket_dir, ignore_errors=True)
         return self.report
 
 
 @contextmanager
-def compile_cache(spec: CacheSpec | None, work: Path,
-                  warn: Callable[[str], None] | None = None) -> Iterator[CompileCache | None]:  # fmt: skip
+def compile_cache(
+    spec: CacheSpec | None, work: Path, warn: Callable[[str], None] | None = None
+) -> Iterator[CompileCache | None]:
     """The build's cache for the ``with`` body (None: no cache asked for), stopped after it."""
     if spec is None:
         yield None

@@ -86,7 +86,9 @@ KEYS = {
 
 
 def _fail(key: str, value: Any, why: str = "") -> ConfigError:
-    return ConfigError(f"[tool.prebuild] {key} must be {KEYS[key]}, got {value!r}" + (f": {why}" if why else ""))
+    return ConfigError(
+        f"[tool.prebuild] {key} must be {KEYS[key]}, got {value!r}" + (f": {why}" if why else "")
+    )
 
 
 def _string(table: dict, key: str, default: str) -> str:
@@ -118,15 +120,26 @@ def parse_config(tool: dict, project: dict, root: Path) -> KernelProject:
         raise ConfigError(f"[tool.prebuild] must be a table, got {tool!r}")
     unknown = sorted(set(tool) - set(KEYS))
     if unknown:
-        hints = [f"{key!r}" + (f" (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(key, KEYS, 1)) else "")
-                 for key in unknown]  # fmt: skip
-        raise ConfigError(f"unknown key(s) in [tool.prebuild]: {', '.join(hints)}; the keys are {', '.join(KEYS)}")
+        hints = [
+            f"{key!r}"
+            + (
+                f" (did you mean {close[0]!r}?)"
+                if (close := difflib.get_close_matches(key, KEYS, 1))
+                else ""
+            )
+            for key in unknown
+        ]
+        raise ConfigError(
+            f"unknown key(s) in [tool.prebuild]: {', '.join(hints)}; the keys are {', '.join(KEYS)}"
+        )
     name = project.get("name") if isinstance(project, dict) else None
     if not isinstance(name, str) or not name:
         raise ConfigError("pyproject.toml has no [project] name: a native project needs one")
     if "version" in project or "version" not in project.get("dynamic", []):
-        raise ConfigError("a native project's version goes in [tool.prebuild] version, with \"version\" in "
-                          "[project] dynamic: each wheel's version adds the CUDA and archs (+cu130.sm90)")  # fmt: skip
+        raise ConfigError(
+            'a native project\'s version goes in [tool.prebuild] version, with "version" in '
+            "[project] dynamic: each wheel's version adds the CUDA and archs (+cu130.sm90)"
+        )
     try:
         version = Version(_string(tool, "version", ""))
     except InvalidVersion:
@@ -145,7 +158,11 @@ def parse_config(tool: dict, project: dict, root: Path) -> KernelProject:
     except InvalidVersion:
         raise _fail("torch-target", tool.get("torch-target")) from None
     if target < MIN_TORCH_TARGET:
-        raise _fail("torch-target", str(target), f"prebuild's building blocks need torch {MIN_TORCH_TARGET}'s stable ABI")
+        raise _fail(
+            "torch-target",
+            str(target),
+            f"prebuild's building blocks need torch {MIN_TORCH_TARGET}'s stable ABI",
+        )
     archs = tool.get("default-archs")
     if archs is not None:
         if isinstance(archs, list) and all(isinstance(a, str) for a in archs):
@@ -168,12 +185,19 @@ def parse_config(tool: dict, project: dict, root: Path) -> KernelProject:
         except ValueError:
             raise _fail("selftest", selftest) from None
     return KernelProject(
-        root=root.resolve(), name=name, version=str(version), package=package,
+        root=root.resolve(),
+        name=name,
+        version=str(version),
+        package=package,
         namespace=_identifier(tool, "namespace", package.replace(".", "_")),
-        sources=sources, include_dirs=tuple(_relative_dir(root, "include-dirs", d) for d in include),
-        torch_target=Version(f"{target.major}.{target.minor}"), default_archs=archs, default_ptx=ptx,
-        library=_identifier(tool, "library", "_C"), selftest=selftest,
-    )  # fmt: skip
+        sources=sources,
+        include_dirs=tuple(_relative_dir(root, "include-dirs", d) for d in include),
+        torch_target=Version(f"{target.major}.{target.minor}"),
+        default_archs=archs,
+        default_ptx=ptx,
+        library=_identifier(tool, "library", "_C"),
+        selftest=selftest,
+    )
 
 
 PYPROJECT = "pyproject.toml"
@@ -200,5 +224,3 @@ def read_config(root: Path) -> KernelProject:
     if "prebuild" not in data.get("tool", {}):
         raise ConfigError(f"{Path(root) / PYPROJECT} has no [tool.prebuild] table")
     return parse_config(data["tool"]["prebuild"], data.get("project", {}), Path(root))
-
-

@@ -31,7 +31,7 @@ from prebuild.tool.builder.nvcc_shim import (
     SHIM_ENV_MIN_STD,
     SHIM_ENV_REAL,
 )
-from prebuild.tool.builder.toolchain import CudaToolkit, Torch, ToolchainError
+from prebuild.tool.builder.toolchain import CudaToolkit, ToolchainError, Torch
 
 # The standards a probe tries, oldest first (nvcc 12 and 13 accept these two and older ones).
 PROBE_STANDARDS = ("c++17", "c++20")
@@ -48,7 +48,12 @@ def nvidia_dirs(kind: str) -> list[Path]:
     spec = importlib.util.find_spec("nvidia")
     if spec is None or not spec.submodule_search_locations:
         return []
-    return [d for root in spec.submodule_search_locations for d in sorted(Path(root).glob(f"*/{kind}")) if d.is_dir()]
+    return [
+        d
+        for root in spec.submodule_search_locations
+        for d in sorted(Path(root).glob(f"*/{kind}"))
+        if d.is_dir()
+    ]
 
 
 def _link_entries(dest: Path, sources: list[Path], skip: set[str] = frozenset()) -> None:
@@ -81,18 +86,31 @@ def make_cuda_shim(toolkit: CudaToolkit, dest: Path) -> Path:
     return dest
 
 
-def write_nvcc_script(shim: Path, nvcc: Path, gencode: list[str], log: Path, min_std: str | None,
-                      launcher: Path | None = None) -> Path:  # fmt: skip
+def write_nvcc_script(
+    shim: Path,
+    nvcc: Path,
+    gencode: list[str],
+    log: Path,
+    min_std: str | None,
+    launcher: Path | None = None,
+) -> Path:
     """``shim/bin/nvcc``: the nvcc shim with these settings, calling ``nvcc`` (the one the user
     reaches, wrapper or not), through ``launcher`` (the compile cache's) when given."""
-    settings = {SHIM_ENV_REAL: str(nvcc), SHIM_ENV_GENCODE: json.dumps(gencode), SHIM_ENV_LOG: str(log),
-                SHIM_ENV_MIN_STD: min_std or "", SHIM_ENV_LAUNCHER: str(launcher or ""),
-                # The shim module is found even if the project's build changes the environment.
-                "PYTHONPATH": str(Path(__file__).resolve().parents[3])}  # fmt: skip
+    settings = {
+        SHIM_ENV_REAL: str(nvcc),
+        SHIM_ENV_GENCODE: json.dumps(gencode),
+        SHIM_ENV_LOG: str(log),
+        SHIM_ENV_MIN_STD: min_std or "",
+        SHIM_ENV_LAUNCHER: str(launcher or ""),
+        # The shim module is found even if the project's build changes the environment.
+        "PYTHONPATH": str(Path(__file__).resolve().parents[3]),
+    }
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in settings.items())
     script = shim / "bin" / "nvcc"
     script.unlink(missing_ok=True)
-    script.write_text(f"#!/bin/sh\n{exports} exec {shlex.quote(sys.executable)} -m prebuild.tool.builder.nvcc_shim \"$@\"\n")
+    script.write_text(
+        f'#!/bin/sh\n{exports} exec {shlex.quote(sys.executable)} -m prebuild.tool.builder.nvcc_shim "$@"\n'
+    )
     script.chmod(0o755)
     return script
 
@@ -103,7 +121,7 @@ def write_cxx_script(shim: Path, cxx: str, launcher: Path) -> Path:
     script = shim / "host-bin" / "c++"
     script.parent.mkdir(exist_ok=True)
     script.unlink(missing_ok=True)
-    script.write_text(f"#!/bin/sh\nexec {shlex.quote(str(launcher))} {shlex.quote(cxx)} \"$@\"\n")
+    script.write_text(f'#!/bin/sh\nexec {shlex.quote(str(launcher))} {shlex.quote(cxx)} "$@"\n')
     script.chmod(0o755)
     return script
 
@@ -115,7 +133,7 @@ def _compiler_message(output: str, limit: int = 2000) -> str:
     if error is None:
         return output[-limit:].strip()
     begin = start if 0 <= start < error.start() else max(0, output.rfind("\n", 0, error.start()))
-    return output[begin: begin + limit].strip()
+    return output[begin : begin + limit].strip()
 
 
 def probe_toolkit(shim: Path, torch: Torch, cxx: str, toolkit: CudaToolkit) -> str:
@@ -123,14 +141,24 @@ def probe_toolkit(shim: Path, torch: Torch, cxx: str, toolkit: CudaToolkit) -> s
     this torch through the shim toolkit; ToolchainError, with the compiler's words, if none does."""
     probe = shim / "prebuild-probe.cpp"
     probe.write_text(PROBE_SOURCE)
-    includes = [f"-I{d}" for d in (*torch.include_dirs, *(d / "torch" / "csrc" / "api" / "include" for d in torch.include_dirs),
-                                   shim / "include")]  # fmt: skip
-    commands = {std: [cxx, f"-std={std}", "-fsyntax-only", *includes, str(probe)] for std in PROBE_STANDARDS}
+    includes = [
+        f"-I{d}"
+        for d in (
+            *torch.include_dirs,
+            *(d / "torch" / "csrc" / "api" / "include" for d in torch.include_dirs),
+            shim / "include",
+        )
+    ]
+    commands = {
+        std: [cxx, f"-std={std}", "-fsyntax-only", *includes, str(probe)] for std in PROBE_STANDARDS
+    }
     # Started together: a second or so each, and the oldest that passes wins.
     procs: dict[str, subprocess.Popen] = {}
     try:
         for std, cmd in commands.items():
-            procs[std] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            procs[std] = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
         results = {std: (proc.communicate()[0], proc.returncode) for std, proc in procs.items()}
     except BaseException:
         for proc in procs.values():

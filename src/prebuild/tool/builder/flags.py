@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from packaging.version import Version
 
@@ -58,7 +58,11 @@ def gencode_flags(sass: tuple[Arch, ...], ptx: tuple[Arch, ...]) -> list[str]:
 def common_defines(torch_target: Version, package: str) -> list[str]:
     """The stable-ABI target, the limited API, and the package the library belongs to
     (``PREBUILD_PACKAGE``: prebuild's headers name it in their error messages)."""
-    return [torch_target_define(torch_target), PY_LIMITED_API_DEFINE, f"-DPREBUILD_PACKAGE={package}"]
+    return [
+        torch_target_define(torch_target),
+        PY_LIMITED_API_DEFINE,
+        f"-DPREBUILD_PACKAGE={package}",
+    ]
 
 
 def cxx_flags(include_dirs: tuple[Path, ...], torch_target: Version, package: str) -> list[str]:
@@ -66,9 +70,16 @@ def cxx_flags(include_dirs: tuple[Path, ...], torch_target: Version, package: st
     # instruction-set copies of a CPU kernel (prebuild/cpu_isa.h; AVX-512 implies FMA) round
     # alike and give the same bits as the baseline one.
     return [
-        "-std=c++17", "-O3", "-ffp-contract=off", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wno-unknown-pragmas",
-        *common_defines(torch_target, package), *(f"-I{d}" for d in include_dirs),
-    ]  # fmt: skip
+        "-std=c++17",
+        "-O3",
+        "-ffp-contract=off",
+        "-fPIC",
+        "-fvisibility=hidden",
+        "-Wall",
+        "-Wno-unknown-pragmas",
+        *common_defines(torch_target, package),
+        *(f"-I{d}" for d in include_dirs),
+    ]
 
 
 def compress_flags(compress: bool) -> list[str]:
@@ -78,15 +89,27 @@ def compress_flags(compress: bool) -> list[str]:
 
 
 def nvcc_flags(
-    include_dirs: tuple[Path, ...], sass: tuple[Arch, ...], ptx: tuple[Arch, ...], threads: int,
-    compress: bool, torch_target: Version, package: str,
+    include_dirs: tuple[Path, ...],
+    sass: tuple[Arch, ...],
+    ptx: tuple[Arch, ...],
+    threads: int,
+    compress: bool,
+    torch_target: Version,
+    package: str,
 ) -> list[str]:
     return [
-        "-std=c++17", "-O3", "-lineinfo", f"--threads={threads}", *compress_flags(compress),
-        "-Xcompiler=-fPIC", "-Xcompiler=-fvisibility=hidden",
+        "-std=c++17",
+        "-O3",
+        "-lineinfo",
+        f"--threads={threads}",
+        *compress_flags(compress),
+        "-Xcompiler=-fPIC",
+        "-Xcompiler=-fvisibility=hidden",
         "--expt-relaxed-constexpr",
-        *common_defines(torch_target, package), *(f"-I{d}" for d in include_dirs), *gencode_flags(sass, ptx),
-    ]  # fmt: skip
+        *common_defines(torch_target, package),
+        *(f"-I{d}" for d in include_dirs),
+        *gencode_flags(sass, ptx),
+    ]
 
 
 def link_flags(library_dir: Path) -> list[str]:
@@ -100,7 +123,13 @@ def sanitizer_flags(sanitize: str) -> list[str]:
     if not sanitize:
         return []
     # -O1: what the sanitizers recommend, and half the compile time of -O3 (the last -O wins).
-    return [f"-fsanitize={sanitize}", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g", "-O1"]
+    return [
+        f"-fsanitize={sanitize}",
+        "-fno-sanitize-recover=all",
+        "-fno-omit-frame-pointer",
+        "-g",
+        "-O1",
+    ]
 
 
 def nvcc_threads(n_gencodes: int, cpus: int) -> int:
@@ -112,8 +141,9 @@ def parallel_jobs(cpus: int, available_memory: int, memory_per_job: int) -> int:
     return max(1, min(cpus, available_memory // max(1, memory_per_job)))
 
 
-def local_version_label(cuda: Version | None, sass: tuple[Arch, ...], ptx: tuple[Arch, ...],
-                        archs: bool = True) -> str:  # fmt: skip
+def local_version_label(
+    cuda: Version | None, sass: tuple[Arch, ...], ptx: tuple[Arch, ...], archs: bool = True
+) -> str:
     """``cu130.sm80.sm90`` (plus ``.ptx90`` with PTX); ``cpu`` for a build without CUDA.
     ``archs=False``: ``cu130`` only (variant wheels: their archs are in the variant label)."""
     if cuda is None or not sass:
@@ -131,8 +161,13 @@ def torch_pin(torch_version: str) -> str:
     return f"torch>={v.major}.{v.minor},<{v.major}.{v.minor + 1}"
 
 
-def classic_local_label(torch_version: str, cuda: Version, sass: tuple[Arch, ...], ptx: tuple[Arch, ...],
-                        archs: bool = True) -> str:  # fmt: skip
+def classic_local_label(
+    torch_version: str,
+    cuda: Version,
+    sass: tuple[Arch, ...],
+    ptx: tuple[Arch, ...],
+    archs: bool = True,
+) -> str:
     """``pt214.cu130.sm90``: what a classic project's wheel needs (``relabel.add_local_label``
     keeps the project's own label in front); ``archs=False``: ``pt214.cu130`` (variant wheels)."""
     return f"{torch_tag(torch_version)}.{local_version_label(cuda, sass, ptx, archs)}"
@@ -150,8 +185,12 @@ class BuildOptions:
     simt: bool = False  # also build the simt test library (CUDA kernel bodies on the CPU)
     sanitize: str = ""  # e.g. "address,undefined": sanitise the host libraries
     compress: bool = True  # compressed fatbins (nvcc --compress-mode=size)
-    archs_in_version: bool = True  # False: +cu130 only (variant wheels carry the archs in their label)
-    launcher: Path | None = None  # every compile runs as LAUNCHER COMPILER ARGS (the compile cache's)
+    archs_in_version: bool = (
+        True  # False: +cu130 only (variant wheels carry the archs in their label)
+    )
+    launcher: Path | None = (
+        None  # every compile runs as LAUNCHER COMPILER ARGS (the compile cache's)
+    )
 
     @property
     def ptx_archs(self) -> tuple[Arch, ...]:
@@ -162,7 +201,10 @@ class BuildOptions:
         return bool(self.archs)
 
     def to_env(self) -> dict[str, str]:
-        env = {"PREBUILD_ARCHS": ",".join(a.sm for a in self.archs), "PREBUILD_PTX": str(int(self.ptx))}
+        env = {
+            "PREBUILD_ARCHS": ",".join(a.sm for a in self.archs),
+            "PREBUILD_PTX": str(int(self.ptx)),
+        }
         if self.jobs is not None:
             env["PREBUILD_JOBS"] = str(self.jobs)
         if self.build_dir is not None:
@@ -182,8 +224,12 @@ class BuildOptions:
         return env
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, default_archs: tuple[Arch, ...] | None = None,
-                 default_ptx: bool = DEFAULT_PTX) -> "BuildOptions":  # fmt: skip
+    def from_env(
+        cls,
+        env: Mapping[str, str] | None = None,
+        default_archs: tuple[Arch, ...] | None = None,
+        default_ptx: bool = DEFAULT_PTX,
+    ) -> BuildOptions:
         """The options of a source build (setup.py); without PREBUILD_ARCHS, the project's
         ``default-archs`` (else the support table's) and ``default-ptx``."""
         env = os.environ if env is None else env
@@ -193,13 +239,21 @@ class BuildOptions:
         else:
             archs = parse_arch_list(archs_text)
         ptx_text = env.get("PREBUILD_PTX")
-        ptx = (default_ptx if archs_text is None else False) if ptx_text is None else _flag("PREBUILD_PTX", ptx_text)
+        ptx = (
+            (default_ptx if archs_text is None else False)
+            if ptx_text is None
+            else _flag("PREBUILD_PTX", ptx_text)
+        )
         simt = _flag("PREBUILD_SIMT", env.get("PREBUILD_SIMT", "0"))
         compress = _flag("PREBUILD_COMPRESS", env.get("PREBUILD_COMPRESS", "1"))
-        archs_in_version = _flag("PREBUILD_ARCHS_IN_VERSION", env.get("PREBUILD_ARCHS_IN_VERSION", "1"))
+        archs_in_version = _flag(
+            "PREBUILD_ARCHS_IN_VERSION", env.get("PREBUILD_ARCHS_IN_VERSION", "1")
+        )
         sanitize = env.get("PREBUILD_SANITIZE", "").strip()
         if sanitize and not re.fullmatch(r"[a-z]+(,[a-z]+)*", sanitize):
-            raise ValueError(f"PREBUILD_SANITIZE must look like 'address,undefined', got {sanitize!r}")
+            raise ValueError(
+                f"PREBUILD_SANITIZE must look like 'address,undefined', got {sanitize!r}"
+            )
         jobs_text = env.get("PREBUILD_JOBS")
         jobs = None
         if jobs_text:
@@ -208,8 +262,17 @@ class BuildOptions:
             jobs = int(jobs_text)
         build_dir = Path(env["PREBUILD_BUILD_DIR"]) if env.get("PREBUILD_BUILD_DIR") else None
         launcher = Path(env[LAUNCHER_ENV]) if env.get(LAUNCHER_ENV) else None
-        return cls(archs=archs, ptx=ptx, jobs=jobs, build_dir=build_dir, simt=simt, sanitize=sanitize,
-                   compress=compress, archs_in_version=archs_in_version, launcher=launcher)
+        return cls(
+            archs=archs,
+            ptx=ptx,
+            jobs=jobs,
+            build_dir=build_dir,
+            simt=simt,
+            sanitize=sanitize,
+            compress=compress,
+            archs_in_version=archs_in_version,
+            launcher=launcher,
+        )
 
 
 def _flag(name: str, text: str) -> bool:

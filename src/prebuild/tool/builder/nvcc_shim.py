@@ -6,8 +6,9 @@ hard-coded ``-gencode`` list used when no GPU is visible, which makes torch igno
 ``$CUDA_HOME/bin/nvcc`` of a shim toolkit, for the project's build: every arch option of each
 call is dropped and exactly the requested ``-gencode`` options are added, every other flag
 (``--use_fast_math``, ``--maxrregcount``, ...) is kept, and every call is logged, as given and
-as run. With a compile cache, each compile runs through its launcher. A ``-std`` older than the one torch's headers need (a project asking for C++17 from a
-torch that needs C++20) is raised to it; a standard is never lowered, and none is added.
+as run. With a compile cache, each compile runs through its launcher. A ``-std`` older than the
+one torch's headers need (a project asking for C++17 from a torch that needs C++20) is raised to
+it; a standard is never lowered, and none is added.
 
 ``rewrite_args`` is pure; ``main`` runs as ``python -m prebuild.tool.builder.nvcc_shim ARGS`` and
 reads its settings from the environment (``SHIM_ENV_*``). Standard library only: it starts
@@ -22,9 +23,15 @@ import sys
 
 SHIM_ENV_REAL = "PREBUILD_NVCC_REAL"  # the real nvcc
 SHIM_ENV_GENCODE = "PREBUILD_NVCC_GENCODE"  # JSON list of the -gencode options to use
-SHIM_ENV_LOG = "PREBUILD_NVCC_LOG"  # a file each call is appended to, as given and as run (JSON lines)
-SHIM_ENV_MIN_STD = "PREBUILD_NVCC_MIN_STD"  # the oldest C++ standard torch's headers compile in ("c++20")
-SHIM_ENV_LAUNCHER = "PREBUILD_NVCC_LAUNCHER"  # the compile cache's launcher: compiles run as LAUNCHER NVCC ARGS
+SHIM_ENV_LOG = (
+    "PREBUILD_NVCC_LOG"  # a file each call is appended to, as given and as run (JSON lines)
+)
+SHIM_ENV_MIN_STD = (
+    "PREBUILD_NVCC_MIN_STD"  # the oldest C++ standard torch's headers compile in ("c++20")
+)
+SHIM_ENV_LAUNCHER = (
+    "PREBUILD_NVCC_LAUNCHER"  # the compile cache's launcher: compiles run as LAUNCHER NVCC ARGS
+)
 
 # Options that choose archs: "--opt VALUE" or "--opt=VALUE" (nvcc accepts both spellings).
 ARCH_OPTIONS = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code")

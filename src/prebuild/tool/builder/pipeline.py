@@ -29,10 +29,11 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from prebuild.runtime.arch import ArchError, parse_arch_list
 from prebuild.tool.builder import classic
@@ -46,9 +47,15 @@ from prebuild.tool.builder.compile_cache import (
     stable_workspace,
 )
 from prebuild.tool.builder.config import read_config
-from prebuild.tool.builder.project import CLASSIC, NATIVE, DownloadError, Project, project_kind, resolve_project
-from prebuild.tool.builder.toolchain import Nvcc, Torch, ToolchainError
-from prebuild.tool.index import write_variants_files
+from prebuild.tool.builder.project import (
+    CLASSIC,
+    NATIVE,
+    DownloadError,
+    Project,
+    project_kind,
+    resolve_project,
+)
+from prebuild.tool.builder.toolchain import Nvcc, ToolchainError, Torch
 from prebuild.tool.builder.wheel import (
     BuildProgress,
     BuiltWheel,
@@ -60,9 +67,15 @@ from prebuild.tool.builder.wheel import (
     prepare_output_dir,
     write_lock,
 )
+from prebuild.tool.index import write_variants_files
 
 # What a request or a build can fail with, said in one message (anything else is a bug).
-FAILURES = (ArchError, ValueError, ToolchainError, BuildError)  # VariantError, SiteError: ValueErrors
+FAILURES = (
+    ArchError,
+    ValueError,
+    ToolchainError,
+    BuildError,
+)  # VariantError, SiteError: ValueErrors
 
 
 @dataclass(frozen=True)
@@ -89,7 +102,9 @@ class Reporter(Protocol):
     def fetching(self, spec: str) -> None:
         """The project's source is being downloaded with pip."""
 
-    def starting(self, variants: list[WheelVariant], nvcc: Nvcc, origin: str, out_dir: Path) -> None:
+    def starting(
+        self, variants: list[WheelVariant], nvcc: Nvcc, origin: str, out_dir: Path
+    ) -> None:
         """Every check passed; the wheels are built next."""
 
     def wheel(self, variant: WheelVariant) -> BuildProgress:
@@ -141,22 +156,41 @@ def build_wheels(request: WheelRequest, report: Reporter) -> BuiltWheels:
     with workspace(request.build_dir, stable=cache_spec is not None) as work:
         try:
             variants = plan(request)
-            kind = project_kind(request.project)  # None: an sdist or requirement, known once unpacked
+            kind = project_kind(
+                request.project
+            )  # None: an sdist or requirement, known once unpacked
             toolchain = check_before_building(request, variants, kind, work.path)
             # A cached build compiles a copy at the workspace's fixed paths, a native project's too.
-            project = resolve(request.project, work.path, toolchain, report, copy=cache_spec is not None)
+            project = resolve(
+                request.project, work.path, toolchain, report, copy=cache_spec is not None
+            )
             with compile_cache(cache_spec, work.path, report.cache_warning) as cache:
                 launcher = cache.launcher if cache is not None else None
                 builder = make_builder(project, toolchain, request, variants, work.path, launcher)
                 report.starting(variants, builder.nvcc, project.origin, request.out_dir)
                 stage = 1
                 started = time.monotonic()
-                wheels = [build_one(builder, variant, request.out_dir, report) for variant in variants]
-            written = write_variants_files([w.path for w in wheels], request.out_dir) if request.variants else []
+                wheels = [
+                    build_one(builder, variant, request.out_dir, report) for variant in variants
+                ]
+            written = (
+                write_variants_files([w.path for w in wheels], request.out_dir)
+                if request.variants
+                else []
+            )
             variants_file = written[0] if written else None  # one project version: one file
-            locks = [write_lock(request.lock, w.path) for w in wheels] if request.lock is not None else []
-            return BuiltWheels(wheels, locks, time.monotonic() - started, variants_file,
-                               cache.report if cache is not None else None)  # fmt: skip
+            locks = (
+                [write_lock(request.lock, w.path) for w in wheels]
+                if request.lock is not None
+                else []
+            )
+            return BuiltWheels(
+                wheels,
+                locks,
+                time.monotonic() - started,
+                variants_file,
+                cache.report if cache is not None else None,
+            )
         except FAILURES as exc:
             raise WheelError(work.message(exc), stage) from None
 
@@ -164,10 +198,17 @@ def build_wheels(request: WheelRequest, report: Reporter) -> BuiltWheels:
 def plan(request: WheelRequest) -> list[WheelVariant]:
     """Step 1: the archs, the wheels, the lock file's name."""
     if request.plain and (request.variants or request.fat or request.ptx):
-        raise ValueError("--plain builds the one plain wheel (every arch, PTX of the newest): without --variants, "
-                         "--fat or --ptx")  # fmt: skip
-    variants = plan_variants(parse_arch_list(",".join(request.archs)), fat=request.fat, ptx=request.ptx,
-                             variants=request.variants, plain=request.plain)  # fmt: skip
+        raise ValueError(
+            "--plain builds the one plain wheel (every arch, PTX of the newest): without --variants, "
+            "--fat or --ptx"
+        )
+    variants = plan_variants(
+        parse_arch_list(",".join(request.archs)),
+        fat=request.fat,
+        ptx=request.ptx,
+        variants=request.variants,
+        plain=request.plain,
+    )
     if request.lock is not None:
         check_lock_target(request.lock, len(variants))
     return variants
@@ -178,8 +219,9 @@ def every_arch(variants: list[WheelVariant]) -> tuple:
     return tuple(sorted({a for v in variants for a in v.archs}))
 
 
-def check_before_building(request: WheelRequest, variants: list[WheelVariant], kind: str | None,
-                          work: Path) -> Toolchain | classic.ClassicToolchain:  # fmt: skip
+def check_before_building(
+    request: WheelRequest, variants: list[WheelVariant], kind: str | None, work: Path
+) -> Toolchain | classic.ClassicToolchain:
     """Step 2: everything that can fail before the project is copied, downloaded, locked or
     compiled: the toolchain (a classic project's own when it is known to be one), then the
     output directory."""
@@ -193,7 +235,9 @@ def check_before_building(request: WheelRequest, variants: list[WheelVariant], k
     return toolchain
 
 
-def resolve(spec: str | None, work: Path, toolchain, report: Reporter, copy: bool = False) -> Project:
+def resolve(
+    spec: str | None, work: Path, toolchain, report: Reporter, copy: bool = False
+) -> Project:
     """Step 3: the project, copied, unpacked or downloaded into ``work`` (a native directory
     stays where it is, unless ``copy``)."""
     if spec is not None and not Path(spec).expanduser().exists():
@@ -204,24 +248,43 @@ def resolve(spec: str | None, work: Path, toolchain, report: Reporter, copy: boo
         if exc.metadata_failed and toolchain.torch.cuda is None:
             # pip runs the project's setup.py to read its name, and a classic one fails there
             # under a CPU torch: say what a directory or an sdist is told at once.
-            detail = f"pip could not even read {spec}'s metadata: its setup.py failed with {exc.reason}"
+            detail = (
+                f"pip could not even read {spec}'s metadata: its setup.py failed with {exc.reason}"
+            )
             raise classic.cpu_torch_error(toolchain.torch, detail) from None
         raise
 
 
-def make_builder(project: Project, toolchain, request: WheelRequest, variants: list[WheelVariant],
-                 work: Path, launcher: Path | None = None) -> WheelBuilder:  # fmt: skip
+def make_builder(
+    project: Project,
+    toolchain,
+    request: WheelRequest,
+    variants: list[WheelVariant],
+    work: Path,
+    launcher: Path | None = None,
+) -> WheelBuilder:
     """Step 4: the builder for the project's kind; every compile through ``launcher`` (the
     compile cache's) when given."""
     if project.kind == NATIVE:
-        return NativeBuilder(read_config(project.source), toolchain.nvcc, jobs=request.jobs,
-                             build_dir=request.build_dir, compress=request.compress, launcher=launcher)  # fmt: skip
-    if not isinstance(toolchain, classic.ClassicToolchain):  # an sdist or requirement turned out classic
+        return NativeBuilder(
+            read_config(project.source),
+            toolchain.nvcc,
+            jobs=request.jobs,
+            build_dir=request.build_dir,
+            compress=request.compress,
+            launcher=launcher,
+        )
+    # an sdist or requirement turned out classic
+    if not isinstance(toolchain, classic.ClassicToolchain):
         toolchain = classic.preflight_classic(every_arch(variants), work)
-    return classic.ClassicBuilder(project.source, toolchain, work, jobs=request.jobs, launcher=launcher)
+    return classic.ClassicBuilder(
+        project.source, toolchain, work, jobs=request.jobs, launcher=launcher
+    )
 
 
-def build_one(builder: WheelBuilder, variant: WheelVariant, out_dir: Path, report: Reporter) -> BuiltWheel:
+def build_one(
+    builder: WheelBuilder, variant: WheelVariant, out_dir: Path, report: Reporter
+) -> BuiltWheel:
     """Step 5, for one wheel: the builder compiles, packages, checks and places it."""
     progress = report.wheel(variant)
     try:
@@ -244,9 +307,12 @@ class Workspace:
         """``exc``'s message. A temporary workspace is about to go: a build log the error names
         (``exc.log``) is moved beside it first, and the message names its new place."""
         message, log = str(exc), getattr(exc, "log", None)
-        if self.temporary and log is not None and Path(log).is_file() and Path(log).resolve().is_relative_to(
-            self.path.resolve()
-        ):  # fmt: skip
+        if (
+            self.temporary
+            and log is not None
+            and Path(log).is_file()
+            and Path(log).resolve().is_relative_to(self.path.resolve())
+        ):
             kept = Path(tempfile.gettempdir()) / f"{self.path.name}.log"
             shutil.move(str(log), kept)
             message = message.replace(str(log), str(kept))

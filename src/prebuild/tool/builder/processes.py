@@ -17,9 +17,9 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
 
 PROC = Path("/proc")
 
@@ -31,7 +31,7 @@ def _stat(pid: int) -> tuple[str, int] | None:
         text = (PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()
+    fields = text[text.rindex(")") + 2 :].split()
     return fields[0], int(fields[1])
 
 
@@ -53,7 +53,9 @@ def descendants(pid: int) -> list[int]:
 
 def _alive(pid: int) -> bool:
     stat = _stat(pid)
-    return stat is not None and stat[0] != "Z"  # a zombie has exited: only its parent's wait is left
+    return (
+        stat is not None and stat[0] != "Z"
+    )  # a zombie has exited: only its parent's wait is left
 
 
 def stop_tree(pid: int, grace: float = 5.0) -> None:

@@ -24,7 +24,18 @@ NATIVE = "native"
 CLASSIC = "classic"
 
 # Not copied from a user's tree: VCS data and earlier build outputs.
-IGNORED = (".git", ".hg", ".svn", "build", "dist", "*.egg-info", "__pycache__", ".venv*", ".tox", ".nox")
+IGNORED = (
+    ".git",
+    ".hg",
+    ".svn",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".venv*",
+    ".tox",
+    ".nox",
+)
 SDIST_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
 
 
@@ -63,7 +74,9 @@ def unpack(archive: Path, dest: Path) -> Path:
             with zipfile.ZipFile(archive) as zf:
                 for name in zf.namelist():
                     if not (dest / name).resolve().is_relative_to(dest.resolve()):
-                        raise BuildError(f"{archive.name}: member {name!r} points outside the archive")
+                        raise BuildError(
+                            f"{archive.name}: member {name!r} points outside the archive"
+                        )
                 zf.extractall(dest)
         else:
             with tarfile.open(archive) as tf:
@@ -71,8 +84,14 @@ def unpack(archive: Path, dest: Path) -> Path:
                     tf.extractall(dest, filter="data")  # no absolute paths, links out, or devices
                 else:
                     for member in tf.getmembers():
-                        if member.issym() or member.islnk() or not (dest / member.name).resolve().is_relative_to(dest.resolve()):
-                            raise BuildError(f"{archive.name}: member {member.name!r} points outside the archive")
+                        if (
+                            member.issym()
+                            or member.islnk()
+                            or not (dest / member.name).resolve().is_relative_to(dest.resolve())
+                        ):
+                            raise BuildError(
+                                f"{archive.name}: member {member.name!r} points outside the archive"
+                            )
                     tf.extractall(dest)
     except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
         raise BuildError(f"cannot unpack {archive}: {exc}") from exc
@@ -104,16 +123,31 @@ def download_source(spec: str, dest: Path) -> Path:
     ``git+https://...``) into ``dest``; returns the archive. Without build isolation: a
     classic setup.py imports torch even to say its name, and isolation would install another."""
     dest.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
-               "--disable-pip-version-check", "--dest", str(dest), spec]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        "--no-build-isolation",
+        "--disable-pip-version-check",
+        "--dest",
+        str(dest),
+        spec,
+    ]
     proc = processes.run(command, capture_output=True, text=True)
     archives = [p for p in dest.iterdir() if p.name.endswith(SDIST_SUFFIXES)]
     if proc.returncode != 0 or len(archives) != 1:
         output = proc.stdout + proc.stderr
         # pip runs the project's setup.py to read its metadata (a classic one imports torch's
         # CUDAExtension there), so a project's own error can stop the download.
-        raise DownloadError(f"cannot get the source of {spec!r} with pip:\n{output[-4000:]}",
-                            "metadata-generation-failed" in output, _last_error(output))  # fmt: skip
+        raise DownloadError(
+            f"cannot get the source of {spec!r} with pip:\n{output[-4000:]}",
+            "metadata-generation-failed" in output,
+            _last_error(output),
+        )
     return archives[0]
 
 
@@ -150,12 +184,16 @@ def resolve_project(spec: str | None, work: Path, copy_native: bool = False) -> 
             shutil.copytree(path, copy, symlinks=True, ignore=shutil.ignore_patterns(*IGNORED))
             return Project(NATIVE, copy, spec)
         if not _has_build_files(path):
-            raise BuildError(f"{spec} has no setup.py or pyproject.toml: not a project prebuild can build")
+            raise BuildError(
+                f"{spec} has no setup.py or pyproject.toml: not a project prebuild can build"
+            )
         shutil.copytree(path, copy, symlinks=True, ignore=shutil.ignore_patterns(*IGNORED))
         return Project(CLASSIC, copy, spec)
     if path.is_file():
         if not path.name.endswith(SDIST_SUFFIXES):
-            raise BuildError(f"{spec} is a file but not a source archive ({', '.join(SDIST_SUFFIXES)})")
+            raise BuildError(
+                f"{spec} is a file but not a source archive ({', '.join(SDIST_SUFFIXES)})"
+            )
         source = unpack(path, copy)
     else:
         source = unpack(download_source(spec, work / "download"), copy)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
@@ -60,19 +60,39 @@ def rewrite_metadata(text: str, version: str, torch_requirement: str | None = No
     return "\n".join(lines) + (sep + body if sep else "\n")
 
 
-def relabel_wheel(wheel: Path, out_dir: Path, label: str, torch_requirement: str, manifest_json: str,
-                  dist_info_files: Mapping[str, str] | None = None, variant_label: str | None = None) -> Path:  # fmt: skip
+def relabel_wheel(
+    wheel: Path,
+    out_dir: Path,
+    label: str,
+    torch_requirement: str,
+    manifest_json: str,
+    dist_info_files: Mapping[str, str] | None = None,
+    variant_label: str | None = None,
+) -> Path:
     """Write the relabelled copy of ``wheel``, with ``manifest_json`` as its .dist-info's
     prebuild.json (and ``dist_info_files``), into ``out_dir`` (atomically) and return it."""
     version = add_local_label(str(parse_wheel_filename(wheel.name)[1]), label)
     files = {PROJECT_MANIFEST_NAME: manifest_json, **(dist_info_files or {})}
-    return rewrite_wheel(wheel, out_dir, version=version, torch_requirement=torch_requirement,
-                         dist_info_files=files, variant_label=variant_label)  # fmt: skip
+    return rewrite_wheel(
+        wheel,
+        out_dir,
+        version=version,
+        torch_requirement=torch_requirement,
+        dist_info_files=files,
+        variant_label=variant_label,
+    )
 
 
-def rewrite_wheel(wheel: Path, out_dir: Path, *, version: str | None = None, torch_requirement: str | None = None,
-                  dist_info_files: Mapping[str, str] | None = None, variant_label: str | None = None,
-                  files: Mapping[str, str] | None = None) -> Path:  # fmt: skip
+def rewrite_wheel(
+    wheel: Path,
+    out_dir: Path,
+    *,
+    version: str | None = None,
+    torch_requirement: str | None = None,
+    dist_info_files: Mapping[str, str] | None = None,
+    variant_label: str | None = None,
+    files: Mapping[str, str] | None = None,
+) -> Path:
     """A copy of ``wheel`` in ``out_dir`` (placed atomically): its version and torch requirement
     replaced when given, ``dist_info_files`` (name -> text) added to its .dist-info, ``files``
     (path in the wheel -> text) replaced, and ``variant_label`` after its platform tag."""
@@ -97,17 +117,23 @@ def rewrite_wheel(wheel: Path, out_dir: Path, *, version: str | None = None, tor
         if version is not None or torch_requirement is not None:
             metadata = new_info / "METADATA"
             text = metadata.read_text(encoding="utf-8")
-            metadata.write_text(rewrite_metadata(text, new_version, torch_requirement), encoding="utf-8")
+            metadata.write_text(
+                rewrite_metadata(text, new_version, torch_requirement), encoding="utf-8"
+            )
         for name, text in (dist_info_files or {}).items():
             (new_info / name).write_text(text, encoding="utf-8")
         for name, text in (files or {}).items():
             (root / name).write_text(text, encoding="utf-8")
         tag = "-".join(wheel.name[: -len(".whl")].split("-")[-3:])  # python-abi-platform, as built
-        filename = f"{stem}-{new_version}-{tag}.whl"  # (a build tag, if any, belonged to the old version)
+        filename = (
+            f"{stem}-{new_version}-{tag}.whl"  # (a build tag, if any, belonged to the old version)
+        )
         built = Path(tmp) / filename
         with WheelFile(built, "w") as wf:
             wf.write_files(str(root))
-        return place_atomically(built, out_dir, variant_filename(filename, variant_label) if variant_label else None)
+        return place_atomically(
+            built, out_dir, variant_filename(filename, variant_label) if variant_label else None
+        )
 
 
 def place_atomically(built: Path, out_dir: Path, filename: str | None = None) -> Path:

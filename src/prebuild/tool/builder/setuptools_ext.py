@@ -23,19 +23,27 @@ from prebuild import runtime
 from prebuild.runtime.manifest import MANIFEST_NAME, Library, Manifest, sha256_file
 from prebuild.tool.builder import flags as F
 from prebuild.tool.builder.compile import compile_libraries, default_build_dir
-from prebuild.tool.builder.compile_cache import CACHE_ENV, CacheSpecError, compile_cache, parse_cache_spec
+from prebuild.tool.builder.compile_cache import (
+    CACHE_ENV,
+    CacheSpecError,
+    compile_cache,
+    parse_cache_spec,
+)
 from prebuild.tool.builder.config import KernelProject, read_config
 from prebuild.tool.builder.toolchain import Nvcc, find_nvcc
 
 
 def build_options(project: KernelProject) -> F.BuildOptions:
-    return F.BuildOptions.from_env(default_archs=project.default_archs, default_ptx=project.default_ptx)
+    return F.BuildOptions.from_env(
+        default_archs=project.default_archs, default_ptx=project.default_ptx
+    )
 
 
 def package_version(project: KernelProject, options: F.BuildOptions) -> str:
     """``0.1.0+cu130.sm80`` for the arch set being built, ``0.1.0+cpu`` without CUDA."""
     cuda = Nvcc(find_nvcc()).version if options.cuda else None
-    return f"{project.version}+{F.local_version_label(cuda, options.archs, options.ptx_archs, options.archs_in_version)}"
+    label = F.local_version_label(cuda, options.archs, options.ptx_archs, options.archs_in_version)
+    return f"{project.version}+{label}"
 
 
 # The runtime loader is self-contained (relative imports, no dependency besides torch): a
@@ -81,7 +89,9 @@ def compile_through_cache(project: KernelProject, options: F.BuildOptions):
         print(f"prebuild: compile cache: {message}", file=sys.stderr, flush=True)
 
     with compile_cache(spec, work, warn) as cache:
-        compiled = compile_libraries(project, replace(options, launcher=cache.launcher), on_progress=_print_progress)
+        compiled = compile_libraries(
+            project, replace(options, launcher=cache.launcher), on_progress=_print_progress
+        )
     for line in cache.report.lines():
         print(f"prebuild: {line}", file=sys.stderr, flush=True)
     return compiled
@@ -140,12 +150,14 @@ def kernels_setup(**kwargs) -> None:
     """A native project's setup.py: ``setup()`` with the version of this build and one
     placeholder abi3 extension (it marks the wheel binary; ``KernelBuildExt`` builds the real
     libraries). ``kwargs`` go to ``setup()``."""
-    from setuptools import Extension, setup  # noqa: PLC0415
+    from setuptools import Extension, setup
 
     project = read_config(Path(os.getcwd()))
     setup(
         version=package_version(project, build_options(project)),
-        ext_modules=[Extension(f"{project.package}.{project.library}", sources=[], py_limited_api=True)],
+        ext_modules=[
+            Extension(f"{project.package}.{project.library}", sources=[], py_limited_api=True)
+        ],
         cmdclass={"build_ext": KernelBuildExt},
         options={"bdist_wheel": {"py_limited_api": "cp310"}},
         **kwargs,

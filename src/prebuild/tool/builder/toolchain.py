@@ -138,21 +138,30 @@ def parse_nvcc_dryrun(text: str, cwd: Path) -> CudaToolkit:
     variables = _dryrun_variables(text)
     missing = [name for name in ("_HERE_", "TOP") if not variables.get(name)]
     if missing:
-        raise ToolchainError(f"nvcc --dryrun did not report {' and '.join(missing)}: cannot tell where its toolkit is")
+        raise ToolchainError(
+            f"nvcc --dryrun did not report {' and '.join(missing)}: cannot tell where its toolkit is"
+        )
 
     def path(value: str) -> Path:
         return Path(os.path.normpath(cwd / value))
 
     def option_values(name: str, option: str) -> list[Path]:
         words = shlex.split(variables.get(name, ""))
-        values = [w[len(option):] if w != option else (words[i + 1] if i + 1 < len(words) else "")
-                  for i, w in enumerate(words) if w.startswith(option)]  # fmt: skip
+        values = [
+            w[len(option) :] if w != option else (words[i + 1] if i + 1 < len(words) else "")
+            for i, w in enumerate(words)
+            if w.startswith(option)
+        ]
         return [path(v) for v in values if v]
 
     includes = option_values("INCLUDES", "-I") + option_values("SYSTEM_INCLUDES", "-isystem")
     libraries = [d for d in option_values("LIBRARIES", "-L") if d.name != "stubs"]
-    return CudaToolkit(root=path(variables["TOP"]), bin_dir=path(variables["_HERE_"]),
-                       include_dirs=tuple(dict.fromkeys(includes)), library_dirs=tuple(dict.fromkeys(libraries)))  # fmt: skip
+    return CudaToolkit(
+        root=path(variables["TOP"]),
+        bin_dir=path(variables["_HERE_"]),
+        include_dirs=tuple(dict.fromkeys(includes)),
+        library_dirs=tuple(dict.fromkeys(libraries)),
+    )
 
 
 @dataclass(frozen=True)
@@ -192,7 +201,7 @@ def find_torch() -> Torch:
         # which says nothing about a build. The build's own imports of torch go to its log.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            import torch  # noqa: PLC0415 - imported only when a build needs it
+            import torch
     except ImportError as exc:
         raise ToolchainError(
             "torch is not installed in this Python. Install the torch you build for first "
@@ -236,7 +245,7 @@ def find_ninja() -> str:
     The same ninja whatever PATH holds: ninja 1.12 changed how its log records commands, so a
     build directory shared between two versions would be compiled again from scratch."""
     try:
-        import ninja  # noqa: PLC0415
+        import ninja
 
         packaged = Path(ninja.BIN_DIR) / "ninja"
         if packaged.is_file():

@@ -14,24 +14,30 @@ import tempfile
 import time
 import warnings
 import zipfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Protocol, Sequence
+from typing import Protocol
 
-from build import BuildBackendException, ProjectBuilder
 from filelock import FileLock, Timeout
 from packaging.version import Version
 
+from build import BuildBackendException, ProjectBuilder
 from prebuild.runtime.arch import Arch
+from prebuild.runtime.manifest import Manifest, ManifestError, ProjectManifest
 from prebuild.tool.builder import flags as F
 from prebuild.tool.builder import processes
-from prebuild.tool.builder.compile import BuildError, ProgressCallback, compile_libraries, default_build_dir
-from prebuild.tool.builder.relabel import place_atomically, rewrite_wheel
+from prebuild.tool.builder.compile import (
+    BuildError,
+    ProgressCallback,
+    compile_libraries,
+    default_build_dir,
+)
 from prebuild.tool.builder.config import KernelProject
-from prebuild.tool.inspection import InspectionError, inspect_wheel, package_manifests
-from prebuild.runtime.manifest import Manifest, ManifestError, ProjectManifest
+from prebuild.tool.builder.relabel import place_atomically, rewrite_wheel
 from prebuild.tool.builder.toolchain import Nvcc
+from prebuild.tool.inspection import InspectionError, inspect_wheel, package_manifests
 from prebuild.tool.variant_wheels import (
     VARIANT_JSON,
     WheelArchs,
@@ -66,11 +72,14 @@ class WheelVariant:
     @property
     def name(self) -> str:
         name = ",".join(a.sm for a in self.archs) + (" +PTX" if self.ptx else "")
-        return f"{name} [{self.label}]" if self.label else (f"{name} [plain]" if self.plain else name)
+        return (
+            f"{name} [{self.label}]" if self.label else (f"{name} [plain]" if self.plain else name)
+        )
 
 
-def plan_variants(archs: Sequence[Arch], fat: bool, ptx: bool, variants: bool = False,
-                  plain: bool = False) -> list[WheelVariant]:  # fmt: skip
+def plan_variants(
+    archs: Sequence[Arch], fat: bool, ptx: bool, variants: bool = False, plain: bool = False
+) -> list[WheelVariant]:
     """One wheel per arch by default; ``fat`` puts every arch into one wheel. ``variants``: the
     same as PEP 825 variant wheels, each labelled, plus the plain wheel that pip installs:
     every arch and PTX of the newest, so that it runs on every GPU from the oldest arch on.
@@ -84,7 +93,10 @@ def plan_variants(archs: Sequence[Arch], fat: bool, ptx: bool, variants: bool = 
     planned = [WheelVariant(archs, ptx)] if fat else [WheelVariant((a,), ptx) for a in archs]
     if not variants:
         return planned
-    labelled = [WheelVariant(v.archs, v.ptx, label=variant_label(WheelArchs(v.archs, v.ptx_archs))) for v in planned]
+    labelled = [
+        WheelVariant(v.archs, v.ptx, label=variant_label(WheelArchs(v.archs, v.ptx_archs)))
+        for v in planned
+    ]
     return [*labelled, WheelVariant(archs, True, plain=True)]
 
 
@@ -96,8 +108,12 @@ def variant_twin(wheel: Path, out_dir: Path) -> Path:
     cibuildwheel publishes both: pip's per-variant indexes and uv's one index.)"""
     report = inspect_wheel(wheel)
     if report.disagreements or report.manifest is None:
-        problems = "; ".join(f"{d.file}: {d.message}" for d in report.disagreements) or "no manifest"
-        raise BuildError(f"{wheel.name} does not match what it records ({problems}): no variant made of it")
+        problems = (
+            "; ".join(f"{d.file}: {d.message}" for d in report.disagreements) or "no manifest"
+        )
+        raise BuildError(
+            f"{wheel.name} does not match what it records ({problems}): no variant made of it"
+        )
     if report.variant is not None:
         raise BuildError(f"{wheel.name} is a variant wheel already")
     manifest = report.manifest
@@ -106,8 +122,12 @@ def variant_twin(wheel: Path, out_dir: Path) -> Path:
     version = parse_filename(wheel.name)[1]
     tags = {a.tag for a in sass} | {f"ptx{a.number}" for a in ptx}
     kept = [part for part in (version.local or "").split(".") if part not in tags]
-    if not any(part.startswith("cu") for part in kept) or len(kept) == len((version.local or "").split(".")):
-        raise BuildError(f"{wheel.name}: its version does not name its CUDA and archs (+cu130.sm90): not a per-arch wheel")
+    if not any(part.startswith("cu") for part in kept) or len(kept) == len(
+        (version.local or "").split(".")
+    ):
+        raise BuildError(
+            f"{wheel.name}: its version does not name its CUDA and archs (+cu130.sm90): not a per-arch wheel"
+        )
     new_version = f"{version.public}+{'.'.join(kept)}"
     cuda = manifest.cuda_version if isinstance(manifest, Manifest) else manifest.cuda
     files = {}
@@ -115,8 +135,14 @@ def variant_twin(wheel: Path, out_dir: Path) -> Path:
         with zipfile.ZipFile(wheel) as zf:
             (path,) = package_manifests(zf.namelist())
         files[path] = replace(manifest, package_version=new_version).to_json()
-    return rewrite_wheel(wheel, out_dir, version=new_version, dist_info_files={VARIANT_JSON: variant_json(variant, cuda)},
-                         variant_label=variant.label, files=files)  # fmt: skip
+    return rewrite_wheel(
+        wheel,
+        out_dir,
+        version=new_version,
+        dist_info_files={VARIANT_JSON: variant_json(variant, cuda)},
+        variant_label=variant.label,
+        files=files,
+    )
 
 
 def variant_json(variant: WheelVariant, cuda_version: str) -> str:
@@ -135,7 +161,9 @@ class BuiltWheel:
     variant: WheelVariant
     sass_archs: tuple[Arch, ...]  # read back from its libraries
     ptx_archs: tuple[Arch, ...]
-    manifest: Manifest | ProjectManifest  # a native wheel's _manifest.json, a classic one's prebuild.json
+    manifest: (
+        Manifest | ProjectManifest
+    )  # a native wheel's _manifest.json, a classic one's prebuild.json
     seconds: float
 
     @property
@@ -200,10 +228,14 @@ def quiet_runner(log_path: Path, env: Mapping[str, str]):
     """A pyproject-hooks runner: the backend's output goes to a log, not the terminal (with
     ``warnings_to_log`` around the hook calls, its warnings too)."""
 
-    def run(cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None) -> None:
+    def run(
+        cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None
+    ) -> None:
         full_env = {**os.environ, **(extra_environ or {}), **env}
         with open(log_path, "a", encoding="utf-8") as log:
-            processes.run(cmd, cwd=cwd, env=full_env, stdout=log, stderr=subprocess.STDOUT, check=True)
+            processes.run(
+                cmd, cwd=cwd, env=full_env, stdout=log, stderr=subprocess.STDOUT, check=True
+            )
 
     return run
 
@@ -264,9 +296,17 @@ class NativeBuilder:
     launcher: Path | None = None  # the compile cache's: every compile runs through it
 
     def build(self, variant: WheelVariant, out_dir: Path, progress: BuildProgress) -> BuiltWheel:
-        return build_wheel(self.project, variant, out_dir, jobs=self.jobs, build_dir=self.build_dir,
-                           compress=self.compress, launcher=self.launcher, on_progress=progress.step,
-                           on_phase=progress.phase)  # fmt: skip
+        return build_wheel(
+            self.project,
+            variant,
+            out_dir,
+            jobs=self.jobs,
+            build_dir=self.build_dir,
+            compress=self.compress,
+            launcher=self.launcher,
+            on_progress=progress.step,
+            on_phase=progress.phase,
+        )
 
 
 def build_wheel(
@@ -284,8 +324,15 @@ def build_wheel(
     """One wheel of a native project (built in place, objects kept in ``build_dir``)."""
     start = time.monotonic()
     build_dir = (build_dir or default_build_dir(project.root)).resolve()
-    options = F.BuildOptions(archs=variant.archs, ptx=variant.ptx, jobs=jobs, build_dir=build_dir,
-                             compress=compress, archs_in_version=variant.archs_in_version, launcher=launcher)
+    options = F.BuildOptions(
+        archs=variant.archs,
+        ptx=variant.ptx,
+        jobs=jobs,
+        build_dir=build_dir,
+        compress=compress,
+        archs_in_version=variant.archs_in_version,
+        launcher=launcher,
+    )
     with exclusive_build(project.root, build_dir, on_phase):
         return _build_locked(project, variant, out_dir, options, start, on_progress, on_phase)
 
@@ -311,8 +358,11 @@ def _build_locked(
     staging_root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=staging_root, prefix="staging-") as staging:
         log = Path(staging) / "setuptools.log"
-        builder = ProjectBuilder(project.root, python_executable=sys.executable,
-                                 runner=quiet_runner(log, options.to_env()))  # fmt: skip
+        builder = ProjectBuilder(
+            project.root,
+            python_executable=sys.executable,
+            runner=quiet_runner(log, options.to_env()),
+        )
         try:
             with warnings_to_log(log):
                 built = Path(builder.build("wheel", Path(staging) / "out"))
@@ -330,10 +380,14 @@ def _build_locked(
             )
         if variant.label:
             files = {VARIANT_JSON: variant_json(variant, manifest.cuda_version)}
-            final = rewrite_wheel(built, out_dir, dist_info_files=files, variant_label=variant.label)
+            final = rewrite_wheel(
+                built, out_dir, dist_info_files=files, variant_label=variant.label
+            )
         else:
             final = place_atomically(built, out_dir)
-    return BuiltWheel(final, variant, manifest.sass_archs, manifest.ptx_archs, manifest, time.monotonic() - start)
+    return BuiltWheel(
+        final, variant, manifest.sass_archs, manifest.ptx_archs, manifest, time.monotonic() - start
+    )
 
 
 class OutputError(ValueError):
@@ -353,8 +407,9 @@ def prepare_output_dir(path: Path, what: str = "--out") -> Path:
             pass
     except OSError as exc:
         reason = exc.strerror or str(exc)
-        raise OutputError(f"{what} {path}: cannot create or write there ({reason}); "
-                          f"choose another {what}") from None  # fmt: skip
+        raise OutputError(
+            f"{what} {path}: cannot create or write there ({reason}); choose another {what}"
+        ) from None
     return path
 
 
@@ -384,17 +439,22 @@ def lock_line(project: str, wheel: Path, sha256: str) -> str:
 
 def write_lock(template: str, wheel: Path) -> Path:
     """Write the lock file of one built wheel (its sha256 computed from the file itself)."""
-    from prebuild.tool.index import wheel_variant
     from prebuild.runtime.manifest import sha256_file
+    from prebuild.tool.index import wheel_variant
 
     variant = wheel_variant(wheel.name)
     # a wheel of no arch: a CPU build (+cpu), or a --variants build's plain wheel (+cu130)
-    name = variant.name if variant else (parse_filename(wheel.name)[1].local or "cpu").replace(".", "-")
+    name = (
+        variant.name
+        if variant
+        else (parse_filename(wheel.name)[1].local or "cpu").replace(".", "-")
+    )
     path = Path(template.replace(LOCK_PLACEHOLDER, name))
     path.parent.mkdir(parents=True, exist_ok=True)
     project = str(parse_filename(wheel.name)[0])
-    text = (f"# {wheel.name}: pip install --require-hashes -r {path.name}\n"
-            + lock_line(project, wheel, sha256_file(wheel)))  # fmt: skip
+    text = f"# {wheel.name}: pip install --require-hashes -r {path.name}\n" + lock_line(
+        project, wheel, sha256_file(wheel)
+    )
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(text, encoding="utf-8")
     os.replace(partial, path)
