@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Print the wheel matrix (`prebuild matrix`, from src/prebuild/tool/support.py) as the step output
+# Print the wheel matrix (`prebuild matrix`, from src/prebuild/tool/arch_support.py) as the step output
 # `matrix` for GitHub Actions, and `plain`: per (torch,) CUDA version, every arch of it, for the plain wheel
 # pip installs from the index of every wheel (beside the PEP 825 variant wheels). Runs prebuild's
 # CLI from the source tree: no build needed.

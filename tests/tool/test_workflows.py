@@ -17,7 +17,7 @@ import tomllib
 import yaml
 
 from prebuild.runtime.arch import parse_arch_list
-from prebuild.tool.support import CUDA_RELEASES, classic_matrix, matrix
+from prebuild.tool.arch_support import CUDA_RELEASES, build_matrix, classic_matrix
 
 ARCHS_80_90 = parse_arch_list("sm_80,sm_90")
 
@@ -210,13 +210,15 @@ def test_matrix_script_writes_the_matrix_output(tmp_path):
 
     subprocess.run([str(CI / "matrix.sh")], check=True, env=env, timeout=120)
     written = outputs()
-    assert sorted(written) == ["matrix", "plain"] and json.loads(written["matrix"]) == matrix()
+    assert (
+        sorted(written) == ["matrix", "plain"] and json.loads(written["matrix"]) == build_matrix()
+    )
     # the plain wheel's job per CUDA version: every arch the matrix builds for it
     plain = json.loads(written["plain"])["include"]
-    assert {p["cuda"] for p in plain} == {r["cuda"] for r in matrix()["include"]}
+    assert {p["cuda"] for p in plain} == {r["cuda"] for r in build_matrix()["include"]}
     for p in plain:
         assert p["archs"].split(",") == [
-            r["arch"] for r in matrix()["include"] if r["cuda"] == p["cuda"]
+            r["arch"] for r in build_matrix()["include"] if r["cuda"] == p["cuda"]
         ]
     out.unlink()
     subprocess.run([str(CI / "matrix.sh"), "--cuda", "13.0"], check=True, env=env, timeout=120)

@@ -34,7 +34,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name
 
 from prebuild.runtime.arch import Arch, ArchError, parse_arch
 from prebuild.runtime.manifest import sha256_file
-from prebuild.tool.support import variant_name
+from prebuild.tool.arch_support import variant_name
 from prebuild.tool.variant_wheels import (
     VariantError,
     merge,

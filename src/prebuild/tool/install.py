@@ -33,10 +33,10 @@ from prebuild.runtime.compat import (
     driver_supports,
     same_cuda_major,
 )
+from prebuild.tool.arch_support import torch_minor_of, torch_tag
 from prebuild.tool.builder.config import MIN_TORCH_TARGET
 from prebuild.tool.gpus import GpuQuery, TorchInfo
 from prebuild.tool.index import wheel_variant
-from prebuild.tool.support import torch_minor_of, torch_tag
 from prebuild.tool.variant_wheels import parse_filename, split_filename
 
 

@@ -462,7 +462,7 @@ def matrix(
 ) -> None:
     """Print the CI wheel matrix (CUDA versions x GPU archs) as JSON for GitHub Actions.
 
-    One job per (CUDA version, arch); each entry has cuda, cuda_tag, arch, ptx (true for the newest arch, whose wheel also carries PTX for GPUs newer than any listed) and variant (the index a wheel is published under). The same table in src/prebuild/tool/support.py makes README's support table (--markdown) and the default archs of a source build.
+    One job per (CUDA version, arch); each entry has cuda, cuda_tag, arch, ptx (true for the newest arch, whose wheel also carries PTX for GPUs newer than any listed) and variant (the index a wheel is published under). The same table in src/prebuild/tool/arch_support.py makes README's support table (--markdown) and the default archs of a source build.
 
     With --torch, the matrix is for another project's wheels (`prebuild wheel --arch ARCH PROJECT`): one job per (torch, CUDA version, arch), each entry also with torch, torch_tag, a variant such as pt214-cu130-sm90, and torch_install, the pip command that installs that torch's CUDA build in the job. Each torch is paired with each CUDA version given: pass --cuda for the ones PyTorch publishes builds of that torch for.
 
@@ -478,12 +478,12 @@ def matrix(
     """
     import json
 
-    from prebuild.tool import support
+    from prebuild.tool import arch_support
 
     def listed(values: list[str] | None) -> list[str]:
         return [v.strip() for item in values or () for v in item.split(",") if v.strip()]
 
-    releases = support.CUDA_RELEASES
+    releases = arch_support.CUDA_RELEASES
     if cuda:
         wanted = set(listed(cuda))
         known = {r.version for r in releases}
@@ -499,30 +499,30 @@ def matrix(
             archs = parse_arch_list(",".join(arch))
         except ArchError as exc:
             raise _fail(str(exc)) from None
-        missing = [a.sm for a in archs if a not in support.ALL_ARCHS]
+        missing = [a.sm for a in archs if a not in arch_support.ALL_ARCHS]
         if missing:
             raise _fail(
                 f"{', '.join(missing)} is not in the support table; it has "
-                f"{', '.join(a.sm for a in support.ALL_ARCHS)}"
+                f"{', '.join(a.sm for a in arch_support.ALL_ARCHS)}"
             )
     if markdown:
         if torch or arch:
             raise _fail(
                 "--markdown prints the support table of prebuild's own wheels: it takes --cuda only"
             )
-        print(support.support_table(releases), end="")
+        print(arch_support.support_table(releases), end="")
     elif torch:
         try:
             print(
                 json.dumps(
-                    support.classic_matrix(tuple(listed(torch)), releases, archs),
+                    arch_support.classic_matrix(tuple(listed(torch)), releases, archs),
                     separators=(",", ":"),
                 )
             )
         except ValueError as exc:
             raise _fail(str(exc)) from None
     else:
-        print(json.dumps(support.matrix(releases, archs), separators=(",", ":")))
+        print(json.dumps(arch_support.build_matrix(releases, archs), separators=(",", ":")))
 
 
 @app.command()

@@ -67,7 +67,7 @@ def variant_name(cuda_tag: str, archs: tuple[Arch, ...]) -> str:
     return "-".join([cuda_tag, *(a.tag for a in archs)])
 
 
-def matrix(
+def build_matrix(
     releases: tuple[CudaRelease, ...] = CUDA_RELEASES, archs: tuple[Arch, ...] | None = None
 ) -> dict:
     """The GitHub Actions matrix: one job per (CUDA version, arch); ``archs`` keeps only those.
@@ -121,7 +121,7 @@ def classic_matrix(
     include = []
     for version in dict.fromkeys(torch_minor(v) for v in torch_versions):
         tag = torch_tag(version)
-        for entry in matrix(releases, archs)["include"]:
+        for entry in build_matrix(releases, archs)["include"]:
             include.append(
                 {
                     "torch": version,

@@ -1,4 +1,4 @@
-"""prebuild.tool.support: the one CUDA x arch table, the CI matrix and README's table from it."""
+"""prebuild.tool.arch_support: the one CUDA x arch table, the CI matrix and README's table from it."""
 
 from __future__ import annotations
 
@@ -9,22 +9,22 @@ import pytest
 from typer.testing import CliRunner
 
 from prebuild.runtime.arch import parse_arch, parse_arch_list
-from prebuild.tool.builder.flags import DEFAULT_ARCHS
-from prebuild.tool.cli import app
-from prebuild.tool.support import (
+from prebuild.tool.arch_support import (
     ALL_ARCHS,
     CUDA_RELEASES,
     README_END,
     README_START,
     CudaRelease,
+    build_matrix,
     classic_matrix,
-    matrix,
     readme_with_table,
     support_table,
     torch_minor_of,
     torch_tag,
     variant_name,
 )
+from prebuild.tool.builder.flags import DEFAULT_ARCHS
+from prebuild.tool.cli import app
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 runner = CliRunner()
@@ -35,7 +35,7 @@ def test_readme_support_table_is_the_generated_one():
     assert text.count(README_START) == 1 and text.count(README_END) == 1
     assert readme_with_table(text) == text, (
         "README's support table is stale: regenerate it with "
-        'python -c "from pathlib import Path; from prebuild.tool.support import readme_with_table; '
+        'python -c "from pathlib import Path; from prebuild.tool.arch_support import readme_with_table; '
         "p = Path('README.md'); p.write_text(readme_with_table(p.read_text()))\""
     )
 
@@ -50,7 +50,7 @@ def test_matrix_one_job_per_cuda_and_arch_with_ptx_on_the_newest():
         CudaRelease("12.8", parse_arch_list("sm_80,sm_90")),
         CudaRelease("13.0", parse_arch_list("sm_120")),
     )
-    jobs = matrix(releases)["include"]
+    jobs = build_matrix(releases)["include"]
     assert [(j["cuda"], j["arch"], j["ptx"], j["variant"], j["cuda_tag"]) for j in jobs] == [
         ("12.8", "sm_80", False, "cu128-sm80", "cu128"),
         ("12.8", "sm_90", True, "cu128-sm90", "cu128"),
@@ -61,7 +61,7 @@ def test_matrix_one_job_per_cuda_and_arch_with_ptx_on_the_newest():
 def test_the_real_table_covers_every_default_arch_for_cuda_12_and_13():
     assert {r.version.split(".")[0] for r in CUDA_RELEASES} == {"12", "13"}
     assert parse_arch_list(DEFAULT_ARCHS) == ALL_ARCHS
-    jobs = matrix()["include"]
+    jobs = build_matrix()["include"]
     assert len(jobs) == sum(len(r.archs) for r in CUDA_RELEASES)
     assert len({(j["cuda"], j["arch"]) for j in jobs}) == len(jobs)
     assert sum(j["ptx"] for j in jobs) == len(CUDA_RELEASES)
@@ -80,7 +80,7 @@ def test_support_table_marks_missing_archs_and_ptx():
 def test_cli_matrix_json_and_markdown():
     result = runner.invoke(app, ["matrix"])
     assert result.exit_code == 0
-    assert json.loads(result.stdout) == matrix()
+    assert json.loads(result.stdout) == build_matrix()
     assert "\n" not in result.stdout.strip()  # one line for $GITHUB_OUTPUT
     result = runner.invoke(app, ["matrix", "--cuda", "13.0"])
     assert {j["cuda"] for j in json.loads(result.stdout)["include"]} == {"13.0"}
@@ -96,7 +96,7 @@ def test_cli_matrix_unknown_cuda_is_refused(bad):
 
 
 def test_matrix_for_some_archs_puts_ptx_on_the_newest_of_them():
-    jobs = matrix(CUDA_RELEASES[-1:], parse_arch_list("sm_90,sm_80"))["include"]
+    jobs = build_matrix(CUDA_RELEASES[-1:], parse_arch_list("sm_90,sm_80"))["include"]
     assert [(j["arch"], j["ptx"]) for j in jobs] == [("sm_80", False), ("sm_90", True)]
 
 
