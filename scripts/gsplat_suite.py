@@ -133,7 +133,9 @@ def prepare(src: Path, work: Path, scene: str, backend: str = "cpu") -> Path:
     return tests
 
 
-def summarize(outcomes: dict[str, str]) -> tuple[int, int]:
+def print_pass_counts(outcomes: dict[str, str]) -> tuple[int, int]:
+    """Print the passed/total per test function, the tests not passed and the total; return
+    (passed, total)."""
     by_function: dict[str, list[str]] = defaultdict(list)
     for nodeid, outcome in outcomes.items():
         by_function[nodeid.split("[")[0]].append(outcome)
@@ -216,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         if not report.is_file():
             raise SystemExit("gsplat_suite: pytest wrote no report (see its output above)")
         outcomes = json.loads(report.read_text())["outcomes"]
-    passed, total = summarize(outcomes)
+    passed, total = print_pass_counts(outcomes)
     if args.json:
         args.json.write_text(
             json.dumps(

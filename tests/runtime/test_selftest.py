@@ -23,7 +23,7 @@ from prebuild.runtime.selftest import (
     compare_output,
     compare_outputs,
     max_abs_error,
-    summarize,
+    row_verdict,
 )
 
 
@@ -227,21 +227,21 @@ def test_outputs_are_matched_by_name_and_a_missing_or_extra_one_fails():
         compare_outputs({"a": torch.zeros(2)}, {}, 0.0, 0.0)
 
 
-def test_summarize_a_row():
-    assert summarize([]) == (True, 0.0, "")
+def test_row_verdict():
+    assert row_verdict([]) == (True, 0.0, "")
     checks = [
         OutputCheck("a", True, 1e-7),
         OutputCheck("b", False, 0.5, "1 of 4 value(s) off"),
         OutputCheck("c", False, math.inf, "shape (1,), expected (2,)"),
     ]
-    assert summarize(checks[:1]) == (True, 1e-7, "")
-    assert summarize(checks) == (
+    assert row_verdict(checks[:1]) == (True, 1e-7, "")
+    assert row_verdict(checks) == (
         False,
         math.inf,
         "b: 1 of 4 value(s) off; c: shape (1,), expected (2,)",
     )
     with pytest.raises(TypeError, match="list of OutputCheck"):
-        summarize([("a", True)])
+        row_verdict([("a", True)])
 
 
 # --- the hook in the manifest -------------------------------------------------------------------

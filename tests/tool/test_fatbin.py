@@ -14,8 +14,8 @@ from prebuild.tool.fatbin import (
     FatbinError,
     build_container,
     build_entry,
+    embedded_code,
     parse_fatbin,
-    summarize,
 )
 
 SRC = "/src/csrc/ssim/ssim_cuda.cu"
@@ -31,7 +31,7 @@ def test_one_container_sass_and_ptx():
         ("ptx", "compute_80", SRC, True),
         ("sass", "sm_80", SRC, False),
     ]
-    assert summarize(entries) == EmbeddedCode(sass=(Arch(8, 0),), ptx=(Arch(8, 0),))
+    assert embedded_code(entries) == EmbeddedCode(sass=(Arch(8, 0),), ptx=(Arch(8, 0),))
 
 
 @pytest.mark.parametrize("spelling", ["sm_90a", "sm_100f", "sm_120", "sm_75", "sm_100a", "sm_86"])
@@ -46,7 +46,7 @@ def test_linked_library_code_is_reported_apart():
     data = build_container(build_entry("sass", Arch(7, 5))) + build_container(
         build_entry("sass", Arch(9, 0), SRC), build_entry("sass", Arch(8, 0), SRC)
     )
-    code = summarize(parse_fatbin(data))
+    code = embedded_code(parse_fatbin(data))
     assert code.sass == (Arch(8, 0), Arch(9, 0))
     assert code.linked_sass == (Arch(7, 5),)
     assert code.ptx == ()
@@ -60,7 +60,7 @@ def test_padding_between_containers_is_skipped():
 
 def test_empty_section_has_no_code():
     assert parse_fatbin(b"") == []
-    assert summarize([]).empty
+    assert embedded_code([]).empty
 
 
 @pytest.mark.parametrize(
@@ -108,7 +108,7 @@ def test_every_written_entry_is_read_back(containers):
     assert [(e.kind, e.arch, e.name, e.compressed) for e in parsed] == [
         (k, a, n, c) for k, a, n, _, c in flat
     ]
-    code = summarize(parsed)
+    code = embedded_code(parsed)
     assert set(code.sass) == {a for k, a, n, _, _ in flat if k == "sass" and n}
     assert set(code.linked_sass) == {a for k, a, n, _, _ in flat if k == "sass" and not n}
     assert set(code.ptx) == {a for k, a, _, _, _ in flat if k == "ptx"}

@@ -221,11 +221,11 @@ def compare_outputs(
     return checks
 
 
-def summarize(checks: list[OutputCheck]) -> tuple[bool, float, str]:
+def row_verdict(checks: list[OutputCheck]) -> tuple[bool, float, str]:
     """One row's verdict from its outputs' checks: (passed, the largest error, the failing
     outputs with their problems, or ""). The largest error is 0.0 for no checks."""
     if not isinstance(checks, list) or not all(isinstance(c, OutputCheck) for c in checks):
-        raise TypeError("summarize takes a list of OutputCheck")
+        raise TypeError("row_verdict takes a list of OutputCheck")
     failed = [c for c in checks if not c.passed]
     error = max((c.max_error for c in checks), default=0.0)
     return not failed, error, "; ".join(f"{c.name}: {c.problem}" for c in failed)

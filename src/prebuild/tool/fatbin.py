@@ -145,8 +145,10 @@ def _parse_entry(view: memoryview, pos: int, end: int) -> FatbinEntry:
     )
 
 
-def summarize(entries: list[FatbinEntry]) -> EmbeddedCode:
+def embedded_code(entries: list[FatbinEntry]) -> EmbeddedCode:
     """The distinct archs of our code (named entries) and of linked libraries' code."""
+    if not isinstance(entries, list) or not all(isinstance(e, FatbinEntry) for e in entries):
+        raise TypeError("embedded_code takes a list of FatbinEntry")
     sass = {e.arch for e in entries if e.kind == "sass" and e.name}
     ptx = {e.arch for e in entries if e.kind == "ptx"}
     linked = {e.arch for e in entries if e.kind == "sass" and not e.name}

@@ -35,7 +35,7 @@ from prebuild.runtime.manifest import (
     ProjectManifest,
     read_manifest,
 )
-from prebuild.tool.fatbin import EmbeddedCode, FatbinError, parse_fatbin, summarize
+from prebuild.tool.fatbin import EmbeddedCode, FatbinError, embedded_code, parse_fatbin
 from prebuild.tool.variant_wheels import (
     VARIANT_JSON,
     VariantError,
@@ -59,7 +59,7 @@ def library_code(data: bytes, name: str = "library") -> EmbeddedCode:
         section = ELFFile(io.BytesIO(data)).get_section_by_name(FATBIN_SECTION)
         if section is None:
             return EmbeddedCode()
-        return summarize(parse_fatbin(section.data()))
+        return embedded_code(parse_fatbin(section.data()))
     except ELFError as exc:
         raise InspectionError(f"{name} is not an ELF library: {exc}") from exc
     except FatbinError as exc:
