@@ -4,6 +4,7 @@ compiles anything."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import subprocess
@@ -12,8 +13,11 @@ from pathlib import Path
 
 import pytest
 import typer
+from typer.testing import CliRunner
 
+from prebuild.runtime.arch import Arch
 from prebuild.tool.cli import app, reflow_help
+from prebuild.tool.cli.common import arch_option
 
 PREBUILD = Path(sys.executable).parent / "prebuild"
 COMMANDS = sorted(c.callback.__name__ for c in app.registered_commands)
@@ -122,3 +126,41 @@ def test_wheel_without_the_build_extra_names_it(tmp_path, module, extra_hint):
     assert proc.returncode == 2, proc.stderr
     assert "pip install 'prebuild[build]'" in proc.stderr and extra_hint in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["wheel", "--out", "/proc/prebuild-test/dist"], ["install", "--dry-run"], ["matrix"]],
+)
+def test_a_bad_arch_reads_the_same_in_every_command(command):
+    """--arch is parsed once, by one option (cli.common.arch_option): a usage error naming it,
+    exit 2, before the command runs."""
+    proc = run_cli(*command, "--arch", "sm_80,sm_8x")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    flat = " ".join(proc.stderr.replace("│", " ").split())
+    assert "Invalid value for '--arch' / '-a': cannot parse CUDA arch 'sm_8x'" in flat, flat
+    assert "Traceback" not in proc.stderr
+
+
+def test_every_arch_option_hands_its_command_parsed_archs():
+    """Repeated and comma-separated values, each spelling, merged into one sorted set."""
+    seen = {}
+    probe = typer.Typer()
+
+    @probe.command()
+    def archs(arch: list[Arch] | None = arch_option("Archs.")) -> None:
+        seen["archs"] = arch
+
+    result = CliRunner().invoke(probe, ["--arch", "9.0,sm_80", "-a", "80", "--arch", "sm_90a"])
+    assert result.exit_code == 0, result.output
+    assert seen["archs"] == [Arch(8, 0), Arch(9, 0), Arch(9, 0, "a")]
+    assert CliRunner().invoke(probe, []).exit_code == 0 and seen["archs"] is None
+
+
+def test_version_prints_prebuilds_version():
+    import prebuild
+
+    proc = run_cli("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"prebuild {prebuild.__version__}"
+    assert proc.stdout.strip() == f"prebuild {importlib.metadata.version('prebuild')}"

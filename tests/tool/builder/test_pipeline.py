@@ -93,11 +93,17 @@ def temporary_workspaces() -> set[Path]:
 
 
 def test_plan_refuses_bad_archs_and_a_lock_name_for_several_wheels():
+    # Archs are parsed once, by the CLI's --arch (a bad one: tests/tool/test_cli.py); a request
+    # takes them parsed, never as text.
     with pytest.raises(ArchError):
-        pipeline.plan(WheelRequest(None, ("sm_8x",)))
+        parse_arch_list("sm_8x")
+    with pytest.raises(TypeError, match="parsed archs"):
+        WheelRequest(None, ("sm_80",))
     with pytest.raises(ValueError, match=r"\{variant\}"):
-        pipeline.plan(WheelRequest(None, ("sm_80,sm_90",), lock="one.lock"))
-    fat = pipeline.plan(WheelRequest(None, ("sm_90", "8.0"), fat=True, lock="one.lock"))
+        pipeline.plan(WheelRequest(None, parse_arch_list("sm_80,sm_90"), lock="one.lock"))
+    fat = pipeline.plan(
+        WheelRequest(None, parse_arch_list(["sm_90", "8.0"]), fat=True, lock="one.lock")
+    )
     assert [v.name for v in fat] == ["sm_80,sm_90"]
 
 
@@ -107,8 +113,10 @@ def test_request_errors_exit_2_before_the_project_is_touched(tmp_path, fake_buil
     out_file = tmp_path / "a-file"
     out_file.write_text("")
     for request in (
-        WheelRequest(str(ROOT), ("sm_13",), tmp_path / "dist"),  # nvcc cannot build it
-        WheelRequest(str(ROOT), ("sm_80",), out_file),  # --out is a file
+        WheelRequest(
+            str(ROOT), parse_arch_list("sm_13"), tmp_path / "dist"
+        ),  # nvcc cannot build it
+        WheelRequest(str(ROOT), parse_arch_list("sm_80"), out_file),  # --out is a file
     ):
         with pytest.raises(WheelError) as caught:
             build_wheels(request, Recorder())
@@ -121,7 +129,7 @@ def test_a_build_error_exits_1_and_the_reporter_hears_the_failure(tmp_path, fake
     fake_builder(raises=BuildError("nvcc said no"))
     report = Recorder()
     with pytest.raises(WheelError, match="nvcc said no") as caught:
-        build_wheels(WheelRequest(str(ROOT), ("sm_80",), tmp_path / "dist"), report)
+        build_wheels(WheelRequest(str(ROOT), parse_arch_list("sm_80"), tmp_path / "dist"), report)
     assert caught.value.exit_code == 1
     assert report.events == [
         ("starting", ["sm_80"]),
@@ -136,7 +144,7 @@ def test_ctrl_c_propagates_after_the_reporter_hears_it(tmp_path, fake_builder):
     report = Recorder()
     before = temporary_workspaces()
     with pytest.raises(KeyboardInterrupt):
-        build_wheels(WheelRequest(str(ROOT), ("sm_80",), tmp_path / "dist"), report)
+        build_wheels(WheelRequest(str(ROOT), parse_arch_list("sm_80"), tmp_path / "dist"), report)
     assert report.events[-1] == ("failed", "sm_80", True)
     assert temporary_workspaces() == before
 
@@ -147,7 +155,7 @@ def test_every_wheel_is_built_reported_and_locked(tmp_path, fake_builder):
     result = build_wheels(
         WheelRequest(
             str(ROOT),
-            ("sm_90,sm_80",),
+            parse_arch_list("sm_90,sm_80"),
             tmp_path / "dist",
             lock=str(tmp_path / "locks" / "{variant}.txt"),
         ),
@@ -169,7 +177,9 @@ def test_a_cached_build_copies_the_project_into_a_fixed_workspace_and_hands_the_
     made = fake_builder()
     report = Recorder()
     result = build_wheels(
-        WheelRequest(str(ROOT), ("sm_80",), tmp_path / "dist", cache=str(tmp_path / "cache")),
+        WheelRequest(
+            str(ROOT), parse_arch_list("sm_80"), tmp_path / "dist", cache=str(tmp_path / "cache")
+        ),
         report,
     )
     workspace = tmp_path / "prebuild-cached-builds" / "0"
@@ -187,11 +197,15 @@ def test_an_unreadable_cache_spec_exits_2_before_anything_and_off_means_none(
     made = fake_builder()
     with pytest.raises(WheelError, match="--cache sccache") as caught:
         build_wheels(
-            WheelRequest(str(ROOT), ("sm_80",), tmp_path / "dist", cache="s3://bucket"), Recorder()
+            WheelRequest(
+                str(ROOT), parse_arch_list("sm_80"), tmp_path / "dist", cache="s3://bucket"
+            ),
+            Recorder(),
         )
     assert caught.value.exit_code == 2 and "work" not in made
     result = build_wheels(
-        WheelRequest(str(ROOT), ("sm_80",), tmp_path / "dist", cache="off"), Recorder()
+        WheelRequest(str(ROOT), parse_arch_list("sm_80"), tmp_path / "dist", cache="off"),
+        Recorder(),
     )
     assert (
         result.cache is None and made["launcher"] is None and made["project"].source == ROOT
@@ -243,15 +257,15 @@ def test_variants_name_their_archs():
 
 
 def test_variants_and_the_plain_wheel_are_planned():
-    variants = pipeline.plan(WheelRequest(None, ("sm_80,sm_90",), variants=True))
+    variants = pipeline.plan(WheelRequest(None, parse_arch_list("sm_80,sm_90"), variants=True))
     assert [(v.name, v.label, v.plain, v.archs_in_version) for v in variants] == [
         ("sm_80 [sm80]", "sm80", False, False),
         ("sm_90 [sm90]", "sm90", False, False),
         ("sm_80,sm_90 +PTX [plain]", None, True, False),
     ]
-    (plain,) = pipeline.plan(WheelRequest(None, ("sm_80,sm_90",), plain=True))
+    (plain,) = pipeline.plan(WheelRequest(None, parse_arch_list("sm_80,sm_90"), plain=True))
     assert plain.plain and plain.ptx_archs == parse_arch_list("sm_90")
     with pytest.raises(ValueError, match="--plain"):
-        pipeline.plan(WheelRequest(None, ("sm_80",), plain=True, variants=True))
+        pipeline.plan(WheelRequest(None, parse_arch_list("sm_80"), plain=True, variants=True))
     with pytest.raises(ValueError, match="exact GPU only"):  # no label can say "only this GPU"
-        pipeline.plan(WheelRequest(None, ("sm_90a",), variants=True))
+        pipeline.plan(WheelRequest(None, parse_arch_list("sm_90a"), variants=True))

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-from prebuild.runtime.arch import ArchError, parse_arch_list
+from prebuild.runtime.arch import Arch, ArchError
 from prebuild.tool.builder import classic
 from prebuild.tool.builder import flags as F
 from prebuild.tool.builder.compile import BuildError, preflight
@@ -67,7 +67,7 @@ from prebuild.tool.builder.wheel import (
     prepare_output_dir,
     write_lock,
 )
-from prebuild.tool.index import write_variants_files
+from prebuild.tool.variants_files import write_variants_files
 
 # What a request or a build can fail with, said in one message (anything else is a bug).
 FAILURES = (
@@ -75,7 +75,7 @@ FAILURES = (
     ValueError,
     ToolchainError,
     BuildError,
-)  # VariantError, SiteError: ValueErrors
+)  # VariantError, OutputError: ValueErrors
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class WheelRequest:
     """What ``prebuild wheel`` was asked: its options, as data."""
 
     project: str | None  # a directory, an sdist, a requirement; None: the project around the cwd
-    archs: tuple[str, ...]  # as given: "sm_80,sm_90", "9.0", ...
+    archs: tuple[Arch, ...]  # parsed by the CLI's --arch (cli.common.arch_option)
     out_dir: Path = Path("dist")
     fat: bool = False
     ptx: bool = False
@@ -94,6 +94,12 @@ class WheelRequest:
     variants: bool = False  # PEP 825 variant wheels and the plain wheel
     plain: bool = False  # the plain wheel only
     cache: str | None = None  # --cache / PREBUILD_CACHE: a directory, redis://..., sccache, off
+
+    def __post_init__(self) -> None:
+        if not all(isinstance(a, Arch) for a in self.archs):
+            raise TypeError(
+                f"WheelRequest takes parsed archs (parse_arch_list), got {self.archs!r}"
+            )
 
 
 class Reporter(Protocol):
@@ -203,7 +209,7 @@ def plan(request: WheelRequest) -> list[WheelVariant]:
             "--fat or --ptx"
         )
     variants = plan_variants(
-        parse_arch_list(",".join(request.archs)),
+        request.archs,
         fat=request.fat,
         ptx=request.ptx,
         variants=request.variants,
