@@ -1,13 +1,13 @@
 """``prebuild selftest``: run each installed kernel package's self-test cases on the CPU and on
 every visible GPU, and say which agree.
 
-The packages are the ones ``prebuild doctor`` checks: prebuild's own (``installed_package``)
-and every installed native project (``installed_projects``); each names its hook in its
-manifest (``selftest``, from ``[tool.prebuild] selftest``). Each case runs once as a warm-up
-and once timed (synchronised on CUDA). The timed run is compared with the case's reference
-on the CPU (with a second, identical run when it has none) and with the CPU run on each GPU,
-by ``prebuild.runtime.selftest``'s comparison. A hook that cannot be loaded, or a case that
-raises, is a failed row carrying the error, never a traceback.
+The packages are the ones ``prebuild doctor`` checks (``prebuild.tool.installed``): prebuild's
+own (``installed_package``) and every installed native project (``installed_projects``); each
+names its hook in its manifest (``selftest``, from ``[tool.prebuild] selftest``). Each case runs
+once as a warm-up and once timed (synchronised on CUDA). The timed run is compared with the
+case's reference on the CPU (with a second, identical run when it has none) and with the CPU run
+on each GPU, by ``prebuild.runtime.selftest``'s comparison. A hook that cannot be loaded, or a
+case that raises, is a failed row carrying the error, never a traceback.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from prebuild.runtime.selftest import (
     as_cases,
     check_outputs,
     compare_outputs,
-    summarize,
+    row_verdict,
 )
-from prebuild.tool.doctor import installed_package, installed_projects
+from prebuild.tool.installed import installed_package, installed_projects
 
 PASS, FAIL, NONE = "pass", "fail", "none"  # NONE: a package that declares no cases
 # What a row's outputs were compared with.
@@ -84,7 +84,8 @@ class SelftestRow:
 
 def installed_kernel_packages() -> list[KernelPackage]:
     """prebuild itself, then every other installed distribution carrying a prebuild manifest
-    (found as ``prebuild doctor`` finds them; their libraries checked, not loaded)."""
+    (``prebuild.tool.installed``, as ``prebuild doctor`` finds them; their libraries checked, not
+    loaded)."""
     directory, manifest, problem = installed_package()
     own = KernelPackage(
         "prebuild",
@@ -94,7 +95,7 @@ def installed_kernel_packages() -> list[KernelPackage]:
         f"{directory}: {problem}" if problem else "",
     )
     found = [own]
-    for project in installed_projects(check_load=False):
+    for project in installed_projects():
         m = project.manifest
         if isinstance(m, Manifest):
             found.append(
@@ -235,7 +236,7 @@ def run_case(
         else:  # nothing to compare with on the CPU but itself: the same bits, every value finite
             against, atol, rtol = REPEAT, 0.0, 0.0
             expected = first
-        passed, error, problems = summarize(compare_outputs(timed, expected, atol, rtol))
+        passed, error, problems = row_verdict(compare_outputs(timed, expected, atol, rtol))
     except Exception as exc:
         return SelftestRow(package, str(device), case.op, FAIL, detail=_error_text(exc)), outputs
     detail = (
@@ -296,7 +297,10 @@ def run_package(package: KernelPackage, devices: list[torch.device]) -> list[Sel
     return rows
 
 
-def to_dict(rows: list[SelftestRow], devices: list[str], note: str) -> dict:
+def selftest_json(rows: list[SelftestRow], devices: list[str], note: str) -> dict:
+    """The run as plain JSON data: "ok" (no row failed), torch, the devices, the note and the rows."""
+    if not all(isinstance(r, SelftestRow) for r in rows):
+        raise TypeError("selftest_json takes a list of SelftestRow")
     return {
         "ok": not any(r.status == FAIL for r in rows),
         "torch": torch.__version__,

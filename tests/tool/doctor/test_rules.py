@@ -1,41 +1,24 @@
-"""prebuild.tool.doctor and `prebuild doctor`: verdicts from made-up facts, and JIT lock files in
-a fake extensions dir (stale, recent, held by a live process)."""
+"""prebuild.tool.doctor.rules: the checks and per-op verdicts from made-up facts, for prebuild's
+own install and for other projects' wheels (classic and native)."""
 
 from __future__ import annotations
 
-import importlib.machinery
-import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
-
-import pytest
 
 from prebuild.runtime.arch import parse_arch_list
 from prebuild.runtime.manifest import BuiltLibrary, Library, Manifest, ProjectManifest
-from prebuild.tool.doctor import (
+from prebuild.tool.doctor.rules import (
     FAIL,
     OK,
     UNKNOWN,
     WARN,
     Facts,
-    InstalledProject,
-    JitLock,
-    clear_command,
     diagnose,
-    extension_module,
-    extension_roots,
-    find_jit_locks,
-    installed_projects,
     op_verdicts,
-    parse_proc_locks,
     project_checks,
 )
 from prebuild.tool.gpus import Gpu, GpuQuery, TorchInfo
-
-PREBUILD = Path(sys.executable).parent / "prebuild"
+from prebuild.tool.installed import InstalledProject
 
 
 def manifest(sass="sm_80", ptx="compute_80", cuda="13.0") -> Manifest:
@@ -169,107 +152,6 @@ def test_gpus_that_cannot_be_listed_are_unknown_with_the_fix():
     assert by_area(diagnose(facts(gpus=none_there)))["gpus"].status == OK
 
 
-def test_parse_proc_locks():
-    text = (
-        "1: POSIX  ADVISORY  WRITE 4242 08:01:1234 0 EOF\n"
-        "2: FLOCK  ADVISORY  WRITE 77 00:2f:99 0 EOF\n"
-        "2: -> FLOCK  ADVISORY  WRITE 78 00:2f:99 0 EOF\n"
-        "garbage line\n"
-    )
-    assert parse_proc_locks(text) == {1234: {4242}, 99: {77}}
-
-
-def test_extension_roots(tmp_path):
-    assert extension_roots({}, tmp_path) == [tmp_path / ".cache" / "torch_extensions"]
-    env = {"TORCH_EXTENSIONS_DIR": "/x/ext", "XDG_CACHE_HOME": "/y"}
-    assert extension_roots(env, tmp_path) == [Path("/x/ext"), Path("/y/torch_extensions")]
-
-
-def test_clear_command_removes_only_stale_locks_and_quotes():
-    locks = [
-        JitLock(Path("/e/a b/lock"), 7200),
-        JitLock(Path("/e/young/lock"), 60),
-        JitLock(Path("/e/held/lock"), 7200, ((1, "python train.py"),)),
-    ]
-    assert clear_command(locks) == "rm -f -- '/e/a b/lock'"
-    assert [lock.stale for lock in locks] == [True, False, False]
-    assert locks[1].state.startswith("recent") and "pid 1" in locks[2].state
-    assert clear_command(locks[1:]) == ""
-
-
-HOLD = """
-import fcntl, sys, time
-f = open(sys.argv[1], "a")
-fcntl.flock(f, fcntl.LOCK_EX)
-print("locked", flush=True)
-time.sleep(120)
-"""
-
-
-@pytest.fixture
-def extensions(tmp_path):
-    """A fake TORCH_EXTENSIONS_DIR: one stale lock, one recent, one held by a live process."""
-    root = tmp_path / "torch_extensions"
-    stale, recent, held = (
-        root / "py311_cu121" / n / "lock" for n in ("old_ext", "new_ext", "busy_ext")
-    )
-    for path in (stale, recent, held):
-        path.parent.mkdir(parents=True)
-        path.touch()
-    old = time.time() - 3 * 86400
-    os.utime(stale, (old, old))
-    os.utime(held, (old, old))
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(held)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert holder.stdout.readline().strip() == "locked"
-        yield root, stale, recent, held, holder.pid
-    finally:
-        holder.kill()
-        holder.wait()
-
-
-def test_find_jit_locks_ages_and_live_holders(extensions):
-    root, stale, recent, held, pid = extensions
-    locks = {lock.path: lock for lock in find_jit_locks([root, root.parent / "absent"])}
-    assert set(locks) == {stale, recent, held}
-    assert locks[stale].stale and locks[stale].age_seconds > 2 * 86400
-    assert not locks[recent].stale and locks[recent].age_seconds < 600
-    assert [p for p, _ in locks[held].holders] == [pid] and not locks[held].stale
-    assert "python" in locks[held].holders[0][1]
-
-
-def test_doctor_command_without_nvcc_finds_the_locks_and_its_command_is_safe(extensions, tmp_path):
-    root, stale, recent, held, pid = extensions
-    env = {
-        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-        "HOME": str(tmp_path),
-        "TORCH_EXTENSIONS_DIR": str(root),
-        "COLUMNS": "200",
-    }
-    proc = subprocess.run(
-        [str(PREBUILD), "doctor", "--json"], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr  # a CPU install, no GPU: nothing fails
-    data = json.loads(proc.stdout)
-    assert data["torch"]["version"].startswith("2.")
-    assert data["manifest"]["package_version"]
-    assert {c["area"]: c["status"] for c in data["checks"]}["jit locks"] == "warn"
-    assert {c["area"]: c["status"] for c in data["checks"]}["load"] == "ok"
-    states = {Path(lock["path"]).parent.name: lock for lock in data["jit_locks"]}
-    assert states["old_ext"]["stale"] and states["old_ext"]["age_seconds"] > 2 * 86400
-    assert states["busy_ext"]["holders"][0]["pid"] == pid
-    assert states["new_ext"]["state"].startswith("recent")
-    subprocess.run(data["clear_command"], shell=True, check=True)
-    assert not stale.exists() and recent.exists() and held.exists()
-    text = subprocess.run(
-        [str(PREBUILD), "doctor", "--no-load"], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert text.returncode == 0, text.stderr
-    assert "busy_ext" in text.stdout and f"pid {pid}" in text.stdout and "nvcc" not in text.stderr
-
-
 # --- other projects' wheels built by prebuild ---------------------------------------------
 
 SO = "plain_ext/_C.cpython-311-x86_64-linux-gnu.so"
@@ -308,14 +190,6 @@ def gpus(*caps, driver="13.0") -> GpuQuery:
 
 def statuses(checks):
     return [(c.status, c.message.split(":")[0]) for c in checks]
-
-
-def test_extension_module_names():
-    assert extension_module(SO) == "plain_ext._C"
-    assert extension_module("fused_ssim_cuda.cpython-311-x86_64-linux-gnu.so") == "fused_ssim_cuda"
-    assert extension_module("pkg/_C.abi3.so") == "pkg._C"
-    assert extension_module("pkg/lib/libfoo.so.1") is None
-    assert extension_module("my-pkg/_C.abi3.so") is None  # not importable as a module path
 
 
 def test_a_project_that_fits_this_machine():
@@ -409,68 +283,6 @@ def test_a_damaged_or_unloadable_project_fails_and_the_report_counts_it():
     assert any(c.area == "plain-ext" and "undefined symbol" in c.message for c in checks)
 
 
-def test_installed_projects_finds_every_distribution_with_a_prebuild_manifest(
-    tmp_path, monkeypatch
-):
-    """A made-up installed project: a real extension module (the stdlib's _bisect, standing
-    in for a CUDA extension) and a plain shared library (not imported), found by its
-    .dist-info/prebuild.json, its module imported in a child after torch."""
-    import _bisect
-    import hashlib
-
-    site = tmp_path / "site"
-    (site / "fake_ext").mkdir(parents=True)
-    files = {
-        f"fake_ext/_bisect{importlib.machinery.EXTENSION_SUFFIXES[0]}": Path(
-            _bisect.__file__
-        ).read_bytes(),
-        "fake_ext/libhelper.so": (
-            Path(__file__).parents[2] / "src" / "prebuild" / "_C.abi3.so"
-        ).read_bytes(),
-    }
-    for name, data in files.items():
-        (site / name).write_bytes(data)
-    libs = tuple(
-        BuiltLibrary(name, hashlib.sha256(data).hexdigest(), len(data))
-        for name, data in files.items()
-    )
-    manifest = ProjectManifest(
-        kind="classic",
-        torch="2.13.0+cpu",
-        torch_cuda=None,
-        cuda="13.0",
-        python_tag="cp311-cp311-linux_x86_64",
-        sass_archs=(),
-        ptx_archs=(),
-        libraries=libs,
-    )
-    info = site / "fake_ext-1.0+pt213.cu130.sm90.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: fake-ext\nVersion: 1.0+pt213.cu130.sm90\n"
-    )
-    (info / "prebuild.json").write_text(manifest.to_json())
-    monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setenv("PYTHONPATH", str(site))  # for the child that imports it
-    (found,) = installed_projects(check_load=True)
-    assert (found.name, found.problem, found.modules, found.load_error) == (
-        "fake-ext",
-        "",
-        ("fake_ext._bisect",),
-        "",
-    )
-    (site / "fake_ext" / "libhelper.so").write_bytes(b"\x7fELF broken")
-    (damaged,) = installed_projects(check_load=True)
-    assert (
-        damaged.problem.startswith("fake_ext/libhelper.so: damaged: ")
-        and damaged.manifest == manifest
-    )
-    assert damaged.load_error is None  # not imported when damaged
-    (site / "fake_ext" / "libhelper.so").unlink()
-    (missing,) = installed_projects(check_load=True)
-    assert "listed in the manifest but missing" in missing.problem and missing.modules == ()
-
-
 # --- native projects (a package _manifest.json and the loader their wheel carries) ----------
 
 
@@ -518,87 +330,3 @@ def test_a_native_project_by_its_own_loaders_rules():
     assert any(c.status == FAIL and "torch uses CUDA 12.8" in c.message for c in cu12)
     broken = project_checks(native(load_error="OSError: undefined symbol"), t, gpus())
     assert broken[-1].status == FAIL
-
-
-def test_installed_native_projects_are_found_checked_and_loaded_by_their_own_loader(
-    tmp_path, monkeypatch
-):
-    """A made-up installed native project: prebuild's own CPU library under another package
-    name, with the loader copied in as a build does; found through its files (RECORD)."""
-    import hashlib
-
-    from prebuild.tool.builder.setuptools_ext import vendor_runtime
-
-    site = tmp_path / "site"
-    package = site / "demo"
-    package.mkdir(parents=True)
-    data = (Path(__file__).parents[2] / "src" / "prebuild" / "_C.abi3.so").read_bytes()
-    (package / "_C.abi3.so").write_bytes(data)
-    (package / "__init__.py").write_text("")
-    vendor_runtime(package)
-    Manifest(
-        package_version="0.3.0+cpu",
-        torch_target="2.13",
-        built_with_torch="2.13.0+cpu",
-        cuda_version=None,
-        package="demo",
-        op_namespace="prebuild",
-        libraries=(Library("_C.abi3.so", "cpu", hashlib.sha256(data).hexdigest(), len(data)),),
-    ).write(package)
-    info = site / "demo-0.3.0+cpu.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: demo\nVersion: 0.3.0+cpu\n")
-    files = [p.relative_to(site) for p in package.rglob("*") if p.is_file()]
-    (info / "RECORD").write_text("".join(f"{f},,\n" for f in files) + f"{info.name}/RECORD,,\n")
-    monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setenv("PYTHONPATH", str(site))
-    (found,) = [p for p in installed_projects(check_load=True) if p.name == "demo"]
-    assert isinstance(found.manifest, Manifest) and found.problem == "" and found.load_error == ""
-    (package / "_C.abi3.so").write_bytes(data[:-1])
-    (damaged,) = [p for p in installed_projects(check_load=True) if p.name == "demo"]
-    assert "_C.abi3.so" in damaged.problem and damaged.load_error is None
-
-
-def test_an_editable_native_project_is_found_in_its_source(tmp_path, monkeypatch):
-    """`pip install -e .` of a native project (the README's test command): its RECORD lists
-    only the .pth that puts src/ on sys.path, so its manifest is found through top_level.txt
-    in its source; without PEP 610's editable mark nothing is guessed."""
-    import hashlib
-
-    source, site = tmp_path / "project" / "src", tmp_path / "site"
-    package = source / "editable_demo"
-    package.mkdir(parents=True)
-    data = (Path(__file__).parents[2] / "src" / "prebuild" / "_C.abi3.so").read_bytes()
-    (package / "_C.abi3.so").write_bytes(data)
-    (package / "__init__.py").write_text("")
-    Manifest(
-        package_version="0.1.0+cpu",
-        torch_target="2.13",
-        built_with_torch="2.13.0+cpu",
-        cuda_version=None,
-        package="editable_demo",
-        op_namespace="editable_demo",
-        libraries=(Library("_C.abi3.so", "cpu", hashlib.sha256(data).hexdigest(), len(data)),),
-    ).write(package)
-    info = site / "editable_demo-0.1.0+cpu.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: editable-demo\nVersion: 0.1.0+cpu\n"
-    )
-    (info / "top_level.txt").write_text("editable_demo\n")
-    (site / "__editable__.editable_demo-0.1.0+cpu.pth").write_text(f"{source}\n")
-    (info / "RECORD").write_text(
-        f"__editable__.editable_demo-0.1.0+cpu.pth,,\n{info.name}/RECORD,,\n"
-    )
-    monkeypatch.syspath_prepend(str(site))
-    monkeypatch.syspath_prepend(str(source))  # what the .pth does at startup
-    assert [p.name for p in installed_projects(check_load=False) if p.name == "editable-demo"] == []
-    (info / "direct_url.json").write_text(
-        json.dumps({"dir_info": {"editable": True}, "url": f"file://{source.parent}"})
-    )
-    (found,) = [p for p in installed_projects(check_load=False) if p.name == "editable-demo"]
-    assert (
-        isinstance(found.manifest, Manifest)
-        and found.manifest.package == "editable_demo"
-        and found.problem == ""
-    )
