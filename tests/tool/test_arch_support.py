@@ -21,10 +21,10 @@ from prebuild.tool.arch_support import (
     support_table,
     torch_minor_of,
     torch_tag,
-    variant_name,
 )
 from prebuild.tool.builder.flags import DEFAULT_ARCHS
 from prebuild.tool.cli import app
+from prebuild.tool.index_keys import index_key_name, parse_index_key
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 runner = CliRunner()
@@ -74,7 +74,7 @@ def test_support_table_marks_missing_archs_and_ptx():
     row_75 = next(line for line in table.splitlines() if line.startswith("| `sm_75`"))
     assert row_75.endswith("| - | `cu130-sm75` |")
     assert "`cu128-sm80` + PTX" in table
-    assert variant_name("cu130", (parse_arch("sm_90a"),)) == "cu130-sm90a"
+    assert index_key_name("cu130", (parse_arch("sm_90a"),)) == "cu130-sm90a"
 
 
 def test_cli_matrix_json_and_markdown():
@@ -121,10 +121,8 @@ def test_classic_matrix_adds_a_torch_axis_and_how_each_job_gets_that_torch():
         jobs[2]["torch_install"]
         == "pip install 'torch==2.14.*' --index-url https://download.pytorch.org/whl/cu130"
     )
-    # The variant is the one the wheel's label parses to (prebuild index's directories).
-    from prebuild.tool.index import parse_variant
-
-    assert parse_variant("pt214.cu130.sm90").name == jobs[2]["variant"]
+    # The entry's index key is the one the wheel's label parses to (prebuild index's directories).
+    assert parse_index_key("pt214.cu130.sm90").name == jobs[2]["variant"]
     assert torch_tag("2.14.1+cu130") == "pt214" and torch_minor_of("pt214") == "2.14"
     for bad in ("2", "two"):
         with pytest.raises(ValueError, match="2.14"):

@@ -1,5 +1,5 @@
 """prebuild.tool.index and `prebuild index`: layout, links and hashes, on made-up wheels; pip
-resolves each variant index to that variant's wheel only."""
+resolves each index key's index to that key's wheel only."""
 
 from __future__ import annotations
 
@@ -16,15 +16,13 @@ from urllib.parse import unquote
 import pytest
 from typer.testing import CliRunner
 
-from prebuild.runtime.arch import parse_arch_list
 from prebuild.tool.cli import app
 from prebuild.tool.index import (
     ALL,
     SiteError,
     WheelInfo,
     build_index,
-    parse_variant,
-    plan,
+    group_by_index,
     project_page,
 )
 
@@ -52,48 +50,12 @@ def fake_wheel(dist: Path, version: str, name: str = "prebuild", requires: str =
     return path
 
 
-@pytest.mark.parametrize(
-    "local, expected",
-    [
-        ("cu130.sm90", ("cu130-sm90", "sm_90", "")),
-        ("cu130.sm120.ptx120", ("cu130-sm120", "sm_120", "compute_120")),
-        ("cu128.sm80.sm90.ptx90", ("cu128-sm80-sm90", "sm_80,sm_90", "compute_90")),
-        ("cu130.sm90a", ("cu130-sm90a", "sm_90a", "")),
-        ("cpu", None),
-        (None, None),
-        ("cu130", None),
-        ("cu130.sm9x", None),
-        ("cu130.foo", None),
-        ("cuda.sm80", None),
-        ("pt214.cu130.sm90", ("pt214-cu130-sm90", "sm_90", "")),
-        (
-            "lab1.pt214.cu130.sm80.sm90.ptx90",
-            ("pt214-cu130-sm80-sm90", "sm_80,sm_90", "compute_90"),
-        ),
-        ("lab1.cu130.sm90", None),
-        ("pt214.sm90", None),
-        ("pt214.cu130", None),
-        ("pt214.cu130.foo", None),
-    ],
-)
-def test_parse_variant(local, expected):
-    v = parse_variant(local)
-    if expected is None:
-        assert v is None
-    else:
-        assert (v.name, v.sass, v.ptx) == (
-            expected[0],
-            parse_arch_list(expected[1]),
-            parse_arch_list(expected[2]),
-        )
-
-
-def test_plan_groups_by_variant_and_keeps_all():
+def test_group_by_index_groups_by_key_and_keeps_all():
     wheels = [
         WheelInfo(f"prebuild-0.1.0+{label}-{TAGS}.whl", "0" * 64)
         for label in ("cu130.sm90", "cu130.sm80", "cu128.sm90", "cpu", "cu130.sm90.ptx90")
     ]
-    indexes = plan(wheels)
+    indexes = group_by_index(wheels)
     assert list(indexes) == [ALL, "cu128-sm90", "cu130-sm80", "cu130-sm90"]
     assert len(indexes[ALL]) == 5
     assert [w.filename.split("+")[1].split("-")[0] for w in indexes["cu130-sm90"]] == [
@@ -128,16 +90,16 @@ def test_site_layout_links_resolve_and_hashes_match(tmp_path):
     result = runner.invoke(app, ["index", str(dist), "--out", str(site)], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     assert "cu130-sm90/simple" in result.output
-    for variant, count in (("cu130-sm80", 1), ("cu130-sm90", 1), ("cu130-sm120", 1), ("", 4)):
-        root = site / variant / "simple" if variant else site / "simple"
+    for key, count in (("cu130-sm80", 1), ("cu130-sm90", 1), ("cu130-sm120", 1), ("", 4)):
+        root = site / key / "simple" if key else site / "simple"
         assert [p for p, _ in links(root / "index.html")] == [(root / "prebuild").resolve()]
         found = links(root / "prebuild" / "index.html")
         assert len(found) == count
         for path, fragment in found:
             assert path.parent == (site / "wheels").resolve() and path.is_file()
             assert fragment == "sha256=" + hashlib.sha256(path.read_bytes()).hexdigest()
-            if variant:
-                assert "+" + variant.replace("-", ".") in path.name
+            if key:
+                assert "+" + key.replace("-", ".") in path.name
     data = json.loads((site / "index.json").read_text())
     assert set(data["variants"]) == {"cu130-sm80", "cu130-sm90", "cu130-sm120"}
     assert data["variants"]["cu130-sm120"]["wheels"][0]["ptx_archs"] == ["compute_120"]
@@ -184,14 +146,14 @@ def test_refuses_bad_input_with_exit_2(tmp_path):
         build_index(bad, tmp_path / "s3")
 
 
-def test_pip_resolves_each_variant_index_to_its_own_wheel(tmp_path):
+def test_pip_resolves_each_key_index_to_its_own_wheel(tmp_path):
     dist = tmp_path / "dist"
     for label in ("cu130.sm80", "cu130.sm90", "cu128.sm90"):
         fake_wheel(dist, f"0.1.0+{label}")
     site = tmp_path / "site"
     build_index(dist, site)
-    for variant in ("cu130-sm90", "cu128-sm90", "cu130-sm80"):
-        out = tmp_path / f"dl-{variant}"
+    for key in ("cu130-sm90", "cu128-sm90", "cu130-sm80"):
+        out = tmp_path / f"dl-{key}"
         proc = subprocess.run(
             [
                 sys.executable,
@@ -202,7 +164,7 @@ def test_pip_resolves_each_variant_index_to_its_own_wheel(tmp_path):
                 "--no-deps",
                 "--disable-pip-version-check",
                 "--index-url",
-                f"file://{site}/{variant}/simple",
+                f"file://{site}/{key}/simple",
                 "--dest",
                 str(out),
                 "prebuild",
@@ -213,13 +175,13 @@ def test_pip_resolves_each_variant_index_to_its_own_wheel(tmp_path):
         )
         assert proc.returncode == 0, proc.stderr
         (got,) = out.glob("*.whl")
-        assert f"+{variant.replace('-', '.')}-" in got.name
+        assert f"+{key.replace('-', '.')}-" in got.name
 
 
-def test_printed_install_command_takes_prebuild_from_the_variant_and_dependencies_from_the_usual_index(
+def test_printed_install_command_takes_prebuild_from_the_key_index_and_dependencies_from_the_usual_index(
     tmp_path,
 ):
-    """The site holds only prebuild; the command `prebuild index` prints for each variant
+    """The site holds only prebuild; the command `prebuild index` prints for each index key
     must still resolve its dependencies (from the index pip uses by default: here a local
     one named by PIP_INDEX_URL)."""
     dist, usual = tmp_path / "dist", tmp_path / "usual"
@@ -240,13 +202,13 @@ def test_printed_install_command_takes_prebuild_from_the_variant_and_dependencie
         if line.strip().startswith("pip install")
     ]
     assert len(commands) == 2, result.output
-    for variant in ("cu130-sm80", "cu130-sm90"):
-        (command,) = [c for c in commands if f"/{variant}/simple " in c]
+    for key in ("cu130-sm80", "cu130-sm90"):
+        (command,) = [c for c in commands if f"/{key}/simple " in c]
         assert (
             command
-            == f"pip install prebuild --index-url {site.as_uri()}/{variant}/simple --extra-index-url {usual_url}"
+            == f"pip install prebuild --index-url {site.as_uri()}/{key}/simple --extra-index-url {usual_url}"
         )
-        report = tmp_path / f"{variant}.json"
+        report = tmp_path / f"{key}.json"
         proc = subprocess.run(
             [
                 sys.executable,
@@ -271,7 +233,7 @@ def test_printed_install_command_takes_prebuild_from_the_variant_and_dependencie
             for i in json.loads(report.read_text())["install"]
         }
         assert resolved == {
-            "prebuild": f"0.1.0+{variant.replace('-', '.')}",
+            "prebuild": f"0.1.0+{key.replace('-', '.')}",
             "prebuild_dep_fake": "1.0",
         }, resolved
 
@@ -303,7 +265,7 @@ def test_classic_wheels_get_one_index_per_torch_and_arch(tmp_path):
     assert (
         tmp_path / "site" / "pt214-cu130-sm90" / "simple" / "fused-ssim" / "index.html"
     ).is_file()
-    # The command printed per variant names the project that index holds.
+    # The command printed per index key names the project that index holds.
     result = runner.invoke(
         app,
         ["index", str(dist), "--out", str(tmp_path / "site")],

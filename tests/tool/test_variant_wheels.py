@@ -14,7 +14,7 @@ from variantlib.variant_dist_info import VariantDistInfo
 from variantlib.variants_json import VariantsJson
 
 from prebuild.runtime.arch import Arch, parse_arch_list
-from prebuild.tool.index import wheel_variant
+from prebuild.tool.index_keys import index_key_of
 from prebuild.tool.variant_wheels import (
     VariantError,
     WheelArchs,
@@ -69,11 +69,9 @@ def test_a_label_parses_back_to_its_archs(sass, ptx):
     except VariantError:
         return  # too long for 16 characters: refused, never truncated
     assert parse_label(label) == archs
-    # and so does the wheel's name, through the index's one reader of wheel names
-    variant = wheel_variant(
-        variant_filename("prebuild-0.1.0+cu130-cp310-abi3-linux_x86_64.whl", label)
-    )
-    assert variant is not None and (variant.sass, variant.ptx, variant.cuda_tag) == (
+    # and so does the wheel's name, through the one reader of wheel names' index keys
+    key = index_key_of(variant_filename("prebuild-0.1.0+cu130-cp310-abi3-linux_x86_64.whl", label))
+    assert key is not None and (key.sass, key.ptx, key.cuda_tag) == (
         archs.sass,
         archs.ptx,
         "cu130",
@@ -160,16 +158,16 @@ def test_arch_values_that_are_neither_real_nor_virtual_are_refused():
 
 
 def test_variant_wheels_are_listed_only_in_the_index_of_every_wheel():
-    """The per-variant indexes are for pip, which cannot read a variant label; the index of
+    """The per-key indexes are for pip, which cannot read a variant label; the index of
     every wheel leaves the per-arch wheel out, whose higher local version would win there."""
-    from prebuild.tool.index import ALL, WheelInfo, plan
+    from prebuild.tool.index import ALL, WheelInfo, group_by_index
 
     names = [
         "demo-0.1.0+cu130-cp310-abi3-linux_x86_64-sm90.whl",
         "demo-0.1.0+cu130-cp310-abi3-linux_x86_64.whl",
         "demo-0.1.0+cu130.sm80-cp310-abi3-linux_x86_64.whl",
     ]
-    indexes = plan([WheelInfo(n, "0" * 64) for n in names])
+    indexes = group_by_index([WheelInfo(n, "0" * 64) for n in names])
     assert sorted(indexes) == [ALL, "cu130-sm80"]
     assert [w.filename for w in indexes["cu130-sm80"]] == [names[2]]
     assert [w.filename for w in indexes[ALL]] == sorted(names[:2])

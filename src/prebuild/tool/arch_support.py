@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from prebuild.runtime import versions
 from prebuild.runtime.arch import Arch, parse_arch
 from prebuild.runtime.compat import cuda_torch_command
+from prebuild.tool.index_keys import index_key_name
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class CudaRelease:
 
     @property
     def tag(self) -> str:
-        """``cu130``: as in the wheels' local version label and the index's variant names."""
+        """``cu130``: as in the wheels' local version label and their index keys."""
         major, minor = self.version.split(".")
         return f"cu{major}{minor}"
 
@@ -62,16 +63,12 @@ CUDA_RELEASES: tuple[CudaRelease, ...] = (
 )
 
 
-def variant_name(cuda_tag: str, archs: tuple[Arch, ...]) -> str:
-    """``cu130-sm90``: one index per variant is named this way (``prebuild index``)."""
-    return "-".join([cuda_tag, *(a.tag for a in archs)])
-
-
 def build_matrix(
     releases: tuple[CudaRelease, ...] = CUDA_RELEASES, archs: tuple[Arch, ...] | None = None
 ) -> dict:
     """The GitHub Actions matrix: one job per (CUDA version, arch); ``archs`` keeps only those.
-    The newest arch of each CUDA version's jobs also gets PTX, for every GPU newer than it."""
+    The newest arch of each CUDA version's jobs also gets PTX, for every GPU newer than it.
+    An entry's ``variant`` is its wheel's index key (the workflows read that name)."""
     include = []
     for release in releases:
         chosen = [a for a in release.archs if archs is None or a in archs]
@@ -82,7 +79,7 @@ def build_matrix(
                     "cuda_tag": release.tag,
                     "arch": arch.sm,
                     "ptx": arch == max(chosen),
-                    "variant": variant_name(release.tag, (arch,)),
+                    "variant": index_key_name(release.tag, (arch,)),
                 }
             )
     return {"include": include}
@@ -101,7 +98,7 @@ def torch_minor(version: str) -> str:
 
 def torch_tag(torch_version: str) -> str:
     """``pt214`` for torch 2.14.1+cu130: the torch minor release a classic extension is tied to
-    (its wheels' local label and index variant)."""
+    (its wheels' local label and index key)."""
     return "pt" + torch_minor(torch_version).replace(".", "")
 
 
@@ -145,12 +142,12 @@ def support_table(releases: tuple[CudaRelease, ...] = CUDA_RELEASES) -> str:
                 cells.append("-")
             else:
                 cells.append(
-                    f"`{variant_name(r.tag, (gpu.arch,))}`"
+                    f"`{index_key_name(r.tag, (gpu.arch,))}`"
                     + (" + PTX" if gpu.arch == r.ptx_arch else "")
                 )
         lines.append("| " + " | ".join(cells) + " |")
     newer = ["newer GPUs", "through the driver's JIT"]
-    newer += [f"PTX in `{variant_name(r.tag, (r.ptx_arch,))}`" for r in releases]
+    newer += [f"PTX in `{index_key_name(r.tag, (r.ptx_arch,))}`" for r in releases]
     lines.append("| " + " | ".join(newer) + " |")
     return "\n".join(lines) + "\n"
 

@@ -1,20 +1,21 @@
-"""``prebuild index``: a PEP 503 "simple" package index per wheel variant, plus one of all.
+"""``prebuild index``: a PEP 503 "simple" package index per index key, plus one of all.
 
 Layout of SITE (static files: serve them, or use them through ``file://``)::
 
-    SITE/index.html                          what is here, and the pip command per variant
+    SITE/index.html                          what is here, and the pip command per index
     SITE/wheels/<wheel files>                each wheel stored once
     SITE/simple/prebuild/index.html          every wheel
-    SITE/<variant>/simple/prebuild/index.html   only that variant's wheels, e.g. cu130-sm90
+    SITE/<key>/simple/prebuild/index.html    only the wheels of that index key, e.g. cu130-sm90
     SITE/index.json                          the same facts for programs (prebuild install)
 
-A variant is the CUDA version and SASS archs of a wheel's local version label
-(``0.1.0+cu130.sm90.ptx90`` -> ``cu130-sm90``), so
+A wheel's index key (``index_keys``) is the CUDA version and SASS archs of its local version
+label (``0.1.0+cu130.sm90.ptx90`` -> ``cu130-sm90``), so
 ``pip install prebuild --index-url SITE_URL/cu130-sm90/simple`` can only pick a wheel made
-for sm_90. Every link carries ``#sha256=`` and ``data-requires-python``.
+for sm_90. Every link carries ``#sha256=`` and ``data-requires-python``. PEP 825 variant
+wheels and their variants files (``variants_files``) are served in the index of every wheel.
 
-Planning and HTML are pure (``plan``, ``project_page``, ``root_page``); ``build_index`` does
-the reading, hashing and writing.
+Grouping and HTML are pure (``group_by_index``, ``project_page``, ``root_page``);
+``build_index`` does the reading, hashing and writing.
 """
 
 from __future__ import annotations
@@ -32,19 +33,13 @@ from urllib.parse import quote
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name
 
-from prebuild.runtime.arch import Arch, ArchError, parse_arch
 from prebuild.runtime.manifest import sha256_file
-from prebuild.tool.arch_support import variant_name
-from prebuild.tool.variant_wheels import (
-    VariantError,
-    merge,
-    parse_filename,
-    parse_label,
-    variants_filename,
-)
+from prebuild.tool.index_keys import index_key_of
+from prebuild.tool.variant_wheels import VariantError, parse_filename
+from prebuild.tool.variants_files import check_variants_files, variants_documents
 
 MARKER = ".prebuild-index"
-ALL = ""  # the variant key of the index of every wheel
+ALL = ""  # the key of the index of every wheel
 
 
 class SiteError(ValueError):
@@ -66,93 +61,25 @@ class WheelInfo:
         return str(parse_filename(self.filename)[1])
 
 
-@dataclass(frozen=True)
-class Variant:
-    """What a wheel's local version label says: ``cu130.sm80.sm90.ptx90`` (prebuild's own
-    stable-ABI wheels), or ``pt214.cu130.sm90`` (another project's wheel, tied to torch 2.14)."""
-
-    cuda_tag: str
-    sass: tuple[Arch, ...]
-    ptx: tuple[Arch, ...]
-    torch_tag: str = ""  # "pt214"; "" for wheels that serve every torch from their target on
-
-    @property
-    def name(self) -> str:
-        name = variant_name(self.cuda_tag, self.sass)
-        return f"{self.torch_tag}-{name}" if self.torch_tag else name
-
-    @property
-    def cuda_version(self) -> str:
-        """``"13.0"`` for ``cu130``."""
-        digits = self.cuda_tag[2:]
-        return f"{digits[:-1]}.{digits[-1]}"
-
-
-def _is_tag(part: str, prefix: str) -> bool:
-    return part.startswith(prefix) and part[len(prefix) :].isdigit()
-
-
-def parse_variant(local: str | None) -> Variant | None:
-    """The variant in a local version label; None for a label that names none (``cpu``).
-    ``[own.][ptNNN.]cuNNN.smXY[.smXY...][.ptxXY]``: a project's own label may stand in front."""
-    if not local:
-        return None
-    parts = local.lower().split(".")
-    at = next((i for i, part in enumerate(parts) if _is_tag(part, "cu")), None)
-    if at is None:
-        return None
-    torch_tag = parts[at - 1] if at > 0 and _is_tag(parts[at - 1], "pt") else ""
-    if at > 0 and not torch_tag:
-        return None  # only a torch tag may stand right before the CUDA tag
-    sass, ptx = [], []
-    try:
-        for part in parts[at + 1 :]:
-            if part.startswith("sm"):
-                sass.append(parse_arch(part[2:]))
-            elif part.startswith("ptx"):
-                ptx.append(parse_arch(part[3:]))
-            else:
-                return None
-    except ArchError:
-        return None
-    if not sass:
-        return None
-    return Variant(parts[at], tuple(sorted(sass)), tuple(sorted(ptx)), torch_tag)
-
-
-def wheel_variant(filename: str) -> Variant | None:
-    """The variant a wheel's name says: its local version label's, or a PEP 825 variant wheel's
-    (``...+cu130-...-sm90.whl``: the archs in the variant label, CUDA and torch in the local one)."""
-    _, version, _, _, label = parse_filename(filename)
-    if label is None:
-        return parse_variant(version.local)
-    try:
-        archs = parse_label(label)
-    except VariantError:
-        return None
-    tags = [a.tag for a in archs.sass] + [f"ptx{a.number}" for a in archs.ptx]
-    return parse_variant(".".join([version.local, *tags])) if version.local else None
-
-
-def plan(wheels: list[WheelInfo]) -> dict[str, list[WheelInfo]]:
-    """Which wheels each index lists: ``ALL`` lists every wheel, each variant its own. With PEP
-    825 variant wheels among them, ``ALL`` lists those and the wheels whose name says no archs
-    (the plain wheel), not the per-arch wheels (``+cu130.sm90``), whose higher local version pip
-    would take over the plain one whatever the GPU; the per-variant indexes are for pip, which
-    cannot read a variant label, and list the per-arch wheels only."""
+def group_by_index(wheels: list[WheelInfo]) -> dict[str, list[WheelInfo]]:
+    """Which wheels each index lists: ``ALL`` lists every wheel, each index key its own. With
+    PEP 825 variant wheels among them, ``ALL`` lists those and the wheels whose name says no
+    archs (the plain wheel), not the per-arch wheels (``+cu130.sm90``), whose higher local
+    version pip would take over the plain one whatever the GPU; the per-key indexes are for
+    pip, which cannot read a variant label, and list the per-arch wheels only."""
     ordered = sorted(wheels, key=lambda w: w.filename)
     labelled = {w.filename for w in ordered if parse_filename(w.filename)[4] is not None}
     out: dict[str, list[WheelInfo]] = {
         ALL: [
             w
             for w in ordered
-            if not labelled or w.filename in labelled or wheel_variant(w.filename) is None
+            if not labelled or w.filename in labelled or index_key_of(w.filename) is None
         ]
     }
     for wheel in ordered:
-        variant = wheel_variant(wheel.filename)
-        if variant is not None and wheel.filename not in labelled:
-            out.setdefault(variant.name, []).append(wheel)
+        key = index_key_of(wheel.filename)
+        if key is not None and wheel.filename not in labelled:
+            out.setdefault(key.name, []).append(wheel)
     return dict(sorted(out.items()))
 
 
@@ -205,7 +132,7 @@ def usual_index_url(env: dict[str, str] | None = None) -> str:
 def install_command(
     site_url: str, key: str, project: str = "prebuild", extra_index: str | None = None
 ) -> str:
-    """Pure: the pip command that installs from one index of the site (``key`` a variant or
+    """Pure: the pip command that installs from one index of the site (``key`` an index key or
     ``ALL``), taking the dependencies from ``extra_index`` (``usual_index_url()``)."""
     where = f"{site_url.rstrip('/')}/{key}/simple" if key else f"{site_url.rstrip('/')}/simple"
     extra = extra_index if extra_index is not None else usual_index_url()
@@ -265,22 +192,24 @@ def landing_page(indexes: dict[str, list[WheelInfo]], with_variants: list[str] =
 
 
 def index_json(indexes: dict[str, list[WheelInfo]]) -> dict:
-    variants = {}
+    """SITE/index.json. Its ``variants`` are the per-key indexes (a name older than PEP 825
+    variants, kept for the programs that read the file)."""
+    by_key = {}
     for key, wheels in indexes.items():
         if key == ALL:
             continue
-        v = wheel_variant(wheels[0].filename)
-        assert v is not None
-        variants[key] = {
-            "cuda_tag": v.cuda_tag,
-            "torch_tag": v.torch_tag or None,
-            "sass_archs": [a.sm for a in v.sass],
+        index_key = index_key_of(wheels[0].filename)
+        assert index_key is not None
+        by_key[key] = {
+            "cuda_tag": index_key.cuda_tag,
+            "torch_tag": index_key.torch_tag or None,
+            "sass_archs": [a.sm for a in index_key.sass],
             "index": f"{key}/simple",
             "wheels": [
                 {
                     "filename": w.filename,
                     "sha256": w.sha256,
-                    "ptx_archs": [a.compute for a in wheel_variant(w.filename).ptx],
+                    "ptx_archs": [a.compute for a in index_key_of(w.filename).ptx],
                 }
                 for w in wheels
             ],  # type: ignore[union-attr]
@@ -291,7 +220,7 @@ def index_json(indexes: dict[str, list[WheelInfo]]) -> dict:
             {"filename": w.filename, "sha256": w.sha256, "path": f"wheels/{w.filename}"}
             for w in indexes[ALL]
         ],
-        "variants": variants,
+        "variants": by_key,
     }
 
 
@@ -335,72 +264,12 @@ def read_wheels(dist_dir: Path) -> list[tuple[Path, WheelInfo]]:
     return found
 
 
-def variants_documents(wheels: list[Path]) -> dict[str, dict]:
-    """PEP 825: for each project version with variant wheels among ``wheels``, its variants
-    file's name and document, merged from the wheels' own ``variant.json``. SiteError when a
-    labelled wheel has none, names another label, or two wheels call different builds by one
-    label."""
-    from prebuild.tool.inspection import wheel_variant_json
-
-    groups: dict[str, list[dict]] = {}
-    for path in wheels:
-        name, version, _, _, label = parse_filename(path.name)
-        if label is None:
-            continue
-        document = wheel_variant_json(path)
-        if document is None or list(document.get("variants", {})) != [label]:
-            raise SiteError(
-                f"{path.name}: its label is {label!r} but its .dist-info/variant.json does not "
-                f"describe exactly that variant"
-            )
-        groups.setdefault(variants_filename(str(name), str(version)), []).append(document)
-    try:
-        return {filename: merge(documents) for filename, documents in sorted(groups.items())}
-    except VariantError as exc:
-        raise SiteError(f"variant label clash: {exc}") from None
-
-
-def write_variants_files(wheels: list[Path], out_dir: Path) -> list[Path]:
-    """``{name}-{version}-variants.json`` in ``out_dir`` for each project version among the
-    variant wheels, merged from their own variant.json (each written atomically)."""
-    written = []
-    for filename, document in variants_documents(wheels).items():
-        path = out_dir / filename
-        partial = path.with_name(f".{filename}.partial")
-        partial.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-        os.replace(partial, path)
-        written.append(path)
-    return written
-
-
-def check_variants_files(dist_dir: Path, documents: dict[str, dict]) -> None:
-    """A variants file already in DIST_DIR (``prebuild wheel --variants`` writes one) must say
-    what the wheels there say: a wheel it does not list, or lists otherwise, is an error."""
-    for path in sorted(dist_dir.glob("*-variants.json")):
-        try:
-            listed = json.loads(path.read_text(encoding="utf-8")).get("variants", {})
-        except (OSError, ValueError, AttributeError) as exc:
-            raise SiteError(f"{path.name} cannot be read as a variants file: {exc}") from None
-        ours = documents.get(path.name, {}).get("variants", {})
-        missing = sorted(set(ours) - set(listed))
-        if missing:
-            raise SiteError(
-                f"{path.name} does not list the wheel(s) labelled {', '.join(missing)} in {dist_dir}: "
-                "it belongs to another build; build the variants again or remove it"
-            )
-        changed = sorted(label for label in ours if listed.get(label) != ours[label])
-        if changed:
-            raise SiteError(
-                f"{path.name} describes {', '.join(changed)} otherwise than the wheels' own variant.json"
-            )
-
-
 def write_site(
     site: Path, wheels: list[tuple[Path, WheelInfo]], variants: dict[str, dict] | None = None
 ) -> dict[str, list[WheelInfo]]:
     """Write the whole site into ``site`` (which must not exist); ``variants``: the variants
     files (name -> document) served beside the wheels and linked on the index of all wheels."""
-    indexes = plan([info for _, info in wheels])
+    indexes = group_by_index([info for _, info in wheels])
     (site / "wheels").mkdir(parents=True)
     for path, info in wheels:
         shutil.copyfile(path, site / "wheels" / info.filename)
@@ -441,8 +310,11 @@ def build_index(dist_dir: Path, site: Path) -> dict[str, list[WheelInfo]]:
     """Build the site next to SITE, then put it in place: SITE must be absent, empty, or a
     site this command wrote before (it is replaced whole, so no stale wheel lingers)."""
     wheels = read_wheels(dist_dir)
-    variants = variants_documents([path for path, _ in wheels])
-    check_variants_files(dist_dir, variants)
+    try:
+        variants = variants_documents([path for path, _ in wheels])
+        check_variants_files(dist_dir, variants)
+    except VariantError as exc:
+        raise SiteError(str(exc)) from None
     site = site.resolve()
     if site.exists() and (
         not site.is_dir() or (any(site.iterdir()) and not (site / MARKER).exists())

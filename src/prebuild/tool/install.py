@@ -36,7 +36,7 @@ from prebuild.runtime.compat import (
 from prebuild.tool.arch_support import torch_minor_of, torch_tag
 from prebuild.tool.builder.config import MIN_TORCH_TARGET
 from prebuild.tool.gpus import GpuQuery, TorchInfo
-from prebuild.tool.index import wheel_variant
+from prebuild.tool.index_keys import index_key_of
 from prebuild.tool.variant_wheels import parse_filename, split_filename
 
 
@@ -116,16 +116,16 @@ def _rank(c: Considered) -> tuple:
     is needed (a smaller wheel made for these GPUs), code closest to each GPU (sm_86 over
     sm_80 for an 8.9 GPU), then the newest CUDA."""
     version = parse_filename(c.candidate.filename)[1]
-    variant = wheel_variant(c.candidate.filename)
-    assert variant is not None
+    key = index_key_of(c.candidate.filename)
+    assert key is not None
     ptx_used = sum(v.kind is CodeKind.PTX for v in c.verdicts)
     closeness = sum(v.arch.capability[0] * 10 + v.arch.capability[1] for v in c.verdicts if v.arch)
     return (
         -ptx_used,
         Version(version.public),
-        -len(variant.sass) - len(variant.ptx),
+        -len(key.sass) - len(key.ptx),
         closeness,
-        Version(variant.cuda_version),
+        Version(key.cuda_version),
     )
 
 
@@ -148,8 +148,8 @@ def select_wheel(
         except InvalidWheelFilename:
             c.rejected = "not a wheel file name"
             continue
-        variant = wheel_variant(cand.filename)
-        if variant is None:
+        key = index_key_of(cand.filename)
+        if key is None:
             c.rejected = (
                 "no CUDA archs in its name (a --variants build's plain wheel, for pip: its labelled "
                 "wheels name their archs)"
@@ -157,17 +157,15 @@ def select_wheel(
                 else "no CUDA kernels (its version names no CUDA archs)"
             )
             continue
-        wheel_cuda = variant.cuda_version
-        if variant.torch_tag and (
-            torch_version is None or torch_tag(torch_version) != variant.torch_tag
-        ):
+        wheel_cuda = key.cuda_version
+        if key.torch_tag and (torch_version is None or torch_tag(torch_version) != key.torch_tag):
             have = (
                 f"torch {torch_version} is installed" if torch_version else "torch is not installed"
             )
-            c.other_torch = torch_minor_of(variant.torch_tag)
-            c.rejected = f"built for torch {c.other_torch} ({variant.torch_tag}); {have}"
+            c.other_torch = torch_minor_of(key.torch_tag)
+            c.rejected = f"built for torch {c.other_torch} ({key.torch_tag}); {have}"
             continue
-        choices = [select_code(t.capability, variant.sass, variant.ptx) for t in targets]
+        choices = [select_code(t.capability, key.sass, key.ptx) for t in targets]
         c.verdicts = [Verdict(t, choice.kind, choice.arch) for t, choice in zip(targets, choices)]
         missing = [v.target.label for v in c.verdicts if v.kind is CodeKind.NONE]
         if missing:
@@ -224,14 +222,14 @@ def cpu_torch_warning(torch: TorchInfo, decision: Decision) -> str | None:
     considered = [decision.chosen] if decision.chosen else decision.considered
     for c in considered:
         try:
-            variant = wheel_variant(c.candidate.filename)
+            key = index_key_of(c.candidate.filename)
         except InvalidWheelFilename:
             continue
-        if variant is not None:
-            archs = ", ".join([a.sm for a in variant.sass] + [a.compute for a in variant.ptx])
+        if key is not None:
+            archs = ", ".join([a.sm for a in key.sass] + [a.compute for a in key.ptx])
             return (
-                f"{cpu_torch_note(torch.version, variant.cuda_version, archs)}. To use the GPU, first "
-                f"install a CUDA build of torch: {cuda_torch_command(variant.cuda_version, str(MIN_TORCH_TARGET))}"
+                f"{cpu_torch_note(torch.version, key.cuda_version, archs)}. To use the GPU, first "
+                f"install a CUDA build of torch: {cuda_torch_command(key.cuda_version, str(MIN_TORCH_TARGET))}"
             )
     return None
 

@@ -440,15 +440,11 @@ def lock_line(project: str, wheel: Path, sha256: str) -> str:
 def write_lock(template: str, wheel: Path) -> Path:
     """Write the lock file of one built wheel (its sha256 computed from the file itself)."""
     from prebuild.runtime.manifest import sha256_file
-    from prebuild.tool.index import wheel_variant
+    from prebuild.tool.index_keys import index_key_of
 
-    variant = wheel_variant(wheel.name)
+    key = index_key_of(wheel.name)
     # a wheel of no arch: a CPU build (+cpu), or a --variants build's plain wheel (+cu130)
-    name = (
-        variant.name
-        if variant
-        else (parse_filename(wheel.name)[1].local or "cpu").replace(".", "-")
-    )
+    name = key.name if key else (parse_filename(wheel.name)[1].local or "cpu").replace(".", "-")
     path = Path(template.replace(LOCK_PLACEHOLDER, name))
     path.parent.mkdir(parents=True, exist_ok=True)
     project = str(parse_filename(wheel.name)[0])

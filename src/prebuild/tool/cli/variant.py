@@ -44,7 +44,7 @@ def variant(
     try:
         from prebuild.tool.builder.compile import BuildError
         from prebuild.tool.builder.wheel import prepare_output_dir, variant_twin
-        from prebuild.tool.index import write_variants_files
+        from prebuild.tool.variants_files import write_variants_files
     except ModuleNotFoundError as exc:
         raise fail(missing_build_extra(exc)) from None
     from prebuild.runtime.manifest import ManifestError
