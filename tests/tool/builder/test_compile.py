@@ -1,5 +1,6 @@
 """prebuild.tool.builder.compile's ninja files: libraries built together by one ninja run,
-largest source first, and the object-name clash that would make them overwrite each other."""
+largest source first, and the object-name clash that would make them overwrite each other; the
+record of compiled libraries prebuild wheel hands its setup.py, and the preflight it spares."""
 
 from __future__ import annotations
 
@@ -7,9 +8,23 @@ import ctypes
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
-from prebuild.tool.builder.compile import LibrarySpec, run_ninja, write_ninja
-from prebuild.tool.builder.toolchain import find_cxx
+from prebuild.runtime.arch import parse_arch_list
+from prebuild.tool.builder import flags
+from prebuild.tool.builder.compile import (
+    BuildError,
+    CompiledLibraries,
+    LibrarySpec,
+    Toolchain,
+    compile_libraries,
+    read_compiled,
+    run_ninja,
+    write_ninja,
+)
+from prebuild.tool.builder.toolchain import ToolchainError, Torch, find_cxx, find_torch
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def spec(output: str, sources: list[Path]) -> LibrarySpec:
@@ -75,3 +90,68 @@ def test_libraries_built_together_must_not_share_an_object_name(tmp_path):
             tmp_path,
             [spec("liba.so", [files["x.cpp"]]), spec("libb.so", [files["x.cpp"]])],
         )
+
+
+def compiled_in(root: Path, cuda: bool = True) -> CompiledLibraries:
+    """A CompiledLibraries whose library files exist (empty) under ``root``."""
+    for name in ("_C.abi3.so", "_C_cuda.abi3.so"):
+        (root / name).write_bytes(b"")
+    torch = Torch(Version("2.13.0"), "2.13.0+cpu", None, (root / "include",), root / "lib")
+    return CompiledLibraries(
+        root / "_C.abi3.so",
+        root / "_C_cuda.abi3.so" if cuda else None,
+        None,
+        torch,
+        "13.0" if cuda else None,
+        {"cxx": ["-O3"], "nvcc": ["-gencode=arch=compute_80,code=sm_80"]},
+    )
+
+
+@pytest.mark.parametrize("cuda", [True, False])
+def test_the_compiled_record_reads_back_what_was_written(tmp_path, cuda):
+    """What prebuild wheel hands its setup.py (PREBUILD_COMPILED), so the setup.py packages
+    these libraries instead of compiling them again."""
+    compiled = compiled_in(tmp_path, cuda)
+    assert read_compiled(compiled.write(tmp_path / "compiled.json")) == compiled
+
+
+def test_a_compiled_record_that_cannot_be_packaged_is_refused(tmp_path):
+    record = compiled_in(tmp_path).write(tmp_path / "compiled.json")
+    (tmp_path / "_C_cuda.abi3.so").unlink()
+    with pytest.raises(BuildError, match="_C_cuda.abi3.so, which is not there"):
+        read_compiled(record)
+    record.write_text("{}")
+    with pytest.raises(BuildError, match="cannot read the compiled libraries' record"):
+        read_compiled(record)
+    with pytest.raises(BuildError, match="cannot read"):
+        read_compiled(tmp_path / "absent.json")
+
+
+def test_compile_libraries_given_a_toolchain_runs_no_preflight(tmp_path, monkeypatch):
+    """prebuild wheel's preflight found the toolchain once, for every wheel: compile_libraries
+    reuses it; given none (a source build's setup.py), it runs its own."""
+    from prebuild.tool.builder import compile as compile_module
+    from prebuild.tool.builder.config import read_config
+
+    preflights = []
+
+    def preflight(options):
+        preflights.append(options)
+        raise ToolchainError("stop here")
+
+    def stop(*args, **kwargs):  # the first step after the preflight
+        raise ToolchainError("compiled")
+
+    monkeypatch.setattr(compile_module, "preflight", preflight)
+    monkeypatch.setattr(compile_module, "find_cxx", stop)
+    project = read_config(ROOT)
+    options = flags.BuildOptions(archs=(), ptx=False, build_dir=tmp_path)
+    with pytest.raises(ToolchainError, match="compiled"):
+        compile_libraries(project, options, toolchain=Toolchain(find_torch(), None))
+    assert preflights == []
+    with pytest.raises(ToolchainError, match="stop here"):
+        compile_libraries(project, options)
+    assert preflights == [options]
+    cuda = flags.BuildOptions(archs=parse_arch_list("sm_80"), ptx=False, build_dir=tmp_path)
+    with pytest.raises(ValueError, match="needs the toolchain's nvcc"):
+        compile_libraries(project, cuda, toolchain=Toolchain(find_torch(), None))

@@ -288,6 +288,7 @@ def test_from_env_bad_jobs(value):
         BuildOptions(archs=A(DEFAULT_ARCHS), ptx=True),
         BuildOptions(archs=A("sm_100f,sm_120"), ptx=False, jobs=1),
         BuildOptions(archs=A("sm_80"), ptx=False, compress=False),
+        BuildOptions(archs=A("sm_80"), ptx=False, compiled=Path("/tmp/staging/compiled.json")),
     ],
 )
 def test_to_env_from_env_round_trip(options):
@@ -305,6 +306,7 @@ def test_to_env_layout():
         "PREBUILD_PTX": "1",
         "PREBUILD_COMPILER_LAUNCHER": "",
         "PREBUILD_CACHE": "off",
+        "PREBUILD_COMPILED": "",  # none compiled by prebuild wheel: a stray one is not packaged
     }
 
 

@@ -21,14 +21,17 @@ depfiles) are unchanged: that is ninja's job, and why each directory keeps its o
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from ninja.ninja_syntax import Writer, escape_path
+from packaging.version import Version
 
 from prebuild.runtime.arch import check_supported
 from prebuild.tool.builder import flags as F
@@ -62,6 +65,13 @@ class BuildError(RuntimeError):
         self.log = log
 
 
+class Toolchain(NamedTuple):
+    """What the preflight found: the torch compiled against, and nvcc (None: CPU code only)."""
+
+    torch: Torch
+    nvcc: Nvcc | None
+
+
 @dataclass
 class CompiledLibraries:
     cpu_library: Path
@@ -70,6 +80,55 @@ class CompiledLibraries:
     torch: Torch
     cuda_version: str | None
     flags: dict[str, list[str]] = field(default_factory=dict)
+
+    def write(self, path: Path) -> Path:
+        """The record ``prebuild wheel`` hands the project's setup.py (``BuildOptions.compiled``):
+        the libraries it compiled, which the setup.py then packages without compiling."""
+        torch = self.torch
+        record = {
+            "cpu_library": str(self.cpu_library),
+            "cuda_library": None if self.cuda_library is None else str(self.cuda_library),
+            "simt_library": None if self.simt_library is None else str(self.simt_library),
+            "torch": {
+                "version": str(torch.version),
+                "version_string": torch.version_string,
+                "cuda": torch.cuda,
+                "include_dirs": [str(d) for d in torch.include_dirs],
+                "library_dir": str(torch.library_dir),
+            },
+            "cuda_version": self.cuda_version,
+            "flags": self.flags,
+        }
+        path.write_text(json.dumps(record, indent=2), encoding="utf-8")
+        return path
+
+
+def read_compiled(path: Path) -> CompiledLibraries:
+    """A record ``CompiledLibraries.write`` made; BuildError if it is unreadable or a library it
+    names is gone."""
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+        torch = record["torch"]
+        compiled = CompiledLibraries(
+            cpu_library=Path(record["cpu_library"]),
+            cuda_library=Path(record["cuda_library"]) if record["cuda_library"] else None,
+            simt_library=Path(record["simt_library"]) if record["simt_library"] else None,
+            torch=Torch(
+                Version(torch["version"]),
+                torch["version_string"],
+                torch["cuda"],
+                tuple(Path(d) for d in torch["include_dirs"]),
+                Path(torch["library_dir"]),
+            ),
+            cuda_version=record["cuda_version"],
+            flags=record["flags"],
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BuildError(f"cannot read the compiled libraries' record {path}: {exc}") from None
+    for library in (compiled.cpu_library, compiled.cuda_library, compiled.simt_library):
+        if library is not None and not library.is_file():
+            raise BuildError(f"{path} names {library}, which is not there")
+    return compiled
 
 
 def headers_dir(project: KernelProject | None = None) -> Path:
@@ -236,16 +295,16 @@ def run_ninja(build_dir: Path, jobs: int, on_progress: ProgressCallback | None =
         )
 
 
-def preflight(options: F.BuildOptions) -> tuple[Torch, Nvcc | None]:
+def preflight(options: F.BuildOptions) -> Toolchain:
     """Every check that can fail before compiling: torch present, nvcc present, archs
     supported by this nvcc, nvcc's CUDA major equal to torch's."""
     torch = find_torch()
     if not options.cuda:
-        return torch, None
+        return Toolchain(torch, None)
     nvcc = Nvcc(find_nvcc())
     check_supported(options.archs, nvcc.supported_archs)
     check_cuda_matches_torch(nvcc.version, torch.cuda)
-    return torch, nvcc
+    return Toolchain(torch, nvcc)
 
 
 def default_build_dir(source_dir: Path) -> Path:
@@ -261,11 +320,15 @@ def compile_libraries(
     project: KernelProject,
     options: F.BuildOptions,
     on_progress: ProgressCallback | None = None,
+    toolchain: Toolchain | None = None,
 ) -> CompiledLibraries:
     """Compile (or bring up to date) the CPU library and, when archs are given, the CUDA
-    library for exactly those archs. ``preflight`` runs before anything is compiled."""
+    library for exactly those archs. ``preflight`` runs before anything is compiled, unless
+    ``toolchain`` is what one found already (``prebuild wheel``'s, for every wheel it builds)."""
     root = (options.build_dir or default_build_dir(project.root)).resolve()
-    torch, nvcc = preflight(options)
+    torch, nvcc = toolchain if toolchain is not None else preflight(options)
+    if options.cuda and nvcc is None:
+        raise ValueError(f"compiling for {options.archs} needs the toolchain's nvcc")
     cxx = find_cxx()
 
     host_dir = host_build_dir(root, options.sanitize)

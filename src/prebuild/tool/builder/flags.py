@@ -24,6 +24,9 @@ DEFAULT_ARCHS = ",".join(a.sm for a in ALL_ARCHS)
 DEFAULT_PTX = True
 # The compile cache's launcher, set by `prebuild wheel --cache` for the project's setup.py too.
 LAUNCHER_ENV = "PREBUILD_COMPILER_LAUNCHER"
+# The record of the libraries `prebuild wheel` compiled, which the project's setup.py packages
+# without running the preflight or the compile again (compile.CompiledLibraries.write).
+COMPILED_ENV = "PREBUILD_COMPILED"
 
 # nvcc needs about this much memory per thread for our kernels (measured peak below 1 GiB;
 # with headroom). Parallel nvcc jobs beyond free memory are how large builds die with OOM.
@@ -191,6 +194,7 @@ class BuildOptions:
     launcher: Path | None = (
         None  # every compile runs as LAUNCHER COMPILER ARGS (the compile cache's)
     )
+    compiled: Path | None = None  # prebuild wheel compiled the libraries already: their record
 
     @property
     def ptx_archs(self) -> tuple[Arch, ...]:
@@ -221,6 +225,8 @@ class BuildOptions:
         # one of its own (from a PREBUILD_CACHE in the environment).
         env[LAUNCHER_ENV] = str(self.launcher) if self.launcher is not None else ""
         env["PREBUILD_CACHE"] = "off"
+        # Said always, so that only prebuild wheel's own record is ever packaged.
+        env[COMPILED_ENV] = str(self.compiled) if self.compiled is not None else ""
         return env
 
     @classmethod
@@ -262,6 +268,7 @@ class BuildOptions:
             jobs = int(jobs_text)
         build_dir = Path(env["PREBUILD_BUILD_DIR"]) if env.get("PREBUILD_BUILD_DIR") else None
         launcher = Path(env[LAUNCHER_ENV]) if env.get(LAUNCHER_ENV) else None
+        compiled = Path(env[COMPILED_ENV]) if env.get(COMPILED_ENV) else None
         return cls(
             archs=archs,
             ptx=ptx,
@@ -272,6 +279,7 @@ class BuildOptions:
             compress=compress,
             archs_in_version=archs_in_version,
             launcher=launcher,
+            compiled=compiled,
         )
 
 

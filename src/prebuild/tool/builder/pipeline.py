@@ -33,12 +33,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from prebuild.runtime.arch import Arch, ArchError
 from prebuild.tool.builder import classic
 from prebuild.tool.builder import flags as F
-from prebuild.tool.builder.compile import BuildError, preflight
+from prebuild.tool.builder.compile import BuildError, Toolchain, preflight
 from prebuild.tool.builder.compile_cache import (
     CacheReport,
     CacheSpecError,
@@ -55,7 +55,7 @@ from prebuild.tool.builder.project import (
     project_kind,
     resolve_project,
 )
-from prebuild.tool.builder.toolchain import Nvcc, ToolchainError, Torch
+from prebuild.tool.builder.toolchain import Nvcc, ToolchainError
 from prebuild.tool.builder.wheel import (
     BuildProgress,
     BuiltWheel,
@@ -145,13 +145,6 @@ class WheelError(Exception):
         self.exit_code = exit_code
 
 
-class Toolchain(NamedTuple):
-    """What the preflight of a native (or not yet known) project found."""
-
-    torch: Torch
-    nvcc: Nvcc
-
-
 def build_wheels(request: WheelRequest, report: Reporter) -> BuiltWheels:
     """Build the wheels ``request`` asks for (steps 1-6 above); WheelError says why not."""
     stage = 2
@@ -236,7 +229,7 @@ def check_before_building(
         toolchain = classic.preflight_classic(archs, work)
     else:  # what every build needs (a classic one's checks follow once it is known)
         ptx = any(v.ptx for v in variants)  # a --variants build's plain wheel has PTX
-        toolchain = Toolchain(*preflight(F.BuildOptions(archs=archs, ptx=ptx, jobs=request.jobs)))
+        toolchain = preflight(F.BuildOptions(archs=archs, ptx=ptx, jobs=request.jobs))
     prepare_output_dir(request.out_dir)
     return toolchain
 

@@ -7,6 +7,10 @@ and gives no per-arch control, so this command drives the compilers itself (thro
 project's package. What to build comes from ``[tool.prebuild]`` in the project's
 pyproject.toml (``prebuild.tool.builder.config``); the archs from ``PREBUILD_ARCHS`` (see
 README, "Building").
+
+Run by ``prebuild wheel`` (``PREBUILD_COMPILED`` set: see ``pipeline``), it compiles nothing:
+it packages the libraries that ``prebuild wheel`` compiled, from their record. Run by anything
+else (pip, cibuildwheel, ``python -m build``), it runs the preflight and the compile itself.
 """
 
 from __future__ import annotations
@@ -17,12 +21,19 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from packaging.version import Version
 from setuptools.command.build_ext import build_ext
 
 from prebuild import runtime
 from prebuild.runtime.manifest import MANIFEST_NAME, Library, Manifest, sha256_file
 from prebuild.tool.builder import flags as F
-from prebuild.tool.builder.compile import compile_libraries, default_build_dir
+from prebuild.tool.builder.compile import (
+    BuildError,
+    CompiledLibraries,
+    compile_libraries,
+    default_build_dir,
+    read_compiled,
+)
 from prebuild.tool.builder.compile_cache import (
     CACHE_ENV,
     CacheSpecError,
@@ -39,11 +50,29 @@ def build_options(project: KernelProject) -> F.BuildOptions:
     )
 
 
-def package_version(project: KernelProject, options: F.BuildOptions) -> str:
-    """``0.1.0+cu130.sm80`` for the arch set being built, ``0.1.0+cpu`` without CUDA."""
-    cuda = Nvcc(find_nvcc()).version if options.cuda else None
+def package_version(project: KernelProject, options: F.BuildOptions, cuda: Version | None) -> str:
+    """``0.1.0+cu130.sm80`` for the arch set being built with CUDA ``cuda``, ``0.1.0+cpu``
+    without CUDA."""
     label = F.local_version_label(cuda, options.archs, options.ptx_archs, options.archs_in_version)
     return f"{project.version}+{label}"
+
+
+def build_cuda_version(options: F.BuildOptions) -> Version | None:
+    """The CUDA version the libraries are (or will be) compiled with: the one recorded by
+    ``prebuild wheel``'s compile, else nvcc's; None for CPU code only."""
+    if not options.cuda:
+        return None
+    if options.compiled is not None:
+        cuda = _recorded(options.compiled).cuda_version
+        return Version(cuda) if cuda else None
+    return Nvcc(find_nvcc()).version
+
+
+def _recorded(path: Path) -> CompiledLibraries:
+    try:
+        return read_compiled(path)
+    except BuildError as exc:
+        raise SystemExit(f"prebuild: {exc}") from None
 
 
 # The runtime loader is self-contained (relative imports, no dependency besides torch): a
@@ -97,13 +126,21 @@ def compile_through_cache(project: KernelProject, options: F.BuildOptions):
     return compiled
 
 
+def compiled_libraries(project: KernelProject, options: F.BuildOptions) -> CompiledLibraries:
+    """The libraries to package: those ``prebuild wheel`` compiled (``options.compiled``: no
+    preflight, no compile, not even ninja's no-op), else compiled here."""
+    if options.compiled is not None:
+        return _recorded(options.compiled)
+    return compile_through_cache(project, options)
+
+
 class KernelBuildExt(build_ext):
     """Compiles the project's libraries, then copies them with a manifest into its package."""
 
     def run(self) -> None:
         project = read_config(Path(os.getcwd()))
         options = build_options(project)
-        compiled = compile_through_cache(project, options)
+        compiled = compiled_libraries(project, options)
         package_dir = Path(self.get_ext_fullpath(f"{project.package}.{project.library}")).parent
         package_dir.mkdir(parents=True, exist_ok=True)
 
@@ -126,7 +163,9 @@ class KernelBuildExt(build_ext):
             libraries.append(Library(path.name, kind, sha256_file(target), target.stat().st_size))
 
         Manifest(
-            package_version=package_version(project, options),
+            package_version=package_version(
+                project, options, Version(compiled.cuda_version) if compiled.cuda_version else None
+            ),
             op_namespace=project.namespace,
             package=project.package,
             torch_target=str(project.torch_target),
@@ -153,8 +192,9 @@ def kernels_setup(**kwargs) -> None:
     from setuptools import Extension, setup
 
     project = read_config(Path(os.getcwd()))
+    options = build_options(project)
     setup(
-        version=package_version(project, build_options(project)),
+        version=package_version(project, options, build_cuda_version(options)),
         ext_modules=[
             Extension(f"{project.package}.{project.library}", sources=[], py_limited_api=True)
         ],
