@@ -1,4 +1,5 @@
-"""prebuild.tool.arch_support: the one CUDA x arch table, the CI matrix and README's table from it."""
+"""prebuild.tool.arch_support: the one CUDA x arch table, the CI matrix and the docs' support table
+(docs/compatibility.md) from it."""
 
 from __future__ import annotations
 
@@ -26,17 +27,17 @@ from prebuild.tool.builder.flags import DEFAULT_ARCHS
 from prebuild.tool.cli import app
 from prebuild.tool.index_keys import index_key_name, parse_index_key
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+SUPPORT_PAGE = Path(__file__).resolve().parents[2] / "docs" / "compatibility.md"
 runner = CliRunner()
 
 
-def test_readme_support_table_is_the_generated_one():
-    text = README.read_text(encoding="utf-8")
+def test_docs_support_table_is_the_generated_one():
+    text = SUPPORT_PAGE.read_text(encoding="utf-8")
     assert text.count(README_START) == 1 and text.count(README_END) == 1
     assert readme_with_table(text) == text, (
-        "README's support table is stale: regenerate it with "
+        "docs/compatibility.md's support table is stale: regenerate it with "
         'python -c "from pathlib import Path; from prebuild.tool.arch_support import readme_with_table; '
-        "p = Path('README.md'); p.write_text(readme_with_table(p.read_text()))\""
+        "p = Path('docs/compatibility.md'); p.write_text(readme_with_table(p.read_text()))\""
     )
 
 
