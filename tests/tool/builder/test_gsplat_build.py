@@ -1,12 +1,12 @@
 """gsplat 1.5.3, as published, built by `prebuild wheel` as a new user would: prebuild installed
-from a checkout with README's command into a fresh venv with torch 2.14.1, gsplat's sdist from
-the registry, nvcc reached through a wrapper script on PATH, CUDA_HOME unset. Before prebuild
-found the toolkit from nvcc and raised gsplat's -std=c++17 to the C++20 torch 2.14 needs, this
-failed twice over (crt/host_config.h not found; std::strong_ordering missing).
+from a checkout with the docs' command (docs/classic-projects.md) into a fresh venv with torch
+2.14.1, gsplat's sdist from the registry, nvcc reached through a wrapper script on PATH,
+CUDA_HOME unset. Before prebuild found the toolkit from nvcc and raised gsplat's -std=c++17 to
+the C++20 torch 2.14 needs, this failed twice over (crt/host_config.h not found; std::strong_ordering missing).
 
 The wheel holds sm_90 SASS only, its prebuild.json lists every nvcc call, and installed in
 another fresh venv, `import gsplat` takes its extension without compiling anything.
-Minutes: the test reports how long each step took (README's classic section quotes them)."""
+Minutes: the test reports how long each step took (docs/classic-projects.md quotes them)."""
 
 from __future__ import annotations
 
@@ -30,10 +30,10 @@ ROOT = Path(__file__).resolve().parents[3]
 GSPLAT = "gsplat==1.5.3"
 
 
-def readme_classic_commands(checkout: Path) -> list[str]:
-    """The set-up lines of README's classic-projects block (before `prebuild wheel`), with the
+def documented_classic_commands(checkout: Path) -> list[str]:
+    """The set-up lines of docs/classic-projects.md's first block (before `prebuild wheel`), with the
     checkout's path for ./prebuild, comments dropped."""
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "classic-projects.md").read_text()
     section = text[text.index("builds other people's classic extensions") :]
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
     lines = [line.split("  #")[0].strip() for line in block.splitlines()]
@@ -64,7 +64,7 @@ def test_gsplat_as_published_builds_for_sm_90_and_imports_without_compiling(
 
     started = time.monotonic()
     checkout = copy_checkout(tmp_path / "prebuild")
-    for command in readme_classic_commands(checkout):
+    for command in documented_classic_commands(checkout):
         proc = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", command],
             cwd=tmp_path,
@@ -74,7 +74,7 @@ def test_gsplat_as_published_builds_for_sm_90_and_imports_without_compiling(
             timeout=1200,
         )
         assert proc.returncode == 0, (command, proc.stdout[-3000:], proc.stderr[-3000:])
-    step("installing prebuild from a checkout (README)", started)
+    step("installing prebuild from a checkout (docs/classic-projects.md)", started)
 
     started = time.monotonic()
     dist = tmp_path / "dist"

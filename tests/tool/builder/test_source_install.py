@@ -1,4 +1,5 @@
-"""README's "Building from source with pip" works as written in a fresh venv, and without
+"""The docs' "Building from source with pip" (docs/getting-started.md) works as written in a fresh
+venv, and without
 the build requirements the build stops at once naming them (pip installs none of them when
 build isolation is off)."""
 
@@ -18,9 +19,9 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def readme_block(heading: str) -> str:
-    """The first ```bash block after a README heading."""
-    text = (ROOT / "README.md").read_text()
+def docs_block(page: str, heading: str) -> str:
+    """The first ```bash block after a heading of a docs/ page."""
+    text = (ROOT / "docs" / page).read_text()
     section = text[text.index(heading) :]
     match = re.search(r"```bash\n(.*?)```", section, re.S)
     assert match, heading
@@ -39,7 +40,7 @@ def copy_checkout(dest: Path) -> Path:
     return dest
 
 
-def test_readme_source_build_in_a_fresh_venv(fresh_venv, tmp_path):
+def test_documented_source_build_in_a_fresh_venv(fresh_venv, tmp_path):
     python = fresh_venv()
     source = copy_checkout(tmp_path / "checkout")
     env = {
@@ -62,7 +63,7 @@ def test_readme_source_build_in_a_fresh_venv(fresh_venv, tmp_path):
     assert "prebuild's build needs" in said and "ninja" in said and "Traceback" not in said, said
     assert re.search(r"pip install [^\n]*ninja", said), said
 
-    block = readme_block("### Building from source with pip")
+    block = docs_block("getting-started.md", "## Building from source with pip")
     assert "--no-build-isolation" in block and "PREBUILD_ARCHS=sm_86" in block
     proc = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", block],
