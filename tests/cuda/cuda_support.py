@@ -83,7 +83,7 @@ TOLERANCES = {
     # (tests/ops/test_projection_models.py); viewmats sum N Gaussians' terms with atomics.
     "projection_grad": Tolerance(rtol=2e-4, atol=2e-4),
     # Fisheye gradients: B = 2e-3 (tests/ops/test_projection_models.py): the compensation's
-    # 2D determinant cancels in float32 (README, "gsplat's own tests").
+    # 2D determinant cancels in float32 (docs/kernels.md, "gsplat's own tests").
     "fisheye_grad": Tolerance(rtol=4e-3, atol=4e-3),
     # Covariances and precisions, per Gaussian (row = its matrix): B = 1e-5 of its largest
     # entry (tests/ops/test_covariance.py FORWARD_REL); precisions scale as 1 / s^2.

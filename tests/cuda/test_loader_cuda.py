@@ -1,4 +1,4 @@
-"""The loader's GPU checks for real (README, "Compatibility rules"), on wheels built by
+"""The loader's GPU checks for real (docs/compatibility.md), on wheels built by
 ``prebuild wheel --arch`` for an arch that is not this GPU's:
 
 - a wheel whose only code is SASS for another arch: the CPU op still runs, and the first
@@ -122,7 +122,7 @@ def build_command(
             "wheel", "--arch", arch.sm, *ptx_flag, "--out", str(out), str(project)
         ), env
     # `prebuild wheel` reads every built library back with pyelftools, which this Python
-    # lacks: the project's own setup.py (README, "Building from source with pip") runs the
+    # lacks: the project's own setup.py (docs/getting-started.md, "Building from source with pip") runs the
     # same build backend, without that check.
     env.update(PREBUILD_ARCHS=arch.sm, PREBUILD_PTX="1" if ptx else "0")
     return [

@@ -337,7 +337,7 @@ def test_check_libraries_catches_missing_and_truncated_by_size(sized_package):
 
 
 def test_same_size_change_passes_the_import_check_and_fails_verification(sized_package):
-    """The documented trade (README, Guarantees): import reads no library bytes; a change
+    """The documented trade (docs/guarantees.md): import reads no library bytes; a change
     that keeps the size is found by verify_libraries (prebuild doctor / inspect)."""
     directory, manifest = sized_package
     path = directory / "_C.abi3.so"

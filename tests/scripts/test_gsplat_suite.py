@@ -186,7 +186,7 @@ def test_gsplat_compat_points_gsplat_at_prebuild_and_refuses_its_cuda():
 def test_gsplat_suite_passes_at_least_90_percent(tmp_path):
     """gsplat 1.5.3's tests from its sdist (pip download), CPU kernels, synthetic scene: the
     cases without batch dimensions (a third of the 186, each test function represented; the
-    whole suite takes about 7 minutes here, README gives its command and result)."""
+    whole suite takes about 7 minutes here, docs/kernels.md gives its command and result)."""
     report = tmp_path / "report.json"
     result = subprocess.run(
         [

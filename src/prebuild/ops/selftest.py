@@ -19,7 +19,7 @@ from prebuild.runtime.selftest import SelftestCase
 # --- fused_ssim ------------------------------------------------------------------------------
 
 SSIM_SHAPE = (2, 3, 32, 32)
-WINDOW, SIGMA, C1, C2 = 11, 1.5, 0.01**2, 0.03**2  # README: fused-ssim's constants
+WINDOW, SIGMA, C1, C2 = 11, 1.5, 0.01**2, 0.03**2  # docs/kernels.md: fused-ssim's constants
 
 
 def _images(device: torch.device, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

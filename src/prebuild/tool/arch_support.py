@@ -1,8 +1,8 @@
 """What we build and support: the one table of CUDA versions x GPU archs.
 
 Pure data and pure functions. The CI wheel matrix (``prebuild matrix``, read by
-``.github/workflows/wheels.yml``), README's support table (between the
-``support-table`` markers, checked by a test) and the default arch list of a source build
+``.github/workflows/wheels.yml``), the support table of ``docs/compatibility.md`` (between
+the ``support-table`` markers, checked by a test) and the default arch list of a source build
 (``prebuild.tool.builder.flags.DEFAULT_ARCHS``) all come from here.
 """
 
@@ -132,7 +132,7 @@ def classic_matrix(
 
 
 def support_table(releases: tuple[CudaRelease, ...] = CUDA_RELEASES) -> str:
-    """README's support table (Markdown), from the same table as the matrix."""
+    """The docs' support table (Markdown), from the same table as the matrix."""
     head = ["GPU arch", "GPUs"] + [f"CUDA {r.version} (`{r.tag}`)" for r in releases]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for gpu in GPU_ARCHS:
@@ -157,7 +157,8 @@ README_END = "<!-- support-table:end -->"
 
 
 def readme_with_table(readme: str, table: str | None = None) -> str:
-    """README's text with the part between the markers replaced by the generated table."""
+    """A page's text (``docs/compatibility.md``) with the part between the markers replaced by
+    the generated table."""
     table = support_table() if table is None else table
     start, end = readme.index(README_START), readme.index(README_END)
     return readme[: start + len(README_START)] + "\n" + table + readme[end:]

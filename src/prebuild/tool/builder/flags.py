@@ -18,7 +18,7 @@ from prebuild.tool.arch_support import ALL_ARCHS, torch_tag
 
 # Archs built when PREBUILD_ARCHS is not set (a source install on a user's machine): the
 # data-centre and consumer GPUs of Turing through Blackwell (prebuild.tool.arch_support, the table the
-# CI matrix and README come from), plus PTX of the newest one so that future GPUs can still
+# CI matrix and the docs' support table come from), plus PTX of the newest one so that future GPUs can still
 # run the kernels through the driver's JIT.
 DEFAULT_ARCHS = ",".join(a.sm for a in ALL_ARCHS)
 DEFAULT_PTX = True

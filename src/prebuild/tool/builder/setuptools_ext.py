@@ -6,7 +6,7 @@ and gives no per-arch control, so this command drives the compilers itself (thro
 ``prebuild.tool.builder.compile``) and then places the libraries and the manifest in the
 project's package. What to build comes from ``[tool.prebuild]`` in the project's
 pyproject.toml (``prebuild.tool.builder.config``); the archs from ``PREBUILD_ARCHS`` (see
-README, "Building").
+docs/getting-started.md, "Building from source with pip").
 
 Run by ``prebuild wheel`` (``PREBUILD_COMPILED`` set: see ``pipeline``), it compiles nothing:
 it packages the libraries that ``prebuild wheel`` compiled, from their record. Run by anything

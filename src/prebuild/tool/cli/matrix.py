@@ -1,5 +1,5 @@
 """``prebuild matrix``: the CI wheel matrix (CUDA versions x GPU archs) of the support table, as
-JSON for GitHub Actions, or README's support table."""
+JSON for GitHub Actions, or the docs' support table."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def matrix(
     markdown: bool = typer.Option(
         False,
         "--markdown",
-        help="Print README's support table (Markdown) instead of the JSON matrix.",
+        help="Print the support table of docs/compatibility.md (Markdown) instead of the JSON matrix.",
     ),
     cuda: list[str] | None = typer.Option(
         None,
@@ -36,7 +36,7 @@ def matrix(
 
     One job per (CUDA version, arch); each entry has cuda, cuda_tag, arch, ptx (true for the newest
     arch, whose wheel also carries PTX for GPUs newer than any listed) and variant (the index a
-    wheel is published under). The same table in src/prebuild/tool/arch_support.py makes README's
+    wheel is published under). The same table in src/prebuild/tool/arch_support.py makes the docs'
     support table (--markdown) and the default archs of a source build.
 
     With --torch, the matrix is for another project's wheels (`prebuild wheel --arch ARCH PROJECT`):
