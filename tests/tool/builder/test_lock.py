@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from prebuild.tool.builder.wheel import check_lock_target, lock_line, write_lock
+from prebuild.tool.builder.outputs import check_lock_target, lock_line, write_lock
 
 ROOT = Path(__file__).resolve().parents[3]
 PREBUILD = Path(sys.executable).parent / "prebuild"

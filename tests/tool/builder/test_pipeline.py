@@ -13,11 +13,11 @@ from packaging.version import Version
 
 from prebuild.runtime.arch import ArchError, parse_arch_list
 from prebuild.tool.builder import pipeline
+from prebuild.tool.builder.base import BuiltWheel
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.pipeline import WheelError, WheelRequest, build_wheels
 from prebuild.tool.builder.project import DownloadError
 from prebuild.tool.builder.toolchain import Torch
-from prebuild.tool.builder.wheel import BuiltWheel, WheelVariant
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -31,11 +31,11 @@ class Recorder:
     def fetching(self, spec):
         self.events.append(("fetching", spec))
 
-    def starting(self, variants, nvcc, origin, out_dir):
-        self.events.append(("starting", [v.name for v in variants]))
+    def starting(self, planned, nvcc, origin, out_dir):
+        self.events.append(("starting", [w.name for w in planned]))
 
-    def wheel(self, variant):
-        self.events.append(("wheel", variant.name))
+    def wheel(self, planned):
+        self.events.append(("wheel", planned.name))
         return self
 
     def phase(self, text):
@@ -50,8 +50,8 @@ class Recorder:
     def built(self, wheel):
         self.events.append(("built", wheel.path.name))
 
-    def failed(self, variant, interrupted):
-        self.events.append(("failed", variant.name, interrupted))
+    def failed(self, planned, interrupted):
+        self.events.append(("failed", planned.name, interrupted))
 
     def cache_warning(self, message):
         self.events.append(("cache warning", message))
@@ -63,13 +63,13 @@ class FakeBuilder:
     def __init__(self, nvcc, raises: BaseException | None = None):
         self.nvcc, self.raises = nvcc, raises
 
-    def build(self, variant, out_dir, progress):
+    def build(self, planned, out_dir, progress):
         progress.phase("compiling")
         if self.raises is not None:
             raise self.raises
-        path = out_dir / f"demo-1.0+cu130.{variant.archs[0].sm.replace('_', '')}-py3-none-any.whl"
+        path = out_dir / f"demo-1.0+cu130.{planned.archs[0].sm.replace('_', '')}-py3-none-any.whl"
         path.write_bytes(b"")
-        return BuiltWheel(path, variant, variant.archs, (), None, 0.1)
+        return BuiltWheel(path, planned, planned.archs, (), None, 0.1)
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def fake_builder(monkeypatch):
     made = {}
 
     def use(raises=None):
-        def make(project, toolchain, request, variants, work, launcher=None):
+        def make(project, toolchain, request, planned, work, launcher=None):
             made["work"], made["launcher"], made["project"] = work, launcher, project
             return FakeBuilder(toolchain.nvcc, raises)
 
@@ -92,7 +92,7 @@ def temporary_workspaces() -> set[Path]:
     return set(Path(tempfile.gettempdir()).glob("prebuild-wheel-*"))
 
 
-def test_plan_refuses_bad_archs_and_a_lock_name_for_several_wheels():
+def test_plan_request_refuses_bad_archs_and_a_lock_name_for_several_wheels():
     # Archs are parsed once, by the CLI's --arch (a bad one: tests/tool/test_cli.py); a request
     # takes them parsed, never as text.
     with pytest.raises(ArchError):
@@ -100,11 +100,11 @@ def test_plan_refuses_bad_archs_and_a_lock_name_for_several_wheels():
     with pytest.raises(TypeError, match="parsed archs"):
         WheelRequest(None, ("sm_80",))
     with pytest.raises(ValueError, match=r"\{variant\}"):
-        pipeline.plan(WheelRequest(None, parse_arch_list("sm_80,sm_90"), lock="one.lock"))
-    fat = pipeline.plan(
+        pipeline.plan_request(WheelRequest(None, parse_arch_list("sm_80,sm_90"), lock="one.lock"))
+    fat = pipeline.plan_request(
         WheelRequest(None, parse_arch_list(["sm_90", "8.0"]), fat=True, lock="one.lock")
     )
-    assert [v.name for v in fat] == ["sm_80,sm_90"]
+    assert [w.name for w in fat] == ["sm_80,sm_90"]
 
 
 def test_request_errors_exit_2_before_the_project_is_touched(tmp_path, fake_builder):
@@ -161,7 +161,7 @@ def test_every_wheel_is_built_reported_and_locked(tmp_path, fake_builder):
         ),
         report,
     )
-    assert [w.variant.name for w in result.wheels] == ["sm_80", "sm_90"]  # in arch order
+    assert [w.planned.name for w in result.wheels] == ["sm_80", "sm_90"]  # in arch order
     assert [e for e in report.events if e[0] == "built"] == [
         ("built", w.path.name) for w in result.wheels
     ]
@@ -215,7 +215,7 @@ def test_an_unreadable_cache_spec_exits_2_before_anything_and_off_means_none(
 def test_a_temporary_workspace_keeps_only_the_log_the_error_names():
     with pytest.raises(WheelError) as caught:
         with pipeline.workspace(None) as work:
-            log = work.path / "variant" / "build.log"
+            log = work.path / "cu130.sm90" / "build.log"
             log.parent.mkdir()
             log.write_text("the compiler's words")
             try:
@@ -252,20 +252,20 @@ def test_a_requirement_whose_setup_py_needs_cuda_gets_the_cpu_torch_refusal(monk
     assert "CUDA_HOME is not set" in str(caught.value)
 
 
-def test_variants_name_their_archs():
-    assert WheelVariant(parse_arch_list("sm_80,sm_90"), True).name == "sm_80,sm_90 +PTX"
-
-
 def test_variants_and_the_plain_wheel_are_planned():
-    variants = pipeline.plan(WheelRequest(None, parse_arch_list("sm_80,sm_90"), variants=True))
-    assert [(v.name, v.label, v.plain, v.archs_in_version) for v in variants] == [
+    planned = pipeline.plan_request(
+        WheelRequest(None, parse_arch_list("sm_80,sm_90"), variants=True)
+    )
+    assert [(w.name, w.label, w.plain, w.archs_in_version) for w in planned] == [
         ("sm_80 [sm80]", "sm80", False, False),
         ("sm_90 [sm90]", "sm90", False, False),
         ("sm_80,sm_90 +PTX [plain]", None, True, False),
     ]
-    (plain,) = pipeline.plan(WheelRequest(None, parse_arch_list("sm_80,sm_90"), plain=True))
+    (plain,) = pipeline.plan_request(WheelRequest(None, parse_arch_list("sm_80,sm_90"), plain=True))
     assert plain.plain and plain.ptx_archs == parse_arch_list("sm_90")
     with pytest.raises(ValueError, match="--plain"):
-        pipeline.plan(WheelRequest(None, parse_arch_list("sm_80"), plain=True, variants=True))
+        pipeline.plan_request(
+            WheelRequest(None, parse_arch_list("sm_80"), plain=True, variants=True)
+        )
     with pytest.raises(ValueError, match="exact GPU only"):  # no label can say "only this GPU"
-        pipeline.plan(WheelRequest(None, parse_arch_list("sm_90a"), variants=True))
+        pipeline.plan_request(WheelRequest(None, parse_arch_list("sm_90a"), variants=True))

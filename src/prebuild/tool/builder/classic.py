@@ -32,6 +32,7 @@ from build import BuildBackendException, BuildException, ProjectBuilder
 from prebuild.runtime.arch import Arch, check_supported
 from prebuild.runtime.manifest import BuiltLibrary, CxxStandard, NvccCall, ProjectManifest
 from prebuild.tool.builder import flags as F
+from prebuild.tool.builder.base import BuildProgress, BuiltWheel, quiet_runner, warnings_to_log
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.cuda_shim import (
     make_cuda_shim,
@@ -40,6 +41,7 @@ from prebuild.tool.builder.cuda_shim import (
     write_nvcc_script,
 )
 from prebuild.tool.builder.nvcc_shim import is_query, option_value, requested_std
+from prebuild.tool.builder.plan import PlannedWheel
 from prebuild.tool.builder.relabel import relabel_wheel
 from prebuild.tool.builder.toolchain import (
     Nvcc,
@@ -52,14 +54,7 @@ from prebuild.tool.builder.toolchain import (
     find_nvcc,
     find_torch,
 )
-from prebuild.tool.builder.wheel import (
-    BuildProgress,
-    BuiltWheel,
-    WheelVariant,
-    quiet_runner,
-    variant_json,
-    warnings_to_log,
-)
+from prebuild.tool.builder.variant_twin import variant_json
 from prebuild.tool.inspection import (
     InspectionError,
     built_library,
@@ -284,21 +279,21 @@ class ClassicBuilder:
         self.nvcc = toolchain.nvcc
         self._nvcc_wrote: list[Path] | None = None  # by the previous wheel; None: start clean
 
-    def build(self, variant: WheelVariant, out_dir: Path, progress: BuildProgress) -> BuiltWheel:
-        """Build one wheel for exactly the variant's archs into ``out_dir``; ``progress`` hears
+    def build(self, planned: PlannedWheel, out_dir: Path, progress: BuildProgress) -> BuiltWheel:
+        """Build the planned wheel (exactly its archs) into ``out_dir``; ``progress`` hears
         its phases and what the user should know of it (a raised C++ standard)."""
         start = time.monotonic()
-        sass, ptx = variant.archs, F.ptx_archs_for(variant.archs, variant.ptx)
+        sass, ptx = planned.archs, F.ptx_archs_for(planned.archs, planned.ptx)
         torch, nvcc, shim, project = (
             self.toolchain.torch,
             self.toolchain.nvcc,
             self.toolchain.shim,
             self.project,
         )
-        variant_dir = self.work / F.local_version_label(nvcc.version, sass, ptx)
-        shutil.rmtree(variant_dir, ignore_errors=True)
-        variant_dir.mkdir(parents=True)
-        nvcc_log, build_log = variant_dir / "nvcc-calls.jsonl", variant_dir / "build.log"
+        wheel_dir = self.work / F.local_version_label(nvcc.version, sass, ptx)
+        shutil.rmtree(wheel_dir, ignore_errors=True)
+        wheel_dir.mkdir(parents=True)
+        nvcc_log, build_log = wheel_dir / "nvcc-calls.jsonl", wheel_dir / "build.log"
         # One shim path for every wheel: the include paths in the host compiler's commands (and
         # so ninja's view of its objects) stay the same from one wheel to the next.
         write_nvcc_script(
@@ -344,7 +339,7 @@ class ClassicBuilder:
                 f"the project's build needs {', '.join(names)}, not installed here. prebuild builds "
                 f"without isolation (so that this torch is used): pip install {' '.join(shlex.quote(n) for n in names)}"
             )
-        with tempfile.TemporaryDirectory(dir=variant_dir, prefix="wheel-") as tmp:
+        with tempfile.TemporaryDirectory(dir=wheel_dir, prefix="wheel-") as tmp:
             try:
                 with warnings_to_log(build_log):
                     built = Path(builder.build("wheel", tmp))
@@ -387,10 +382,10 @@ class ClassicBuilder:
             progress.phase("writing the wheel")
             # relabel_wheel keeps a project's own local label in front of this one.
             label = F.classic_local_label(
-                torch.version_string, nvcc.version, sass, ptx, variant.archs_in_version
+                torch.version_string, nvcc.version, sass, ptx, planned.archs_in_version
             )
             files = (
-                {VARIANT_JSON: variant_json(variant, str(nvcc.version))} if variant.label else {}
+                {VARIANT_JSON: variant_json(planned, str(nvcc.version))} if planned.label else {}
             )
             final = relabel_wheel(
                 built,
@@ -399,7 +394,7 @@ class ClassicBuilder:
                 F.torch_pin(torch.version_string),
                 manifest.to_json(),
                 files,
-                variant.label,
+                planned.label,
             )
         if raised:
             compiles = sum(1 for c in calls if not is_query(c.given))
@@ -410,7 +405,7 @@ class ClassicBuilder:
         self._nvcc_wrote = nvcc_outputs([list(c.run) for c in calls]) if calls else None
         return BuiltWheel(
             final,
-            variant,
+            planned,
             manifest.sass_archs,
             manifest.ptx_archs,
             manifest,

@@ -1,22 +1,22 @@
 """How ``prebuild wheel`` builds, for every kind of project, top to bottom (``build_wheels``):
 
-1. **plan**: the archs parsed, the wheels planned (one per arch, or one fat one) and a
-   ``--lock`` name that can hold them: nothing touched yet.
+1. **plan** (``plan_request``): the archs parsed, the wheels planned (``plan.plan_wheels``: one
+   per arch, or one fat one) and a ``--lock`` name that can hold them: nothing touched yet.
 2. **preflight**: the toolchain for what is known of the project: torch, nvcc, the archs it
    can build and its CUDA against torch's; for a classic project also a CUDA build of torch
    and a shim toolkit that compiles CUDA headers. Then the output directory, written to.
 3. **resolve**: the project. A native one (``[tool.prebuild]``) is built in place; another is
    copied, unpacked or downloaded into the workspace, and a classic one found only now gets
    its own preflight.
-4. **builder**: ``wheel.NativeBuilder`` or ``classic.ClassicBuilder``, the two implementations
-   of ``wheel.WheelBuilder``.
+4. **builder**: ``native.NativeBuilder`` or ``classic.ClassicBuilder``, the two implementations
+   of ``base.WheelBuilder``.
 5. **build** each wheel, through the compile cache when asked for (``compile_cache``: the
    project then compiles from a copy at the workspace's fixed paths): compiled, packaged,
    checked against its binaries (the archs really inside every library), placed in the output
-   directory atomically (``wheel.BuiltWheel``).
+   directory atomically (``base.BuiltWheel``).
 6. **publish**: with ``--variants``, the PEP 825 variants file beside the wheels (what an index
-   serves, and what ``--find-links`` reads); with ``--lock``, one requirements file per wheel
-   pinning its sha256.
+   serves, and what ``--find-links`` reads: ``variants_files``); with ``--lock``, one
+   requirements file per wheel pinning its sha256 (``outputs``).
 
 An error before step 5 is the request's (``WheelError.exit_code`` 2), from step 5 on the
 build's (1). The workspace (a temporary directory, unless ``--build-dir``) has one owner,
@@ -38,6 +38,7 @@ from typing import Protocol
 from prebuild.runtime.arch import Arch, ArchError
 from prebuild.tool.builder import classic
 from prebuild.tool.builder import flags as F
+from prebuild.tool.builder.base import BuildProgress, BuiltWheel, WheelBuilder
 from prebuild.tool.builder.compile import BuildError, Toolchain, preflight
 from prebuild.tool.builder.compile_cache import (
     CacheReport,
@@ -47,6 +48,9 @@ from prebuild.tool.builder.compile_cache import (
     stable_workspace,
 )
 from prebuild.tool.builder.config import read_config
+from prebuild.tool.builder.native import NativeBuilder
+from prebuild.tool.builder.outputs import check_lock_target, prepare_output_dir, write_lock
+from prebuild.tool.builder.plan import PlannedWheel, plan_wheels
 from prebuild.tool.builder.project import (
     CLASSIC,
     NATIVE,
@@ -56,17 +60,6 @@ from prebuild.tool.builder.project import (
     resolve_project,
 )
 from prebuild.tool.builder.toolchain import Nvcc, ToolchainError
-from prebuild.tool.builder.wheel import (
-    BuildProgress,
-    BuiltWheel,
-    NativeBuilder,
-    WheelBuilder,
-    WheelVariant,
-    check_lock_target,
-    plan_variants,
-    prepare_output_dir,
-    write_lock,
-)
 from prebuild.tool.variants_files import write_variants_files
 
 # What a request or a build can fail with, said in one message (anything else is a bug).
@@ -90,7 +83,9 @@ class WheelRequest:
     jobs: int | None = None
     build_dir: Path | None = None  # objects kept here; None: a temporary workspace
     compress: bool = True
-    lock: str | None = None  # a lock file name, "{variant}" in it for several wheels
+    lock: str | None = (
+        None  # a lock file name, "{variant}" (each wheel's index key) in it for several
+    )
     variants: bool = False  # PEP 825 variant wheels and the plain wheel
     plain: bool = False  # the plain wheel only
     cache: str | None = None  # --cache / PREBUILD_CACHE: a directory, redis://..., sccache, off
@@ -108,18 +103,16 @@ class Reporter(Protocol):
     def fetching(self, spec: str) -> None:
         """The project's source is being downloaded with pip."""
 
-    def starting(
-        self, variants: list[WheelVariant], nvcc: Nvcc, origin: str, out_dir: Path
-    ) -> None:
+    def starting(self, planned: list[PlannedWheel], nvcc: Nvcc, origin: str, out_dir: Path) -> None:
         """Every check passed; the wheels are built next."""
 
-    def wheel(self, variant: WheelVariant) -> BuildProgress:
+    def wheel(self, planned: PlannedWheel) -> BuildProgress:
         """One wheel's build starts; the returned sink hears its progress."""
 
     def built(self, wheel: BuiltWheel) -> None:
         """That wheel is in the output directory."""
 
-    def failed(self, variant: WheelVariant, interrupted: bool) -> None:
+    def failed(self, planned: PlannedWheel, interrupted: bool) -> None:
         """That wheel's build stopped: an error, or Ctrl-C (``interrupted``)."""
 
     def cache_warning(self, message: str) -> None:
@@ -154,24 +147,22 @@ def build_wheels(request: WheelRequest, report: Reporter) -> BuiltWheels:
         raise WheelError(str(exc), stage) from None
     with workspace(request.build_dir, stable=cache_spec is not None) as work:
         try:
-            variants = plan(request)
+            planned = plan_request(request)
             kind = project_kind(
                 request.project
             )  # None: an sdist or requirement, known once unpacked
-            toolchain = check_before_building(request, variants, kind, work.path)
+            toolchain = check_before_building(request, planned, kind, work.path)
             # A cached build compiles a copy at the workspace's fixed paths, a native project's too.
             project = resolve(
                 request.project, work.path, toolchain, report, copy=cache_spec is not None
             )
             with compile_cache(cache_spec, work.path, report.cache_warning) as cache:
                 launcher = cache.launcher if cache is not None else None
-                builder = make_builder(project, toolchain, request, variants, work.path, launcher)
-                report.starting(variants, builder.nvcc, project.origin, request.out_dir)
+                builder = make_builder(project, toolchain, request, planned, work.path, launcher)
+                report.starting(planned, builder.nvcc, project.origin, request.out_dir)
                 stage = 1
                 started = time.monotonic()
-                wheels = [
-                    build_one(builder, variant, request.out_dir, report) for variant in variants
-                ]
+                wheels = [build_one(builder, wheel, request.out_dir, report) for wheel in planned]
             written = (
                 write_variants_files([w.path for w in wheels], request.out_dir)
                 if request.variants
@@ -194,14 +185,14 @@ def build_wheels(request: WheelRequest, report: Reporter) -> BuiltWheels:
             raise WheelError(work.message(exc), stage) from None
 
 
-def plan(request: WheelRequest) -> list[WheelVariant]:
+def plan_request(request: WheelRequest) -> list[PlannedWheel]:
     """Step 1: the archs, the wheels, the lock file's name."""
     if request.plain and (request.variants or request.fat or request.ptx):
         raise ValueError(
             "--plain builds the one plain wheel (every arch, PTX of the newest): without --variants, "
             "--fat or --ptx"
         )
-    variants = plan_variants(
+    planned = plan_wheels(
         request.archs,
         fat=request.fat,
         ptx=request.ptx,
@@ -209,26 +200,26 @@ def plan(request: WheelRequest) -> list[WheelVariant]:
         plain=request.plain,
     )
     if request.lock is not None:
-        check_lock_target(request.lock, len(variants))
-    return variants
+        check_lock_target(request.lock, len(planned))
+    return planned
 
 
-def every_arch(variants: list[WheelVariant]) -> tuple:
+def every_arch(planned: list[PlannedWheel]) -> tuple:
     """The archs of all the planned wheels, once each."""
-    return tuple(sorted({a for v in variants for a in v.archs}))
+    return tuple(sorted({a for w in planned for a in w.archs}))
 
 
 def check_before_building(
-    request: WheelRequest, variants: list[WheelVariant], kind: str | None, work: Path
+    request: WheelRequest, planned: list[PlannedWheel], kind: str | None, work: Path
 ) -> Toolchain | classic.ClassicToolchain:
     """Step 2: everything that can fail before the project is copied, downloaded, locked or
     compiled: the toolchain (a classic project's own when it is known to be one), then the
     output directory."""
-    archs = every_arch(variants)
+    archs = every_arch(planned)
     if kind == CLASSIC:
         toolchain = classic.preflight_classic(archs, work)
     else:  # what every build needs (a classic one's checks follow once it is known)
-        ptx = any(v.ptx for v in variants)  # a --variants build's plain wheel has PTX
+        ptx = any(w.ptx for w in planned)  # a --variants build's plain wheel has PTX
         toolchain = preflight(F.BuildOptions(archs=archs, ptx=ptx, jobs=request.jobs))
     prepare_output_dir(request.out_dir)
     return toolchain
@@ -258,7 +249,7 @@ def make_builder(
     project: Project,
     toolchain,
     request: WheelRequest,
-    variants: list[WheelVariant],
+    planned: list[PlannedWheel],
     work: Path,
     launcher: Path | None = None,
 ) -> WheelBuilder:
@@ -275,21 +266,21 @@ def make_builder(
         )
     # an sdist or requirement turned out classic
     if not isinstance(toolchain, classic.ClassicToolchain):
-        toolchain = classic.preflight_classic(every_arch(variants), work)
+        toolchain = classic.preflight_classic(every_arch(planned), work)
     return classic.ClassicBuilder(
         project.source, toolchain, work, jobs=request.jobs, launcher=launcher
     )
 
 
 def build_one(
-    builder: WheelBuilder, variant: WheelVariant, out_dir: Path, report: Reporter
+    builder: WheelBuilder, planned: PlannedWheel, out_dir: Path, report: Reporter
 ) -> BuiltWheel:
     """Step 5, for one wheel: the builder compiles, packages, checks and places it."""
-    progress = report.wheel(variant)
+    progress = report.wheel(planned)
     try:
-        wheel = builder.build(variant, out_dir, progress)
+        wheel = builder.build(planned, out_dir, progress)
     except BaseException as exc:
-        report.failed(variant, interrupted=not isinstance(exc, Exception))
+        report.failed(planned, interrupted=not isinstance(exc, Exception))
         raise
     report.built(wheel)
     return wheel

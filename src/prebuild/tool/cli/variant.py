@@ -43,7 +43,8 @@ def variant(
     """
     try:
         from prebuild.tool.builder.compile import BuildError
-        from prebuild.tool.builder.wheel import prepare_output_dir, variant_twin
+        from prebuild.tool.builder.outputs import prepare_output_dir
+        from prebuild.tool.builder.variant_twin import variant_twin
         from prebuild.tool.variants_files import write_variants_files
     except ModuleNotFoundError as exc:
         raise fail(missing_build_extra(exc)) from None

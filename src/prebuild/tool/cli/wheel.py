@@ -180,7 +180,7 @@ class _WheelConsole:
         self.written: list = []
         self.progress = Progress(
             SpinnerColumn(),
-            TextColumn("[bold]{task.fields[variant]}[/]"),
+            TextColumn("[bold]{task.fields[wheel]}[/]"),
             TextColumn("{task.fields[phase]}"),
             BarColumn(bar_width=20),
             TextColumn("{task.fields[step]}", style="dim"),
@@ -194,29 +194,29 @@ class _WheelConsole:
     def fetching(self, spec: str) -> None:
         err.print(f"Fetching the source of {escape(spec)} with pip", highlight=False)
 
-    def starting(self, variants, nvcc, origin: str, out_dir: Path) -> None:
+    def starting(self, planned, nvcc, origin: str, out_dir: Path) -> None:
         err.print(
-            f"Building {len(variants)} wheel(s) with nvcc {nvcc.version} ({nvcc.path}) from {origin} into "
+            f"Building {len(planned)} wheel(s) with nvcc {nvcc.version} ({nvcc.path}) from {origin} into "
             f"{out_dir}/"
         )
         self.progress.start()
         self.live = True
 
-    def wheel(self, variant) -> _WheelLine:
-        self.tasks[variant] = self.progress.add_task(
-            "", total=None, variant=escape(variant.name), phase="", step=""
+    def wheel(self, planned) -> _WheelLine:
+        self.tasks[planned] = self.progress.add_task(
+            "", total=None, wheel=escape(planned.name), phase="", step=""
         )
-        return _WheelLine(self.progress, self.tasks[variant], variant.name)
+        return _WheelLine(self.progress, self.tasks[planned], planned.name)
 
     def built(self, wheel) -> None:
         self.progress.update(
-            self.tasks[wheel.variant], phase="[green]done[/]", step="", total=1, completed=1
+            self.tasks[wheel.planned], phase="[green]done[/]", step="", total=1, completed=1
         )
         self.written.append(wheel)
 
-    def failed(self, variant, interrupted: bool) -> None:
+    def failed(self, planned, interrupted: bool) -> None:
         self.progress.update(
-            self.tasks[variant], phase="[red]interrupted[/]" if interrupted else "[red]failed[/]"
+            self.tasks[planned], phase="[red]interrupted[/]" if interrupted else "[red]failed[/]"
         )
         self.close()
 
