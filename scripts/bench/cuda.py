@@ -1,0 +1,150 @@
+"""Section 6, CUDA kernels on a GPU: fused_ssim and rasterization against the peers installed
+beside them (upstream fused-ssim, gsplat, pytorch-msssim) and plain PyTorch, as shares of the
+GPU's own measured peaks; skipped, saying so, where no GPU is visible."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import ROOT
+from .cpu import (
+    OURS_RASTER,
+    OURS_SSIM,
+    machine_peaks,
+    ours_rasterization,
+    plain_conv2d_ssim,
+    raster_rows,
+    ssim_rows,
+)
+from .stats import time_fn
+
+
+def sfu_exps_per_flop(capability: tuple[int, int]) -> float:
+    """Exps a GPU's special-function units give per FLOP of its float32 peak: 16 per SM and clock
+    against 64 FP32 lanes (sm_80 and older) or 128 (sm_86 on), each lane an FMA (2 FLOP) per
+    clock. torch.exp cannot show that rate (it is bound by memory), so the exp peak is taken from
+    the measured FLOP peak: an upper bound, as a peak must be (expf takes more than one SFU op)."""
+    lanes = 64 if tuple(capability) <= (8, 0) else 128
+    return 16 / (2 * lanes)
+
+
+def device_peaks(device, quick: bool, repeats: int) -> dict:
+    """The device's float32 FLOP/s (a large matmul, TF32 off: the kernels compute in float32),
+    copy bandwidth (read + write) and exp rate, each the best of ``repeats`` runs; on the CPU,
+    machine_peaks."""
+    import torch
+
+    if device.type != "cuda":
+        return machine_peaks(quick, repeats)
+    sync = lambda: torch.cuda.synchronize(device)  # noqa: E731
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        n = 512 if quick else 8192
+        a, b = torch.rand(n, n, device=device), torch.rand(n, n, device=device)
+        mm = time_fn(lambda: torch.mm(a, b), repeats, sync=sync)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    size = (8 if quick else 1024) << 20
+    src = torch.ones(size // 4, device=device)
+    dst = torch.empty_like(src)
+    cp = time_fn(lambda: dst.copy_(src), repeats, sync=sync)
+    flops = 2 * n**3 / mm["min"]
+    per_flop = sfu_exps_per_flop(torch.cuda.get_device_capability(device))
+    return {
+        "flops": flops,
+        "bandwidth": 2 * size / cp["min"],
+        "matmul_n": n,
+        "copy_bytes": size,
+        "matmul": mm,
+        "copy": cp,
+        "exps": flops * per_flop,
+        "exps_per_flop": per_flop,
+    }
+
+
+def ssim_peers(device) -> tuple[dict, dict]:
+    """The SSIM implementations a user would pick instead, that this Python has: name -> fn, and
+    name -> why it is not timed."""
+    have, absent = {"plain conv2d": plain_conv2d_ssim}, {}
+    try:
+        from fused_ssim import fused_ssim as upstream
+
+        if device.type == "cuda":
+            have["fused-ssim (upstream)"] = lambda x, y: upstream(x, y)
+        else:
+            absent["fused-ssim (upstream)"] = "CUDA only"
+    except ImportError as exc:
+        absent["fused-ssim (upstream)"] = f"not installed ({exc})"
+    try:
+        from pytorch_msssim import ssim as msssim
+
+        have["pytorch_msssim.ssim"] = lambda x, y: msssim(x, y, data_range=1.0, size_average=True)
+    except ImportError as exc:
+        absent["pytorch_msssim.ssim"] = f"not installed ({exc})"
+    return have, absent
+
+
+def raster_peers(device) -> tuple[dict, dict]:
+    try:
+        import gsplat
+    except ImportError as exc:
+        return {}, {"gsplat.rasterization": f"not installed ({exc})"}
+    if device.type != "cuda":
+        return {}, {"gsplat.rasterization": "CUDA only"}
+    fn = lambda s, size: gsplat.rasterization(**s, width=size, height=size)[0]  # noqa: E731
+    return {f"gsplat {gsplat.__version__} rasterization": fn}, {}
+
+
+def section_cuda(cfg: argparse.Namespace, work: Path) -> dict:
+    """Our CUDA kernels on one GPU against the peers installed beside them (upstream fused-ssim,
+    gsplat, pytorch-msssim) and plain PyTorch; shares of the GPU's own measured peaks."""
+    import torch
+
+    import prebuild
+
+    device = torch.device(cfg.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        return {
+            "skipped": f"no CUDA GPU visible (torch {torch.__version__}, CUDA {torch.version.cuda or 'none'})"
+        }
+    sys.path.insert(0, str(ROOT / "tests" / "ops"))  # plain conv2d SSIM
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
+    name = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else "CPU (a smoke run of the section)"
+    )
+    repeats = max(
+        cfg.repeats, 2 if cfg.quick else 20
+    )  # a GPU step takes milliseconds: many runs are cheap
+    peaks = device_peaks(device, cfg.quick, max(repeats, 3) if cfg.quick else 10)
+    ssim_have, absent = ssim_peers(device)
+    ssim = ssim_rows(
+        cfg, peaks, {OURS_SSIM: prebuild.fused_ssim, **ssim_have}, repeats, device, sync
+    )
+    raster_have, raster_absent = raster_peers(device)
+    absent.update(raster_absent)
+    impls = {OURS_RASTER: ours_rasterization, **raster_have}
+    raster = raster_rows(
+        cfg,
+        peaks,
+        impls,
+        [100] if cfg.quick else [10_000, 100_000],
+        32 if cfg.quick else 1024,
+        {k: (repeats, 2) for k in impls},
+        device,
+        sync,
+    )
+    return {
+        "device": str(device),
+        "name": name,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "peaks": peaks,
+        "ssim": ssim,
+        "raster": raster,
+        "absent": absent,
+    }
