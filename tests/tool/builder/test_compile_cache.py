@@ -370,12 +370,12 @@ def test_every_slot_busy_gives_a_private_workspace(tmp_path, monkeypatch):
 
 
 def test_the_launcher_env_reaches_setup_py_builds(tmp_path):
-    from prebuild.tool.builder import flags as F
+    from prebuild.tool.builder import flags
 
-    options = F.BuildOptions(archs=(), ptx=False, launcher=tmp_path / "launcher")
-    assert F.BuildOptions.from_env(options.to_env()).launcher == tmp_path / "launcher"
-    assert F.BuildOptions.from_env({}).launcher is None
-    assert os.environ.get(F.LAUNCHER_ENV) is None
+    options = flags.BuildOptions(archs=(), ptx=False, launcher=tmp_path / "launcher")
+    assert flags.BuildOptions.from_env(options.to_env()).launcher == tmp_path / "launcher"
+    assert flags.BuildOptions.from_env({}).launcher is None
+    assert os.environ.get(flags.LAUNCHER_ENV) is None
 
 
 def test_a_source_build_with_prebuild_cache_compiles_through_a_cache_of_its_own(
@@ -384,8 +384,7 @@ def test_a_source_build_with_prebuild_cache_compiles_through_a_cache_of_its_own(
     """setup.py under pip or cibuildwheel (PREBUILD_CACHE in the environment, no launcher from
     prebuild wheel): its own server for the compile, whose summary is printed; under prebuild
     wheel (a launcher given, PREBUILD_CACHE=off) none."""
-    from prebuild.tool.builder import flags as F
-    from prebuild.tool.builder import setuptools_ext
+    from prebuild.tool.builder import flags, setuptools_ext
 
     seen = []
 
@@ -398,7 +397,7 @@ def test_a_source_build_with_prebuild_cache_compiles_through_a_cache_of_its_own(
         return "compiled"
 
     monkeypatch.setattr(setuptools_ext, "compile_libraries", compile_libraries)
-    options = F.BuildOptions(archs=(), ptx=False, build_dir=tmp_path / "objects")
+    options = flags.BuildOptions(archs=(), ptx=False, build_dir=tmp_path / "objects")
     monkeypatch.setenv("PREBUILD_CACHE", str(tmp_path / "cache"))
     assert setuptools_ext.compile_through_cache(None, options) == "compiled"
     assert (
@@ -409,7 +408,7 @@ def test_a_source_build_with_prebuild_cache_compiles_through_a_cache_of_its_own(
         in capsys.readouterr().err
     )
     # What prebuild wheel hands its setup.py: its own launcher, and PREBUILD_CACHE=off.
-    given = F.BuildOptions(archs=(), ptx=False, launcher=tmp_path / "theirs")
+    given = flags.BuildOptions(archs=(), ptx=False, launcher=tmp_path / "theirs")
     monkeypatch.setenv("PREBUILD_CACHE", given.to_env()["PREBUILD_CACHE"])
     seen.clear()
     monkeypatch.setattr(
@@ -419,4 +418,4 @@ def test_a_source_build_with_prebuild_cache_compiles_through_a_cache_of_its_own(
     assert seen == [tmp_path / "theirs"] and "Compile cache" not in capsys.readouterr().err
     monkeypatch.setenv("PREBUILD_CACHE", "ftp://nowhere")
     with pytest.raises(SystemExit, match="is not a cache prebuild starts itself"):
-        setuptools_ext.compile_through_cache(None, F.BuildOptions(archs=(), ptx=False))
+        setuptools_ext.compile_through_cache(None, flags.BuildOptions(archs=(), ptx=False))

@@ -31,7 +31,7 @@ from pathlib import Path
 from build import BuildBackendException, BuildException, ProjectBuilder
 from prebuild.runtime.arch import Arch, check_supported
 from prebuild.runtime.manifest import BuiltLibrary, CxxStandard, NvccCall, ProjectManifest
-from prebuild.tool.builder import flags as F
+from prebuild.tool.builder import flags
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, quiet_runner, warnings_to_log
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.cuda_shim import (
@@ -283,14 +283,14 @@ class ClassicBuilder:
         """Build the planned wheel (exactly its archs) into ``out_dir``; ``progress`` hears
         its phases and what the user should know of it (a raised C++ standard)."""
         start = time.monotonic()
-        sass, ptx = planned.archs, F.ptx_archs_for(planned.archs, planned.ptx)
+        sass, ptx = planned.archs, flags.ptx_archs_for(planned.archs, planned.ptx)
         torch, nvcc, shim, project = (
             self.toolchain.torch,
             self.toolchain.nvcc,
             self.toolchain.shim,
             self.project,
         )
-        wheel_dir = self.work / F.local_version_label(nvcc.version, sass, ptx)
+        wheel_dir = self.work / flags.local_version_label(nvcc.version, sass, ptx)
         shutil.rmtree(wheel_dir, ignore_errors=True)
         wheel_dir.mkdir(parents=True)
         nvcc_log, build_log = wheel_dir / "nvcc-calls.jsonl", wheel_dir / "build.log"
@@ -299,14 +299,14 @@ class ClassicBuilder:
         write_nvcc_script(
             shim,
             nvcc.path,
-            F.gencode_flags(sass, ptx),
+            flags.gencode_flags(sass, ptx),
             nvcc_log,
             self.toolchain.cxx_standard,
             self.launcher,
         )
         wrote, self._nvcc_wrote = self._nvcc_wrote, None  # a failed build leaves nothing to reuse
         kept = keep_host_objects(project / "build", wrote)
-        max_jobs = self.jobs or F.parallel_jobs(
+        max_jobs = self.jobs or flags.parallel_jobs(
             cpu_count(), available_memory_bytes(), CLASSIC_MEMORY_PER_JOB
         )
         env = {
@@ -381,7 +381,7 @@ class ClassicBuilder:
             )
             progress.phase("writing the wheel")
             # relabel_wheel keeps a project's own local label in front of this one.
-            label = F.classic_local_label(
+            label = flags.classic_local_label(
                 torch.version_string, nvcc.version, sass, ptx, planned.archs_in_version
             )
             files = (
@@ -391,7 +391,7 @@ class ClassicBuilder:
                 built,
                 out_dir,
                 label,
-                F.torch_pin(torch.version_string),
+                flags.torch_pin(torch.version_string),
                 manifest.to_json(),
                 files,
                 planned.label,

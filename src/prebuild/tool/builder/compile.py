@@ -34,8 +34,7 @@ from ninja.ninja_syntax import Writer, escape_path
 from packaging.version import Version
 
 from prebuild.runtime.arch import check_supported
-from prebuild.tool.builder import flags as F
-from prebuild.tool.builder import processes
+from prebuild.tool.builder import flags, processes
 from prebuild.tool.builder.config import KernelProject
 from prebuild.tool.builder.toolchain import (
     Nvcc,
@@ -223,36 +222,36 @@ def write_ninja(
 
 
 def host_library_spec(
-    project: KernelProject, torch: Torch, cxx: str, options: F.BuildOptions, simt: bool
+    project: KernelProject, torch: Torch, cxx: str, options: flags.BuildOptions, simt: bool
 ) -> LibrarySpec:
     """The CPU library (``simt=False``) or the simt test library (``simt=True``)."""
-    sanitize = F.sanitizer_flags(options.sanitize)
+    sanitize = flags.sanitizer_flags(options.sanitize)
     sources = [s for s in _sources(project, ".cpp") if s.name.endswith(SIMT_SUFFIX) == simt]
     return LibrarySpec(
         output=project.simt_library if simt else project.cpu_library,
         what="C++ simt" if simt else "C++",
         compiler=cxx,
         compile_flags=[
-            *F.cxx_flags(include_dirs(project, torch), project.torch_target, project.package),
+            *flags.cxx_flags(include_dirs(project, torch), project.torch_target, project.package),
             *sanitize,
         ],
         depfile="-MMD -MF $out.d",
-        link_flags=[*F.link_flags(torch.library_dir), *sanitize],
+        link_flags=[*flags.link_flags(torch.library_dir), *sanitize],
         sources=sources,
     )
 
 
 def cuda_library_spec(
-    project: KernelProject, torch: Torch, nvcc: Nvcc, options: F.BuildOptions
+    project: KernelProject, torch: Torch, nvcc: Nvcc, options: flags.BuildOptions
 ) -> LibrarySpec:
     sass, ptx = options.archs, options.ptx_archs
-    threads = F.nvcc_threads(len(sass) + len(ptx), cpu_count())
+    threads = flags.nvcc_threads(len(sass) + len(ptx), cpu_count())
     arch_names = ",".join(a.sm for a in sass) + (f"+{ptx[0].compute}" if ptx else "")
     return LibrarySpec(
         output=project.cuda_library,
         what=f"nvcc [{arch_names}]",
         compiler=str(nvcc.path),
-        compile_flags=F.nvcc_flags(
+        compile_flags=flags.nvcc_flags(
             include_dirs(project, torch),
             sass,
             ptx,
@@ -262,7 +261,7 @@ def cuda_library_spec(
             project.package,
         ),
         depfile="--generate-dependencies-with-compile --dependency-output $out.d",
-        link_flags=["-cudart=static", *F.link_flags(torch.library_dir)],
+        link_flags=["-cudart=static", *flags.link_flags(torch.library_dir)],
         sources=_sources(project, ".cu"),
     )
 
@@ -295,7 +294,7 @@ def run_ninja(build_dir: Path, jobs: int, on_progress: ProgressCallback | None =
         )
 
 
-def preflight(options: F.BuildOptions) -> Toolchain:
+def preflight(options: flags.BuildOptions) -> Toolchain:
     """Every check that can fail before compiling: torch present, nvcc present, archs
     supported by this nvcc, nvcc's CUDA major equal to torch's."""
     torch = find_torch()
@@ -318,7 +317,7 @@ def host_build_dir(root: Path, sanitize: str = "") -> Path:
 
 def compile_libraries(
     project: KernelProject,
-    options: F.BuildOptions,
+    options: flags.BuildOptions,
     on_progress: ProgressCallback | None = None,
     toolchain: Toolchain | None = None,
 ) -> CompiledLibraries:
@@ -345,17 +344,17 @@ def compile_libraries(
     if nvcc is None:
         return CompiledLibraries(cpu_library, None, simt_library, torch, None, flags_used)
 
-    label = F.local_version_label(nvcc.version, options.archs, options.ptx_archs)
+    label = flags.local_version_label(nvcc.version, options.archs, options.ptx_archs)
     # Uncompressed objects in their own directory, so toggling does not recompile the other.
     cuda_dir = root / "cuda" / (label if options.compress else f"{label}-nocompress")
     (cuda_dir / "obj").mkdir(parents=True, exist_ok=True)
     cuda_spec = cuda_library_spec(project, torch, nvcc, options)
     write_ninja(project.sources, cuda_dir, [cuda_spec], options.launcher)
-    threads = F.nvcc_threads(len(options.archs) + len(options.ptx_archs), cpu_count())
-    jobs = options.jobs or F.parallel_jobs(
+    threads = flags.nvcc_threads(len(options.archs) + len(options.ptx_archs), cpu_count())
+    jobs = options.jobs or flags.parallel_jobs(
         max(1, cpu_count() // threads),
         available_memory_bytes(),
-        F.NVCC_MEMORY_PER_THREAD * threads,
+        flags.NVCC_MEMORY_PER_THREAD * threads,
     )
     run_ninja(cuda_dir, jobs, on_progress)
     flags_used["nvcc"] = cuda_spec.compile_flags

@@ -36,8 +36,7 @@ from pathlib import Path
 from typing import Protocol
 
 from prebuild.runtime.arch import Arch, ArchError
-from prebuild.tool.builder import classic
-from prebuild.tool.builder import flags as F
+from prebuild.tool.builder import classic, flags
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, WheelBuilder
 from prebuild.tool.builder.compile import BuildError, Toolchain, preflight
 from prebuild.tool.builder.compile_cache import (
@@ -220,7 +219,7 @@ def check_before_building(
         toolchain = classic.preflight_classic(archs, work)
     else:  # what every build needs (a classic one's checks follow once it is known)
         ptx = any(w.ptx for w in planned)  # a --variants build's plain wheel has PTX
-        toolchain = preflight(F.BuildOptions(archs=archs, ptx=ptx, jobs=request.jobs))
+        toolchain = preflight(flags.BuildOptions(archs=archs, ptx=ptx, jobs=request.jobs))
     prepare_output_dir(request.out_dir)
     return toolchain
 
@@ -258,7 +257,7 @@ def make_builder(
     if project.kind == NATIVE:
         return NativeBuilder(
             read_config(project.source),
-            toolchain.nvcc,
+            toolchain,
             jobs=request.jobs,
             build_dir=request.build_dir,
             compress=request.compress,

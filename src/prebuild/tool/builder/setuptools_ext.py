@@ -26,7 +26,7 @@ from setuptools.command.build_ext import build_ext
 
 from prebuild import runtime
 from prebuild.runtime.manifest import MANIFEST_NAME, Library, Manifest, sha256_file
-from prebuild.tool.builder import flags as F
+from prebuild.tool.builder import flags
 from prebuild.tool.builder.compile import (
     BuildError,
     CompiledLibraries,
@@ -44,20 +44,24 @@ from prebuild.tool.builder.config import KernelProject, read_config
 from prebuild.tool.builder.toolchain import Nvcc, find_nvcc
 
 
-def build_options(project: KernelProject) -> F.BuildOptions:
-    return F.BuildOptions.from_env(
+def build_options(project: KernelProject) -> flags.BuildOptions:
+    return flags.BuildOptions.from_env(
         default_archs=project.default_archs, default_ptx=project.default_ptx
     )
 
 
-def package_version(project: KernelProject, options: F.BuildOptions, cuda: Version | None) -> str:
+def package_version(
+    project: KernelProject, options: flags.BuildOptions, cuda: Version | None
+) -> str:
     """``0.1.0+cu130.sm80`` for the arch set being built with CUDA ``cuda``, ``0.1.0+cpu``
     without CUDA."""
-    label = F.local_version_label(cuda, options.archs, options.ptx_archs, options.archs_in_version)
+    label = flags.local_version_label(
+        cuda, options.archs, options.ptx_archs, options.archs_in_version
+    )
     return f"{project.version}+{label}"
 
 
-def build_cuda_version(options: F.BuildOptions) -> Version | None:
+def build_cuda_version(options: flags.BuildOptions) -> Version | None:
     """The CUDA version the libraries are (or will be) compiled with: the one recorded by
     ``prebuild wheel``'s compile, else nvcc's; None for CPU code only."""
     if not options.cuda:
@@ -98,12 +102,12 @@ def _print_progress(done: int, total: int, what: str) -> None:
     print(f"prebuild: [{done}/{total}] {what}", file=sys.stderr, flush=True)
 
 
-def _manifest_flags(flags: dict[str, list[str]]) -> dict[str, list[str]]:
+def _manifest_flags(compile_flags: dict[str, list[str]]) -> dict[str, list[str]]:
     # Include paths name the build machine's directories: not part of what was built.
-    return {k: [f for f in v if not f.startswith("-I")] for k, v in flags.items()}
+    return {k: [f for f in v if not f.startswith("-I")] for k, v in compile_flags.items()}
 
 
-def compile_through_cache(project: KernelProject, options: F.BuildOptions):
+def compile_through_cache(project: KernelProject, options: flags.BuildOptions):
     """``compile_libraries``; in a source build (pip, cibuildwheel) with ``PREBUILD_CACHE`` set,
     through a compile cache of its own, whose summary is printed."""
     try:
@@ -126,7 +130,7 @@ def compile_through_cache(project: KernelProject, options: F.BuildOptions):
     return compiled
 
 
-def compiled_libraries(project: KernelProject, options: F.BuildOptions) -> CompiledLibraries:
+def compiled_libraries(project: KernelProject, options: flags.BuildOptions) -> CompiledLibraries:
     """The libraries to package: those ``prebuild wheel`` compiled (``options.compiled``: no
     preflight, no compile, not even ninja's no-op), else compiled here."""
     if options.compiled is not None:
