@@ -116,6 +116,28 @@ def test_help_marker_becomes_the_commands_help_text():
         docs_hooks.help_text("wheel; rm -rf /")
 
 
+# A repository path the pages name (`tests/runtime/test_loader.py::test_x` too), ending before
+# the punctuation or markup that follows it; paths with placeholders (<package>, *) are left out.
+REPO_PATH = re.compile(
+    r"(?<![\w/.<-])((?:src|tests|scripts|csrc|docs|\.github)/[\w./-]*[\w])(?:::(\w+))?(?![\w<*])"
+)
+
+
+def test_every_repository_path_the_docs_name_exists():
+    """Files move (modules are renamed, tests follow them): a page naming a file or a test that
+    is gone fails here. The generated benchmark pages are scripts/bench.py's output."""
+    pages = [p for p in (ROOT / "docs").rglob("*.md") if not p.name.startswith("benchmarks")]
+    missing = []
+    for page in [*pages, README]:
+        for match in REPO_PATH.finditer(page.read_text(encoding="utf-8")):
+            path, test = ROOT / match[1], match[2]
+            if not path.exists():
+                missing.append(f"{page.relative_to(ROOT)}: {match[1]}")
+            elif test and f"def {test}(" not in path.read_text(encoding="utf-8"):
+                missing.append(f"{page.relative_to(ROOT)}: {match[1]}::{test}")
+    assert not missing, "\n".join(missing)
+
+
 def test_readme_is_a_landing_page_with_the_two_commands_and_working_links():
     text = README.read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 250
