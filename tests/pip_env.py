@@ -9,8 +9,11 @@ outcome is the same on every machine. Importable by name: pytest puts tests/ on 
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 from collections.abc import Mapping
+from pathlib import Path
 
 # Settings that change only how pip and uv reach an index or show progress, never which
 # distributions they see or what they install: kept.
@@ -54,3 +57,18 @@ def clean_pip_env(base: Mapping[str, str] | None = None, **extra: str) -> dict[s
         raise TypeError(f"environment names and values must be strings: {bad}")
     kept = {k: v for k, v in source.items() if not k.startswith(("PIP_", "UV_")) or k in KEPT}
     return {**kept, **CLEAN, **extra}
+
+
+def installed(python: Path) -> dict[str, str]:
+    """Name -> version of every distribution ``python`` imports from: what a pip run left in
+    its environment, read without asking pip (whose output differs between versions)."""
+    if not Path(python).is_file():
+        raise FileNotFoundError(f"no python at {python}")
+    script = (
+        "import json, importlib.metadata as m\n"
+        "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
+    )
+    proc = subprocess.run(
+        [str(python), "-c", script], capture_output=True, text=True, timeout=300, check=True
+    )
+    return json.loads(proc.stdout)

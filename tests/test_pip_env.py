@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from pip_env import clean_pip_env
+from pip_env import clean_pip_env, installed
 
 MACHINE = {
     "PATH": "/usr/bin:/bin",
@@ -96,3 +97,10 @@ def test_a_real_pip_reads_no_config_file_and_no_variable(tmp_path):
     assert "/from/the/user/file" in seen and "/from/the/variable" in seen, seen
     clean = listed(clean_pip_env(machine))
     assert "/from/the" not in clean and "find-links" not in clean, clean
+
+
+def test_installed_reads_what_the_environment_holds(tmp_path):
+    held = installed(Path(sys.executable))
+    assert held["torch"].startswith("2.13.") and "prebuild" in held and "pip" in held
+    with pytest.raises(FileNotFoundError):
+        installed(tmp_path / "no-python")
