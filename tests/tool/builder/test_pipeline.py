@@ -269,3 +269,90 @@ def test_variants_and_the_plain_wheel_are_planned():
         )
     with pytest.raises(ValueError, match="exact GPU only"):  # no label can say "only this GPU"
         pipeline.plan_request(WheelRequest(None, parse_arch_list("sm_90a"), variants=True))
+
+
+def test_a_native_build_runs_the_preflight_once_and_compiles_each_wheel_once(tmp_path, monkeypatch):
+    """Per `prebuild wheel`: one preflight (the pipeline's, for every wheel), one compile per
+    wheel with the toolchain it found, and a setup.py that is handed the record of what was
+    compiled, so it runs neither a preflight nor a compile of its own (the setup.py is played
+    here in-process from the environment it is given; its own side: test_setuptools_ext.py)."""
+    from types import SimpleNamespace
+
+    from prebuild.tool.builder import compile as compile_module
+    from prebuild.tool.builder import flags, native, setuptools_ext
+    from prebuild.tool.builder.compile import CompiledLibraries
+    from prebuild.tool.scaffold import create
+
+    project = tmp_path / "demo"
+    create(project, "demo")
+    preflights, compiles, packaged = [], [], []
+    real_preflight = compile_module.preflight
+
+    def preflight(options):
+        preflights.append(options.archs)
+        return real_preflight(options)
+
+    def compile_libraries(project, options, on_progress=None, toolchain=None):
+        compiles.append((options.archs, toolchain))
+        libraries = tmp_path / "objects" / options.archs[0].sm
+        libraries.mkdir(parents=True)
+        for name in ("_C.abi3.so", "_C_cuda.abi3.so"):
+            (libraries / name).write_bytes(b"")
+        nvcc = toolchain.nvcc
+        return CompiledLibraries(
+            libraries / "_C.abi3.so",
+            libraries / "_C_cuda.abi3.so",
+            None,
+            toolchain.torch,
+            str(nvcc.version),
+        )
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the setup.py under prebuild wheel compiled or asked nvcc")
+
+    class SetupPy:
+        """ProjectBuilder, its setup.py played from the environment it is handed."""
+
+        def __init__(self, source, python_executable, runner):
+            self.source, self.env = Path(source), runner
+
+        def build(self, distribution, out):
+            options = flags.BuildOptions.from_env(self.env)
+            config = setuptools_ext.read_config(self.source)
+            compiled = setuptools_ext.compiled_libraries(config, options)
+            version = setuptools_ext.package_version(
+                config, options, setuptools_ext.build_cuda_version(options)
+            )
+            packaged.append((options.archs, compiled.cuda_library.parent.name))
+            Path(out).mkdir(parents=True)
+            wheel = Path(out) / f"demo-{version}-py3-none-any.whl"
+            wheel.write_bytes(b"")
+            return str(wheel)
+
+    monkeypatch.setattr(pipeline, "preflight", preflight)
+    monkeypatch.setattr(compile_module, "preflight", preflight)
+    monkeypatch.setattr(native, "compile_libraries", compile_libraries)
+    monkeypatch.setattr(native, "quiet_runner", lambda log, env: env)
+    monkeypatch.setattr(native, "ProjectBuilder", SetupPy)
+    monkeypatch.setattr(
+        native,
+        "check_embedded_archs",  # the archs the setup.py was told to package
+        lambda wheel: SimpleNamespace(sass_archs=packaged[-1][0], ptx_archs=()),
+    )
+    for name in ("compile_libraries", "compile_through_cache", "find_nvcc"):
+        monkeypatch.setattr(setuptools_ext, name, refuse)
+
+    archs = parse_arch_list("sm_80,sm_90")
+    result = build_wheels(
+        WheelRequest(str(project), archs, tmp_path / "dist", build_dir=tmp_path / "build"),
+        Recorder(),
+    )
+    assert preflights == [archs]  # once, for both wheels
+    ((_, toolchain), _) = compiles
+    assert [a for a, _ in compiles] == [archs[:1], archs[1:]]  # each wheel compiled once
+    assert all(t is toolchain and t.nvcc is not None for _, t in compiles)  # the preflight's
+    assert packaged == [(archs[:1], "sm_80"), (archs[1:], "sm_90")]  # what was compiled
+    assert [w.path.name.split("+")[1].split("-")[0] for w in result.wheels] == [
+        f"cu{toolchain.nvcc.version.major}{toolchain.nvcc.version.minor}.sm80",
+        f"cu{toolchain.nvcc.version.major}{toolchain.nvcc.version.minor}.sm90",
+    ]

@@ -1,7 +1,9 @@
 """The native builder: one wheel of a ``[tool.prebuild]`` project, built in place (objects
-kept in the build directory, under its build lock), compiled, packaged by the project's own
-setup.py, checked against its binaries (the archs really inside every library), then moved
-into the output directory in one step, so an output directory never holds a partial wheel."""
+kept in the build directory, under its build lock), compiled here with the toolchain the
+pipeline's preflight found, packaged by the project's own setup.py (which compiles nothing: it
+is handed the record of what was compiled, see ``pipeline``), checked against its binaries
+(the archs really inside every library), then moved into the output directory in one step, so
+an output directory never holds a partial wheel."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -22,6 +24,7 @@ from prebuild.tool.builder.base import BuildProgress, BuiltWheel, quiet_runner, 
 from prebuild.tool.builder.compile import (
     BuildError,
     ProgressCallback,
+    Toolchain,
     compile_libraries,
     default_build_dir,
 )
@@ -82,18 +85,29 @@ def exclusive_build(
 
 @dataclass
 class NativeBuilder:
-    """The wheels of a native project, built in place (objects kept in ``build_dir``)."""
+    """The wheels of a native project, built in place (objects kept in ``build_dir``), with the
+    toolchain the preflight found (checked once, for every wheel)."""
 
     project: KernelProject
-    nvcc: Nvcc
+    toolchain: Toolchain
     jobs: int | None = None
     build_dir: Path | None = None
     compress: bool = True
     launcher: Path | None = None  # the compile cache's: every compile runs through it
 
+    def __post_init__(self) -> None:
+        if self.toolchain.nvcc is None:
+            raise ValueError("a native wheel is built with nvcc: the preflight found none")
+
+    @property
+    def nvcc(self) -> Nvcc:
+        assert self.toolchain.nvcc is not None  # __post_init__
+        return self.toolchain.nvcc
+
     def build(self, planned: PlannedWheel, out_dir: Path, progress: BuildProgress) -> BuiltWheel:
         return build_wheel(
             self.project,
+            self.toolchain,
             planned,
             out_dir,
             jobs=self.jobs,
@@ -107,6 +121,7 @@ class NativeBuilder:
 
 def build_wheel(
     project: KernelProject,
+    toolchain: Toolchain,
     planned: PlannedWheel,
     out_dir: Path,
     *,
@@ -117,7 +132,8 @@ def build_wheel(
     on_progress: ProgressCallback | None = None,
     on_phase: Callable[[str], None] | None = None,
 ) -> BuiltWheel:
-    """One wheel of a native project (built in place, objects kept in ``build_dir``)."""
+    """One wheel of a native project (built in place, objects kept in ``build_dir``), compiled
+    with ``toolchain`` (a preflight's: none is run here)."""
     start = time.monotonic()
     build_dir = (build_dir or default_build_dir(project.root)).resolve()
     options = flags.BuildOptions(
@@ -130,11 +146,14 @@ def build_wheel(
         launcher=launcher,
     )
     with exclusive_build(project.root, build_dir, on_phase):
-        return _build_locked(project, planned, out_dir, options, start, on_progress, on_phase)
+        return _build_locked(
+            project, toolchain, planned, out_dir, options, start, on_progress, on_phase
+        )
 
 
 def _build_locked(
     project: KernelProject,
+    toolchain: Toolchain,
     planned: PlannedWheel,
     out_dir: Path,
     options: flags.BuildOptions,
@@ -146,7 +165,7 @@ def _build_locked(
     assert build_dir is not None
     if on_phase:
         on_phase("compiling")
-    compile_libraries(project, options, on_progress)
+    compiled = compile_libraries(project, options, on_progress, toolchain)
 
     if on_phase:
         on_phase("packaging")
@@ -154,10 +173,12 @@ def _build_locked(
     staging_root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=staging_root, prefix="staging-") as staging:
         log = Path(staging) / "setuptools.log"
+        # The setup.py packages these libraries: no preflight, no compile of its own.
+        record = compiled.write(Path(staging) / "compiled.json")
         builder = ProjectBuilder(
             project.root,
             python_executable=sys.executable,
-            runner=quiet_runner(log, options.to_env()),
+            runner=quiet_runner(log, replace(options, compiled=record).to_env()),
         )
         try:
             with warnings_to_log(log):
