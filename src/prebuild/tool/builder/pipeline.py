@@ -1,7 +1,8 @@
 """How ``prebuild wheel`` builds, for every kind of project, top to bottom (``build_wheels``):
 
-1. **plan** (``plan_request``): the archs parsed, the wheels planned (``plan.plan_wheels``: one
-   per arch, or one fat one) and a ``--lock`` name that can hold them: nothing touched yet.
+1. **plan** (``plan_request``): the wheels planned from the request's archs (parsed once, by
+   the CLI's ``--arch``; ``plan.plan_wheels``: one per arch, or one fat one) and a ``--lock``
+   name that can hold them: nothing touched yet.
 2. **preflight**: the toolchain for what is known of the project: torch, nvcc, the archs it
    can build and its CUDA against torch's; for a classic project also a CUDA build of torch
    and a shim toolkit that compiles CUDA headers. Then the output directory, written to.
@@ -22,6 +23,24 @@ An error before step 5 is the request's (``WheelError.exit_code`` 2), from step 
 build's (1). The workspace (a temporary directory, unless ``--build-dir``) has one owner,
 ``workspace``: removed whatever the outcome, a failed build's log moved out of it first, to
 where the error message says. What the build tells as it goes goes to a ``Reporter``.
+
+**A native wheel crosses a process boundary.** ``native.NativeBuilder`` compiles the libraries
+in this process (``compile.compile_libraries`` with the toolchain of step 2: the preflight is
+not run again, and ninja's progress feeds the live line), then has them packaged by the
+project's own setup.py: pypa/build's ``ProjectBuilder`` runs the project's PEP 517 backend
+(setuptools) in a child process, as pip and cibuildwheel do, so that ``prebuild wheel`` and
+``pip wheel .`` make their wheels by the same setup.py (``setuptools_ext.kernels_setup``). It is
+a child process because that is how a PEP 517 backend is called (setuptools keeps a build's
+state process-wide), and its output goes to the build log. Only environment variables cross:
+``flags.BuildOptions.to_env`` writes them, ``from_env`` reads them back in the child (the archs
+cross as text, ``sm_80,sm_90``, and are parsed there: the one arch parse after the CLI's). They
+are ``PREBUILD_ARCHS`` and ``PREBUILD_PTX`` (the wheel's archs), ``PREBUILD_ARCHS_IN_VERSION``
+(its version label), ``PREBUILD_BUILD_DIR``, ``PREBUILD_JOBS``, ``PREBUILD_COMPRESS``, the
+compile cache's ``PREBUILD_COMPILER_LAUNCHER`` with ``PREBUILD_CACHE=off`` (the child starts no
+cache of its own), and ``PREBUILD_COMPILED``: the record of the libraries compiled here
+(``compile.CompiledLibraries.write``). Given it, the child runs no preflight, no compile and no
+nvcc: it copies those libraries into the package and writes their manifest. Without it (pip,
+cibuildwheel, ``python -m build``) the same setup.py runs the preflight and the compile itself.
 """
 
 from __future__ import annotations
