@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from pip_env import clean_pip_env
 from typer.testing import CliRunner
 
 from prebuild.tool.cli import app
@@ -172,6 +173,7 @@ def test_pip_resolves_each_key_index_to_its_own_wheel(tmp_path):
             capture_output=True,
             text=True,
             timeout=300,
+            env=clean_pip_env(),  # this index only: no machine index or find-links beside it
         )
         assert proc.returncode == 0, proc.stderr
         (got,) = out.glob("*.whl")
@@ -225,7 +227,7 @@ def test_printed_install_command_takes_prebuild_from_the_key_index_and_dependenc
             capture_output=True,
             text=True,
             timeout=300,
-            env={"PATH": "/usr/bin:/bin"},
+            env=clean_pip_env({"PATH": "/usr/bin:/bin"}),  # the printed indexes only
         )
         assert proc.returncode == 0, proc.stderr
         resolved = {
