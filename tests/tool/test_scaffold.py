@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
+from pip_env import clean_pip_env
 from typer.testing import CliRunner
 
 from prebuild.tool.builder.config import parse_config
@@ -118,7 +119,8 @@ def test_a_new_project_builds_installs_without_prebuild_and_passes_its_tests(
         "print(demo.scale_add(x, y, 0.5).tolist(), torch.__version__)"
     )
     for python in (fresh_venv(), fresh_cuda_venv()):  # torch 2.13 (CPU), torch 2.14.1 (CUDA 13.0)
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        # offline, the wheel only: none of the machine's pip settings
+        env = clean_pip_env({k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
         installed = run(
             [
                 str(python),
