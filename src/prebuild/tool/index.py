@@ -168,7 +168,7 @@ def landing_page(indexes: dict[str, list[WheelInfo]], with_variants: list[str] =
         "<h1>prebuild wheels</h1>",
         "<p>Pick the index of your GPU's arch and your torch's CUDA version "
         "(or let <code>prebuild install --from SITE_URL</code> pick), then:</p>",
-        "<pre>pip install PROJECT --index-url SITE_URL/VARIANT/simple --extra-index-url YOUR_USUAL_INDEX</pre>",
+        "<pre>pip install PROJECT --index-url SITE_URL/INDEX/simple --extra-index-url YOUR_USUAL_INDEX</pre>",
         "<p>The site holds only these wheels: their dependencies (torch, ...) come from the extra "
         "index (or pass <code>--no-deps</code> when they are installed).</p>",
     ]

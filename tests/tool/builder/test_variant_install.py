@@ -247,7 +247,7 @@ def test_prebuild_install_picks_a_variant_wheel_and_pip_installs_it(served_site,
 
 def test_a_per_arch_release_gets_variant_twins_and_one_index_for_both(built_wheel, tmp_path):
     """`prebuild variant`: a per-arch wheel (as the release's cibuildwheel jobs make them) gets
-    its variant twin; indexed together, pip's per-variant index keeps the per-arch wheel and the
+    its variant twin; indexed together, pip's per-key index keeps the per-arch wheel and the
     index of every wheel lists the variant one (not the per-arch one, whose higher local version
     pip would take whatever the GPU)."""
     wheel = built_wheel("sm_80")

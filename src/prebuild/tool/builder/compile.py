@@ -8,7 +8,7 @@ by default; ``_C`` is ``[tool.prebuild] library``):
   once and reused by every per-arch wheel. The simt test library (``*_simt.cpp``), when
   asked for, is built by the same ninja file, so the two libraries' compiles overlap.
 * ``_C_cuda.abi3.so``: the CUDA kernels, from ``**/*.cu`` with nvcc, one build directory
-  per (CUDA version, archs, PTX) variant. The CUDA runtime is linked statically and the
+  per (CUDA version, archs, PTX) combination. The CUDA runtime is linked statically and the
   library is loaded only when torch has CUDA, so a CPU-only torch imports the package and
   runs the CPU ops on machines with no CUDA runtime library at all.
 

@@ -25,7 +25,7 @@ def index(
 ) -> None:
     """Write a pip package index (PEP 503, static files) for the wheels in DIST_DIR.
 
-    One index per variant -- the CUDA version and archs in a wheel's version label, e.g.
+    One index per index key -- the CUDA version and archs in a wheel's version label, e.g.
     SITE/cu130-sm90/simple/, and for another project's wheels also the torch release, e.g.
     SITE/pt214-cu130-sm90/simple/ -- so pip can only pick a wheel for that GPU, plus
     SITE/simple/ with every wheel. Wheels are stored once in SITE/wheels/; every link carries its
@@ -69,9 +69,9 @@ def index(
         )
     site_url = site.resolve().as_uri()
     extra = usual_index_url()
-    if len(indexes) > 1:  # per-variant indexes besides the one of every wheel
+    if len(indexes) > 1:  # per-key indexes besides the one of every wheel
         out.print(
-            f"Install one variant (dependencies such as torch come from {escape(extra)}; "
+            f"Install from one index (dependencies such as torch come from {escape(extra)}; "
             "use --no-deps instead when they are installed):",
             highlight=False,
         )
