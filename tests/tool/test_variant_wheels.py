@@ -20,14 +20,14 @@ from prebuild.tool.variant_wheels import (
     WheelArchs,
     archs_of,
     cuda_lower_bound,
-    document,
-    merge,
+    merge_documents,
     parse_filename,
     parse_label,
     properties,
     split_filename,
     variant_filename,
     variant_label,
+    variants_document,
     variants_filename,
 )
 
@@ -102,14 +102,16 @@ def test_properties_and_the_cuda_lower_bound():
 def test_the_documents_read_back_with_variantlib():
     sm80 = properties(WheelArchs(A("sm_80")), "13.0")
     sm90 = properties(WheelArchs(A("sm_90")), "13.0")
-    own = document({"sm90": sm90})
+    own = variants_document({"sm90": sm90})
     info = VariantDistInfo(json.dumps(own), expected_label="sm90")  # a wheel's variant.json
     assert info.variant_label == "sm90"
     assert {p.to_str() for p in info.variant_desc.properties} == {
         "nvidia :: sm_arch :: 90_real",
         "nvidia :: cuda_version_lower_bound :: 13.0",
     }
-    index = merge([document({"sm80": sm80}), own, own])  # the index's: every wheel's entry once
+    index = merge_documents(
+        [variants_document({"sm80": sm80}), own, own]
+    )  # the index's: every wheel's entry once
     assert set(VariantsJson(index).variants) == {"sm80", "sm90"}
     assert (
         index["providers"]["nvidia"]["plugin-api"]
@@ -119,14 +121,14 @@ def test_the_documents_read_back_with_variantlib():
 
 def test_one_label_for_two_builds_is_a_clash():
     with pytest.raises(VariantError, match="sm90"):
-        merge(
+        merge_documents(
             [
-                document({"sm90": properties(WheelArchs(A("sm_90")), "13.0")}),
-                document({"sm90": properties(WheelArchs(A("sm_90")), "12.0")}),
+                variants_document({"sm90": properties(WheelArchs(A("sm_90")), "13.0")}),
+                variants_document({"sm90": properties(WheelArchs(A("sm_90")), "12.0")}),
             ]
         )
     with pytest.raises(VariantError, match="null"):
-        document({"null": {}})
+        variants_document({"null": {}})
 
 
 def test_file_names_with_and_without_a_label():

@@ -36,7 +36,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name
 from prebuild.runtime.manifest import sha256_file
 from prebuild.tool.index_keys import index_key_of
 from prebuild.tool.variant_wheels import VariantError, parse_filename
-from prebuild.tool.variants_files import check_variants_files, variants_documents
+from prebuild.tool.variants_files import check_variants_files, documents_from_wheels
 
 MARKER = ".prebuild-index"
 ALL = ""  # the key of the index of every wheel
@@ -311,7 +311,7 @@ def build_index(dist_dir: Path, site: Path) -> dict[str, list[WheelInfo]]:
     site this command wrote before (it is replaced whole, so no stale wheel lingers)."""
     wheels = read_wheels(dist_dir)
     try:
-        variants = variants_documents([path for path, _ in wheels])
+        variants = documents_from_wheels([path for path, _ in wheels])
         check_variants_files(dist_dir, variants)
     except VariantError as exc:
         raise SiteError(str(exc)) from None

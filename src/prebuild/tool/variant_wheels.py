@@ -119,7 +119,7 @@ def properties(archs: WheelArchs, lower_bound: str) -> dict[str, dict[str, list[
     return {NAMESPACE: {"cuda_version_lower_bound": [lower_bound], "sm_arch": values}}
 
 
-def document(variants: Mapping[str, dict]) -> dict:
+def variants_document(variants: Mapping[str, dict]) -> dict:
     """A variants document: a wheel's ``variant.json`` (its own entry) or the index's
     ``{name}-{version}-variants.json`` (every wheel's)."""
     for label in variants:
@@ -133,7 +133,7 @@ def document(variants: Mapping[str, dict]) -> dict:
     }
 
 
-def merge(documents: list[dict]) -> dict:
+def merge_documents(documents: list[dict]) -> dict:
     """The index's document from the wheels' own: one entry per label; a label two wheels give
     different properties is a clash (VariantError)."""
     merged: dict[str, dict] = {}
@@ -144,7 +144,7 @@ def merge(documents: list[dict]) -> dict:
                     f"two wheels call different builds {label!r}: {merged[label]} and {props}"
                 )
             merged[label] = props
-    return document(merged)
+    return variants_document(merged)
 
 
 def archs_of(props: Mapping[str, Mapping[str, list[str]]]) -> WheelArchs:

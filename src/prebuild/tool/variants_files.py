@@ -11,10 +11,15 @@ import json
 import os
 from pathlib import Path
 
-from prebuild.tool.variant_wheels import VariantError, merge, parse_filename, variants_filename
+from prebuild.tool.variant_wheels import (
+    VariantError,
+    merge_documents,
+    parse_filename,
+    variants_filename,
+)
 
 
-def variants_documents(wheels: list[Path]) -> dict[str, dict]:
+def documents_from_wheels(wheels: list[Path]) -> dict[str, dict]:
     """PEP 825: for each project version with variant wheels among ``wheels``, its variants
     file's name and document, merged from the wheels' own ``variant.json``. VariantError when a
     labelled wheel has none, names another label, or two wheels call different builds by one
@@ -34,7 +39,9 @@ def variants_documents(wheels: list[Path]) -> dict[str, dict]:
             )
         groups.setdefault(variants_filename(str(name), str(version)), []).append(document)
     try:
-        return {filename: merge(documents) for filename, documents in sorted(groups.items())}
+        return {
+            filename: merge_documents(documents) for filename, documents in sorted(groups.items())
+        }
     except VariantError as exc:
         raise VariantError(f"variant label clash: {exc}") from None
 
@@ -43,7 +50,7 @@ def write_variants_files(wheels: list[Path], out_dir: Path) -> list[Path]:
     """``{name}-{version}-variants.json`` in ``out_dir`` for each project version among the
     variant wheels, merged from their own variant.json (each written atomically)."""
     written = []
-    for filename, document in variants_documents(wheels).items():
+    for filename, document in documents_from_wheels(wheels).items():
         path = out_dir / filename
         partial = path.with_name(f".{filename}.partial")
         partial.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

@@ -105,7 +105,7 @@ class NativeBuilder:
         return self.toolchain.nvcc
 
     def build(self, planned: PlannedWheel, out_dir: Path, progress: BuildProgress) -> BuiltWheel:
-        return build_wheel(
+        return build_native_wheel(
             self.project,
             self.toolchain,
             planned,
@@ -119,7 +119,7 @@ class NativeBuilder:
         )
 
 
-def build_wheel(
+def build_native_wheel(
     project: KernelProject,
     toolchain: Toolchain,
     planned: PlannedWheel,

@@ -20,10 +20,10 @@ from prebuild.tool.variant_wheels import (
     VARIANT_JSON,
     WheelArchs,
     cuda_lower_bound,
-    document,
     parse_filename,
     properties,
     variant_label,
+    variants_document,
 )
 
 
@@ -77,4 +77,4 @@ def variant_json(planned: PlannedWheel, cuda_version: str) -> str:
     version of the nvcc that built it."""
     archs = WheelArchs(planned.archs, planned.ptx_archs)
     entry = properties(archs, cuda_lower_bound(Version(cuda_version), archs))
-    return json.dumps(document({planned.label: entry}), indent=2) + "\n"
+    return json.dumps(variants_document({planned.label: entry}), indent=2) + "\n"
