@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from pip_env import clean_pip_env, installed
 
 from prebuild.tool.builder.outputs import check_lock_target, lock_line, write_lock
 
@@ -57,6 +59,7 @@ def test_cli_refuses_before_building(tmp_path):
 
 
 def pip_require_hashes(python: Path) -> list[str]:
+    # run with clean_pip_env(): the lock's wheel only, whatever the machine's pip settings
     return [
         str(python),
         "-m",
@@ -97,32 +100,47 @@ def test_pip_accepts_the_lock_of_a_real_wheel_and_refuses_a_changed_one(
     (wheel,) = out.glob("*.whl")
     (written,) = (tmp_path / "locks").glob("*.txt")
     assert written.name.startswith("cu") and written.name.endswith("-sm80.txt")
-    pip = pip_require_hashes(fresh_venv())
-    ok = subprocess.run([*pip, "-r", str(written)], capture_output=True, text=True, timeout=600)
+    python = fresh_venv()
+    pip = pip_require_hashes(python)
+    ok = subprocess.run(
+        [*pip, "-r", str(written)], capture_output=True, text=True, timeout=600, env=clean_pip_env()
+    )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert list((tmp_path / "venv" / "lib").glob("python*/site-packages/prebuild/_C_cuda.abi3.so"))
+    before = installed(python)
     with open(wheel, "ab") as f:  # the wheel changes after it was locked
         f.write(b"\0")
     bad = subprocess.run(
-        [*pip, "--force-reinstall", "-r", str(written)], capture_output=True, text=True, timeout=600
+        [*pip, "--force-reinstall", "-r", str(written)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=clean_pip_env(),
     )
-    assert bad.returncode != 0 and "HASHES" in bad.stderr.upper()
+    # Refused for its hash (the locked one and the changed file's both named), not pip's words.
+    said = bad.stdout + bad.stderr
+    locked = written.read_text().split("--hash=sha256:")[1].split()[0]
+    changed = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert bad.returncode != 0 and locked in said and changed in said, said[-3000:]
+    assert installed(python) == before  # the locked install stays
 
 
 def test_write_lock_for_a_cpu_wheel_and_pip_accepts_it(tmp_path, fresh_venv):
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "tool"))  # test_index.py
     from test_index import fake_wheel
 
     wheel = fake_wheel(tmp_path / "dist", "0.1.0+cpu")
     path = write_lock(str(tmp_path / "{variant}.lock"), wheel)
     assert path.name == "cpu.lock"
     pip = pip_require_hashes(fresh_venv())
-    ok = subprocess.run([*pip, "-r", str(path)], capture_output=True, text=True, timeout=600)
+    ok = subprocess.run(
+        [*pip, "-r", str(path)], capture_output=True, text=True, timeout=600, env=clean_pip_env()
+    )
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
 
 def test_lock_of_a_classic_wheel_is_named_by_its_torch_cuda_and_arch(tmp_path):
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "tool"))  # test_index.py
     from test_index import fake_wheel
 
     wheel = fake_wheel(tmp_path / "dist", "1.0.0+pt214.cu130.sm90", name="fused_ssim")
