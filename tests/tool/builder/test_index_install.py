@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pip_env import clean_pip_env
 
 pytestmark = pytest.mark.slow
 
@@ -41,8 +42,11 @@ def test_pip_installs_from_the_variant_index_in_a_fresh_venv(tmp_path, built_whe
     py = str(fresh_venv())  # a fresh venv: no system site-packages
     env_dir = Path(py).parent.parent
     pip = [py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    run(*pip, "torch==2.13.0", "packaging")  # torch, and the runtime's one other import
-    run(*pip, "prebuild", "--index-url", f"file://{site}/{cuda_tag}-sm80/simple", "--no-deps")
+    # torch, and the runtime's one other import: from the machine's indexes, as a user's would
+    run(*pip, "torch==2.13.0", "packaging")
+    # prebuild from the key's index only: no index or find-links of the machine's beside it
+    index_url = f"file://{site}/{cuda_tag}-sm80/simple"
+    run(*pip, "prebuild", "--index-url", index_url, "--no-deps", env=clean_pip_env())
     script = (
         "import json, torch, prebuild\n"
         "x = torch.rand(1, 1, 16, 16)\n"
