@@ -340,6 +340,7 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(
         [str(python), "-m", "pip", "install", "--quiet", "--no-index", str(wheel)],
         check=True,
         timeout=600,
+        env=clean_pip_env(),
     )
     ran = subprocess.run(
         [str(python), "-c", "import gencode_ext; print(gencode_ext.ANSWER)"],
