@@ -38,6 +38,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from pip_env import clean_pip_env
 
 from prebuild.runtime.arch import (
     Arch,
@@ -125,6 +126,7 @@ def build_command(
     # lacks: the project's own setup.py (docs/getting-started.md, "Building from source with pip") runs the
     # same build backend, without that check.
     env.update(PREBUILD_ARCHS=arch.sm, PREBUILD_PTX="1" if ptx else "0")
+    env = clean_pip_env(env)  # offline, the project only: none of the machine's pip settings
     return [
         sys.executable,
         "-m",
@@ -217,6 +219,7 @@ def venv_with(wheel: Path, where: Path) -> tuple[Path, Path]:
         capture_output=True,
         text=True,
         timeout=600,
+        env=clean_pip_env(),  # offline, the wheel only: none of the machine's pip settings
     )
     return python, site_dir
 
