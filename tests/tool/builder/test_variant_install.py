@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from pip_env import clean_pip_env
 
 pytestmark = pytest.mark.slow
 
@@ -87,8 +88,11 @@ def served_site(variant_dist, tmp_path_factory):
 
 
 def gpu_env(capability: str | None) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NV_VARIANT_PROVIDER")}
-    env["UV_NO_CACHE"] = "1"
+    # uv sees the test's index or folder only: none of the machine's uv settings
+    env = clean_pip_env(
+        {k: v for k, v in os.environ.items() if not k.startswith("NV_VARIANT_PROVIDER")},
+        UV_NO_CACHE="1",
+    )
     if capability is not None:
         env.update(
             NV_VARIANT_PROVIDER_FORCE_SM_ARCH=capability,
@@ -155,7 +159,8 @@ def test_pip_knows_no_variants_and_gets_the_plain_wheel(served_site, dev_venv_co
     site, url = served_site
     python = dev_venv_copy()
     proc = run(
-        [python, "-m", "pip", "install", "--no-deps", "--index-url", f"{url}/simple", "demo"]
+        [python, "-m", "pip", "install", "--no-deps", "--index-url", f"{url}/simple", "demo"],
+        env=clean_pip_env(),  # the served index only
     )
     assert proc.returncode == 0, proc.stderr
     assert installed_variant(python) == (None, SASS[None])
@@ -226,7 +231,7 @@ def test_prebuild_install_picks_a_variant_wheel_and_pip_installs_it(served_site,
     python = dev_venv_copy()
     proc = run(
         [python, "-m", "prebuild", "install", "demo", "--from", f"{url}/simple", "--arch", "sm_90"],
-        env={**os.environ, "PIP_NO_DEPS": "1", "COLUMNS": "200"},
+        env=clean_pip_env(PIP_NO_DEPS="1", COLUMNS="200"),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Chosen: demo-0.1.0+cu130-cp310-abi3-linux_x86_64-sm90.whl" in proc.stdout
