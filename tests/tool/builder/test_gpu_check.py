@@ -7,12 +7,12 @@ why they are skipped, and the report is written. (Here, beside the builder tests
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from pip_env import clean_pip_env
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,9 @@ def test_dry_run_runs_what_needs_no_gpu_and_writes_the_report(
 ):
     built_wheel("sm_80")  # its objects: the dry run only packages
     out = tmp_path / "report"
-    env = {**os.environ, "PYTHON": sys.executable}
+    # its install step is offline from --deps (nothing fetched here): none of the machine's
+    # pip settings, which could bring what the folder lacks
+    env = clean_pip_env(PYTHON=sys.executable)
     proc = subprocess.run(
         [
             str(ROOT / "scripts" / "gpu_check.sh"),
