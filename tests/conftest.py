@@ -54,6 +54,8 @@ def cuda_torch_python() -> Path:
     python = path / "bin" / "python"
     if not python.exists():
         venv.create(path, with_pip=True)
+    # From the machine's indexes, with its pip settings (a mirror, find-links): what a user's
+    # pip would install. Tests that control what pip sees use clean_pip_env (tests/pip_env.py).
     subprocess.run(
         [
             str(python),
@@ -95,6 +97,7 @@ def cuda_torch_python() -> Path:
 def _venv_template(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("venv-template") / "venv"
     venv.create(path, with_pip=True)
+    # torch from the machine's indexes, with its pip settings, as a user's pip would get it
     subprocess.run(
         [
             str(path / "bin" / "python"),

@@ -44,6 +44,7 @@ def test_publish_index_and_test_wheel_on_a_real_wheel(tmp_path, built_wheel, fre
 
     py = fresh_venv()
     env_dir = py.parent.parent
+    # the test tools and the wheel's requirements from the machine's indexes, as CI's pip would
     subprocess.run(
         [
             str(py),

@@ -116,6 +116,7 @@ def test_gsplat_as_published_builds_for_sm_90_and_imports_without_compiling(
 
     started = time.monotonic()
     user = fresh_cuda_venv("venv-use")
+    # gsplat's requirements from the machine's indexes, as a user's pip would get them
     installed = subprocess.run(
         [str(user), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)],
         capture_output=True,

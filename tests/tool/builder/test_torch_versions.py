@@ -118,6 +118,7 @@ def test_the_wheel_runs_in_torch(version, built_wheel, reference, venv_copy, tmp
 def check_the_wheel(
     version: str, wheel: Path, python: Path, reference: dict, tmp_path: Path
 ) -> None:
+    # the wheel's requirements from the machine's indexes, as a user's pip would get them
     installed = subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", str(wheel)],
         capture_output=True,

@@ -100,6 +100,7 @@ def test_unsupported_arch_is_refused_before_building(tmp_path):
 def test_wheel_installs_and_runs_without_nvcc(sm80_wheel, fresh_venv, tmp_path):
     py = fresh_venv()
     env_dir = py.parent.parent
+    # the wheel's requirements from the machine's indexes, as a user's pip would get them
     subprocess.run(
         [
             str(py),

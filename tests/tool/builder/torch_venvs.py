@@ -27,6 +27,7 @@ NEEDED_FREE = (
 )  # a CUDA build of torch: 7.0 GB installed (2.10.0, CUDA 12.8), its downloads beside
 KEEP_FREE = 40 * GB  # a venv is kept for the next run only if this much stays free
 PREFETCH_SPARE = 10 * GB  # what must stay free while all of them download at once
+# torch from the machine's indexes, with its pip settings (a mirror, find-links), but for one:
 # pip's configuration caps torch here; an empty constraint file lifts the cap for these venvs.
 # No cache: pip would keep a second copy of the gigabytes it downloads.
 UNCAPPED = {
