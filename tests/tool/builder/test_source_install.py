@@ -47,6 +47,9 @@ def test_documented_source_build_in_a_fresh_venv(fresh_venv, tmp_path):
         "PATH": f"{python.parent}:{os.environ['PATH']}",
         "HOME": str(tmp_path / "home"),
         "VIRTUAL_ENV": str(python.parent.parent),
+        # The docs' first line installs from the machine's indexes: its pip settings given in
+        # variables (a CI's mirror) go with it (a config file under the real HOME does not).
+        **{k: v for k, v in os.environ.items() if k.startswith(("PIP_", "UV_"))},
     }
 
     # A fresh venv has torch only: the build names what is missing instead of a traceback.
