@@ -13,10 +13,9 @@ plain=$("$PYTHON" -c '
 import json, sys
 groups = {}  # per (torch, CUDA version): the row without its arch, and every arch
 for row in json.loads(sys.argv[1])["include"]:
-    common = {k: v for k, v in row.items() if k not in ("arch", "ptx", "variant")}
+    common = {k: v for k, v in row.items() if k not in ("arch", "ptx", "index_key")}
     groups.setdefault(json.dumps(common, sort_keys=True), (common, []))[1].append(row["arch"])
-plain = [{**common, "archs": ",".join(archs), "variant": "-".join(filter(None, [common.get("torch_tag"), common["cuda_tag"], "plain"]))}
-         for common, archs in groups.values()]
+plain = [{**common, "archs": ",".join(archs)} for common, archs in groups.values()]
 print(json.dumps({"include": plain}))
 ' "$json")
 echo "plain=$plain" >> "${GITHUB_OUTPUT:-/dev/stdout}"

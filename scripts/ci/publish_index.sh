@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Check every downloaded wheel against its manifest (`prebuild inspect`), make the PEP 825
 # variant twin of each per-arch wheel (`prebuild variant`: uv's one index for every GPU), then
-# write the index site (`prebuild index`: pip's per-variant indexes and the index of every
+# write the index site (`prebuild index`: pip's per-key indexes and the index of every
 # wheel). DIST_DIR is left as it is. Runs prebuild's CLI from the source tree.
 # Usage: scripts/ci/publish_index.sh DIST_DIR SITE_DIR
 set -euo pipefail

@@ -152,12 +152,12 @@ def test_check_supported_names_every_bad_arch():
 
 
 @pytest.mark.parametrize("ok", ["sm_90a", "sm_100a", "sm_100f", "sm_120f", "sm_120a"])
-def test_check_supported_suffix_variants_allowed(ok):
+def test_check_supported_suffixes_allowed(ok):
     check_supported([parse_arch(ok)], NVCC_13)
 
 
 @pytest.mark.parametrize("bad", ["sm_80a", "sm_90f", "sm_86a", "sm_95a", "sm_130f"])
-def test_check_supported_suffix_variants_refused(bad):
+def test_check_supported_suffixes_refused(bad):
     with pytest.raises(ArchError, match=bad):
         check_supported([parse_arch(bad)], NVCC_13)
 

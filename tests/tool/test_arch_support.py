@@ -52,7 +52,7 @@ def test_matrix_one_job_per_cuda_and_arch_with_ptx_on_the_newest():
         CudaRelease("13.0", parse_arch_list("sm_120")),
     )
     jobs = build_matrix(releases)["include"]
-    assert [(j["cuda"], j["arch"], j["ptx"], j["variant"], j["cuda_tag"]) for j in jobs] == [
+    assert [(j["cuda"], j["arch"], j["ptx"], j["index_key"], j["cuda_tag"]) for j in jobs] == [
         ("12.8", "sm_80", False, "cu128-sm80", "cu128"),
         ("12.8", "sm_90", True, "cu128-sm90", "cu128"),
         ("13.0", "sm_120", True, "cu130-sm120", "cu130"),
@@ -109,7 +109,7 @@ def test_classic_matrix_adds_a_torch_axis_and_how_each_job_gets_that_torch():
     jobs = classic_matrix(("2.14.1", "2.13", "2.14"), releases)[
         "include"
     ]  # 2.14.1 and 2.14: one torch
-    assert [(j["torch"], j["cuda"], j["arch"], j["ptx"], j["variant"]) for j in jobs] == [
+    assert [(j["torch"], j["cuda"], j["arch"], j["ptx"], j["index_key"]) for j in jobs] == [
         ("2.14", "12.8", "sm_80", True, "pt214-cu128-sm80"),
         ("2.14", "13.0", "sm_80", False, "pt214-cu130-sm80"),
         ("2.14", "13.0", "sm_90", True, "pt214-cu130-sm90"),
@@ -123,7 +123,7 @@ def test_classic_matrix_adds_a_torch_axis_and_how_each_job_gets_that_torch():
         == "pip install 'torch==2.14.*' --index-url https://download.pytorch.org/whl/cu130"
     )
     # The entry's index key is the one the wheel's label parses to (prebuild index's directories).
-    assert parse_index_key("pt214.cu130.sm90").name == jobs[2]["variant"]
+    assert parse_index_key("pt214.cu130.sm90").name == jobs[2]["index_key"]
     assert torch_tag("2.14.1+cu130") == "pt214" and torch_minor_of("pt214") == "2.14"
     for bad in ("2", "two"):
         with pytest.raises(ValueError, match="2.14"):
@@ -150,7 +150,7 @@ def test_cli_matrix_torch_axis():
         app, ["matrix", "--torch", "2.14", "--cuda", "13.0", "--arch", "sm_80,sm_90"]
     )
     assert result.exit_code == 0, result.output
-    assert [j["variant"] for j in json.loads(result.stdout)["include"]] == [
+    assert [j["index_key"] for j in json.loads(result.stdout)["include"]] == [
         "pt214-cu130-sm80",
         "pt214-cu130-sm90",
     ]

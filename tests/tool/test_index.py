@@ -102,8 +102,8 @@ def test_site_layout_links_resolve_and_hashes_match(tmp_path):
             if key:
                 assert "+" + key.replace("-", ".") in path.name
     data = json.loads((site / "index.json").read_text())
-    assert set(data["variants"]) == {"cu130-sm80", "cu130-sm90", "cu130-sm120"}
-    assert data["variants"]["cu130-sm120"]["wheels"][0]["ptx_archs"] == ["compute_120"]
+    assert set(data["indexes"]) == {"cu130-sm80", "cu130-sm90", "cu130-sm120"}
+    assert data["indexes"]["cu130-sm120"]["wheels"][0]["ptx_archs"] == ["compute_120"]
     assert "cu130-sm90/simple/" in (site / "index.html").read_text()
 
 
@@ -263,7 +263,7 @@ def test_classic_wheels_get_one_index_per_torch_and_arch(tmp_path):
         "pt214-cu130-sm90",
     ]
     data = json.loads((tmp_path / "site" / "index.json").read_text())
-    assert data["variants"]["pt214-cu130-sm90"]["torch_tag"] == "pt214"
+    assert data["indexes"]["pt214-cu130-sm90"]["torch_tag"] == "pt214"
     assert (
         tmp_path / "site" / "pt214-cu130-sm90" / "simple" / "fused-ssim" / "index.html"
     ).is_file()

@@ -145,7 +145,7 @@ def test_project_wheels_jobs_come_from_the_torch_matrix_and_use_each_entry():
     assert "matrix.sh --torch" in json.dumps(jobs["matrix"]["steps"])
     assert jobs["wheels"]["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.matrix) }}"
     entry = classic_matrix(("2.14",))["include"][0]
-    plain_entry = (set(entry) - {"arch", "ptx"}) | {"archs"}  # matrix.sh's `plain` output
+    plain_entry = (set(entry) - {"arch", "ptx", "index_key"}) | {"archs"}  # matrix.sh's `plain`
     refs = r"\${{[^}]*(?<![.\w])matrix\.(\w+)"
     assert set(re.findall(refs, json.dumps(jobs["wheels"]))) <= set(entry)
     assert set(re.findall(refs, json.dumps(jobs["plain"]))) <= plain_entry
@@ -245,6 +245,7 @@ def test_matrix_script_writes_the_matrix_output(tmp_path):
     plain = json.loads(written["plain"])["include"]
     assert {p["cuda"] for p in plain} == {r["cuda"] for r in build_matrix()["include"]}
     for p in plain:
+        assert "index_key" not in p  # the plain wheel names no archs: it has no index key
         assert p["archs"].split(",") == [
             r["arch"] for r in build_matrix()["include"] if r["cuda"] == p["cuda"]
         ]

@@ -94,7 +94,8 @@ def check_supported(archs: Iterable[Arch], supported: Iterable[Arch]) -> None:
     """Refuse any arch the compiler cannot build, naming the ones it can.
 
     ``supported`` is what ``nvcc --list-gpu-code`` prints (plain ``sm_XY`` only); the ``a``
-    variant exists from 9.0 and the ``f`` (family) variant from 10.0 on, for supported bases.
+    (arch-specific) suffix exists from 9.0 and the ``f`` (family) suffix from 10.0 on, for
+    supported bases.
     """
     supported_plain = {Arch(a.major, a.minor) for a in supported}
     bad = []
@@ -111,7 +112,7 @@ def check_supported(archs: Iterable[Arch], supported: Iterable[Arch]) -> None:
         valid = ", ".join(a.sm for a in sorted(supported_plain))
         raise ArchError(
             f"this nvcc cannot build {', '.join(bad)}. It builds: {valid} "
-            "(plus an 'a' variant such as sm_90a from 9.0 on, and an 'f' variant from 10.0 on)"
+            "(plus the 'a' suffix, such as sm_90a, from 9.0 on, and the 'f' suffix from 10.0 on)"
         )
 
 

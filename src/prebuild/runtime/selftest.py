@@ -36,7 +36,7 @@ class SelftestCase:
     from the reference (often float64), and between the CUDA and the CPU kernels.
     """
 
-    op: str  # what the rows show: the op's name, with the variant when a package has several
+    op: str  # what the rows show: the op's name, with its settings when a package checks several
     run: Callable[[torch.device], Outputs]
     _: KW_ONLY
     reference: Callable[[torch.device], Outputs] | None = None

@@ -68,7 +68,7 @@ def build_matrix(
 ) -> dict:
     """The GitHub Actions matrix: one job per (CUDA version, arch); ``archs`` keeps only those.
     The newest arch of each CUDA version's jobs also gets PTX, for every GPU newer than it.
-    An entry's ``variant`` is its wheel's index key (the workflows read that name)."""
+    An entry's ``index_key`` names its wheel's index (the workflows name the artifact by it)."""
     include = []
     for release in releases:
         chosen = [a for a in release.archs if archs is None or a in archs]
@@ -79,7 +79,7 @@ def build_matrix(
                     "cuda_tag": release.tag,
                     "arch": arch.sm,
                     "ptx": arch == max(chosen),
-                    "variant": index_key_name(release.tag, (arch,)),
+                    "index_key": index_key_name(release.tag, (arch,)),
                 }
             )
     return {"include": include}
@@ -124,7 +124,7 @@ def classic_matrix(
                     "torch": version,
                     "torch_tag": tag,
                     **entry,
-                    "variant": f"{tag}-{entry['variant']}",
+                    "index_key": f"{tag}-{entry['index_key']}",
                     "torch_install": cuda_torch_command(entry["cuda"], version, same_minor=True),
                 }
             )

@@ -192,8 +192,7 @@ def landing_page(indexes: dict[str, list[WheelInfo]], with_variants: list[str] =
 
 
 def index_json(indexes: dict[str, list[WheelInfo]]) -> dict:
-    """SITE/index.json. Its ``variants`` are the per-key indexes (a name older than PEP 825
-    variants, kept for the programs that read the file)."""
+    """SITE/index.json: every wheel, and under ``indexes`` each per-key index by its index key."""
     by_key = {}
     for key, wheels in indexes.items():
         if key == ALL:
@@ -220,7 +219,7 @@ def index_json(indexes: dict[str, list[WheelInfo]]) -> dict:
             {"filename": w.filename, "sha256": w.sha256, "path": f"wheels/{w.filename}"}
             for w in indexes[ALL]
         ],
-        "variants": by_key,
+        "indexes": by_key,
     }
 
 

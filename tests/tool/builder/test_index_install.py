@@ -26,7 +26,7 @@ def run(*cmd: str, **kw) -> subprocess.CompletedProcess:
     return proc
 
 
-def test_pip_installs_from_the_variant_index_in_a_fresh_venv(tmp_path, built_wheel, fresh_venv):
+def test_pip_installs_from_its_key_index_in_a_fresh_venv(tmp_path, built_wheel, fresh_venv):
     built, fat = built_wheel("sm_80"), built_wheel("8.0,sm_90", "--fat", "--ptx")
     dist = tmp_path / "dist"
     dist.mkdir()

@@ -28,10 +28,10 @@ def test_lock_line_is_a_hashed_direct_reference(tmp_path):
     )
 
 
-def test_several_wheels_need_a_variant_placeholder():
+def test_several_wheels_need_an_index_key_placeholder():
     check_lock_target("x.lock", 1)
-    check_lock_target("locks/{variant}.txt", 3)
-    with pytest.raises(ValueError, match=r"\{variant\}"):
+    check_lock_target("locks/{index_key}.txt", 3)
+    with pytest.raises(ValueError, match=r"\{index_key\}"):
         check_lock_target("x.lock", 2)
 
 
@@ -54,7 +54,7 @@ def test_cli_refuses_before_building(tmp_path):
         text=True,
         timeout=300,
     )
-    assert proc.returncode == 2 and "{variant}" in proc.stderr
+    assert proc.returncode == 2 and "{index_key}" in proc.stderr
     assert not (tmp_path / "obj").exists() and not (tmp_path / "x.lock").exists()
 
 
@@ -75,7 +75,7 @@ def pip_require_hashes(python: Path) -> list[str]:
 def test_pip_accepts_the_lock_of_a_real_wheel_and_refuses_a_changed_one(
     tmp_path, shared_objects, fresh_venv
 ):
-    lock = tmp_path / "locks" / "{variant}.txt"
+    lock = tmp_path / "locks" / "{index_key}.txt"
     out = tmp_path / "dist"
     proc = subprocess.run(
         [
@@ -130,7 +130,7 @@ def test_write_lock_for_a_cpu_wheel_and_pip_accepts_it(tmp_path, fresh_venv):
     from test_index import fake_wheel
 
     wheel = fake_wheel(tmp_path / "dist", "0.1.0+cpu")
-    path = write_lock(str(tmp_path / "{variant}.lock"), wheel)
+    path = write_lock(str(tmp_path / "{index_key}.lock"), wheel)
     assert path.name == "cpu.lock"
     pip = pip_require_hashes(fresh_venv())
     ok = subprocess.run(
@@ -144,7 +144,7 @@ def test_lock_of_a_classic_wheel_is_named_by_its_torch_cuda_and_arch(tmp_path):
     from test_index import fake_wheel
 
     wheel = fake_wheel(tmp_path / "dist", "1.0.0+pt214.cu130.sm90", name="fused_ssim")
-    path = write_lock(str(tmp_path / "{variant}.lock"), wheel)
+    path = write_lock(str(tmp_path / "{index_key}.lock"), wheel)
     assert path.name == "pt214-cu130-sm90.lock"
     assert (
         path.read_text().splitlines()[1].startswith("fused-ssim @ file://")

@@ -99,7 +99,7 @@ def test_plan_request_refuses_bad_archs_and_a_lock_name_for_several_wheels():
         parse_arch_list("sm_8x")
     with pytest.raises(TypeError, match="parsed archs"):
         WheelRequest(None, ("sm_80",))
-    with pytest.raises(ValueError, match=r"\{variant\}"):
+    with pytest.raises(ValueError, match=r"\{index_key\}"):
         pipeline.plan_request(WheelRequest(None, parse_arch_list("sm_80,sm_90"), lock="one.lock"))
     fat = pipeline.plan_request(
         WheelRequest(None, parse_arch_list(["sm_90", "8.0"]), fat=True, lock="one.lock")
@@ -157,7 +157,7 @@ def test_every_wheel_is_built_reported_and_locked(tmp_path, fake_builder):
             str(ROOT),
             parse_arch_list("sm_90,sm_80"),
             tmp_path / "dist",
-            lock=str(tmp_path / "locks" / "{variant}.txt"),
+            lock=str(tmp_path / "locks" / "{index_key}.txt"),
         ),
         report,
     )

@@ -276,7 +276,7 @@ def test_a_per_arch_release_gets_variant_twins_and_one_index_for_both(built_whee
     )
     index = json.loads((tmp_path / "site" / "index.json").read_text())
     assert [w["filename"] for w in index["wheels"]] == [twin.name]
-    assert [w["filename"] for w in index["variants"]["cu130-sm80"]["wheels"]] == [wheel.name]
+    assert [w["filename"] for w in index["indexes"]["cu130-sm80"]["wheels"]] == [wheel.name]
     # a variant wheel is not made twice, and a wheel that does not match its manifest not at all
     again = run(
         [sys.executable, "-m", "prebuild", "variant", twin, "--out", tmp_path / "again"],

@@ -36,13 +36,13 @@ def prepare_output_dir(path: Path, what: str = "--out") -> Path:
 
 
 # Stands for the wheel's index key (cu130-sm90), or its local label for a wheel that has none
-# (cpu, cu130: a plain wheel). Its name is older than PEP 825 variants and is kept: users' --lock.
-LOCK_PLACEHOLDER = "{variant}"
+# (cpu, cu130: a plain wheel).
+LOCK_PLACEHOLDER = "{index_key}"
 
 
 def check_lock_target(template: str, n_wheels: int) -> None:
     """pip refuses two requirements of one name in a file, so several wheels need one lock
-    file each: ``{variant}`` in the name says where (ValueError otherwise)."""
+    file each: ``{index_key}`` in the name says where (ValueError otherwise)."""
     if n_wheels > 1 and LOCK_PLACEHOLDER not in template:
         raise ValueError(
             f"--lock {template}: {n_wheels} wheels are built but pip accepts one prebuild line "
@@ -50,7 +50,7 @@ def check_lock_target(template: str, n_wheels: int) -> None:
             f"'locks/{LOCK_PLACEHOLDER}.txt' writes one per wheel), or build one wheel (--fat)"
         )
     parent = Path(template).parent
-    while LOCK_PLACEHOLDER in str(parent):  # 'locks/{variant}/req.txt': check what is fixed
+    while LOCK_PLACEHOLDER in str(parent):  # 'locks/{index_key}/req.txt': check what is fixed
         parent = parent.parent
     prepare_output_dir(parent, "--lock")
 

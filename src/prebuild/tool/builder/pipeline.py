@@ -101,7 +101,7 @@ class WheelRequest:
     jobs: int | None = None
     build_dir: Path | None = None  # objects kept here; None: a temporary workspace
     compress: bool = True
-    lock: str | None = None  # a lock file name; several wheels: "{variant}" (an index key) in it
+    lock: str | None = None  # a lock file name; several wheels: "{index_key}" in it
     variants: bool = False  # PEP 825 variant wheels and the plain wheel
     plain: bool = False  # the plain wheel only
     cache: str | None = None  # --cache / PREBUILD_CACHE: a directory, redis://..., sccache, off

@@ -35,14 +35,15 @@ def matrix(
     """Print the CI wheel matrix (CUDA versions x GPU archs) as JSON for GitHub Actions.
 
     One job per (CUDA version, arch); each entry has cuda, cuda_tag, arch, ptx (true for the newest
-    arch, whose wheel also carries PTX for GPUs newer than any listed) and variant (the index a
-    wheel is published under). The same table in src/prebuild/tool/arch_support.py makes the docs'
-    support table (--markdown) and the default archs of a source build.
+    arch, whose wheel also carries PTX for GPUs newer than any listed) and index_key (the pip
+    index the wheel is published under, e.g. cu130-sm90). The same table in
+    src/prebuild/tool/arch_support.py makes the docs' support table (--markdown) and the default
+    archs of a source build.
 
     With --torch, the matrix is for another project's wheels (`prebuild wheel --arch ARCH PROJECT`):
-    one job per (torch, CUDA version, arch), each entry also with torch, torch_tag, a variant such
-    as pt214-cu130-sm90, and torch_install, the pip command that installs that torch's CUDA build in
-    the job. Each torch is paired with each CUDA version given: pass --cuda for the ones PyTorch
+    one job per (torch, CUDA version, arch), each entry also with torch, torch_tag, an index_key
+    such as pt214-cu130-sm90, and torch_install, the pip command that installs that torch's CUDA
+    build in the job. Each torch is paired with each CUDA version given: pass --cuda for the ones PyTorch
     publishes builds of that torch for.
 
     Examples:

@@ -31,7 +31,7 @@ def variant(
     The same libraries, checked against their manifest first; the archs move from the version into a
     variant label (x-0.1.0+cu130-...-sm90.whl) that uv --preview-features wheel-variants matches to
     the GPU. For a release built per arch (by cibuildwheel): publish both with `prebuild index`, the
-    per-arch wheels for pip's per-variant indexes, the variant wheels for one index of every GPU;
+    per-arch wheels for pip's per-key indexes, the variant wheels for one index of every GPU;
     the plain wheel pip gets there is built with every arch and PTX, PREBUILD_ARCHS_IN_VERSION=0.
     `prebuild wheel --variants` does it all in one build.
 

@@ -66,7 +66,7 @@ def wheel(
         "--lock",
         metavar="FILE",
         help="Also write a requirements file pinning the wheel by sha256 (pip install "
-        "--require-hashes -r FILE). With several wheels put {variant} in the name: one file each.",
+        "--require-hashes -r FILE). With several wheels put {index_key} in the name: one file each.",
     ),
     variants: bool = typer.Option(
         False,
