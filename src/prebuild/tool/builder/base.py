@@ -52,19 +52,6 @@ class BuildProgress(Protocol):
         """Something the user should know of this wheel (a raised C++ standard)."""
 
 
-class SilentProgress:
-    """A BuildProgress that tells nobody."""
-
-    def phase(self, text: str) -> None:
-        pass
-
-    def step(self, done: int, total: int, what: str) -> None:
-        pass
-
-    def note(self, text: str) -> None:
-        pass
-
-
 class WheelBuilder(Protocol):
     """One kind of project's builder: native.NativeBuilder, classic.ClassicBuilder."""
 
