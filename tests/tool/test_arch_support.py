@@ -13,12 +13,12 @@ from prebuild.runtime.arch import parse_arch, parse_arch_list
 from prebuild.tool.arch_support import (
     ALL_ARCHS,
     CUDA_RELEASES,
-    README_END,
-    README_START,
+    TABLE_END,
+    TABLE_START,
     CudaRelease,
     build_matrix,
     classic_matrix,
-    readme_with_table,
+    page_with_table,
     support_table,
     torch_minor_of,
     torch_tag,
@@ -33,17 +33,20 @@ runner = CliRunner()
 
 def test_docs_support_table_is_the_generated_one():
     text = SUPPORT_PAGE.read_text(encoding="utf-8")
-    assert text.count(README_START) == 1 and text.count(README_END) == 1
-    assert readme_with_table(text) == text, (
+    assert text.count(TABLE_START) == 1 and text.count(TABLE_END) == 1
+    assert page_with_table(text) == text, (
         "docs/compatibility.md's support table is stale: regenerate it with "
-        'python -c "from pathlib import Path; from prebuild.tool.arch_support import readme_with_table; '
-        "p = Path('docs/compatibility.md'); p.write_text(readme_with_table(p.read_text()))\""
+        'python -c "from pathlib import Path; from prebuild.tool.arch_support import page_with_table; '
+        "p = Path('docs/compatibility.md'); p.write_text(page_with_table(p.read_text()))\""
     )
 
 
-def test_readme_with_table_replaces_only_between_the_markers():
-    text = f"a\n{README_START}\nold\n{README_END}\nb\n"
-    assert readme_with_table(text, "NEW\n") == f"a\n{README_START}\nNEW\n{README_END}\nb\n"
+def test_page_with_table_replaces_only_between_the_markers():
+    text = f"a\n{TABLE_START}\nold\n{TABLE_END}\nb\n"
+    assert page_with_table(text, "NEW\n") == f"a\n{TABLE_START}\nNEW\n{TABLE_END}\nb\n"
+    for bad in ("no markers\n", f"{TABLE_END}\n{TABLE_START}\n", f"{TABLE_START} only\n"):
+        with pytest.raises(ValueError, match="support-table:start"):
+            page_with_table(bad, "NEW\n")
 
 
 def test_matrix_one_job_per_cuda_and_arch_with_ptx_on_the_newest():

@@ -152,13 +152,18 @@ def support_table(releases: tuple[CudaRelease, ...] = CUDA_RELEASES) -> str:
     return "\n".join(lines) + "\n"
 
 
-README_START = "<!-- support-table:start -->"
-README_END = "<!-- support-table:end -->"
+# Where the support table sits in docs/compatibility.md.
+TABLE_START = "<!-- support-table:start -->"
+TABLE_END = "<!-- support-table:end -->"
 
 
-def readme_with_table(readme: str, table: str | None = None) -> str:
+def page_with_table(page: str, table: str | None = None) -> str:
     """A page's text (``docs/compatibility.md``) with the part between the markers replaced by
-    the generated table."""
+    the generated table; ValueError when the page lacks a marker."""
+    if not isinstance(page, str):
+        raise TypeError(f"page_with_table takes the page's text, got {type(page).__name__}")
     table = support_table() if table is None else table
-    start, end = readme.index(README_START), readme.index(README_END)
-    return readme[: start + len(README_START)] + "\n" + table + readme[end:]
+    start, end = page.find(TABLE_START), page.find(TABLE_END)
+    if start < 0 or end < start:
+        raise ValueError(f"the page has no {TABLE_START} ... {TABLE_END} markers, in that order")
+    return page[: start + len(TABLE_START)] + "\n" + table + page[end:]

@@ -13,7 +13,9 @@ def matrix(
     markdown: bool = typer.Option(
         False,
         "--markdown",
-        help="Print the support table of docs/compatibility.md (Markdown) instead of the JSON matrix.",
+        help="Print the support table (Markdown) instead of the JSON matrix: the table "
+        "docs/compatibility.md holds between its support-table markers (page_with_table in "
+        "prebuild.tool.arch_support writes it there).",
     ),
     cuda: list[str] | None = typer.Option(
         None,
