@@ -104,7 +104,7 @@ def report(results: dict, command: str) -> str:
             out += [
                 "",
                 f"The gsplat {GSPLAT_VERSION} JIT peer was not run (`--peer-gsplat`, about 12 "
-                "minutes; README quotes 726 s for sm_80 + sm_90 on this kind of machine).",
+                "minutes; docs/index.md quotes 726 s for sm_80 + sm_90 on this kind of machine).",
             ]
         out += [
             "",
