@@ -50,8 +50,8 @@ CHILD = r"""
 import json, sys, time
 sys.path.insert(1, sys.argv[1])  # scripts/: the bench's scene and its timing helper
 import torch, prebuild
-from bench.cpu import raster_scene
-from bench.stats import time_fn
+from benchmarks.cpu import raster_scene
+from benchmarks.stats import time_fn
 ops, ssim_sizes = sys.argv[2].split(","), json.loads(sys.argv[3])
 counts, repeats = json.loads(sys.argv[4]), int(sys.argv[5])
 rows = {"where": prebuild.__file__}
@@ -104,7 +104,7 @@ def measure(tree: Path, ops: list[str], repeats: int, quick: bool) -> dict:
 
 
 def fmt(stat: dict) -> str:
-    from bench.stats import fmt_time
+    from benchmarks.stats import fmt_time
 
     return f"{fmt_time(stat['median'])} ({fmt_time(stat['min'])}-{fmt_time(stat['max'])})"
 

