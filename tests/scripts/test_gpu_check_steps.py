@@ -1,11 +1,11 @@
 """scripts/gpu_check.py's pure parts and small steps, without a GPU: fused-ssim's source archived
 as an sdist-shaped tarball (it is not on PyPI), the budget that keeps the whole check within one
-10-minute command, commands run together, and the bench step's summary and report section.
-(The dry run end to end: tests/tool/builder/test_gpu_check.py.)"""
+10-minute command, commands run together (gpu_check_steps.py), and the bench step's summary
+and report section (gpu_check_report.py). (The dry run end to end:
+tests/tool/builder/test_gpu_check.py.)"""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import tarfile
@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
-gpu_check = importlib.util.module_from_spec(spec)
-sys.modules["gpu_check"] = gpu_check  # dataclasses look their module up by name
-spec.loader.exec_module(gpu_check)
+# the command and its sibling modules, as `python scripts/gpu_check.py` finds them
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import gpu_check  # noqa: E402
+import gpu_check_report  # noqa: E402
+import gpu_check_steps  # noqa: E402
 
 
 def git(*args: str, cwd: Path) -> str:
@@ -84,24 +86,24 @@ def test_a_plain_directory_is_archived_as_it_is(project, tmp_path):
 
 def test_a_step_gets_what_is_left_of_the_budget():
     now = time.monotonic()
-    c = gpu_check.Check(
+    c = gpu_check_steps.Check(
         out=Path("."), dry_run=True, deps=Path("."), objects=None, deadline=now + 1000
     )
-    step = gpu_check.Step("cuda", 180)
-    assert gpu_check.budgeted(c, step) and step.limit == 180  # plenty left: its own limit
+    step = gpu_check_steps.Step("cuda", 180)
+    assert gpu_check_steps.budgeted(c, step) and step.limit == 180  # plenty left: its own limit
     c.deadline = now + 60
-    step = gpu_check.Step("peers", 240)
-    assert gpu_check.budgeted(c, step) and 50 < step.limit <= 60  # cut to the rest
+    step = gpu_check_steps.Step("peers", 240)
+    assert gpu_check_steps.budgeted(c, step) and 50 < step.limit <= 60  # cut to the rest
     c.deadline = now + 3
-    step = gpu_check.Step("bench", 120)
-    assert not gpu_check.budgeted(c, step)
+    step = gpu_check_steps.Step("bench", 120)
+    assert not gpu_check_steps.budgeted(c, step)
     assert step.status == "skipped" and "no time left" in step.summary
 
 
 def test_commands_run_together_each_with_its_status():
-    step = gpu_check.Step("peers", 60)
+    step = gpu_check_steps.Step("peers", 60)
     start = time.monotonic()
-    codes = gpu_check.run_together(
+    codes = gpu_check_steps.run_together(
         step,
         {
             "a": ["sh", "-c", "sleep 1; echo built a"],
@@ -116,8 +118,8 @@ def test_commands_run_together_each_with_its_status():
         and step.command.count(" &") == 2
     )
 
-    late = gpu_check.Step("peers", 1)
-    assert gpu_check.run_together(late, {"slow": ["sleep", "5"], "quick": ["true"]}) is None
+    late = gpu_check_steps.Step("peers", 1)
+    assert gpu_check_steps.run_together(late, {"slow": ["sleep", "5"], "quick": ["true"]}) is None
     assert late.status == "failed" and "time limit" in late.summary
 
 
@@ -133,11 +135,11 @@ def test_bench_summary_names_the_largest_rows_against_each_peer():
         ],
         "raster": [{"gaussians": 100000, "ratios": {"gsplat 1.5.3 rasterization": 0.8}}],
     }
-    assert gpu_check.bench_summary(data) == (
+    assert gpu_check_steps.bench_summary(data) == (
         "SSIM 1080x1920 B=4: 1.25x vs fused-ssim (upstream), 9.00x vs plain "
         "conv2d; raster 100,000: 0.80x vs gsplat 1.5.3 rasterization"
     )
-    assert gpu_check.bench_summary({"ssim": [], "raster": []}) == "no rows"
+    assert gpu_check_steps.bench_summary({"ssim": [], "raster": []}) == "no rows"
 
 
 def test_the_bench_section_is_taken_into_the_report(tmp_path):
@@ -145,7 +147,7 @@ def test_the_bench_section_is_taken_into_the_report(tmp_path):
     md.write_text(
         "# Benchmarks\n\n## 6. CUDA kernels\n\nH100.\n\n| a |\n|---|\n\n## History of measured changes\n\nold\n"
     )
-    assert gpu_check.bench_section(md) == [
+    assert gpu_check_report.bench_section(md) == [
         "",
         "## bench: the CUDA kernels against their peers",
         "",
@@ -154,4 +156,4 @@ def test_the_bench_section_is_taken_into_the_report(tmp_path):
         "| a |",
         "|---|",
     ]
-    assert gpu_check.bench_section(tmp_path / "missing.md") == []
+    assert gpu_check_report.bench_section(tmp_path / "missing.md") == []
