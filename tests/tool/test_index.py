@@ -241,15 +241,40 @@ def test_printed_install_command_takes_prebuild_from_the_key_index_and_dependenc
 
 
 def test_usual_index_is_pip_index_url_else_pips_default():
-    from pip._internal.models.index import PyPI
-
     from prebuild.tool.index import usual_index_url
 
     assert (
         usual_index_url({"PIP_INDEX_URL": "https://mirror.example/simple"})
         == "https://mirror.example/simple"
     )
-    assert usual_index_url({}) == PyPI.simple_url
+    # pip's own default, asked in a process of its own: pip imported here would make the
+    # setuptools that later tests import fail its distutils check
+    pips_default = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from pip._internal.models.index import PyPI; print(PyPI.simple_url)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert usual_index_url({}) == pips_default
+    # and prebuild index itself imports no pip
+    imported = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from prebuild.tool.cli import index; from prebuild.tool.index import "
+            "usual_index_url; usual_index_url(); print('pip' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert imported == "False"
+    with pytest.raises(TypeError, match="mapping"):
+        usual_index_url("PIP_INDEX_URL=x")  # type: ignore[arg-type]
 
 
 def test_classic_wheels_get_one_index_per_torch_and_arch(tmp_path):

@@ -26,6 +26,7 @@ import os
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
@@ -115,18 +116,18 @@ def root_page(projects: list[str]) -> str:
     )
 
 
-def usual_index_url(env: dict[str, str] | None = None) -> str:
+# pip's default index. Said here rather than read from pip._internal: importing pip in a
+# process makes setuptools, imported after it there, fail its distutils check.
+PYPI_SIMPLE = "https://pypi.org/simple"
+
+
+def usual_index_url(env: Mapping[str, str] | None = None) -> str:
     """The index pip uses when told none: ``PIP_INDEX_URL``, else pip's own default. A site
     holds only the wheels built here; their dependencies (torch, ...) come from there."""
-    env = dict(os.environ if env is None else env)
-    if env.get("PIP_INDEX_URL"):
-        return env["PIP_INDEX_URL"]
-    try:
-        from pip._internal.models.index import PyPI
-
-        return str(PyPI.simple_url)
-    except Exception:
-        return "<your package index>"
+    env = os.environ if env is None else env
+    if not isinstance(env, Mapping):
+        raise TypeError(f"usual_index_url takes a mapping of variables, got {type(env).__name__}")
+    return env.get("PIP_INDEX_URL") or PYPI_SIMPLE
 
 
 def install_command(

@@ -5,6 +5,9 @@ test_classic_build.py.)"""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -271,15 +274,39 @@ def test_variants_and_the_plain_wheel_are_planned():
         pipeline.plan_request(WheelRequest(None, parse_arch_list("sm_90a"), variants=True))
 
 
+# The setup.py side of test_a_native_build_...: what setuptools_ext does under prebuild wheel,
+# with every way to compile or to ask nvcc refused. Prints [archs, the libraries' directory, version].
+SETUP_PY = """
+import json, sys
+from pathlib import Path
+from prebuild.tool.builder import compile as compile_module, flags, setuptools_ext
+
+def refuse(*args, **kwargs):
+    raise AssertionError("the setup.py under prebuild wheel compiled or asked nvcc")
+
+compile_module.preflight = refuse
+for name in ("compile_libraries", "compile_through_cache", "find_nvcc"):
+    setattr(setuptools_ext, name, refuse)
+options = flags.BuildOptions.from_env(json.loads(sys.argv[2]))
+config = setuptools_ext.read_config(Path(sys.argv[1]))
+compiled = setuptools_ext.compiled_libraries(config, options)
+version = setuptools_ext.package_version(
+    config, options, setuptools_ext.build_cuda_version(options)
+)
+print(json.dumps([",".join(a.sm for a in options.archs), compiled.cuda_library.parent.name, version]))
+"""
+
+
 def test_a_native_build_runs_the_preflight_once_and_compiles_each_wheel_once(tmp_path, monkeypatch):
     """Per `prebuild wheel`: one preflight (the pipeline's, for every wheel), one compile per
     wheel with the toolchain it found, and a setup.py that is handed the record of what was
     compiled, so it runs neither a preflight nor a compile of its own (the setup.py is played
-    here in-process from the environment it is given; its own side: test_setuptools_ext.py)."""
+    from the environment it is given in a process of its own, as a real one runs, so nothing
+    this test process imported earlier changes setuptools; its own side: test_setuptools_ext.py)."""
     from types import SimpleNamespace
 
     from prebuild.tool.builder import compile as compile_module
-    from prebuild.tool.builder import flags, native, setuptools_ext
+    from prebuild.tool.builder import native
     from prebuild.tool.builder.compile import CompiledLibraries
     from prebuild.tool.scaffold import create
 
@@ -307,9 +334,6 @@ def test_a_native_build_runs_the_preflight_once_and_compiles_each_wheel_once(tmp
             str(nvcc.version),
         )
 
-    def refuse(*args, **kwargs):
-        raise AssertionError("the setup.py under prebuild wheel compiled or asked nvcc")
-
     class SetupPy:
         """ProjectBuilder, its setup.py played from the environment it is handed."""
 
@@ -317,13 +341,15 @@ def test_a_native_build_runs_the_preflight_once_and_compiles_each_wheel_once(tmp
             self.source, self.env = Path(source), runner
 
         def build(self, distribution, out):
-            options = flags.BuildOptions.from_env(self.env)
-            config = setuptools_ext.read_config(self.source)
-            compiled = setuptools_ext.compiled_libraries(config, options)
-            version = setuptools_ext.package_version(
-                config, options, setuptools_ext.build_cuda_version(options)
+            proc = subprocess.run(
+                [sys.executable, "-c", SETUP_PY, str(self.source), json.dumps(self.env)],
+                capture_output=True,
+                text=True,
+                timeout=120,
             )
-            packaged.append((options.archs, compiled.cuda_library.parent.name))
+            assert proc.returncode == 0, proc.stderr[-4000:]
+            archs, library_dir, version = json.loads(proc.stdout.splitlines()[-1])
+            packaged.append((parse_arch_list(archs), library_dir))
             Path(out).mkdir(parents=True)
             wheel = Path(out) / f"demo-{version}-py3-none-any.whl"
             wheel.write_bytes(b"")
@@ -339,8 +365,6 @@ def test_a_native_build_runs_the_preflight_once_and_compiles_each_wheel_once(tmp
         "check_embedded_archs",  # the archs the setup.py was told to package
         lambda wheel: SimpleNamespace(sass_archs=packaged[-1][0], ptx_archs=()),
     )
-    for name in ("compile_libraries", "compile_through_cache", "find_nvcc"):
-        monkeypatch.setattr(setuptools_ext, name, refuse)
 
     archs = parse_arch_list("sm_80,sm_90")
     result = build_wheels(
