@@ -372,7 +372,7 @@ def step_peers(c: Check, step: Step) -> None:
     if not c.gpus:
         step.summary = (
             "needs a GPU machine's CUDA torch (the classic builds are tested in the suite: "
-            "tests/tool/builder/test_classic_build.py, test_gsplat_build.py)"
+            "tests/e2e/test_classic_build.py, test_gsplat_build.py)"
         )
         return
     if c.wheel is None:

@@ -8,4 +8,4 @@ cd "$(dirname "$0")/.."
 versions=${*:-2.10.0 2.11.0 2.12.1 2.13.0 2.14.1 2.15.0}
 scripts/bootstrap.sh
 PREBUILD_TORCH_VERSIONS=$(echo $versions | tr ' ' ',') \
-  .venv/bin/python -m pytest -p no:cacheprovider -q tests/tool/builder/test_torch_versions.py
+  .venv/bin/python -m pytest -p no:cacheprovider -q tests/e2e/test_torch_versions.py

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from suite_layout import misplaced_tests
 
 TEMPLATE_TORCH = "torch==2.13.0"
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,3 +156,12 @@ def venv_copy(tmp_path) -> Callable[[Path, str], Path]:
     """``venv_copy(template, name)`` -> the python of a hard-linked copy of the venv ``template``
     (a venv made once and kept, such as ``.venv-torch-2.10.0``), to install into freely."""
     return lambda template, name="venv": clone_venv(template, tmp_path / name)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    misplaced = misplaced_tests(items)
+    if misplaced:
+        raise pytest.UsageError(
+            "end-to-end tests live in tests/e2e and are marked slow; these are not where their "
+            "marker says: " + ", ".join(misplaced)
+        )

@@ -72,3 +72,16 @@ def installed(python: Path) -> dict[str, str]:
         [str(python), "-c", script], capture_output=True, text=True, timeout=300, check=True
     )
     return json.loads(proc.stdout)
+
+
+def pip_require_hashes(python: Path | str) -> list[str]:
+    # run with clean_pip_env(): the lock's wheel only, whatever the machine's pip settings
+    return [
+        str(python),
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "--no-deps",
+        "--require-hashes",
+    ]

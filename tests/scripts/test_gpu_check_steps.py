@@ -2,7 +2,7 @@
 as an sdist-shaped tarball (it is not on PyPI), the budget that keeps the whole check within one
 10-minute command, commands run together (gpu_check_steps.py), and the bench step's summary
 and report section (gpu_check_report.py). (The dry run end to end:
-tests/tool/builder/test_gpu_check.py.)"""
+tests/e2e/test_gpu_check.py.)"""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from pip_env import clean_pip_env
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 PREBUILD = Path(sys.executable).parent / "prebuild"
 
 

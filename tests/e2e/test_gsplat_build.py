@@ -26,7 +26,7 @@ from prebuild.tool.inspection import library_code
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 GSPLAT = "gsplat==1.5.3"
 
 

@@ -23,7 +23,7 @@ from prebuild.tool.inspection import read_wheel_manifest
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 PREBUILD = Path(sys.executable).parent / "prebuild"
 
 

@@ -20,7 +20,7 @@ from prebuild.tool.inspection import library_code, read_wheel_manifest
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from prebuild.tool.builder.config import read_config
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 TARGET = read_config(ROOT).torch_target
 OLDEST = f"{TARGET}.0"
 NEWEST = "2.15.0"  # a CUDA 13.2 build, above pip's local cap (torch<=2.14.1): lifted for it

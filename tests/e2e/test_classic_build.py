@@ -1,5 +1,5 @@
 """`prebuild wheel --arch ... PROJECT` on classic (torch/extension.h) projects, unmodified:
-fixture projects written for these tests (tests/tool/builder/fixtures/classic/), built in a venv
+fixture projects written for these tests (tests/e2e/fixtures/classic/), built in a venv
 with the CUDA build of torch 2.14.1.
 
 - plain_ext (torch/extension.h + pybind11, a package with its extension inside): two wheels,
@@ -37,7 +37,7 @@ from prebuild.tool.inspection import inspect_path, library_code
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "classic"
 
 

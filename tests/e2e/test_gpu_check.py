@@ -16,7 +16,7 @@ from pip_env import clean_pip_env
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_dry_run_runs_what_needs_no_gpu_and_writes_the_report(

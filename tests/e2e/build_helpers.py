@@ -1,4 +1,4 @@
-"""Helpers of the build tests (importable by name: tests/tool/builder is on sys.path)."""
+"""Helpers of the build tests (importable by name: tests/e2e is on sys.path)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 PREBUILD = Path(sys.executable).parent / "prebuild"
 
 

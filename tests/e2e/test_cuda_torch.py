@@ -14,7 +14,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_wheel_built_with_cuda_torch_loads_there_and_in_cpu_torch(

@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 CI = ROOT / "scripts" / "ci"
 PREBUILD = Path(sys.executable).parent / "prebuild"
 
