@@ -38,7 +38,10 @@ def device_peaks(device, quick: bool, repeats: int) -> dict:
 
     if device.type != "cuda":
         return machine_peaks(quick, repeats)
-    sync = lambda: torch.cuda.synchronize(device)  # noqa: E731
+
+    def sync():
+        torch.cuda.synchronize(device)
+
     tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     try:
@@ -94,8 +97,11 @@ def raster_peers(device) -> tuple[dict, dict]:
         return {}, {"gsplat.rasterization": f"not installed ({exc})"}
     if device.type != "cuda":
         return {}, {"gsplat.rasterization": "CUDA only"}
-    fn = lambda s, size: gsplat.rasterization(**s, width=size, height=size)[0]  # noqa: E731
-    return {f"gsplat {gsplat.__version__} rasterization": fn}, {}
+
+    def rasterize(s, size):
+        return gsplat.rasterization(**s, width=size, height=size)[0]
+
+    return {f"gsplat {gsplat.__version__} rasterization": rasterize}, {}
 
 
 def section_cuda(cfg: argparse.Namespace, work: Path) -> dict:
