@@ -3,8 +3,9 @@
 Every test that only needs *a* real wheel takes it from ``built_wheel``: one objects
 directory (``shared_objects``) for all of them, so the CPU code is compiled once, each CUDA
 arch set once, and each wheel packaged once. Tests that must compile (interrupted builds,
-other toolchains, a planted error) use their own directories; those whose subject is the
-CUDA compile start from the shared CPU objects (``objects_with_cpu_library``)."""
+other toolchains, a planted error) use their own directories; those whose subject is the tool
+and not prebuild's kernels (the compile cache, an interrupted build, PyPI's nvcc) build copies
+of the smallest native project instead (``small_native_project``: one op, seconds to compile)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,6 @@ from pathlib import Path
 
 import pytest
 from build_helpers import run_cli
-
-from prebuild.tool.builder.compile import host_build_dir
 
 
 @pytest.fixture(scope="session")
@@ -52,14 +51,20 @@ def built_wheel(tmp_path_factory, shared_objects) -> Callable[..., Path]:
     return get
 
 
-@pytest.fixture
-def objects_with_cpu_library(built_wheel, shared_objects, tmp_path) -> Path:
-    """A new ``--build-dir`` holding the shared objects of the CPU library (copied with their
-    mtimes: ninja finds them up to date), so that a build compiles only CUDA code."""
-    built_wheel("sm_80")
-    objects = tmp_path / "objects"
-    shutil.copytree(host_build_dir(shared_objects), host_build_dir(objects))
-    return objects
+@pytest.fixture(scope="session")
+def small_native_project(tmp_path_factory) -> Callable[[Path], Path]:
+    """``small_native_project(dest)``: a fresh copy, at ``dest``, of the project ``prebuild new
+    demo`` scaffolds (one op, scale_add, with its own CPU and CUDA library), scaffolded once per
+    session. Each copy is a separate checkout of the same sources (as two clones are)."""
+    source = tmp_path_factory.mktemp("scaffolded") / "demo"
+    proc = run_cli("new", source.name, cwd=source.parent)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    def copy(dest: Path) -> Path:
+        shutil.copytree(source, dest)
+        return dest
+
+    return copy
 
 
 def pytest_collection_finish(session) -> None:
