@@ -5,6 +5,9 @@
 - two runs started at once on one checkout both succeed: the second waits for the first's
   lock (filelock, OS-level, so a killed run leaves no stale lock) and then only packages;
 - every wheel's manifest sha256 entries match the files inside it.
+
+The project built is the one ``prebuild new`` scaffolds (``small_native_project``): the subject
+is the tool, and its one CUDA file keeps nvcc busy for seconds, long enough to be killed in.
 """
 
 from __future__ import annotations
@@ -23,14 +26,13 @@ from prebuild.tool.inspection import read_wheel_manifest
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 PREBUILD = Path(sys.executable).parent / "prebuild"
 
 
-def start_cli(*args: str) -> subprocess.Popen:
+def start_cli(project: Path, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [str(PREBUILD), *args],
-        cwd=ROOT,
+        cwd=project,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -47,6 +49,21 @@ def wait_for(predicate, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def nvcc_running(session: int) -> bool:
+    """Whether an nvcc runs in session ``session`` (a build started by ``start_cli`` leads its
+    own; ninja puts each command in a process group of its own, but in the same session), read
+    from Linux's /proc."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:  # the process may end while it is read
+            sid = int(stat.read_text().rpartition(")")[2].split()[3])
+            name = (stat.parent / "comm").read_text().strip()
+        except (OSError, ValueError, IndexError):
+            continue
+        if sid == session and name == "nvcc":
+            return True
+    return False
+
+
 def assert_complete_wheels(out: Path, count: int) -> list[Path]:
     wheels = sorted(out.glob("*.whl"))
     assert len(wheels) == count, sorted(p.name for p in out.iterdir())
@@ -60,18 +77,24 @@ def assert_complete_wheels(out: Path, count: int) -> list[Path]:
 
 
 def test_killed_mid_compile_leaves_no_wheel_then_two_runs_at_once_complete_it(
-    tmp_path, objects_with_cpu_library
+    tmp_path, small_native_project
 ):
     """One compile serves both checks: the killed build's objects directory is where the
-    two concurrent runs resume. The CPU library (compiled before any CUDA code, never
-    interrupted here) comes from the shared objects: the CUDA compile is what is killed."""
-    out, objects = tmp_path / "dist", objects_with_cpu_library
+    two concurrent runs resume. The CPU library is compiled before any CUDA code (never
+    interrupted here): the CUDA compile is what is killed."""
+    project = small_native_project(tmp_path / "demo")
+    out, objects = tmp_path / "dist", tmp_path / "objects"
     args = ("wheel", "--arch", "sm_80", "--out", str(out), "--build-dir", str(objects))
-    proc = start_cli(*args)
+    proc = start_cli(project, *args)
     try:
-        # nvcc is running once its object directory exists and the CPU library is linked.
+        # The CUDA compile runs once its object directory exists (made after the CPU library is
+        # linked) and an nvcc is in the build's session (before it, nvcc was only asked
+        # its version and archs).
         wait_for(
-            lambda: any((objects / "cuda").glob("*/obj")) or proc.poll() is not None,
+            lambda: (
+                (any((objects / "cuda").glob("*/obj")) and nvcc_running(proc.pid))
+                or proc.poll() is not None
+            ),
             timeout=300,
             what="nvcc to start",
         )
@@ -86,7 +109,7 @@ def test_killed_mid_compile_leaves_no_wheel_then_two_runs_at_once_complete_it(
 
     # The next runs complete the build; two at once: the second waits for the first's lock
     # (the killed run left none behind), then finds the objects compiled and only packages.
-    first, second = start_cli(*args), start_cli(*args)
+    first, second = start_cli(project, *args), start_cli(project, *args)
     results = [p.communicate(timeout=900) for p in (first, second)]
     for p, (stdout, stderr) in zip((first, second), results):
         assert p.returncode == 0, stdout + stderr
