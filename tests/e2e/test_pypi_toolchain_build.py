@@ -1,6 +1,7 @@
 """A wheel built with no system CUDA: PyPI's compiler (`prebuild[toolchain]`) found and used when
 CUDA_HOME is unset, PATH has no nvcc and /usr/local/cuda is out of reach (a private mount namespace
-where one can be made)."""
+where one can be made). The project built is the one ``prebuild new`` scaffolds
+(``small_native_project``): the subject is the toolchain, not prebuild's kernels."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import pytest
 
 from prebuild.tool.builder.toolchain import SYSTEM_CUDA_ENV, find_cuda_tool
 
-ROOT = Path(__file__).resolve().parents[2]
 PREBUILD = Path(sys.executable).parent / "prebuild"
 
 
@@ -38,12 +38,12 @@ def can_hide_system_cuda() -> bool:
 
 
 @pytest.mark.slow
-def test_wheel_builds_with_system_cuda_hidden(tmp_path, objects_with_cpu_library):
-    """The CPU library (no CUDA in it) comes from the shared objects: nvcc's part is tested."""
+def test_wheel_builds_with_system_cuda_hidden(tmp_path, small_native_project):
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
     env.update(PATH=f"{PREBUILD.parent}:/usr/bin:/bin", COLUMNS="200", **{SYSTEM_CUDA_ENV: ""})
     assert shutil.which("nvcc", path=env["PATH"]) is None
-    out, objects = tmp_path / "dist", objects_with_cpu_library
+    project = small_native_project(tmp_path / "demo")
+    out, objects = tmp_path / "dist", tmp_path / "objects"
     command = [
         str(PREBUILD),
         "wheel",
@@ -58,7 +58,9 @@ def test_wheel_builds_with_system_cuda_hidden(tmp_path, objects_with_cpu_library
     if hidden:  # also make /usr/local/cuda empty for this build (a private mount namespace)
         script = 'mount -t tmpfs none /usr/local/cuda && exec "$@"'
         command = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", *command]
-    proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        command, cwd=project, env=env, capture_output=True, text=True, timeout=900
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "site-packages/nvidia/cu" in proc.stderr  # "Building ... with nvcc X (path)"
     (wheel,) = out.glob("*.whl")
