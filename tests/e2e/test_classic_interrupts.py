@@ -2,7 +2,11 @@
 build_ext starts a long child, as a compiler would be): Ctrl-C to prebuild alone or to its
 whole process group (a terminal's), or SIGTERM (a scheduler's), exits at once with one line
 saying so, no traceback, no process left running, nothing written, and no temporary
-directory left behind. A failed build leaves only its log, which the error names."""
+directory left behind. A failed build leaves only its log, which the error names.
+
+prebuild is started as a terminal's foreground job is, with SIGINT at its default: a background
+job of a non-interactive shell (``pytest ... &``, a CI step's) inherits SIGINT ignored, and
+Python then installs no KeyboardInterrupt handler, so Ctrl-C could not reach it at all."""
 
 from __future__ import annotations
 
@@ -48,8 +52,14 @@ def start(python: Path, tmp_path: Path, project: str) -> tuple[subprocess.Popen,
         text=True,
         env=env,
         start_new_session=True,
+        preexec_fn=default_sigint,
     )
     return proc, temp, pids
+
+
+def default_sigint() -> None:
+    """Run in the child before exec: SIGINT not inherited ignored (see the module's docstring)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def gone(pid: int) -> bool:
