@@ -6,15 +6,10 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from build_helpers import PREBUILD, ROOT
 from pip_env import clean_pip_env, installed, pip_require_hashes
-
-ROOT = Path(__file__).resolve().parents[2]
-PREBUILD = Path(sys.executable).parent / "prebuild"
-TAGS = "cp310-abi3-linux_x86_64"
 
 
 @pytest.mark.slow

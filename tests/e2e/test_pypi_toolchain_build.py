@@ -9,14 +9,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from build_helpers import PREBUILD
 
 from prebuild.tool.builder.toolchain import SYSTEM_CUDA_ENV, find_cuda_tool
-
-PREBUILD = Path(sys.executable).parent / "prebuild"
 
 
 def can_hide_system_cuda() -> bool:

@@ -6,7 +6,6 @@ pass after the README's test command, and so does `prebuild selftest` of it."""
 from __future__ import annotations
 
 import ast
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -82,7 +81,3 @@ def test_new_refuses_a_used_directory_and_a_bad_name(tmp_path):
     assert result.exit_code == 2 and "not a project name" in result.output
     written = create(tmp_path / "fresh", "demo")
     assert len(written) == len(template_files())
-
-
-def run(args, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(args, capture_output=True, text=True, timeout=1800, **kwargs)
