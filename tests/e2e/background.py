@@ -1,0 +1,130 @@
+"""Long subprocesses that run in the CPU time the session's other tests leave idle.
+
+On 2 cores the suite keeps about 1.4 of them busy: pip's downloads, venvs being copied and
+single-threaded tests leave the rest idle. A test whose work is one long subprocess (the
+sanitizers' run, gsplat's build) is marked ``@pytest.mark.background("JOB")``. Once the tests
+are collected (this folder's conftest), its job starts at the lowest CPU priority (nice 19): it
+takes only a core the other tests leave free, and barely slows them. The marked test is moved to
+the end of the session, where it waits for its job and asserts on the job's output as it would
+on a command it had run itself. A test run alone starts its job at once, at normal priority.
+
+The downloads of other torch releases (torch_venvs.py) start here too, by name.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+NICE = 19  # the lowest priority: a background job runs only on a core nothing else wants
+
+# A marked test's job: its name -> its command, given the job's own folder (removed when the
+# session ends). Run from the checkout, its output kept in that folder.
+JOBS: dict[str, Callable[[Path], list[str]]] = {
+    # scripts/sanitize.sh runs pytest in a venv of its own: its temporary folders in the job's.
+    "sanitize": lambda work: [
+        "bash",
+        str(ROOT / "scripts" / "sanitize.sh"),
+        "-q",
+        f"--basetemp={work / 'pytest'}",
+    ],
+    "gsplat-wheel": lambda work: [sys.executable, str(HERE / "gsplat_wheel_job.py"), str(work)],
+}
+
+
+@dataclass
+class Job:
+    proc: subprocess.Popen
+    work: Path
+    stdout: Path
+    stderr: Path
+
+
+_jobs: dict[str, Job] = {}
+_folder: Path | None = None
+
+
+def _work_folder(name: str) -> Path:
+    global _folder
+    if _folder is None:
+        _folder = Path(tempfile.mkdtemp(prefix="prebuild-background-"))
+    work = _folder / name
+    work.mkdir(parents=True, exist_ok=True)
+    return work
+
+
+def start(
+    name: str,
+    command: list[str] | None = None,
+    *,
+    env: dict[str, str] | None = None,
+    nice: int = NICE,
+) -> Job:
+    """Start job ``name`` (``command``, or JOBS[name]'s) unless it is running or ran."""
+    if name in _jobs:
+        return _jobs[name]
+    work = _work_folder(name)
+    argv = command if command is not None else JOBS[name](work)
+    stdout, stderr = work / "stdout.log", work / "stderr.log"
+    with open(stdout, "wb") as out, open(stderr, "wb") as err:
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            env=env,
+            start_new_session=True,  # stop() ends the job's children with it
+            preexec_fn=(lambda: os.nice(nice)) if nice else None,
+        )
+    _jobs[name] = Job(proc, work, stdout, stderr)
+    return _jobs[name]
+
+
+def started(name: str) -> bool:
+    return name in _jobs
+
+
+def result(name: str, timeout: float) -> tuple[subprocess.CompletedProcess, Path]:
+    """Job ``name``'s completed process (its output as text) and its folder: waits for it, or
+    runs it now (at normal priority) when nothing started it. A job that outlives ``timeout``
+    is stopped and raises subprocess.TimeoutExpired."""
+    job = _jobs.get(name) or start(name, nice=0)
+    try:
+        returncode = job.proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(job.proc)
+        raise
+    stdout = job.stdout.read_text(errors="replace")
+    stderr = job.stderr.read_text(errors="replace")
+    return subprocess.CompletedProcess(job.proc.args, returncode, stdout, stderr), job.work
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def stop() -> None:
+    """The session ends: a job nobody waited for is stopped, and the jobs' folders removed."""
+    global _folder
+    for job in _jobs.values():
+        _kill(job.proc)
+    _jobs.clear()
+    if _folder is not None:
+        shutil.rmtree(_folder, ignore_errors=True)
+        _folder = None

