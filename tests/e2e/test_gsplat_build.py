@@ -28,6 +28,19 @@ from prebuild.tool.inspection import library_code
 pytestmark = [pytest.mark.slow, pytest.mark.background("gsplat-wheel")]
 
 
+def installed_in(python: Path, wheel: Path) -> Path:
+    """``python`` once pip installed ``wheel`` there, with gsplat's requirements from the
+    machine's indexes (as a user's pip would get them)."""
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    return python
+
+
 def test_gsplat_as_published_builds_for_sm_90_and_imports_without_compiling(
     fresh_cuda_venv, tmp_path, capsys
 ):
@@ -73,15 +86,7 @@ def test_gsplat_as_published_builds_for_sm_90_and_imports_without_compiling(
     assert manifest["cxx_standard"] == {"needed": "c++20", "raised": {"c++17": len(compiles)}}
 
     started = time.monotonic()
-    user = fresh_cuda_venv("venv-use")
-    # gsplat's requirements from the machine's indexes, as a user's pip would get them
-    installed = subprocess.run(
-        [str(user), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert installed.returncode == 0, installed.stderr[-3000:]
+    user = installed_in(fresh_cuda_venv("venv-use"), wheel)
     extensions = tmp_path / "torch_extensions"
     check = (
         "import gsplat, json; from gsplat.cuda._backend import _C; "
@@ -107,3 +112,109 @@ def test_gsplat_as_published_builds_for_sm_90_and_imports_without_compiling(
             f"\ngsplat 1.5.3 on {os.cpu_count()} cores (installed and built in the "
             "background, niced, beside the other tests): " + "; ".join(timings)
         )
+
+
+# The first op of gsplat's, as a user calls it: its lazy loader imports gsplat.cuda._backend,
+# which falls back to a JIT build when gsplat.csrc does not import.
+FIRST_OP = """
+import json, torch, gsplat
+from gsplat.cuda._wrapper import quat_scale_to_covar_preci
+try:
+    quat_scale_to_covar_preci(torch.rand(2, 4), torch.rand(2, 3))
+    print(json.dumps(None))
+except Exception as exc:
+    print(json.dumps([type(exc).__name__, str(exc)]))
+"""
+
+
+def test_the_gsplat_wheel_never_compiles_at_run_time(fresh_cuda_venv, fresh_venv, tmp_path):
+    """The guard in the wheel (docs/classic-projects.md): with gsplat's prebuilt module made
+    unimportable, its first op raises the guard's error and a concurrent build's lock in the
+    extensions directory stays; PREBUILD_ALLOW_JIT=1 lets gsplat's own fallback run; another
+    package's JIT build still compiles; next to a torch it was not built for, `import gsplat`
+    says which torch fits."""
+    job, work = background.result("gsplat-wheel", timeout=3600)
+    assert job.returncode == 0, job.stderr[-6000:]
+    (wheel,) = (work / "dist").glob("*.whl")
+    user = installed_in(fresh_cuda_venv("venv-use"), wheel)
+    site = Path(
+        subprocess.run(
+            [str(user), "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
+    assert (site / "_prebuild_guard_gsplat.pth").is_file()
+    (library,) = (site / "gsplat").glob("csrc*.so")
+    library.write_bytes(b"not a library")  # as a damaged install, or a missing torch symbol
+    extensions = tmp_path / "torch_extensions"
+    lock = extensions / "gsplat_cuda" / "lock"  # another process building gsplat here
+    lock.parent.mkdir(parents=True)
+    lock.write_text("building\n")
+    # A fake toolchain: if gsplat's fallback gets to compile, the build fails at once.
+    fake = tmp_path / "fake-toolchain"
+    fake.mkdir()
+    for tool in ("nvcc", "c++", "g++"):
+        (fake / tool).write_text("#!/bin/sh\nexit 1\n")
+        (fake / tool).chmod(0o755)
+    env = {
+        **build_env(tmp_path, user.parent),
+        "TORCH_EXTENSIONS_DIR": str(extensions),
+        "CXX": str(fake / "c++"),
+    }
+    env["PATH"] = f"{user.parent}:{fake}:{env['PATH']}"
+
+    def first_op(**extra: str) -> list[str] | None:
+        ran = subprocess.run(
+            [str(user), "-c", FIRST_OP],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=900,
+            env={**env, **extra},
+        )
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        return json.loads(ran.stdout.strip().splitlines()[-1])
+
+    kind, message = first_op()
+    assert kind == "JitRefusedError", message
+    assert "gsplat.csrc" in message and "torch 2.14.1+cu130, CUDA 13.0, sm_90" in message
+    assert "PREBUILD_ALLOW_JIT=1" in message
+    assert lock.read_text() == "building\n"
+    assert sorted(p.name for p in extensions.rglob("*")) == ["gsplat_cuda", "lock"]
+
+    kind, message = first_op(PREBUILD_ALLOW_JIT="1")  # gsplat's own fallback: it compiles
+    assert kind != "JitRefusedError" and "Error building extension 'gsplat_cuda'" in message
+    assert not lock.exists()  # gsplat deleted it, as it does without the guard
+
+    # Another package's JIT build next to the guarded gsplat compiles, with the real compiler.
+    other = subprocess.run(
+        [
+            str(user),
+            "-c",
+            "import gsplat, torch.utils.cpp_extension as c; "
+            "m = c.load_inline('other_ext', 'int one() { return 1; }', functions=['one']); "
+            "print(m.one())",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=900,
+        env={**build_env(tmp_path, user.parent), "TORCH_EXTENSIONS_DIR": str(extensions)},
+    )
+    assert other.returncode == 0 and other.stdout.split()[-1] == "1", other.stderr[-3000:]
+
+    # Next to a torch it was not built for (torch 2.13, CPU), `import gsplat` says what fits.
+    cpu = fresh_venv("venv-cpu")
+    subprocess.run(
+        [str(cpu), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)],
+        check=True,
+        timeout=600,
+    )
+    misfit = subprocess.run(
+        [str(cpu), "-c", "import gsplat"], capture_output=True, text=True, timeout=600
+    )
+    assert misfit.returncode != 0 and "WheelMisfitError" in misfit.stderr, misfit.stderr[-3000:]
+    assert "torch 2.13.0" in misfit.stderr and "torch==2.14.*" in misfit.stderr
+    assert "whl/cu130" in misfit.stderr

@@ -8,17 +8,29 @@ imports only), so it can be carried inside another package.
 from .errors import (
     CudaUnavailableError,
     DamagedInstallError,
+    JitRefusedError,
+    JitWarning,
     LibraryLoadError,
     NoCompiledLibraryError,
     PrebuildError,
     PTXJitWarning,
     TorchVersionError,
     UnsupportedGPUError,
+    WheelMisfitError,
 )
 
 # The loader imports torch: only on first use, so that the tool's imports of
 # ``prebuild.runtime.arch`` and ``prebuild.runtime.manifest`` stay light.
 _LAZY = {"LoadedPackage", "load_package"}
+
+
+def source_files() -> list[str]:
+    """The paths of the runtime's own modules: what a wheel carries as its copy of it (a native
+    project's ``_prebuild_runtime/``, a classic wheel's guard)."""
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    return sorted(os.path.join(here, n) for n in os.listdir(here) if n.endswith(".py"))
 
 
 def __getattr__(name: str):
@@ -32,6 +44,8 @@ def __getattr__(name: str):
 __all__ = [
     "CudaUnavailableError",
     "DamagedInstallError",
+    "JitRefusedError",
+    "JitWarning",
     "LibraryLoadError",
     "LoadedPackage",
     "NoCompiledLibraryError",
@@ -39,5 +53,6 @@ __all__ = [
     "PrebuildError",
     "TorchVersionError",
     "UnsupportedGPUError",
+    "WheelMisfitError",
     "load_package",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .arch import CodeKind, arch_for_capability, format_capability, select_code
+from .arch import Arch, CodeKind, arch_for_capability, format_capability, select_code
 from .errors import (
     CudaUnavailableError,
     LibraryLoadError,
@@ -121,16 +121,39 @@ class DeviceVerdict:
 def device_verdict(
     manifest: Manifest, index: int, name: str, capability: tuple[int, int], strict: bool
 ) -> DeviceVerdict:
-    choice = select_code(capability, manifest.sass_archs, manifest.ptx_archs)
-    cap = format_capability(capability)
-    archs = ", ".join([a.sm for a in manifest.sass_archs] + [a.compute for a in manifest.ptx_archs])
+    """What prebuild's own kind of wheel (a native one) does on GPU ``index``."""
     fix = f"prebuild wheel --arch {arch_for_capability(capability).sm}"
-    where = f"cuda:{index} ({name}, compute capability {cap})"
+    return gpu_verdict(
+        f"{manifest.package} {manifest.package_version}",
+        manifest.sass_archs,
+        manifest.ptx_archs,
+        f"cuda:{index} ({name}, compute capability {format_capability(capability)})",
+        capability,
+        strict,
+        fix,
+    )
+
+
+def gpu_verdict(
+    what: str,
+    sass: tuple[Arch, ...],
+    ptx: tuple[Arch, ...],
+    where: str,
+    capability: tuple[int, int],
+    strict: bool,
+    fix: str,
+) -> DeviceVerdict:
+    """Whether code for ``sass``/``ptx`` runs on the GPU ``where`` of ``capability``: its own
+    machine code fits; PTX only is a warning (an error when ``strict``); nothing is an error.
+    ``what``: "gsplat 1.5.3"; ``fix``: the command that builds a wheel for this GPU."""
+    choice = select_code(capability, sass, ptx)
+    archs = ", ".join([a.sm for a in sass] + [a.compute for a in ptx])
+    package = what.split()[0]
     if choice.kind is CodeKind.SASS:
         return DeviceVerdict()
     if choice.kind is CodeKind.PTX:
         text = (
-            f"{manifest.package} has no machine code for {where}; the driver JIT-compiles the wheel's "
+            f"{package} has no machine code for {where}; the driver JIT-compiles the wheel's "
             f"PTX ({choice.arch.compute}) for it instead, which is slower to start. For "
             f"native code, build and install: {fix}"
         )
@@ -141,8 +164,8 @@ def device_verdict(
         return DeviceVerdict(warning=text)
     return DeviceVerdict(
         error=UnsupportedGPUError(
-            f"{manifest.package} {manifest.package_version} cannot run on {where}: the wheel holds code "
-            f"for {archs or 'no GPU arch'} only. Build and install a wheel for this GPU: "
-            f"{fix}  (then pip install the wheel it writes to dist/)"
+            f"{what} cannot run on {where}: the wheel holds code for {archs or 'no GPU arch'} "
+            f"only. Build and install a wheel for this GPU: {fix}  (then pip install the wheel "
+            "it writes to dist/)"
         )
     )

@@ -33,5 +33,17 @@ class UnsupportedGPUError(PrebuildError):
     """The GPU's compute capability is not covered by the code inside the wheel."""
 
 
+class WheelMisfitError(PrebuildError, ImportError):
+    """A classic wheel's import-time check: this torch or these GPUs cannot run what it holds."""
+
+
+class JitRefusedError(PrebuildError):
+    """A classic wheel's project tried to compile at run time what the wheel holds prebuilt."""
+
+
+class JitWarning(UserWarning):
+    """A classic wheel's project compiles an op at run time that the wheel does not hold."""
+
+
 class PTXJitWarning(UserWarning):
     """The GPU runs the wheel's PTX through the driver's JIT (slower first call)."""

@@ -11,13 +11,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from prebuild.runtime.nvml import Gpu, filter_visible
 
-@dataclass(frozen=True)
-class Gpu:
-    index: int  # as CUDA will number it (after CUDA_VISIBLE_DEVICES)
-    name: str
-    capability: tuple[int, int]
-    uuid: str = ""
+__all__ = ["Gpu", "GpuQuery", "TorchInfo", "filter_visible", "query_gpus", "torch_info"]
 
 
 @dataclass(frozen=True)
@@ -46,24 +42,6 @@ class GpuQuery:
                 for g in self.gpus
             ],
         }
-
-
-def filter_visible(gpus: list[Gpu], visible: str | None) -> tuple[Gpu, ...]:
-    """Pure: apply a ``CUDA_VISIBLE_DEVICES`` value; CUDA stops at the first invalid entry
-    and renumbers the devices it keeps from 0."""
-    if visible is None:
-        return tuple(gpus)
-    kept: list[Gpu] = []
-    for item in (s.strip() for s in visible.split(",")):
-        match = None
-        if item.isdigit() or (item.startswith("-") and item[1:].isdigit()):
-            match = next((g for g in gpus if g.index == int(item)), None)
-        elif item:
-            match = next((g for g in gpus if g.uuid and g.uuid.startswith(item)), None)
-        if match is None or match in kept:
-            break
-        kept.append(match)
-    return tuple(Gpu(i, g.name, g.capability, g.uuid) for i, g in enumerate(kept))
 
 
 def _text(value) -> str:

@@ -28,6 +28,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import parse_wheel_filename
+from wheel.wheelfile import WheelFile
+
 from build import BuildBackendException, BuildException, ProjectBuilder
 from prebuild.runtime.arch import Arch, check_supported
 from prebuild.runtime.manifest import BuiltLibrary, CxxStandard, NvccCall, ProjectManifest
@@ -40,9 +43,10 @@ from prebuild.tool.builder.cuda_shim import (
     write_cxx_script,
     write_nvcc_script,
 )
+from prebuild.tool.builder.guard_files import guard_files
 from prebuild.tool.builder.nvcc_shim import is_query, option_value, requested_std
 from prebuild.tool.builder.plan import PlannedWheel
-from prebuild.tool.builder.relabel import relabel_wheel
+from prebuild.tool.builder.relabel import add_local_label, relabel_wheel, relabelled_dist_info
 from prebuild.tool.builder.toolchain import (
     Nvcc,
     ToolchainError,
@@ -273,8 +277,10 @@ class ClassicBuilder:
         work: Path,
         jobs: int | None = None,
         launcher: Path | None = None,
+        origin: str = "",
     ):
         self.project, self.toolchain, self.work, self.jobs = project, toolchain, work, jobs
+        self.origin = origin  # what the user named (named again in the guard's messages)
         self.launcher = launcher  # the compile cache's: nvcc and the host compiler run through it
         self.nvcc = toolchain.nvcc
         self._nvcc_wrote: list[Path] | None = None  # by the previous wheel; None: start clean
@@ -395,6 +401,7 @@ class ClassicBuilder:
                 manifest.to_json(),
                 files,
                 planned.label,
+                files=self.guard(built, label),
             )
         if raised:
             compiles = sum(1 for c in calls if not is_query(c.given))
@@ -410,6 +417,19 @@ class ClassicBuilder:
             manifest.ptx_archs,
             manifest,
             time.monotonic() - start,
+        )
+
+    def guard(self, built: Path, label: str) -> dict[str, str]:
+        """The guard's files for the wheel ``built`` will become (guard_files.py)."""
+        name, version, _, _ = parse_wheel_filename(built.name)
+        with WheelFile(built) as wf:
+            dist_info = wf.dist_info_path
+        return guard_files(
+            built,
+            str(name),
+            version.public,
+            relabelled_dist_info(dist_info, add_local_label(str(version), label)),
+            self.origin,
         )
 
 

@@ -284,7 +284,7 @@ def make_builder(
     if not isinstance(toolchain, classic.ClassicToolchain):
         toolchain = classic.preflight_classic(every_arch(planned), work)
     return classic.ClassicBuilder(
-        project.source, toolchain, work, jobs=request.jobs, launcher=launcher
+        project.source, toolchain, work, jobs=request.jobs, launcher=launcher, origin=project.origin
     )
 
 

@@ -68,19 +68,27 @@ def relabel_wheel(
     manifest_json: str,
     dist_info_files: Mapping[str, str] | None = None,
     variant_label: str | None = None,
+    files: Mapping[str, str] | None = None,
 ) -> Path:
     """Write the relabelled copy of ``wheel``, with ``manifest_json`` as its .dist-info's
-    prebuild.json (and ``dist_info_files``), into ``out_dir`` (atomically) and return it."""
+    prebuild.json (and ``dist_info_files``, and ``files`` added beside the project's), into
+    ``out_dir`` (atomically) and return it."""
     version = add_local_label(str(parse_wheel_filename(wheel.name)[1]), label)
-    files = {PROJECT_MANIFEST_NAME: manifest_json, **(dist_info_files or {})}
     return rewrite_wheel(
         wheel,
         out_dir,
         version=version,
         torch_requirement=torch_requirement,
-        dist_info_files=files,
+        dist_info_files={PROJECT_MANIFEST_NAME: manifest_json, **(dist_info_files or {})},
         variant_label=variant_label,
+        files=files,
     )
+
+
+def relabelled_dist_info(dist_info: str, version: str) -> str:
+    """The name the .dist-info directory ``dist_info`` takes when its version becomes
+    ``version``."""
+    return f"{dist_info[: -len('.dist-info')].rsplit('-', 1)[0]}-{version}.dist-info"
 
 
 def rewrite_wheel(
@@ -110,8 +118,8 @@ def rewrite_wheel(
                 if mode:
                     os.chmod(root / info.filename, mode)
         old_info = root / dist_info
-        stem = dist_info[: -len(".dist-info")].rsplit("-", 1)[0]
-        new_info = root / f"{stem}-{new_version}.dist-info"
+        new_info = root / relabelled_dist_info(dist_info, new_version)
+        stem = new_info.name[: -len(".dist-info")].rsplit("-", 1)[0]
         old_info.rename(new_info)
         (new_info / "RECORD").unlink()
         if version is not None or torch_requirement is not None:
@@ -123,6 +131,7 @@ def rewrite_wheel(
         for name, text in (dist_info_files or {}).items():
             (new_info / name).write_text(text, encoding="utf-8")
         for name, text in (files or {}).items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_text(text, encoding="utf-8")
         tag = "-".join(wheel.name[: -len(".whl")].split("-")[-3:])  # python-abi-platform, as built
         filename = (

@@ -92,7 +92,7 @@ def vendor_runtime(package_dir: Path) -> list[Path]:
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     copied = []
-    for source in sorted(Path(runtime.__file__).parent.glob("*.py")):
+    for source in map(Path, runtime.source_files()):
         shutil.copyfile(source, target / source.name)
         copied.append(target / source.name)
     return copied

@@ -1,0 +1,356 @@
+"""The guard in every classic wheel prebuild builds: the project's prebuilt extension loads or
+says why, and is never compiled at run time behind the user's back.
+
+Most classic projects fall back to a JIT build (``torch.utils.cpp_extension``) when their
+extension does not import: gsplat 1.5.3 then deletes ``lock`` in the shared extensions directory,
+removes its build directory and compiles for minutes, the lock race prebuild exists to end. The
+wheel carries a copy of prebuild's runtime under ``_prebuild_guard_<distribution>/`` and a
+``.pth`` file that calls ``install`` at Python's start-up. ``install`` only puts a finder on
+``sys.meta_path`` (a dictionary lookup per import: nothing is imported or read then), which acts
+on two imports:
+
+- **the project's packages** (``gsplat``): before the package runs, the fit check. The torch
+  minor release and CUDA major the wheel was built against, and every visible GPU's compute
+  capability (NVML, no CUDA context) against the archs inside, by the rules of prebuild's own
+  loader. A misfit raises ``WheelMisfitError`` (an ImportError) naming the torch or the
+  ``prebuild wheel`` command that fits; PTX only is a warning (an error with
+  ``PREBUILD_STRICT=1``).
+- **torch.utils.cpp_extension**, when something first imports it: its compile entry points are
+  wrapped (``load``, ``load_inline`` and two private names, ``_jit_compile``, which every JIT build
+  goes through, and ``_get_build_directory``, which gsplat calls before deleting the lock; tests
+  fail if torch renames them). A call made on behalf of the project (one of its modules on the
+  call stack) while one of its prebuilt modules does not import raises ``JitRefusedError``,
+  quoting that module's ImportError, what the wheel was built for and the fix. When all of them
+  import, the project is compiling an op the wheel does not hold (DeepSpeed's ops that were not
+  built): one warning per op, an error with ``PREBUILD_STRICT=1``. ``PREBUILD_ALLOW_JIT=1`` lets
+  every compile go ahead. Other packages' compiles are never touched.
+
+Limits: ``python -S`` and ``-I`` skip ``.pth`` files, and so the guard; a project that runs
+nvcc itself, not through torch, is not seen.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ALLOW_ENV = "PREBUILD_ALLOW_JIT"
+STRICT_ENV = "PREBUILD_STRICT"
+CPP_EXTENSION = "torch.utils.cpp_extension"
+# What the guard wraps in torch.utils.cpp_extension (tests/runtime/test_classic_guard.py checks
+# that torch still has each, and that load and load_inline still reach _jit_compile).
+COMPILE_ENTRY_POINTS = ("load", "load_inline", "_jit_compile", "_get_build_directory")
+WRAPPED = "__prebuild_guarded__"
+
+
+class _Hooked:
+    """A module's own loader, with a step before and one after it runs the module."""
+
+    def __init__(self, loader, before=None, after=None):
+        self._loader, self._before, self._after = loader, before, after
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        if self._before is not None:
+            self._before(module)
+        self._loader.exec_module(module)
+        if self._after is not None:
+            self._after(module)
+
+    def __getattr__(self, name):  # everything else (resource readers, get_code): the loader's
+        return getattr(self._loader, name)
+
+
+class _Finder:
+    """Finds nothing itself: for the names it watches, it asks the finders behind it and
+    hooks the loader of the spec they return."""
+
+    def __init__(self, hooks: dict):
+        self.hooks = hooks  # module name -> (before, after)
+        self._searching: set[str] = set()
+
+    def find_spec(self, fullname, path=None, target=None):
+        hook = self.hooks.get(fullname)
+        if hook is None or fullname in self._searching:
+            return None
+        self._searching.add(fullname)
+        try:
+            spec = None
+            for finder in list(sys.meta_path):
+                find = getattr(finder, "find_spec", None)
+                if finder is self or find is None:
+                    continue
+                spec = find(fullname, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self._searching.discard(fullname)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _Hooked(spec.loader, *hook)
+        return spec
+
+
+class Guard:
+    """One classic wheel's guard. ``config`` (written by the builder into the ``.pth`` line):
+    ``distribution``, ``version`` (public), ``packages`` (its top-level import names),
+    ``modules`` (its prebuilt extension modules), ``manifest`` (its prebuild.json, relative to
+    the site directory), ``build`` (what ``prebuild wheel`` builds it from: ``gsplat==1.5.3``)."""
+
+    def __init__(self, config: dict, site_dir: str):
+        self.config = config
+        self.site_dir = site_dir
+        self.packages = tuple(config["packages"])
+        self._warned: set[str] = set()
+        self._manifest = None
+
+    # -- what the wheel is -------------------------------------------------------------
+    @property
+    def label(self) -> str:
+        return f"{self.config['distribution']} {self.config['version']}"
+
+    def manifest(self):
+        if self._manifest is None:
+            from .manifest import ProjectManifest
+
+            path = os.path.join(self.site_dir, self.config["manifest"])
+            with open(path, encoding="utf-8") as f:
+                self._manifest = ProjectManifest.from_json(f.read())
+        return self._manifest
+
+    def built_for(self) -> str:
+        m = self.manifest()
+        archs = ", ".join([a.sm for a in m.sass_archs] + [a.compute for a in m.ptx_archs])
+        return f"torch {m.torch}, CUDA {m.cuda}, {archs or 'no GPU arch'}"
+
+    def build_command(self, arch: str = "sm_XY") -> str:
+        return f"prebuild wheel --arch {arch} {self.config['build']}"
+
+    # -- the import-time fit check -----------------------------------------------------
+    def check_fit(self, module=None) -> None:
+        """Before the project's package runs: raise WheelMisfitError when this wheel cannot
+        run with this torch or on these GPUs; warn when a GPU runs its PTX only."""
+        import warnings
+
+        from .errors import PTXJitWarning
+
+        try:
+            errors, notes = self.problems(strict=os.environ.get(STRICT_ENV, "") == "1")
+        except ImportError:
+            return  # no torch: the package's own import of torch will say so
+        for note in notes:
+            warnings.warn(note, PTXJitWarning, stacklevel=2)
+        if errors:
+            from .errors import WheelMisfitError
+
+            raise WheelMisfitError(
+                f"{self.label} (this wheel: {self.built_for()}) cannot run here: "
+                + " ".join(errors)
+                + " (the import check of prebuild's guard)"
+            )
+
+    def problems(self, strict: bool) -> tuple[list[str], list[str]]:
+        """``fit_problems`` for the torch installed here and the GPUs CUDA will see."""
+        import torch
+
+        return fit_problems(
+            self.manifest(),
+            self.label,
+            self.build_command,
+            torch.__version__,
+            torch.version.cuda,
+            _visible_gpus(),
+            strict,
+        )
+
+    # -- compiles at run time ----------------------------------------------------------
+    def on_behalf(self, frame) -> bool:
+        """Whether one of the project's modules is on the call stack above ``frame``."""
+        while frame is not None:
+            name = frame.f_globals.get("__name__") or ""
+            if name.partition(".")[0] in self.packages:
+                return True
+            frame = frame.f_back
+        return False
+
+    def unimportable_modules(self) -> list[tuple[str, str]]:
+        """The prebuilt modules that do not import, each with its ImportError."""
+        import importlib
+
+        failed = []
+        for name in self.config["modules"]:
+            try:
+                importlib.import_module(name)
+            except ImportError as exc:  # what the project's own fallback caught
+                failed.append((name, f"{type(exc).__name__}: {exc}"))
+        return failed
+
+    def check_compile(self, entry: str, args: tuple, kwargs: dict, frame) -> None:
+        if os.environ.get(ALLOW_ENV, "") == "1" or not self.on_behalf(frame):
+            return
+        what = kwargs.get("name", args[0] if args else "?")
+        failed = self.unimportable_modules()
+        if failed:
+            from .errors import JitRefusedError
+
+            why = "; ".join(f"{name}: {error}" for name, error in failed)
+            raise JitRefusedError(
+                f"{self.config['distribution']} tried to compile its extension '{what}' at run "
+                f"time (torch.utils.cpp_extension.{entry}) because its prebuilt module did not "
+                f"import ({why}). This wheel holds it prebuilt ({self.built_for()}) and never "
+                f"compiles. {self._fix()} To compile anyway, set {ALLOW_ENV}=1."
+            )
+        text = (
+            f"{self.config['distribution']} compiles '{what}' at run time "
+            f"(torch.utils.cpp_extension.{entry}): this wheel holds "
+            f"{', '.join(self.config['modules'])} prebuilt, not '{what}'"
+        )
+        if os.environ.get(STRICT_ENV, "") == "1":
+            from .errors import JitRefusedError
+
+            raise JitRefusedError(f"{text} (refused because {STRICT_ENV}=1).")
+        if what in self._warned:
+            return
+        self._warned.add(what)
+        import warnings
+
+        from .errors import JitWarning
+
+        warnings.warn(
+            f"{text}. Build it into the wheel with the project's own switch for it "
+            f"({self.build_command()} with that variable set); {STRICT_ENV}=1 refuses such "
+            f"compiles, {ALLOW_ENV}=1 silences this.",
+            JitWarning,
+            stacklevel=4,
+        )
+
+    def _fix(self) -> str:
+        """The fix for a prebuilt module that does not import, from what the fit check finds."""
+        try:
+            errors, _ = self.problems(strict=False)
+        except Exception:  # the message must come out whatever else is broken
+            errors = []
+        if errors:
+            return " ".join(errors)
+        return (
+            "torch and the GPUs fit it, so the install is damaged: reinstall the wheel "
+            f"(pip install --force-reinstall --no-deps <the .whl file>) or build one here: "
+            f"{self.build_command()}."
+        )
+
+    def wrap(self, cpp_extension) -> None:
+        """Wrap the compile entry points of the torch.utils.cpp_extension module."""
+        for entry in COMPILE_ENTRY_POINTS:
+            original = getattr(cpp_extension, entry, None)
+            if original is None:
+                continue
+            setattr(cpp_extension, entry, _guarded(self, entry, original))
+
+
+def _guarded(guard: Guard, entry: str, original):
+    import functools
+
+    @functools.wraps(original)
+    def guarded(*args, **kwargs):
+        guard.check_compile(entry, args, kwargs, sys._getframe(1))
+        return original(*args, **kwargs)
+
+    setattr(guarded, WRAPPED, True)
+    return guarded
+
+
+def fit_problems(
+    manifest,
+    label: str,
+    build_command,
+    torch_version: str,
+    torch_cuda: str | None,
+    gpus,
+    strict: bool,
+) -> tuple[list[str], list[str]]:
+    """Pure: why a classic wheel (``manifest``, a ProjectManifest) cannot run with this torch
+    and on these GPUs (``gpus``: nvml.Gpu, or None when they cannot be listed), and the
+    warnings to show; each error names its fix. ``build_command(arch)``: the command that
+    builds the project for an arch."""
+    from .arch import arch_for_capability, format_capability
+    from .compat import cuda_torch_command, gpu_verdict, same_cuda_major
+    from .versions import release
+
+    errors: list[str] = []
+    wheel_cuda = manifest.torch_cuda or manifest.cuda
+    get_torch = cuda_torch_command(wheel_cuda, manifest.torch_minor, same_minor=True)
+    here = "sm_XY"
+    if gpus:
+        here = arch_for_capability(gpus[0].capability).sm
+    if release(torch_version)[:2] != release(manifest.torch)[:2]:
+        errors.append(
+            f"a classic extension runs only with the torch minor release it was built against "
+            f"({manifest.torch_minor}), and torch {torch_version} is installed. Install that "
+            f"torch ({get_torch}) or build {label.split()[0]} for your torch: "
+            f"{build_command(here)}."
+        )
+    elif manifest.torch_cuda and torch_cuda is None:
+        errors.append(
+            f"torch {torch_version} is a CPU build, and the extension needs torch's CUDA "
+            f"libraries. Install the CUDA build of torch {manifest.torch_minor}: {get_torch}."
+        )
+    elif manifest.torch_cuda and not same_cuda_major(manifest.torch_cuda, torch_cuda):
+        errors.append(
+            f"torch {torch_version} uses CUDA {torch_cuda}, and the extension was built with "
+            f"CUDA {manifest.torch_cuda}. Install the torch it was built for ({get_torch}) or "
+            f"build {label.split()[0]} for yours: {build_command(here)}."
+        )
+    notes: list[str] = []
+    for gpu in gpus or ():
+        sm = arch_for_capability(gpu.capability).sm
+        verdict = gpu_verdict(
+            label,
+            manifest.sass_archs,
+            manifest.ptx_archs,
+            f"cuda:{gpu.index} ({gpu.name}, compute capability {format_capability(gpu.capability)})",
+            gpu.capability,
+            strict,
+            build_command(sm),
+        )
+        if verdict.error is not None:
+            errors.append(str(verdict.error) + ".")
+        elif verdict.warning is not None:
+            notes.append(verdict.warning)
+    return errors, notes
+
+
+def _visible_gpus():
+    from .nvml import NvmlUnavailable, visible_gpus
+
+    try:
+        return visible_gpus(dict(os.environ))
+    except NvmlUnavailable:
+        return None  # no driver: no GPU to check
+
+
+_installed: dict[str, Guard] = {}
+
+
+def install(config: dict, site_dir: str | None = None) -> Guard | None:
+    """Called by the wheel's ``.pth`` line at start-up: puts the guard's finder on
+    ``sys.meta_path``. Never raises (a broken guard must not break Python's start-up): it
+    says what went wrong on stderr instead."""
+    try:
+        name = config["distribution"]
+        if name in _installed:
+            return _installed[name]
+        if site_dir is None:  # the guard's package sits in the site directory
+            site_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        guard = Guard(config, site_dir)
+        hooks = {package: (guard.check_fit, None) for package in guard.packages}
+        hooks[CPP_EXTENSION] = (None, guard.wrap)
+        sys.meta_path.insert(0, _Finder(hooks))
+        if CPP_EXTENSION in sys.modules:  # imported before the guard was installed
+            guard.wrap(sys.modules[CPP_EXTENSION])
+        _installed[name] = guard
+        return guard
+    except Exception as exc:  # pragma: no cover - reported, never raised at start-up
+        print(f"prebuild guard for {config!r} not installed: {exc}", file=sys.stderr)
+        return None

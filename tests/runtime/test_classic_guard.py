@@ -1,0 +1,288 @@
+"""The guard a classic wheel carries (prebuild.runtime.classic_guard): the fit rules with
+made-up torch versions and GPUs; torch's compile entry points it wraps (these fail when torch
+renames or reroutes them); and the guard at work in child processes, installed through its
+.pth file into a site directory holding a project shaped like gsplat 1.5.3 (a prebuilt module,
+a JIT fallback that deletes the lock in the extensions directory before compiling)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+import torch.utils.cpp_extension as cpp_extension
+
+from prebuild.runtime.arch import parse_arch_list
+from prebuild.runtime.classic_guard import ALLOW_ENV, COMPILE_ENTRY_POINTS, fit_problems
+from prebuild.runtime.manifest import ProjectManifest
+from prebuild.runtime.nvml import Gpu
+from prebuild.tool.builder.guard_files import guard_files
+
+
+def project_manifest(torch_version="2.14.1+cu130", torch_cuda="13.0", sass="sm_90", ptx=""):
+    return ProjectManifest(
+        kind="classic",
+        torch=torch_version,
+        torch_cuda=torch_cuda,
+        cuda="13.0",
+        python_tag="cp311-cp311-linux_x86_64",
+        sass_archs=parse_arch_list(sass),
+        ptx_archs=parse_arch_list(ptx),
+        libraries=(),
+    )
+
+
+def build(arch="sm_XY"):
+    return f"prebuild wheel --arch {arch} gsplat==1.5.3"
+
+
+def problems(manifest, torch_version="2.14.1+cu130", torch_cuda="13.0", gpus=(), strict=False):
+    return fit_problems(manifest, "gsplat 1.5.3", build, torch_version, torch_cuda, gpus, strict)
+
+
+H100 = Gpu(0, "NVIDIA H100", (9, 0))
+A100 = Gpu(1, "NVIDIA A100", (8, 0))
+RTX5090 = Gpu(0, "NVIDIA GeForce RTX 5090", (12, 0))
+
+
+# ----------------------------------------------------------------------------- fit rules
+def test_the_torch_and_gpu_it_was_built_for_fit():
+    assert problems(project_manifest(), gpus=[H100]) == ([], [])
+    assert problems(project_manifest(), gpus=None) == ([], [])  # no driver: nothing to check
+
+
+def test_another_torch_minor_names_the_torch_to_install_and_the_build_for_this_one():
+    errors, _ = problems(project_manifest(), torch_version="2.13.0+cu130", gpus=[H100])
+    (error,) = errors
+    assert "2.14" in error and "torch 2.13.0+cu130 is installed" in error
+    assert "pip install 'torch==2.14.*' --index-url https://download.pytorch.org/whl/cu130" in error
+    assert "prebuild wheel --arch sm_90 gsplat==1.5.3" in error
+
+
+def test_a_cpu_torch_and_another_cuda_major_are_refused():
+    (cpu,), _ = problems(project_manifest(), torch_version="2.14.1+cpu", torch_cuda=None)
+    assert "CPU build" in cpu and "whl/cu130" in cpu
+    (other,), _ = problems(project_manifest(), torch_version="2.14.1+cu128", torch_cuda="12.8")
+    assert "CUDA 12.8" in other and "CUDA 13.0" in other and "whl/cu130" in other
+
+
+def test_a_gpu_without_code_is_refused_naming_the_wheel_that_would_run_there():
+    errors, notes = problems(project_manifest(), gpus=[H100, RTX5090])
+    (error,) = errors
+    assert "cuda:0 (NVIDIA GeForce RTX 5090, compute capability 12.0)" in error
+    assert "sm_90" in error and "prebuild wheel --arch sm_120 gsplat==1.5.3" in error
+    assert notes == []
+
+
+def test_ptx_only_is_a_warning_and_an_error_when_strict():
+    manifest = project_manifest(sass="sm_80", ptx="compute_80")
+    errors, notes = problems(manifest, gpus=[H100])
+    assert errors == [] and "JIT-compiles" in notes[0] and "sm_90 gsplat==1.5.3" in notes[0]
+    errors, notes = problems(manifest, gpus=[H100], strict=True)
+    assert "PREBUILD_STRICT=1" in errors[0] and notes == []
+    assert problems(manifest, gpus=[A100]) == ([], [])
+
+
+# ---------------------------------------------------------- torch's names the guard relies on
+def test_torch_still_has_every_compile_entry_point_the_guard_wraps():
+    for name in COMPILE_ENTRY_POINTS:
+        assert callable(getattr(cpp_extension, name, None)), name
+    # gsplat 1.5.3 calls _get_build_directory(name, verbose=...) before deleting the lock
+    assert list(inspect.signature(cpp_extension._get_build_directory).parameters)[:2] == [
+        "name",
+        "verbose",
+    ]
+    assert list(inspect.signature(cpp_extension._jit_compile).parameters)[0] == "name"
+
+
+@pytest.mark.parametrize("entry", ["load", "load_inline"])
+def test_load_and_load_inline_reach_jit_compile_through_the_module(entry, monkeypatch, tmp_path):
+    """The guard wraps the module's _jit_compile: torch's own load and load_inline must look it
+    up there at call time (a wrapped name nothing calls would guard nothing)."""
+
+    class Reached(Exception):
+        pass
+
+    def reached(*args, **kwargs):
+        raise Reached
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    monkeypatch.setattr(cpp_extension, "_jit_compile", reached)
+    source = tmp_path / "x.cpp"
+    source.write_text("int x;\n")
+    with pytest.raises(Reached):
+        if entry == "load":
+            cpp_extension.load("guard_probe", [str(source)])
+        else:
+            cpp_extension.load_inline("guard_probe", "int x;", functions=[])
+
+
+# ----------------------------------------------------------------- the guard in a child
+BACKEND = """
+import os
+from torch.utils.cpp_extension import _get_build_directory, load
+try:
+    from {name} import csrc as _C
+except ImportError:
+    build_dir = _get_build_directory("{name}_cuda", verbose=False)
+    try:  # as gsplat 1.5.3 does: whoever else is building there loses its lock
+        os.remove(os.path.join(build_dir, "lock"))
+    except OSError:
+        pass
+    _C = load("{name}_cuda", [os.path.join(os.path.dirname(__file__), "missing.cu")])
+"""
+
+OTHER_OP = """
+from torch.utils.cpp_extension import load
+def build_adam():
+    return load("cpu_adam", ["/nonexistent/cpu_adam.cpp"])
+"""
+
+
+def guarded_project(site: Path, name: str, torch_version: str, torch_cuda: str | None) -> None:
+    """Project ``name`` installed in ``site`` as a guarded classic wheel built for
+    ``torch_version``: its prebuilt module ``name.csrc`` (pure Python here: it imports), a
+    gsplat-like fallback (``name._backend``), an op it compiles on purpose (``name.ops``), and
+    the guard's files as guard_files.py writes them into the wheel."""
+    package = site / name
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("import torch\n")
+    (package / "_backend.py").write_text(BACKEND.format(name=name))
+    (package / "ops.py").write_text(OTHER_OP)
+    (package / "csrc.py").write_text("VALUE = 1\n")
+    info = site / f"{name}-1.0+pt.dist-info"
+    info.mkdir()
+    (info / "prebuild.json").write_text(project_manifest(torch_version, torch_cuda).to_json())
+    wheel = site.parent / f"{name}-1.0-cp311-cp311-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(f"{name}/__init__.py", "")
+        zf.writestr(f"{info.name}/METADATA", "")
+    for path, text in guard_files(wheel, name, "1.0", info.name, f"{name}==1.0").items():
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_text(text)
+    # guard_files finds no extension module in this pure-Python stand-in: name it by hand.
+    pth = site / f"_prebuild_guard_{name}.pth"
+    pth.write_text(pth.read_text().replace("'modules': []", f"'modules': ['{name}.csrc']"))
+
+
+@pytest.fixture
+def site(tmp_path) -> Path:
+    """A site directory with two guarded projects: ``fakeproj``, built for this torch, and
+    ``fakeold``, built for a torch minor release that does not exist; and ``otherpkg``, not
+    guarded, which compiles an op of its own."""
+    site = tmp_path / "site"
+    guarded_project(site, "fakeproj", torch.__version__, torch.version.cuda)
+    guarded_project(site, "fakeold", "2.99.0+cu130", "13.0")
+    (site / "otherpkg.py").write_text(OTHER_OP)
+    return site
+
+
+def run(site: Path, code: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """``code`` in a child whose site directories include ``site`` (its .pth files run), with
+    no GPU visible and torch's extensions directory in tmp_path."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PREBUILD_STRICT", ALLOW_ENV)}
+    env.update(TORCH_EXTENSIONS_DIR=str(tmp_path / "extensions"), CUDA_VISIBLE_DEVICES="")
+    script = f"import site; site.addsitedir({str(site)!r})\n" + STEP + textwrap.dedent(code)
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+# Each step of a child prints one JSON line: what it returned, raised or warned.
+STEP = """
+import json, os, sys, warnings
+
+def step(label, call):
+    value = raised = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            value = repr(call())
+        except BaseException as exc:
+            raised = [type(exc).__name__, str(exc)]
+    warned = [[w.category.__name__, str(w.message)] for w in caught]
+    print(json.dumps({"step": label, "value": value, "raised": raised, "warned": warned}))
+"""
+
+
+def steps(proc: subprocess.CompletedProcess) -> dict[str, dict]:
+    assert proc.returncode == 0, proc.stderr
+    return {d["step"]: d for d in map(json.loads, proc.stdout.splitlines())}
+
+
+def test_a_fitting_project_imports_a_misfit_one_says_what_fits_and_only_their_compiles_are_checked(
+    site, tmp_path
+):
+    proc = run(
+        site,
+        """
+        import importlib
+        step("finders", lambda: sum(type(f).__name__ == "_Finder" for f in sys.meta_path))
+        step("import fakeproj", lambda: importlib.import_module("fakeproj"))
+        step("import fakeold", lambda: importlib.import_module("fakeold"))
+        import fakeproj.ops, otherpkg
+        step("other package", otherpkg.build_adam)
+        step("own op", fakeproj.ops.build_adam)
+        step("own op again", fakeproj.ops.build_adam)
+        os.environ["PREBUILD_STRICT"] = "1"
+        step("own op, strict", fakeproj.ops.build_adam)
+        """,
+        tmp_path,
+    )
+    done = steps(proc)
+    assert done["finders"]["value"] == "2"  # one per guarded project
+    assert done["import fakeproj"]["raised"] is None
+    kind, message = done["import fakeold"]["raised"]
+    assert kind == "WheelMisfitError" and "fakeold 1.0" in message
+    assert "torch==2.99.*" in message and "prebuild wheel --arch" in message
+    # another package's compile reaches torch untouched: torch's own error, no warning
+    assert done["other package"]["raised"][0] == "FileNotFoundError"
+    assert done["other package"]["warned"] == []
+    # the project compiling an op the wheel does not hold: torch is reached, one warning
+    assert done["own op"]["raised"][0] == "FileNotFoundError"
+    ((category, text),) = done["own op"]["warned"]
+    assert category == "JitWarning" and "'cpu_adam'" in text and "fakeproj.csrc" in text
+    assert done["own op again"]["warned"] == []
+    kind, message = done["own op, strict"]["raised"]
+    assert kind == "JitRefusedError" and "PREBUILD_STRICT=1" in message
+
+
+def test_a_jit_fallback_is_refused_before_it_touches_the_extensions_directory(site, tmp_path):
+    (site / "fakeproj" / "csrc.py").unlink()  # the prebuilt module no longer imports
+    lock = tmp_path / "extensions" / "fakeproj_cuda" / "lock"  # a concurrent build's
+    lock.parent.mkdir(parents=True)
+    lock.write_text("another process is building here\n")
+    proc = run(
+        site,
+        f"""
+        import importlib, pathlib
+        lock = pathlib.Path({str(lock)!r})
+        step("fallback", lambda: importlib.import_module("fakeproj._backend"))
+        step("lock kept", lock.exists)
+        import otherpkg
+        step("other package", otherpkg.build_adam)
+        os.environ["PREBUILD_ALLOW_JIT"] = "1"
+        step("allowed fallback", lambda: importlib.import_module("fakeproj._backend"))
+        """,
+        tmp_path,
+    )
+    done = steps(proc)
+    assert done["lock kept"]["value"] == "True"
+    kind, message = done["fallback"]["raised"]
+    assert kind == "JitRefusedError"
+    # why the prebuilt module did not load, what the wheel holds, and the way out
+    assert "No module named 'fakeproj.csrc'" in message and "'fakeproj_cuda'" in message
+    assert f"torch {torch.__version__}" in message and "sm_90" in message
+    assert "PREBUILD_ALLOW_JIT=1" in message
+    assert done["other package"]["raised"][0] == "FileNotFoundError"
+    # allowed: the project's own fallback runs (deletes the lock, calls torch's build)
+    kind, message = done["allowed fallback"]["raised"]
+    assert kind != "JitRefusedError" and "missing.cu" in message
+    assert not lock.exists()
