@@ -175,6 +175,11 @@ def test_gsplat_compat_points_gsplat_at_prebuild_and_refuses_its_cuda():
         "try:\n    w._make_lazy_cuda_func('rasterize_to_indices_3dgs')(0, 1)\n"
         "except RuntimeError as e:\n    assert 'does not provide' in str(e), e\n"
         "else:\n    raise SystemExit('no error')\n"
+        "import gsplat.relocation as rel\n"
+        "assert w._make_lazy_cuda_func is c._refuse_cuda is rel._make_lazy_cuda_func\n"
+        "try:\n    w.RollingShutterType.GLOBAL.to_cpp()\n"
+        "except RuntimeError as e:\n    assert \"'ShutterType.GLOBAL'\" in str(e), e\n"
+        "else:\n    raise SystemExit('no error')\n"
         "import sys; assert 'gsplat.cuda._backend' not in sys.modules\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
