@@ -116,7 +116,7 @@ def built_wheel(tmp_path_factory, shared_objects) -> Callable[..., Path]:
             )
             assert proc.returncode == 0, proc.stdout + proc.stderr
             (wheel,) = out.glob("*.whl")
-            assert "1 wheel(s)" in proc.stdout, proc.stdout  # the summary
+            assert "1 wheel in" in proc.stdout, proc.stdout  # the summary
             cache[key] = wheel
         return cache[key]
 

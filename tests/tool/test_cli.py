@@ -87,6 +87,22 @@ def test_wheel_refuses_an_unwritable_out_before_locking_or_compiling(tmp_path):
     assert not objects.exists()  # no lock taken, nothing compiled
 
 
+def test_a_failed_build_leaves_no_empty_out_directory(tmp_path):
+    """--out is made before anything is built (proved writable); when the build then fails,
+    the directories it made are removed again (a wheel written before the failure stays)."""
+    broken = tmp_path / "broken-1.0.tar.gz"
+    broken.write_text("not an archive")
+    out = tmp_path / "new" / "dist"
+    objects = ["--build-dir", str(tmp_path / "objects")]
+    proc = run_cli("wheel", "--arch", "sm_80", str(broken), "--out", str(out), *objects)
+    assert proc.returncode == 2 and f"cannot unpack {broken}" in proc.stderr, proc.stderr
+    assert not (tmp_path / "new").exists()
+    # A directory that is no project is said first, before any toolchain check.
+    (tmp_path / "empty").mkdir()
+    proc = run_cli("wheel", "--arch", "sm_80", str(tmp_path / "empty"), "--out", str(out), *objects)
+    assert proc.returncode == 2 and "has no setup.py or pyproject.toml" in proc.stderr, proc.stderr
+
+
 def test_wheel_refuses_an_unwritable_lock_target_before_compiling(tmp_path):
     objects = tmp_path / "objects"
     proc = run_cli(
@@ -164,3 +180,37 @@ def test_version_prints_prebuilds_version():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"prebuild {prebuild.__version__}"
     assert proc.stdout.strip() == f"prebuild {importlib.metadata.version('prebuild')}"
+
+
+def test_wheel_progress_in_a_log_is_a_line_per_phase_and_a_heartbeat():
+    """Where stderr is not a terminal (a CI log) no live line is drawn: each phase is printed
+    as it starts, a heartbeat says where each unfinished build is, and nothing is wrapped."""
+    import io
+    import time
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from prebuild.tool.cli.wheel import _WheelConsole
+
+    log = io.StringIO()
+    console = _WheelConsole(Console(file=log, width=80, soft_wrap=True), heartbeat=0.05)
+    assert console.plain
+    from collections import namedtuple
+
+    planned = namedtuple("Planned", "name")("gsplat-1.5.3+pt214.cu130.sm90")  # hashable
+    nvcc = SimpleNamespace(version="13.0", path="/a/very/long/path/to/the/cuda/toolkit/bin/nvcc")
+    console.starting([planned], nvcc, "gsplat==1.5.3", Path("/a/long/output/directory/dist"))
+    line = console.wheel(planned)
+    line.phase("compiling (the project's own build)")
+    line.step(3, 20, "rasterize_to_pixels_3dgs_fwd.cu")
+    time.sleep(0.3)
+    console.built(SimpleNamespace(planned=planned, seconds=12.0))
+    time.sleep(0.2)
+    console.close()
+    lines = log.getvalue().splitlines()
+    assert lines[0].startswith("Building 1 wheel with nvcc 13.0") and lines[0].endswith("dist/")
+    assert lines[1].startswith(f"{planned.name}: compiling (the project's own build) (")
+    beats = [x for x in lines if "[3/20] rasterize_to_pixels_3dgs_fwd.cu" in x]
+    assert beats and all(x.startswith(f"{planned.name}: compiling") for x in beats)
+    assert lines[-1] == f"{planned.name}: done in 12 s"  # and no heartbeat after it

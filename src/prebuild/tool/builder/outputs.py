@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from prebuild.runtime.manifest import sha256_file
@@ -33,6 +35,23 @@ def prepare_output_dir(path: Path, what: str = "--out") -> Path:
             f"{what} {path}: cannot create or write there ({reason}); choose another {what}"
         ) from None
     return path
+
+
+@contextmanager
+def removed_if_left_empty(path: Path) -> Iterator[None]:
+    """A failed or interrupted build leaves no empty ``--out`` behind: the directories of
+    ``path`` that did not exist on entry are removed on the way out of an error, if empty."""
+    path = Path(path).absolute()
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    try:
+        yield
+    except BaseException:
+        for directory in missing:  # deepest first
+            try:
+                directory.rmdir()  # only if empty: a wheel written meanwhile stays
+            except OSError:
+                break
+        raise
 
 
 # Stands for the wheel's index key (cu130-sm90), or its local label for a wheel that has none

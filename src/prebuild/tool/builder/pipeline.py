@@ -67,7 +67,12 @@ from prebuild.tool.builder.compile_cache import (
 )
 from prebuild.tool.builder.config import read_config
 from prebuild.tool.builder.native import NativeBuilder
-from prebuild.tool.builder.outputs import check_lock_target, prepare_output_dir, write_lock
+from prebuild.tool.builder.outputs import (
+    check_lock_target,
+    prepare_output_dir,
+    removed_if_left_empty,
+    write_lock,
+)
 from prebuild.tool.builder.plan import PlannedWheel, plan_wheels
 from prebuild.tool.builder.project import (
     CLASSIC,
@@ -161,7 +166,10 @@ def build_wheels(request: WheelRequest, report: Reporter) -> BuiltWheels:
         cache_spec = parse_cache_spec(request.cache)
     except CacheSpecError as exc:
         raise WheelError(str(exc), stage) from None
-    with workspace(request.build_dir, stable=cache_spec is not None) as work:
+    with (
+        removed_if_left_empty(request.out_dir),
+        workspace(request.build_dir, stable=cache_spec is not None) as work,
+    ):
         try:
             planned = plan_request(request)
             kind = project_kind(

@@ -159,7 +159,13 @@ def project_kind(spec: str | None) -> str | None:
     path = Path(spec).expanduser()
     if not path.is_dir():
         return None
-    return NATIVE if is_native(path) else CLASSIC
+    if is_native(path):
+        return NATIVE
+    if not _has_build_files(path):  # said first: no toolchain check is about it
+        raise BuildError(
+            f"{spec} has no setup.py or pyproject.toml: not a project prebuild can build"
+        )
+    return CLASSIC
 
 
 def resolve_project(spec: str | None, work: Path, copy_native: bool = False) -> Project:

@@ -13,6 +13,14 @@ from prebuild.runtime.arch import Arch, ArchError, parse_arch_list
 
 out = Console()  # results: what a script reads
 err = Console(stderr=True)  # the story and the errors
+# In a file or a CI log a line is never wrapped at 80 columns: it is read, grepped and copied.
+for _console in (out, err):
+    _console.soft_wrap = not _console.is_terminal
+
+
+def count(n: int, what: str) -> str:
+    """``1 wheel``, ``2 wheels``."""
+    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

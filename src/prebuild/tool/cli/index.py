@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from prebuild.tool.cli.common import fail, out
+from prebuild.tool.cli.common import count, fail, out
 
 
 def index(
@@ -58,7 +58,7 @@ def index(
     except (SiteError, OSError) as exc:
         raise fail(str(exc)) from None
     out.print(
-        f"[bold]{len(indexes[ALL])} wheel(s) indexed in {escape(str(site))}/:[/]", highlight=False
+        f"[bold]{count(len(indexes[ALL]), 'wheel')} indexed in {escape(str(site))}/:[/]", highlight=False
     )
     for key, wheels in indexes.items():
         where = f"{site}/{key}/simple" if key else f"{site}/simple (every wheel)"

@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from prebuild.runtime.arch import Arch
-from prebuild.tool.cli.common import arch_option, err, fail, out
+from prebuild.tool.cli.common import arch_option, count, err, fail, out
 
 
 def install(
@@ -93,7 +93,7 @@ def _print_install(plan) -> None:
     )
     for warning in plan.warnings:
         err.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
-    table = Table(title=f"{len(plan.candidates)} wheel(s) of {plan.project} from {plan.source}")
+    table = Table(title=f"{count(len(plan.candidates), 'wheel')} of {plan.project} from {plan.source}")
     table.add_column("wheel", overflow="fold")
     table.add_column("verdict", overflow="fold")
     for c in decision.considered:

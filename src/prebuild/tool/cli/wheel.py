@@ -4,7 +4,9 @@ line per wheel on the terminal."""
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import typer
@@ -12,7 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from prebuild.runtime.arch import Arch
-from prebuild.tool.cli.common import arch_option, err, fail, missing_build_extra, out
+from prebuild.tool.cli.common import arch_option, count, err, fail, missing_build_extra, out
 
 
 def wheel(
@@ -172,11 +174,18 @@ def _terminate(signum, frame) -> None:
     raise _Terminated()
 
 
-class _WheelConsole:
-    """``prebuild wheel``'s story on the terminal: a live line per wheel on stderr, the wheels
-    written on stdout (one line each, never wrapped: the names are copied into pip commands)."""
+# Where stderr is not a terminal (a CI log, a file), no live line is drawn: each wheel's phases
+# are printed as they start, and every so often a line says where each build is.
+HEARTBEAT_SECONDS = 60.0
 
-    def __init__(self) -> None:
+
+class _WheelConsole:
+    """``prebuild wheel``'s story: a live line per wheel on stderr (in a terminal; elsewhere a
+    line per phase and a heartbeat), the wheels written on stdout (one line each, never
+    wrapped: the names are copied into pip commands)."""
+
+    def __init__(self, console=None, heartbeat: float = HEARTBEAT_SECONDS) -> None:
+        self.err = console or err
         self.written: list = []
         self.progress = Progress(
             SpinnerColumn(),
@@ -185,54 +194,92 @@ class _WheelConsole:
             BarColumn(bar_width=20),
             TextColumn("{task.fields[step]}", style="dim"),
             TimeElapsedColumn(),
-            console=err,
+            console=self.err,
             transient=False,
+            disable=not self.err.is_terminal,
         )
         self.tasks: dict = {}
+        self.lines: list[_WheelLine] = []
         self.live = False  # the live lines are shown
+        self.heartbeat = heartbeat
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
 
     def fetching(self, spec: str) -> None:
-        err.print(f"Fetching the source of {escape(spec)} with pip", highlight=False)
+        self.err.print(f"Fetching the source of {escape(spec)} with pip", highlight=False)
 
     def starting(self, planned, nvcc, origin: str, out_dir: Path) -> None:
-        err.print(
-            f"Building {len(planned)} wheel(s) with nvcc {nvcc.version} ({nvcc.path}) from {origin} into "
-            f"{out_dir}/"
+        self.err.print(
+            f"Building {count(len(planned), 'wheel')} with nvcc {nvcc.version} ({nvcc.path}) "
+            f"from {origin} into {out_dir}/",
+            highlight=False,
+            soft_wrap=True,
         )
         self.progress.start()
         self.live = True
+        if not self.err.is_terminal:
+            self._beat = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
+            self._beat.start()
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.heartbeat):
+            for line in self.lines:
+                if not line.finished:
+                    line.say(line.where(), elapsed=True)
 
     def wheel(self, planned) -> _WheelLine:
         self.tasks[planned] = self.progress.add_task(
             "", total=None, wheel=escape(planned.name), phase="", step=""
         )
-        return _WheelLine(self.progress, self.tasks[planned], planned.name)
+        line = _WheelLine(self.progress, self.tasks[planned], planned.name, plain=self.plain)
+        self.lines.append(line)
+        return line
+
+    @property
+    def plain(self) -> bool:
+        return not self.err.is_terminal
 
     def built(self, wheel) -> None:
         self.progress.update(
             self.tasks[wheel.planned], phase="[green]done[/]", step="", total=1, completed=1
         )
+        self._finish(wheel.planned.name, f"done in {wheel.seconds:.0f} s")
         self.written.append(wheel)
 
     def failed(self, planned, interrupted: bool) -> None:
         self.progress.update(
             self.tasks[planned], phase="[red]interrupted[/]" if interrupted else "[red]failed[/]"
         )
+        self._finish(planned.name, "interrupted" if interrupted else "failed")
         self.close()
 
+    def _finish(self, name: str, how: str) -> None:
+        for line in self.lines:
+            if line.name == name and not line.finished:
+                line.finished = True
+                line.say(how, elapsed=False)
+
     def cache_warning(self, message: str) -> None:
-        err.print(f"[yellow]compile cache:[/] {escape(message)}", highlight=False, soft_wrap=True)
+        self.err.print(
+            f"[yellow]compile cache:[/] {escape(message)}", highlight=False, soft_wrap=True
+        )
 
     def close(self) -> None:
         """The live lines end, before an error or the summary is printed."""
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
+            self._beat = None
         if self.live:
             self.progress.stop()
             self.live = False
 
     def summary(self, result, out_dir: Path) -> None:
         out.print(
-            f"[bold]{len(result.wheels)} wheel(s) in {escape(str(out_dir))}/, {result.seconds:.0f} s:[/]",
+            f"[bold]{count(len(result.wheels), 'wheel')} in {escape(str(out_dir))}/, "
+            f"{result.seconds:.0f} s:[/]",
             highlight=False,
+            soft_wrap=True,
         )
         width = max(len(w.path.name) for w in result.wheels)
         for w in result.wheels:
@@ -257,21 +304,38 @@ class _WheelConsole:
 
 @dataclass
 class _WheelLine:
-    """One wheel's live line (a BuildProgress)."""
+    """One wheel's progress (a BuildProgress): its live line in a terminal; elsewhere a line
+    per phase, and what ``where`` says for the heartbeat."""
 
     progress: Progress
     task: object
     name: str
+    plain: bool = False
+    phase_text: str = ""
+    step_text: str = ""
+    started: float = field(default_factory=time.monotonic)
+    finished: bool = False
+
+    def say(self, text: str, elapsed: bool = True) -> None:
+        took = f" ({time.monotonic() - self.started:.0f} s)" if elapsed else ""
+        self.progress.console.print(
+            f"{self.name}: {escape(text)}{took}", highlight=False, soft_wrap=True
+        )
+
+    def where(self) -> str:
+        return ", ".join(t for t in (self.phase_text, self.step_text) if t) or "starting"
 
     def phase(self, text: str) -> None:
-        if text.startswith("waiting"):  # said once, not only in the live line
-            self.progress.console.print(f"{self.name}: {escape(text)}")
+        self.phase_text, self.step_text = text, ""
+        if self.plain or text.startswith("waiting"):  # waiting: said once, not only in the line
+            self.say(text)
         self.progress.update(self.task, phase=escape(text), step="")
 
     def step(self, done: int, total: int, what: str) -> None:
+        self.step_text = f"[{done}/{total}] {what}"
         self.progress.update(
             self.task, completed=done, total=total, step=escape(f"[{done}/{total}] {what}"[-50:])
         )
 
     def note(self, text: str) -> None:
-        self.progress.console.print(f"{self.name}: {escape(text)}", highlight=False, soft_wrap=True)
+        self.say(text, elapsed=False)
