@@ -14,7 +14,6 @@ from prebuild.runtime.arch import parse_arch, parse_arch_list
 from prebuild.runtime.manifest import BuiltLibrary, NvccCall
 from prebuild.tool.builder.classic import (
     check_archs,
-    jit_sites,
     keep_host_objects,
     no_extension_message,
     nvcc_outputs,
@@ -25,6 +24,7 @@ from prebuild.tool.builder.classic import (
 )
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.toolchain import ToolchainError
+from prebuild.tool.jit_sites import jit_sites
 
 A = parse_arch_list
 

@@ -16,7 +16,10 @@ from prebuild.tool.doctor.jit_locks import (
     JitLock,
     clear_command,
     extension_roots,
+    filesystem_of,
     find_jit_locks,
+    network_filesystem,
+    parse_mounts,
     parse_proc_locks,
 )
 
@@ -122,3 +125,33 @@ def test_doctor_command_without_nvcc_finds_the_locks_and_its_command_is_safe(ext
     )
     assert text.returncode == 0, text.stderr
     assert "busy_ext" in text.stdout and f"pid {pid}" in text.stdout and "nvcc" not in text.stderr
+
+
+def test_a_lock_on_a_network_file_system_is_never_called_stale(tmp_path):
+    """A build on another node holds its lock invisibly to this node's /proc: prebuild never
+    suggests removing it, however old it is."""
+    mounts = parse_mounts(
+        "/dev/vda / ext4 rw 0 0\n"
+        f"srv:/export/home {tmp_path / 'nfs'} nfs4 rw 0 0\n"
+        "srv:/x /mnt/my\\040home nfs rw 0 0\n"
+    )
+    assert mounts[2] == ("/mnt/my home", "nfs")
+    assert filesystem_of(tmp_path / "nfs" / "a" / "lock", mounts) == "nfs4"
+    assert filesystem_of(tmp_path / "local" / "lock", mounts) == "ext4"
+    for where in ("nfs", "local"):
+        lock = tmp_path / where / "torch_extensions" / "ext" / "lock"
+        lock.parent.mkdir(parents=True)
+        lock.write_text("")
+        os.utime(lock, (time.time() - 7200, time.time() - 7200))  # two hours old
+    found = {
+        lock.path.parts[-4]: lock
+        for lock in find_jit_locks(
+            [tmp_path / "nfs" / "torch_extensions", tmp_path / "local" / "torch_extensions"],
+            mounts=mounts,
+        )
+    }
+    assert found["local"].stale and not found["nfs"].stale
+    assert found["nfs"].network_fs == "nfs4" and "another node" in found["nfs"].state
+    assert str(found["nfs"].path) not in clear_command(list(found.values()))
+    assert str(found["local"].path) in clear_command(list(found.values()))
+    assert network_filesystem(tmp_path / "nfs" / "not-made-yet", mounts) == "nfs4"

@@ -330,3 +330,23 @@ def test_a_native_project_by_its_own_loaders_rules():
     assert any(c.status == FAIL and "torch uses CUDA 12.8" in c.message for c in cu12)
     broken = project_checks(native(load_error="OSError: undefined symbol"), t, gpus())
     assert broken[-1].status == FAIL
+
+
+def test_a_network_extensions_directory_and_packages_that_compile_at_first_use_warn():
+    from prebuild.tool.doctor.first_use import CompilesAtFirstUse
+
+    checks = diagnose(
+        facts(
+            (9, 0),
+            extension_dirs=[(Path("/home/me/.cache/torch_extensions"), "nfs4"), (Path("/x"), "")],
+            first_use=[CompilesAtFirstUse("gsplat", "1.5.3", ("gsplat/cuda/_backend.py:79",), 23)],
+        )
+    )
+    (network,) = [c for c in checks if "network file system" in c.message]
+    assert (
+        network.status == WARN and "/home/me/.cache/torch_extensions is on nfs4" in network.message
+    )
+    assert "TORCH_EXTENSIONS_DIR=/tmp/torch_extensions-$(hostname)" in network.fix
+    jit = by_area(checks)["gsplat 1.5.3"]
+    assert jit.status == WARN and "gsplat/cuda/_backend.py:79" in jit.message
+    assert jit.fix.startswith("prebuild wheel --arch sm_90 gsplat==1.5.3 && pip install")

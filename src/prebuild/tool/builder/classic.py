@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import shutil
 import sys
@@ -65,6 +64,7 @@ from prebuild.tool.inspection import (
     found_library,
     is_shared_library,
 )
+from prebuild.tool.jit_sites import jit_sites
 from prebuild.tool.variant_wheels import VARIANT_JSON
 
 # A torch/extension.h translation unit takes 1-3 GiB to compile: torch's MAX_JOBS from this.
@@ -164,41 +164,6 @@ def raised_standards(calls: list[NvccCall]) -> tuple[tuple[str, int], ...]:
     """The standards the project asked for that the shim raised, each with its number of calls."""
     pairs = ((requested_std(list(c.given)), requested_std(list(c.run))) for c in calls)
     return tuple(sorted(Counter(given for given, run in pairs if given != run).items()))
-
-
-# How a project compiles at first use instead of at install time: torch.utils.cpp_extension's
-# load/load_inline (or its private _jit_compile, as gsplat calls it), called through the
-# module or imported by name (the import may span lines: "import (\n _jit_compile,\n)").
-JIT_NAMES = r"(?:load|load_inline|_jit_compile)"
-JIT_QUALIFIED = re.compile(rf"cpp_extension\.{JIT_NAMES}\s*\(")
-JIT_IMPORT = re.compile(
-    rf"from\s+torch\.utils\.cpp_extension\s+import\s+\(?[\w\s,]*\b{JIT_NAMES}\b"
-)
-JIT_BARE = re.compile(rf"(?<![.\w]){JIT_NAMES}\s*\(")
-
-
-def jit_sites(source: Path, limit: int = 3) -> list[str]:
-    """``file:line`` of the first call of torch.utils.cpp_extension's ``load``, ``load_inline``
-    or ``_jit_compile`` in each of the project's files: where it compiles when first used."""
-    found = []
-    for path in sorted(source.rglob("*.py")):
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        if "cpp_extension" not in text:
-            continue
-        bare = JIT_IMPORT.search(text) is not None
-        for number, line in enumerate(text.splitlines(), 1):
-            code = line.split("#", 1)[0]
-            if JIT_QUALIFIED.search(code) or (
-                bare and JIT_BARE.search(code) and not code.lstrip().startswith("def ")
-            ):
-                found.append(f"{path.relative_to(source)}:{number}")  # the first call of each file
-                if len(found) == limit:
-                    return found
-                break
-    return found
 
 
 def no_extension_message(wheel_name: str, sites: list[str]) -> str:

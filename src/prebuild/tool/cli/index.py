@@ -58,7 +58,8 @@ def index(
     except (SiteError, OSError) as exc:
         raise fail(str(exc)) from None
     out.print(
-        f"[bold]{count(len(indexes[ALL]), 'wheel')} indexed in {escape(str(site))}/:[/]", highlight=False
+        f"[bold]{count(len(indexes[ALL]), 'wheel')} indexed in {escape(str(site))}/:[/]",
+        highlight=False,
     )
     for key, wheels in indexes.items():
         where = f"{site}/{key}/simple" if key else f"{site}/simple (every wheel)"

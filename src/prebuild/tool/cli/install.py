@@ -93,7 +93,9 @@ def _print_install(plan) -> None:
     )
     for warning in plan.warnings:
         err.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
-    table = Table(title=f"{count(len(plan.candidates), 'wheel')} of {plan.project} from {plan.source}")
+    table = Table(
+        title=f"{count(len(plan.candidates), 'wheel')} of {plan.project} from {plan.source}"
+    )
     table.add_column("wheel", overflow="fold")
     table.add_column("verdict", overflow="fold")
     for c in decision.considered:

@@ -8,7 +8,8 @@ distribution that carries a prebuild manifest (``prebuild.tool.installed``: anot
 wheel built by ``prebuild wheel --arch ... PROJECT``, or a native project's) against torch and the
 GPUs. It also finds the JIT lock files that other packages' ``torch.utils.cpp_extension`` builds
 leave under ``TORCH_EXTENSIONS_DIR`` or ``~/.cache/torch_extensions``, which make later builds wait
-forever (``jit_locks``).
+forever, and says when that directory is on a network file system (``jit_locks``); and the
+installed packages that will compile at first use (``first_use``).
 
 This module gathers the facts and re-exports what the CLI's doctor command uses.
 """
@@ -20,7 +21,15 @@ import platform
 import sys
 from pathlib import Path
 
-from prebuild.tool.doctor.jit_locks import JitLock, clear_command, extension_roots, find_jit_locks
+from prebuild.tool.doctor.first_use import CompilesAtFirstUse, installed_compilers
+from prebuild.tool.doctor.jit_locks import (
+    JitLock,
+    clear_command,
+    extension_roots,
+    find_jit_locks,
+    network_filesystem,
+    read_mounts,
+)
 from prebuild.tool.doctor.load_checks import load_check, load_project
 from prebuild.tool.doctor.report import doctor_json
 from prebuild.tool.doctor.rules import (
@@ -43,6 +52,7 @@ __all__ = [
     "UNKNOWN",
     "WARN",
     "Check",
+    "CompilesAtFirstUse",
     "Facts",
     "JitLock",
     "OpVerdict",
@@ -71,6 +81,7 @@ def gather(env: dict[str, str] | None = None, check_load: bool = True) -> Facts:
     install_error = "; ".join(filter(None, [install_error, variant_problem]))
     home = Path(env.get("HOME") or Path.home())
     projects = installed_projects()
+    roots, mounts = extension_roots(env, home), read_mounts()
     return Facts(
         python=f"{platform.python_version()} ({sys.executable})",
         torch=torch_info(),
@@ -78,7 +89,7 @@ def gather(env: dict[str, str] | None = None, check_load: bool = True) -> Facts:
         manifest=manifest,
         install_error=install_error,
         gpus=query_gpus(env),
-        locks=find_jit_locks(extension_roots(env, home)),
+        locks=find_jit_locks(roots, mounts=mounts),
         load_error=load_check()
         if check_load and manifest is not None and not install_error
         else None,
@@ -86,4 +97,6 @@ def gather(env: dict[str, str] | None = None, check_load: bool = True) -> Facts:
         strict=env.get(STRICT_ENV, "") == "1",
         projects=[load_project(p) for p in projects] if check_load else projects,
         variant=variant,
+        extension_dirs=[(root, network_filesystem(root, mounts)) for root in roots],
+        first_use=installed_compilers(),
     )

@@ -1,12 +1,16 @@
 """The JIT lock files other packages' ``torch.utils.cpp_extension`` builds leave under
 ``TORCH_EXTENSIONS_DIR`` or ``~/.cache/torch_extensions``: found, aged, and matched with the live
 processes holding them (``/proc``), so that ``prebuild doctor`` can print the command that removes
-only the stale ones (a stale one makes every later build of that extension wait forever).
+only the stale ones (a stale one makes every later build of that extension wait forever). On a network file
+system (an NFS home shared by the nodes of a cluster) a lock held by a build on another node
+cannot be seen from here: such a lock is never called stale, and the directory itself is
+reported (file locks do not hold across nodes there).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import time
 from dataclasses import dataclass
@@ -17,23 +21,89 @@ from pathlib import Path
 STALE_AFTER_SECONDS = 30 * 60
 
 
+# File systems shared between machines: a lock taken on one node is invisible on another.
+NETWORK_FILESYSTEMS = frozenset(
+    {
+        "nfs",
+        "nfs4",
+        "cifs",
+        "smb3",
+        "smbfs",
+        "lustre",
+        "gpfs",
+        "beegfs",
+        "ceph",
+        "fuse.ceph",
+        "glusterfs",
+        "fuse.glusterfs",
+        "fuse.sshfs",
+        "fuse.juicefs",
+        "afs",
+        "panfs",
+        "wekafs",
+        "9p",
+    }
+)
+
+
 @dataclass(frozen=True)
 class JitLock:
     path: Path
     age_seconds: float
     holders: tuple[tuple[int, str], ...] = ()  # (pid, command line) of live processes
+    network_fs: str = ""  # the file system type when it is a network one ("nfs4")
 
     @property
     def stale(self) -> bool:
         """Held by no live process and older than any build: older torch versions' lock
-        files are created and closed, so a young one may belong to a build in progress."""
-        return not self.holders and self.age_seconds >= STALE_AFTER_SECONDS
+        files are created and closed, so a young one may belong to a build in progress. On a
+        network file system a build on another node may hold it: never stale."""
+        return not self.holders and not self.network_fs and self.age_seconds >= STALE_AFTER_SECONDS
 
     @property
     def state(self) -> str:
         if self.holders:
             return "; ".join(f"held by pid {pid}: {cmd[:60]}" for pid, cmd in self.holders)
+        if self.network_fs:
+            return (
+                f"on {self.network_fs}, a network file system: a build on another node may hold "
+                "it, which this node cannot see (never called stale)"
+            )
         return "stale" if self.stale else "recent: a build may still be running"
+
+
+def parse_mounts(text: str) -> list[tuple[str, str]]:
+    """Pure: ``/proc/self/mounts`` as (mount point, file system type), octal escapes undone."""
+    mounts = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3:
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[1])
+            mounts.append((point, parts[2]))
+    return mounts
+
+
+def filesystem_of(path: Path, mounts: list[tuple[str, str]]) -> str:
+    """Pure: the type of the file system ``path`` (absolute) is on: its longest mount point."""
+    best, kind = -1, ""
+    for point, fstype in mounts:
+        if (path == Path(point) or Path(point) in path.parents) and len(point) > best:
+            best, kind = len(point), fstype
+    return kind
+
+
+def read_mounts() -> list[tuple[str, str]]:
+    try:
+        return parse_mounts(Path("/proc/self/mounts").read_text())
+    except OSError:
+        return []
+
+
+def network_filesystem(path: Path, mounts: list[tuple[str, str]]) -> str:
+    """``"nfs4"`` when ``path`` (or, if it does not exist yet, where it would be made) is on
+    a network file system; ``""`` otherwise."""
+    kind = filesystem_of(Path(os.path.realpath(path)), mounts)
+    return kind if kind in NETWORK_FILESYSTEMS else ""
 
 
 def extension_roots(env: dict[str, str], home: Path) -> list[Path]:
@@ -95,10 +165,13 @@ def _open_by(paths: set[Path]) -> dict[Path, set[int]]:
     return found
 
 
-def find_jit_locks(roots: list[Path], now: float | None = None) -> list[JitLock]:
-    """Every ``lock`` file under the roots, with its age and the live processes holding it
-    (an OS-level lock in /proc/locks, or the file open)."""
+def find_jit_locks(
+    roots: list[Path], now: float | None = None, mounts: list[tuple[str, str]] | None = None
+) -> list[JitLock]:
+    """Every ``lock`` file under the roots, with its age, the live processes holding it (an
+    OS-level lock in /proc/locks, or the file open) and the network file system it is on."""
     now = time.time() if now is None else now
+    mounts = read_mounts() if mounts is None else mounts
     paths = []
     for root in roots:
         if root.is_dir():
@@ -124,7 +197,9 @@ def find_jit_locks(roots: list[Path], now: float | None = None) -> list[JitLock]
         holders = tuple(
             (pid, cmd) for pid in sorted(pids) if pid != os.getpid() and (cmd := _cmdline(pid))
         )
-        out.append(JitLock(path, max(0.0, now - st.st_mtime), holders))
+        out.append(
+            JitLock(path, max(0.0, now - st.st_mtime), holders, network_filesystem(path, mounts))
+        )
     return out
 
 

@@ -14,6 +14,7 @@ from prebuild.runtime.arch import CodeKind, arch_for_capability, format_capabili
 from prebuild.runtime.manifest import Manifest
 from prebuild.runtime.versions import release
 from prebuild.tool.builder.config import MIN_TORCH_TARGET
+from prebuild.tool.doctor.first_use import CompilesAtFirstUse
 from prebuild.tool.doctor.jit_locks import JitLock, clear_command
 from prebuild.tool.gpus import GpuQuery, TorchInfo
 from prebuild.tool.installed import InstalledProject
@@ -46,6 +47,9 @@ class Facts:
     strict: bool = False
     projects: list[InstalledProject] = field(default_factory=list)
     variant: str | None = None  # the PEP 825 variant wheel prebuild was installed from
+    # torch's JIT extension directories, each with its network file system type ("" if local)
+    extension_dirs: list[tuple[Path, str]] = field(default_factory=list)
+    first_use: list[CompilesAtFirstUse] = field(default_factory=list)  # will compile when used
 
 
 @dataclass(frozen=True)
@@ -244,6 +248,35 @@ def diagnose(facts: Facts) -> list[Check]:
                 "jit locks",
                 OK,
                 f"{len(facts.locks)} JIT lock file(s), held by a live or recent build",
+            )
+        )
+    for directory, fstype in facts.extension_dirs:
+        if fstype:
+            checks.append(
+                Check(
+                    "jit locks",
+                    WARN,
+                    f"torch's JIT extensions directory {directory} is on {fstype}, a network "
+                    "file system: its lock files do not hold across nodes, so JIT builds of one "
+                    "extension on two nodes at once can corrupt each other or wait forever, and "
+                    "a lock held on another node cannot be told from a dead one",
+                    "give each node its own: export "
+                    "TORCH_EXTENSIONS_DIR=/tmp/torch_extensions-$(hostname); better, install "
+                    "prebuilt wheels (prebuild wheel), which never compile",
+                )
+            )
+    arch = arch_for_capability(g.gpus[0].capability).sm if g.gpus else "sm_XY"
+    for project in facts.first_use:
+        checks.append(
+            Check(
+                f"{project.name} {project.version}",
+                WARN,
+                f"compiles its CUDA extension when first used ({len(project.sites)} JIT call(s): "
+                f"{', '.join(project.sites)}; {project.cuda_sources} CUDA sources): on every "
+                "machine and in every fresh environment, racing other processes for the "
+                "extensions directory's lock",
+                f"prebuild wheel --arch {arch} {project.name}=={project.version} && "
+                f"pip install dist/{project.name.replace('-', '_')}-*.whl",
             )
         )
     for project in facts.projects:

@@ -1,0 +1,60 @@
+"""Where a project compiles at first use instead of at install time: its calls of
+torch.utils.cpp_extension's ``load``, ``load_inline`` or private ``_jit_compile`` (as gsplat calls
+it), through the module or imported by name. ``prebuild wheel`` names them when a project's
+wheel holds no library; ``prebuild doctor`` finds the installed packages that will compile.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+# The import may span lines: "from torch.utils.cpp_extension import (\n _jit_compile,\n)".
+JIT_NAMES = r"(?:load|load_inline|_jit_compile)"
+JIT_QUALIFIED = re.compile(rf"cpp_extension\.{JIT_NAMES}\s*\(")
+JIT_IMPORT = re.compile(
+    rf"from\s+torch\.utils\.cpp_extension\s+import\s+\(?[\w\s,]*\b{JIT_NAMES}\b"
+)
+JIT_BARE = re.compile(rf"(?<![.\w]){JIT_NAMES}\s*\(")
+
+
+def first_jit_call(text: str) -> int | None:
+    """Pure: the line number of the first JIT compile call in a Python file's text."""
+    if "cpp_extension" not in text:
+        return None
+    bare = JIT_IMPORT.search(text) is not None
+    for number, line in enumerate(text.splitlines(), 1):
+        code = line.split("#", 1)[0]
+        if JIT_QUALIFIED.search(code) or (
+            bare and JIT_BARE.search(code) and not code.lstrip().startswith("def ")
+        ):
+            return number
+    return None
+
+
+def jit_sites_in(
+    files: Iterable[Path],
+    root: Path | None,
+    limit: int = 3,
+    read: Callable[[Path], str] | None = None,
+) -> list[str]:
+    """``file:line`` of the first JIT call in each of ``files`` that has one, at most
+    ``limit``; files named relative to ``root`` (as given when None), read by ``read``."""
+    found = []
+    for path in sorted(files):
+        try:
+            text = read(path) if read else path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        number = first_jit_call(text)
+        if number is not None:
+            found.append(f"{path.relative_to(root) if root else path}:{number}")
+            if len(found) == limit:
+                break
+    return found
+
+
+def jit_sites(source: Path, limit: int = 3) -> list[str]:
+    """The JIT calls of a project's source tree (jit_sites_in over its Python files)."""
+    return jit_sites_in(source.rglob("*.py"), source, limit)
