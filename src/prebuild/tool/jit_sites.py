@@ -55,6 +55,17 @@ def jit_sites_in(
     return found
 
 
+# Where a build puts copies of a project's files (setuptools' build/lib, eggs): not its sources.
+BUILD_OUTPUTS = ("build", "dist", ".eggs")
+
+
 def jit_sites(source: Path, limit: int = 3) -> list[str]:
-    """The JIT calls of a project's source tree (jit_sites_in over its Python files)."""
-    return jit_sites_in(source.rglob("*.py"), source, limit)
+    """The JIT calls of a project's source tree (jit_sites_in over its Python files, the
+    copies its build made left out)."""
+    files = (
+        p
+        for p in source.rglob("*.py")
+        if p.relative_to(source).parts[0] not in BUILD_OUTPUTS
+        and not any(part.endswith(".egg-info") for part in p.relative_to(source).parts)
+    )
+    return jit_sites_in(files, source, limit)

@@ -195,6 +195,8 @@ def test_jit_sites_finds_cpp_extension_load_calls_and_nothing_else(tmp_path):
         "from torch.utils.cpp_extension import (\n    _TORCH_PATH,\n    _jit_compile,\n)\n"
         "def build():\n    return _jit_compile(name, sources)\n",
     )
+    # what the build copied (DeepSpeed's left build/lib/... in the refusal, one file twice)
+    write(tmp_path, "build/lib/pkg/other.py", "cpp_extension.load_inline('m')\n")
     assert jit_sites(tmp_path) == [
         "pkg/cuda/_backend.py:5",
         "pkg/other.py:2",
@@ -204,12 +206,26 @@ def test_jit_sites_finds_cpp_extension_load_calls_and_nothing_else(tmp_path):
 
 
 def test_a_wheel_without_a_library_is_explained():
-    jit = no_extension_message("gsplat-1.5.3-py3-none-any.whl", ["gsplat/cuda/_backend.py:5"])
-    assert "builds no extension at install time" in jit and "compiles when first used" in jit
-    assert (
-        "gsplat/cuda/_backend.py:5" in jit
-        and "BUILD_NO_CUDA=0" in jit
-        and "No wheel was written" in jit
+    advice = "its setup.py reads BUILD_NO_CUDA: one of them may make it build the extension"
+    jit = no_extension_message(
+        "gsplat-1.5.3-py3-none-any.whl", ["gsplat/cuda/_backend.py:5"], advice
     )
-    pure = no_extension_message("tool-1.0-py3-none-any.whl", [])
+    assert "builds no extension at install time" in jit and "compiles when first used" in jit
+    assert "gsplat/cuda/_backend.py:5" in jit and advice in jit and "No wheel was written" in jit
+    pure = no_extension_message("tool-1.0-py3-none-any.whl", [], advice)
     assert "pure Python" in pure and "pip install it as it is" in pure and "first used" not in pure
+
+
+def test_libraries_without_gpu_code_are_explained_with_the_build_logs_words(tmp_path):
+    """DeepSpeed with no GPU visible picks its CPU accelerator and builds host-only ops: the
+    refusal says so, quotes the log and names it."""
+    from prebuild.runtime.manifest import BuiltLibrary
+    from prebuild.tool.builder.classic import host_only_message
+
+    log = tmp_path / "build.log"
+    log.write_text("running build_ext\n[WARNING] Setting accelerator to CPU. If you have GPU...\n")
+    lib = BuiltLibrary("deepspeed/ops/adam/fused_adam_op.cpython-311-x86_64-linux-gnu.so", "0", 1)
+    text = host_only_message("deepspeed-0.19.8-cp311.whl", (lib,), log, "set DS_ACCELERATOR=cuda")
+    assert "fused_adam_op" in text and "hold no GPU code" in text
+    assert "Setting accelerator to CPU" in text and str(log) in text
+    assert "set DS_ACCELERATOR=cuda" in text and "No wheel was written" in text

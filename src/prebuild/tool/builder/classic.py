@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -35,6 +36,7 @@ from prebuild.runtime.arch import Arch, check_supported
 from prebuild.runtime.manifest import BuiltLibrary, CxxStandard, NvccCall, ProjectManifest
 from prebuild.tool.builder import flags
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, quiet_runner, warnings_to_log
+from prebuild.tool.builder.build_switches import build_variables, switches_advice
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.cuda_shim import (
     make_cuda_shim,
@@ -166,20 +168,41 @@ def raised_standards(calls: list[NvccCall]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(Counter(given for given, run in pairs if given != run).items()))
 
 
-def no_extension_message(wheel_name: str, sites: list[str]) -> str:
-    """Why a project's wheel is refused when it holds no shared library at all."""
+def no_extension_message(wheel_name: str, sites: list[str], advice: str) -> str:
+    """Why a project's wheel is refused when it holds no shared library at all; ``advice``
+    (build_switches.switches_advice): how its setup.py may be asked to build one."""
     if sites:
         return (
-            f"{wheel_name} holds no compiled library: the project builds no extension at install time, it "
-            f"compiles when first used (torch.utils.cpp_extension.load at {', '.join(sites)}), so there is "
-            "nothing for prebuild to compile ahead of time unmodified. Instead: if its setup.py can build the "
-            "extension at install time (some read a variable, such as BUILD_NO_CUDA=0 or FORCE_CUDA=1), set it "
-            "when running prebuild wheel; otherwise its first import compiles on each machine. No wheel was written."
+            f"{wheel_name} holds no compiled library: the project builds no extension at install "
+            f"time, it compiles when first used (torch.utils.cpp_extension at {', '.join(sites)}), "
+            f"so there is nothing for prebuild to compile ahead of time as it is. {advice}. No "
+            "wheel was written."
         )
     return (
         f"{wheel_name} holds no compiled library: the project builds no extension at install time (it is pure "
         "Python, or builds its code some other way), so there is nothing for prebuild to compile: pip install it "
         "as it is. No wheel was written."
+    )
+
+
+def host_only_message(
+    wheel_name: str, libraries: tuple[BuiltLibrary, ...], build_log: Path, advice: str
+) -> str:
+    """Why a wheel whose libraries hold no GPU code at all is refused: the project's build
+    chose not to compile CUDA. Quotes what its build log says about it (``advice``: the
+    project's switches)."""
+    log = build_log.read_text(encoding="utf-8", errors="replace") if build_log.exists() else ""
+    said = [
+        line.strip()
+        for line in log.splitlines()
+        if re.search(r"(?i)accelerator|\bcuda\b.*(?:not|skip|disabl|unavailable)|\bcpu\b", line)
+    ][:4]
+    quoted = f" Its build log says: {' | '.join(said)}." if said else ""
+    return (
+        f"{wheel_name}: its libraries ({', '.join(lib.file for lib in libraries)}) hold no GPU code "
+        "(SASS none, PTX none): the project's build compiled them for the host only, which its "
+        f"setup.py decides (with no GPU visible, some pick a CPU build).{quoted} {advice}. Full "
+        f"build log: {build_log}. No wheel was written."
     )
 
 
@@ -327,7 +350,13 @@ class ClassicBuilder:
             progress.phase("checking the archs in every library")
             libraries = read_wheel_libraries(built)
             if not libraries:
-                raise BuildError(no_extension_message(built.name, jit_sites(project)))
+                raise BuildError(
+                    no_extension_message(built.name, jit_sites(project), self.advice(built, sass))
+                )
+            if not any(lib.has_code for lib in libraries):
+                raise BuildError(
+                    host_only_message(built.name, libraries, build_log, self.advice(built, sass))
+                )
             check_archs(built.name, libraries, sass, ptx)
             calls = (
                 [
@@ -382,6 +411,15 @@ class ClassicBuilder:
             manifest.ptx_archs,
             manifest,
             time.monotonic() - start,
+        )
+
+    def advice(self, built: Path, archs: tuple[Arch, ...]) -> str:
+        """How the project may be asked to build its extensions at install time."""
+        setup = self.project / "setup.py"
+        text = setup.read_text(encoding="utf-8", errors="replace") if setup.is_file() else ""
+        command = f"prebuild wheel --arch {','.join(a.sm for a in archs)} {self.origin}".rstrip()
+        return switches_advice(
+            str(parse_wheel_filename(built.name)[0]), build_variables(text), command
         )
 
     def guard(self, built: Path, label: str) -> dict[str, str]:

@@ -1,0 +1,100 @@
+"""What makes a project build its extensions at install time when, left alone, it builds none
+and compiles at first use instead (DeepSpeed's ops): the environment variables its own setup.py
+reads, found by reading it, and a small table of well-known projects for which reading is not
+enough (DeepSpeed names its per-op variables through its op builders). Pure functions over text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# os.environ.get("X"), os.environ["X"] (not assigned), os.getenv("X"), and helpers named
+# like get_env_if_set("X") / is_env_set("X") / env_flag("X").
+_READ = re.compile(
+    r"""(?:environ\s*(?:\.get\s*\(|\[)|getenv\s*\(|\b\w*env\w*\s*\()\s*['"]([A-Z][A-Z0-9_]{2,})['"]\s*(?P<after>\S?)"""
+)
+# A variable that decides what is compiled (not a version string, a path or a verbosity).
+_BUILD_WORDS = re.compile(r"BUILD|CUDA|OPS|EXT|COMPILE|ACCELERATOR|WITH_|FORCE|SKIP")
+_NOT_SWITCH_ENDINGS = ("STRING", "VERSION", "_DIR", "_PATH", "_HOME")  # values, not switches
+_NOT_SWITCHES = {
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "TORCH_CUDA_ARCH_LIST",
+    "MAX_JOBS",
+    "CUDA_VISIBLE_DEVICES",
+}
+
+
+def build_variables(setup_text: str) -> list[str]:
+    """Pure: the environment variables a setup.py reads that decide what it compiles, in the
+    order they first appear (assignments such as ``os.environ["X"] = ...`` are not reads)."""
+    found: list[str] = []
+    for match in _READ.finditer(setup_text):
+        name = match.group(1)
+        if match.group("after") == "]" and re.match(r"\]\s*=[^=]", setup_text[match.end() - 1 :]):
+            continue  # os.environ["X"] = ...: set, not read
+        if (
+            name in _NOT_SWITCHES
+            or name.endswith(_NOT_SWITCH_ENDINGS)
+            or not _BUILD_WORDS.search(name)
+            or name in found
+        ):
+            continue
+        found.append(name)
+    return found
+
+
+@dataclass(frozen=True)
+class KnownSwitches:
+    """How a well-known project is told to build its extensions at install time."""
+
+    variables: str  # what to set, e.g. "DS_BUILD_OPS=1 (every op) or DS_BUILD_<OP>=1 (one)"
+    example: str  # the variables of a typical prebuild command, e.g. "DS_BUILD_FUSED_ADAM=1"
+    note: str = ""
+
+
+# Distribution names as pip normalises them.
+KNOWN = {
+    "deepspeed": KnownSwitches(
+        "DS_BUILD_OPS=1 (every op) or DS_BUILD_<OP>=1 (one op: DS_BUILD_FUSED_ADAM=1, "
+        "DS_BUILD_CPU_ADAM=1, ...), and DS_ACCELERATOR=cuda where no GPU is visible (otherwise "
+        "its setup.py picks its CPU accelerator and builds host-only ops)",
+        "DS_ACCELERATOR=cuda DS_BUILD_FUSED_ADAM=1",
+    ),
+    "mmcv": KnownSwitches(
+        "MMCV_WITH_OPS=1 (and FORCE_CUDA=1 where no GPU is visible)", "MMCV_WITH_OPS=1 FORCE_CUDA=1"
+    ),
+    "pytorch3d": KnownSwitches("FORCE_CUDA=1 where no GPU is visible", "FORCE_CUDA=1"),
+    "apex": KnownSwitches("APEX_CPP_EXT=1 APEX_CUDA_EXT=1", "APEX_CPP_EXT=1 APEX_CUDA_EXT=1"),
+    "flash-attn": KnownSwitches(
+        "FLASH_ATTENTION_FORCE_BUILD=TRUE (build here, not download a prebuilt wheel)",
+        "FLASH_ATTENTION_FORCE_BUILD=TRUE",
+    ),
+}
+
+
+def normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def switches_advice(distribution: str, variables: list[str], command: str) -> str:
+    """What to tell a user whose project built no extension: the known project's switches,
+    else the variables its setup.py reads; ``command`` is the ``prebuild wheel`` command to
+    prefix with them."""
+    known = KNOWN.get(normalize(distribution))
+    if known is not None:
+        note = f" {known.note}" if known.note else ""
+        return (
+            f"{distribution} builds its extensions at install time only when asked: "
+            f"{known.variables}.{note} For example: {known.example} {command}"
+        )
+    if variables:
+        return (
+            f"its setup.py reads {', '.join(variables)}: one of them may make it build the "
+            f"extension at install time; set it when running {command}"
+        )
+    return (
+        "its setup.py reads no variable that looks like a build switch, so its first import "
+        "compiles on each machine"
+    )

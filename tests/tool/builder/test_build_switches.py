@@ -1,0 +1,42 @@
+"""build_switches.py: the variables a project's setup.py reads to build its extensions at
+install time, and what a user is told when a project built none."""
+
+from __future__ import annotations
+
+from prebuild.tool.builder.build_switches import build_variables, switches_advice
+
+# The lines of DeepSpeed 0.19.8's setup.py that decide what it compiles (abridged).
+DEEPSPEED_SETUP = """
+def is_env_set(key):
+    return bool(os.environ.get(key, None))
+def get_env_if_set(key, default: typing.Any = ""):
+    return os.environ.get(key, None) or default
+os.environ["TORCH_CUDA_ARCH_LIST"] = get_default_compute_capabilities()
+BUILD_OP_DEFAULT = int(get_env_if_set('DS_BUILD_OPS', BUILD_OP_PLATFORM))
+if command_exists('git') and not is_env_set('DS_BUILD_STRING'):
+    pass
+"""
+
+
+def test_the_variables_a_setup_py_reads_to_decide_what_it_compiles():
+    assert build_variables(DEEPSPEED_SETUP) == ["DS_BUILD_OPS"]
+    text = (
+        'force = os.environ.get("FORCE_CUDA", "0") == "1"\n'
+        'os.environ["BUILD_X"] = "1"\n'  # set, not read
+        'if os.getenv("BUILD_NO_CUDA"): pass\n'
+        'with_ops = os.environ["WITH_CUDA"]\n'
+        'jobs = os.environ["MAX_JOBS"]\n'  # not a switch
+        'if os.environ["CUDA_HOME"] == "": pass\n'
+        'again = os.getenv("FORCE_CUDA")\n'
+    )
+    assert build_variables(text) == ["FORCE_CUDA", "BUILD_NO_CUDA", "WITH_CUDA"]
+
+
+def test_advice_names_a_known_projects_switches_or_what_its_setup_py_reads():
+    command = "prebuild wheel --arch sm_90 deepspeed==0.19.8"
+    ds = switches_advice("DeepSpeed", ["DS_BUILD_OPS"], command)
+    assert "DS_BUILD_FUSED_ADAM=1" in ds and "DS_ACCELERATOR=cuda" in ds
+    assert f"DS_ACCELERATOR=cuda DS_BUILD_FUSED_ADAM=1 {command}" in ds
+    other = switches_advice("someproj", ["FORCE_CUDA"], "prebuild wheel --arch sm_90 ./x")
+    assert "reads FORCE_CUDA" in other and "prebuild wheel --arch sm_90 ./x" in other
+    assert "first import compiles" in switches_advice("x", [], "prebuild wheel")
