@@ -1,10 +1,13 @@
 """Section 2, load: a fresh interpreter (after ``import torch``) to the first op result, our
 installed library against ``cpp_extension.load`` of an equivalent small CPU extension, with a
-cold and a warm cache. Its children and extensions are also section 3's (``contention``)."""
+cold and a warm cache. Its children and extensions are also section 3's (``contention``). Also
+what the guard of a classic wheel (prebuild.runtime.classic_guard) costs at Python's start-up
+and at the import of ``torch.utils.cpp_extension``."""
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import shutil
 import sys
@@ -67,6 +70,58 @@ def jit_extensions(work: Path) -> dict[str, str]:
     }
 
 
+# The site directory is added the way site adds site-packages at start-up (its .pth files run):
+# the difference between the two is what a guarded wheel adds to every Python start.
+GUARD_CHILD = """
+import site, time
+{before}
+t0 = time.perf_counter()
+site.addsitedir({site!r})
+{then}
+print('{{"seconds": %r}}' % (time.perf_counter() - t0))
+"""
+
+
+def guarded_site(work: Path) -> Path:
+    """A site directory holding one classic wheel's guard, as guard_files.py writes it."""
+    import zipfile
+
+    from prebuild.tool.builder.guard_files import guard_files
+
+    site = work / "guarded-site"
+    shutil.rmtree(site, ignore_errors=True)
+    site.mkdir(parents=True)
+    wheel = work / "proj-1.0-cp311-cp311-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("proj/__init__.py", "")
+    for name, text in guard_files(wheel, "proj", "1.0", "proj-1.0.dist-info", "proj==1.0").items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text)
+    compileall.compile_dir(site, quiet=1)  # as pip does at install time
+    return site
+
+
+def guard_costs(work: Path, repeats: int) -> dict:
+    """Median seconds of a child adding an empty site directory and one holding a guard, the
+    way site adds site-packages at start-up; then of importing torch.utils.cpp_extension
+    (after torch) without and with the guard, which wraps its compile entry points."""
+    empty, guarded = work / "empty-site", guarded_site(work)
+    empty.mkdir(parents=True, exist_ok=True)
+    steps = (
+        ("start-up", "", "pass"),
+        ("importing torch.utils.cpp_extension", "import torch", "import torch.utils.cpp_extension"),
+    )
+    rows = {}
+    for label, before, then in steps:
+        for which, site in (("without a guard", empty), ("with a classic wheel's guard", guarded)):
+            code = GUARD_CHILD.format(site=str(site), before=before, then=then)
+            samples = [
+                child_seconds(sys.executable, code, _child_env(), 120) for _ in range(repeats)
+            ]
+            rows[f"{label}, {which}"] = stat(samples)
+    return rows
+
+
 def _child_env(extensions_dir: Path | None = None) -> dict:
     env = dict(os.environ)
     env.pop("TORCH_EXTENSIONS_DIR", None)
@@ -102,4 +157,4 @@ def section_load(cfg: argparse.Namespace, work: Path) -> dict:
         label = "torch/extension.h + pybind11" if flavour == "pybind" else "stable-ABI headers"
         rows[f"JIT load, {label}, cold cache"] = stat(cold)
         rows[f"JIT load, {label}, warm cache"] = stat(warm)
-    return {"rows": rows}
+    return {"rows": rows, "guard": guard_costs(work, max(cfg.repeats, 5))}

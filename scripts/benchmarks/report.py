@@ -148,6 +148,21 @@ def report(results: dict, command: str) -> str:
                 [[k, fmt_stat(v), f"{v['median'] / ours:.1f}x"] for k, v in ld["rows"].items()],
             )
         )
+        if "guard" in ld:
+            out += [
+                "",
+                "What the guard of a classic wheel (`prebuild/runtime/classic_guard.py`) adds: a "
+                "child adds a site directory the way `site` adds site-packages at start-up (its "
+                "`.pth` files run), one empty and one holding a guard (`python -c`, timed inside).",
+                "",
+                table(
+                    ["child", "median (ms)", "spread"],
+                    [
+                        [k, f"{v['median'] * 1000:.1f}", f"{v['spread']:.0%}"]
+                        for k, v in ld["guard"].items()
+                    ],
+                ),
+            ]
         out[-1] += load_note(ld)
     c = results.get("contention")
     if c:

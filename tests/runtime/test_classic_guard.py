@@ -6,6 +6,7 @@ a JIT fallback that deletes the lock in the extensions directory before compilin
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import os
@@ -286,3 +287,26 @@ def test_a_jit_fallback_is_refused_before_it_touches_the_extensions_directory(si
     kind, message = done["allowed fallback"]["raised"]
     assert kind != "JitRefusedError" and "missing.cu" in message
     assert not lock.exists()
+
+
+def test_at_start_up_the_guard_imports_only_itself(tmp_path):
+    """Every Python start-up of an environment with a guarded wheel runs its .pth: it imports
+    the guard's own two small modules and nothing else (not torch, not typing: ~10 ms), reads
+    no file. What it costs is measured by scripts/bench.py (section 2)."""
+    site = tmp_path / "site"
+    guarded_project(site, "fakeproj", torch.__version__, torch.version.cuda)
+    code = (
+        "import sys, site\n"
+        "before = set(sys.modules)\n"
+        f"site.addsitedir({str(site)!r})\n"
+        "print(sorted(set(sys.modules) - before))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    added = ast.literal_eval(proc.stdout.strip())
+    assert set(added) <= {
+        "_prebuild_guard_fakeproj",
+        "_prebuild_guard_fakeproj.classic_guard",
+        "__future__",
+    }, added
+    assert "_prebuild_guard_fakeproj.classic_guard" in added

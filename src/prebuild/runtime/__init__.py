@@ -5,23 +5,47 @@ Reusable by any package that ships libraries with a ``_manifest.json`` written b
 imports only), so it can be carried inside another package.
 """
 
-from .errors import (
-    CudaUnavailableError,
-    DamagedInstallError,
-    JitRefusedError,
-    JitWarning,
-    LibraryLoadError,
-    NoCompiledLibraryError,
-    PrebuildError,
-    PTXJitWarning,
-    TorchVersionError,
-    UnsupportedGPUError,
-    WheelMisfitError,
-)
+# Not typing.TYPE_CHECKING: importing typing costs ~10 ms, at every start-up of a guarded Python.
+TYPE_CHECKING = False
 
-# The loader imports torch: only on first use, so that the tool's imports of
-# ``prebuild.runtime.arch`` and ``prebuild.runtime.manifest`` stay light.
-_LAZY = {"LoadedPackage", "load_package"}
+# Nothing is imported until asked for: a classic wheel's guard imports this package at every
+# Python start-up (its .pth), and the loader imports torch. name -> the module defining it.
+_LAZY = {
+    "LoadedPackage": "loader",
+    "load_package": "loader",
+    **{
+        name: "errors"
+        for name in (
+            "CudaUnavailableError",
+            "DamagedInstallError",
+            "JitRefusedError",
+            "JitWarning",
+            "LibraryLoadError",
+            "NoCompiledLibraryError",
+            "PrebuildError",
+            "PTXJitWarning",
+            "TorchVersionError",
+            "UnsupportedGPUError",
+            "WheelMisfitError",
+        )
+    },
+}
+
+if TYPE_CHECKING:
+    from .errors import (
+        CudaUnavailableError,
+        DamagedInstallError,
+        JitRefusedError,
+        JitWarning,
+        LibraryLoadError,
+        NoCompiledLibraryError,
+        PrebuildError,
+        PTXJitWarning,
+        TorchVersionError,
+        UnsupportedGPUError,
+        WheelMisfitError,
+    )
+    from .loader import LoadedPackage, load_package
 
 
 def source_files() -> list[str]:
@@ -35,9 +59,9 @@ def source_files() -> list[str]:
 
 def __getattr__(name: str):
     if name in _LAZY:
-        from . import loader
+        import importlib
 
-        return getattr(loader, name)
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
