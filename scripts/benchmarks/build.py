@@ -9,6 +9,7 @@ import argparse
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +18,18 @@ from .processes import run_measured
 from .stats import stat
 
 ONE_FILE = "csrc/ssim/ssim_cuda.cu"  # the file touched for the one-file-change rebuild
-ONE_FILE_QUICK = "csrc/gsplat/relocation_cpu.cpp"  # --quick: the quickest CPU file (a smoke test)
+# --quick (a smoke test of the section): the smallest native project, `prebuild new`'s one op.
+ONE_FILE_QUICK = "csrc/scale_add/scale_add_cpu.cpp"
+
+
+def scaffolded_project(work: Path) -> Path:
+    """A fresh `prebuild new demo` project in ``work``: one op, seconds to compile (--quick)."""
+    shutil.rmtree(work / "demo", ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [sys.executable, "-m", "prebuild", "new", "demo"], cwd=work, check=True, capture_output=True
+    )
+    return work / "demo"
 
 
 def copy_source(dest: Path) -> Path:
@@ -64,7 +76,7 @@ def cpu_only_cmd(src: Path, build: Path) -> list[str]:
 
 
 def section_build(cfg: argparse.Namespace, work: Path) -> dict:
-    src = copy_source(work / "src")
+    src = scaffolded_project(work / "scaffold") if cfg.quick else copy_source(work / "src")
     build, out = work / "objects", work / "dist"
     touched = ONE_FILE_QUICK if cfg.quick else ONE_FILE
     cmd = cpu_only_cmd(src, build) if cfg.quick else wheel_cmd(src, build, out, "sm_80")
@@ -81,7 +93,7 @@ def section_build(cfg: argparse.Namespace, work: Path) -> dict:
     result = {
         "command": shlex.join(["prebuild", "wheel", "--arch", "sm_80"])
         if not cfg.quick
-        else "compile_libraries(archs=()) (CPU library only: --quick)",
+        else "compile_libraries(archs=()) of a `prebuild new` project (CPU library only: --quick)",
         "touched": touched,
         "rows": {
             k: {
@@ -95,10 +107,10 @@ def section_build(cfg: argparse.Namespace, work: Path) -> dict:
     if cfg.quick:
         from prebuild.tool.builder.compile import host_build_dir
 
-        lib = host_build_dir(build) / "_C.abi3.so"
+        (lib,) = host_build_dir(build).glob("*.so")
         result["sizes"].append(
             {
-                "what": "CPU library _C.abi3.so (--quick: no wheel)",
+                "what": f"CPU library {lib.name} of a `prebuild new` project (--quick: no wheel)",
                 "compress": True,
                 "bytes": lib.stat().st_size,
                 "cuda_library": 0,

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from . import ROOT
-from .build import copy_source
+from .build import copy_source, scaffolded_project
 
 
 def redis_server(work: Path) -> tuple[str, subprocess.Popen]:
@@ -130,13 +130,7 @@ def section_cache(cfg: argparse.Namespace, work: Path) -> dict:
     work.mkdir(parents=True)
     env = {**os.environ, "TMPDIR": str(work)}  # the cached builds' fixed-name workspaces, here
     if cfg.quick:  # a `prebuild new` project, one arch, the directory cache only
-        subprocess.run(
-            [sys.executable, "-m", "prebuild", "new", "demo"],
-            cwd=work,
-            check=True,
-            capture_output=True,
-        )
-        first, archs = work / "demo", "sm_80"
+        first, archs = scaffolded_project(work), "sm_80"
     else:
         first, archs = copy_source(work / "checkout-a"), "sm_80,sm_90"
     second = work / "copy-b" / first.name
