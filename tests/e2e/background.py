@@ -38,6 +38,7 @@ JOBS: dict[str, Callable[[Path], list[str]]] = {
         f"--basetemp={work / 'pytest'}",
     ],
     "gsplat-wheel": lambda work: [sys.executable, str(HERE / "gsplat_wheel_job.py"), str(work)],
+    "deepspeed": lambda work: [sys.executable, str(HERE / "deepspeed_job.py"), str(work)],
 }
 
 

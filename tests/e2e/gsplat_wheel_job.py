@@ -9,15 +9,13 @@ step that fails ends the job (exit status 0: the steps say what failed)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from build_helpers import ROOT, copy_checkout, nvcc_wrapper
+from job_steps import Steps
 from venvs import clone_venv, prepare_cuda_venv
 
 GSPLAT = "gsplat==1.5.3"
@@ -48,34 +46,17 @@ def build_env(work: Path, bin_dir: Path) -> dict[str, str]:
 
 
 def main(work: Path) -> None:
-    steps: list[dict] = []
-
-    def run(what: str, command: list[str], env: dict[str, str], timeout: float) -> bool:
-        started = time.monotonic()
-        proc = subprocess.run(
-            command, cwd=work, env=env, capture_output=True, text=True, timeout=timeout
-        )
-        steps.append(
-            {
-                "what": what,
-                "command": command,
-                "returncode": proc.returncode,
-                "stdout": proc.stdout,
-                "stderr": proc.stderr,
-                "seconds": time.monotonic() - started,
-            }
-        )
-        (work / "steps.json").write_text(json.dumps(steps, indent=1))
-        return proc.returncode == 0
-
+    steps = Steps(work)
     bin_dir = clone_venv(prepare_cuda_venv().parent.parent, work / "venv-build").parent
     env = build_env(work, bin_dir)
     checkout = copy_checkout(work / "prebuild")
     for command in documented_classic_commands(checkout):
-        if not run("install prebuild", ["bash", "-euo", "pipefail", "-c", command], env, 1200):
+        if not steps.run(
+            "install prebuild", ["bash", "-euo", "pipefail", "-c", command], env, 1200
+        ):
             return
     wheel = [str(bin_dir / "prebuild"), "wheel", "--arch", "sm_90", GSPLAT]
-    run("build the wheel", [*wheel, "--out", str(work / "dist")], env, 3000)
+    steps.run("build the wheel", [*wheel, "--out", str(work / "dist")], env, 3000)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from pathlib import Path
 import background
 import pytest
 from gsplat_wheel_job import GSPLAT, build_env, documented_classic_commands
+from job_steps import read_steps
 from test_classic_build import all_sass, wheel_contents
 
 from prebuild.tool.inspection import library_code
@@ -46,7 +47,7 @@ def test_gsplat_as_published_builds_for_sm_90_and_imports_without_compiling(
 ):
     job, work = background.result("gsplat-wheel", timeout=3600)
     assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-6000:]
-    steps = json.loads((work / "steps.json").read_text())
+    steps = read_steps(work)
     timings = [f"{step['what']} {step['seconds']:.0f} s" for step in steps]
     *install, build = steps
     setup = documented_classic_commands(work / "prebuild")

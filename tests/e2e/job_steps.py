@@ -1,0 +1,48 @@
+"""The steps of a background job (background.py) that runs commands for a test: each step's
+command, return code, output and seconds, in WORK/steps.json as they finish, which the test
+reads back (``read_steps``) and asserts on as on commands it had run itself."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+
+class Steps:
+    def __init__(self, work: Path):
+        self.work = work
+        self.done: list[dict] = []
+
+    def run(
+        self,
+        what: str,
+        command: list[str],
+        env: dict[str, str],
+        timeout: float,
+        cwd: Path | None = None,
+    ) -> bool:
+        """Run ``command``, record it as step ``what``; whether it succeeded."""
+        started = time.monotonic()
+        proc = subprocess.run(
+            command, cwd=cwd or self.work, env=env, capture_output=True, text=True, timeout=timeout
+        )
+        self.done.append(
+            {
+                "what": what,
+                "command": command,
+                "returncode": proc.returncode,
+                "stdout": proc.stdout,
+                "stderr": proc.stderr,
+                "seconds": time.monotonic() - started,
+            }
+        )
+        (self.work / "steps.json").write_text(json.dumps(self.done, indent=1))
+        return proc.returncode == 0
+
+
+def read_steps(work: Path) -> list[dict]:
+    """The steps a job recorded, in order (none when it failed before the first)."""
+    path = work / "steps.json"
+    return json.loads(path.read_text()) if path.exists() else []
