@@ -380,3 +380,17 @@ def test_a_native_build_runs_the_preflight_once_and_compiles_each_wheel_once(tmp
         f"cu{toolchain.nvcc.version.major}{toolchain.nvcc.version.minor}.sm80",
         f"cu{toolchain.nvcc.version.major}{toolchain.nvcc.version.minor}.sm90",
     ]
+
+
+def test_pips_metadata_step_gets_the_found_toolkit_as_cuda_home():
+    """A requirement's setup.py runs in pip's metadata step before prebuild's build: with an
+    nvcc wrapper on PATH and no CUDA_HOME, torch guesses dirname(dirname(wrapper)), which is no
+    toolkit, and DeepSpeed 0.19.8's setup.py fails there running $CUDA_HOME/bin/nvcc -V."""
+    from types import SimpleNamespace
+
+    from prebuild.tool.builder.pipeline import metadata_env
+
+    found = SimpleNamespace(nvcc=SimpleNamespace(toolkit=SimpleNamespace(root=Path("/opt/cuda"))))
+    assert metadata_env(found, {"PATH": "/x"}) == {"PATH": "/x", "CUDA_HOME": "/opt/cuda"}
+    assert metadata_env(found, {"CUDA_HOME": "/mine"}) == {"CUDA_HOME": "/mine"}  # the user's
+    assert metadata_env(SimpleNamespace(nvcc=None), {}) == {}

@@ -45,6 +45,7 @@ cibuildwheel, ``python -m build``) the same setup.py runs the preflight and the 
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -257,7 +258,9 @@ def resolve(
     if spec is not None and not Path(spec).expanduser().exists():
         report.fetching(spec)
     try:
-        return resolve_project(spec, work, copy_native=copy)
+        return resolve_project(
+            spec, work, copy_native=copy, metadata_env=metadata_env(toolchain, os.environ)
+        )
     except DownloadError as exc:
         if exc.metadata_failed and toolchain.torch.cuda is None:
             # pip runs the project's setup.py to read its name, and a classic one fails there
@@ -267,6 +270,18 @@ def resolve(
             )
             raise classic.cpu_torch_error(toolchain.torch, detail) from None
         raise
+
+
+def metadata_env(toolchain, environ) -> dict[str, str]:
+    """The environment of pip's metadata step, which runs a requirement's setup.py before
+    prebuild's own build does: the found toolkit as CUDA_HOME when none is set. torch's
+    ``CUDA_HOME`` guess is ``dirname(dirname(nvcc))``, which for an nvcc wrapper script is no
+    toolkit, and DeepSpeed's setup.py runs ``$CUDA_HOME/bin/nvcc -V`` even to say its name."""
+    env = dict(environ)
+    nvcc = getattr(toolchain, "nvcc", None)
+    if nvcc is not None and not env.get("CUDA_HOME") and not env.get("CUDA_PATH"):
+        env["CUDA_HOME"] = str(nvcc.toolkit.root)
+    return env
 
 
 def make_builder(

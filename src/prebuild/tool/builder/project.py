@@ -118,10 +118,11 @@ def _last_error(output: str) -> str:
     return (errors[-1] if errors else lines[-1] if lines else "").strip()
 
 
-def download_source(spec: str, dest: Path) -> Path:
+def download_source(spec: str, dest: Path, env: dict[str, str] | None = None) -> Path:
     """``pip download`` the source of ``spec`` (a requirement or a URL: ``fused-ssim==1.0.0``,
-    ``git+https://...``) into ``dest``; returns the archive. Without build isolation: a
-    classic setup.py imports torch even to say its name, and isolation would install another."""
+    ``git+https://...``) into ``dest``, in ``env`` (default: this process's); returns the
+    archive. Without build isolation: a classic setup.py imports torch even to say its name,
+    and isolation would install another."""
     dest.mkdir(parents=True, exist_ok=True)
     command = [
         sys.executable,
@@ -137,7 +138,7 @@ def download_source(spec: str, dest: Path) -> Path:
         str(dest),
         spec,
     ]
-    proc = processes.run(command, capture_output=True, text=True)
+    proc = processes.run(command, capture_output=True, text=True, env=env)
     archives = [p for p in dest.iterdir() if p.name.endswith(SDIST_SUFFIXES)]
     if proc.returncode != 0 or len(archives) != 1:
         output = proc.stdout + proc.stderr
@@ -168,10 +169,16 @@ def project_kind(spec: str | None) -> str | None:
     return CLASSIC
 
 
-def resolve_project(spec: str | None, work: Path, copy_native: bool = False) -> Project:
+def resolve_project(
+    spec: str | None,
+    work: Path,
+    copy_native: bool = False,
+    metadata_env: dict[str, str] | None = None,
+) -> Project:
     """The project to build. ``None``: the project around the current directory. A native
     directory is built in place, unless ``copy_native`` (a cached build: the compile commands
-    then name the same paths whichever checkout the project came from)."""
+    then name the same paths whichever checkout the project came from). ``metadata_env``: the
+    environment of pip's download, which runs the project's setup.py for its metadata."""
     if spec is None:
         native = find_native_project(Path.cwd())
         if native is not None:
@@ -202,7 +209,7 @@ def resolve_project(spec: str | None, work: Path, copy_native: bool = False) -> 
             )
         source = unpack(path, copy)
     else:
-        source = unpack(download_source(spec, work / "download"), copy)
+        source = unpack(download_source(spec, work / "download", metadata_env), copy)
     if not _has_build_files(source):
         raise BuildError(f"{spec}: the source has no setup.py or pyproject.toml")
     return Project(NATIVE if is_native(source) else CLASSIC, source, spec)
