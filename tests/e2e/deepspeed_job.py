@@ -8,7 +8,8 @@ src/) in a copy of .venv-cuda, nvcc through a wrapper script on PATH, CUDA_HOME 
 - with ``DS_ACCELERATOR=cuda DS_BUILD_FUSED_ADAM=1``: one sm_90 wheel (the docs' example);
 
 then that wheel installed into another copy of .venv-cuda and ``FusedAdamBuilder().load()``
-run there with an empty ``TORCH_EXTENSIONS_DIR``.
+run there with an empty ``TORCH_EXTENSIONS_DIR`` (and ``DS_ACCELERATOR=cuda``: without a GPU,
+DeepSpeed's CPU accelerator would pick its own CPU op, which the wheel does not hold).
 
 Usage: python tests/e2e/deepspeed_job.py WORK (steps in WORK/steps.json, job_steps.py)."""
 
@@ -62,11 +63,10 @@ def main(work: Path) -> None:
         return  # the test says why, from the build's step
     built = wheels[0]
     user = clone_venv(cuda_venv, work / "venv-use")
-    use_env = {
-        k: v
-        for k, v in env.items()
-        if k not in ("PYTHONPATH", "DS_ACCELERATOR", "DS_BUILD_FUSED_ADAM")
-    }
+    # DS_ACCELERATOR=cuda stands in for the GPU DeepSpeed would detect at run time: without one
+    # it picks its CPU accelerator, whose FusedAdamBuilder is another op (compiled at first use).
+    use_env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "DS_BUILD_FUSED_ADAM")}
+    use_env["DS_ACCELERATOR"] = "cuda"
     use_env["PATH"] = f"{user.parent}:{env['PATH']}"
     use_env["TORCH_EXTENSIONS_DIR"] = str(work / "torch_extensions")
     if steps.run(

@@ -243,7 +243,7 @@ def test_a_build_directory_is_the_users_and_stays(tmp_path):
 
 
 def test_a_requirement_whose_setup_py_needs_cuda_gets_the_cpu_torch_refusal(monkeypatch, tmp_path):
-    def fail(spec, work, copy_native=False):
+    def fail(spec, work, copy_native=False, metadata_env=None):
         raise DownloadError(
             "pip failed", metadata_failed=True, reason="OSError: CUDA_HOME is not set"
         )

@@ -192,12 +192,15 @@ def host_only_message(
     chose not to compile CUDA. Quotes what its build log says about it (``advice``: the
     project's switches)."""
     log = build_log.read_text(encoding="utf-8", errors="replace") if build_log.exists() else ""
-    said = [
-        line.strip()
-        for line in log.splitlines()
-        if re.search(r"(?i)accelerator|\bcuda\b.*(?:not|skip|disabl|unavailable)|\bcpu\b", line)
-    ][:4]
-    quoted = f" Its build log says: {' | '.join(said)}." if said else ""
+    said: list[str] = []
+    for line in log.splitlines():
+        if not re.search(r"(?i)accelerator|\bcuda\b.{0,40}(?:not|skip|disabl|unavailable)", line):
+            continue
+        line = re.sub(r"^(\[[^\]]*\]\s*)+", "", line.strip())  # timestamps, levels, places
+        line = line if len(line) <= 160 else line[:157] + "..."
+        if line not in said:
+            said.append(line)
+    quoted = f" Its build log says: {' | '.join(said[:3])}." if said else ""
     return (
         f"{wheel_name}: its libraries ({', '.join(lib.file for lib in libraries)}) hold no GPU code "
         "(SASS none, PTX none): the project's build compiled them for the host only, which its "
