@@ -255,6 +255,15 @@ def test_a_fitting_project_imports_a_misfit_one_says_what_fits_and_only_their_co
     assert kind == "JitRefusedError" and "PREBUILD_STRICT=1" in message
 
 
+def test_a_guard_whose_manifest_is_gone_warns_and_lets_the_import_through(site, tmp_path):
+    (site / "fakeproj-1.0+pt.dist-info" / "prebuild.json").unlink()
+    proc = run(site, 'step("import", lambda: __import__("fakeproj"))', tmp_path)
+    done = steps(proc)
+    assert done["import"]["raised"] is None
+    ((category, text),) = done["import"]["warned"]
+    assert category == "RuntimeWarning" and "cannot read the wheel's manifest" in text
+
+
 def test_a_jit_fallback_is_refused_before_it_touches_the_extensions_directory(site, tmp_path):
     (site / "fakeproj" / "csrc.py").unlink()  # the prebuilt module no longer imports
     lock = tmp_path / "extensions" / "fakeproj_cuda" / "lock"  # a concurrent build's

@@ -140,6 +140,14 @@ class Guard:
             errors, notes = self.problems(strict=os.environ.get(STRICT_ENV, "") == "1")
         except ImportError:
             return  # no torch: the package's own import of torch will say so
+        except (OSError, ValueError) as exc:  # prebuild.json missing or unreadable
+            warnings.warn(
+                f"{self.label}: prebuild's guard cannot read the wheel's manifest ({exc}), so "
+                "nothing was checked at import: the install is damaged; reinstall the wheel",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return
         for note in notes:
             warnings.warn(note, PTXJitWarning, stacklevel=2)
         if errors:
