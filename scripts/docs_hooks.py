@@ -11,16 +11,17 @@ from typer.testing import CliRunner
 
 from prebuild.tool.cli import app
 
-MARKER = re.compile(r"^<!-- prebuild-help(?: (?P<command>[a-z][a-z-]*))? -->$", re.M)
+MARKER = re.compile(r"^<!-- prebuild-help(?: (?P<command>[a-z][a-z -]*[a-z]))? -->$", re.M)
 # A fixed width and no colour: the pages are the same whatever terminal builds them.
 HELP_ENV = {"COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"}
 
 
 def help_text(command: str | None) -> str:
-    """``prebuild [COMMAND] --help`` as plain text, trailing blanks removed."""
-    if command is not None and not re.fullmatch(r"[a-z][a-z-]*", command):
+    """``prebuild [COMMAND] --help`` as plain text, trailing blanks removed (``COMMAND`` may
+    name a subcommand: ``farm plan``)."""
+    if command is not None and not re.fullmatch(r"[a-z][a-z-]*( [a-z][a-z-]*)*", command):
         raise ValueError(f"not a command name: {command!r}")
-    args = [command, "--help"] if command else ["--help"]
+    args = [*command.split(), "--help"] if command else ["--help"]
     result = CliRunner().invoke(app, args, prog_name="prebuild", env=HELP_ENV, color=False)
     if result.exit_code != 0:
         raise ValueError(

@@ -265,10 +265,14 @@ def read_wheels(dist_dir: Path) -> list[tuple[Path, WheelInfo]]:
 
 
 def write_site(
-    site: Path, wheels: list[tuple[Path, WheelInfo]], variants: dict[str, dict] | None = None
+    site: Path,
+    wheels: list[tuple[Path, WheelInfo]],
+    variants: dict[str, dict] | None = None,
+    extra_files: Mapping[str, str] | None = None,
 ) -> dict[str, list[WheelInfo]]:
     """Write the whole site into ``site`` (which must not exist); ``variants``: the variants
-    files (name -> document) served beside the wheels and linked on the index of all wheels."""
+    files (name -> document) served beside the wheels and linked on the index of all wheels;
+    ``extra_files``: more files at the top of the site (name -> text: the farm's ledger)."""
     indexes = group_by_index([info for _, info in wheels])
     (site / "wheels").mkdir(parents=True)
     for path, info in wheels:
@@ -300,13 +304,29 @@ def write_site(
     (site / "index.json").write_text(
         json.dumps(index_json(indexes), indent=2) + "\n", encoding="utf-8"
     )
+    for name, text in (extra_files or {}).items():
+        (site / name).write_text(text, encoding="utf-8")
     (site / MARKER).write_text(
         "written by prebuild index; the whole folder is replaced on the next run\n"
     )
     return indexes
 
 
-def build_index(dist_dir: Path, site: Path) -> dict[str, list[WheelInfo]]:
+def check_site(site: Path) -> Path:
+    """SITE, resolved, when it may be written: absent, empty, or a site written before."""
+    site = site.resolve()
+    if site.exists() and (
+        not site.is_dir() or (any(site.iterdir()) and not (site / MARKER).exists())
+    ):
+        raise SiteError(
+            f"{site} exists and is not an index written by prebuild index: choose another --out"
+        )
+    return site
+
+
+def build_index(
+    dist_dir: Path, site: Path, extra_files: Mapping[str, str] | None = None
+) -> dict[str, list[WheelInfo]]:
     """Build the site next to SITE, then put it in place: SITE must be absent, empty, or a
     site this command wrote before (it is replaced whole, so no stale wheel lingers)."""
     wheels = read_wheels(dist_dir)
@@ -315,17 +335,11 @@ def build_index(dist_dir: Path, site: Path) -> dict[str, list[WheelInfo]]:
         check_variants_files(dist_dir, variants)
     except VariantError as exc:
         raise SiteError(str(exc)) from None
-    site = site.resolve()
-    if site.exists() and (
-        not site.is_dir() or (any(site.iterdir()) and not (site / MARKER).exists())
-    ):
-        raise SiteError(
-            f"{site} exists and is not an index written by prebuild index: choose another --out"
-        )
+    site = check_site(site)
     site.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{site.name}.", dir=site.parent))
     try:
-        indexes = write_site(staging / "site", wheels, variants)
+        indexes = write_site(staging / "site", wheels, variants, extra_files)
         old = staging / "old"
         if site.exists():
             os.replace(site, old)

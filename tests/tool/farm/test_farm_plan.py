@@ -12,6 +12,7 @@ from prebuild.tool.farm.plan import (
     Farm,
     Job,
     SourceFacts,
+    matrix,
     plan_jobs,
     source_facts,
     tree_digest,
@@ -37,7 +38,7 @@ kind = "native"
 
 
 def recipes():
-    return parse_recipes(RECIPES, Path("/r/field.toml"))
+    return parse_recipes(RECIPES, Path("/r/field.toml")).recipes
 
 
 def facts(kind_of_demo=NATIVE):
@@ -169,7 +170,7 @@ def test_local_sources_are_hashed_and_their_kind_read(tmp_path):
         f'[[project]]\nname = "{n}"\nsource = "./{p}"\n'
         for n, p in (("n", "native"), ("c", "classic"), ("a", archive.name), ("m", "missing"))
     )
-    n, c, a, m = parse_recipes(text, tmp_path / "r.toml")
+    n, c, a, m = parse_recipes(text, tmp_path / "r.toml").recipes
     assert source_facts(n).kind == NATIVE and source_facts(c).kind == CLASSIC
     before = source_facts(c).source_id
     (classic / "build" / "x.o").write_text("an output: not the source")
@@ -179,3 +180,15 @@ def test_local_sources_are_hashed_and_their_kind_read(tmp_path):
     assert source_facts(a).source_id.startswith("file:sha256:")
     with pytest.raises(RecipeError, match="project 'm': key 'source': .*missing does not exist"):
         source_facts(m)
+
+
+def test_the_matrix_one_entry_per_job_or_per_build():
+    jobs = plan_jobs(recipes(), facts(), FARM).jobs
+    single = matrix(jobs)["include"]
+    assert [e["keys"] for e in single] == [j.key for j in jobs]
+    grouped = matrix(jobs, group=True)["include"]
+    # gsplat: 2 torch x 2 Pythons; old-only: 2 torch x 1; demo: once
+    assert len(grouped) == 4 + 2 + 1
+    assert sum(len(e["keys"].split(",")) for e in grouped) == len(jobs)
+    first = grouped[0]
+    assert first["title"] == "gsplat pt214 cu130 cp311" and first["wheels"] == "sm_80,sm_90,plain"

@@ -41,7 +41,7 @@ source = "./demo"
 
 
 def test_a_full_recipe_and_a_minimal_one():
-    full, minimal = parse_recipes(FULL, FILE)
+    full, minimal = parse_recipes(FULL, FILE).recipes
     assert full.name == "fused-ssim" and full.source_kind == GIT and full.kind is None
     assert full.env == (("DEBUG", "0"), ("FAST", "true"), ("FORCE_CUDA", "1"))
     assert full.build_requires == ("jaxtyping>=0.2",)
@@ -112,6 +112,10 @@ def test_a_bad_project_is_refused_naming_file_and_key(body, said):
         ("", "no [[project]] table"),
         ('[project]\nname = "x"', "no [[project]] table"),
         ('title = "x"\n[[project]]\nname = "x"\nsource = "x==1"', "unknown key 'title'"),
+        ('[farm]\ntorch = "2.14"', "[farm]: key 'torch': expected a list"),
+        ('[farm]\npython = ["2.7"]', "[farm]: key 'python'"),
+        ('[farm]\narchs = ["sm_1"]', "[farm]: key 'archs'"),
+        ('[farm]\ngpus = ["h100"]', "[farm]: unknown key 'gpus'"),
     ],
 )
 def test_a_bad_file_is_refused_naming_it(text, said):
@@ -123,7 +127,7 @@ def test_a_folder_is_a_recipe_set_and_a_name_may_appear_once(tmp_path):
     (tmp_path / "a.toml").write_text('[[project]]\nname = "a"\nsource = "a==1"\n')
     (tmp_path / "b.toml").write_text('[[project]]\nname = "b"\nsource = "b==1"\n')
     (tmp_path / "notes.txt").write_text("not a recipe")
-    assert [r.name for r in load_recipes([tmp_path])] == ["a", "b"]
+    assert [r.name for r in load_recipes([tmp_path]).recipes] == ["a", "b"]
     (tmp_path / "c.toml").write_text('[[project]]\nname = "A"\nsource = "a==2"\n')
     with pytest.raises(RecipeError, match="project 'a': named twice"):
         load_recipes([tmp_path])
@@ -133,3 +137,21 @@ def test_a_folder_is_a_recipe_set_and_a_name_may_appear_once(tmp_path):
     empty.mkdir()
     with pytest.raises(RecipeError, match="no recipe files"):
         load_recipes([empty])
+
+
+def test_a_farm_table_gives_the_sets_defaults_once(tmp_path):
+    (tmp_path / "a.toml").write_text('[[project]]\nname = "a"\nsource = "a==1"\n')
+    (tmp_path / "farm.toml").write_text(
+        '[farm]\ntorch = ["2.13", "2.14"]\ncuda = ["13.0"]\npython = ["3.11"]\narchs = ["sm_90"]\n'
+    )
+    loaded = load_recipes([tmp_path])
+    assert [r.name for r in loaded.recipes] == ["a"]
+    assert loaded.defaults.torch == ("2.13", "2.14") and loaded.defaults.cuda == ("13.0",)
+    assert loaded.defaults.python == ("3.11",) and [a.sm for a in loaded.defaults.archs] == [
+        "sm_90"
+    ]
+    (tmp_path / "more.toml").write_text('[farm]\ntorch = ["2.15"]\n')
+    with pytest.raises(RecipeError, match="more.toml: a second \\[farm\\] table"):
+        load_recipes([tmp_path])
+    with pytest.raises(RecipeError, match="no \\[\\[project\\]\\] in .*: nothing to build"):
+        load_recipes([tmp_path / "farm.toml"])

@@ -10,6 +10,7 @@ import typer
 # The modules, not their functions: prebuild.tool.cli.wheel stays the module of that name.
 from prebuild.tool.cli import (
     doctor,
+    farm,
     index,
     inspect,
     install,
@@ -44,6 +45,7 @@ COMMANDS = (
 )
 for _command in COMMANDS:
     app.command(help=reflow_help(_command.__doc__))(_command)
+app.add_typer(farm.app)  # prebuild farm plan / build
 
 
 def _print_version(asked: bool) -> None:

@@ -231,3 +231,30 @@ def source_facts(recipe: Recipe) -> SourceFacts:
             return SourceFacts(f"file:sha256:{digest}", recipe.kind or CLASSIC)
         raise RecipeError(f"{recipe.where}: key 'source': {path} does not exist")
     return SourceFacts(recipe.source, recipe.kind or CLASSIC)
+
+
+def matrix(jobs: list[Job], group: bool = False) -> dict:
+    """Pure: the jobs as a GitHub Actions matrix. Each entry's ``keys`` is what ``prebuild farm
+    build --only`` takes. ``group``: one entry per project x torch x CUDA x Python (its archs'
+    wheels and its plain wheel on one runner, sharing the compile cache's host objects), which
+    keeps a large farm under GitHub's 256 jobs per matrix."""
+    if not group:
+        return {"include": [{"keys": j.key, **j.to_dict()} for j in jobs]}
+    groups: dict[tuple, list[Job]] = {}
+    for job in jobs:
+        groups.setdefault((job.project, job.torch, job.cuda, job.python), []).append(job)
+    include = []
+    for (project, torch, cuda, python), members in groups.items():
+        first = members[0]
+        include.append(
+            {
+                "keys": ",".join(j.key for j in members),
+                "title": " ".join(p for p in first.title.split()[:-1]),
+                "project": project,
+                "torch": torch,
+                "cuda": cuda,
+                "python": python,
+                "wheels": ",".join(j.wheel for j in members),
+            }
+        )
+    return {"include": include}

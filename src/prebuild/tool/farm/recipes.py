@@ -17,6 +17,15 @@ file and the key (``RecipeError``).
     import = "fused_ssim"               # default: the name, "-" -> "_"
     gpu = "import fused_ssim; ..."      # run only where a GPU the wheel fits is visible
 
+One file of a set may also say what the set is built for, the defaults of ``prebuild farm``'s
+options (a scheduled CI job adds new torch releases here):
+
+    [farm]
+    torch = ["2.13", "2.14"]
+    cuda = ["12.8", "13.0"]
+    python = ["3.10", "3.11", "3.12", "3.13"]
+    archs = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"]
+
 ``source`` is a pinned requirement (``gsplat==1.5.3``), a git URL at a fixed revision
 (``git+https://...@v1.5.3``), an sdist URL, or a local directory or sdist (relative to the
 recipe file). A job's key must decide its output, so a source that can change under the same
@@ -209,21 +218,63 @@ def parse_project(table: object, file: Path, index: int) -> Recipe:
     )
 
 
-def parse_recipes(text: str, file: Path) -> list[Recipe]:
-    """Pure: the recipes of one file's text."""
+@dataclass(frozen=True)
+class FarmDefaults:
+    """A recipe set's ``[farm]`` table: what it is built for when the command does not say."""
+
+    file: Path
+    torch: tuple[str, ...] = ()
+    cuda: tuple[str, ...] = ()
+    python: tuple[str, ...] = ()
+    archs: tuple[Arch, ...] = ()
+
+
+@dataclass(frozen=True)
+class RecipeSet:
+    recipes: list[Recipe]
+    defaults: FarmDefaults | None = None
+
+
+_FARM_KEYS = ("torch", "cuda", "python", "archs")
+
+
+def parse_farm_table(table: object, file: Path) -> FarmDefaults:
+    """Pure: a ``[farm]`` table."""
+    where = f"{file}: [farm]"
+    if not isinstance(table, dict):
+        raise RecipeError(f"{where}: expected a table")
+    unknown = sorted(set(table) - set(_FARM_KEYS))
+    if unknown:
+        raise RecipeError(
+            f"{where}: unknown key {', '.join(map(repr, unknown))}; it takes {', '.join(_FARM_KEYS)}"
+        )
+    values = {k: _string_list(table.get(k, []), f"{where}: key {k!r}") for k in _FARM_KEYS}
+    for version in values["python"]:
+        _python(version, f"{where}: key 'python'")
+    try:
+        archs = parse_arch_list(values["archs"])
+    except ArchError as exc:
+        raise RecipeError(f"{where}: key 'archs': {exc}") from None
+    return FarmDefaults(file, values["torch"], values["cuda"], values["python"], archs)
+
+
+def parse_recipes(text: str, file: Path) -> RecipeSet:
+    """Pure: the recipes (and the ``[farm]`` table, if any) of one file's text."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RecipeError(f"{file}: not valid TOML: {exc}") from None
-    unknown = sorted(set(data) - {"project"})
+    unknown = sorted(set(data) - {"project", "farm"})
     if unknown:
         raise RecipeError(
-            f"{file}: unknown key {', '.join(map(repr, unknown))}: a recipe file holds [[project]] tables"
+            f"{file}: unknown key {', '.join(map(repr, unknown))}: a recipe file holds [[project]] "
+            "tables (and at most one [farm] table)"
         )
-    projects = data.get("project")
-    if not isinstance(projects, list) or not projects:
+    defaults = parse_farm_table(data["farm"], file) if "farm" in data else None
+    projects = data.get("project", [] if defaults else None)
+    if not isinstance(projects, list) or (not projects and defaults is None):
         raise RecipeError(f"{file}: no [[project]] table: a recipe file holds one per project")
-    return [parse_project(table, file, i) for i, table in enumerate(projects)]
+    return RecipeSet([parse_project(table, file, i) for i, table in enumerate(projects)], defaults)
 
 
 def recipe_files(path: Path) -> list[Path]:
@@ -238,21 +289,32 @@ def recipe_files(path: Path) -> list[Path]:
     return [path]
 
 
-def load_recipes(paths: list[Path]) -> list[Recipe]:
-    """Every recipe of the files and folders given; a project named twice is an error."""
+def load_recipes(paths: list[Path]) -> RecipeSet:
+    """Every recipe of the files and folders given; a project named twice, or two [farm]
+    tables, is an error."""
     recipes: list[Recipe] = []
     seen: dict[str, Recipe] = {}
+    defaults: FarmDefaults | None = None
     for path in paths:
         for file in recipe_files(path):
             try:
                 text = file.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise RecipeError(f"{file}: cannot read it: {exc}") from None
-            for recipe in parse_recipes(text, file):
+            parsed = parse_recipes(text, file)
+            if parsed.defaults is not None:
+                if defaults is not None:
+                    raise RecipeError(
+                        f"{file}: a second [farm] table (the first is in {defaults.file})"
+                    )
+                defaults = parsed.defaults
+            for recipe in parsed.recipes:
                 if recipe.name in seen:
                     raise RecipeError(
                         f"{recipe.where}: named twice (also in {seen[recipe.name].file})"
                     )
                 seen[recipe.name] = recipe
                 recipes.append(recipe)
-    return recipes
+    if not recipes:
+        raise RecipeError(f"no [[project]] in {', '.join(map(str, paths))}: nothing to build")
+    return RecipeSet(recipes, defaults)

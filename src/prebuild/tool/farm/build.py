@@ -1,0 +1,285 @@
+"""``prebuild farm build``: run the plan's jobs on this machine, then publish the index.
+
+Each job is one ``prebuild wheel`` in its environment (``envs``), with the recipe's variables,
+every compile through the compile cache the jobs share (so the host objects of one project
+compile once for all its archs), its output in a log of its own. Its wheel is then tried
+(``smoke_test``): installed into a throwaway venv over the build environment and imported with
+no GPU visible and an empty ``TORCH_EXTENSIONS_DIR`` that must stay empty; the recipe's GPU
+check runs too where a GPU the wheel fits is visible. A wheel that passes goes into
+SITE/wheels and its job into the ledger at once, so a run that stops keeps what it finished
+and the next run does only the rest. A job that fails is recorded with the end of its log
+and the others go on. At the end the site is rewritten from the ledger (``site.publish``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from filelock import FileLock, Timeout
+from packaging.utils import canonicalize_name
+
+from prebuild.tool.farm.envs import EnvError, Environments, EnvSpec, prebuild_path, uv_binary
+from prebuild.tool.farm.ledger import BUILT, FAILED, Entry, read_ledger, write_ledger
+from prebuild.tool.farm.plan import PLAIN, Job
+from prebuild.tool.farm.recipes import Recipe, Smoke
+from prebuild.tool.farm.site import publish, store
+from prebuild.tool.variant_wheels import parse_filename
+
+LOG_TAIL = 3000  # characters of a failed job's log kept in the ledger
+
+
+class FarmError(RuntimeError):
+    """The farm cannot run at all (its site is locked or is something else)."""
+
+
+class FarmReporter(Protocol):
+    def job_started(self, number: int, total: int, job: Job) -> None: ...
+
+    def job_finished(self, number: int, total: int, entry: Entry) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class FarmResult:
+    built: list[Entry]
+    failed: list[Entry]
+    seconds: float
+    indexes: dict
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _tail(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return text[-LOG_TAIL:]
+
+
+def run_farm(
+    jobs: list[Job],
+    recipes: dict[str, Recipe],
+    site: Path,
+    work: Path,
+    environments: Environments,
+    report: FarmReporter,
+    cache: str | None = None,
+    gpu_archs: tuple[str, ...] = (),
+) -> FarmResult:
+    """Run ``jobs`` (the plan's, for ``recipes`` by name) into ``site``; ``work`` keeps the
+    environments, logs and throwaway venvs; ``cache``: the compile cache spec every job uses;
+    ``gpu_archs``: the visible GPUs' archs (``sm_90``), where the recipes' GPU checks run."""
+    started = time.monotonic()
+    site.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(site.resolve().parent / f".{site.name}.farm.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise FarmError(
+            f"another prebuild farm build is writing {site} (it holds {lock.lock_file}): wait "
+            "for it, or give another --out"
+        ) from None
+    try:
+        wheels_dir = store(site)
+        ledger = read_ledger(site)
+        jobs = [j for j in jobs if j.key not in ledger.built]  # done since the plan was made
+        (work / "logs").mkdir(parents=True, exist_ok=True)
+        environments.log = work / "logs" / "environments.log"
+        built, failed = [], []
+        # jobs sharing an environment run one after another, so each is made or found once
+        ordered = sorted(jobs, key=lambda j: (j.python, j.torch, j.cuda))
+        pythons: dict[tuple, Path | EnvError] = {}
+        for number, job in enumerate(ordered, 1):
+            report.job_started(number, len(ordered), job)
+            spec = EnvSpec(job.python, job.torch, job.cuda)
+            recipe = recipes[job.project]
+            try:
+                if (spec, job.build_requires) not in pythons:
+                    pythons[spec, job.build_requires] = environments.python_for(
+                        spec, job.build_requires
+                    )
+                python = pythons[spec, job.build_requires]
+            except EnvError as exc:
+                pythons[spec, job.build_requires] = exc
+                python = exc
+            if isinstance(python, EnvError):
+                entry = Entry(job, FAILED, error=str(python), log=str(environments.log))
+            else:
+                entry = run_job(job, recipe, python, work, wheels_dir, cache, gpu_archs)
+            entry = Entry(**{**entry.__dict__, "finished": _now()})
+            ledger.record(entry)
+            write_ledger(ledger, site)
+            (built if entry.status == BUILT else failed).append(entry)
+            report.job_finished(number, len(ordered), entry)
+        indexes = publish(site, ledger)
+        return FarmResult(built, failed, time.monotonic() - started, indexes)
+    finally:
+        lock.release()
+
+
+def run_job(
+    job: Job,
+    recipe: Recipe,
+    python: Path,
+    work: Path,
+    wheels_dir: Path,
+    cache: str | None,
+    gpu_archs: tuple[str, ...] = (),
+) -> Entry:
+    """One job: ``prebuild wheel`` in ``python``'s environment, the wheel checked and tried,
+    then kept in ``wheels_dir``."""
+    started = time.monotonic()
+    log = work / "logs" / f"{job.key}.log"
+    out = work / "out" / job.key
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    env = {**os.environ, **dict(job.env)}
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(prebuild_path(work)), os.environ.get("PYTHONPATH", "")) if p
+    )
+    env["COLUMNS"] = "200"
+    command = [str(python), "-m", "prebuild", "wheel", *job.wheel_args(), "--out", str(out)]
+    if cache:
+        command += ["--cache", cache]
+    command.append(job.source)
+    with log.open("w", encoding="utf-8") as f:
+        f.write(f"# {job.title} (job {job.key})\n$ {' '.join(command)}\n")
+        f.flush()
+        proc = subprocess.run(command, env=env, stdout=f, stderr=subprocess.STDOUT)
+
+    def failed(error: str) -> Entry:
+        shutil.rmtree(out, ignore_errors=True)
+        return Entry(job, FAILED, seconds=time.monotonic() - started, error=error, log=str(log))
+
+    if proc.returncode != 0:
+        return failed(f"prebuild wheel exited with {proc.returncode}:\n{_tail(log)}")
+    wheels = sorted(out.glob("*.whl"))
+    if len(wheels) != 1:
+        return failed(
+            f"prebuild wheel made {len(wheels)} wheels, not one: {[w.name for w in wheels]}"
+        )
+    (wheel,) = wheels
+    made = str(canonicalize_name(parse_filename(wheel.name)[0]))
+    if made != job.project:
+        return failed(
+            f"the source built {made} ({wheel.name}), not {job.project}: is the recipe's name "
+            "or source wrong?"
+        )
+    try:
+        smoke = smoke_test(wheel, python, recipe.smoke, work / "smoke" / job.key, job, gpu_archs)
+    except SmokeError as exc:
+        return failed(str(exc))
+    shutil.move(str(wheel), wheels_dir / wheel.name)
+    shutil.rmtree(out, ignore_errors=True)
+    return Entry(job, BUILT, (wheel.name,), time.monotonic() - started, smoke=smoke, log=str(log))
+
+
+class SmokeError(RuntimeError):
+    """A built wheel failed its smoke test."""
+
+
+# The import, and what it compiled: nothing may appear in TORCH_EXTENSIONS_DIR.
+_IMPORT = """
+import importlib, json, os, pathlib, sys
+module = importlib.import_module(sys.argv[1])
+extensions = pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"])
+print(json.dumps({"file": getattr(module, "__file__", None),
+                  "compiled": sorted(str(p) for p in extensions.rglob("*")) if extensions.exists() else []}))
+"""
+
+
+def smoke_test(
+    wheel: Path, python: Path, smoke: Smoke, where: Path, job: Job, gpu_archs: tuple[str, ...] = ()
+) -> str:
+    """Install ``wheel`` into a throwaway venv over ``python``'s environment and import it with
+    no GPU visible; run the recipe's GPU check where a GPU it fits is visible. Says what ran;
+    SmokeError says what failed."""
+    shutil.rmtree(where, ignore_errors=True)
+    where.mkdir(parents=True)
+    venv = where / "venv"
+    uv = uv_binary()
+    made = subprocess.run(
+        [uv, "venv", "--quiet", "--python", str(python), str(venv)], capture_output=True, text=True
+    )
+    _check(made, "making its venv")
+    base = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib']); "
+         "print(sysconfig.get_paths()['platlib'])"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    _check(base, "reading the build environment's site-packages")
+    purelib = Path(
+        subprocess.run(
+            [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+    )  # fmt: skip
+    # the build environment's packages (torch) behind the venv's own, its .pth files run
+    dirs = list(dict.fromkeys(base.stdout.split()))
+    (purelib / "_prebuild_farm_base.pth").write_text(
+        f"import site; [site.addsitedir(d) for d in {dirs!r}]\n"
+    )
+    install = [
+        uv,
+        "pip",
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--python",
+        str(venv / "bin" / "python"),
+        str(wheel),
+    ]
+    _check(subprocess.run(install, capture_output=True, text=True), f"installing {wheel.name}")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PREBUILD_ALLOW_JIT")}
+    env.update(CUDA_VISIBLE_DEVICES="", TORCH_EXTENSIONS_DIR=str(where / "torch_extensions"))
+    ran = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", _IMPORT, smoke.import_name],
+        capture_output=True, text=True, env=env, cwd=where,
+    )  # fmt: skip
+    if ran.returncode != 0:
+        raise SmokeError(f"import {smoke.import_name} failed:\n{ran.stderr[-LOG_TAIL:]}")
+    result = json.loads(ran.stdout.strip().splitlines()[-1])
+    if result["compiled"]:
+        raise SmokeError(
+            f"import {smoke.import_name} compiled at run time: {', '.join(result['compiled'][:5])}"
+        )
+    said = f"imported {smoke.import_name}, nothing compiled"
+    fits = [a for a in gpu_archs if job.wheel == PLAIN or a in job.archs]
+    if smoke.gpu and fits:
+        env.pop("CUDA_VISIBLE_DEVICES")
+        gpu = subprocess.run(
+            [str(venv / "bin" / "python"), "-c", smoke.gpu], capture_output=True, text=True, env=env, cwd=where
+        )  # fmt: skip
+        if gpu.returncode != 0:
+            raise SmokeError(
+                f"the recipe's GPU check failed on {fits[0]}:\n{gpu.stderr[-LOG_TAIL:]}"
+            )
+        said += f"; the GPU check passed on {fits[0]}"
+    elif smoke.gpu:
+        said += "; no GPU it fits is visible: the GPU check did not run"
+    shutil.rmtree(where, ignore_errors=True)
+    return said
+
+
+def _check(proc: subprocess.CompletedProcess, what: str) -> None:
+    if proc.returncode != 0:
+        raise SmokeError(f"{what} failed:\n{(proc.stdout + proc.stderr)[-LOG_TAIL:]}")
+
+
+def default_work() -> Path:
+    """``~/.cache/prebuild/farm`` (``$XDG_CACHE_HOME`` respected): environments, logs, the
+    compile cache."""
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "prebuild" / "farm"

@@ -1,0 +1,228 @@
+"""`prebuild farm` end to end, no GPU, nothing from the internet: two classic fixture projects
+(plain_ext, gencode_ext) and a native one (`prebuild new demo`) in one recipe set, built by
+`prebuild farm build --torch 2.14 --cuda 13.0 --arch sm_80,sm_90` in the CUDA build of torch
+(.venv-cuda: the environment prebuild runs in, so none is made), nvcc through a wrapper on PATH,
+CUDA_HOME unset. Then: the plan of the same command is empty and a second build compiles
+nothing; the site, served on 127.0.0.1, gives uv with a forced 9.0 GPU each project's sm_90
+wheel and pip the plain one, and each imports without compiling."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+from functools import partial
+from pathlib import Path
+
+import pytest
+from build_helpers import ROOT, nvcc_wrapper
+from pip_env import clean_pip_env
+
+from prebuild.tool.inspection import inspect_wheel
+
+pytestmark = pytest.mark.slow
+
+UV = Path(sys.executable).parent / "uv"
+FIXTURES = Path(__file__).parent / "fixtures" / "classic"
+FARM = ["--torch", "2.14", "--cuda", "13.0", "--arch", "sm_80,sm_90"]
+PROJECTS = {"plain-ext": "plain_ext", "gencode-ext": "gencode_ext", "demo": "demo"}
+
+
+def recipes(where: Path, demo: Path) -> Path:
+    where.mkdir()
+    (where / "classic.toml").write_text(
+        f"""
+[[project]]
+name = "plain_ext"
+source = "{FIXTURES / "plain_ext"}"
+
+[[project]]
+name = "gencode-ext"
+source = "{FIXTURES / "gencode_ext"}"
+"""
+    )
+    (where / "native.toml").write_text(f'[[project]]\nname = "demo"\nsource = "{demo}"\n')
+    return where
+
+
+@pytest.fixture(scope="module")
+def farm(cuda_torch_python, small_native_project, tmp_path_factory):
+    """The recipe set, and a function running ``prebuild farm ARGS`` in .venv-cuda."""
+    work = tmp_path_factory.mktemp("farm")
+    demo = small_native_project(work / "demo")
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    env.update(
+        PYTHONPATH=str(ROOT / "src"),
+        COLUMNS="200",
+        PATH=f"{cuda_torch_python.parent}:{nvcc_wrapper(work / 'wrapper')}:{env['PATH']}",
+        HOME=str(work / "home"),
+    )
+
+    def run(*args) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(cuda_torch_python), "-m", "prebuild", "farm", *map(str, args)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=3000,
+        )
+
+    return recipes(work / "recipes", demo), work, run
+
+
+@pytest.fixture(scope="module")
+def built(farm):
+    recipe_set, work, run = farm
+    site = work / "site"
+    proc = run("build", recipe_set, *FARM, "--out", site, "--work", work / "farm-work")
+    return site, proc
+
+
+def test_the_plan_is_a_matrix_of_one_job_per_wheel(farm):
+    recipe_set, work, run = farm
+    proc = run("plan", recipe_set, *FARM, "--python", "3.11", "--json")
+    assert proc.returncode == 0, proc.stderr
+    jobs = json.loads(proc.stdout)["include"]
+    assert sorted(j["title"] for j in jobs) == sorted(
+        [f"{p} pt214 cu130 cp311 {w}" for p in ("plain-ext", "gencode-ext") for w in ("sm_80", "sm_90", "plain")]
+        + [f"demo cu130 abi3 {w}" for w in ("sm_80", "sm_90", "plain")]
+    )  # fmt: skip
+    assert len({j["key"] for j in jobs}) == 9
+    # a recipe that cannot be used is named with its key, before anything runs
+    bad = work / "bad.toml"
+    bad.write_text('[[project]]\nname = "x"\nsource = "x>=1"\n')
+    proc = run("plan", bad, *FARM)
+    assert proc.returncode == 2 and f"{bad}: project 'x': key 'source'" in proc.stderr, proc.stderr
+
+
+def test_the_farm_builds_every_wheel_and_says_what_the_index_holds(built):
+    site, proc = built
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    assert "9 jobs built, 0 jobs failed" in proc.stdout
+    ledger = json.loads((site / "farm.json").read_text())
+    entries = list(ledger["jobs"].values())
+    assert len(entries) == 9 and all(e["status"] == "built" for e in entries), entries
+    for entry in entries:
+        import_name = PROJECTS[entry["job"]["project"]]
+        assert entry["smoke"] == f"imported {import_name}, nothing compiled", entry
+        (name,) = entry["wheels"]
+        report = inspect_wheel(site / "wheels" / name)
+        assert not report.disagreements, (name, report.disagreements)
+        sass = sorted(a.sm for a in report.manifest.sass_archs)
+        assert sass == sorted(entry["job"]["archs"]), (name, sass)
+    names = sorted(p.name for p in (site / "wheels").glob("*.whl"))
+    # classic wheels are per torch and Python, the native one abi3; each per-arch wheel has its
+    # variant twin beside it, and each project version one variants file
+    assert "plain_ext-0.1.0+pt214.cu130.sm90-cp311-cp311-linux_x86_64.whl" in names, names
+    assert "plain_ext-0.1.0+pt214.cu130-cp311-cp311-linux_x86_64-sm90.whl" in names, names
+    assert "demo-0.1.0+cu130-cp310-abi3-linux_x86_64.whl" in names, names
+    assert len(names) == 9 + 6, names
+    assert len(list((site / "wheels").glob("*-variants.json"))) == 3
+    summary = (site / "farm.html").read_text()
+    for row in (
+        "<td>plain-ext</td><td>2.14</td><td>13.0</td><td>cp311</td><td>sm_80, sm_90</td><td>yes</td>",
+        "<td>demo</td><td>every (stable ABI)</td><td>13.0</td><td>abi3</td><td>sm_80, sm_90</td><td>yes</td>",
+    ):
+        assert row in summary, summary
+
+
+def test_the_same_command_again_compiles_nothing(farm, built):
+    recipe_set, work, run = farm
+    site, first = built
+    assert first.returncode == 0
+    plan = run("plan", recipe_set, *FARM, "--index", site)
+    assert plan.returncode == 0 and "0 jobs to build, 9 jobs in the index already" in plan.stdout, (
+        plan.stdout
+    )
+    before = sorted(p.name for p in (site / "wheels").iterdir())
+    again = run("build", recipe_set, *FARM, "--out", site, "--work", work / "farm-work")
+    assert again.returncode == 0, again.stderr
+    assert "0 jobs to build" in again.stderr and "0 jobs built" in again.stdout
+    assert sorted(p.name for p in (site / "wheels").iterdir()) == before
+
+
+@pytest.fixture(scope="module")
+def served(built):
+    site, proc = built
+    assert proc.returncode == 0
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+IMPORTED = """
+import importlib, json, os, pathlib, sys
+from importlib.metadata import version
+seen = {}
+for name, module in json.loads(sys.argv[1]).items():
+    importlib.import_module(module)
+    seen[name] = version(name)
+extensions = pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"])
+print(json.dumps({"versions": seen, "compiled": [str(p) for p in extensions.rglob("*")] if extensions.exists() else []}))
+"""
+
+
+def installed(python: Path, tmp_path: Path) -> dict:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run(
+        [str(python), "-c", IMPORTED, json.dumps(PROJECTS)],
+        capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["compiled"] == [], result
+    return result["versions"]
+
+
+def test_uv_gets_each_projects_wheel_for_the_gpu_and_pip_the_plain_one(served, fresh_cuda_venv, tmp_path):
+    names = list(PROJECTS)
+    uv_python = fresh_cuda_venv("venv-uv")
+    env = clean_pip_env(
+        UV_NO_CACHE="1",
+        NV_VARIANT_PROVIDER_FORCE_SM_ARCH="9.0",
+        NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION="13.0",
+    )
+    proc = subprocess.run(
+        [str(UV), "pip", "install", "--preview-features", "wheel-variants", "--python", str(uv_python),
+         "--no-deps", "--index-url", f"{served}/simple", *names],
+        capture_output=True, text=True, env=env, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for name in names:
+        label = variant_of(uv_python, name)
+        assert label == "sm90", (name, label)
+    assert installed(uv_python, tmp_path / "uv") == {
+        "plain-ext": "0.1.0+pt214.cu130",
+        "gencode-ext": "0.2.0+lab1.pt214.cu130",
+        "demo": "0.1.0+cu130",
+    }
+
+    pip_python = fresh_cuda_venv("venv-pip")
+    proc = subprocess.run(
+        [str(pip_python), "-m", "pip", "install", "--no-deps", "--index-url", f"{served}/simple", *names],
+        capture_output=True, text=True, env=clean_pip_env(), timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert all(variant_of(pip_python, name) is None for name in names)
+    installed(pip_python, tmp_path / "pip")
+
+
+def variant_of(python: Path, name: str) -> str | None:
+    """The PEP 825 variant label of the installed distribution (None: the plain wheel)."""
+    proc = subprocess.run(
+        [str(python), "-c",
+         "import sys; from importlib.metadata import distribution; "
+         "d = distribution(sys.argv[1]); t = d.read_text('variant.json'); print(t or '')", name],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout.strip()
+    return next(iter(json.loads(text)["variants"])) if text else None
