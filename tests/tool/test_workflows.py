@@ -363,3 +363,54 @@ def test_test_wheel_refuses_to_test_the_source_tree():
         [str(CI / "test_wheel.sh"), str(ROOT)], env=env, capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 1 and "source tree" in proc.stderr
+
+
+def test_farm_workflow_plans_builds_its_slice_merges_and_publishes_only_when_asked():
+    """farm.yml: the plan of recipes/ against the published index (--group: under GitHub's 256
+    jobs), one build per entry with its keys through sccache's GitHub Actions cache, every
+    artifact merged with the published index, provenance attested, deployed only when asked;
+    the daily job adds torch releases by pull request."""
+    wf = load("farm.yml")
+    triggers = wf[True]  # YAML 1.1 reads the key `on` as a boolean
+    assert "schedule" in triggers and "workflow_dispatch" in triggers
+    assert triggers["push"]["paths"] == ["recipes/**"]
+    jobs = wf["jobs"]
+    plan = " ".join(s.get("run", "") for s in jobs["plan"]["steps"])
+    assert 'prebuild farm plan recipes --index "$SITE_URL" --json --group' in plan
+    build = jobs["build"]
+    assert build["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    assert (
+        build["env"]["PREBUILD_CACHE"] == "sccache"
+        and build["env"]["SCCACHE_GHA_ENABLED"] == "true"
+    )
+    runs = [s.get("run", "") for s in build["steps"]]
+    at = next(i for i, r in enumerate(runs) if "prebuild farm build recipes" in r)
+    assert '--only "${{ matrix.keys }}"' in runs[at] and "--out part" in runs[at]
+    uses = [s.get("uses", "").split("@")[0] for s in build["steps"]]
+    assert "mozilla-actions/sccache-action" in uses[:at]
+    assert "sccache==" in runs[at - 1] and "uv==" in runs[at - 1]  # the cache and the smoke venvs
+    publish = jobs["publish"]
+    assert publish["needs"] == ["plan", "build"] and "always()" in publish["if"]
+    merged = " ".join(s.get("run", "") for s in publish["steps"])
+    assert 'prebuild farm index "$SITE_URL" parts/* --out site' in merged
+    used = [s.get("uses", "").split("@")[0] for s in publish["steps"]]
+    assert "actions/attest-build-provenance" in used and "actions/upload-pages-artifact" in used
+    assert publish["permissions"]["attestations"] == "write"
+    deploy = jobs["deploy"]
+    assert "inputs.deploy" in deploy["if"] and deploy["environment"]["name"] == "github-pages"
+    new_torch = jobs["new-torch"]
+    assert new_torch["if"] == "github.event_name == 'schedule'"
+    steps = json.dumps(new_torch["steps"])
+    assert "scripts/ci/farm_new_torch.py recipes/farm.toml" in steps
+    assert "peter-evans/create-pull-request" in steps
+    # the matrix entries carry what the build job reads
+    from prebuild.tool.farm.plan import Farm, SourceFacts, matrix, plan_jobs
+    from prebuild.tool.farm.recipes import load_recipes
+
+    recipes = load_recipes([ROOT / "recipes"])
+    farm = Farm(recipes.defaults.torch, recipes.defaults.cuda, recipes.defaults.python)
+    facts = {r.name: SourceFacts(r.source, "classic") for r in recipes.recipes}
+    entries = matrix(plan_jobs(recipes.recipes, facts, farm).jobs, group=True)["include"]
+    assert len(entries) <= 256
+    for entry in entries:
+        assert {"keys", "title", "torch", "cuda", "python"} <= set(entry)

@@ -349,6 +349,53 @@ def build(
         raise typer.Exit(1)
 
 
+def index(
+    sources: list[str] = typer.Argument(
+        ...,
+        metavar="SOURCES...",
+        help="Farm sites to merge: folders `prebuild farm build` wrote, or URLs of published ones.",
+        show_default=False,
+    ),
+    site: Path = typer.Option(
+        ...,
+        "--out",
+        "-o",
+        metavar="SITE",
+        help="The merged index (made, or added to).",
+        show_default=False,
+    ),
+) -> None:
+    """Merge farm sites into one index: every job they record and its wheel.
+
+    How a CI run publishes: each matrix job builds its slice of the plan into a site of its own
+    (`prebuild farm build --only KEYS --out part`), and the publishing job merges those with the
+    index published before (its URL: its ledger and wheels are fetched), so the new index holds
+    everything built so far. A job built in one source is never replaced by a failure in another.
+
+    Examples:
+
+      prebuild farm index parts/* --out site
+
+      prebuild farm index https://OWNER.github.io/REPO/farm parts/* --out site
+    """
+    try:
+        from prebuild.tool.farm.ledger import LedgerError
+        from prebuild.tool.farm.site import merge_sites
+        from prebuild.tool.index import SiteError
+    except ModuleNotFoundError as exc:
+        raise fail(missing_build_extra(exc)) from None
+    try:
+        ledger, indexes = merge_sites(sources, site)
+    except (LedgerError, SiteError, OSError) as exc:
+        raise fail(str(exc)) from None
+    out.print(
+        f"[bold]{count(len(ledger.built), 'job')} built, {count(len(ledger.wheels()), 'wheel')} in "
+        f"{escape(str(site))}/ (what it holds: {escape(str(site))}/farm.html)[/]",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 def _gpu_archs() -> tuple[str, ...]:
     """The visible GPUs' archs (NVML: no CUDA context), where the recipes' GPU checks run."""
     from prebuild.runtime.arch import arch_for_capability
@@ -361,5 +408,5 @@ def _gpu_archs() -> tuple[str, ...]:
     return tuple(dict.fromkeys(arch_for_capability(g.capability).sm for g in gpus))
 
 
-for _command in (plan, build):
+for _command in (plan, build, index):
     app.command(help=reflow_help(_command.__doc__))(_command)

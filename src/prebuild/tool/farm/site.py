@@ -11,10 +11,13 @@ import html
 import os
 import shutil
 import tempfile
+import urllib.error
+import urllib.request
 from pathlib import Path
+from urllib.parse import quote
 
 from prebuild.tool.builder.variant_twin import variant_twin
-from prebuild.tool.farm.ledger import BUILT, LEDGER, Ledger
+from prebuild.tool.farm.ledger import BUILT, LEDGER, Ledger, read_ledger
 from prebuild.tool.farm.plan import PLAIN
 from prebuild.tool.index import MARKER, WheelInfo, build_index, check_site
 from prebuild.tool.index_keys import index_key_of
@@ -62,6 +65,39 @@ def publish(site: Path, ledger: Ledger) -> dict[str, list[WheelInfo]]:
         return build_index(dist, site, extra)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def merge_sites(sources: list[str], site: Path) -> tuple[Ledger, dict[str, list[WheelInfo]]]:
+    """Merge farm sites (folders, or URLs of published ones) into SITE: every ledger's entries
+    (a built job is never replaced by a failed one) and the wheels they record, fetched from a
+    URL where needed; then SITE is published whole. How a CI run's jobs, each a site of its
+    own, and the index published before them become the new index."""
+    ledger = read_ledger(site) if site.exists() else Ledger()
+    wheels_dir = store(site)
+    for source in sources:
+        other = read_ledger(source)
+        for name in other.wheels():
+            target = wheels_dir / name
+            if target.is_file():
+                continue
+            if "://" in source:
+                _download(f"{source.rstrip('/')}/wheels/{quote(name)}", target)
+            else:
+                _link_or_copy(Path(source) / "wheels" / name, target)
+        ledger.merge(other)
+    return ledger, publish(site, ledger)
+
+
+def _download(url: str, target: Path) -> None:
+    """``url`` into ``target`` through a temporary file (a failed download leaves nothing)."""
+    partial = target.with_name(f".{target.name}.part")
+    try:
+        with urllib.request.urlopen(url, timeout=600) as response, partial.open("wb") as f:
+            shutil.copyfileobj(response, f)
+        os.replace(partial, target)
+    except (urllib.error.URLError, OSError) as exc:
+        partial.unlink(missing_ok=True)
+        raise OSError(f"cannot download {url}: {exc}") from None
 
 
 def _link_or_copy(source: Path, dest: Path) -> None:
