@@ -207,7 +207,9 @@ class Environments:
         """The interpreter for ``spec``: found, or made with uv now (EnvError says why not);
         ``extra`` requirements (a recipe's build-requires) installed into it."""
         found = self.find(spec)
-        uv = uv_binary() if found is None or extra else ""
+        if found is not None and not extra:
+            return found
+        uv = uv_binary()
         env = {**os.environ, **uv_index_env(os.environ, pip_config(_pip_config_lines()))}
         if found is None:
             where = self.root / spec.name
