@@ -116,8 +116,10 @@ def test_the_farm_builds_every_wheel_and_says_what_the_index_holds(built):
     names = sorted(p.name for p in (site / "wheels").glob("*.whl"))
     # classic wheels are per torch and Python, the native one abi3; each per-arch wheel has its
     # variant twin beside it, and each project version one variants file
-    assert "plain_ext-0.1.0+pt214.cu130.sm90-cp311-cp311-linux_x86_64.whl" in names, names
-    assert "plain_ext-0.1.0+pt214.cu130-cp311-cp311-linux_x86_64-sm90.whl" in names, names
+    # (the newest arch's wheel carries PTX for newer GPUs)
+    assert "plain_ext-0.1.0+pt214.cu130.sm90.ptx90-cp311-cp311-linux_x86_64.whl" in names, names
+    assert "plain_ext-0.1.0+pt214.cu130-cp311-cp311-linux_x86_64-sm90.ptx.whl" in names, names
+    assert "plain_ext-0.1.0+pt214.cu130-cp311-cp311-linux_x86_64.whl" in names, names
     assert "demo-0.1.0+cu130-cp310-abi3-linux_x86_64.whl" in names, names
     assert len(names) == 9 + 6, names
     assert len(list((site / "wheels").glob("*-variants.json"))) == 3
@@ -165,11 +167,13 @@ for name, module in json.loads(sys.argv[1]).items():
     importlib.import_module(module)
     seen[name] = version(name)
 extensions = pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"])
-print(json.dumps({"versions": seen, "compiled": [str(p) for p in extensions.rglob("*")] if extensions.exists() else []}))
+compiled = [str(p) for p in extensions.rglob("*")] if extensions.exists() else []
+print(json.dumps({"versions": seen, "compiled": compiled}))
 """
 
 
 def installed(python: Path, tmp_path: Path) -> dict:
+    tmp_path.mkdir()
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
     env.pop("PYTHONPATH", None)
     proc = subprocess.run(
@@ -177,12 +181,15 @@ def installed(python: Path, tmp_path: Path) -> dict:
         capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Warning" not in proc.stderr, proc.stderr  # the guard found each wheel's manifest
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["compiled"] == [], result
     return result["versions"]
 
 
-def test_uv_gets_each_projects_wheel_for_the_gpu_and_pip_the_plain_one(served, fresh_cuda_venv, tmp_path):
+def test_uv_gets_each_projects_wheel_for_the_gpu_and_pip_the_plain_one(
+    served, fresh_cuda_venv, tmp_path
+):
     names = list(PROJECTS)
     uv_python = fresh_cuda_venv("venv-uv")
     env = clean_pip_env(
@@ -198,7 +205,7 @@ def test_uv_gets_each_projects_wheel_for_the_gpu_and_pip_the_plain_one(served, f
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for name in names:
         label = variant_of(uv_python, name)
-        assert label == "sm90", (name, label)
+        assert label == "sm90.ptx", (name, label)  # the sm_90 wheel, which carries PTX
     assert installed(uv_python, tmp_path / "uv") == {
         "plain-ext": "0.1.0+pt214.cu130",
         "gencode-ext": "0.2.0+lab1.pt214.cu130",
@@ -226,3 +233,27 @@ def variant_of(python: Path, name: str) -> str | None:
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout.strip()
     return next(iter(json.loads(text)["variants"])) if text else None
+
+
+def test_a_job_that_fails_is_recorded_with_its_log_and_the_index_says_so(farm):
+    recipe_set, work, run = farm
+    broken = work / "broken.toml"
+    broken.write_text(
+        f'[[project]]\nname = "broken-ext"\nsource = "{FIXTURES / "broken_ext"}"\narchs = ["sm_90"]\n'
+    )
+    site = work / "broken-site"
+    proc = run("build", broken, *FARM, "--out", site, "--work", work / "broken-work")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "0 jobs built, 2 jobs failed" in proc.stdout
+    entries = json.loads((site / "farm.json").read_text())["jobs"].values()
+    assert sorted(e["job"]["wheel"] for e in entries) == ["plain", "sm_90"]
+    for entry in entries:
+        assert entry["status"] == "failed" and "prebuild wheel exited with 1" in entry["error"]
+        assert "broken.cu" in Path(entry["log"]).read_text()
+        said = f"failed: {entry['error'].splitlines()[0]} (log: {entry['log']})"
+        assert said in proc.stderr, proc.stderr
+    assert not list((site / "wheels").glob("*.whl"))
+    assert (
+        "<td>broken-ext</td><td>2.14</td><td>13.0</td><td>cp311</td><td>-</td><td>no</td><td>sm_90, plain</td>"
+        in (site / "farm.html").read_text()
+    )

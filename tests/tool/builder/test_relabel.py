@@ -112,3 +112,21 @@ def test_relabel_refuses_a_wheel_whose_record_does_not_match(tmp_path):
         relabel_wheel(
             tampered.with_name(original.name), tmp_path / "out", "pt214", "torch>=2.14,<2.15", {}
         )
+
+
+def test_a_guard_follows_its_dist_info_when_the_version_changes(tmp_path):
+    """A classic wheel's guard names where its manifest is (its .dist-info): a variant twin's new
+    version renames that directory, and the guard's line must name the new one."""
+    from prebuild.tool.builder.relabel import rewrite_wheel
+
+    per_arch = "fused_ssim-1.0.0+pt214.cu130.sm90.dist-info"
+    line = f"import g; g.install({{'manifest': '{per_arch}/prebuild.json'}})\n"
+    guarded = relabel_wheel(
+        make_wheel(tmp_path / "dist"), tmp_path / "per-arch", "pt214.cu130.sm90",
+        "torch>=2.14,<2.15", "{}\n", files={"_prebuild_guard_fused_ssim.pth": line},
+    )  # fmt: skip
+    twin = rewrite_wheel(guarded, tmp_path / "twin", version="1.0.0+pt214.cu130")
+    with WheelFile(twin) as wf:
+        text = wf.read("_prebuild_guard_fused_ssim.pth").decode()
+        assert "fused_ssim-1.0.0+pt214.cu130.dist-info/prebuild.json" in text, text
+        assert "fused_ssim-1.0.0+pt214.cu130.dist-info/METADATA" in wf.namelist()

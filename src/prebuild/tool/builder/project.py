@@ -111,7 +111,7 @@ class DownloadError(BuildError):
         self.metadata_failed, self.reason = metadata_failed, reason
 
 
-def _last_error(output: str) -> str:
+def last_error(output: str) -> str:
     """The last ``SomethingError: ...`` line of a (nested) traceback, else the last non-empty line."""
     errors = re.findall(r"^\s*[\w.]+(?:Error|Exception): .+$", output, re.M)
     lines = [line for line in output.splitlines() if line.strip()]
@@ -147,7 +147,7 @@ def download_source(spec: str, dest: Path, env: dict[str, str] | None = None) ->
         raise DownloadError(
             f"cannot get the source of {spec!r} with pip:\n{output[-4000:]}",
             "metadata-generation-failed" in output,
-            _last_error(output),
+            last_error(output),
         )
     return archives[0]
 

@@ -25,6 +25,7 @@ from packaging.version import Version
 from wheel.wheelfile import WheelFile
 
 from prebuild.runtime.manifest import PROJECT_MANIFEST_NAME
+from prebuild.tool.builder.guard_files import GUARD_PREFIX
 from prebuild.tool.variant_wheels import variant_filename
 
 
@@ -122,6 +123,10 @@ def rewrite_wheel(
         stem = new_info.name[: -len(".dist-info")].rsplit("-", 1)[0]
         old_info.rename(new_info)
         (new_info / "RECORD").unlink()
+        # a classic wheel's guard names its manifest's place: it moves with the .dist-info
+        for guard in root.glob(f"{GUARD_PREFIX}*.pth"):
+            text = guard.read_text(encoding="utf-8")
+            guard.write_text(text.replace(f"{dist_info}/", f"{new_info.name}/"), encoding="utf-8")
         if version is not None or torch_requirement is not None:
             metadata = new_info / "METADATA"
             text = metadata.read_text(encoding="utf-8")

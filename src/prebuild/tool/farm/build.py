@@ -26,6 +26,7 @@ from typing import Protocol
 from filelock import FileLock, Timeout
 from packaging.utils import canonicalize_name
 
+from prebuild.tool.builder.project import last_error
 from prebuild.tool.farm.envs import EnvError, Environments, EnvSpec, prebuild_path, uv_binary
 from prebuild.tool.farm.ledger import BUILT, FAILED, Entry, read_ledger, write_ledger
 from prebuild.tool.farm.plan import PLAIN, Job
@@ -82,6 +83,8 @@ def run_farm(
     environments, logs and throwaway venvs; ``cache``: the compile cache spec every job uses;
     ``gpu_archs``: the visible GPUs' archs (``sm_90``), where the recipes' GPU checks run."""
     started = time.monotonic()
+    if jobs:
+        uv_binary()  # every wheel is tried in a venv uv makes: EnvError before anything is built
     site.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(site.resolve().parent / f".{site.name}.farm.lock"))
     try:
@@ -164,7 +167,8 @@ def run_job(
         return Entry(job, FAILED, seconds=time.monotonic() - started, error=error, log=str(log))
 
     if proc.returncode != 0:
-        return failed(f"prebuild wheel exited with {proc.returncode}:\n{_tail(log)}")
+        tail = _tail(log)
+        return failed(f"prebuild wheel exited with {proc.returncode}: {last_error(tail)}\n{tail}")
     wheels = sorted(out.glob("*.whl"))
     if len(wheels) != 1:
         return failed(
@@ -179,7 +183,7 @@ def run_job(
         )
     try:
         smoke = smoke_test(wheel, python, recipe.smoke, work / "smoke" / job.key, job, gpu_archs)
-    except SmokeError as exc:
+    except (SmokeError, EnvError) as exc:
         return failed(str(exc))
     shutil.move(str(wheel), wheels_dir / wheel.name)
     shutil.rmtree(out, ignore_errors=True)
@@ -228,8 +232,10 @@ def smoke_test(
     )  # fmt: skip
     # the build environment's packages (torch) behind the venv's own, its .pth files run
     dirs = list(dict.fromkeys(base.stdout.split()))
+    # one line of statements: a .pth line runs at module level (a comprehension would not see
+    # `site`), and addsitedir runs that environment's own .pth files too
     (purelib / "_prebuild_farm_base.pth").write_text(
-        f"import site; [site.addsitedir(d) for d in {dirs!r}]\n"
+        "import site; " + "; ".join(f"site.addsitedir({d!r})" for d in dirs) + "\n"
     )
     install = [
         uv,
@@ -249,7 +255,9 @@ def smoke_test(
         capture_output=True, text=True, env=env, cwd=where,
     )  # fmt: skip
     if ran.returncode != 0:
-        raise SmokeError(f"import {smoke.import_name} failed:\n{ran.stderr[-LOG_TAIL:]}")
+        raise SmokeError(
+            f"import {smoke.import_name} failed: {last_error(ran.stderr)}\n{ran.stderr[-LOG_TAIL:]}"
+        )
     result = json.loads(ran.stdout.strip().splitlines()[-1])
     if result["compiled"]:
         raise SmokeError(
@@ -264,7 +272,8 @@ def smoke_test(
         )  # fmt: skip
         if gpu.returncode != 0:
             raise SmokeError(
-                f"the recipe's GPU check failed on {fits[0]}:\n{gpu.stderr[-LOG_TAIL:]}"
+                f"the recipe's GPU check failed on {fits[0]}: {last_error(gpu.stderr)}\n"
+                f"{gpu.stderr[-LOG_TAIL:]}"
             )
         said += f"; the GPU check passed on {fits[0]}"
     elif smoke.gpu:
@@ -275,7 +284,8 @@ def smoke_test(
 
 def _check(proc: subprocess.CompletedProcess, what: str) -> None:
     if proc.returncode != 0:
-        raise SmokeError(f"{what} failed:\n{(proc.stdout + proc.stderr)[-LOG_TAIL:]}")
+        output = proc.stdout + proc.stderr
+        raise SmokeError(f"{what} failed: {last_error(output)}\n{output[-LOG_TAIL:]}")
 
 
 def default_work() -> Path:

@@ -138,8 +138,13 @@ def summary_rows(ledger: Ledger) -> list[dict]:
             row["plain"] = True
         else:
             row["archs"].append(job.wheel)
+
+    def order(wheel: str) -> tuple[bool, int]:  # by arch, the plain wheel last
+        return wheel == PLAIN, 0 if wheel == PLAIN else int(wheel[3:].rstrip("af"))
+
     for row in rows.values():
-        row["archs"].sort(key=lambda sm: int(sm[3:].rstrip("af")))
+        row["archs"].sort(key=order)
+        row["failed"].sort(key=order)
     return [rows[k] for k in sorted(rows)]
 
 
