@@ -2,9 +2,11 @@
 from the registry, built by ``prebuild wheel --arch sm_90 deepspeed==0.19.8`` (prebuild from
 src/) in a copy of .venv-cuda, nvcc through a wrapper script on PATH, CUDA_HOME unset, no GPU:
 
-- as published: DeepSpeed builds no op at install unless asked (refused, naming its switches);
-- with ``DS_BUILD_FUSED_ADAM=1`` alone: with no GPU visible its setup.py picks its CPU
-  accelerator and builds the op for the host only (refused as such, naming the log);
+- with ``DS_ACCELERATOR=cuda`` alone: DeepSpeed builds no op at install unless asked (its
+  setup.py runs, and the wheel holding no library is refused, naming its switches);
+- with ``DS_BUILD_FUSED_ADAM=1`` alone: with no GPU visible its setup.py would pick its CPU
+  accelerator and build the op for the host only (refused before compiling, naming the
+  variable);
 - with ``DS_ACCELERATOR=cuda DS_BUILD_FUSED_ADAM=1``: one sm_90 wheel (the docs' example);
 
 then that wheel installed into another copy of .venv-cuda and ``FusedAdamBuilder().load()``
@@ -48,7 +50,7 @@ def main(work: Path) -> None:
     )
     wheel = [str(python), "-m", "prebuild", "wheel", "--arch", "sm_90", DEEPSPEED]
     ways = {
-        "as published": {},
+        "DS_ACCELERATOR=cuda": {"DS_ACCELERATOR": "cuda"},
         "DS_BUILD_FUSED_ADAM=1": {"DS_BUILD_FUSED_ADAM": "1"},
         "DS_ACCELERATOR=cuda DS_BUILD_FUSED_ADAM=1": {
             "DS_ACCELERATOR": "cuda",

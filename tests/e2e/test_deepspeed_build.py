@@ -1,9 +1,9 @@
 """DeepSpeed 0.19.8 as published, tried as a new user would (docs/classic-projects.md): a project
-that builds its ops at install time only when asked. Refused as it is, naming DeepSpeed's own
-switches; refused as host-only when the op is asked for but DeepSpeed picks its CPU accelerator
-(no GPU here), naming the log; built with DS_ACCELERATOR=cuda DS_BUILD_FUSED_ADAM=1 into an sm_90
-wheel whose op FusedAdamBuilder().load() takes without compiling. The builds run in the
-background from the session's start (deepspeed_job.py)."""
+that builds its ops at install time only when asked. Refused when no op is asked for, naming
+DeepSpeed's own switches; refused before compiling when the op is asked for but DeepSpeed would
+pick its CPU accelerator (no GPU here), naming DS_ACCELERATOR; built with DS_ACCELERATOR=cuda
+DS_BUILD_FUSED_ADAM=1 into an sm_90 wheel whose op FusedAdamBuilder().load() takes without
+compiling. The builds run in the background from the session's start (deepspeed_job.py)."""
 
 from __future__ import annotations
 
@@ -25,18 +25,22 @@ def test_deepspeed_fused_adam_is_prebuilt_only_when_asked_and_then_never_compile
     assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-6000:]
     steps = {step["what"]: step for step in read_steps(work)}
 
-    plain = steps["as published"]
+    plain = steps["DS_ACCELERATOR=cuda"]
     said = " ".join(plain["stderr"].split())
     assert plain["returncode"] == 1, said
     assert "holds no compiled library" in said and "build/lib" not in said
     assert "DS_BUILD_FUSED_ADAM=1" in said and "DS_ACCELERATOR=cuda" in said
     assert f"prebuild wheel --arch sm_90 {DEEPSPEED}" in said
 
+    # with no GPU visible DeepSpeed would build the op for its CPU accelerator: refused at once
     host = steps["DS_BUILD_FUSED_ADAM=1"]
     said = " ".join(host["stderr"].split())
-    assert host["returncode"] == 1, said
-    assert "fused_adam_op" in said and "hold no GPU code" in said and "build.log" in said, said
-    assert "DS_ACCELERATOR=cuda" in said
+    assert host["returncode"] == 2, said
+    assert "would build for the CPU only unless DS_ACCELERATOR=cuda" in said, said
+    assert "nothing was compiled" in said and "Building" not in said
+    assert (
+        f"DS_ACCELERATOR=cuda DS_BUILD_FUSED_ADAM=1 prebuild wheel --arch sm_90 {DEEPSPEED}" in said
+    )
 
     built = steps["DS_ACCELERATOR=cuda DS_BUILD_FUSED_ADAM=1"]
     assert built["returncode"] == 0, built["stdout"][-3000:] + built["stderr"][-6000:]

@@ -40,3 +40,27 @@ def test_advice_names_a_known_projects_switches_or_what_its_setup_py_reads():
     other = switches_advice("someproj", ["FORCE_CUDA"], "prebuild wheel --arch sm_90 ./x")
     assert "reads FORCE_CUDA" in other and "prebuild wheel --arch sm_90 ./x" in other
     assert "first import compiles" in switches_advice("x", [], "prebuild wheel")
+
+
+def test_a_known_cpu_only_build_is_refused_before_compiling():
+    from prebuild.tool.builder.build_switches import no_gpu_refusal
+
+    command = "prebuild wheel --arch sm_90 deepspeed==0.19.8"
+    said = no_gpu_refusal("DeepSpeed", {"DS_BUILD_FUSED_ADAM": "1"}, False, command)
+    assert "would build for the CPU only unless DS_ACCELERATOR=cuda" in said
+    assert f"For example: DS_ACCELERATOR=cuda DS_BUILD_FUSED_ADAM=1 {command}" in said
+    # told, or a GPU visible (its setup.py then picks CUDA itself), or a project not known
+    assert no_gpu_refusal("deepspeed", {"DS_ACCELERATOR": "cuda"}, False, command) is None
+    assert no_gpu_refusal("deepspeed", {}, True, command) is None
+    assert no_gpu_refusal("gsplat", {}, False, command) is None
+    assert "FORCE_CUDA=1" in no_gpu_refusal("pytorch3d", {"FORCE_CUDA": "0"}, False, command)
+
+
+def test_the_distribution_a_classic_project_is_where_cheaply_known():
+    from prebuild.tool.builder.build_switches import distribution_of
+
+    assert distribution_of("deepspeed==0.19.8", "deepspeed-0.19.8") == "deepspeed"
+    assert distribution_of("./DeepSpeed-0.19.8.tar.gz", "DeepSpeed-0.19.8") == "DeepSpeed"
+    assert distribution_of("pytorch3d[all]>=0.7", "x") == "pytorch3d"
+    assert distribution_of("git+https://github.com/x/y@v1", "source") is None
+    assert distribution_of("./checkout", "source") is None

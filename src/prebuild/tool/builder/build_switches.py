@@ -7,7 +7,10 @@ enough (DeepSpeed names its per-op variables through its op builders). Pure func
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 # os.environ.get("X"), os.environ["X"] (not assigned), os.getenv("X"), and helpers named
 # like get_env_if_set("X") / is_env_set("X") / env_flag("X").
@@ -52,6 +55,9 @@ class KnownSwitches:
     variables: str  # what to set, e.g. "DS_BUILD_OPS=1 (every op) or DS_BUILD_<OP>=1 (one)"
     example: str  # the variables of a typical prebuild command, e.g. "DS_BUILD_FUSED_ADAM=1"
     note: str = ""
+    # Where no GPU is visible its setup.py builds for the CPU only unless this variable has this
+    # value: known before anything is compiled, so such a build is refused at once.
+    no_gpu: tuple[str, str] | None = None
 
 
 # Distribution names as pip normalises them.
@@ -61,11 +67,16 @@ KNOWN = {
         "DS_BUILD_CPU_ADAM=1, ...), and DS_ACCELERATOR=cuda where no GPU is visible (otherwise "
         "its setup.py picks its CPU accelerator and builds host-only ops)",
         "DS_ACCELERATOR=cuda DS_BUILD_FUSED_ADAM=1",
+        no_gpu=("DS_ACCELERATOR", "cuda"),
     ),
     "mmcv": KnownSwitches(
-        "MMCV_WITH_OPS=1 (and FORCE_CUDA=1 where no GPU is visible)", "MMCV_WITH_OPS=1 FORCE_CUDA=1"
+        "MMCV_WITH_OPS=1 (and FORCE_CUDA=1 where no GPU is visible)",
+        "MMCV_WITH_OPS=1 FORCE_CUDA=1",
+        no_gpu=("FORCE_CUDA", "1"),
     ),
-    "pytorch3d": KnownSwitches("FORCE_CUDA=1 where no GPU is visible", "FORCE_CUDA=1"),
+    "pytorch3d": KnownSwitches(
+        "FORCE_CUDA=1 where no GPU is visible", "FORCE_CUDA=1", no_gpu=("FORCE_CUDA", "1")
+    ),
     "apex": KnownSwitches("APEX_CPP_EXT=1 APEX_CUDA_EXT=1", "APEX_CPP_EXT=1 APEX_CUDA_EXT=1"),
     "flash-attn": KnownSwitches(
         "FLASH_ATTENTION_FORCE_BUILD=TRUE (build here, not download a prebuilt wheel)",
@@ -98,3 +109,37 @@ def switches_advice(distribution: str, variables: list[str], command: str) -> st
         "its setup.py reads no variable that looks like a build switch, so its first import "
         "compiles on each machine"
     )
+
+
+def no_gpu_refusal(
+    distribution: str, environ: Mapping[str, str], gpu_visible: bool, command: str
+) -> str | None:
+    """Pure: why building ``distribution`` here would make a wheel with no GPU code, known
+    before compiling (a well-known project that picks a CPU-only build where no GPU is visible
+    unless told otherwise), or None."""
+    known = KNOWN.get(normalize(distribution))
+    if known is None or known.no_gpu is None or gpu_visible:
+        return None
+    variable, value = known.no_gpu
+    if environ.get(variable) == value:
+        return None
+    return (
+        f"no GPU is visible here, so {distribution}'s setup.py would build for the CPU only unless "
+        f"{variable}={value}: its wheel would hold no GPU code (nothing was compiled). "
+        f"{distribution} builds its extensions at install time when asked: {known.variables}. "
+        f"For example: {known.example} {command}"
+    )
+
+
+def distribution_of(origin: str, source_name: str) -> str | None:
+    """The distribution a classic project is, where its spec or source says so cheaply: a
+    requirement's name (``deepspeed==0.19.8``), else an unpacked sdist's folder
+    (``deepspeed-0.19.8``); None for anything else (a git URL, a checkout)."""
+    try:
+        requirement = Requirement(origin)
+        if requirement.url is None and "/" not in origin:
+            return requirement.name
+    except InvalidRequirement:
+        pass
+    match = re.fullmatch(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*?)-\d[^/]*", source_name)
+    return match["name"] if match else None

@@ -8,7 +8,8 @@
    and a shim toolkit that compiles CUDA headers. Then the output directory, written to.
 3. **resolve**: the project. A native one (``[tool.prebuild]``) is built in place; another is
    copied, unpacked or downloaded into the workspace, and a classic one found only now gets
-   its own preflight.
+   its own preflight. A well-known classic project that builds for the CPU only where no GPU
+   is visible, unless told otherwise, is refused here (``check_gpu_build``).
 4. **builder**: ``native.NativeBuilder`` or ``classic.ClassicBuilder``, the two implementations
    of ``base.WheelBuilder``.
 5. **build** each wheel, through the compile cache when asked for (``compile_cache``: the
@@ -58,6 +59,7 @@ from typing import Protocol
 from prebuild.runtime.arch import Arch, ArchError
 from prebuild.tool.builder import classic, flags
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, WheelBuilder
+from prebuild.tool.builder.build_switches import distribution_of, no_gpu_refusal
 from prebuild.tool.builder.compile import BuildError, Toolchain, preflight
 from prebuild.tool.builder.compile_cache import (
     CacheReport,
@@ -181,6 +183,8 @@ def build_wheels(request: WheelRequest, report: Reporter) -> BuiltWheels:
             project = resolve(
                 request.project, work.path, toolchain, report, copy=cache_spec is not None
             )
+            if project.kind == CLASSIC:
+                check_gpu_build(project, planned)
             with compile_cache(cache_spec, work.path, report.cache_warning) as cache:
                 launcher = cache.launcher if cache is not None else None
                 builder = make_builder(project, toolchain, request, planned, work.path, launcher)
@@ -270,6 +274,27 @@ def resolve(
             )
             raise classic.cpu_torch_error(toolchain.torch, detail) from None
         raise
+
+
+def check_gpu_build(project: Project, planned: list[PlannedWheel]) -> None:
+    """Step 3, for a classic project: a well-known one that builds for the CPU only where no
+    GPU is visible (DeepSpeed, pytorch3d, mmcv) is refused before anything is compiled, naming
+    the variable that makes it build its GPU code (build_switches.no_gpu_refusal)."""
+    from prebuild.runtime.nvml import NvmlUnavailable, visible_gpus
+
+    distribution = distribution_of(project.origin, project.source.name)
+    if distribution is None:
+        return
+    try:
+        gpu_visible = bool(visible_gpus(dict(os.environ)))
+    except NvmlUnavailable:
+        gpu_visible = False
+    archs = ",".join(a.sm for a in every_arch(planned))
+    message = no_gpu_refusal(
+        distribution, os.environ, gpu_visible, f"prebuild wheel --arch {archs} {project.origin}"
+    )
+    if message is not None:
+        raise BuildError(message)
 
 
 def metadata_env(toolchain, environ) -> dict[str, str]:
