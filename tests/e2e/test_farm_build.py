@@ -70,6 +70,7 @@ def farm(cuda_torch_python, small_native_project, tmp_path_factory):
             timeout=3000,
         )
 
+    run.env, run.python = env, cuda_torch_python  # for a test that starts the farm itself
     return recipes(work / "recipes", demo), work, run
 
 
@@ -257,3 +258,53 @@ def test_a_job_that_fails_is_recorded_with_its_log_and_the_index_says_so(farm):
         "<td>broken-ext</td><td>2.14</td><td>13.0</td><td>cp311</td><td>-</td><td>no</td><td>sm_90, plain</td>"
         in (site / "farm.html").read_text()
     )
+
+
+def test_ctrl_c_stops_the_farm_keeps_what_finished_and_says_how_to_go_on(farm):
+    """Ctrl-C (SIGINT to the process group) while a job builds: the job's build stops with it,
+    the farm says what is kept and exits 130, and its lock is free for the next run."""
+    import signal
+    import time
+
+    _, work, run = farm
+    sleepy = work / "sleepy.toml"
+    pids = work / "sleepy-pids"
+    sleepy.write_text(
+        f'[[project]]\nname = "sleepy-ext"\nsource = "{FIXTURES / "sleepy_ext"}"\n'
+        f'archs = ["sm_90"]\nenv = {{ SLEEPY_PIDS = "{pids}" }}\n'
+    )
+    site = work / "sleepy-site"
+    command = [str(run.python), "-m", "prebuild", "farm", "build", str(sleepy), *FARM,
+               "--out", str(site), "--work", str(work / "sleepy-work")]  # fmt: skip
+    farm_process = subprocess.Popen(
+        command, env=run.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        process_group=0,
+    )  # fmt: skip
+    deadline = time.monotonic() + 600
+    while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
+        assert farm_process.poll() is None, farm_process.communicate()
+        time.sleep(0.5)
+    os.killpg(farm_process.pid, signal.SIGINT)
+    stdout, stderr = farm_process.communicate(timeout=300)
+    assert farm_process.returncode == 130, stdout + stderr
+    assert "interrupted: the jobs that finished are kept in" in stderr and "Traceback" not in stderr
+    for pid in map(int, pids.read_text().split()):  # the build and its "compiler": gone
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().rpartition(") ")[2].startswith("Z"), pid
+    # the lock is free: the next run starts (and is told there is nothing of this plan left to
+    # skip but the interrupted job, which it would build again)
+    plan = run("plan", sleepy, *FARM, "--index", site)
+    assert plan.returncode == 0 and "2 jobs to build" in plan.stdout, plan.stdout + plan.stderr
+    assert not list(work.glob(".sleepy-site.farm.lock")) or _lock_is_free(
+        work / ".sleepy-site.farm.lock"
+    )
+
+
+def _lock_is_free(path: Path) -> bool:
+    from filelock import FileLock, Timeout
+
+    try:
+        with FileLock(str(path)).acquire(timeout=0):
+            return True
+    except Timeout:
+        return False

@@ -338,6 +338,15 @@ def build(
         )
     except (FarmError, SiteError, EnvError, OSError) as exc:
         raise fail(str(exc)) from None
+    except KeyboardInterrupt:
+        err.print(
+            f"[bold red]interrupted:[/] the jobs that finished are kept in {escape(str(site))} "
+            "(its ledger, farm.json); its index pages were not rewritten: run the same command "
+            "again, it builds only what is missing",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(130) from None
     out.print(
         f"[bold]{count(len(result.built), 'job')} built, {count(len(result.failed), 'job')} failed, "
         f"{result.seconds:.0f} s; the index: {escape(str(site))}/ (what it holds: "

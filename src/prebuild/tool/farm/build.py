@@ -26,6 +26,7 @@ from typing import Protocol
 from filelock import FileLock, Timeout
 from packaging.utils import canonicalize_name
 
+from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.project import last_error
 from prebuild.tool.farm.envs import EnvError, Environments, EnvSpec, prebuild_path, uv_binary
 from prebuild.tool.farm.ledger import BUILT, FAILED, Entry, read_ledger, write_ledger
@@ -126,7 +127,10 @@ def run_farm(
             write_ledger(ledger, site)
             (built if entry.status == BUILT else failed).append(entry)
             report.job_finished(number, len(ordered), entry)
-        indexes = publish(site, ledger)
+        try:
+            indexes = publish(site, ledger)
+        except (BuildError, ValueError) as exc:  # a wheel the index refuses (SiteError too)
+            raise FarmError(f"the index of {site} could not be written: {exc}") from None
         return FarmResult(built, failed, time.monotonic() - started, indexes)
     finally:
         lock.release()
