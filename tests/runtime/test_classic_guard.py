@@ -45,7 +45,7 @@ def build(arch="sm_XY"):
 
 
 def problems(manifest, torch_version="2.14.1+cu130", torch_cuda="13.0", gpus=(), strict=False):
-    return fit_problems(manifest, "gsplat 1.5.3", build, torch_version, torch_cuda, gpus, strict)
+    return fit_problems(manifest, "gsplat", "1.5.3", build, torch_version, torch_cuda, gpus, strict)
 
 
 H100 = Gpu(0, "NVIDIA H100", (9, 0))

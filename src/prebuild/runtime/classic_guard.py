@@ -165,7 +165,8 @@ class Guard:
 
         return fit_problems(
             self.manifest(),
-            self.label,
+            self.config["distribution"],
+            self.config["version"],
             self.build_command,
             torch.__version__,
             torch.version.cuda,
@@ -271,7 +272,8 @@ def _guarded(guard: Guard, entry: str, original):
 
 def fit_problems(
     manifest,
-    label: str,
+    distribution: str,
+    version: str,
     build_command,
     torch_version: str,
     torch_cuda: str | None,
@@ -296,7 +298,7 @@ def fit_problems(
         errors.append(
             f"a classic extension runs only with the torch minor release it was built against "
             f"({manifest.torch_minor}), and torch {torch_version} is installed. Install that "
-            f"torch ({get_torch}) or build {label.split()[0]} for your torch: "
+            f"torch ({get_torch}) or build {distribution} for your torch: "
             f"{build_command(here)}."
         )
     elif manifest.torch_cuda and torch_cuda is None:
@@ -308,13 +310,14 @@ def fit_problems(
         errors.append(
             f"torch {torch_version} uses CUDA {torch_cuda}, and the extension was built with "
             f"CUDA {manifest.torch_cuda}. Install the torch it was built for ({get_torch}) or "
-            f"build {label.split()[0]} for yours: {build_command(here)}."
+            f"build {distribution} for yours: {build_command(here)}."
         )
     notes: list[str] = []
     for gpu in gpus or ():
         sm = arch_for_capability(gpu.capability).sm
         verdict = gpu_verdict(
-            label,
+            distribution,
+            version,
             manifest.sass_archs,
             manifest.ptx_archs,
             f"cuda:{gpu.index} ({gpu.name}, compute capability {format_capability(gpu.capability)})",

@@ -124,7 +124,8 @@ def device_verdict(
     """What prebuild's own kind of wheel (a native one) does on GPU ``index``."""
     fix = f"prebuild wheel --arch {arch_for_capability(capability).sm}"
     return gpu_verdict(
-        f"{manifest.package} {manifest.package_version}",
+        manifest.package,
+        manifest.package_version,
         manifest.sass_archs,
         manifest.ptx_archs,
         f"cuda:{index} ({name}, compute capability {format_capability(capability)})",
@@ -135,7 +136,8 @@ def device_verdict(
 
 
 def gpu_verdict(
-    what: str,
+    package: str,
+    version: str,
     sass: tuple[Arch, ...],
     ptx: tuple[Arch, ...],
     where: str,
@@ -145,10 +147,11 @@ def gpu_verdict(
 ) -> DeviceVerdict:
     """Whether code for ``sass``/``ptx`` runs on the GPU ``where`` of ``capability``: its own
     machine code fits; PTX only is a warning (an error when ``strict``); nothing is an error.
-    ``what``: "gsplat 1.5.3"; ``fix``: the command that builds a wheel for this GPU."""
+    ``package`` and ``version``: whose code (gsplat, 1.5.3); ``fix``: the command that builds a
+    wheel for this GPU."""
     choice = select_code(capability, sass, ptx)
     archs = ", ".join([a.sm for a in sass] + [a.compute for a in ptx])
-    package = what.split()[0]
+    what = f"{package} {version}"
     if choice.kind is CodeKind.SASS:
         return DeviceVerdict()
     if choice.kind is CodeKind.PTX:
