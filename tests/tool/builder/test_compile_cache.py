@@ -187,6 +187,18 @@ def test_errors_are_counted_and_said():
     assert CacheStats.from_json({"stats": {}}).summary() == "0 of 0 compiles from the cache"
 
 
+def test_calls_sccache_cannot_cache_are_said_with_why():
+    """sccache's not_cached reasons (gsplat's nvcc calls were all "multiple input files" before
+    the shim joined their -diag-suppress values, and the summary said nothing of them)."""
+    data = json.loads(json.dumps(STATS_JSON))
+    data["stats"]["not_cached"] = {"multiple input files": 20, "-E": 1}
+    assert (
+        CacheStats.from_json(data)
+        .summary()
+        .endswith("; 21 calls sccache cannot cache (-E: 1, multiple input files: 20)")
+    )
+
+
 # --- the launcher ---
 
 

@@ -243,3 +243,34 @@ def test_unchanged_calls_are_logged_too_and_the_standard_is_raised(tmp_path):
     assert entries[0]["run"] == entries[0]["given"]
     assert entries[1]["run"] == ["-c", "b.cu", "-o", "/b/b.o", "-std=c++20", *WANT]
     assert (tmp_path / "called").read_text().split() == entries[1]["run"]
+
+
+def test_a_compile_cache_gets_diag_options_joined_to_their_values(tmp_path):
+    """sccache reads "-diag-suppress 20012,186" (gsplat's) as two input files and caches
+    nothing; through the launcher the value is joined, as nvcc also reads it. Without a cache
+    the call runs as given."""
+    from prebuild.tool.builder.nvcc_shim import SHIM_ENV_LAUNCHER, joined_values
+
+    assert joined_values(["-c", "a.cu", "-diag-suppress", "20012,186", "--diag-error", "1"]) == [
+        "-c", "a.cu", "-diag-suppress=20012,186", "--diag-error=1",
+    ]  # fmt: skip
+    assert joined_values(["-diag-suppress=1", "-O3", "-diag-warn"]) == [
+        "-diag-suppress=1", "-O3", "-diag-warn",
+    ]  # fmt: skip
+    launcher = tmp_path / "launcher"
+    launcher.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$(dirname "$0")/launched"\n')
+    launcher.chmod(launcher.stat().st_mode | stat.S_IEXEC)
+    env = {
+        **os.environ,
+        SHIM_ENV_REAL: "/opt/cuda/bin/nvcc",
+        SHIM_ENV_GENCODE: json.dumps(WANT),
+        SHIM_ENV_LAUNCHER: str(launcher),
+    }
+    given = ["-c", "a.cu", "-diag-suppress", "20012,186"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "prebuild.tool.builder.nvcc_shim", *given], env=env
+    )
+    assert proc.returncode == 0
+    assert (tmp_path / "launched").read_text().split() == [
+        "/opt/cuda/bin/nvcc", "-c", "a.cu", "-diag-suppress=20012,186", *WANT,
+    ]  # fmt: skip

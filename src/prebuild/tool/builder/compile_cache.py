@@ -195,6 +195,7 @@ class CacheStats:
     misses: Mapping[str, int] = field(default_factory=dict)
     read_errors: int = 0
     write_errors: int = 0
+    not_cacheable: Mapping[str, int] = field(default_factory=dict)  # reason -> calls
 
     @classmethod
     def from_json(cls, data: Mapping) -> CacheStats:
@@ -211,6 +212,7 @@ class CacheStats:
             per_tool("cache_misses"),
             int(stats.get("cache_read_errors", 0)),
             int(stats.get("cache_write_errors", 0)),
+            {str(k): int(v) for k, v in (stats.get("not_cached") or {}).items()},
         )
 
     def _split(self, pick: Callable[[str], bool]) -> tuple[int, int]:
@@ -251,6 +253,9 @@ class CacheStats:
         errors = (
             f"; {self.errors} cache errors (those compiles ran uncached)" if self.errors else ""
         )
+        if self.not_cacheable:  # sccache could not cache them: said, so it is not a mystery
+            reasons = ", ".join(f"{why}: {n}" for why, n in sorted(self.not_cacheable.items()))
+            errors += f"; {sum(self.not_cacheable.values())} calls sccache cannot cache ({reasons})"
         return f"{self.from_cache} of {self.compiles} compiles from the cache{detail}{errors}"
 
 

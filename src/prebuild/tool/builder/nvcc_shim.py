@@ -6,7 +6,8 @@ hard-coded ``-gencode`` list used when no GPU is visible, which makes torch igno
 ``$CUDA_HOME/bin/nvcc`` of a shim toolkit, for the project's build: every arch option of each
 call is dropped and exactly the requested ``-gencode`` options are added, every other flag
 (``--use_fast_math``, ``--maxrregcount``, ...) is kept, and every call is logged, as given and
-as run. With a compile cache, each compile runs through its launcher. A ``-std`` older than the
+as run. With a compile cache, each compile runs through its launcher, with the options whose
+value sccache cannot tell from an input file written as one argument. A ``-std`` older than the
 one torch's headers need (a project asking for C++17 from a torch that needs C++20) is raised to
 it; a standard is never lowered, and none is added.
 
@@ -39,6 +40,17 @@ ARCH_OPTIONS = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-
 QUERY_OPTIONS = ("--version", "-V", "--help", "-h", "--list-gpu-code", "--list-gpu-arch")
 # How a call names its C++ standard: "-std=c++17" or "-std c++17" (and the long spellings).
 STD_OPTIONS = ("-std", "--std")
+# Options whose value sccache (0.16) does not know follows them: "-diag-suppress 20012,186" reads
+# to it as a second input file ("multiple input files": the call is not cached, gsplat's every
+# nvcc call). Given to a compile cache as "-diag-suppress=20012,186", which nvcc reads the same.
+CACHE_JOINED_OPTIONS = (
+    "-diag-suppress",
+    "--diag-suppress",
+    "-diag-error",
+    "--diag-error",
+    "-diag-warn",
+    "--diag-warn",
+)
 
 
 def std_year(standard: str) -> int | None:
@@ -112,6 +124,20 @@ def rewrite_args(args: list[str], gencode: list[str]) -> list[str]:
     return out + list(gencode)
 
 
+def joined_values(args: list[str], options: tuple[str, ...] = CACHE_JOINED_OPTIONS) -> list[str]:
+    """Pure: ``args`` with each of ``options`` and its value as one ``--opt=VALUE`` argument."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] in options and i + 1 < len(args):
+            out.append(f"{args[i]}={args[i + 1]}")
+            i += 2
+        else:
+            out.append(args[i])
+            i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     real = os.environ.get(SHIM_ENV_REAL)
@@ -130,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             os.close(fd)
     launcher = os.environ.get(SHIM_ENV_LAUNCHER)
     if launcher and not is_query(args):
-        os.execv(launcher, [launcher, *command])
+        os.execv(launcher, [launcher, command[0], *joined_values(command[1:])])
     os.execv(real, command)
     return 0  # not reached
 

@@ -281,7 +281,12 @@ def smoke_test(
             )
         said += f"; the GPU check passed on {fits[0]}"
     elif smoke.gpu:
-        said += "; no GPU it fits is visible: the GPU check did not run"
+        seen = (
+            f"the GPUs visible ({', '.join(gpu_archs)}) are none it fits"
+            if gpu_archs
+            else "no GPU is visible"
+        )
+        said += f"; {seen}: the GPU check did not run"
     shutil.rmtree(where, ignore_errors=True)
     return said
 
