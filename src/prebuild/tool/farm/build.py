@@ -198,9 +198,15 @@ class SmokeError(RuntimeError):
     """A built wheel failed its smoke test."""
 
 
-# The import, and what it compiled: nothing may appear in TORCH_EXTENSIONS_DIR.
+# The import, and what it compiled: nothing may appear in TORCH_EXTENSIONS_DIR. torch first, as
+# in every program that uses the project: an extension module (simple_knn._C) links against
+# torch's libraries, which only importing torch loads.
 _IMPORT = """
 import importlib, json, os, pathlib, sys
+try:
+    import torch
+except ImportError:
+    pass
 module = importlib.import_module(sys.argv[1])
 extensions = pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"])
 print(json.dumps({"file": getattr(module, "__file__", None),
