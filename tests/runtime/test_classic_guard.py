@@ -255,6 +255,34 @@ def test_a_fitting_project_imports_a_misfit_one_says_what_fits_and_only_their_co
     assert kind == "JitRefusedError" and "PREBUILD_STRICT=1" in message
 
 
+def test_a_namespace_package_is_checked_when_its_extension_module_is_imported(site, tmp_path):
+    """simple-knn's package has no __init__.py, and users import its module, simple_knn._C: the
+    guard checks the fit there (torch imported first: the module links against its libraries)
+    and says a misfit there too; a package's fit is checked once."""
+    for name in ("fakeproj", "fakeold"):
+        (site / name / "__init__.py").unlink()  # namespace packages
+    (site / "fakeproj" / "csrc.py").write_text("import sys\nTORCH_FIRST = 'torch' in sys.modules\n")
+    proc = run(
+        site,
+        """
+        import importlib
+        step("torch before", lambda: "torch" in sys.modules)
+        step("import fakeproj.csrc", lambda: importlib.import_module("fakeproj.csrc").TORCH_FIRST)
+        step("import fakeold.csrc", lambda: importlib.import_module("fakeold.csrc"))
+        """,
+        tmp_path,
+    )
+    done = steps(proc)
+    assert done["torch before"]["value"] == "False"
+    assert done["import fakeproj.csrc"] == {
+        **done["import fakeproj.csrc"],
+        "value": "True",
+        "raised": None,
+    }
+    kind, message = done["import fakeold.csrc"]["raised"]
+    assert kind == "WheelMisfitError" and "fakeold 1.0" in message and "torch==2.99.*" in message
+
+
 def test_a_guard_whose_manifest_is_gone_warns_and_lets_the_import_through(site, tmp_path):
     (site / "fakeproj-1.0+pt.dist-info" / "prebuild.json").unlink()
     proc = run(site, 'step("import", lambda: __import__("fakeproj"))', tmp_path)

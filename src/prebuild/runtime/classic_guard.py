@@ -105,6 +105,7 @@ class Guard:
         self.packages = tuple(config["packages"])
         self._warned: set[str] = set()
         self._manifest = None
+        self._fits = False  # checked, and it fits: not asked again
 
     # -- what the wheel is -------------------------------------------------------------
     @property
@@ -130,12 +131,16 @@ class Guard:
 
     # -- the import-time fit check -----------------------------------------------------
     def check_fit(self, module=None) -> None:
-        """Before the project's package runs: raise WheelMisfitError when this wheel cannot
-        run with this torch or on these GPUs; warn when a GPU runs its PTX only."""
+        """Before the project's package (or one of its extension modules: a namespace
+        package runs no code of its own) runs: raise WheelMisfitError when this wheel cannot
+        run with this torch or on these GPUs; warn when a GPU runs its PTX only. The check
+        imports torch, whose libraries the extension modules link against."""
         import warnings
 
         from .errors import PTXJitWarning
 
+        if self._fits:
+            return
         try:
             errors, notes = self.problems(strict=os.environ.get(STRICT_ENV, "") == "1")
         except ImportError:
@@ -158,6 +163,7 @@ class Guard:
                 + " ".join(errors)
                 + " (the import check of prebuild's guard)"
             )
+        self._fits = True
 
     def problems(self, strict: bool) -> tuple[list[str], list[str]]:
         """``fit_problems`` for the torch installed here and the GPUs CUDA will see."""
@@ -356,6 +362,8 @@ def install(config: dict, site_dir: str | None = None) -> Guard | None:
             site_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         guard = Guard(config, site_dir)
         hooks = {package: (guard.check_fit, None) for package in guard.packages}
+        for module in config.get("modules", ()):  # simple_knn._C, in a namespace package
+            hooks.setdefault(module, (guard.check_fit, None))
         hooks[CPP_EXTENSION] = (None, guard.wrap)
         sys.meta_path.insert(0, _Finder(hooks))
         if CPP_EXTENSION in sys.modules:  # imported before the guard was installed
