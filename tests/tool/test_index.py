@@ -307,3 +307,21 @@ def test_classic_wheels_get_one_index_per_torch_and_arch(tmp_path):
     assert len(commands) == 3 and all(
         c.startswith("pip install fused-ssim --index-url ") for c in commands
     ), commands
+
+
+def test_the_uv_command_searches_the_site_before_the_usual_index():
+    """uv searches --extra-index-url before --index-url and stops at the first index holding a
+    project: with the site as --index-url, gsplat would come from PyPI (checked by hand with a
+    stand-in index holding gsplat 1.5.3). The site goes in --index, searched before the default."""
+    from prebuild.tool.index import variant_commands
+
+    uv, pip = variant_commands("https://x.example/site", "gsplat", "https://pypi.org/simple")
+    assert uv == (
+        "uv pip install --preview-features wheel-variants gsplat "
+        "--index https://x.example/site/simple --default-index https://pypi.org/simple"
+    )
+    # pip has no order: it takes the highest version, and the site's local label is higher
+    assert pip == (
+        "pip install gsplat --index-url https://x.example/site/simple "
+        "--extra-index-url https://pypi.org/simple"
+    )

@@ -149,7 +149,9 @@ def variant_commands(
     where = f"{site_url.rstrip('/')}/simple"
     extra = extra_index if extra_index is not None else usual_index_url()
     return (
-        f"uv pip install --preview-features wheel-variants {project} --index-url {where} --extra-index-url {extra}",
+        # --index: searched before the default index, so a project the usual index also has
+        # (gsplat on PyPI) comes from here; uv's --extra-index-url would be searched first
+        f"uv pip install --preview-features wheel-variants {project} --index {where} --default-index {extra}",
         f"pip install {project} --index-url {where} --extra-index-url {extra}",
     )
 

@@ -288,7 +288,7 @@ def build(
 
       prebuild farm build recipes/ --torch 2.14 --cuda 13.0 --arch sm_80,sm_90 --out site
 
-      uv pip install --preview-features wheel-variants gsplat --index-url file://$PWD/site/simple
+      uv pip install --preview-features wheel-variants gsplat --index file://$PWD/site/simple
     """
     try:
         from prebuild.tool.farm.build import FarmError, default_work, run_farm

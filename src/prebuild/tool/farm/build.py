@@ -28,7 +28,14 @@ from packaging.utils import canonicalize_name
 
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.project import last_error
-from prebuild.tool.farm.envs import EnvError, Environments, EnvSpec, prebuild_path, uv_binary
+from prebuild.tool.farm.envs import (
+    EnvError,
+    Environments,
+    EnvSpec,
+    prebuild_path,
+    uv_binary,
+    uv_environment,
+)
 from prebuild.tool.farm.ledger import BUILT, FAILED, Entry, read_ledger, write_ledger
 from prebuild.tool.farm.plan import PLAIN, Job
 from prebuild.tool.farm.recipes import Recipe, Smoke
@@ -258,6 +265,7 @@ def smoke_test(
         str(wheel),
     ]
     _check(subprocess.run(install, capture_output=True, text=True), f"installing {wheel.name}")
+    install_missing_requirements(uv, venv / "bin" / "python", job.project)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PREBUILD_ALLOW_JIT")}
     env.update(CUDA_VISIBLE_DEVICES="", TORCH_EXTENSIONS_DIR=str(where / "torch_extensions"))
     ran = subprocess.run(
@@ -295,6 +303,54 @@ def smoke_test(
         said += f"; {seen}: the GPU check did not run"
     shutil.rmtree(where, ignore_errors=True)
     return said
+
+
+# The requirements of an installed distribution (and of those they bring) not met by what the
+# venv sees, its build environment's packages included; printed as JSON.
+_MISSING = """
+import json, sys
+import importlib.metadata as md
+from packaging.requirements import Requirement
+missing, seen, todo = [], set(), [sys.argv[1]]
+while todo:
+    name = todo.pop()
+    for text in md.distribution(name).requires or []:
+        req = Requirement(text)
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        try:
+            version = md.version(req.name)
+        except md.PackageNotFoundError:
+            missing.append(text)
+            continue
+        if not req.specifier.contains(version, prereleases=True):
+            missing.append(text)
+        elif req.name not in seen:
+            seen.add(req.name)
+            todo.append(req.name)
+print(json.dumps(sorted(set(missing))))
+"""
+
+
+def install_missing_requirements(uv: str, python: Path, distribution: str) -> None:
+    """Install into the smoke venv what the wheel needs and its build environment lacks
+    (DeepSpeed's psutil, hjson, ...), never what it has (torch, seen through the .pth): one
+    round per level of requirements, each without dependencies, at most a few rounds."""
+    for _ in range(5):
+        ran = subprocess.run(
+            [str(python), "-c", _MISSING, distribution], capture_output=True, text=True
+        )
+        _check(ran, f"reading what {distribution} requires")
+        missing = json.loads(ran.stdout.strip().splitlines()[-1])
+        if not missing:
+            return
+        installed = subprocess.run(
+            [uv, "pip", "install", "--quiet", "--no-deps", "--python", str(python), *missing],
+            capture_output=True, text=True, env=uv_environment(),
+        )  # fmt: skip
+        _check(installed, f"installing what {distribution} requires ({', '.join(missing)})")
+        # the next round reads what these require in turn
+    raise SmokeError(f"{distribution}'s requirements kept growing after 5 rounds of installs")
 
 
 def _check(proc: subprocess.CompletedProcess, what: str) -> None:

@@ -210,7 +210,7 @@ class Environments:
         if found is not None and not extra:
             return found
         uv = uv_binary()
-        env = {**os.environ, **uv_index_env(os.environ, pip_config(_pip_config_lines()))}
+        env = uv_environment()
         if found is None:
             where = self.root / spec.name
             shutil.rmtree(where, ignore_errors=True)  # a half-made one from an interrupted run
@@ -239,6 +239,11 @@ class Environments:
                 f.write(f"$ {' '.join(command)}\n{proc.stdout}{proc.stderr}\n")
         if proc.returncode != 0:
             raise EnvError(f"{what} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
+
+
+def uv_environment() -> dict[str, str]:
+    """This process's environment for uv, with pip's index settings where uv has none."""
+    return {**os.environ, **uv_index_env(os.environ, pip_config(_pip_config_lines()))}
 
 
 def _pip_config_lines() -> str:
