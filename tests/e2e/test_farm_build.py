@@ -363,3 +363,33 @@ def test_an_environment_the_farm_lacks_is_made_with_uv_from_pips_indexes_then_re
     again = envs.Environments(tmp_path / "envs", {}, torch_index="")
     monkeypatch.setattr(envs, "uv_binary", lambda: pytest.fail("uv asked for a found environment"))
     assert again.python_for(spec) == python
+
+
+def test_ci_parts_merge_with_the_published_index(farm, built, served, tmp_path):
+    """How farm.yml publishes: the index published before (here served on 127.0.0.1: its ledger
+    and wheels fetched) merged with a runner's part (a failed job), into one site; the failure
+    never replaces what was built, and merging again changes nothing."""
+    from prebuild.tool.farm.ledger import FAILED, Entry, Ledger, read_ledger, write_ledger
+    from prebuild.tool.farm.plan import Job
+
+    _, _, run = farm
+    site, _ = built
+    published = read_ledger(site)
+    some = next(e for e in published.entries.values() if e.job.kind == "classic")
+    failed_job = Job(**{**some.job.__dict__, "python": "3.12"})  # a job of another Python
+    part = tmp_path / "part"
+    write_ledger(Ledger({failed_job.key: Entry(failed_job, FAILED, error="nvcc: no")}), part)
+    again = Ledger({some.job.key: Entry(some.job, FAILED, error="flaky")})  # a retry that failed
+    write_ledger(again, tmp_path / "retry")
+    merged = tmp_path / "merged"
+    proc = run("index", served, part, tmp_path / "retry", "--out", merged)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "9 jobs built, 9 wheels in" in proc.stdout
+    ledger = read_ledger(merged)
+    assert ledger.built == published.built and failed_job.key in ledger.entries
+    assert sorted(p.name for p in (merged / "wheels").iterdir()) == sorted(
+        p.name for p in (site / "wheels").iterdir()
+    )
+    assert "<td>cp312</td><td>-</td><td>no</td>" in (merged / "farm.html").read_text()
+    second = run("index", served, part, "--out", merged)
+    assert second.returncode == 0 and read_ledger(merged).entries.keys() == ledger.entries.keys()

@@ -195,9 +195,8 @@ def plan_jobs(
                 for arch in archs:
                     ptx = recipe.ptx and arch == max(archs)
                     jobs.append(Job(wheel=arch.sm, archs=(arch.sm,), ptx=ptx, **common))
-                jobs.append(
-                    Job(wheel=PLAIN, archs=tuple(a.sm for a in archs), ptx=recipe.ptx, **common)
-                )
+                # the plain wheel always carries PTX of the newest arch: pip's pick for any GPU
+                jobs.append(Job(wheel=PLAIN, archs=tuple(a.sm for a in archs), ptx=True, **common))
     return Plan([j for j in jobs if j.key not in built], [j for j in jobs if j.key in built], notes)
 
 

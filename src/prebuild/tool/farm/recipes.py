@@ -11,7 +11,8 @@ file and the key (``RecipeError``).
     build-requires = ["jaxtyping"]      # installed into the build environment first
     pythons = ["3.10", "3.11"]          # classic wheels are per Python; native ones abi3
     archs = ["sm_80", "sm_90"]          # only these of the farm's archs
-    ptx = true                          # PTX of the newest arch (default)
+    ptx = true                          # PTX in the newest arch's wheel (default; the plain
+                                        # wheel always has it)
 
     [project.smoke]
     import = "fused_ssim"               # default: the name, "-" -> "_"
