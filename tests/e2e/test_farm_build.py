@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from build_helpers import ROOT, nvcc_wrapper
 from pip_env import clean_pip_env
+from test_classic_interrupts import default_sigint
 
 from prebuild.tool.inspection import inspect_wheel
 
@@ -276,9 +277,11 @@ def test_ctrl_c_stops_the_farm_keeps_what_finished_and_says_how_to_go_on(farm):
     site = work / "sleepy-site"
     command = [str(run.python), "-m", "prebuild", "farm", "build", str(sleepy), *FARM,
                "--out", str(site), "--work", str(work / "sleepy-work")]  # fmt: skip
+    # as a terminal's foreground job: SIGINT at its default, not inherited ignored from a CI
+    # step's background shell (test_classic_interrupts.py says why)
     farm_process = subprocess.Popen(
         command, env=run.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        process_group=0,
+        process_group=0, preexec_fn=default_sigint,
     )  # fmt: skip
     deadline = time.monotonic() + 600
     while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
