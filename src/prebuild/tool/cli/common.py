@@ -23,6 +23,12 @@ def count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
+def listed(values: list[str] | None) -> tuple[str, ...]:
+    """Every value of a repeatable option whose values may be comma-separated
+    (``--torch 2.13,2.14 --torch 2.15``), stripped, in order."""
+    return tuple(v.strip() for item in values or () for v in item.split(",") if v.strip())
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
     """``raise fail(...)``: the message on stderr, then exit ``code`` (2: bad input)."""
     err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)

@@ -16,6 +16,7 @@ from prebuild.tool.cli.common import (
     count,
     err,
     fail,
+    listed,
     missing_build_extra,
     out,
     reflow_help,
@@ -33,10 +34,6 @@ RECIPES_HELP = (
     "Recipe files (TOML, one \\[\\[project]] table per project) or folders of them (a recipe set): "
     "see docs/farm.md."
 )
-
-
-def _listed(values: list[str] | None) -> tuple[str, ...]:
-    return tuple(v.strip() for item in values or () for v in item.split(",") if v.strip())
 
 
 def _installed_torch() -> tuple[str | None, str | None]:
@@ -68,9 +65,9 @@ def _farm(recipe_set, torch, cuda, python, arch):
     from prebuild.tool.farm.plan import Farm
 
     defaults = recipe_set.defaults
-    torches = _listed(torch) or (defaults.torch if defaults else ())
-    cudas = _listed(cuda) or (defaults.cuda if defaults else ())
-    pythons = _listed(python) or (defaults.python if defaults else ())
+    torches = listed(torch) or (defaults.torch if defaults else ())
+    cudas = listed(cuda) or (defaults.cuda if defaults else ())
+    pythons = listed(python) or (defaults.python if defaults else ())
     archs = tuple(arch or ()) or (defaults.archs if defaults else ())
     if not torches or not cudas:
         installed, installed_cuda = _installed_torch()
@@ -305,7 +302,7 @@ def build(
         err.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
     jobs = made.jobs
     if only:
-        wanted = set(_listed(only))
+        wanted = set(listed(only))
         known = {j.key for j in made.jobs + made.done}
         unknown = sorted(wanted - known)
         if unknown:

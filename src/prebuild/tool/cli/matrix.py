@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from prebuild.runtime.arch import Arch
-from prebuild.tool.cli.common import arch_option, fail
+from prebuild.tool.cli.common import arch_option, fail, listed
 
 
 def matrix(
@@ -61,9 +61,6 @@ def matrix(
     import json
 
     from prebuild.tool import arch_support
-
-    def listed(values: list[str] | None) -> list[str]:
-        return [v.strip() for item in values or () for v in item.split(",") if v.strip()]
 
     releases = arch_support.CUDA_RELEASES
     if cuda:
