@@ -213,9 +213,6 @@ class _Reporter:
                 soft_wrap=True,
             )
 
-    def note(self, text: str) -> None:
-        err.print(escape(text), highlight=False, soft_wrap=True)
-
 
 def build(
     recipes: list[Path] = typer.Argument(
@@ -391,7 +388,7 @@ def index(
     except ModuleNotFoundError as exc:
         raise fail(missing_build_extra(exc)) from None
     try:
-        ledger, indexes = merge_sites(sources, site)
+        ledger = merge_sites(sources, site)
     except (LedgerError, SiteError, OSError) as exc:
         raise fail(str(exc)) from None
     out.print(

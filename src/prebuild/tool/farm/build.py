@@ -54,15 +54,12 @@ class FarmReporter(Protocol):
 
     def job_finished(self, number: int, total: int, entry: Entry) -> None: ...
 
-    def note(self, text: str) -> None: ...
-
 
 @dataclass(frozen=True)
 class FarmResult:
     built: list[Entry]
     failed: list[Entry]
     seconds: float
-    indexes: dict
 
 
 def _now() -> str:
@@ -135,10 +132,10 @@ def run_farm(
             (built if entry.status == BUILT else failed).append(entry)
             report.job_finished(number, len(ordered), entry)
         try:
-            indexes = publish(site, ledger)
+            publish(site, ledger)
         except (BuildError, ValueError) as exc:  # a wheel the index refuses (SiteError too)
             raise FarmError(f"the index of {site} could not be written: {exc}") from None
-        return FarmResult(built, failed, time.monotonic() - started, indexes)
+        return FarmResult(built, failed, time.monotonic() - started)
     finally:
         lock.release()
 

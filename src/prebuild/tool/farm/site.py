@@ -67,7 +67,7 @@ def publish(site: Path, ledger: Ledger) -> dict[str, list[WheelInfo]]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def merge_sites(sources: list[str], site: Path) -> tuple[Ledger, dict[str, list[WheelInfo]]]:
+def merge_sites(sources: list[str], site: Path) -> Ledger:
     """Merge farm sites (folders, or URLs of published ones) into SITE: every ledger's entries
     (a built job is never replaced by a failed one) and the wheels they record, fetched from a
     URL where needed; then SITE is published whole. How a CI run's jobs, each a site of its
@@ -85,7 +85,8 @@ def merge_sites(sources: list[str], site: Path) -> tuple[Ledger, dict[str, list[
             else:
                 _link_or_copy(Path(source) / "wheels" / name, target)
         ledger.merge(other)
-    return ledger, publish(site, ledger)
+    publish(site, ledger)
+    return ledger
 
 
 def _download(url: str, target: Path) -> None:
