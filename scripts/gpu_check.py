@@ -16,10 +16,13 @@ The steps, each under its own time limit (together within 10 minutes on one H100
   gsplat    gsplat 1.5.3's own tests with prebuild's ops (scripts/gsplat_suite.py), on the GPU;
   peers     upstream fused-ssim and gsplat 1.5.3 built here by `prebuild wheel` for the GPU's
             arch against this machine's torch (the classic path on a real GPU), installed
-            beside prebuild in a second venv;
+            beside prebuild in a second venv; all CPU, so it runs beside cuda, selftest and
+            gsplat (started after install, waited for before bench);
   bench     `scripts/bench.py --sections cuda` there: fused_ssim and rasterization against
             those peers and plain PyTorch, shares of the GPU's measured peaks (bench/ in OUT;
             in a dry run the section's code runs on the CPU at tiny sizes).
+--steps runs some of them (build,install,bench: a quick measurement between changes), and
+--peer-wheels DIR installs the peers an earlier check built instead of building them again.
 Each step's limit is cut to what is left of the whole check's budget (--budget, 570 s); a step
 with no time left is skipped, saying so. A step that cannot run (no GPU in a dry run, a file
 missing from the fetched folder) says why and counts as skipped, never as passed. The exit
@@ -43,7 +46,7 @@ from pathlib import Path
 
 # this file's directory, scripts/, is first on sys.path: its sibling modules
 from gpu_check_report import write_report
-from gpu_check_steps import BUDGET, ROOT, check
+from gpu_check_steps import BUDGET, ROOT, STEPS, check
 
 DEPS = ROOT / ".gpu-check-deps"
 # Pure-Python packages the image lacks, as wheels; gsplat's sdist (its tests, and the package
@@ -182,14 +185,37 @@ def main(argv: list[str] | None = None) -> int:
         default=BUDGET,
         help=f"seconds for the whole check; each step's limit is cut to what is left (default {BUDGET:.0f})",
     )
+    parser.add_argument(
+        "--steps",
+        type=lambda v: {x.strip() for x in v.split(",") if x.strip()},
+        help=f"only these steps, comma-separated (facts always runs): {', '.join(STEPS)}",
+    )
+    parser.add_argument(
+        "--peer-wheels",
+        type=Path,
+        metavar="DIR",
+        help="install the peers' wheels found in DIR (an earlier check's OUT/peers/*/) instead of "
+        "building them: a quicker check between changes; the reported check builds them",
+    )
     args = parser.parse_args(argv)
+    if args.steps and args.steps - set(STEPS):
+        parser.error(f"unknown steps: {', '.join(sorted(args.steps - set(STEPS)))}")
     if args.fetch is not None:
         return fetch(args.fetch, args.fused_ssim)
     if args.out is None:
         parser.error("give OUT, the directory for the report (or --fetch)")
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out.resolve()
-    steps = check(out, args.dry_run, args.arch, args.objects, args.deps.resolve(), args.budget)
+    steps = check(
+        out,
+        args.dry_run,
+        args.arch,
+        args.objects,
+        args.deps.resolve(),
+        args.budget,
+        args.steps,
+        args.peer_wheels.resolve() if args.peer_wheels else None,
+    )
     command = shlex.join(["scripts/gpu_check.sh", *(argv if argv is not None else sys.argv[1:])])
     write_report(out, steps, args.dry_run, command)
     width = max(len(s.name) for s in steps)

@@ -161,11 +161,15 @@ class Check:
     wheel: Path | None = None  # prebuild's, from the build step
     venv_python: Path | None = None  # the install step's venv
     peers_python: Path | None = None  # the peers step's venv
+    peer_wheels: Path | None = None  # --peer-wheels: the peers' wheels from an earlier check
+
+    build_site: Path | None = None  # what the build needs and this Python lacks (pyelftools)
 
     @property
     def env(self) -> dict:
         """prebuild from this tree, for the build steps."""
-        return {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "160"}
+        path = [str(ROOT / "src"), *([str(self.build_site)] if self.build_site else [])]
+        return {**os.environ, "PYTHONPATH": os.pathsep.join(path), "COLUMNS": "160"}
 
 
 def step_facts(c: Check, step: Step) -> None:
@@ -192,6 +196,13 @@ def step_facts(c: Check, step: Step) -> None:
 def step_build(c: Check, step: Step) -> None:
     """The wheel for this GPU's arch, with the builder of this tree."""
     dist = c.out / "dist"
+    has = subprocess.run([c.python, "-c", "import elftools"], capture_output=True).returncode == 0
+    if not has:  # the image's Python lacks pyelftools (seen 2026-11-27): from the fetched folder
+        c.build_site = c.out / "build-site"
+        proc = pip_install(c, step, Path(c.python), "--target", str(c.build_site), "pyelftools")
+        if proc is None or proc.returncode != 0:
+            step.status, step.summary = "failed", "pyelftools is not installed, nor in --deps"
+            return
     cmd = [
         c.python,
         "-m",
@@ -386,6 +397,9 @@ def step_peers(c: Check, step: Step) -> None:
         )
         return
     dist = c.out / "peers"
+    if c.peer_wheels is not None:
+        install_peers(c, step, sorted(c.peer_wheels.glob("*.whl")), [], "installed the built")
+        return
     codes = run_together(
         step,
         {
@@ -412,19 +426,25 @@ def step_peers(c: Check, step: Step) -> None:
         wheels = sorted((dist / name).glob("*.whl"))
         (built if code == 0 and wheels else failed).append(name)
         step.data[name] = [w.name for w in wheels]
+    install_peers(
+        c, step, sorted(dist.glob("*/*.whl")), failed, f"built {', '.join(built) or 'nothing'} for"
+    )
+
+
+def install_peers(c: Check, step: Step, wheels: list[Path], failed: list[str], done: str) -> None:
+    """prebuild's wheel and the peers' into a second venv (with pytorch-msssim, a peer of the
+    bench, if fetched)."""
     python = make_venv(c.out / "venv-peers", c.python)
-    wheels = [str(w) for w in sorted(dist.glob("*/*.whl"))]
-    msssim = (
-        ["pytorch-msssim"] if any(c.deps.glob("pytorch_msssim-*.whl")) else []
-    )  # a peer of the bench, if fetched
-    proc = pip_install(c, step, python, str(c.wheel), *wheels, *msssim)
+    msssim = ["pytorch-msssim"] if any(c.deps.glob("pytorch_msssim-*.whl")) else []
+    proc = pip_install(c, step, python, str(c.wheel), *map(str, wheels), *msssim)
     if proc is None:
         return
     if proc.returncode == 0:
         c.peers_python = python
-    step.status = "passed" if proc.returncode == 0 and not failed else "failed"
+    step.status = "passed" if proc.returncode == 0 and wheels and not failed else "failed"
+    names = ", ".join(w.name.split("-")[0] for w in wheels) or "nothing"
     step.summary = (
-        f"built {', '.join(built) or 'nothing'} for {c.arch}"
+        (f"{done} {c.arch}" if c.peer_wheels is None else f"{done} {names} ({c.peer_wheels})")
         + (f"; {', '.join(failed)} failed" if failed else "")
         + ("" if proc.returncode == 0 else "; pip could not install the wheels")
     )
@@ -506,7 +526,14 @@ def check(
     objects: Path | None,
     deps: Path,
     budget: float = BUDGET,
+    only: set[str] | None = None,
+    peer_wheels: Path | None = None,
 ) -> list[Step]:
+    """Every step (or those in ``only``; facts always), in order, except that the peers' build,
+    all CPU, runs beside the GPU steps that follow install (cuda, selftest, gsplat) and is
+    waited for before bench: it took 100 s of a 255 s check."""
+    import threading
+
     c = Check(
         out=out,
         dry_run=dry_run,
@@ -514,12 +541,27 @@ def check(
         objects=objects,
         deadline=time.monotonic() + budget,
         requested_arch=arch,
+        peer_wheels=peer_wheels,
     )
-    steps = [Step(name, LIMITS[name]) for name in STEPS]
-    for step in steps:
+    steps = {name: Step(name, LIMITS[name]) for name in STEPS}
+    asked = set(STEPS) if only is None else only | {"facts"}
+    background: threading.Thread | None = None
+    for name, step in steps.items():
+        if name not in asked:
+            step.summary = "not asked for (--steps)"
+            continue
+        if name == "peers" and background is not None:
+            continue  # started after install
+        if name == "bench" and background is not None:
+            background.join()
         if budgeted(c, step):
-            STEPS[step.name](c, step)
-    return steps
+            STEPS[name](c, step)
+        if name == "install" and "peers" in asked and budgeted(c, steps["peers"]):
+            background = threading.Thread(target=STEPS["peers"], args=(c, steps["peers"]))
+            background.start()
+    if background is not None:
+        background.join()
+    return list(steps.values())
 
 
 def junit_counts(path: Path) -> dict:

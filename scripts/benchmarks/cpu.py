@@ -78,9 +78,12 @@ OURS_SSIM = "prebuild.fused_ssim"
 OURS_RASTER = "prebuild.rasterization"
 
 
-def ssim_rows(cfg, peaks: dict, impls: dict, repeats: int, device="cpu", sync=None) -> list[dict]:
+def ssim_rows(
+    cfg, peaks: dict, impls: dict, repeats: int, device="cpu", sync=None, profile=None, warmup=1
+) -> list[dict]:
     """fused_ssim forward + backward at the bench's sizes against each of ``impls`` (name ->
-    ``fn(x, y)``, ours first): times, the peers' times over ours, shares of the peaks."""
+    ``fn(x, y)``, ours first): times, the peers' times over ours, shares of the peaks; with
+    ``profile`` (``profile(step) -> dict``: where a step's time goes), each one's profile."""
     import torch
 
     sizes = [(32, 32)] if cfg.quick else [(256, 256), (512, 512), (1080, 1920)]
@@ -91,14 +94,16 @@ def ssim_rows(cfg, peaks: dict, impls: dict, repeats: int, device="cpu", sync=No
             gen = torch.Generator().manual_seed(0)
             x = torch.rand(b, 3, h, w, generator=gen).to(device).requires_grad_()
             y = torch.rand(b, 3, h, w, generator=gen).to(device)
-            times = {}
+            times, profiles = {}, {}
             for name, fn in impls.items():
 
                 def step(fn=fn, x=x, y=y):
                     x.grad = None
                     fn(x, y).backward()
 
-                times[name] = time_fn(step, repeats, sync=sync)
+                times[name] = time_fn(step, repeats, warmup, sync=sync)
+                if profile is not None:
+                    profiles[name] = profile(step)
             pixels = b * 3 * h * w
             t = times[OURS_SSIM]["median"]
             flop_t = pixels * SSIM_FLOP_PER_PIXEL / peaks["flops"]
@@ -108,6 +113,7 @@ def ssim_rows(cfg, peaks: dict, impls: dict, repeats: int, device="cpu", sync=No
                     "size": f"{h}x{w}",
                     "batch": b,
                     "times": times,
+                    "profiles": profiles,
                     "ratios": {
                         name: v["median"] / t for name, v in times.items() if name != OURS_SSIM
                     },
@@ -260,6 +266,7 @@ def raster_rows(
     repeats: dict,
     device="cpu",
     sync=None,
+    profile=None,
 ) -> list[dict]:
     """Rasterization forward + backward of ``counts`` Gaussians against each of ``impls`` (name
     -> ``fn(scene, size)`` returning the image, ours first; ``repeats``: name -> (runs, warm-up
@@ -272,7 +279,7 @@ def raster_rows(
         leaves = {
             k: s[k].requires_grad_() for k in ("means", "quats", "scales", "opacities", "colors")
         }
-        times = {}
+        times, profiles = {}, {}
         for name, fn in impls.items():
 
             def step(fn=fn, s=s, leaves=leaves):
@@ -281,6 +288,8 @@ def raster_rows(
                 fn(s, size).sum().backward()
 
             times[name] = time_fn(step, *repeats[name], sync=sync)
+            if profile is not None:
+                profiles[name] = profile(step)
         _, _, meta = prebuild.rasterization(**s, width=size, height=size)
         work = raster_work(s, meta, size)
         bound = raster_bound(work, peaks)
@@ -291,6 +300,7 @@ def raster_rows(
                 "image": f"{size}x{size}",
                 "intersections": meta["flatten_ids"].numel(),
                 "times": times,
+                "profiles": profiles,
                 "ratios": {k: v["median"] / t for k, v in times.items() if k != OURS_RASTER},
                 "work": work,
                 "bound": bound,

@@ -68,6 +68,61 @@ def device_peaks(device, quick: bool, repeats: int) -> dict:
     }
 
 
+def profile_step(step, device, steps: int = 5, top: int = 4) -> dict:
+    """Where one step's time goes on a GPU, apart from the wall time the tables give: the time
+    its kernels ran (the profiler's device time, summed), how many it launched, the host time
+    until the step returned (the time to enqueue it, and any wait for the GPU inside), how
+    many times it made the host wait for the GPU (torch's sync debug mode counts the syncs it
+    knows: .item(), nonzero, copies to the host), and its costliest kernels; per step, the
+    mean of ``steps``. None on the CPU (no device time to tell apart)."""
+    import time
+    import warnings
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    if device.type != "cuda":
+        return None
+    torch.cuda.synchronize(device)
+    host = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        host.append(time.perf_counter() - t0)
+        torch.cuda.synchronize(device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize(device)
+    syncs = sum("synchroniz" in str(w.message).lower() for w in caught)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize(device)
+    from torch.autograd import DeviceType
+
+    kernels = []  # the GPU's own rows (kernels, copies, fills); an op's row adds its kernels'
+    for e in prof.key_averages():
+        if e.device_type != DeviceType.CUDA:
+            continue
+        t = getattr(e, "self_device_time_total", None)
+        if t is None:  # torch < 2.4 named it after CUDA
+            t = e.self_cuda_time_total
+        kernels.append((e.key, t * 1e-6 / steps, e.count / steps))
+    kernels.sort(key=lambda k: -k[1])
+    return {
+        "kernel_seconds": sum(k[1] for k in kernels),
+        "launches": sum(k[2] for k in kernels),
+        "host_seconds": sorted(host)[len(host) // 2],
+        "syncs": syncs,
+        "top": [{"name": n, "seconds": t, "count": c} for n, t, c in kernels[:top]],
+    }
+
+
 def ssim_peers(device) -> tuple[dict, dict]:
     """The SSIM implementations a user would pick instead, that this Python has: name -> fn, and
     name -> why it is not timed."""
@@ -128,8 +183,20 @@ def section_cuda(cfg: argparse.Namespace, work: Path) -> dict:
     )  # a GPU step takes milliseconds: many runs are cheap
     peaks = device_peaks(device, cfg.quick, max(repeats, 3) if cfg.quick else 10)
     ssim_have, absent = ssim_peers(device)
+
+    def profile(step):
+        return profile_step(step, device, 2 if cfg.quick else 5)
+
+    # warm-up: the first calls load modules, fill the caching allocator, tune cuDNN (conv2d)
     ssim = ssim_rows(
-        cfg, peaks, {OURS_SSIM: prebuild.fused_ssim, **ssim_have}, repeats, device, sync
+        cfg,
+        peaks,
+        {OURS_SSIM: prebuild.fused_ssim, **ssim_have},
+        repeats,
+        device,
+        sync,
+        profile,
+        warmup=1 if cfg.quick else 5,
     )
     raster_have, raster_absent = raster_peers(device)
     absent.update(raster_absent)
@@ -140,9 +207,10 @@ def section_cuda(cfg: argparse.Namespace, work: Path) -> dict:
         impls,
         [100] if cfg.quick else [10_000, 100_000],
         32 if cfg.quick else 1024,
-        {k: (repeats, 2) for k in impls},
+        {k: (repeats, 1 if cfg.quick else 5) for k in impls},
         device,
         sync,
+        profile,
     )
     return {
         "device": str(device),

@@ -421,6 +421,7 @@ def cuda_report(cu: dict, quick: bool) -> list[str]:
             ],
         )
     )
+    out += profile_table(cu["ssim"], lambda r: f"{r['size']} B={r['batch']}")
     names = list(cu["raster"][0]["times"]) if cu["raster"] else [OURS_RASTER]
     peers = [n for n in names if n != OURS_RASTER]
     out += [
@@ -455,7 +456,68 @@ def cuda_report(cu: dict, quick: bool) -> list[str]:
             ],
         )
     )
+    out += profile_table(cu["raster"], lambda r: f"{r['gaussians']:,}")
     return out
+
+
+def short_kernel_name(name: str, width: int = 48) -> str:
+    """A kernel's name without its return type, namespaces and arguments, cut to ``width``."""
+    name = name.replace("(anonymous namespace)::", "").replace("void ", "")
+    depth = 0
+    for i, ch in enumerate(name):  # the name up to its arguments, template arguments kept
+        depth += (ch == "<") - (ch == ">")
+        if ch == "(" and depth == 0:
+            name = name[:i]
+            break
+    name = name.split("<")[0].split("::")[-1] + ("<" + name.split("<", 1)[1] if "<" in name else "")
+    return name if len(name) <= width else name[: width - 3] + "..."
+
+
+def profile_table(rows: list[dict], label) -> list[str]:
+    """Where each implementation's step goes (benchmarks/cuda.py profile_step): the kernels'
+    own time against the wall time, launches, host time, syncs, the costliest kernels."""
+    body = []
+    for r in rows:
+        for name, p in (r.get("profiles") or {}).items():
+            if not p:
+                continue
+            body.append(
+                [
+                    label(r),
+                    name,
+                    fmt_time(r["times"][name]["median"]),
+                    fmt_time(p["kernel_seconds"]),
+                    f"{p['launches']:.0f}",
+                    fmt_time(p["host_seconds"]),
+                    p["syncs"],
+                    "; ".join(
+                        f"`{short_kernel_name(k['name'])}` {fmt_time(k['seconds'])} x{k['count']:.0f}"
+                        for k in p["top"]
+                    ),
+                ]
+            )
+    if not body:
+        return []
+    return [
+        "",
+        "Where a step's time goes: its kernels' own time (the profiler's, per step), the kernels "
+        "launched, the host time until the step returned, the host waits for the GPU that torch's "
+        "sync debug mode counts, and the costliest kernels (time per step x launches).",
+        "",
+        table(
+            [
+                "row",
+                "implementation",
+                "wall",
+                "kernels",
+                "launches",
+                "host",
+                "syncs",
+                "costliest kernels",
+            ],
+            body,
+        ),
+    ]
 
 
 def cache_report(c: dict, quick: bool) -> list[str]:
