@@ -1,15 +1,18 @@
 // Host-side pieces of the fused SSIM op family shared by its backends (CPU, CUDA, simt).
 //
-//   fused_ssim_forward(img1, img2, train) -> (ssim_map, dS)
+//   fused_ssim_forward(img1, img2, train, grad_img2=True) -> (ssim_map, dS)
 //     img1, img2: (B, C, H, W) float32, contiguous, same shape and device.
 //     ssim_map:   (B, C, H, W) SSIM at every pixel ("same" zero padding).
-//     dS:         (5, B, C, H, W) dS/d(window sum) per Moment when train, else shape (0,).
+//     dS:         when train, (M, B, C, H, W): the M distinct maps of dS/d(window sum) in
+//                 DistinctMap order (ssim_math.h), M = 4, or 3 (img1's gradient alone) when
+//                 not grad_img2; else shape (0,).
 //   fused_ssim_backward(grad_map, img1, img2, dS, grad_img2=True) -> (grad_img1, grad_img2)
 //     grad_map: dL/dssim_map, contiguous, or one value broadcast to every pixel (every
 //     stride 0: what the backward of a mean hands over), read in place.
-//     dS: the forward's; the CPU backend also takes the empty dS of train=False and
-//     recomputes the derivatives on the fly (the CUDA backend refuses it).
-//     grad_img2: False skips img2's gradient (returned as shape (0,)): a third less work
+//     dS: the forward's (img2's gradient needs its 4 maps); the CPU backend also takes the
+//     empty dS of train=False and recomputes the derivatives on the fly (the CUDA backend
+//     refuses it).
+//     grad_img2: False skips img2's gradient (returned as shape (0,)): a quarter less work
 //     for the usual loss against a fixed target.
 //   fused_ssim_forward_backward(img1, img2, grad_img2) -> (ssim_map, grad_img1, grad_img2)
 //     The forward's map and, in the same call, the gradients of sum(ssim_map): what the
@@ -55,8 +58,8 @@ inline bool is_broadcast_scalar(const Tensor& t) {
 // `dS` is what fused_ssim_forward returned: (5, B, C, H, W) when it ran with train, else the
 // empty (0,), which only the CPU backend takes (it recomputes dS on the fly; `recomputes`).
 inline void check_backward_inputs(const Tensor& grad_map, const Tensor& img1,
-                                  const Tensor& img2, const Tensor& dS, const char* op,
-                                  bool recomputes) {
+                                  const Tensor& img2, const Tensor& dS, bool grad_img2,
+                                  const char* op, bool recomputes) {
   check_images(img1, img2, op);
   check_same_shape(grad_map, img1, op, "grad_map", "img1");
   check_same_device(grad_map, img1, op, "grad_map", "img1");
@@ -71,10 +74,14 @@ inline void check_backward_inputs(const Tensor& grad_map, const Tensor& img1,
                     "got the empty dS of train=False");
     return;
   }
-  check_dim(dS, 5, op, "dS (5, B, C, H, W) from fused_ssim_forward(train=True)");
-  STD_TORCH_CHECK(dS.size(0) == 5 && dS.size(1) == img1.size(0) && dS.size(2) == img1.size(1) &&
+  check_dim(dS, 5, op, "dS (M, B, C, H, W) from fused_ssim_forward(train=True)");
+  STD_TORCH_CHECK((dS.size(0) == kMapsImg1 || dS.size(0) == kMapsBoth) &&
+                      dS.size(1) == img1.size(0) && dS.size(2) == img1.size(1) &&
                       dS.size(3) == img1.size(2) && dS.size(4) == img1.size(3),
-                  op, ": dS must have shape (5, B, C, H, W) matching img1");
+                  op, ": dS must have shape (4, B, C, H, W) or (3, B, C, H, W) matching img1");
+  STD_TORCH_CHECK(!grad_img2 || dS.size(0) == kMapsBoth, op,
+                  ": img2's gradient needs the 4 maps of fused_ssim_forward(train=True, "
+                  "grad_img2=True); this dS has 3 (img1's gradient only)");
   check_contiguous(dS, op, "dS");
 }
 
@@ -82,8 +89,8 @@ inline void check_backward_inputs(const Tensor& grad_map, const Tensor& img1,
 inline void check_tileable(const Tensor& img, const char* op) {
   STD_TORCH_CHECK(img.size(2) < (int64_t{1} << 30) && img.size(3) < (int64_t{1} << 30), op,
                   ": image height and width must be below 2^30");
-  STD_TORCH_CHECK((img.size(2) + kTile - 1) / kTile <= kMaxGridY, op,
-                  ": image height must be at most ", int64_t{kMaxGridY} * kTile, " pixels");
+  STD_TORCH_CHECK((img.size(2) + kMinTileRows - 1) / kMinTileRows <= kMaxGridY, op,
+                  ": image height must be at most ", int64_t{kMaxGridY} * kMinTileRows, " pixels");
 }
 
 struct ForwardOutputs {
@@ -92,14 +99,21 @@ struct ForwardOutputs {
 };
 
 // Outputs of the forward and the kernel arguments pointing at them (inputs already checked).
-inline ForwardOutputs allocate_forward(const Tensor& img1, const Tensor& img2, bool train) {
+inline ForwardOutputs allocate_forward(const Tensor& img1, const Tensor& img2, bool train,
+                                       bool grad_img2) {
   const int64_t B = img1.size(0), C = img1.size(1), H = img1.size(2), W = img1.size(3);
+  const int maps = train ? (grad_img2 ? kMapsBoth : kMapsImg1) : 0;
   Tensor ssim_map = torch::stable::new_empty(img1, {B, C, H, W});
-  Tensor dS = train ? torch::stable::new_empty(img1, {kNumMoments, B, C, H, W})
+  Tensor dS = train ? torch::stable::new_empty(img1, {maps, B, C, H, W})
                     : torch::stable::new_empty(img1, {0});
-  ForwardArgs args{img1.const_data_ptr<float>(), img2.const_data_ptr<float>(), B * C,
-                   static_cast<int>(H), static_cast<int>(W), ssim_map.mutable_data_ptr<float>(),
-                   train ? dS.mutable_data_ptr<float>() : nullptr};
+  ForwardArgs args{img1.const_data_ptr<float>(),
+                   img2.const_data_ptr<float>(),
+                   B * C,
+                   static_cast<int>(H),
+                   static_cast<int>(W),
+                   ssim_map.mutable_data_ptr<float>(),
+                   train ? dS.mutable_data_ptr<float>() : nullptr,
+                   maps};
   return {ssim_map, dS, args};
 }
 
@@ -137,62 +151,72 @@ inline BackwardOutputs allocate_backward(GradMap grad_map, const Tensor& img1,
   return {grad1, grad2, args};
 }
 
-// The host side of the tiled kernels, shared by the CUDA and simt backends: checks,
-// outputs, then `launch(geometry, args)` unless there is nothing to compute.
-// `on_device(t)` says whether the tensors are on the backend's device.
-template <typename OnDevice, typename Launch>
-std::tuple<Tensor, Tensor> forward_tiled(const Tensor& img1, const Tensor& img2, bool train,
-                                         const char* op, const char* device,
-                                         const OnDevice& on_device, const Launch& launch) {
-  check_images(img1, img2, op);
-  STD_TORCH_CHECK(on_device(img1), op, ": this kernel runs on ", device, " tensors");
-  check_tileable(img1, op);
-  ForwardOutputs out = allocate_forward(img1, img2, train);
-  if (out.args.planes * out.args.H * out.args.W > 0) {
-    launch(launch_geometry(out.args.planes, out.args.H, out.args.W), out.args);
+// What a backend launches the tiled kernels with: `forward(geometry, args)` and
+// `backward<M>(geometry, args)` (M maps: kMapsImg1 or kMapsBoth).
+template <typename Backend>
+void launch_forward(const Backend& backend, const ForwardArgs& args) {
+  backend.forward(launch_geometry(args.planes, args.H, args.W, ForwardTile::kRows), args);
+}
+
+template <typename Backend>
+void launch_backward(const Backend& backend, const BackwardArgs& args) {
+  if (args.grad2 != nullptr) {
+    using T = typename BackwardShared<kMapsBoth>::T;
+    backend.template backward<kMapsBoth>(launch_geometry(args.planes, args.H, args.W, T::kRows),
+                                         args);
+  } else {
+    using T = typename BackwardShared<kMapsImg1>::T;
+    backend.template backward<kMapsImg1>(launch_geometry(args.planes, args.H, args.W, T::kRows),
+                                         args);
   }
+}
+
+// The host side of the tiled kernels, shared by the CUDA and simt backends: checks,
+// outputs, then the launches unless there is nothing to compute. `backend.on_device(t)`
+// says whether the tensors are on the backend's device; `backend.device` names it.
+template <typename Backend>
+std::tuple<Tensor, Tensor> forward_tiled(const Tensor& img1, const Tensor& img2, bool train,
+                                         bool grad_img2, const char* op, const Backend& backend) {
+  check_images(img1, img2, op);
+  STD_TORCH_CHECK(backend.on_device(img1), op, ": this kernel runs on ", backend.device, " tensors");
+  check_tileable(img1, op);
+  ForwardOutputs out = allocate_forward(img1, img2, train, grad_img2);
+  if (out.args.planes * out.args.H * out.args.W > 0) launch_forward(backend, out.args);
   return {out.ssim_map, out.dS};
 }
 
-template <typename OnDevice, typename Launch>
+template <typename Backend>
 std::tuple<Tensor, Tensor> backward_tiled(const Tensor& grad_map, const Tensor& img1,
                                           const Tensor& img2, const Tensor& dS, bool grad_img2,
-                                          const char* op, const char* device,
-                                          const OnDevice& on_device, const Launch& launch) {
-  check_backward_inputs(grad_map, img1, img2, dS, op, /*recomputes=*/false);
-  STD_TORCH_CHECK(on_device(img1), op, ": this kernel runs on ", device, " tensors");
+                                          const char* op, const Backend& backend) {
+  check_backward_inputs(grad_map, img1, img2, dS, grad_img2, op, /*recomputes=*/false);
+  STD_TORCH_CHECK(backend.on_device(img1), op, ": this kernel runs on ", backend.device, " tensors");
   check_tileable(img1, op);
   BackwardOutputs out = allocate_backward(grad_map_of(grad_map), img1, img2, dS, grad_img2);
-  if (out.args.planes * out.args.H * out.args.W > 0) {
-    launch(launch_geometry(out.args.planes, out.args.H, out.args.W), out.args);
-  }
+  if (out.args.planes * out.args.H * out.args.W > 0) launch_backward(backend, out.args);
   return {out.grad1, out.grad2};
 }
 
 // fused_ssim_forward_backward by the tiled kernels: the forward storing dS, then the
-// backward reading dL/dmap = 1 at every pixel.
-template <typename OnDevice, typename LaunchForward, typename LaunchBackward>
-std::tuple<Tensor, Tensor, Tensor> forward_backward_tiled(
-    const Tensor& img1, const Tensor& img2, bool grad_img2, const char* op, const char* device,
-    const OnDevice& on_device, const LaunchForward& launch_forward,
-    const LaunchBackward& launch_backward) {
+// backward reading dL/dmap = 1 at every pixel (a constant the kernels know: no tensor of
+// it is filled per call).
+template <typename Backend>
+std::tuple<Tensor, Tensor, Tensor> forward_backward_tiled(const Tensor& img1, const Tensor& img2,
+                                                          bool grad_img2, const char* op,
+                                                          const Backend& backend) {
   check_images(img1, img2, op);
-  STD_TORCH_CHECK(on_device(img1), op, ": this kernel runs on ", device, " tensors");
+  STD_TORCH_CHECK(backend.on_device(img1), op, ": this kernel runs on ", backend.device, " tensors");
   check_tileable(img1, op);
-  ForwardOutputs fwd = allocate_forward(img1, img2, /*train=*/true);
-  Tensor one = torch::stable::new_empty(img1, {1});
-  torch::stable::fill_(one, 1.0);
-  BackwardOutputs bwd = allocate_backward({one.const_data_ptr<float>(), 0}, img1, img2, fwd.dS,
-                                          grad_img2);
+  ForwardOutputs fwd = allocate_forward(img1, img2, /*train=*/true, grad_img2);
+  BackwardOutputs bwd = allocate_backward({nullptr, 0}, img1, img2, fwd.dS, grad_img2);
   if (fwd.args.planes * fwd.args.H * fwd.args.W > 0) {
-    const LaunchGeometry g = launch_geometry(fwd.args.planes, fwd.args.H, fwd.args.W);
-    launch_forward(g, fwd.args);
-    launch_backward(g, bwd.args);
+    launch_forward(backend, fwd.args);
+    launch_backward(backend, bwd.args);
   }
   return {fwd.ssim_map, bwd.grad1, bwd.grad2};
 }
 
-std::tuple<Tensor, Tensor> forward_cpu(Tensor img1, Tensor img2, bool train);
+std::tuple<Tensor, Tensor> forward_cpu(Tensor img1, Tensor img2, bool train, bool grad_img2);
 std::tuple<Tensor, Tensor> backward_cpu(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS,
                                         bool grad_img2);
 std::tuple<Tensor, Tensor, Tensor> forward_backward_cpu(Tensor img1, Tensor img2, bool grad_img2);

@@ -182,9 +182,8 @@ PREBUILD_ALWAYS_INLINE void forward_rows(const ForwardArgs& a, int64_t begin, in
     Block<> d;
     ssim_block(s, S, d);
     for_lanes(lanes, [&](int t) { a.ssim_map[first + t] = S[t]; });
-    if (a.dS)
-      for (int m = 0; m < kNumMoments; ++m)
-        for_lanes(lanes, [&](int t) { a.dS[m * n + first + t] = d[m][t]; });
+    for (int m = 0; m < a.ds_maps; ++m)
+      for_lanes(lanes, [&](int t) { a.dS[m * n + first + t] = d[moment_of(m)][t]; });
   };
   Ring<kNumMoments> r(a.W);
   bands(a.H, a.W, begin, end, [&](int64_t plane, int64_t y0, int64_t y1) {
@@ -192,12 +191,8 @@ PREBUILD_ALWAYS_INLINE void forward_rows(const ForwardArgs& a, int64_t begin, in
   });
 }
 
-// The backward sums the maps g * dS/d(window sum) that the wanted gradients read: of the
-// five, dS/d(G*x^2) and dS/d(G*y^2) are the same map (ssim_math.h), so four distinct ones,
-// and img1's gradient alone reads only the first three.
-enum DistinctMap : int { kDX = 0, kDSquares = 1, kDXY = 2, kDY = 3 };
-constexpr int kMomentOf[] = {kX, kXX, kXY, kY};  // DistinctMap -> Moment
-constexpr int kMapsImg1 = 3, kMapsBoth = 4;
+// The backward sums the maps g * dS/d(window sum) that the wanted gradients read: the M
+// distinct ones of ssim_math.h (DistinctMap), as the forward stores them.
 
 // dL/dmap as it multiplies dS at pixel i before the sums: the pixel's value, or 1 for a
 // broadcast one (kScalarGrad), which multiplies the gradients after them (BackwardArgs).
@@ -211,12 +206,13 @@ template <int M, bool kScalarGrad>
 PREBUILD_ALWAYS_INLINE void image_grads_block(const BackwardArgs& a, int64_t first,
                                               int64_t lanes, const Block<M>& s) {
   static_assert(M == kMapsImg1 || M == kMapsBoth, "img1's three maps or all four");
-  const float scale = kScalarGrad ? a.grad_map[0] : 1.f;
+  const float scale = kScalarGrad && a.grad_map ? a.grad_map[0] : 1.f;
   for_lanes(lanes, [&](int t) {
     const int64_t i = first + t;
-    float conv[kNumMoments] = {};
-    for (int m = 0; m < M; ++m) conv[kMomentOf[m]] = s[m][t];
-    conv[kYY] = conv[kXX];
+    float distinct[M];
+    for (int m = 0; m < M; ++m) distinct[m] = s[m][t];
+    float conv[kNumMoments];
+    distinct_to_moments<M>(distinct, conv);
     float g1 = image1_grad(a.x[i], a.y[i], conv);
     if (kScalarGrad) g1 = scale * g1;
     a.grad1[i] = g1;
@@ -234,7 +230,7 @@ PREBUILD_ALWAYS_INLINE void backward_rows(const BackwardArgs& a, int64_t begin, 
   const int64_t n = a.planes * a.H * a.W;
   const auto value = [&](int64_t i, float* v) {
     const float g = grad_at<kScalarGrad>(a, i);
-    for (int m = 0; m < M; ++m) v[m] = g * a.dS[kMomentOf[m] * n + i];
+    for (int m = 0; m < M; ++m) v[m] = g * a.dS[m * n + i];
   };
   const auto finish = [&](int64_t first, int64_t lanes, const Block<M>& s) {
     image_grads_block<M, kScalarGrad>(a, first, lanes, s);
@@ -274,7 +270,7 @@ PREBUILD_ALWAYS_INLINE void backward_recompute_rows(const BackwardArgs& a, float
         float g[kLanes];
         for_lanes(lanes, [&](int t) { g[t] = grad_at<kScalarGrad>(a, plane + row * W + j0 + t); });
         for (int m = 0; m < M; ++m)
-          for_lanes(lanes, [&](int t) { bwd.line_of(m)[j0 + t] = g[t] * d[kMomentOf[m]][t]; });
+          for_lanes(lanes, [&](int t) { bwd.line_of(m)[j0 + t] = g[t] * d[moment_of(m)][t]; });
       });
       bwd.push(row);
     };
@@ -336,11 +332,11 @@ void run(const Args& a, const Rows& rows) {
 
 }  // namespace
 
-std::tuple<Tensor, Tensor> forward_cpu(Tensor img1, Tensor img2, bool train) {
+std::tuple<Tensor, Tensor> forward_cpu(Tensor img1, Tensor img2, bool train, bool grad_img2) {
   constexpr const char* op = "prebuild::fused_ssim_forward";
   check_images(img1, img2, op);
   STD_TORCH_CHECK(img1.is_cpu(), op, ": the CPU kernel got tensors that are not on the CPU");
-  ForwardOutputs out = allocate_forward(img1, img2, train);
+  ForwardOutputs out = allocate_forward(img1, img2, train, grad_img2);
   if (out.args.planes * out.args.H * out.args.W > 0) {
     const auto rows = pick_isa(&forward_rows_baseline, &forward_rows_avx2, &forward_rows_avx512);
     run(out.args, [&](int64_t begin, int64_t end) { rows(out.args, begin, end); });
@@ -351,7 +347,7 @@ std::tuple<Tensor, Tensor> forward_cpu(Tensor img1, Tensor img2, bool train) {
 std::tuple<Tensor, Tensor> backward_cpu(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS,
                                         bool grad_img2) {
   constexpr const char* op = "prebuild::fused_ssim_backward";
-  check_backward_inputs(grad_map, img1, img2, dS, op, /*recomputes=*/true);
+  check_backward_inputs(grad_map, img1, img2, dS, grad_img2, op, /*recomputes=*/true);
   STD_TORCH_CHECK(img1.is_cpu(), op, ": the CPU kernel got tensors that are not on the CPU");
   BackwardOutputs out = allocate_backward(grad_map_of(grad_map), img1, img2, dS, grad_img2);
   if (out.args.planes * out.args.H * out.args.W > 0) {
@@ -367,7 +363,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_backward_cpu(Tensor img1, Tensor img2
   STD_TORCH_CHECK(img1.is_cpu(), op, ": the CPU kernel got tensors that are not on the CPU");
   // The forward's outputs without dS: the backward then runs as its recomputing pass, whose
   // forward ring writes the map on the way.
-  ForwardOutputs fwd = allocate_forward(img1, img2, /*train=*/false);
+  ForwardOutputs fwd = allocate_forward(img1, img2, /*train=*/false, grad_img2);
   static constexpr float kOne = 1.f;  // dL/dmap of sum(ssim_map), at every pixel
   BackwardOutputs bwd = allocate_backward({&kOne, 0}, img1, img2, fwd.dS, grad_img2);
   if (bwd.args.planes * bwd.args.H * bwd.args.W > 0) {

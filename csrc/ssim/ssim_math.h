@@ -7,11 +7,12 @@
 //   S = (2 mu_x mu_y + C1)(2 s_xy + C2) / ((mu_x^2 + mu_y^2 + C1)(s_xx + s_yy + C2)).
 //
 // For the backward pass the forward stores, per pixel, the derivatives of S with respect to
-// the five raw window sums (G*x, G*x^2, G*y, G*y^2, G*xy). Because G is symmetric, the
+// the five raw window sums (G*x, G*x^2, G*y, G*y^2, G*xy) (four distinct maps, DistinctMap). Because G is symmetric, the
 // gradient of a loss L with respect to the images is then, with g = dL/dS:
 //   dL/dx = G*(g dS/d(G*x)) + 2x G*(g dS/d(G*x^2)) + y G*(g dS/d(G*xy))
 //   dL/dy = G*(g dS/d(G*y)) + 2y G*(g dS/d(G*y^2)) + x G*(g dS/d(G*xy))
-// i.e. five more separable convolutions, which is what the backward kernels compute.
+// i.e. separable convolutions of three maps for img1's gradient (four for both: dS/d(G*x^2)
+// and dS/d(G*y^2) are one map), which is what the backward kernels compute.
 #pragma once
 
 #include <prebuild/hd.h>
@@ -26,6 +27,27 @@ constexpr float kC2 = 0.03f * 0.03f;
 
 // Index of each of the five window sums / derivative maps.
 enum Moment : int { kX = 0, kXX = 1, kY = 2, kYY = 3, kXY = 4, kNumMoments = 5 };
+
+// The derivative maps the backward needs: of the five, dS/d(G*x^2) and dS/d(G*y^2) are the
+// same map (ssim_from_sums), so four distinct ones, and img1's gradient alone reads only the
+// first three. dS is stored as these maps, in this order.
+enum DistinctMap : int { kDX = 0, kDSquares = 1, kDXY = 2, kDY = 3 };
+// DistinctMap -> Moment (a function, not an array: device code can call it).
+PREBUILD_HD constexpr int moment_of(int map) {
+  return map == kDX ? kX : map == kDSquares ? kXX : map == kDXY ? kXY : kY;
+}
+constexpr int kMapsImg1 = 3, kMapsBoth = 4;
+
+// The window sums of the M distinct maps (DistinctMap order) as the five Moment-indexed sums
+// image1_grad and image2_grad read (img2's two are zero when M is 3: img1's do not read them).
+template <int M>
+PREBUILD_HD void distinct_to_moments(const float (&distinct)[M], float sums[kNumMoments]) {
+  static_assert(M == kMapsImg1 || M == kMapsBoth, "img1's three maps or all four");
+  sums[kX] = distinct[kDX];
+  sums[kXX] = sums[kYY] = distinct[kDSquares];
+  sums[kXY] = distinct[kDXY];
+  sums[kY] = M == kMapsBoth ? distinct[M == kMapsBoth ? kDY : 0] : 0.f;
+}
 
 // Normalised 1-D Gaussian, sigma 1.5: exp(-(k-5)^2 / 4.5) / sum (tests check these values).
 PREBUILD_HD float gauss_weight(int k) {
@@ -59,14 +81,18 @@ PREBUILD_HD float ssim_from_sums(const float sums[kNumMoments], float* dS) {
   const float c = mu_x * mu_x + mu_y * mu_y + kC1;
   const float d = s_xx + s_yy + kC2;
   const float cd = c * d;
-  const float S = (a * b) / cd;
+  const float S = (a * b) / cd;  // a division: S is exactly 1 where both windows are equal
 
   if (dS != nullptr) {
+    // Reciprocals of c and d for the derivatives: five divisions were a tenth of the CUDA
+    // forward's instructions.
+    const float inv_c = 1.f / c, inv_d = 1.f / d;
+    const float inv_cd = inv_c * inv_d;
     // Partial derivatives with respect to the moments...
-    const float dS_dmux_direct = (2.f * mu_y * b) / cd - S * (2.f * mu_x) / c;
-    const float dS_dmuy_direct = (2.f * mu_x * b) / cd - S * (2.f * mu_y) / c;
-    const float dS_dsxx = -S / d;  // also dS/dsyy
-    const float dS_dsxy = (2.f * a) / cd;
+    const float dS_dmux_direct = (2.f * mu_y * b) * inv_cd - S * (2.f * mu_x) * inv_c;
+    const float dS_dmuy_direct = (2.f * mu_x * b) * inv_cd - S * (2.f * mu_y) * inv_c;
+    const float dS_dsxx = -S * inv_d;  // also dS/dsyy
+    const float dS_dsxy = (2.f * a) * inv_cd;
     // ...then the chain rule through s_xx = G*x^2 - mu_x^2 etc. to the raw window sums.
     dS[kXX] = dS_dsxx;
     dS[kYY] = dS_dsxx;

@@ -6,7 +6,9 @@ namespace ssim {
 
 template <typename Library>
 void define_ops(Library& m) {
-  m.def("fused_ssim_forward(Tensor img1, Tensor img2, bool train) -> (Tensor, Tensor)");
+  m.def(
+      "fused_ssim_forward(Tensor img1, Tensor img2, bool train, bool grad_img2=True) -> "
+      "(Tensor, Tensor)");
   m.def(
       "fused_ssim_backward(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS, "
       "bool grad_img2=True) -> (Tensor, Tensor)");

@@ -10,36 +10,35 @@ namespace prebuild {
 namespace ssim {
 namespace {
 
-bool on_cpu(const Tensor& t) { return t.is_cpu(); }
+// The launches for ssim.h's tiled host functions, on the CPU.
+struct Simt {
+  const char* op;
+  const char* device = "CPU";
+  bool on_device(const Tensor& t) const { return t.is_cpu(); }
+  void forward(const LaunchGeometry& g, const ForwardArgs& args) const {
+    simt::launch_op<ForwardShared>(op, g, args, forward_block<simt::HostContext>);
+  }
+  template <int M>
+  void backward(const LaunchGeometry& g, const BackwardArgs& args) const {
+    simt::launch_op<BackwardShared<M>>(op, g, args, backward_block<M, simt::HostContext>);
+  }
+};
 
-std::tuple<Tensor, Tensor> forward_simt(Tensor img1, Tensor img2, bool train) {
+std::tuple<Tensor, Tensor> forward_simt(Tensor img1, Tensor img2, bool train, bool grad_img2) {
   constexpr const char* op = "prebuild_simt::fused_ssim_forward";
-  return forward_tiled(img1, img2, train, op, "CPU", on_cpu,
-                       [&](const LaunchGeometry& g, const ForwardArgs& args) {
-                         simt::launch_op<SharedTile>(op, g, args, forward_block<simt::HostContext>);
-                       });
+  return forward_tiled(img1, img2, train, grad_img2, op, Simt{op});
 }
 
 std::tuple<Tensor, Tensor> backward_simt(Tensor grad_map, Tensor img1, Tensor img2, Tensor dS,
                                          bool grad_img2) {
   constexpr const char* op = "prebuild_simt::fused_ssim_backward";
-  return backward_tiled(grad_map, img1, img2, dS, grad_img2, op, "CPU", on_cpu,
-                        [&](const LaunchGeometry& g, const BackwardArgs& args) {
-                          simt::launch_op<SharedTile>(op, g, args, backward_block<simt::HostContext>);
-                        });
+  return backward_tiled(grad_map, img1, img2, dS, grad_img2, op, Simt{op});
 }
 
 std::tuple<Tensor, Tensor, Tensor> forward_backward_simt(Tensor img1, Tensor img2,
                                                          bool grad_img2) {
   constexpr const char* op = "prebuild_simt::fused_ssim_forward_backward";
-  return forward_backward_tiled(
-      img1, img2, grad_img2, op, "CPU", on_cpu,
-      [&](const LaunchGeometry& g, const ForwardArgs& args) {
-        simt::launch_op<SharedTile>(op, g, args, forward_block<simt::HostContext>);
-      },
-      [&](const LaunchGeometry& g, const BackwardArgs& args) {
-        simt::launch_op<SharedTile>(op, g, args, backward_block<simt::HostContext>);
-      });
+  return forward_backward_tiled(img1, img2, grad_img2, op, Simt{op});
 }
 
 }  // namespace

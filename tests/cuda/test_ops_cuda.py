@@ -535,6 +535,17 @@ def test_fused_ssim_raw_kernels_match_cpu(device):
     for name, got, want in zip(("grad_img1", "grad_img2"), cuda_grads, cpu_grads):
         assert_matches(got, want, TOLERANCES["ssim_grad"], name)
 
+    # img1's gradient alone: the forward stores its three maps, the backward reads them
+    cpu_dS3 = ops.fused_ssim_forward(x, y, True, False)[1]
+    cuda_dS3 = ops.fused_ssim_forward(xd, yd, True, False)[1]
+    assert cuda_dS3.shape == (3, *x.shape)
+    assert_matches(cuda_dS3, cpu_dS3, TOLERANCES["ssim_grad"], "dS of img1")
+    for g in (grad_map, torch.tensor(0.25).expand(x.shape)):  # per pixel, one broadcast value
+        cpu_g1 = ops.fused_ssim_backward(g, x, y, cpu_dS3, False)[0]
+        cuda_g1, cuda_g2 = ops.fused_ssim_backward(g.to(device), xd, yd, cpu_dS3.to(device), False)
+        assert_matches(cuda_g1, cpu_g1, TOLERANCES["ssim_grad"], "grad_img1 from 3 maps")
+        assert cuda_g2.shape == (0,)
+
     cpu_fb = ops.fused_ssim_forward_backward(x, y, False)
     cuda_fb = ops.fused_ssim_forward_backward(xd, yd, False)
     assert_matches(cuda_fb[0], cpu_fb[0], TOLERANCES["ssim"], "forward_backward map")
@@ -593,10 +604,10 @@ def test_fused_ssim_on_more_than_2_31_elements():
 
 
 def test_fused_ssim_refuses_an_image_taller_than_the_cuda_grid():
-    """The tiled kernel puts 16-pixel rows of tiles along grid.y (at most 65535 blocks): a
-    taller image is refused by name, not launched with a truncated grid."""
-    x = torch.rand(1, 1, 65535 * 16 + 16, 2, device="cuda:0")
-    with pytest.raises(RuntimeError, match="image height must be at most 1048560 pixels"):
+    """The tiled kernels put rows of tiles along grid.y (at most 65535 blocks; the shortest
+    tile is 24 rows): a taller image is refused by name, not launched with a truncated grid."""
+    x = torch.rand(1, 1, 65535 * 24 + 24, 2, device="cuda:0")
+    with pytest.raises(RuntimeError, match="image height must be at most 1572840 pixels"):
         prebuild.fused_ssim(x, x)
 
 

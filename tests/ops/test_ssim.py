@@ -334,7 +334,8 @@ def test_weighted_loss_gradients_equal_train_false_bit_for_bit():
 
 def test_training_call_runs_one_fused_op(monkeypatch):
     """fused_ssim(train=True) wanting a gradient ("same" padding) runs fused_ssim_forward_backward
-    once, asking for img2's gradient only when img2 needs one; eval and "valid" do not."""
+    once on the CPU, asking for img2's gradient only when img2 needs one; eval and "valid" run
+    the forward, storing dS (img1's 3 maps) only for a backward that can happen."""
     import prebuild.ops.ssim as module
 
     calls = []
@@ -342,9 +343,10 @@ def test_training_call_runs_one_fused_op(monkeypatch):
     class Spy:
         def __getattr__(self, name):
             op = getattr(torch.ops.prebuild, name)
-            return lambda *args: calls.append((name, *args[2:])) or op(*args)
+            flags = lambda args: tuple(a for a in args if not isinstance(a, torch.Tensor))  # noqa: E731
+            return lambda *args: calls.append((name, *flags(args))) or op(*args)
 
-    monkeypatch.setattr(module, "kernels", lambda: Spy())
+    monkeypatch.setattr(module, "_ops", lambda ns: Spy())
     x, y = _pair("noisy", (1, 2, 20, 22))
     a = x.clone().requires_grad_(True)
     fused_ssim(a, y).backward()
@@ -356,10 +358,10 @@ def test_training_call_runs_one_fused_op(monkeypatch):
     with torch.no_grad():
         fused_ssim(a, y)
     fused_ssim(x, y)  # no gradient wanted: nothing computed for one
-    assert calls == [("fused_ssim_forward", False), ("fused_ssim_forward", False)]
+    assert calls == [("fused_ssim_forward", False, False), ("fused_ssim_forward", False, False)]
     calls.clear()
-    fused_ssim(a, y, "valid").backward()  # the backward calls the op namespace's kernel
-    assert calls == [("fused_ssim_forward", True)]
+    fused_ssim(a, y, "valid").backward()
+    assert calls == [("fused_ssim_forward", True, False), ("fused_ssim_backward", False)]
 
 
 def test_gradient_with_upstream_scale_and_one_input_requiring_grad():
@@ -425,7 +427,7 @@ def test_raw_map_matches_reference(shape, kind):
         atol = MAP_ATOL if kind == "random" else SMOOTH_MAP_ATOL
         torch.testing.assert_close(ssim_map.double(), ssim_map_reference(x, y), rtol=0, atol=atol)
         if train:
-            assert dS.shape == (5, *x.shape) and dS.dtype == torch.float32
+            assert dS.shape == (4, *x.shape) and dS.dtype == torch.float32
             assert torch.isfinite(dS).all()
         else:
             assert dS.shape == (0,)
@@ -821,14 +823,14 @@ def test_cpu_stores_small_derivatives_and_recomputes_large_ones(shape, monkeypat
         def __getattr__(self, name):
             op = getattr(torch.ops.prebuild, name)
             if name == "fused_ssim_forward":
-                return lambda x, y, train: asked.append(train) or op(x, y, train)
+                return lambda x, y, train, both: asked.append(train) or op(x, y, train, both)
             return op
 
-    monkeypatch.setattr(module, "kernels", lambda: Spy())
+    monkeypatch.setattr(module, "_ops", lambda ns: Spy())
     x, y = _pair("noisy", shape)
     x.requires_grad_(True)
     fused_ssim(x, y, "valid").backward()
-    assert asked == [5 * 4 * x.numel() <= 32 << 20]
+    assert asked == [3 * 4 * x.numel() <= 32 << 20]  # img1's three maps
     _, dS = FWD(x.detach(), y, True)
     grad_map = torch.zeros(shape)  # the backward of the cropped map's mean
     grad_map[..., 5:-5, 5:-5] = torch.tensor(1.0) / grad_map[..., 5:-5, 5:-5].numel()
@@ -842,16 +844,21 @@ def test_direct_backward_bad_inputs_raise_runtime_error():
     _, dS = FWD(x, y, True)
     with pytest.raises(RuntimeError, match="dS"):
         BWD(g, x, y, torch.empty(0, 5))  # empty, but not train=False's (0,)
-    with pytest.raises(RuntimeError, match=r"dS must have shape \(5, B, C, H, W\)"):
-        BWD(g, x, y, dS[:4].contiguous())
-    with pytest.raises(RuntimeError, match=r"dS must have shape \(5, B, C, H, W\)"):
-        BWD(g, x, y, torch.zeros(5, 2, 1, 12, 13))
+    shapes = r"dS must have shape \(4, B, C, H, W\) or \(3, B, C, H, W\)"
+    with pytest.raises(RuntimeError, match=shapes):
+        BWD(g, x, y, dS[:2].contiguous())
+    with pytest.raises(RuntimeError, match=shapes):
+        BWD(g, x, y, torch.zeros(5, 2, 1, 12, 14))  # the five maps of before: one too many
+    with pytest.raises(RuntimeError, match=shapes):
+        BWD(g, x, y, torch.zeros(4, 2, 1, 12, 13))
+    with pytest.raises(RuntimeError, match="img2's gradient needs the 4 maps"):
+        BWD(g, x, y, dS[:3].contiguous())
     with pytest.raises(RuntimeError, match="dS"):
-        BWD(g, x, y, dS.reshape(5, 2, 12, 14))
+        BWD(g, x, y, dS.reshape(4, 2, 12, 14))
     with pytest.raises(RuntimeError, match="dS must be float32"):
         BWD(g, x, y, dS.double())
     with pytest.raises(RuntimeError, match="dS must be contiguous"):
-        BWD(g, x, y, torch.zeros(5, 2, 1, 14, 12).transpose(3, 4))
+        BWD(g, x, y, torch.zeros(4, 2, 1, 14, 12).transpose(3, 4))
     with pytest.raises(RuntimeError, match="grad_map"):
         BWD(torch.randn(2, 1, 12, 13), x, y, dS)
     with pytest.raises(RuntimeError, match="grad_map must be float32"):
@@ -869,7 +876,7 @@ def test_direct_backward_bad_inputs_raise_runtime_error():
 def test_direct_ops_on_empty_tensors_do_not_crash():
     e = torch.rand(0, 1, 16, 16)
     m, dS = FWD(e, e, True)
-    assert m.shape == e.shape and dS.shape == (5, *e.shape)
+    assert m.shape == e.shape and dS.shape == (4, *e.shape)
     g1, g2 = BWD(m, e, e, dS)
     assert g1.shape == e.shape and g2.shape == e.shape
     e2 = torch.rand(1, 1, 0, 7)

@@ -13,13 +13,15 @@ from prebuild.testing import simt
 pytestmark = pytest.mark.simt
 
 CPU = torch.ops.prebuild
+# Tiles: 32 wide; 32 rows (the forward, img1's backward) or 24 (the backward of both).
 SHAPES = [
     (1, 1, 1, 1),  # one pixel: the whole window is halo
-    (1, 1, 5, 7),  # smaller than one 16x16 tile
+    (1, 1, 5, 7),  # smaller than one tile
     (2, 3, 17, 23),  # partial tiles on both axes, B and C > 1
-    (3, 2, 16, 16),  # exactly one tile
-    (1, 2, 33, 40),  # 3x3 tiles, the last ones partial
-    (2, 1, 48, 11),  # tall and narrow
+    (3, 2, 32, 32),  # exactly one forward tile
+    (1, 2, 33, 40),  # 2x2 tiles, the last ones partial
+    (2, 1, 75, 11),  # tall and narrow: three and four tile rows
+    (1, 1, 48, 70),  # two 24-row tiles exactly, three columns of tiles
 ]
 
 
@@ -37,7 +39,7 @@ def test_forward_matches_cpu_and_reference(shape, train):
     cpu_map, cpu_dS = CPU.fused_ssim_forward(x, y, train)
     torch.testing.assert_close(ssim_map, cpu_map, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(dS, cpu_dS, rtol=1e-5, atol=1e-5)
-    assert dS.shape == ((5, *shape) if train else (0,))
+    assert dS.shape == ((4, *shape) if train else (0,))
     torch.testing.assert_close(ssim_map.double(), ssim_map_reference(x, y), rtol=0, atol=1e-4)
 
 
@@ -90,6 +92,24 @@ def test_backward_matches_cpu_and_reference(shape):
         torch.testing.assert_close(
             got.double(), want, rtol=1e-4, atol=1e-5 * max(1.0, want.abs().max().item())
         )
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_img1_alone_stores_three_maps_and_gets_the_same_gradient(shape):
+    """grad_img2=False: the forward stores img1's three maps (the first three of the four),
+    and the backward from them gives img1's gradient, the same bits as from all four."""
+    x, y = images(shape, seed=9)
+    grad_map = torch.rand(shape, generator=torch.Generator().manual_seed(10))
+    m4, dS4 = simt.fused_ssim_forward(x, y, True)
+    m3, dS3 = simt.fused_ssim_forward(x, y, True, False)
+    assert dS3.shape == (3, *shape) and torch.equal(m3, m4) and torch.equal(dS3, dS4[:3])
+    for g in (grad_map, torch.tensor(0.5).expand(shape)):  # per pixel, and one broadcast value
+        g1, g2 = simt.fused_ssim_backward(g, x, y, dS3, False)
+        want, _ = simt.fused_ssim_backward(g, x, y, dS4, False)
+        cpu, _ = CPU.fused_ssim_backward(g, x, y, dS3, False)
+        assert g2.shape == (0,) and torch.equal(g1, want) and torch.equal(g1, cpu)
+    with pytest.raises(RuntimeError, match="img2's gradient needs the 4 maps"):
+        simt.fused_ssim_backward(grad_map, x, y, dS3)
 
 
 def test_identical_images_give_one_and_zero_gradient():

@@ -11,6 +11,7 @@ backward op (the families bind it when they register).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -51,6 +52,11 @@ def kernels():
     return getattr(torch.ops, _active[-1])
 
 
+def active_namespace() -> str:
+    """The name of kernels()'s namespace, for an autograd.Function to carry to its backward."""
+    return _active[-1]
+
+
 def push_namespace(namespace: str) -> None:
     if namespace not in _namespaces:
         raise RuntimeError(f"op namespace {namespace!r} is not loaded")
@@ -61,3 +67,12 @@ def pop_namespace() -> None:
     if len(_active) == 1:
         raise RuntimeError("pop_namespace without a matching push_namespace")
     _active.pop()
+
+
+def below_autograd():
+    """For an autograd.Function's forward: its ops' calls skip their own autograd formulas
+    (the Python of torch.library's, ~10 us a call) and go straight to the kernels. Under
+    torch.compile, which traces the Function itself, a no-op."""
+    if torch.compiler.is_compiling():
+        return contextlib.nullcontext()
+    return torch._C._AutoDispatchBelowAutograd()
