@@ -59,12 +59,66 @@ def device_peaks(device, quick: bool, repeats: int) -> dict:
     return {
         "flops": flops,
         "bandwidth": 2 * size / cp["min"],
+        "shared": shared_bandwidth(device),
         "matmul_n": n,
         "copy_bytes": size,
         "matmul": mm,
         "copy": cp,
         "exps": flops * per_flop,
         "exps_per_flop": per_flop,
+    }
+
+
+# What prebuild's CUDA training step (fused_ssim, img1's gradient) must move per pixel and
+# channel, from the kernels' shapes (csrc/ssim/ssim_kernels.h); the bound of section 6 is the
+# larger of its two times. Device memory: the forward reads x, y (8) and writes the map (4) and
+# img1's 3 derivative maps (12), the mean reads the map (4), the backward reads the 3 maps and
+# x, y (20) and writes the gradient (4): 52 bytes (the halo's re-reads hit L2: not counted).
+SSIM_CUDA_DRAM_BYTES = 52
+# Shared memory, in 4-byte words: a tile 32 wide and T rows tall stages (32 + 10) x (T + 10)
+# pixels; each of its T + 10 staged rows gets a horizontal sum per column (11 taps of each
+# staged plane read, one sum per output plane written), and each thread reads R + 10 sums per
+# output plane for its R rows. Forward: 2 staged planes, 5 sums, T = 32, R = 4; img1's
+# backward: 3 and 3, T = 32, R = 4.
+
+
+def ssim_shared_words(staged: int, sums: int, rows: int, per_thread: int) -> float:
+    halo = (32 + 10) * (rows + 10) / (32 * rows)  # staged pixels per output pixel
+    row_share = (rows + 10) / rows  # horizontal sums per output pixel
+    return staged * halo + row_share * (staged * 11 + sums) + sums * (per_thread + 10) / per_thread
+
+
+SSIM_CUDA_SHARED_WORDS = ssim_shared_words(2, 5, 32, 4) + ssim_shared_words(3, 3, 32, 4)
+
+
+def shared_bandwidth(device) -> float | None:
+    """Bytes a second the GPU's shared memory can serve: 32 banks of 4 bytes per SM and clock,
+    at the SM's highest clock (NVML's; CUDA 13 dropped the clock from the device properties).
+    None without NVML."""
+    import torch
+
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+        mhz = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)
+    except Exception:  # no NVML here: the bound is then the memory's alone
+        return None
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    return sms * 128 * mhz * 1e6
+
+
+def ssim_cuda_bound(pixels: int, peaks: dict) -> dict:
+    """The time prebuild's CUDA training step cannot beat: its device-memory bytes at the
+    measured copy bandwidth, and its shared-memory words at the shared-memory pipe's rate."""
+    memory = pixels * SSIM_CUDA_DRAM_BYTES / peaks["bandwidth"]
+    shared = pixels * SSIM_CUDA_SHARED_WORDS * 4 / peaks["shared"] if peaks.get("shared") else None
+    return {
+        "memory_seconds": memory,
+        "shared_seconds": shared,
+        "seconds": max(memory, shared or 0.0),
+        "bound": "shared memory" if shared and shared > memory else "device memory",
     }
 
 
@@ -198,6 +252,13 @@ def section_cuda(cfg: argparse.Namespace, work: Path) -> dict:
         profile,
         warmup=1 if cfg.quick else 5,
     )
+    for r in ssim:  # the bound of our CUDA kernels' own traffic (not a work model's)
+        h, w = map(int, r["size"].split("x"))
+        r["cuda_bound"] = ssim_cuda_bound(r["batch"] * 3 * h * w, peaks)
+        kernels = (r["profiles"].get(OURS_SSIM) or {}).get("kernel_seconds")
+        r["cuda_bound"]["share_of_kernels"] = (
+            r["cuda_bound"]["seconds"] / kernels if kernels else None
+        )
     raster_have, raster_absent = raster_peers(device)
     absent.update(raster_absent)
     impls = {OURS_RASTER: ours_rasterization, **raster_have}
