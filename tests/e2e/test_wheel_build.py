@@ -16,6 +16,7 @@ from cuobjdump import cuobjdump_code
 
 from prebuild.runtime.arch import parse_arch_list
 from prebuild.tool.builder.compile import host_build_dir
+from prebuild.tool.builder.resources import read_report, short_name
 from prebuild.tool.inspection import library_code, read_wheel_manifest
 
 pytestmark = pytest.mark.slow
@@ -71,6 +72,31 @@ def test_second_run_reuses_objects(sm80_wheel, shared_objects, tmp_path):
     assert len(logs) == 2, logs
     for log in logs:
         assert "no work to do" in log.read_text(), log
+
+
+def test_every_kernel_s_resources_are_recorded_and_none_of_ours_spills(
+    sm80_wheel, shared_objects, tmp_path
+):
+    """ptxas's report of each kernel is kept in the CUDA build directory (also by a build that
+    compiled nothing: the reports live beside the objects). No kernel of ours spills registers
+    to local memory: each fits the registers its launch bounds allow (what does not fit
+    spills). The build names the kernels that do (the CUB scan prebuild instantiates may: a
+    library's, 4 bytes)."""
+    (report,) = shared_objects.glob("cuda/*sm80/resources.json")
+    rows = read_report(report)
+    ours = [r for r in rows if r.kernel.startswith("_ZN8prebuild")]
+    names = {short_name(r.kernel) for r in ours}
+    assert {"ssim_forward_kernel", "ssim_backward_kernel<3>", "ssim_backward_kernel<4>"} <= names
+    assert {"rasterize_forward_kernel<3>", "rasterize_backward_kernel<3>"} <= names
+    assert {r.arch for r in rows} == {"sm_80"}
+    assert [short_name(r.kernel) for r in ours if r.spills] == []
+    assert all(0 < r.registers <= 255 for r in rows)
+    before = report.read_text()
+    proc = run_cli(
+        "wheel", "--arch", "sm_80", "--out", str(tmp_path), "--build-dir", str(shared_objects)
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert report.read_text() == before  # nothing compiled, the same report
 
 
 def test_fat_wheel_with_ptx(built_wheel, tmp_path):

@@ -33,6 +33,7 @@ class BuiltWheel:
         Manifest | ProjectManifest
     )  # a native wheel's _manifest.json, a classic one's prebuild.json
     seconds: float
+    notes: tuple[str, ...] = ()  # what the build found worth saying (kernels that spill)
 
     @property
     def size(self) -> int:

@@ -34,7 +34,7 @@ from ninja.ninja_syntax import Writer, escape_path
 from packaging.version import Version
 
 from prebuild.runtime.arch import check_supported
-from prebuild.tool.builder import flags, processes
+from prebuild.tool.builder import flags, processes, resources
 from prebuild.tool.builder.config import KernelProject
 from prebuild.tool.builder.toolchain import (
     Nvcc,
@@ -79,6 +79,7 @@ class CompiledLibraries:
     torch: Torch
     cuda_version: str | None
     flags: dict[str, list[str]] = field(default_factory=dict)
+    resources: Path | None = None  # the CUDA library's kernels, as ptxas reported them
 
     def write(self, path: Path) -> Path:
         """The record ``prebuild wheel`` hands the project's setup.py (``BuildOptions.compiled``):
@@ -171,6 +172,9 @@ class LibrarySpec:
     depfile: str
     link_flags: list[str]
     sources: list[Path]
+    # nvcc: keep ptxas's report of each compile beside its object (resources.py); its other
+    # output (warnings) is still shown, and all of it when the compile fails.
+    resource_report: bool = False
 
 
 def write_ninja(
@@ -201,9 +205,16 @@ def write_ninja(
         for i, spec in enumerate(specs):
             cc = _shell([spec.compiler])
             prefix = _shell([str(launcher)]) + " " if launcher else ""
+            command = f"{prefix}{cc} {spec.depfile} {_shell(spec.compile_flags)} -c $in -o $out"
+            if spec.resource_report:
+                report = f"$out{resources.REPORT_SUFFIX}"
+                command = (
+                    f"{command} --resource-usage > {report} 2>&1 || {{ cat {report}; exit 1; }}; "
+                    f"grep -v -e 'ptxas info' -e 'bytes stack frame' {report} || true"
+                )
             w.rule(
                 f"compile_{i}",
-                f"{prefix}{cc} {spec.depfile} {_shell(spec.compile_flags)} -c $in -o $out",
+                command,
                 depfile="$out.d",
                 deps="gcc",
                 description=f"{spec.what} $in",
@@ -263,6 +274,7 @@ def cuda_library_spec(
         depfile="--generate-dependencies-with-compile --dependency-output $out.d",
         link_flags=["-cudart=static", *flags.link_flags(torch.library_dir)],
         sources=_sources(project, ".cu"),
+        resource_report=True,
     )
 
 
@@ -357,6 +369,10 @@ def compile_libraries(
         flags.NVCC_MEMORY_PER_THREAD * threads,
     )
     run_ninja(cuda_dir, jobs, on_progress)
+    objects = [cuda_dir / "obj" / _object_name(project.sources, src) for src in cuda_spec.sources]
+    report = resources.write_report(
+        resources.read_objects(objects), cuda_dir / resources.REPORT_NAME
+    )
     flags_used["nvcc"] = cuda_spec.compile_flags
     return CompiledLibraries(
         cpu_library,
@@ -365,4 +381,5 @@ def compile_libraries(
         torch,
         str(nvcc.version),
         flags_used,
+        report,
     )

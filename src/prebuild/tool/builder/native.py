@@ -19,7 +19,7 @@ from filelock import FileLock, Timeout
 
 from build import BuildBackendException, ProjectBuilder
 from prebuild.runtime.manifest import Manifest, ManifestError
-from prebuild.tool.builder import flags
+from prebuild.tool.builder import flags, resources
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, quiet_runner, warnings_to_log
 from prebuild.tool.builder.compile import (
     BuildError,
@@ -202,6 +202,17 @@ def _build_locked(
             )
         else:
             final = place_atomically(built, out_dir)
+    spills = (
+        resources.spill_warning(resources.read_report(compiled.resources))
+        if compiled.resources is not None
+        else None
+    )
     return BuiltWheel(
-        final, planned, manifest.sass_archs, manifest.ptx_archs, manifest, time.monotonic() - start
+        final,
+        planned,
+        manifest.sass_archs,
+        manifest.ptx_archs,
+        manifest,
+        time.monotonic() - start,
+        (spills,) if spills else (),
     )

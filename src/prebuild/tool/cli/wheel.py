@@ -289,6 +289,8 @@ class _WheelConsole:
                 highlight=False,
                 soft_wrap=True,
             )
+            for note in w.notes:
+                out.print(f"    [yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
         if result.variants_file is not None:
             out.print(
                 f"Variants file {result.variants_file}: serve it beside the wheels (prebuild index), or "
