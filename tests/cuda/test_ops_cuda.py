@@ -603,6 +603,35 @@ def test_fused_ssim_on_more_than_2_31_elements():
     )
 
 
+def test_fused_ssim_training_step_launches_a_fixed_list_and_never_syncs():
+    """A training step on the GPU: the forward storing img1's three maps, the mean, the seed
+    and the mean's scale, the backward kernel reading that scale in place; no host sync
+    (torch's sync debug mode raises on one). The CPU path's list: tests/ops/test_ssim.py."""
+    from dispatch_count import DispatchedOps
+
+    x = torch.rand(2, 3, 64, 80, device="cuda:0", requires_grad=True)
+    y = torch.rand(2, 3, 64, 80, device="cuda:0")
+    prebuild.fused_ssim(x, y).backward()  # the first call checks the device once
+    x.grad = None
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        with DispatchedOps() as step:
+            prebuild.fused_ssim(x, y).backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert step.ops == [
+        "prebuild::fused_ssim_forward",
+        "aten::sum",
+        "aten::div",
+        "aten::ones_like",
+        "aten::div",
+        "aten::expand",
+        "prebuild::fused_ssim_backward",
+        "aten::detach",
+    ]
+
+
 def test_fused_ssim_refuses_an_image_taller_than_the_cuda_grid():
     """The tiled kernels put rows of tiles along grid.y (at most 65535 blocks; the shortest
     tile is 24 rows): a taller image is refused by name, not launched with a truncated grid."""

@@ -967,3 +967,31 @@ def test_fake_forward_backward_names_its_op_and_shapes():
         RuntimeError, match="fused_ssim_forward_backward: img1 and img2 must have the same shape"
     ):
         FB(a, a[..., :16])
+
+
+# ------------------------------------------------------------------ 10. the host path
+
+
+def test_a_training_step_dispatches_a_short_fixed_list_of_ops():
+    """The whole host path of fused_ssim, below autograd: what a CPU training step dispatches
+    (one fused op, the mean, the backward's scale) and an eval call (the op, the mean). A
+    change that adds a copy, a fill or a second kernel to every step fails here.
+    (The GPU path's list, and no host sync: tests/cuda/test_ops_cuda.py.)"""
+    from dispatch_count import DispatchedOps
+
+    x, y = _pair("noisy", (1, 3, 24, 20))
+    x.requires_grad_(True)
+    with DispatchedOps() as step:
+        fused_ssim(x, y).backward()
+    assert step.ops == [
+        "prebuild::fused_ssim_forward_backward",
+        "aten::sum",
+        "aten::div",
+        "aten::ones_like",  # backward()'s seed
+        "aten::div",
+        "aten::mul",
+        "aten::detach",  # x.grad
+    ]
+    with DispatchedOps() as value, torch.no_grad():
+        fused_ssim(x, y)
+    assert value.ops == ["prebuild::fused_ssim_forward", "aten::sum", "aten::div"]
