@@ -96,39 +96,35 @@ PREBUILD_SIMT_BODY void warp_ops(const Ctx& ctx, const float* in, float* out, in
   float v[2] = {x, -2.f * x};
   switch (mode) {
     case kWarpSum:
-      ctx.warp_sum(v);
+      v[0] = ctx.warp_sum(v[0]);
+      v[1] = ctx.warp_sum(v[1]);
       break;
     case kWarpAnyMax:
       v[0] = ctx.warp_any(x > 0.5f) ? 1.f : 0.f;
       v[1] = static_cast<float>(ctx.warp_max(static_cast<int>(1e6f * x)));
       break;
     case kWarpLoops: {
-      float acc[1] = {0.f};
-      for (int k = 0; k <= rank / 32; ++k) {
-        float s[1] = {x};
-        ctx.warp_sum(s);
-        acc[0] += s[0];
-      }
-      v[0] = acc[0];
+      v[0] = 0.f;
+      for (int k = 0; k <= rank / 32; ++k) v[0] += ctx.warp_sum(x);
       v[1] = 0.f;
       break;
     }
     case kWarpReturned:
       if (ctx.lane() == 1) return;
-      ctx.warp_sum(v);
+      v[0] = ctx.warp_sum(x);
       break;
     case kWarpAtBarrier:
       if (ctx.lane() == 1) {
         ctx.sync();
       } else {
-        ctx.warp_sum(v);
+        v[0] = ctx.warp_sum(x);
       }
       break;
     case kWarpMismatch:
       if (ctx.lane() % 2 == 1) {
         v[0] = ctx.warp_any(true) ? 1.f : 0.f;
       } else {
-        ctx.warp_sum(v);
+        v[0] = ctx.warp_sum(x);
       }
       break;
   }

@@ -68,8 +68,7 @@ class HostContext {
   int lane() const {
     return (thread_.x + block_dim_.x * (thread_.y + block_dim_.y * thread_.z)) & 31;
   }
-  template <int N>
-  void warp_sum(float (&values)[N]) const;
+  inline float warp_sum(float value) const;
   inline bool warp_any(bool predicate) const;
   inline int warp_max(int value) const;
   // Fibers of all blocks run on one OS thread, one at a time: a plain add is atomic here.
@@ -152,17 +151,20 @@ class BlockScheduler {
   enum class WarpOp { kSum, kAny, kMax };
 
   // Called by the running fiber at a warp collective: yield until its warp's lanes all wait
-  // at it. kSum reduces values[0, count) in place; kAny and kMax reduce `value`, returned.
-  int warp_collective(WarpOp op, float* values, int count, int value) {
+  // at it. kSum reduces `sum`, kAny and kMax `value`.
+  struct WarpResult {
+    float sum;
+    int value;
+  };
+  WarpResult warp_collective(WarpOp op, float sum, int value) {
     Fiber& f = fibers_[static_cast<size_t>(current_)];
     f.warp_op = op;
-    f.values = values;
-    f.count = count;
+    f.sum = sum;
     f.value = value;
     f.state = State::kWarpWaiting;
     ++f.collectives;
     switch_to_scheduler(f, /*finished=*/false);
-    return f.value;  // set by release_warps
+    return {f.sum, f.value};  // the results, set by release_warps
   }
 
  private:
@@ -175,8 +177,8 @@ class BlockScheduler {
     int predicate = 0;
     long collectives = 0;  // warp collectives reached
     WarpOp warp_op = WarpOp::kSum;
-    float* values = nullptr;
-    int count = 0, value = 0;
+    float sum = 0.f;  // warp_sum's operand, then its result
+    int value = 0;    // warp_any's and warp_max's
     void* asan_fake_stack = nullptr;
   };
 
@@ -197,7 +199,7 @@ class BlockScheduler {
       for (int l = 0; l < lanes; ++l) {
         const Fiber& f = warp[l];
         if (f.state != State::kWarpWaiting || f.collectives != warp[first].collectives ||
-            f.warp_op != warp[first].warp_op || f.count != warp[first].count) {
+            f.warp_op != warp[first].warp_op) {
           throw warp_divergence(base, first, l);
         }
       }
@@ -211,17 +213,16 @@ class BlockScheduler {
   // The collective's results, as DeviceContext computes them (simt.h).
   static void combine(Fiber* warp, int lanes) {
     switch (warp[0].warp_op) {
-      case WarpOp::kSum:
-        for (int i = 0; i < warp[0].count; ++i) {
-          float v[kWarp], next[kWarp];
-          for (int l = 0; l < kWarp; ++l) v[l] = l < lanes ? warp[l].values[i] : 0.f;
-          for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-            for (int l = 0; l < kWarp; ++l) next[l] = v[l] + v[l ^ offset];
-            std::memcpy(v, next, sizeof v);
-          }
-          for (int l = 0; l < lanes; ++l) warp[l].values[i] = lanes == kWarp ? v[l] : v[0];
+      case WarpOp::kSum: {
+        float v[kWarp], next[kWarp];
+        for (int l = 0; l < kWarp; ++l) v[l] = l < lanes ? warp[l].sum : 0.f;
+        for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+          for (int l = 0; l < kWarp; ++l) next[l] = v[l] + v[l ^ offset];
+          std::memcpy(v, next, sizeof v);
         }
+        for (int l = 0; l < lanes; ++l) warp[l].sum = lanes == kWarp ? v[l] : v[0];
         return;
+      }
       case WarpOp::kAny: {
         int any = 0;
         for (int l = 0; l < lanes; ++l) any |= warp[l].value != 0;
@@ -327,15 +328,14 @@ class BlockScheduler {
 
 inline void HostContext::sync() const { scheduler_->barrier(); }
 inline int HostContext::sync_count(int predicate) const { return scheduler_->barrier(predicate); }
-template <int N>
-void HostContext::warp_sum(float (&values)[N]) const {
-  scheduler_->warp_collective(BlockScheduler::WarpOp::kSum, values, N, 0);
+inline float HostContext::warp_sum(float value) const {
+  return scheduler_->warp_collective(BlockScheduler::WarpOp::kSum, value, 0).sum;
 }
 inline bool HostContext::warp_any(bool predicate) const {
-  return scheduler_->warp_collective(BlockScheduler::WarpOp::kAny, nullptr, 0, predicate) != 0;
+  return scheduler_->warp_collective(BlockScheduler::WarpOp::kAny, 0.f, predicate).value != 0;
 }
 inline int HostContext::warp_max(int value) const {
-  return scheduler_->warp_collective(BlockScheduler::WarpOp::kMax, nullptr, 0, value);
+  return scheduler_->warp_collective(BlockScheduler::WarpOp::kMax, 0.f, value).value;
 }
 
 // Runs `body(ctx, shared)` for every thread of every block of `grid`, the blocks one after
