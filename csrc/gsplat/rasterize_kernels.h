@@ -7,7 +7,10 @@
 // batches: each thread loads one Gaussian of the batch into shared memory, a barrier, then
 // every thread composites its own pixel with the whole batch. The forward stops at the
 // barrier where every pixel of the tile is done (ctx.sync_count); the backward walks the run
-// back to front, skipping batches behind every pixel's last composited Gaussian.
+// back to front, skipping batches behind every pixel's last composited Gaussian. In the
+// backward the lanes of a warp take the same steps (a lane whose pixel does not composite
+// the Gaussian adds zeros) and sum each gradient across the warp, so one lane adds it to
+// global memory: one atomic per warp instead of 32 on one address (as gsplat).
 // flatten_ids index the per-Gaussian arrays as one flat list (image * N + id, or the packed
 // index), so dense and packed inputs run the same code.
 //
@@ -31,8 +34,9 @@ namespace gsplat {
 
 constexpr int kMaxBatch = 256;  // Gaussians per shared-memory batch (at most one per thread)
 // Channels per launch. The kernels are compiled for up to 1024 threads per block (64
-// registers a thread); the backward keeps an array of kChunk floats per thread (v_color):
-// 32 of them spill 96 bytes a thread, 16 spill 36 (ptxas -v, sm_80), 8 and fewer none.
+// registers a thread); the backward holds up to 4 channels of v_color per thread in
+// registers and reads wider chunks from memory at each step (ptxas -v, sm_75 to sm_120: no
+// spills).
 constexpr int kMaxForwardChunk = 32;
 constexpr int kMaxBackwardChunk = 16;
 constexpr int kMaxGridYZ = 65535;
@@ -99,7 +103,7 @@ struct TileThread {
   int image, px, py, rank, threads, batch;
   bool inside;
   int64_t pixel;  // image * H * W + py * W + px (only meaningful when inside)
-  int64_t range_start, range_end;
+  int32_t range_start, range_end;  // entries of flatten_ids: below 2^31 (rasterize.h)
 };
 
 template <typename Ctx>
@@ -117,8 +121,10 @@ PREBUILD_SIMT_BODY TileThread tile_thread(const Ctx& ctx, const RasterShape& s,
   w.pixel = (static_cast<int64_t>(w.image) * s.height + w.py) * s.width + w.px;
   const int64_t n_tiles = s.n_images * s.tiles_y * s.tiles_x;
   const int64_t flat_tile = (static_cast<int64_t>(w.image) * s.tiles_y + b.y) * s.tiles_x + b.z;
-  tile_range(isect_offsets, masks, flat_tile, n_tiles, s.n_isects, &w.range_start,
-             &w.range_end);
+  int64_t start, end;
+  tile_range(isect_offsets, masks, flat_tile, n_tiles, s.n_isects, &start, &end);
+  w.range_start = static_cast<int32_t>(start);
+  w.range_end = static_cast<int32_t>(end);
   return w;
 }
 
@@ -199,14 +205,24 @@ PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, BackwardShared<kChunk>& s
   const TileThread w = tile_thread(ctx, s, a.isect_offsets, a.masks);
   const float px = pixel_centre(w.px), py = pixel_centre(w.py);
   const bool geometry = s.c0 == 0;  // this launch adds the geometry gradients (see top)
+  const bool lead = ctx.lane() == 0;  // adds its warp's sums to global memory
 
   const float T_final = w.inside ? 1.f - a.render_alphas[w.pixel] : 1.f;
   float T = T_final;
-  const int64_t last = w.inside ? a.last_ids[w.pixel] : -1;
+  // Entries of flatten_ids (< 2^31, rasterize.h): 32-bit.
+  const int32_t last = w.inside ? a.last_ids[w.pixel] : -1;
+  // The lanes of a warp walk each batch together from the warp's back-most last Gaussian.
+  const int32_t warp_last = ctx.warp_max(last);
   const float* v_pixel = a.v_render_colors + w.pixel * s.D;  // read only when inside
-  float v_color[kChunk];
+  // This chunk's v_color, in registers up to 4 channels; 8 spill on sm_86/89 and 16 on every
+  // arch (ptxas), so wider chunks read them at each step (L1 hits).
+  constexpr bool kHeld = kChunk <= 4;
+  float held[kHeld ? kChunk : 1];
 #pragma unroll
-  for (int k = 0; k < kChunk; ++k) v_color[k] = (w.inside && k < s.nc) ? v_pixel[s.c0 + k] : 0.f;
+  for (int k = 0; k < (kHeld ? kChunk : 0); ++k) {
+    held[k] = (w.inside && k < s.nc) ? v_pixel[s.c0 + k] : 0.f;
+  }
+  auto v_color = [&](int k) { return kHeld ? held[k] : v_pixel[s.c0 + k]; };
   float v_alpha_out = 0.f, bg_dot = 0.f;
   if (geometry && w.inside) {
     v_alpha_out = a.v_render_alphas[w.pixel];
@@ -214,12 +230,12 @@ PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, BackwardShared<kChunk>& s
   }
   float behind_dot = 0.f;  // behind . v_color (rasterize_math.h)
 
-  for (int64_t end = w.range_end; end > w.range_start; end -= w.batch) {
-    const int64_t lo = end - w.batch > w.range_start ? end - w.batch : w.range_start;
+  for (int end = w.range_end; end > w.range_start; end -= w.batch) {
+    const int lo = end - w.batch > w.range_start ? end - w.batch : w.range_start;
     // Skip batches behind every pixel's last Gaussian (uniform: every thread sees the same
     // count). Also the barrier between the last batch's reads and this batch's writes.
     if (ctx.sync_count(last >= lo) == 0) continue;
-    const int64_t idx = end - 1 - w.rank;  // slot 0: the back-most Gaussian of the batch
+    const int idx = end - 1 - w.rank;  // slot 0: the back-most Gaussian of the batch
     if (w.rank < w.batch && idx >= lo) {
       stage_splat(sh.batch, w.rank, a.flatten_ids, idx, s.n_gaussians, a.means2d, a.conics,
                   a.opacities);
@@ -230,40 +246,59 @@ PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, BackwardShared<kChunk>& s
       }
     }
     ctx.sync();
-    const int n = static_cast<int>(end - lo);
-    // Slots of Gaussians behind this pixel's last one are skipped.
-    const int64_t first = end - 1 - last;
-    for (int t = first > 0 ? static_cast<int>(first) : 0; t < n; ++t) {
+    const int n = end - lo;
+    // Slot t holds entry end - 1 - t: behind this pixel's last Gaussian when t < first.
+    const int first = end - 1 - last;
+    const int warp_first = end - 1 - warp_last;
+    // Warp-uniform: every lane takes every step, a lane whose pixel does not composite the
+    // Gaussian adds zeros, and the warp's sums are added once, by its lead lane.
+    for (int t = warp_first > 0 ? warp_first : 0; t < n; ++t) {
       const Splat sp = sh.batch.splats[t];
       SplatHit h;
-      if (!evaluate_splat(sp, px, py, &h)) continue;
-      const float ra = uncomposite_step(h.alpha, &T);
-      const float weight = h.alpha * T;
-      const int64_t g = sh.batch.ids[t];
-      float color_dot = 0.f;
+      const bool valid = t >= first && evaluate_splat(sp, px, py, &h);
+      if (!ctx.warp_any(valid)) continue;
+      float ra = 0.f, weight = 0.f;
+      if (valid) {
+        ra = uncomposite_step(h.alpha, &T);
+        weight = h.alpha * T;
+      }
+      const int64_t g = sh.batch.ids[t];  // >= 0: an invalid id's Gaussian is never valid
+      // The warp's sum of `value`, added at `address` by the lead lane. One value at a time:
+      // more sums in flight spill registers (ptxas, kChunk = 16).
+      auto add = [&](float* address, float value) {
+        const float sum = ctx.warp_sum(value);
+        if (lead) ctx.atomic_add(address, sum);
+      };
 #pragma unroll
       for (int k = 0; k < kChunk; ++k) {
-        if (k < s.nc) {
-          ctx.atomic_add(a.v_colors + g * s.D + s.c0 + k, weight * v_color[k]);
-          color_dot += sh.colors[t][k] * v_color[k];
-        }
+        if (k >= s.nc) break;
+        add(a.v_colors + g * s.D + s.c0 + k, valid ? weight * v_color(k) : 0.f);
       }
       if (!geometry) continue;
-      // The channels past this chunk (D > kMaxBackwardChunk), from global memory.
-      color_dot += channel_dot(a.colors + g * s.D + s.nc, v_pixel + s.nc, s.D - s.nc);
-      const float v_alpha = alpha_vjp_colors(color_dot, behind_dot, T, ra) +
-                            alpha_vjp_pixel(T_final, ra, v_alpha_out, bg_dot);
-      behind_dot += color_dot * weight;
-      const SplatGrad gr = splat_vjp(sp, h, v_alpha);
-      ctx.atomic_add(a.v_means2d + 2 * g, gr.x);
-      ctx.atomic_add(a.v_means2d + 2 * g + 1, gr.y);
-      ctx.atomic_add(a.v_conics + 3 * g, gr.a);
-      ctx.atomic_add(a.v_conics + 3 * g + 1, gr.b);
-      ctx.atomic_add(a.v_conics + 3 * g + 2, gr.c);
-      ctx.atomic_add(a.v_opacities + g, gr.opacity);
+      SplatGrad gr{0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      if (valid) {
+        float color_dot = 0.f;
+#pragma unroll
+        for (int k = 0; k < kChunk; ++k) {
+          if (k < s.nc) color_dot += sh.colors[t][k] * v_color(k);
+        }
+        // The channels past this chunk (D > kMaxBackwardChunk), from global memory.
+        color_dot += channel_dot(a.colors + g * s.D + s.nc, v_pixel + s.nc, s.D - s.nc);
+        const float v_alpha = alpha_vjp_colors(color_dot, behind_dot, T, ra) +
+                              alpha_vjp_pixel(T_final, ra, v_alpha_out, bg_dot);
+        behind_dot += color_dot * weight;
+        gr = splat_vjp(sp, h, v_alpha);
+      }
+      add(a.v_means2d + 2 * g, gr.x);
+      add(a.v_means2d + 2 * g + 1, gr.y);
+      add(a.v_conics + 3 * g, gr.a);
+      add(a.v_conics + 3 * g + 1, gr.b);
+      add(a.v_conics + 3 * g + 2, gr.c);
+      add(a.v_opacities + g, gr.opacity);
       if (a.v_means2d_abs) {
-        ctx.atomic_add(a.v_means2d_abs + 2 * g, fabsf(gr.x));
-        ctx.atomic_add(a.v_means2d_abs + 2 * g + 1, fabsf(gr.y));
+        // Each pixel's |contribution|, summed: not the |sum|.
+        add(a.v_means2d_abs + 2 * g, fabsf(gr.x));
+        add(a.v_means2d_abs + 2 * g + 1, fabsf(gr.y));
       }
     }
   }

@@ -769,6 +769,10 @@ RASTER_CASES = {
     # forward chunks of 32 + 8 channels, backward 16 + 16 + 8 (csrc/gsplat/rasterize.h)
     "40_channels": dict(D=40, background=True),
     "tile32": dict(D=3, tile_size=32, width=70, height=41),  # 1024 threads per block
+    # Blocks ending in a partial warp (400 threads: 12 warps and one of 16 lanes; 16 threads:
+    # one warp of 16): the backward's warp sums over the lanes that exist.
+    "tile20_partial_warp": dict(D=3, tile_size=20, width=45, height=33, absgrad=True),
+    "tile4_partial_warp": dict(D=5, tile_size=4, background=True),
     "shared_opacities": dict(D=3, shared_opacities=True),
     "masks": dict(D=3, background=True, masks=True),
     "packed": dict(D=3, background=True, packed=True),

@@ -5,14 +5,32 @@
 //   - a *block body*: a function template over a context `Ctx` and a struct holding the
 //     block's shared memory, marked PREBUILD_SIMT_BODY. It reads its indices from the context
 //     (ctx.thread(), ctx.block(), ctx.block_dim(), ctx.grid_dim()), synchronises the block
-//     with ctx.sync() / ctx.sync_count(predicate) (= __syncthreads_count) and adds to global
-//     memory shared by blocks with ctx.atomic_add(address, value); it never names threadIdx,
-//     __shared__, __syncthreads or atomicAdd itself;
+//     with ctx.sync() / ctx.sync_count(predicate) (= __syncthreads_count), exchanges values
+//     within its warp with the warp collectives below, and adds to global memory shared by
+//     blocks with ctx.atomic_add(address, value); it never names threadIdx, __shared__,
+//     __syncthreads, __shfl_*_sync or atomicAdd itself;
 //   - a thin __global__ wrapper (CUDA) that declares the shared struct and calls the body with
 //     a DeviceContext, whose methods are the CUDA built-ins: zero cost once inlined;
 //   - on the host, simt::launch (prebuild/simt_launcher.h) runs the same body for every block of
 //     the grid with blockDim logical threads (see there for how).
+//
+// Warps, as CUDA forms them: the lanes of a warp are 32 consecutive linear thread ranks
+// (x + block_dim.x * (y + block_dim.y * z)); ctx.lane() is the rank mod 32. A block whose size
+// is not a multiple of 32 ends in a partial warp of the remaining lanes, and its collectives
+// name exactly those lanes (the mask CUDA requires: a lane that does not exist never takes part).
+// The warp collectives, which every lane of the warp must reach together (in converged code;
+// the CPU launcher reports a lane that has returned or waits at a block barrier, or lanes at
+// different collectives, as an error):
+//   - ctx.warp_sum(value): every lane gets the float sum over the warp, as the butterfly of
+//     __shfl_xor_sync over offsets 16, 8, 4, 2, 1 adds it, so the CPU launcher gives the
+//     GPU's bits. A partial warp sums as a full one whose missing lanes hold
+//     0.f (its lane 0 adds 0.f where a partner is missing, then every lane gets lane 0's sum:
+//     in a full butterfly every lane ends with the same bits);
+//   - ctx.warp_any(predicate): whether any lane passed true (__any_sync);
+//   - ctx.warp_max(value): the largest int of the warp (exact in any order).
 #pragma once
+
+#include <limits.h>
 
 #include "hd.h"
 
@@ -68,6 +86,95 @@ struct DeviceContext {
   template <typename T>
   __device__ __forceinline__ void atomic_add(T* address, T value) const {
     atomicAdd(address, value);
+  }
+
+  __device__ __forceinline__ int lane() const { return rank() & 31; }
+  __device__ __forceinline__ float warp_sum(float value) const {
+    return warp_reduce(value, 0.f, Add{});
+  }
+  __device__ __forceinline__ bool warp_any(bool predicate) const {
+    return __any_sync(warp_mask(), predicate) != 0;
+  }
+  __device__ __forceinline__ int warp_max(int value) const {
+    return warp_reduce(value, INT_MIN, Max{});
+  }
+
+ private:
+  struct Add {
+    __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+  };
+  struct Max {
+    __device__ __forceinline__ int operator()(int a, int b) const { return a > b ? a : b; }
+  };
+  __device__ __forceinline__ int rank() const {
+    return static_cast<int>(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+  }
+  __device__ __forceinline__ bool full_warp() const {
+    const int threads = static_cast<int>(blockDim.x * blockDim.y * blockDim.z);
+    return (threads & 31) == 0 || rank() < (threads & ~31);
+  }
+  // A partial warp's lane count and mask, from special registers read anew at each call
+  // (volatile asm is never hoisted): kept in registers across a caller's loop, they made the
+  // rasterize backward spill, though only a block's last warp needs them.
+  __device__ __forceinline__ static unsigned fresh(int which) {
+    unsigned r;
+    switch (which) {
+      case 0: asm volatile("mov.u32 %0, %%tid.x;" : "=r"(r)); break;
+      case 1: asm volatile("mov.u32 %0, %%tid.y;" : "=r"(r)); break;
+      case 2: asm volatile("mov.u32 %0, %%tid.z;" : "=r"(r)); break;
+      case 3: asm volatile("mov.u32 %0, %%ntid.x;" : "=r"(r)); break;
+      default: asm volatile("mov.u32 %0, %%ntid.y;" : "=r"(r)); break;
+    }
+    return r;
+  }
+  __device__ __forceinline__ static int partial_lanes() {
+    const unsigned nx = fresh(3), ny = fresh(4);
+    const unsigned rank = fresh(0) + nx * (fresh(1) + ny * fresh(2));
+    const int left = static_cast<int>(nx * ny * blockDim.z - (rank & ~31u));
+    return left < 32 ? left : 32;
+  }
+  __device__ __forceinline__ unsigned warp_mask() const {
+    return full_warp() ? 0xffffffffu : (1u << partial_lanes()) - 1u;
+  }
+  // The butterfly (see top). In a partial warp a missing partner contributes `identity`, which
+  // is exact on lane 0 (every lane it reads from holds only missing lanes' identities), and
+  // lane 0's result is broadcast.
+  template <typename T, typename Combine>
+  __device__ __forceinline__ T warp_reduce(T v, T identity, Combine combine) const {
+    if (full_warp()) {
+#pragma unroll
+      for (int offset = 16; offset > 0; offset >>= 1) {
+        v = combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
+      }
+      return v;
+    }
+    const int n = partial_lanes();
+    const unsigned mask = (1u << n) - 1u;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      bool exists;
+      const T other = shfl_xor_below(v, offset, n, mask, &exists);
+      v = combine(v, exists ? other : identity);
+    }
+    return __shfl_sync(mask, v, 0);
+  }
+  // __shfl_xor_sync within lanes [0, n): shfl's own clamp (its c operand: the last lane,
+  // segment mask 0) says whether the partner exists.
+  template <typename T>
+  __device__ __forceinline__ static T shfl_xor_below(T v, int offset, int n, unsigned mask,
+                                                     bool* exists) {
+    static_assert(sizeof(T) == 4, "32-bit values");
+    unsigned in, out, found;
+    memcpy(&in, &v, 4);
+    asm("{\n\t.reg .pred p;\n\t"
+        "shfl.sync.bfly.b32 %0|p, %2, %3, %4, %5;\n\t"
+        "selp.u32 %1, 1, 0, p;\n\t}"
+        : "=r"(out), "=r"(found)
+        : "r"(in), "r"(offset), "r"(n - 1), "r"(mask));
+    *exists = found != 0;
+    T result;
+    memcpy(&result, &out, 4);
+    return result;
   }
 };
 

@@ -8,6 +8,13 @@
 // requires: threads that wait at different barriers, or wait while another has returned
 // (a barrier in divergent code), are reported as an error.
 //
+// A warp collective (ctx.warp_sum/warp_any/warp_max, simt.h) is a rendezvous of the calling
+// warp's lanes only: a lane that reaches one yields too, and once no fiber can run, every warp
+// whose lanes all wait at the same collective gets its results (computed as the GPU does,
+// see simt.h) and runs on, while other warps may be anywhere. A warp whose lanes wait at
+// different collectives, or some at a collective while others have returned or wait at a
+// block barrier (both deadlock or are undefined on a GPU), is reported as an error.
+//
 // The schedule is deterministic: thread 0 always runs its whole phase before thread 1
 // starts its own, so a missing barrier makes a thread read shared memory its peers have
 // not written yet, every time, instead of sometimes. Shared memory is filled with 0xFF
@@ -18,6 +25,7 @@
 
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -57,6 +65,12 @@ class HostContext {
   Index3 grid_dim() const { return grid_dim_; }
   inline void sync() const;
   inline int sync_count(int predicate) const;
+  int lane() const {
+    return (thread_.x + block_dim_.x * (thread_.y + block_dim_.y * thread_.z)) & 31;
+  }
+  inline float warp_sum(float value) const;
+  inline bool warp_any(bool predicate) const;
+  inline int warp_max(int value) const;
   // Fibers of all blocks run on one OS thread, one at a time: a plain add is atomic here.
   template <typename T>
   void atomic_add(T* address, T value) const {
@@ -103,6 +117,7 @@ class BlockScheduler {
         fibers_[i].state = State::kRunning;
         switch_to_fiber(fibers_[i]);
       }
+      if (release_warps()) continue;
       const Fiber* first_waiting = nullptr;
       bool any_done = false;
       for (auto& f : fibers_) {
@@ -133,16 +148,116 @@ class BlockScheduler {
     return last_count_;  // set by the scheduler when it released this barrier
   }
 
+  enum class WarpOp { kSum, kAny, kMax };
+
+  // Called by the running fiber at a warp collective: yield until its warp's lanes all wait
+  // at it. kSum reduces `sum`, kAny and kMax `value`.
+  struct WarpResult {
+    float sum;
+    int value;
+  };
+  WarpResult warp_collective(WarpOp op, float sum, int value) {
+    Fiber& f = fibers_[static_cast<size_t>(current_)];
+    f.warp_op = op;
+    f.sum = sum;
+    f.value = value;
+    f.state = State::kWarpWaiting;
+    ++f.collectives;
+    switch_to_scheduler(f, /*finished=*/false);
+    return {f.sum, f.value};  // the results, set by release_warps
+  }
+
  private:
-  enum class State { kReady, kRunning, kWaiting, kDone };
+  enum class State { kReady, kRunning, kWaiting, kWarpWaiting, kDone };
   struct Fiber {
     ucontext_t context{};
     std::unique_ptr<char[]> stack;
     State state = State::kDone;
     long barriers = 0;
     int predicate = 0;
+    long collectives = 0;  // warp collectives reached
+    WarpOp warp_op = WarpOp::kSum;
+    float sum = 0.f;  // warp_sum's operand, then its result
+    int value = 0;    // warp_any's and warp_max's
     void* asan_fake_stack = nullptr;
   };
+
+  static constexpr int kWarp = 32;
+
+  // Completes the collective of every warp whose lanes all wait at it (the others must not
+  // wait at one: see top). Returns whether any warp can run again.
+  bool release_warps() {
+    bool released = false;
+    for (size_t base = 0; base < fibers_.size(); base += kWarp) {
+      const int lanes = static_cast<int>(std::min<size_t>(kWarp, fibers_.size() - base));
+      Fiber* warp = &fibers_[base];
+      int first = -1;
+      for (int l = 0; l < lanes && first < 0; ++l) {
+        if (warp[l].state == State::kWarpWaiting) first = l;
+      }
+      if (first < 0) continue;
+      for (int l = 0; l < lanes; ++l) {
+        const Fiber& f = warp[l];
+        if (f.state != State::kWarpWaiting || f.collectives != warp[first].collectives ||
+            f.warp_op != warp[first].warp_op) {
+          throw warp_divergence(base, first, l);
+        }
+      }
+      combine(warp, lanes);
+      for (int l = 0; l < lanes; ++l) warp[l].state = State::kReady;
+      released = true;
+    }
+    return released;
+  }
+
+  // The collective's results, as DeviceContext computes them (simt.h).
+  static void combine(Fiber* warp, int lanes) {
+    switch (warp[0].warp_op) {
+      case WarpOp::kSum: {
+        float v[kWarp], next[kWarp];
+        for (int l = 0; l < kWarp; ++l) v[l] = l < lanes ? warp[l].sum : 0.f;
+        for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+          for (int l = 0; l < kWarp; ++l) next[l] = v[l] + v[l ^ offset];
+          std::memcpy(v, next, sizeof v);
+        }
+        for (int l = 0; l < lanes; ++l) warp[l].sum = lanes == kWarp ? v[l] : v[0];
+        return;
+      }
+      case WarpOp::kAny: {
+        int any = 0;
+        for (int l = 0; l < lanes; ++l) any |= warp[l].value != 0;
+        for (int l = 0; l < lanes; ++l) warp[l].value = any;
+        return;
+      }
+      case WarpOp::kMax: {
+        int max = warp[0].value;
+        for (int l = 1; l < lanes; ++l) max = std::max(max, warp[l].value);
+        for (int l = 0; l < lanes; ++l) warp[l].value = max;
+        return;
+      }
+    }
+  }
+
+  static const char* op_name(WarpOp op) {
+    return op == WarpOp::kSum ? "warp_sum" : op == WarpOp::kAny ? "warp_any" : "warp_max";
+  }
+
+  // Lane `other` of the warp at `base` is not where lane `first` waits.
+  std::runtime_error warp_divergence(size_t base, int first, int other) const {
+    const Fiber& a = fibers_[base + static_cast<size_t>(first)];
+    const Fiber& b = fibers_[base + static_cast<size_t>(other)];
+    auto at = [](const Fiber& f) {
+      return std::string(op_name(f.warp_op)) + " (warp collective #" +
+             std::to_string(f.collectives) + ")";
+    };
+    const std::string where = b.state == State::kDone      ? "has returned"
+                              : b.state == State::kWaiting ? "waits at a block barrier"
+                                                           : "waits at " + at(b);
+    return std::runtime_error(
+        "simt: warp divergence: in warp " + std::to_string(base / kWarp) + " of the block, lane " +
+        std::to_string(first) + " waits at " + at(a) + " while lane " + std::to_string(other) +
+        " " + where + "; every lane of a warp must reach every warp collective together");
+  }
 
   // Every thread must reach every barrier: a barrier in divergent code (some threads skip
   // it, or return while others wait) is undefined behaviour on a GPU and an error here.
@@ -213,6 +328,15 @@ class BlockScheduler {
 
 inline void HostContext::sync() const { scheduler_->barrier(); }
 inline int HostContext::sync_count(int predicate) const { return scheduler_->barrier(predicate); }
+inline float HostContext::warp_sum(float value) const {
+  return scheduler_->warp_collective(BlockScheduler::WarpOp::kSum, value, 0).sum;
+}
+inline bool HostContext::warp_any(bool predicate) const {
+  return scheduler_->warp_collective(BlockScheduler::WarpOp::kAny, 0.f, predicate).value != 0;
+}
+inline int HostContext::warp_max(int value) const {
+  return scheduler_->warp_collective(BlockScheduler::WarpOp::kMax, 0.f, value).value;
+}
 
 // Runs `body(ctx, shared)` for every thread of every block of `grid`, the blocks one after
 // another, as a CUDA launch of grid x block threads would, with `Shared` as the block's
