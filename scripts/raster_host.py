@@ -12,8 +12,8 @@ functions where the time goes.
 from __future__ import annotations
 
 import argparse
-import cProfile
 import collections
+import cProfile
 import pstats
 import statistics
 import sys
@@ -24,9 +24,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmarks.cpu import raster_scene  # noqa: E402
+from benchmarks.cpu import raster_scene
 
-import prebuild  # noqa: E402
+import prebuild
 
 
 class _CountOps(TorchDispatchMode):
