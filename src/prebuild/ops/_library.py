@@ -51,6 +51,11 @@ def kernels():
     return getattr(torch.ops, _active[-1])
 
 
+def namespace() -> str:
+    """The name of ``kernels()``."""
+    return _active[-1]
+
+
 def push_namespace(namespace: str) -> None:
     if namespace not in _namespaces:
         raise RuntimeError(f"op namespace {namespace!r} is not loaded")

@@ -43,6 +43,7 @@ from prebuild.ops._checks import (
     check_same_devices,
     shape_error,
 )
+from prebuild.ops._function import call, differentiable
 from prebuild.ops._library import LIBRARY, for_each_namespace, kernels
 
 _NAME = "fully_fused_projection"
@@ -323,7 +324,8 @@ def project(
     if sparse_grad:
         # Gradients of the Gaussians' parameters become sparse rows once autograd gets there.
         means, covars, quats, scales = (_SparseRows.wrap(t) for t in (means, covars, quats, scales))
-    means2d, depths, conics, compensations, radii = kernels().fully_fused_projection_forward(
+    means2d, depths, conics, compensations, radii = call(
+        "fully_fused_projection_forward",
         _f32(means, (B, N, 3)),
         _f32(covars, (B, N, 6)),
         _f32(quats, (B, N, 4)),
@@ -716,3 +718,6 @@ def _register(ns: str) -> None:
         torch.library.register_autograd(
             f"{ns}::{name}", _no_double_backward, setup_context=lambda ctx, inputs, output: None
         )
+
+
+differentiable("fully_fused_projection_forward", _setup_context, _backward)

@@ -24,7 +24,8 @@ from prebuild.ops._checks import (
     shape_error,
     tile_grid,
 )
-from prebuild.ops._library import LIBRARY, for_each_namespace, kernels
+from prebuild.ops._function import call, differentiable
+from prebuild.ops._library import LIBRARY, for_each_namespace
 
 _NAME = "rasterize_to_pixels"
 # Set on the tensor the op received when it is a reshaped copy or view of the caller's
@@ -263,7 +264,8 @@ def rasterize(
     m = _reshaped(means2d, (*rows, 2))
     if absgrad and m is not means2d:
         setattr(m, _ABSGRAD_TARGET, means2d)
-    render_colors, render_alphas, _ = kernels().rasterize_to_pixels_forward(
+    render_colors, render_alphas, _ = call(
+        "rasterize_to_pixels_forward",
         m,
         _reshaped(conics, (*rows, 3)),
         _reshaped(colors, (*rows, D)),
@@ -577,3 +579,6 @@ def _register(ns: str) -> None:
         _no_double_backward,
         setup_context=lambda ctx, inputs, output: None,
     )
+
+
+differentiable("rasterize_to_pixels_forward", _setup_context, _backward)

@@ -36,7 +36,8 @@ from prebuild.ops._checks import (
     check_tensor,
     shape_error,
 )
-from prebuild.ops._library import LIBRARY, for_each_namespace, kernels
+from prebuild.ops._function import call, differentiable
+from prebuild.ops._library import LIBRARY, for_each_namespace
 
 _NAME = "spherical_harmonics"
 MAX_DEGREE = 4
@@ -114,7 +115,8 @@ def spherical_harmonics(
 
 def evaluate(degree: int, dirs: torch.Tensor, coeffs: torch.Tensor, masks) -> torch.Tensor:
     """``spherical_harmonics`` of arguments its checks (or ``rasterization``'s) passed."""
-    return kernels().spherical_harmonics_forward(
+    return call(
+        "spherical_harmonics_forward",
         degree,
         _f32(dirs),
         _f32(coeffs),
@@ -223,3 +225,6 @@ def _register(ns: str) -> None:
         _no_double_backward,
         setup_context=lambda ctx, inputs, output: None,
     )
+
+
+differentiable("spherical_harmonics_forward", _setup_context, _backward)
