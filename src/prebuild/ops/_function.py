@@ -5,8 +5,8 @@ Calling the op itself reaches the same formula through ``torch.library.register_
 which is what direct calls of ``torch.ops.prebuild.*`` (and ``opcheck``) use. That path
 rebuilds the op's defaulted arguments from its schema at every call (``fill_defaults``: about
 50 us per call for a 14-argument op, a tenth of a small rasterization step's host time) and
-enters Python twice. Here the kernel is called below autograd directly (in eager mode; under
-torch.compile, dynamo traces the plain op call with its fake kernel).
+enters Python twice. Here the kernel is called below autograd directly, in eager mode; under
+torch.compile the public functions call the op itself, as before.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import torch
 
-from prebuild.ops._library import for_each_namespace, namespace
+from prebuild.ops._library import for_each_namespace, kernels, namespace
 
 _functions: dict[tuple[str, str], type[torch.autograd.Function]] = {}
 
@@ -26,10 +26,10 @@ def differentiable(name: str, setup_context: Callable, backward: Callable) -> No
 
     @for_each_namespace
     def _register(ns: str) -> None:
+        ops = getattr(torch.ops, ns)
+        op = getattr(ops, name).default
+
         def forward(*args):
-            op = getattr(getattr(torch.ops, ns), name).default
-            if torch.compiler.is_compiling():
-                return op(*args)
             with torch._C._AutoDispatchBelowAutograd():
                 return op(*args)
 
@@ -39,13 +39,16 @@ def differentiable(name: str, setup_context: Callable, backward: Callable) -> No
             {
                 "forward": staticmethod(forward),
                 "setup_context": staticmethod(setup_context),
-                "backward": staticmethod(
-                    lambda ctx, *grads: backward(getattr(torch.ops, ns), ctx, *grads)
-                ),
+                "backward": staticmethod(lambda ctx, *grads: backward(ops, ctx, *grads)),
             },
         )
 
 
 def call(name: str, *args):
-    """``kernels().<name>(*args)`` through its Function (see ``differentiable``)."""
+    """``kernels().<name>(*args)``, in eager mode through its Function (see
+    ``differentiable``). Under torch.compile the op itself: dynamo traces it with its fake
+    kernel and registered autograd (torch 2.11's dynamo cannot trace the Function's call
+    below autograd)."""
+    if torch.compiler.is_compiling():
+        return getattr(kernels(), name)(*args)
     return _functions[namespace(), name].apply(*args)
