@@ -194,8 +194,11 @@ def fully_fused_projection(
 
     All tensors must be on one device (CPU or CUDA). float32 is the compute type: float16,
     bfloat16 and float64 inputs are converted to float32 and the outputs are float32.
-    A viewmat or K with a NaN or infinity raises ValueError naming the camera (checked in
-    eager mode; skipped while torch.compile traces, since it reads the values).
+    On the CPU, a viewmat or K with a NaN or infinity raises ValueError naming the camera
+    (in eager mode; skipped while torch.compile traces, since it reads the values). On CUDA
+    it is not looked for (reading the answer would make the host wait for the GPU at every
+    call): the kernel culls every pair of a camera whose R, t, fx, fy, cx or cy is not
+    finite, so that camera sees nothing and passes no gradient.
 
     Returns:
         ``packed=False``: (radii, means2d, depths, conics, compensations): radii
