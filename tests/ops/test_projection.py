@@ -657,10 +657,48 @@ def test_bad_inputs_raise(changes, exc, fragment):
 
 
 def test_non_finite_camera_is_named():
+    """On the CPU (where it needs no wait for a GPU) a non-finite camera is an error."""
     with pytest.raises(ValueError, match=r"viewmats\[1\] \(camera 1\) is not finite"):
         _call(viewmats=_nan_camera("viewmats", 1))
     with pytest.raises(ValueError, match=r"Ks\[0\] \(camera 0\) is not finite"):
         _call(Ks=_nan_camera("Ks", 0))
+
+
+# The entries of a camera the projection reads: R and t of the viewmat, fx, fy, cx, cy.
+READ_ENTRIES = [("viewmats", i, j) for i in range(3) for j in range(4)] + [
+    ("Ks", i, j) for i, j in ((0, 0), (1, 1), (0, 2), (1, 2))
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("camera_model", [0, 1, 2])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_kernels_cull_every_pair_of_a_non_finite_camera(backend, camera_model, value):
+    """On CUDA the public functions do not look for non-finite cameras (the answer would make
+    the host wait for the GPU): the kernels cull every pair of such a camera instead, whichever
+    read entry is not finite, so it renders only the background and gets no gradient."""
+    C, N = sizes(backend)
+    means, quats, scales, _ = gaussians(N)
+    viewmats, Ks = cameras(C)
+    args = dict(means=means, quats=quats, scales=scales)
+    for name, i, j in READ_ENTRIES:
+        bad = {"viewmats": viewmats.clone(), "Ks": Ks.clone()}
+        bad[name][1, i, j] = value
+        radii, means2d, depths, conics, comp = forward(
+            backend,
+            args["means"],
+            None,
+            args["quats"],
+            args["scales"],
+            bad["viewmats"],
+            bad["Ks"],
+            comp=True,
+            camera_model=camera_model,
+        )
+        assert not radii[1].any(), (name, i, j)
+        assert radii[0].any() and radii[2].any()
+        for t in (means2d, depths, conics, comp):
+            assert not t[1].any(), (name, i, j)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -5,6 +5,7 @@ end-to-end example scripts/fit_image.py."""
 
 from __future__ import annotations
 
+import collections
 import importlib.util
 import math
 from pathlib import Path
@@ -14,6 +15,7 @@ import torch
 from gsplat_oracle import torch_impl
 from projection_scenes import cameras, gaussians, oracle
 from raster_reference import rasterize_reference
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import prebuild
 
@@ -441,3 +443,44 @@ def test_fit_image_densifies_with_gsplats_strategies(strategy, absgrad):
     assert all(math.isfinite(v) for v in history)
     assert counts[0] == 60 and len(set(counts)) > 1, sorted(set(counts))
     assert history[-1] < history[0] / 2, history[:: len(history) // 6]
+
+
+def test_other_float_dtypes_are_computed_in_float32():
+    """float32 is the compute type of the whole chain: float64 (or float16) opacities,
+    colours and backgrounds are converted, and their gradients come back in their dtype."""
+    s = _leaves(scene())
+    s64 = _leaves({k: v.double() for k, v in scene().items()})
+    got, want = render(s64), render(s)
+    torch.testing.assert_close(got[0], want[0])
+    for a, b in zip(_grads(s64, got), _grads(s, want)):
+        assert a.dtype == torch.float64
+        torch.testing.assert_close(a.float(), b)
+
+
+class _CountOps(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["dense", "packed"])
+@pytest.mark.parametrize("sh", [False, True], ids=["rgb", "sh"])
+def test_a_step_dispatches_no_needless_ops(packed, sh):
+    """The host path of a forward + backward: inputs validated once, in Python; no dtype
+    copies of float32 inputs, no advanced indexing (packed pairs are gathered with
+    index_select, whose backward is an index_add, not a sort-based index_put), no
+    inverse (its singularity check waits for a GPU), and a nonzero only to size the packed
+    pairs."""
+    s = _leaves(sh_scene() if sh else scene())
+    with _CountOps() as counter:
+        out = render(s, packed=packed, sh_degree=2 if sh else None)
+        _grads(s, out)
+    ops = counter.ops
+    for name in ("_to_copy", "index", "index_put", "index_put_", "linalg_inv_ex", "isfinite"):
+        assert name not in ops or name == "linalg_inv_ex" and sh, (name, ops)
+    assert ops["nonzero"] == (1 if packed else 0)
+    assert "_linalg_check_errors" not in ops

@@ -52,8 +52,8 @@ def kernels():
     return getattr(torch.ops, _active[-1])
 
 
-def active_namespace() -> str:
-    """The name of kernels()'s namespace, for an autograd.Function to carry to its backward."""
+def namespace() -> str:
+    """The name of ``kernels()``, for an autograd.Function to carry to its backward."""
     return _active[-1]
 
 

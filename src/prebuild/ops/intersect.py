@@ -32,7 +32,7 @@ def _tile_bits(tile_width: int, tile_height: int) -> int:
     return (tile_width * tile_height).bit_length()
 
 
-def _check_grid(op: str, n_images: int, tile_width: int, tile_height: int) -> None:
+def check_grid(op: str, n_images: int, tile_width: int, tile_height: int) -> None:
     tile_bits = _tile_bits(tile_width, tile_height)
     image_bits = n_images.bit_length()
     if image_bits + tile_bits + _DEPTH_BITS > 64:
@@ -113,7 +113,7 @@ def _check_tile_inputs(
         ("tile_height", tile_height),
     ):
         check_int(op, name, value, 1)
-    _check_grid(op, I, tile_width, tile_height)
+    check_grid(op, I, tile_width, tile_height)
     if d.numel() >= 2**31:
         raise ValueError(
             f"{op}: the number of Gaussians (I * N, or nnz) must fit in int32 (flatten_ids "
@@ -198,6 +198,20 @@ def isect_tiles(
     if means2d.is_cuda and not torch.compiler.is_compiling():
         LIBRARY.ensure_device(means2d.device)
     if packed:
+        image_ids = image_ids.long().contiguous()
+    tiles_per_gauss, isect_ids, flatten_ids = intersect(
+        means2d, radii, depths, tile_size, tile_width, tile_height, sort, I, image_ids
+    )
+    return tiles_per_gauss.reshape(depths.shape), isect_ids, flatten_ids
+
+
+def intersect(
+    means2d, radii, depths, tile_size, tile_width, tile_height, sort, n_images, image_ids
+):
+    """``isect_tiles`` of arguments its checks (or ``rasterization``'s) passed: dense
+    ``[..., N]`` inputs flattened into ``n_images`` images, or packed ones with int64
+    ``image_ids``; tiles_per_gauss comes back [I, N] (or [nnz])."""
+    if image_ids is not None:
         return kernels().isect_tiles(
             means2d.detach().contiguous(),
             radii.contiguous(),
@@ -206,20 +220,19 @@ def isect_tiles(
             tile_width,
             tile_height,
             sort,
-            image_ids.long().contiguous(),
-            I,
+            image_ids,
+            n_images,
         )
     N = means2d.shape[-2]
-    tiles_per_gauss, isect_ids, flatten_ids = kernels().isect_tiles(
-        means2d.detach().reshape(I, N, 2).contiguous(),
-        radii.reshape(I, N, 2).contiguous(),
-        depths.detach().reshape(I, N).contiguous(),
+    return kernels().isect_tiles(
+        means2d.detach().reshape(n_images, N, 2).contiguous(),
+        radii.reshape(n_images, N, 2).contiguous(),
+        depths.detach().reshape(n_images, N).contiguous(),
         tile_size,
         tile_width,
         tile_height,
         sort,
     )
-    return tiles_per_gauss.reshape(depths.shape), isect_ids, flatten_ids
 
 
 def isect_offset_encode(
@@ -249,7 +262,7 @@ def isect_offset_encode(
     check_int(op, "n_images", n_images, 0)
     check_int(op, "tile_width", tile_width, 1)
     check_int(op, "tile_height", tile_height, 1)
-    _check_grid(op, n_images, tile_width, tile_height)
+    check_grid(op, n_images, tile_width, tile_height)
     if ids.is_cuda and not torch.compiler.is_compiling():
         LIBRARY.ensure_device(ids.device)
     return kernels().isect_offset_encode(ids.contiguous(), n_images, tile_width, tile_height)

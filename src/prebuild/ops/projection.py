@@ -43,6 +43,7 @@ from prebuild.ops._checks import (
     check_same_devices,
     shape_error,
 )
+from prebuild.ops._function import call, differentiable
 from prebuild.ops._library import LIBRARY, for_each_namespace, kernels
 
 _NAME = "fully_fused_projection"
@@ -62,8 +63,15 @@ def camera_model_index(op: str, camera_model: object) -> int:
 
 
 def _f32(t: torch.Tensor | None, shape: tuple[int, ...]) -> torch.Tensor | None:
-    """``t`` as a contiguous float32 tensor of ``shape`` (None stays None)."""
-    return None if t is None else t.to(torch.float32).reshape(shape).contiguous()
+    """``t`` as a contiguous float32 tensor of ``shape`` (None stays None); ``t`` itself when
+    it already is one (no op dispatched)."""
+    if t is None:
+        return None
+    if t.dtype != torch.float32:
+        t = t.to(torch.float32)
+    if t.shape != shape:
+        t = t.reshape(shape)
+    return t.contiguous()
 
 
 def _check_gaussian(name: str, t: object, batch: tuple[int, ...], N: int, cols: int) -> None:
@@ -125,8 +133,17 @@ def _check_devices(tensors: dict) -> None:
         raise ValueError(f"{_NAME}: all tensors must be on the same device, got {where}")
 
 
-def _check_finite_cameras(op: str, **cameras: torch.Tensor) -> None:
-    """ValueError naming the first camera whose viewmat or K has a NaN or infinity."""
+def check_finite_cameras(op: str, **cameras: torch.Tensor) -> None:
+    """ValueError naming the first camera whose viewmat or K has a NaN or infinity.
+
+    Only for CPU tensors: on CUDA, reading the answer would make the host wait for the GPU
+    at every call (the kernels cull every pair of a camera whose read entries are not
+    finite instead). One sum per tensor in the common case; the search for the camera runs
+    only when a sum is not finite (a NaN or infinity, or finite entries that overflow)."""
+    if any(t.device.type != "cpu" for t in cameras.values()):
+        return
+    if all(math.isfinite(t.detach().sum()) for t in cameras.values()):
+        return
     for name, t in cameras.items():
         bad = ~torch.isfinite(t).flatten(-2).all(dim=-1)
         if bool(bad.any()):
@@ -177,8 +194,11 @@ def fully_fused_projection(
 
     All tensors must be on one device (CPU or CUDA). float32 is the compute type: float16,
     bfloat16 and float64 inputs are converted to float32 and the outputs are float32.
-    A viewmat or K with a NaN or infinity raises ValueError naming the camera (checked in
-    eager mode; skipped while torch.compile traces, since it reads the values).
+    On the CPU, a viewmat or K with a NaN or infinity raises ValueError naming the camera
+    (in eager mode; skipped while torch.compile traces, since it reads the values). On CUDA
+    it is not looked for (reading the answer would make the host wait for the GPU at every
+    call): the kernel culls every pair of a camera whose R, t, fx, fy, cx or cy is not
+    finite, so that camera sees nothing and passes no gradient.
 
     Returns:
         ``packed=False``: (radii, means2d, depths, conics, compensations): radii
@@ -195,6 +215,69 @@ def fully_fused_projection(
     Gradients flow to means, to covars or quats and scales, and to viewmats, from all four
     float outputs; culled pairs contribute nothing. Ks get no gradient (None).
     """
+    batch, C, N, model = check_projection(
+        means,
+        covars,
+        quats,
+        scales,
+        viewmats,
+        Ks,
+        width,
+        height,
+        eps2d,
+        near_plane,
+        far_plane,
+        radius_clip,
+        packed,
+        sparse_grad,
+        calc_compensations,
+        camera_model,
+        opacities,
+    )
+    out = project(
+        means,
+        covars,
+        quats,
+        scales,
+        viewmats,
+        Ks,
+        width,
+        height,
+        eps2d,
+        near_plane,
+        far_plane,
+        radius_clip,
+        sparse_grad,
+        calc_compensations,
+        model,
+    )
+    if packed:
+        packed_out = pack(*out)
+        return packed_out[:3] + packed_out[4:]  # image_ids are rasterization's own
+    return tuple(None if t is None else t.reshape(*batch, *t.shape[1:]) for t in out)
+
+
+def check_projection(
+    means,
+    covars,
+    quats,
+    scales,
+    viewmats,
+    Ks,
+    width,
+    height,
+    eps2d,
+    near_plane,
+    far_plane,
+    radius_clip,
+    packed,
+    sparse_grad,
+    calc_compensations,
+    camera_model,
+    opacities,
+) -> tuple[tuple[int, ...], int, int, int]:
+    """Every check of ``fully_fused_projection``'s arguments (``rasterization`` runs it once
+    for the whole chain); returns (batch dims, C, N, the kernels' camera model)."""
     check_bool(_NAME, "packed", packed)
     check_bool(_NAME, "sparse_grad", sparse_grad)
     if opacities is not None:
@@ -214,15 +297,38 @@ def fully_fused_projection(
         check_real(_NAME, name, value)
     check_bool(_NAME, "calc_compensations", calc_compensations)
     if not torch.compiler.is_compiling() and viewmats.device.type != "meta":
-        _check_finite_cameras(_NAME, viewmats=viewmats, Ks=Ks)
+        check_finite_cameras(_NAME, viewmats=viewmats, Ks=Ks)
         if means.is_cuda:
             LIBRARY.ensure_device(means.device)
+    return batch, C, N, model
 
-    B = math.prod(batch)
+
+def project(
+    means,
+    covars,
+    quats,
+    scales,
+    viewmats,
+    Ks,
+    width,
+    height,
+    eps2d,
+    near_plane,
+    far_plane,
+    radius_clip,
+    sparse_grad,
+    calc_compensations,
+    model,
+):
+    """The projection of arguments ``check_projection`` passed: (radii, means2d, depths,
+    conics, compensations or None), each [B, C, N, ...] with the batch dimensions flattened
+    into B."""
+    B, N, C = math.prod(means.shape[:-2]), means.shape[-2], viewmats.shape[-3]
     if sparse_grad:
         # Gradients of the Gaussians' parameters become sparse rows once autograd gets there.
         means, covars, quats, scales = (_SparseRows.wrap(t) for t in (means, covars, quats, scales))
-    means2d, depths, conics, compensations, radii = kernels().fully_fused_projection_forward(
+    means2d, depths, conics, compensations, radii = call(
+        "fully_fused_projection_forward",
         _f32(means, (B, N, 3)),
         _f32(covars, (B, N, 6)),
         _f32(quats, (B, N, 4)),
@@ -238,27 +344,33 @@ def fully_fused_projection(
         calc_compensations,
         model,
     )
-    compensations = compensations if calc_compensations else None
-    if packed:
-        return _pack(radii, means2d, depths, conics, compensations)
-    out = (radii, means2d, depths, conics, compensations)
-    return tuple(None if t is None else t.reshape(*batch, *t.shape[1:]) for t in out)
+    return radii, means2d, depths, conics, compensations if calc_compensations else None
 
 
-def _pack(radii, means2d, depths, conics, compensations):
+def pack(radii, means2d, depths, conics, compensations):
     """gsplat's packed layout from the dense [B, C, N, ...] outputs: the visible pairs in
-    (batch, camera, Gaussian) order and their indices."""
-    batch_ids, camera_ids, gaussian_ids = (radii > 0).all(-1).nonzero(as_tuple=True)
-    select = (batch_ids, camera_ids, gaussian_ids)
+    (batch, camera, Gaussian) order: (batch_ids, camera_ids, gaussian_ids, image_ids
+    (batch * C + camera), radii, means2d, depths, conics, compensations or None).
+
+    The pairs are found with one nonzero over the flattened pairs (its count is the one host
+    sync of packed mode: the packed tensors' size) and gathered with index_select, whose
+    backward is one index_add (advanced indexing's is a sort-based index_put)."""
+    B, C, N = radii.shape[:3]
+    flat = (radii > 0).all(-1).view(-1).nonzero().view(-1)
+    image_ids = flat // N
+    gaussian_ids = flat % N
+    batch_ids = image_ids // C
+    camera_ids = image_ids % C
+
+    def take(t):
+        return None if t is None else t.view(B * C * N, *t.shape[3:]).index_select(0, flat)
+
     return (
         batch_ids,
         camera_ids,
         gaussian_ids,
-        radii[select],
-        means2d[select],
-        depths[select],
-        conics[select],
-        None if compensations is None else compensations[select],
+        image_ids,
+        *(take(t) for t in (radii, means2d, depths, conics, compensations)),
     )
 
 
@@ -328,7 +440,7 @@ def proj(
     check_int(_PROJ, "width", width)
     check_int(_PROJ, "height", height)
     if not torch.compiler.is_compiling() and k.device.type != "meta":
-        _check_finite_cameras(_PROJ, Ks=k)
+        check_finite_cameras(_PROJ, Ks=k)
         if m.is_cuda:
             LIBRARY.ensure_device(m.device)
     I = math.prod(lead)
@@ -609,3 +721,6 @@ def _register(ns: str) -> None:
         torch.library.register_autograd(
             f"{ns}::{name}", _no_double_backward, setup_context=lambda ctx, inputs, output: None
         )
+
+
+differentiable("fully_fused_projection_forward", _setup_context, _backward)

@@ -24,7 +24,8 @@ from prebuild.ops._checks import (
     shape_error,
     tile_grid,
 )
-from prebuild.ops._library import LIBRARY, for_each_namespace, kernels
+from prebuild.ops._function import call, differentiable
+from prebuild.ops._library import LIBRARY, for_each_namespace
 
 _NAME = "rasterize_to_pixels"
 # Set on the tensor the op received when it is a reshaped copy or view of the caller's
@@ -47,7 +48,7 @@ def _check_inputs(
     packed,
     absgrad,
 ):
-    """Validates the arguments; returns (image_dims, N (None if packed), D)."""
+    """Validates the arguments; returns the images' leading dimensions."""
     check_bool(_NAME, "packed", packed)
     check_bool(_NAME, "absgrad", absgrad)
     means2d = check_tensor(_NAME, "means2d", means2d, torch.float32)
@@ -128,7 +129,7 @@ def _check_inputs(
             f"{_NAME}: tile_size must be at most 32 on CUDA (one thread per pixel of a tile, "
             f"tile_size^2 <= 1024), got {tile}"
         )
-    return image_dims, N, D
+    return image_dims
 
 
 def _reshaped(t: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
@@ -197,7 +198,7 @@ def rasterize_to_pixels(
             packed,
             absgrad,
         )
-    image_dims, N, D = _check_inputs(
+    image_dims = _check_inputs(
         means2d,
         conics,
         colors,
@@ -214,18 +215,57 @@ def rasterize_to_pixels(
     )
     if means2d.is_cuda and not torch.compiler.is_compiling():
         LIBRARY.ensure_device(means2d.device)
+    return rasterize(
+        means2d,
+        conics,
+        colors,
+        opacities,
+        image_width,
+        image_height,
+        tile_size,
+        isect_offsets,
+        flatten_ids,
+        backgrounds,
+        masks,
+        packed,
+        absgrad,
+        image_dims,
+    )
+
+
+def rasterize(
+    means2d,
+    conics,
+    colors,
+    opacities,
+    image_width,
+    image_height,
+    tile_size,
+    isect_offsets,
+    flatten_ids,
+    backgrounds,
+    masks,
+    packed,
+    absgrad,
+    image_dims,
+):
+    """``rasterize_to_pixels`` of arguments its checks (or ``rasterization``'s) passed;
+    ``image_dims`` are the leading dimensions of the images."""
     I = math.prod(image_dims)
     grid = tuple(isect_offsets.shape[-2:])
+    D = colors.shape[-1]
     if packed:
         rows = (means2d.shape[0],)
     else:
+        N = means2d.shape[-2]
         rows = (I, N)
         if opacities.shape != (*image_dims, N):  # [N] shared; autograd sums the gradient back
             opacities = opacities.expand(*image_dims, N)
     m = _reshaped(means2d, (*rows, 2))
     if absgrad and m is not means2d:
         setattr(m, _ABSGRAD_TARGET, means2d)
-    render_colors, render_alphas, _ = kernels().rasterize_to_pixels_forward(
+    render_colors, render_alphas, _ = call(
+        "rasterize_to_pixels_forward",
         m,
         _reshaped(conics, (*rows, 3)),
         _reshaped(colors, (*rows, D)),
@@ -539,3 +579,6 @@ def _register(ns: str) -> None:
         _no_double_backward,
         setup_context=lambda ctx, inputs, output: None,
     )
+
+
+differentiable("rasterize_to_pixels_forward", _setup_context, _backward)

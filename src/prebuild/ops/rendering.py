@@ -16,11 +16,12 @@ from typing import Any
 
 import torch
 
-from prebuild.ops._checks import check_bool, check_int, shape_error
-from prebuild.ops.intersect import isect_offset_encode, isect_tiles
-from prebuild.ops.projection import fully_fused_projection
-from prebuild.ops.rasterize import rasterize_to_pixels
-from prebuild.ops.sh import spherical_harmonics
+from prebuild.ops._checks import check_bool, check_float_input, check_int, shape_error
+from prebuild.ops._library import kernels
+from prebuild.ops.intersect import check_grid, intersect
+from prebuild.ops.projection import check_projection, pack, project
+from prebuild.ops.rasterize import rasterize
+from prebuild.ops.sh import evaluate
 
 _NAME = "rasterization"
 RENDER_MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
@@ -195,14 +196,15 @@ def rasterization(
             f"{_NAME}: viewmats must be a [..., C, 4, 4] tensor, got {_shape_of(viewmats)}"
         )
     batch, N, C = tuple(means.shape[:-2]), means.shape[-2], viewmats.shape[-3]
-    B = math.prod(batch)
     if not isinstance(opacities, torch.Tensor) or tuple(opacities.shape) != (*batch, N):
         raise ValueError(
             f"{_NAME}: opacities must be a {[*batch, 'N']} tensor with N = {N}, got {_shape_of(opacities)}"
         )
     per_camera_colors = _check_colors(colors, batch, C, N, sh_degree)
-
-    projected = fully_fused_projection(
+    antialiased = rasterize_mode == "antialiased"
+    # The whole chain's arguments are checked here, once: the ops below get only what these
+    # checks passed (and the kernels' own C++ checks).
+    batch, C, N, model = check_projection(
         means,
         covars,
         quats,
@@ -211,25 +213,70 @@ def rasterization(
         Ks,
         width,
         height,
-        eps2d=eps2d,
-        near_plane=near_plane,
-        far_plane=far_plane,
-        radius_clip=radius_clip,
-        packed=packed,
-        sparse_grad=sparse_grad,
-        calc_compensations=rasterize_mode == "antialiased",
-        camera_model=camera_model,
+        eps2d,
+        near_plane,
+        far_plane,
+        radius_clip,
+        packed,
+        sparse_grad,
+        antialiased,
+        camera_model,
+        None,
+    )
+    B = math.prod(batch)
+    n_images = B * C
+    tile_width = math.ceil(width / tile_size)
+    tile_height = math.ceil(height / tile_size)
+    D = 3 if sh_degree is not None else colors.shape[-1]
+    opacities, colors, backgrounds = _check_rest(
+        opacities, colors, backgrounds, means, batch, C, D, render_mode, tile_size
+    )
+    check_grid(_NAME, n_images, tile_width, tile_height)
+    if n_images * N >= 2**31:
+        raise ValueError(
+            f"{_NAME}: the number of (image, Gaussian) pairs must fit in int32 (flatten_ids "
+            "are int32)"
+        )
+
+    radii, means2d, depths, conics, compensations = project(
+        means,
+        covars,
+        quats,
+        scales,
+        viewmats,
+        Ks,
+        width,
+        height,
+        eps2d,
+        near_plane,
+        far_plane,
+        radius_clip,
+        sparse_grad,
+        antialiased,
+        model,
     )
     if packed:
-        batch_ids, camera_ids, gaussian_ids, radii, means2d, depths, conics, compensations = (
-            projected
-        )
-        opacities = opacities.reshape(B, N)[batch_ids, gaussian_ids]  # [nnz]
-        image_ids = batch_ids * C + camera_ids
+        (
+            batch_ids,
+            camera_ids,
+            gaussian_ids,
+            image_ids,
+            radii,
+            means2d,
+            depths,
+            conics,
+            compensations,
+        ) = pack(radii, means2d, depths, conics, compensations)
+        # Each pair's Gaussian in the flattened [B * N] inputs.
+        gaussian_rows = gaussian_ids if B == 1 else batch_ids * N + gaussian_ids
+        opacities = opacities.reshape(B * N).index_select(0, gaussian_rows)  # [nnz]
     else:
-        radii, means2d, depths, conics, compensations = projected
+        radii, means2d, depths, conics, compensations = (
+            None if t is None else t.view(*batch, *t.shape[1:])
+            for t in (radii, means2d, depths, conics, compensations)
+        )
         opacities = torch.broadcast_to(opacities[..., None, :], (*batch, C, N))
-        batch_ids = camera_ids = gaussian_ids = image_ids = None
+        batch_ids = camera_ids = gaussian_ids = image_ids = gaussian_rows = None
     if compensations is not None:
         opacities = opacities * compensations
 
@@ -243,9 +290,9 @@ def rasterization(
         batch,
         C,
         N,
-        batch_ids,
-        camera_ids,
+        image_ids,
         gaussian_ids,
+        gaussian_rows,
     )
     if render_mode in ("RGB+D", "RGB+ED"):
         colors = torch.cat((colors, depths[..., None]), dim=-1)
@@ -256,25 +303,15 @@ def rasterization(
         if backgrounds is not None:  # depth has no background (as gsplat)
             backgrounds = backgrounds.new_zeros((*batch, C, 1))
 
-    n_images = B * C
-    tile_width = math.ceil(width / tile_size)
-    tile_height = math.ceil(height / tile_size)
-    tiles_per_gauss, isect_ids, flatten_ids = isect_tiles(
-        means2d,
-        radii,
-        depths,
-        tile_size,
-        tile_width,
-        tile_height,
-        segmented=segmented,
-        packed=packed,
-        n_images=n_images,
-        image_ids=image_ids,
-        gaussian_ids=gaussian_ids,
+    tiles_per_gauss, isect_ids, flatten_ids = intersect(
+        means2d, radii, depths, tile_size, tile_width, tile_height, True, n_images, image_ids
     )
-    isect_offsets = isect_offset_encode(isect_ids, n_images, tile_width, tile_height)
-    isect_offsets = isect_offsets.reshape(*batch, C, tile_height, tile_width)
-    render_colors, render_alphas = rasterize_to_pixels(
+    if not packed:
+        tiles_per_gauss = tiles_per_gauss.view(depths.shape)
+    isect_offsets = kernels().isect_offset_encode(isect_ids, n_images, tile_width, tile_height)
+    if isect_offsets.dim() != len(batch) + 3:
+        isect_offsets = isect_offsets.view(*batch, C, tile_height, tile_width)
+    render_colors, render_alphas = rasterize(
         means2d,
         conics,
         colors,
@@ -284,9 +321,11 @@ def rasterization(
         tile_size,
         isect_offsets,
         flatten_ids,
-        backgrounds=backgrounds,
-        packed=packed,
-        absgrad=absgrad,
+        backgrounds,
+        None,
+        packed,
+        absgrad,
+        (*batch, C),
     )
     if render_mode in ("ED", "RGB+ED"):
         # Expected depth: the accumulated depth normalised by the accumulated opacity.
@@ -318,6 +357,37 @@ def rasterization(
     return render_colors, render_alphas, meta
 
 
+def _check_rest(opacities, colors, backgrounds, means, batch, C, D, render_mode, tile_size):
+    """Checks what the projection's checks do not see (opacities, colors, backgrounds, the
+    tile size on CUDA); returns opacities, colors and backgrounds in float32 (the compute
+    type: other floating dtypes are converted, and their gradients flow back converted)."""
+    tensors = {"opacities": opacities, "colors": colors}
+    if backgrounds is not None:
+        tensors["backgrounds"] = backgrounds
+    for name, t in tensors.items():
+        check_float_input(_NAME, name, t)
+        if t.device != means.device:
+            raise ValueError(
+                f"{_NAME}: {name} is on {t.device} but means is on {means.device}; all tensors "
+                "must be on the same device"
+            )
+    if (
+        backgrounds is not None
+        and render_mode not in ("D", "ED")  # there the background is not used (as gsplat)
+        and tuple(backgrounds.shape) != (*batch, C, D)
+    ):
+        raise shape_error(_NAME, "backgrounds", f"[..., C, D] = {[*batch, C, D]}", backgrounds)
+    if means.is_cuda and tile_size > 32:
+        raise ValueError(
+            f"{_NAME}: tile_size must be at most 32 on CUDA (one thread per pixel of a tile, "
+            f"tile_size^2 <= 1024), got {tile_size}"
+        )
+    return tuple(
+        t if t is None or t.dtype == torch.float32 else t.to(torch.float32)
+        for t in (opacities, colors, backgrounds)
+    )
+
+
 def _view_colors(
     colors,
     per_camera,
@@ -328,37 +398,39 @@ def _view_colors(
     batch,
     C,
     N,
-    batch_ids,
-    camera_ids,
+    image_ids,
     gaussian_ids,
+    gaussian_rows,
 ):
     """The per-(camera, Gaussian) colours the rasterizer composites: [..., C, N, D], or
-    [nnz, D] when packed (batch_ids given)."""
+    [nnz, D] when packed (image_ids given; gaussian_rows: each pair's row in the flattened
+    [B * N] Gaussians)."""
     B = math.prod(batch)
-    packed = batch_ids is not None
+    packed = image_ids is not None
     D = colors.shape[-1]
     if sh_degree is None:
         if packed:
             if per_camera:
-                return colors.reshape(B, C, N, D)[batch_ids, camera_ids, gaussian_ids]
-            return colors.reshape(B, N, D)[batch_ids, gaussian_ids]
+                return colors.reshape(B * C * N, D).index_select(0, image_ids * N + gaussian_ids)
+            return colors.reshape(B * N, D).index_select(0, gaussian_rows)
         return (
             colors
             if per_camera
             else torch.broadcast_to(colors[..., None, :, :], (*batch, C, N, colors.shape[-1]))
         )
-    # SH: evaluated in the direction from each camera's centre to the Gaussian.
-    campos = torch.inverse(viewmats)[..., :3, 3]  # [..., C, 3]
+    # SH: evaluated in the direction from each camera's centre to the Gaussian. inv_ex, not
+    # inverse: the latter checks for singular matrices, which waits for the GPU.
+    campos = torch.linalg.inv_ex(viewmats).inverse[..., :3, 3]  # [..., C, 3]
     K = colors.shape[-2]
     if packed:
-        dirs = (
-            means.reshape(B, N, 3)[batch_ids, gaussian_ids]
-            - campos.reshape(B, C, 3)[batch_ids, camera_ids]
-        )
+        dirs = means.reshape(B * N, 3).index_select(0, gaussian_rows) - campos.reshape(
+            B * C, 3
+        ).index_select(0, image_ids)
         if per_camera:
-            shs = colors.reshape(B, C, N, K, 3)[batch_ids, camera_ids, gaussian_ids]
+            shs = colors.reshape(B * C * N, K, 3).index_select(0, image_ids * N + gaussian_ids)
         else:
-            shs = colors.reshape(B, N, K, 3)[batch_ids, gaussian_ids]
+            shs = colors.reshape(B * N, K, 3).index_select(0, gaussian_rows)
+        masks = None  # every packed pair is visible
     else:
         dirs = means[..., None, :, :] - campos[..., None, :]  # [..., C, N, 3]
         shs = (
@@ -366,5 +438,5 @@ def _view_colors(
             if per_camera
             else torch.broadcast_to(colors[..., None, :, :, :], (*batch, C, N, K, 3))
         )
-    masks = (radii > 0).all(dim=-1)
-    return torch.clamp_min(spherical_harmonics(sh_degree, dirs, shs, masks=masks) + 0.5, 0.0)
+        masks = (radii > 0).all(dim=-1)
+    return torch.clamp_min(evaluate(sh_degree, dirs, shs, masks) + 0.5, 0.0)

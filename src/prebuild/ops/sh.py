@@ -36,7 +36,8 @@ from prebuild.ops._checks import (
     check_tensor,
     shape_error,
 )
-from prebuild.ops._library import LIBRARY, for_each_namespace, kernels
+from prebuild.ops._function import call, differentiable
+from prebuild.ops._library import LIBRARY, for_each_namespace
 
 _NAME = "spherical_harmonics"
 MAX_DEGREE = 4
@@ -109,12 +110,23 @@ def spherical_harmonics(
     degree = _check_inputs(degrees_to_use, dirs, coeffs, masks)
     if not torch.compiler.is_compiling() and dirs.is_cuda:
         LIBRARY.ensure_device(dirs.device)
-    return kernels().spherical_harmonics_forward(
+    return evaluate(degree, dirs, coeffs, masks)
+
+
+def evaluate(degree: int, dirs: torch.Tensor, coeffs: torch.Tensor, masks) -> torch.Tensor:
+    """``spherical_harmonics`` of arguments its checks (or ``rasterization``'s) passed."""
+    return call(
+        "spherical_harmonics_forward",
         degree,
-        dirs.to(torch.float32).contiguous(),
-        coeffs.to(torch.float32).contiguous(),
+        _f32(dirs),
+        _f32(coeffs),
         None if masks is None else masks.contiguous(),
     )
+
+
+def _f32(t: torch.Tensor) -> torch.Tensor:
+    """``t`` contiguous in float32, dispatching no conversion when it already is."""
+    return (t if t.dtype == torch.float32 else t.to(torch.float32)).contiguous()
 
 
 # ------------------------------------------------------------------------ fake kernels
@@ -213,3 +225,6 @@ def _register(ns: str) -> None:
         _no_double_backward,
         setup_context=lambda ctx, inputs, output: None,
     )
+
+
+differentiable("spherical_harmonics_forward", _setup_context, _backward)

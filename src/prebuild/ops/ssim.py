@@ -18,7 +18,7 @@ from prebuild.ops._checks import (
     check_float_input,
     check_same_devices,
 )
-from prebuild.ops._library import LIBRARY, active_namespace, below_autograd, for_each_namespace
+from prebuild.ops._library import LIBRARY, namespace, below_autograd, for_each_namespace
 
 _PADDINGS = ("same", "valid")
 _WINDOW = 11
@@ -119,8 +119,8 @@ def fused_ssim(
     x = img1.to(torch.float32).contiguous()
     y = img2.to(torch.float32).contiguous()
     if torch.is_grad_enabled() and (x.requires_grad or y.requires_grad):
-        return _FusedSSIM.apply(x, y, padding == "valid", train, active_namespace())
-    ssim_map, _ = _ops(active_namespace()).fused_ssim_forward(x, y, False, False)
+        return _FusedSSIM.apply(x, y, padding == "valid", train, namespace())
+    ssim_map, _ = _ops(namespace()).fused_ssim_forward(x, y, False, False)
     return _mean(ssim_map, padding == "valid")
 
 
