@@ -18,7 +18,7 @@ from prebuild.ops._checks import (
     check_float_input,
     check_same_devices,
 )
-from prebuild.ops._library import LIBRARY, namespace, below_autograd, for_each_namespace
+from prebuild.ops._library import LIBRARY, below_autograd, for_each_namespace, namespace
 
 _PADDINGS = ("same", "valid")
 _WINDOW = 11
