@@ -100,6 +100,54 @@ def test_a_step_gets_what_is_left_of_the_budget():
     assert step.status == "skipped" and "no time left" in step.summary
 
 
+def recording_steps(monkeypatch, seconds: float = 0.3) -> list[tuple[str, str, float]]:
+    """Every step replaced by one that sleeps and records when it started and ended (the build
+    step also 'makes' the wheel the peers need)."""
+    events = []
+
+    def fake(name):
+        def run(c, step):
+            events.append((name, "start", time.monotonic()))
+            time.sleep(seconds)
+            if name == "build":
+                c.wheel = Path("prebuild.whl")
+            step.status = "passed"
+            events.append((name, "end", time.monotonic()))
+
+        return run
+
+    monkeypatch.setattr(
+        gpu_check_steps, "STEPS", {name: fake(name) for name in gpu_check_steps.STEPS}
+    )
+    return events
+
+
+def test_the_peers_build_beside_the_gpu_steps_and_bench_waits_for_them(monkeypatch, tmp_path):
+    """The peers' build (all CPU) starts once install is done and runs beside cuda, selftest
+    and gsplat; bench starts only after it. The report keeps the steps' order."""
+    events = recording_steps(monkeypatch)
+    steps = gpu_check_steps.check(tmp_path, False, None, None, tmp_path, budget=60)
+    assert [s.name for s in steps] == list(gpu_check_steps.STEPS)
+    assert all(s.status == "passed" for s in steps)
+    at = {(name, what): t for name, what, t in events}
+    assert at["peers", "start"] >= at["install", "end"]
+    assert at["peers", "start"] < at["cuda", "end"]  # beside the GPU steps
+    assert at["bench", "start"] >= at["peers", "end"]
+    assert at["bench", "start"] >= at["gsplat", "end"]
+
+
+def test_steps_runs_only_the_steps_asked_for(monkeypatch, tmp_path):
+    events = recording_steps(monkeypatch, seconds=0)
+    steps = gpu_check_steps.check(
+        tmp_path, False, None, None, tmp_path, budget=60, only={"build", "bench"}
+    )
+    ran = [name for name, what, _ in events if what == "start"]
+    assert ran == ["facts", "build", "bench"]  # facts always: the GPU and torch it reports
+    skipped = {s.name: s.summary for s in steps if s.status == "skipped"}
+    assert set(skipped) == {"install", "cuda", "selftest", "gsplat", "peers"}
+    assert all(text == "not asked for (--steps)" for text in skipped.values())
+
+
 def test_commands_run_together_each_with_its_status():
     step = gpu_check_steps.Step("peers", 60)
     start = time.monotonic()
@@ -157,3 +205,43 @@ def test_the_bench_section_is_taken_into_the_report(tmp_path):
         "|---|",
     ]
     assert gpu_check_report.bench_section(tmp_path / "missing.md") == []
+
+
+def test_peer_wheels_are_installed_instead_of_built(monkeypatch, tmp_path):
+    """--peer-wheels DIR: the peers an earlier check built are installed beside prebuild's wheel,
+    and nothing is built."""
+    wheels = tmp_path / "peers"
+    wheels.mkdir()
+    for name in ("fused_ssim-1.0.0-cp312-cp312-linux_x86_64.whl", "gsplat-1.5.3-cp312.whl"):
+        (wheels / name).write_bytes(b"")
+    (tmp_path / "deps").mkdir()
+    (tmp_path / "deps" / "gsplat-1.5.3.tar.gz").write_bytes(b"")
+    (tmp_path / "deps" / "fused-ssim-abc.tar.gz").write_bytes(b"")
+    installed = []
+    monkeypatch.setattr(gpu_check_steps, "make_venv", lambda path, base: path / "bin" / "python")
+    monkeypatch.setattr(
+        gpu_check_steps,
+        "pip_install",
+        lambda c, step, python, *what, env=None: (
+            installed.append(what) or subprocess.CompletedProcess([], 0, "", "")
+        ),
+    )
+    monkeypatch.setattr(
+        gpu_check_steps, "run_together", lambda *a, **k: pytest.fail("the peers were built")
+    )
+    c = gpu_check_steps.Check(
+        out=tmp_path / "out",
+        dry_run=False,
+        deps=tmp_path / "deps",
+        objects=None,
+        deadline=time.monotonic() + 60,
+        gpus=[{"name": "H200", "capability": [9, 0]}],
+        wheel=tmp_path / "prebuild.whl",
+        peer_wheels=wheels,
+    )
+    step = gpu_check_steps.Step("peers", 60)
+    gpu_check_steps.step_peers(c, step)
+    assert step.status == "passed", step.summary
+    assert installed == [(str(c.wheel), *map(str, sorted(wheels.glob("*.whl"))))]
+    assert step.summary.startswith("installed the built fused_ssim, gsplat")
+    assert c.peers_python is not None
