@@ -100,18 +100,32 @@ struct BackwardArgs {
   float* grad2;  // nullptr: img2's gradient is not wanted
 };
 
-// Adds `h` (the horizontal sums of staged row `j` of the thread's window) into the R output
-// rows of the thread: output row i takes tap k = j - i. Called for j = 0 .. R + 9 in order,
-// so each output sums its taps k = 0..10 in order, as the CPU kernels do.
-template <int R, int M>
-PREBUILD_SIMT_BODY void slide_vertical(int j, const float (&h)[M], float (&acc)[R][M]) {
+// The vertical sums of the calling thread's R output rows (tile rows r0 .. r0 + R - 1) in
+// column x, from the M planes of horizontal sums: each horizontal sum is read once and added
+// into every output whose window holds it (output i takes tap k = j - i of staged row
+// r0 + j), j = 0 .. R + 9 in order, so each output sums its taps k = 0..10 in order, as the
+// CPU kernels do.
+template <int R, int M, int kInRows>
+PREBUILD_SIMT_BODY void vertical_sums(const float (&hsum)[M][kInRows][kTileW], int x, int r0,
+                                      float (&acc)[R][M]) {
 #pragma unroll
   for (int i = 0; i < R; ++i) {
-    const int k = j - i;
-    if (k >= 0 && k < kWindow) {
-      const float w = gauss_weight(k);
 #pragma unroll
-      for (int m = 0; m < M; ++m) acc[i][m] += w * h[m];
+    for (int m = 0; m < M; ++m) acc[i][m] = 0.f;
+  }
+#pragma unroll
+  for (int j = 0; j < R + 2 * kRadius; ++j) {
+    float h[M];
+#pragma unroll
+    for (int m = 0; m < M; ++m) h[m] = hsum[m][r0 + j][x];
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const int k = j - i;
+      if (k >= 0 && k < kWindow) {
+        const float w = gauss_weight(k);
+#pragma unroll
+        for (int m = 0; m < M; ++m) acc[i][m] += w * h[m];
+      }
     }
   }
 }
@@ -160,14 +174,8 @@ PREBUILD_SIMT_BODY void forward_block(const Ctx& ctx, ForwardShared& sh, const F
     ctx.sync();
     // 3. Vertical sums of the thread's R output rows, then SSIM and dS per pixel.
     const int r0 = t.y * R;
-    float sums[R][kNumMoments] = {};
-#pragma unroll
-    for (int j = 0; j < R + 2 * kRadius; ++j) {
-      float h[kNumMoments];
-#pragma unroll
-      for (int m = 0; m < kNumMoments; ++m) h[m] = sh.hsum[m][r0 + j][t.x];
-      slide_vertical<R, kNumMoments>(j, h, sums);
-    }
+    float sums[R][kNumMoments];
+    vertical_sums(sh.hsum, t.x, r0, sums);
 #pragma unroll
     for (int i = 0; i < R; ++i) {
       const int py = oy + r0 + i;
@@ -229,14 +237,8 @@ PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, BackwardShared<M>& sh,
     ctx.sync();
     // 3. Vertical sums of the thread's R output rows, then the image gradients per pixel.
     const int r0 = t.y * R;
-    float conv[R][M] = {};
-#pragma unroll
-    for (int j = 0; j < R + 2 * kRadius; ++j) {
-      float h[M];
-#pragma unroll
-      for (int m = 0; m < M; ++m) h[m] = sh.hsum[m][r0 + j][t.x];
-      slide_vertical<R, M>(j, h, conv);
-    }
+    float conv[R][M];
+    vertical_sums(sh.hsum, t.x, r0, conv);
 #pragma unroll
     for (int i = 0; i < R; ++i) {
       const int py = oy + r0 + i;

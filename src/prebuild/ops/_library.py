@@ -1,9 +1,10 @@
 """The package's own compiled libraries, loaded once when the first op module is imported,
 and the one place that says which op namespace the public functions launch.
 
-Every op family registers its fake and autograd kernels through ``for_each_namespace``: for
-``prebuild`` (the production kernels) at import, and for ``prebuild_simt`` (the CUDA block
-bodies run on the CPU, a test library) once ``load_simt`` has loaded it. The public functions
+Every op family registers its fake and autograd kernels (``_registration.register_ops``)
+through ``for_each_namespace``: for ``prebuild`` (the production kernels) at import, and for
+``prebuild_simt`` (the CUDA block bodies run on the CPU, a test library) once ``load_simt``
+has loaded it. The public functions
 call ``kernels()``: ``torch.ops.prebuild``, or ``torch.ops.prebuild_simt`` inside
 ``prebuild.testing.use_simt()``. Each namespace's autograd formula calls that namespace's
 backward op (the families bind it when they register).

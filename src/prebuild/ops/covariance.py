@@ -19,8 +19,6 @@ Differences from gsplat 1.5.3 (documented on the function too):
 
 from __future__ import annotations
 
-from functools import partial
-
 import torch
 
 from prebuild.ops._checks import (
@@ -30,7 +28,8 @@ from prebuild.ops._checks import (
     check_same_devices,
     shape_error,
 )
-from prebuild.ops._library import LIBRARY, for_each_namespace, kernels
+from prebuild.ops._library import LIBRARY, kernels
+from prebuild.ops._registration import register_ops
 
 _NAME = "quat_scale_to_covar_preci"
 
@@ -174,25 +173,13 @@ def _backward(ops, ctx, v_covars, v_precis):
     return v_quats if need[0] else None, v_scales if need[1] else None, None, None, None
 
 
-def _no_double_backward(ctx, *grads):
-    raise NotImplementedError(
-        f"{_NAME} does not support double backward; use gsplat's plain-PyTorch "
-        "_quat_scale_to_covar_preci for second derivatives"
-    )
-
-
-@for_each_namespace
-def _register(ns: str) -> None:
-    torch.library.register_fake(f"{ns}::quat_scale_to_covar_preci_forward")(_forward_fake)
-    torch.library.register_fake(f"{ns}::quat_scale_to_covar_preci_backward")(_backward_fake)
-    torch.library.register_autograd(
-        f"{ns}::quat_scale_to_covar_preci_forward",
-        partial(_backward, getattr(torch.ops, ns)),
-        setup_context=_setup_context,
-    )
-    # Without an autograd kernel, a double backward would silently drop the second-order term.
-    torch.library.register_autograd(
-        f"{ns}::quat_scale_to_covar_preci_backward",
-        _no_double_backward,
-        setup_context=lambda ctx, inputs, output: None,
-    )
+register_ops(
+    fakes={
+        "quat_scale_to_covar_preci_forward": _forward_fake,
+        "quat_scale_to_covar_preci_backward": _backward_fake,
+    },
+    formulas={"quat_scale_to_covar_preci_forward": (_setup_context, _backward)},
+    no_double_backward=("quat_scale_to_covar_preci_backward",),
+    double_backward_error=f"{_NAME} does not support double backward; use gsplat's plain-PyTorch "
+    "_quat_scale_to_covar_preci for second derivatives",
+)

@@ -22,7 +22,8 @@ from prebuild.ops._checks import (
     check_tensor,
     shape_error,
 )
-from prebuild.ops._library import LIBRARY, for_each_namespace, kernels
+from prebuild.ops._library import LIBRARY, kernels
+from prebuild.ops._registration import register_ops
 
 _DEPTH_BITS = 32
 _INDEX_DTYPES = (torch.int32, torch.int64)
@@ -351,7 +352,6 @@ def _isect_offset_encode_fake(isect_ids, n_images, tile_width, tile_height):
     return isect_ids.new_empty((n_images, tile_height, tile_width), dtype=torch.int32)
 
 
-@for_each_namespace
-def _register(ns: str) -> None:
-    torch.library.register_fake(f"{ns}::isect_tiles")(_isect_tiles_fake)
-    torch.library.register_fake(f"{ns}::isect_offset_encode")(_isect_offset_encode_fake)
+register_ops(
+    fakes={"isect_tiles": _isect_tiles_fake, "isect_offset_encode": _isect_offset_encode_fake}
+)

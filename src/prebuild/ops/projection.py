@@ -29,7 +29,6 @@ Deliberate differences from gsplat 1.5.3 (all documented on the functions too):
 from __future__ import annotations
 
 import math
-from functools import partial
 
 import torch
 
@@ -43,8 +42,8 @@ from prebuild.ops._checks import (
     check_same_devices,
     shape_error,
 )
-from prebuild.ops._function import call, differentiable
-from prebuild.ops._library import LIBRARY, for_each_namespace, kernels
+from prebuild.ops._library import LIBRARY, kernels
+from prebuild.ops._registration import call, register_ops
 
 _NAME = "fully_fused_projection"
 # gsplat's camera models, in the order of the kernels' CameraModel (projection_math.h).
@@ -691,36 +690,19 @@ def _proj_backward(ops, ctx, v_means2d, v_covars2d):
     return v_means if need[0] else None, v_covars if need[1] else None, None, None, None, None
 
 
-def _no_double_backward(ctx, *grads):
-    raise NotImplementedError(
-        "prebuild's projection ops do not support double backward; use gsplat's plain-PyTorch "
-        "projection for second derivatives"
-    )
-
-
-@for_each_namespace
-def _register(ns: str) -> None:
-    ops = getattr(torch.ops, ns)
-    for name, fake in (
-        ("fully_fused_projection_forward", _forward_fake),
-        ("fully_fused_projection_backward", _backward_fake),
-        ("proj_forward", _proj_forward_fake),
-        ("proj_backward", _proj_backward_fake),
-    ):
-        torch.library.register_fake(f"{ns}::{name}")(fake)
-    torch.library.register_autograd(
-        f"{ns}::fully_fused_projection_forward",
-        partial(_backward, ops),
-        setup_context=_setup_context,
-    )
-    torch.library.register_autograd(
-        f"{ns}::proj_forward", partial(_proj_backward, ops), setup_context=_proj_setup_context
-    )
-    # Without an autograd kernel, a double backward would silently drop the second-order term.
-    for name in ("fully_fused_projection_backward", "proj_backward"):
-        torch.library.register_autograd(
-            f"{ns}::{name}", _no_double_backward, setup_context=lambda ctx, inputs, output: None
-        )
-
-
-differentiable("fully_fused_projection_forward", _setup_context, _backward)
+register_ops(
+    fakes={
+        "fully_fused_projection_forward": _forward_fake,
+        "fully_fused_projection_backward": _backward_fake,
+        "proj_forward": _proj_forward_fake,
+        "proj_backward": _proj_backward_fake,
+    },
+    formulas={
+        "fully_fused_projection_forward": (_setup_context, _backward),
+        "proj_forward": (_proj_setup_context, _proj_backward),
+    },
+    no_double_backward=("fully_fused_projection_backward", "proj_backward"),
+    double_backward_error="prebuild's projection ops do not support double backward; use "
+    "gsplat's plain-PyTorch projection for second derivatives",
+    fast=("fully_fused_projection_forward",),
+)

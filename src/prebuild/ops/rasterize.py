@@ -9,7 +9,6 @@ into I and reshapes the results back.
 from __future__ import annotations
 
 import math
-from functools import partial
 
 import torch
 
@@ -24,8 +23,8 @@ from prebuild.ops._checks import (
     shape_error,
     tile_grid,
 )
-from prebuild.ops._function import call, differentiable
-from prebuild.ops._library import LIBRARY, for_each_namespace
+from prebuild.ops._library import LIBRARY
+from prebuild.ops._registration import call, register_ops
 
 _NAME = "rasterize_to_pixels"
 # Set on the tensor the op received when it is a reshaped copy or view of the caller's
@@ -559,26 +558,14 @@ def _backward(ops, ctx, v_render_colors, v_render_alphas, _v_last_ids):
     )
 
 
-def _no_double_backward(ctx, *grads):
-    raise NotImplementedError(
-        "rasterize_to_pixels does not support double backward (second derivatives)"
-    )
-
-
-@for_each_namespace
-def _register(ns: str) -> None:
-    torch.library.register_fake(f"{ns}::rasterize_to_pixels_forward")(_forward_fake)
-    torch.library.register_fake(f"{ns}::rasterize_to_pixels_backward")(_backward_fake)
-    torch.library.register_autograd(
-        f"{ns}::rasterize_to_pixels_forward",
-        partial(_backward, getattr(torch.ops, ns)),
-        setup_context=_setup_context,
-    )
-    torch.library.register_autograd(
-        f"{ns}::rasterize_to_pixels_backward",
-        _no_double_backward,
-        setup_context=lambda ctx, inputs, output: None,
-    )
-
-
-differentiable("rasterize_to_pixels_forward", _setup_context, _backward)
+register_ops(
+    fakes={
+        "rasterize_to_pixels_forward": _forward_fake,
+        "rasterize_to_pixels_backward": _backward_fake,
+    },
+    formulas={"rasterize_to_pixels_forward": (_setup_context, _backward)},
+    no_double_backward=("rasterize_to_pixels_backward",),
+    double_backward_error="rasterize_to_pixels does not support double backward (second "
+    "derivatives)",
+    fast=("rasterize_to_pixels_forward",),
+)

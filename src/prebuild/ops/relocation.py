@@ -34,7 +34,8 @@ from prebuild.ops._checks import (
     check_tensor,
     shape_error,
 )
-from prebuild.ops._library import LIBRARY, for_each_namespace, kernels
+from prebuild.ops._library import LIBRARY, kernels
+from prebuild.ops._registration import register_ops
 
 _NAME = "compute_relocation"
 _RATIO_DTYPES = (torch.int32, torch.int64)
@@ -146,16 +147,14 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.mark_non_differentiable(*output)
 
 
-def _backward(ctx, v_new_opacities, v_new_scales):
+def _backward(ops, ctx, v_new_opacities, v_new_scales):
     # Never reached: both outputs are marked non-differentiable.
     raise RuntimeError(f"{_NAME} is not differentiable")
 
 
-@for_each_namespace
-def _register(ns: str) -> None:
-    torch.library.register_fake(f"{ns}::compute_relocation")(_fake)
-    # Without this, inputs that require grad would give outputs that seem to require grad
-    # and fail at backward; marked non-differentiable, the outputs never require grad.
-    torch.library.register_autograd(
-        f"{ns}::compute_relocation", _backward, setup_context=_setup_context
-    )
+# The formula: without one, inputs that require grad would give outputs that seem to require
+# grad and fail at backward; marked non-differentiable, the outputs never require grad.
+register_ops(
+    fakes={"compute_relocation": _fake},
+    formulas={"compute_relocation": (_setup_context, _backward)},
+)

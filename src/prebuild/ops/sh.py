@@ -23,8 +23,6 @@ Deliberate differences from gsplat 1.5.3 (all documented on the function too):
 
 from __future__ import annotations
 
-from functools import partial
-
 import torch
 
 from prebuild.ops._checks import (
@@ -36,8 +34,8 @@ from prebuild.ops._checks import (
     check_tensor,
     shape_error,
 )
-from prebuild.ops._function import call, differentiable
-from prebuild.ops._library import LIBRARY, for_each_namespace
+from prebuild.ops._library import LIBRARY
+from prebuild.ops._registration import call, register_ops
 
 _NAME = "spherical_harmonics"
 MAX_DEGREE = 4
@@ -203,28 +201,14 @@ def _backward(ops, ctx, v_colors):
     return None, v_dirs if need[1] else None, v_coeffs if need[2] else None, None
 
 
-def _no_double_backward(ctx, *grads):
-    raise NotImplementedError(
-        f"{_NAME} does not support double backward; use gsplat's plain-PyTorch "
-        "_spherical_harmonics for second derivatives"
-    )
-
-
-@for_each_namespace
-def _register(ns: str) -> None:
-    torch.library.register_fake(f"{ns}::spherical_harmonics_forward")(_forward_fake)
-    torch.library.register_fake(f"{ns}::spherical_harmonics_backward")(_backward_fake)
-    torch.library.register_autograd(
-        f"{ns}::spherical_harmonics_forward",
-        partial(_backward, getattr(torch.ops, ns)),
-        setup_context=_setup_context,
-    )
-    # Without an autograd kernel, a double backward would silently drop the second-order term.
-    torch.library.register_autograd(
-        f"{ns}::spherical_harmonics_backward",
-        _no_double_backward,
-        setup_context=lambda ctx, inputs, output: None,
-    )
-
-
-differentiable("spherical_harmonics_forward", _setup_context, _backward)
+register_ops(
+    fakes={
+        "spherical_harmonics_forward": _forward_fake,
+        "spherical_harmonics_backward": _backward_fake,
+    },
+    formulas={"spherical_harmonics_forward": (_setup_context, _backward)},
+    no_double_backward=("spherical_harmonics_backward",),
+    double_backward_error=f"{_NAME} does not support double backward; use gsplat's plain-PyTorch "
+    "_spherical_harmonics for second derivatives",
+    fast=("spherical_harmonics_forward",),
+)

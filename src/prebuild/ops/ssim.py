@@ -8,7 +8,6 @@ The kernels are ``torch.ops.prebuild.fused_ssim_forward`` / ``fused_ssim_backwar
 from __future__ import annotations
 
 import warnings
-from functools import partial
 
 import torch
 
@@ -18,7 +17,8 @@ from prebuild.ops._checks import (
     check_float_input,
     check_same_devices,
 )
-from prebuild.ops._library import LIBRARY, below_autograd, for_each_namespace, namespace
+from prebuild.ops._library import LIBRARY, below_autograd, namespace
+from prebuild.ops._registration import register_ops
 
 _PADDINGS = ("same", "valid")
 _WINDOW = 11
@@ -325,31 +325,20 @@ def _backward_forward_backward(ops, ctx, grad_map, _grad1, _grad2):
     return _image_grads(ops, ctx, grad_map, img1, img2, img1.new_empty((0,)))
 
 
-def _no_double_backward(ctx, grad1, grad2):
-    raise NotImplementedError(
-        "fused_ssim does not support double backward (second derivatives of SSIM); "
-        "compute them with a plain-PyTorch SSIM instead"
-    )
-
-
-@for_each_namespace
-def _register(ns: str) -> None:
-    torch.library.register_fake(f"{ns}::fused_ssim_forward")(_forward_fake)
-    torch.library.register_fake(f"{ns}::fused_ssim_backward")(_backward_fake)
-    torch.library.register_fake(f"{ns}::fused_ssim_forward_backward")(_forward_backward_fake)
-    torch.library.register_autograd(
-        f"{ns}::fused_ssim_forward",
-        partial(_backward, getattr(torch.ops, ns)),
-        setup_context=_setup_context,
-    )
-    torch.library.register_autograd(
-        f"{ns}::fused_ssim_forward_backward",
-        partial(_backward_forward_backward, getattr(torch.ops, ns)),
-        setup_context=_setup_context_forward_backward,
-    )
-    # Without an autograd kernel, a double backward would silently drop the second-order term.
-    torch.library.register_autograd(
-        f"{ns}::fused_ssim_backward",
-        _no_double_backward,
-        setup_context=lambda ctx, inputs, output: None,
-    )
+register_ops(
+    fakes={
+        "fused_ssim_forward": _forward_fake,
+        "fused_ssim_backward": _backward_fake,
+        "fused_ssim_forward_backward": _forward_backward_fake,
+    },
+    formulas={
+        "fused_ssim_forward": (_setup_context, _backward),
+        "fused_ssim_forward_backward": (
+            _setup_context_forward_backward,
+            _backward_forward_backward,
+        ),
+    },
+    no_double_backward=("fused_ssim_backward",),
+    double_backward_error="fused_ssim does not support double backward (second derivatives of "
+    "SSIM); compute them with a plain-PyTorch SSIM instead",
+)
