@@ -387,6 +387,11 @@ def cuda_report(cu: dict, quick: bool) -> list[str]:
     ]
     for name, why in sorted(cu["absent"].items()):
         out[-1] += f" Not timed: {name}, {why}."
+    out[-1] += (
+        " Compile flags: prebuild `-O3 -lineinfo` (IEEE division and exp); upstream fused-ssim "
+        "`-O3 --use_fast_math --maxrregcount=32` and gsplat 1.5.3 `-O3 --use_fast_math` (their "
+        "setup.py's; `prebuild wheel` keeps a classic project's flags and sets only the archs)."
+    )
     out += [
         "",
         "SSIM, forward + backward (gradient of img1), C = 3, float32: the wall time of a step "
