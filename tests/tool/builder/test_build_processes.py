@@ -69,10 +69,18 @@ def test_run_is_subprocess_run(tmp_path):
 def test_a_command_name_with_parentheses_and_spaces_is_read(tmp_path):
     odd = tmp_path / "a) (b c"
     shutil.copy(shutil.which("sleep"), odd)
+
+    def comm(pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            return ""
+
     with processes.popen(["sh", "-c", f"'{odd}' 300 & wait"]) as proc:
-        wait_for(lambda: processes.descendants(proc.pid))
+        # Until the child has exec'd (under load sh's fork is seen first, named "sh").
+        wait_for(lambda: [c for c in processes.descendants(proc.pid) if comm(c) != "sh"])
         (child,) = processes.descendants(proc.pid)
-        assert Path(f"/proc/{child}/comm").read_text().strip().startswith("a) (b")
+        assert comm(child).startswith("a) (b")
         processes.stop_tree(proc.pid)
     assert not alive(child)
     assert proc.returncode == -signal.SIGTERM
