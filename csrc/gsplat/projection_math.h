@@ -41,7 +41,7 @@ namespace gsplat {
 namespace projection {
 
 constexpr float kExtend = 3.33f;          // radius = ceil(3.33 sigma) at most, as gsplat's
-constexpr float kAlphaThreshold = 1.f / 255.f;  // gsplat's ALPHA_THRESHOLD: alphas below are skipped
+constexpr float kAlphaThreshold = 1.f / 255.f;  // gsplat's: smaller alphas are skipped
 constexpr float kFovMargin = 0.3f;        // the Jacobian clamp widens the frustum by 30% of tan
 constexpr float kCompensationEps = 1e-6f; // gsplat's add_blur_vjp denominator guard
 // Largest float below 2^31: radii saturate there, as CUDA's float-to-int conversion does

@@ -215,10 +215,11 @@ def fully_fused_projection(
     Returns:
         ``packed=False``: (radii, means2d, depths, conics, compensations): radii
         [..., C, N, 2] int32 per-axis radius in pixels, (0, 0) for culled pairs (behind the
-        near plane, beyond the far plane, det <= 0, below radius_clip, or box outside the
-        image, or an opacity below 1/255); means2d [..., C, N, 2]; depths [..., C, N] camera z; conics [..., C, N, 3]
-        inverse 2D covariance (a, b, c); compensations [..., C, N] or None. Culled pairs have
-        zeros in all outputs (gsplat leaves means2d, depths and conics uninitialised there).
+        near plane, beyond the far plane, det <= 0, an opacity below 1/255, below
+        radius_clip, or box outside the image); means2d [..., C, N, 2]; depths [..., C, N]
+        camera z; conics [..., C, N, 3] inverse 2D covariance (a, b, c); compensations
+        [..., C, N] or None. Culled pairs have zeros in all outputs (gsplat leaves means2d,
+        depths and conics uninitialised there).
         ``packed=True``: (batch_ids, camera_ids, gaussian_ids, radii, means2d, depths,
         conics, compensations), each with one row per visible pair in (batch, camera,
         Gaussian) order; the ids are int64 (as gsplat's) and batch_ids index the flattened
