@@ -3,8 +3,8 @@
 // (the Python wrapper flattens gsplat's leading batch dimensions into B).
 //
 //   fully_fused_projection_forward(means [B,N,3], covars? [B,N,6], quats? [B,N,4],
-//       scales? [B,N,3], viewmats [B,C,4,4], Ks [B,C,3,3], width, height, eps2d, near_plane,
-//       far_plane, radius_clip, calc_compensations, camera_model)
+//       scales? [B,N,3], opacities? [B,N], viewmats [B,C,4,4], Ks [B,C,3,3], width, height,
+//       eps2d, near_plane, far_plane, radius_clip, calc_compensations, camera_model)
 //     -> (means2d [B,C,N,2], depths [B,C,N], conics [B,C,N,3], compensations [B,C,N] or
 //         shape (0,) unless calc_compensations, radii [B,C,N,2] int32)
 //   fully_fused_projection_backward(means, covars?, quats?, scales?, viewmats, Ks, width,
@@ -18,7 +18,8 @@
 //     -> (means2d [I,N,2], covars2d [I,N,2,2])       camera space in, no culling, no blur
 //   proj_backward(means, covars, Ks, width, height, camera_model, v_means2d, v_covars2d)
 //     -> (v_means [I,N,3], v_covars [I,N,3,3])
-// Exactly one of covars and (quats, scales) is given. Everything float32 contiguous except
+// Exactly one of covars and (quats, scales) is given; opacities, when given, bound the radii
+// (gsplat's opacity-aware extent, projection_math.h). Everything float32 contiguous except
 // radii (int32), on one device. Culled pairs (a radius 0) write zeros and get no gradient.
 // camera_model: 0 pinhole, 1 ortho, 2 fisheye (CameraModel in projection_math.h).
 #pragma once
@@ -145,14 +146,20 @@ using ProjResult = std::tuple<Tensor, Tensor>;
 //   (`on`: a tensor of the call).
 template <typename Backend>
 ForwardResult forward_op(Tensor means, OptTensor covars, OptTensor quats, OptTensor scales,
-                         Tensor viewmats, Tensor Ks, int64_t width, int64_t height, double eps2d,
-                         double near_plane, double far_plane, double radius_clip,
-                         bool calc_compensations, int64_t camera_model) {
+                         OptTensor opacities, Tensor viewmats, Tensor Ks, int64_t width,
+                         int64_t height, double eps2d, double near_plane, double far_plane,
+                         double radius_clip, bool calc_compensations, int64_t camera_model) {
   const char* op = Backend::forward_name;
   const SceneSize n = check_scene(means, covars, quats, scales, viewmats, Ks, width, height,
                                   camera_model, op);
   check_backend<Backend>(means, op);
   const int64_t B = n.B, C = n.C, N = n.N;
+  if (opacities.has_value()) {
+    check_float_tensor(*opacities, means, 2, op, "opacities (B, N)");
+    STD_TORCH_CHECK(opacities->size(0) == B && opacities->size(1) == N, op,
+                    ": opacities must have shape (", B, ", ", N, "), got (", opacities->size(0),
+                    ", ", opacities->size(1), ")");
+  }
   Tensor radii =
       torch::stable::new_empty(means, {B, C, N, 2}, torch::headeronly::ScalarType::Int);
   Tensor means2d = torch::stable::new_empty(means, {B, C, N, 2});
@@ -163,7 +170,8 @@ ForwardResult forward_op(Tensor means, OptTensor covars, OptTensor quats, OptTen
   ForwardArgs args{
       make_scene(means, covars, quats, scales, viewmats, Ks, n, width, height, camera_model),
       {static_cast<float>(eps2d), static_cast<float>(near_plane), static_cast<float>(far_plane),
-       static_cast<float>(radius_clip)},
+       static_cast<float>(radius_clip), calc_compensations},
+      opacities.has_value() ? opacities->const_data_ptr<float>() : nullptr,
       radii.mutable_data_ptr<int32_t>(),
       means2d.mutable_data_ptr<float>(),
       depths.mutable_data_ptr<float>(),

@@ -47,6 +47,7 @@ PREBUILD_HD int64_t gaussian_row(const Scene& s, int64_t idx) {
 struct ForwardArgs {
   Scene scene;
   ProjectParams params;
+  const float* opacities; // [B, N] or null: the opacity-aware extent (project_gaussian)
   int32_t* radii;         // [B, C, N, 2]
   float* means2d;         // [B, C, N, 2]
   float* depths;          // [B, C, N]
@@ -85,7 +86,8 @@ PREBUILD_HD void forward_element(const ForwardArgs& a, int64_t idx) {
   const int64_t g = gaussian_row(s, idx);
   const Projected p = project_gaussian(scene_camera(s, camera_row(s, idx)), s.camera_model,
                                        a.params, s.means + g * 3, row_or_null(s.covars, g, 6),
-                                       row_or_null(s.quats, g, 4), row_or_null(s.scales, g, 3));
+                                       row_or_null(s.quats, g, 4), row_or_null(s.scales, g, 3),
+                                       row_or_null(a.opacities, g, 1));
   a.radii[idx * 2] = p.radius_x;
   a.radii[idx * 2 + 1] = p.radius_y;
   a.means2d[idx * 2] = p.mean2d_x;

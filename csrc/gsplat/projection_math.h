@@ -16,9 +16,11 @@
 //   S2 = J Sc J^T + eps2d I               2D covariance (with the anti-aliasing blur)
 //   conic = S2^-1 as (a, b, c)
 //   compensation = sqrt(max(0, det(S2 - eps2d I) / det(S2)))
-//   radius = ceil(3.33 sqrt(S2_00)), ceil(3.33 sqrt(S2_11))   (per axis)
-// A Gaussian is culled (radii 0, 0) when z < near or z > far, det(S2) <= 0, both radii
-// <= radius_clip, or its box [mean2d -/+ radius] misses the image.
+//   radius = ceil(e sqrt(S2_00)), ceil(e sqrt(S2_11))   (per axis), the extent e = 3.33, or
+//            with an opacity o: min(3.33, sqrt(2 ln(o / (1/255)))), where o exp(-e^2 / 2)
+//            falls to 1/255 (o times the compensation when compensations are computed)
+// A Gaussian is culled (radii 0, 0) when z < near or z > far, det(S2) <= 0, o < 1/255, both
+// radii <= radius_clip (or 0), or its box [mean2d -/+ radius] misses the image.
 //
 // The backward functions are the vector-Jacobian products of the same chain, in the same
 // order, with gsplat's conventions: d conic_b counts once (the off-diagonal entries of the
@@ -38,7 +40,8 @@ namespace prebuild {
 namespace gsplat {
 namespace projection {
 
-constexpr float kExtend = 3.33f;          // radius = ceil(3.33 sigma), as gsplat without opacities
+constexpr float kExtend = 3.33f;          // radius = ceil(3.33 sigma) at most, as gsplat's
+constexpr float kAlphaThreshold = 1.f / 255.f;  // gsplat's: smaller alphas are skipped
 constexpr float kFovMargin = 0.3f;        // the Jacobian clamp widens the frustum by 30% of tan
 constexpr float kCompensationEps = 1e-6f; // gsplat's add_blur_vjp denominator guard
 // Largest float below 2^31: radii saturate there, as CUDA's float-to-int conversion does
@@ -269,7 +272,16 @@ struct Projected {
 
 struct ProjectParams {
   float eps2d, near_plane, far_plane, radius_clip;
+  bool calc_compensations;  // the rasterizer will scale the opacity by the compensation
 };
+
+// gsplat's opacity-aware extent in sigmas (arXiv 2402.00525, B.2): beyond it the Gaussian's
+// alpha, opacity exp(-extent^2 / 2), is below 1/255 and skipped anyway, so the box can stop
+// there; at most 3.33. logf, not gsplat's __logf: the CPU and simt backends then agree bit
+// for bit and CUDA runs the same source (as expf in the rasterizer).
+PREBUILD_HD float opacity_extent(float opacity) {
+  return fminf(kExtend, sqrtf(2.f * logf(opacity / kAlphaThreshold)));
+}
 
 PREBUILD_HD Projected culled() {
   return {0, 0, 0.f, 0.f, 0.f, {0.f, 0.f, 0.f}, 0.f};
@@ -286,11 +298,12 @@ PREBUILD_HD Mat3 covariance_to_camera(const Camera& cam, const Mat3& S) {
 }
 
 // Projects the Gaussian with world mean `mean` and covariance `covar` (packed, may be null:
-// then from `quat`, `scale`) into `cam`, a `camera_model` camera.
+// then from `quat`, `scale`) into `cam`, a `camera_model` camera. `opacity` (may be null:
+// the fixed 3.33 sigma extent) bounds the box as gsplat's does when given opacities.
 PREBUILD_HD Projected project_gaussian(const Camera& cam, int camera_model,
                                        const ProjectParams& prm,
                                        const float* mean, const float* covar, const float* quat,
-                                       const float* scale) {
+                                       const float* scale, const float* opacity) {
   const Vec3 pc = to_camera(cam, mean);
   // Written as !(inside) so that a NaN depth or image position is culled too.
   if (!(pc.z >= prm.near_plane && pc.z <= prm.far_plane)) return culled();
@@ -304,9 +317,18 @@ PREBUILD_HD Projected project_gaussian(const Camera& cam, int camera_model,
   const float det = det2(cov);
   if (!(det > 0.f)) return culled();
 
-  const float rx = ceilf(kExtend * sqrtf(cov.a));
-  const float ry = ceilf(kExtend * sqrtf(cov.c));
-  if (rx <= prm.radius_clip && ry <= prm.radius_clip) return culled();
+  const float compensation = sqrtf(fmaxf(0.f, det_orig / det));
+  float extend = kExtend;
+  if (opacity != nullptr) {
+    const float o = prm.calc_compensations ? *opacity * compensation : *opacity;
+    if (o < kAlphaThreshold) return culled();
+    extend = opacity_extent(o);  // a NaN opacity gives 3.33 (fminf), as gsplat's min
+  }
+  const float rx = ceilf(extend * sqrtf(cov.a));
+  const float ry = ceilf(extend * sqrtf(cov.c));
+  // Radii 0 (a zero extent: o exactly 1/255) are culled even where a negative radius_clip
+  // would keep them, so that a pair is visible exactly when its radii are positive.
+  if ((rx <= prm.radius_clip && ry <= prm.radius_clip) || rx == 0.f) return culled();
 
   const float mx = img.mean2d[0], my = img.mean2d[1];
   if (!(mx + rx > 0.f && mx - rx < cam.width && my + ry > 0.f && my - ry < cam.height)) {
@@ -321,7 +343,7 @@ PREBUILD_HD Projected project_gaussian(const Camera& cam, int camera_model,
   out.mean2d_y = my;
   out.depth = pc.z;
   out.conic = {cov.c * inv_det, -cov.b * inv_det, cov.a * inv_det};
-  out.compensation = sqrtf(fmaxf(0.f, det_orig / det));
+  out.compensation = compensation;
   return out;
 }
 

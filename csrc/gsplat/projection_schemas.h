@@ -10,9 +10,9 @@ template <typename Library>
 void define_projection_ops(Library& m) {
   m.def(
       "fully_fused_projection_forward(Tensor means, Tensor? covars, Tensor? quats, "
-      "Tensor? scales, Tensor viewmats, Tensor Ks, int width, int height, float eps2d, "
-      "float near_plane, float far_plane, float radius_clip, bool calc_compensations, "
-      "int camera_model) -> "
+      "Tensor? scales, Tensor? opacities, Tensor viewmats, Tensor Ks, int width, int height, "
+      "float eps2d, float near_plane, float far_plane, float radius_clip, "
+      "bool calc_compensations, int camera_model) -> "
       "(Tensor means2d, Tensor depths, Tensor conics, Tensor compensations, Tensor radii)");
   m.def(
       "fully_fused_projection_backward(Tensor means, Tensor? covars, Tensor? quats, "

@@ -135,16 +135,18 @@ def ssim_images(shape, seed=0) -> dict:
     return {"img1": img1, "img2": img2}
 
 
-def projection_inputs(path="quats", C=3, N=60, seed=3, batch=()) -> dict:
+def projection_inputs(path="quats", C=3, N=60, seed=3, batch=(), opacities=False) -> dict:
     """Inputs of fully_fused_projection: the Gaussians either by quats and scales or by
     covars (the other None), with batch dimensions ``batch`` (each its own Gaussians). The
-    last 6 are 20 times farther out: behind some cameras, outside the others' images."""
+    last 6 are 20 times farther out: behind some cameras, outside the others' images. With
+    ``opacities``, opacities too: squares of uniform ones (many small), every fifth below
+    1/255."""
     B = math.prod(batch)
     parts = [gaussians(N, seed + b) for b in range(B)]
     means, quats, scales, covars = (torch.stack(ts).reshape(*batch, N, -1) for ts in zip(*parts))
     means[..., -6:, :] *= 20.0
     viewmats, Ks = cameras(C)
-    return {
+    inputs = {
         "means": means,
         "quats": quats if path == "quats" else None,
         "scales": scales if path == "quats" else None,
@@ -152,10 +154,16 @@ def projection_inputs(path="quats", C=3, N=60, seed=3, batch=()) -> dict:
         "viewmats": viewmats.expand(*batch, C, 4, 4).contiguous(),
         "Ks": Ks.expand(*batch, C, 3, 3).contiguous(),
     }
+    if opacities:
+        gen = torch.Generator().manual_seed(seed + 100)
+        o = torch.rand(*batch, N, generator=gen) ** 2
+        o[..., ::5] = 0.9 / 255
+        inputs["opacities"] = o
+    return inputs
 
 
 def project(packed=False, calc_compensations=False, camera_model="pinhole"):
-    def call(means, quats, scales, covars, viewmats, Ks):
+    def call(means, quats, scales, covars, viewmats, Ks, opacities=None):
         return prebuild.fully_fused_projection(
             means,
             covars,
@@ -168,6 +176,7 @@ def project(packed=False, calc_compensations=False, camera_model="pinhole"):
             packed=packed,
             calc_compensations=calc_compensations,
             camera_model=camera_model,
+            opacities=opacities,
         )
 
     return call
@@ -678,6 +687,34 @@ def test_fully_fused_projection_batch_dimensions_match_cpu(device, packed):
     assert_same(
         run(call, inputs, names, device), run(call, inputs, names), "projection", "projection_grad"
     )
+
+
+@pytest.mark.parametrize("camera_model", CAMERA_MODELS)
+@pytest.mark.parametrize("calc_compensations", [False, True], ids=["", "compensations"])
+@pytest.mark.parametrize("packed", [False, True], ids=["dense", "packed"])
+def test_fully_fused_projection_with_opacities_matches_cpu(
+    device, camera_model, calc_compensations, packed
+):
+    """gsplat's opacity-aware radii (opacities given): CUDA's radii equal the CPU kernel's,
+    with batch dimensions, and are tighter than without opacities."""
+    inputs = projection_inputs("quats", seed=5, batch=(2,), opacities=True)
+    call = project(packed, calc_compensations, camera_model)
+    names = projection_grad_names("quats")
+    want = run(call, inputs, names)
+    got = run(call, inputs, names, device)
+    outputs = (("batch_ids", "camera_ids", "gaussian_ids") if packed else ()) + (
+        "radii",
+        "means2d",
+        "depths",
+        "conics",
+        "compensations",
+    )
+    grads = "fisheye_grad" if camera_model == "fisheye" else "projection_grad"
+    assert_same(got, want, "projection", grads, outputs)
+    plain = run(call, {k: v for k, v in inputs.items() if k != "opacities"})
+    radii, wide = want.outputs[3 if packed else 0], plain.outputs[3 if packed else 0]
+    assert 0 < len(radii) < len(wide) if packed else (radii <= wide).all()
+    assert radii.sum() < wide.sum()
 
 
 @pytest.mark.parametrize("camera_model", CAMERA_MODELS)

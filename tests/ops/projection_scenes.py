@@ -133,6 +133,65 @@ def oracle(
     )
 
 
+# gsplat's ALPHA_THRESHOLD, 1.f / 255.f, as a float32 value.
+ALPHA_THRESHOLD = float(torch.tensor(1 / 255, dtype=torch.float32))
+
+
+def gsplat_radii(
+    means,
+    covars,
+    quats,
+    scales,
+    viewmats,
+    Ks,
+    width,
+    height,
+    opacities=None,
+    eps2d=0.3,
+    near_plane=0.01,
+    far_plane=1e10,
+    radius_clip=0.0,
+    calc_compensations=False,
+    camera_model="pinhole",
+):
+    """gsplat 1.5.3's radii [..., C, N, 2] as its CUDA kernel computes them
+    (ProjectionEWA3DGSFused.cu), in the inputs' dtype: the oracle's 2D covariances, then the
+    kernel's rules, which the oracle leaves out: the extent min(3.33, sqrt(2 ln(o / (1/255))))
+    with opacities o [..., N] (times the compensation with calc_compensations; o < 1/255
+    culls; a NaN o gives 3.33, as CUDA's fminf), radius_clip, and near/far inclusive."""
+    from gsplat_oracle import torch_impl
+
+    if covars is not None:
+        full = covar_matrix(covars.reshape(-1, 6)).reshape(*covars.shape[:-1], 3, 3)
+    else:
+        full, _ = torch_impl._quat_scale_to_covar_preci(quats, scales, True, False, False)
+    means_c, covars_c = torch_impl._world_to_cam(means, full, viewmats)
+    project = {
+        "pinhole": torch_impl._persp_proj,
+        "ortho": torch_impl._ortho_proj,
+        "fisheye": torch_impl._fisheye_proj,
+    }[camera_model]
+    means2d, cov2d = project(means_c, covars_c, Ks, width, height)
+    b = cov2d[..., 0, 1] * cov2d[..., 1, 0]
+    det_orig = cov2d[..., 0, 0] * cov2d[..., 1, 1] - b
+    a, c = cov2d[..., 0, 0] + eps2d, cov2d[..., 1, 1] + eps2d
+    det = a * c - b
+    z = means_c[..., 2]
+    keep = (z >= near_plane) & (z <= far_plane) & (det > 0)
+    extend = torch.full_like(z, 3.33)
+    if opacities is not None:
+        o = opacities[..., None, :].expand_as(z)
+        if calc_compensations:
+            o = o * torch.sqrt(torch.clamp(det_orig / det, min=0.0))
+        keep &= ~(o < ALPHA_THRESHOLD)
+        extend = torch.fmin(extend, torch.sqrt(2 * torch.log(o / ALPHA_THRESHOLD)))
+    rx, ry = torch.ceil(extend * torch.sqrt(a)), torch.ceil(extend * torch.sqrt(c))
+    keep &= (rx > radius_clip) | (ry > radius_clip)
+    x, y = means2d[..., 0], means2d[..., 1]
+    keep &= (x + rx > 0) & (x - rx < width) & (y + ry > 0) & (y - ry < height)
+    return torch.where(keep[..., None], torch.stack([rx, ry], dim=-1), 0).int()
+
+
 RTOL = 1e-4
 
 

@@ -16,12 +16,14 @@ import torch
 from compiled import assert_compiled_matches_eager
 from gsplat_oracle import torch_impl
 from projection_scenes import (
+    ALPHA_THRESHOLD,
     HEIGHT,
     RTOL,
     WIDTH,
     assert_matches_oracle,
     cameras,
     gaussians,
+    gsplat_radii,
     identity_camera,
     oracle,
     proj_scene,
@@ -65,11 +67,12 @@ def forward(
     radius_clip=0.0,
     comp=False,
     camera_model=0,
+    opacities=None,
 ):
     """The forward op's outputs for one batch in gsplat's order (radii first; the op returns it
     last), without the batch dimension."""
     *floats, radii = backend.fully_fused_projection_forward(
-        *batched(means, covars, quats, scales, viewmats, Ks),
+        *batched(means, covars, quats, scales, opacities, viewmats, Ks),
         width,
         height,
         eps2d,
@@ -398,6 +401,116 @@ def test_simt_backward_equals_cpu():
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
+# ------------------------------------------------------------ 2b. opacity-aware radii
+
+
+def opacities_for(N, seed):
+    """Opacities over the whole range: every tenth below 1/255 (culled), the rest in (0, 1)
+    squared (many small ones, whose extent is well below 3.33)."""
+    gen = torch.Generator().manual_seed(seed)
+    o = torch.rand(N, generator=gen) ** 2
+    o[::10] = ALPHA_THRESHOLD * torch.rand(len(o[::10]), generator=gen)
+    return o
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("path", ["quats", "covars"])
+@pytest.mark.parametrize("calc_compensations", [True, False])
+@pytest.mark.parametrize("camera_model", [0, 1, 2], ids=["pinhole", "ortho", "fisheye"])
+def test_opacities_give_gsplats_radii(backend, path, calc_compensations, camera_model):
+    """With opacities the radii are gsplat's CUDA kernel's (gsplat_radii, written from its
+    code: the oracle has no opacities): tighter than without, and pairs whose opacity (times
+    the compensation) is below 1/255 culled; the other outputs of the pairs still visible
+    are unchanged."""
+    C, N = sizes(backend)
+    viewmats, Ks = cameras(C)
+    means, quats, scales, covars = gaussians(N, seed=1)
+    opacities = opacities_for(N, seed=2)
+    cov, q, s = path_args(path, quats, scales, covars)
+    kw = dict(comp=calc_compensations, camera_model=camera_model)
+    out = forward(backend, means, cov, q, s, viewmats, Ks, opacities=opacities, **kw)
+    plain = forward(backend, means, cov, q, s, viewmats, Ks, **kw)
+    model = ("pinhole", "ortho", "fisheye")[camera_model]
+    args64 = (means.double(), f64(cov), f64(q), f64(s), viewmats.double(), Ks.double())
+    common = dict(calc_compensations=calc_compensations, camera_model=model)
+    ref = oracle(*args64, WIDTH, HEIGHT, **common)
+    # The reference without opacities is the oracle's radii.
+    assert torch.equal(gsplat_radii(*args64, WIDTH, HEIGHT, **common), ref[0])
+    want = gsplat_radii(*args64, WIDTH, HEIGHT, opacities.double(), **common)
+    visible = assert_matches_oracle(out, (want, *ref[1:]), calc_compensations)
+    was = (plain[0] > 0).all(-1)
+    assert visible.any() and (was & ~visible).any() and not (visible & ~was).any()
+    assert (out[0] <= plain[0]).all() and (out[0][visible] < plain[0][visible]).any()
+    for a, b in zip(out[1:], plain[1:]):
+        if a.numel():
+            assert torch.equal(a[visible], b[visible])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_opacity_edge_cases(backend):
+    """gsplat's rules value by value: exactly 1/255 has a zero extent (culled, even where a
+    negative radius_clip keeps zero radii in gsplat), below it culled, just above it a
+    radius of 1, NaN the fixed 3.33, 1 the extent sqrt(2 ln 255) = 3.329; with compensations
+    the opacity times the compensation decides."""
+    viewmats, Ks = identity_camera()
+    thr = torch.tensor(ALPHA_THRESHOLD)
+    values = [thr, torch.nextafter(thr, torch.tensor(0.0)), thr * 1.001, float("nan"), 1.0, 0.5]
+    opacities = torch.tensor([float(v) for v in values])
+    n = len(values)
+    means = torch.tensor([[0.1, -0.05, 3.0]]).repeat(n, 1)
+    quats = torch.tensor([[1.0, 0.2, -0.1, 0.3]]).repeat(n, 1)
+    scales = torch.tensor([[0.3, 0.2, 0.4]]).repeat(n, 1)
+    plain = forward(backend, means, None, quats, scales, viewmats, Ks)[0][0]
+    # float32, as gsplat's kernel: o / (1/255) rounds as it does there.
+    want = gsplat_radii(means, None, quats, scales, viewmats, Ks, WIDTH, HEIGHT, opacities)[0]
+    for clip in (0.0, -1.0):
+        out = forward(
+            backend, means, None, quats, scales, viewmats, Ks, radius_clip=clip, opacities=opacities
+        )
+        radii = out[0][0]
+        assert torch.equal(radii, want)  # gsplat's radii, whatever the clip
+        assert radii[:2].tolist() == [[0, 0], [0, 0]]
+        assert radii[2].tolist() == [1, 1]
+        assert torch.equal(radii[3], plain[3]) and (plain[3] > 1).all()
+        assert (radii[4] <= plain[4]).all() and (radii[5] < plain[5]).all()
+        for t in out[1:4]:  # culled pairs: zeros in every output
+            assert (t[0, :2] == 0).all()
+
+    # A tiny Gaussian: its compensation (~1e-3) times 0.5 is below 1/255.
+    tiny = torch.tensor([[0.001, 0.001, 0.001]])
+    one = (means[:1], None, quats[:1], tiny, viewmats, Ks)
+    half = torch.tensor([0.5])
+    assert (forward(backend, *one, opacities=half)[0] > 0).all()
+    assert (forward(backend, *one, comp=True, opacities=half)[0] == 0).all()
+
+
+@pytest.mark.simt
+@pytest.mark.parametrize("calc_compensations", [True, False])
+def test_simt_forward_with_opacities_equals_cpu(calc_compensations):
+    """The CUDA block bodies give the CPU kernel's bits with opacities too."""
+    C, N = sizes(simt)
+    viewmats, Ks = cameras(C)
+    means, quats, scales, _ = gaussians(N, seed=4)
+    opacities = opacities_for(N, seed=5)
+    args = (means, None, quats, scales, viewmats, Ks)
+    cpu = forward(CPU, *args, comp=calc_compensations, opacities=opacities)
+    sim = forward(simt, *args, comp=calc_compensations, opacities=opacities)
+    assert (cpu[0] > 0).any()
+    for a, b in zip(cpu, sim):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_raw_op_refuses_bad_opacities(backend):
+    viewmats, Ks = cameras(2)
+    means, quats, scales, _ = gaussians(6)
+    args = (means, None, quats, scales, viewmats, Ks)
+    with pytest.raises(RuntimeError, match=r"opacities must have shape \(1, 6\), got \(1, 5\)"):
+        forward(backend, *args, opacities=torch.ones(5))
+    with pytest.raises(RuntimeError, match=r"opacities \(B, N\) must be float32"):
+        forward(backend, *args, opacities=torch.ones(6, dtype=torch.float64))
+
+
 # ----------------------------------------------------------- 3. the public function
 
 
@@ -513,12 +626,27 @@ OPCHECK_CASES = pytest.mark.parametrize(
 
 
 @OPCHECK_CASES
-def test_opcheck_forward(path, calc_compensations, camera_model):
+@pytest.mark.parametrize("with_opacities", [False, True], ids=["", "opacities"])
+def test_opcheck_forward(path, calc_compensations, camera_model, with_opacities):
     scene = _small_scene(path)
     for t in scene[:5]:
         if t is not None:
             t.requires_grad_(True)
-    args = (*scene, WIDTH, HEIGHT, 0.3, 0.01, 1e10, 0.0, calc_compensations, camera_model)
+    gen = torch.Generator().manual_seed(14)
+    opacities = torch.rand(2, 12, generator=gen).requires_grad_(True) if with_opacities else None
+    args = (
+        *scene[:4],
+        opacities,
+        *scene[4:],
+        WIDTH,
+        HEIGHT,
+        0.3,
+        0.01,
+        1e10,
+        0.0,
+        calc_compensations,
+        camera_model,
+    )
     torch.library.opcheck(CPU.fully_fused_projection_forward.default, args)
 
 
@@ -526,7 +654,17 @@ def test_opcheck_forward(path, calc_compensations, camera_model):
 def test_opcheck_backward(path, calc_compensations, camera_model):
     scene = _small_scene(path)
     *floats, radii = CPU.fully_fused_projection_forward(
-        *scene, WIDTH, HEIGHT, 0.3, 0.01, 1e10, 0.0, calc_compensations, camera_model
+        *scene[:4],
+        None,
+        *scene[4:],
+        WIDTH,
+        HEIGHT,
+        0.3,
+        0.01,
+        1e10,
+        0.0,
+        calc_compensations,
+        camera_model,
     )
     v = [torch.randn_like(t) for t in floats]
     for viewmats_grad in (True, False):
@@ -647,7 +785,9 @@ def _nan_camera(name, camera):
         ({"packed": 1}, TypeError, "packed must be a bool"),
         ({"camera_model": "ftheta"}, NotImplementedError, "ftheta"),
         ({"camera_model": "pinhol"}, ValueError, "camera_model must be one of"),
-        ({"opacities": torch.ones(6)}, NotImplementedError, "opacities"),
+        ({"opacities": torch.ones(5)}, ValueError, r"opacities must have shape \(6,\)"),
+        ({"opacities": torch.ones(6, dtype=torch.int64)}, TypeError, "opacities has dtype"),
+        ({"opacities": torch.ones(6, device="meta")}, ValueError, "same device"),
         ({"means": torch.zeros(6, 3, device="meta")}, ValueError, "same device"),
     ],
 )

@@ -14,12 +14,14 @@ import torch
 from compiled import assert_compiled_matches_eager
 from gsplat_oracle import torch_impl
 from projection_scenes import (
+    ALPHA_THRESHOLD,
     HEIGHT,
     RTOL,
     WIDTH,
     cameras,
     covar_matrix,
     gaussians,
+    gsplat_radii,
     proj_scene,
 )
 
@@ -89,7 +91,7 @@ def test_models_match_the_oracle_values_and_gradients(backend, camera_model, pat
     gaussian = (covars, None, None) if path == "covars" else (None, quats, scales)
     model = CAMERA_MODELS.index(camera_model)
     *floats, radii = backend.fully_fused_projection_forward(
-        means, *gaussian, viewmats, Ks, WIDTH, HEIGHT, 0.3, 0.01, 1e10, 0.0, True, model
+        means, *gaussian, None, viewmats, Ks, WIDTH, HEIGHT, 0.3, 0.01, 1e10, 0.0, True, model
     )
     assert radii.shape == (B, C, N, 2) and floats[0].shape == (B, C, N, 2)
 
@@ -143,7 +145,21 @@ def test_viewmat_sums_agree_when_blocks_span_cameras_or_not():
     for N in (300, 40):
         means, quats, scales, _, viewmats, Ks = batch_scene(1, 3, N, seed=5)
         *floats, radii = CPU.fully_fused_projection_forward(
-            means, None, quats, scales, viewmats, Ks, WIDTH, HEIGHT, 0.3, 0.01, 1e10, 0.0, True, 0
+            means,
+            None,
+            quats,
+            scales,
+            None,
+            viewmats,
+            Ks,
+            WIDTH,
+            HEIGHT,
+            0.3,
+            0.01,
+            1e10,
+            0.0,
+            True,
+            0,
         )
         v = [torch.randn_like(t) for t in floats]
         args = (
@@ -275,6 +291,88 @@ def test_packed_is_the_dense_visible_pairs(batch):
     sum(((p * g).sum() for p, g in zip(dense[1:], dense_v))).backward()
     for name, a, b in zip(("means", "quats", "scales", "viewmats"), packed_leaves, dense_leaves):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-6, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("batch", [(2,), (1, 2)])
+def test_opacities_with_batch_dimensions_packed_and_gradients(batch):
+    """Each batch's opacities bound its own radii (gsplat's rule, gsplat_radii), in dense and
+    packed mode alike (gsplat's packed kernel reads the first batch's for every batch);
+    opacities get no gradient, and the others are the oracle's over the visible pairs."""
+    B, C, N = math.prod(batch), 3, 80
+    means, quats, scales, _, viewmats, Ks = batch_scene(B, C, N, seed=11)
+    gen = torch.Generator().manual_seed(12)
+    opacities = torch.rand(B, N, generator=gen) ** 2
+    opacities[:, ::7] = ALPHA_THRESHOLD * torch.rand(B, len(range(0, N, 7)), generator=gen)
+    flat = [t.reshape(*batch, *t.shape[1:]) for t in (means, quats, scales, opacities)]
+    V, K = (t.reshape(*batch, *t.shape[1:]) for t in (viewmats, Ks))
+    leaves = [t.clone().requires_grad_(True) for t in flat]
+    m, q, s, o = leaves
+    dense = fully_fused_projection(
+        m, None, q, s, V, K, WIDTH, HEIGHT, calc_compensations=True, opacities=o
+    )
+    assert dense[0].shape == (*batch, C, N, 2)
+    want = gsplat_radii(
+        means.double(),
+        None,
+        quats.double(),
+        scales.double(),
+        viewmats.double(),
+        Ks.double(),
+        WIDTH,
+        HEIGHT,
+        opacities.double(),
+        calc_compensations=True,
+    )
+    assert torch.equal(dense[0].reshape(B, C, N, 2), want)
+    for b in range(B):  # one call per batch, its own opacities
+        one = fully_fused_projection(
+            means[b],
+            None,
+            quats[b],
+            scales[b],
+            viewmats[b],
+            Ks[b],
+            WIDTH,
+            HEIGHT,
+            calc_compensations=True,
+            opacities=opacities[b],
+        )
+        for a, e in zip(dense, one):
+            assert torch.equal(a.reshape(B, *e.shape)[b], e)
+    packed = fully_fused_projection(
+        flat[0],
+        None,
+        flat[1],
+        flat[2],
+        V,
+        K,
+        WIDTH,
+        HEIGHT,
+        calc_compensations=True,
+        packed=True,
+        opacities=flat[3],
+    )
+    batch_ids, camera_ids, gaussian_ids = packed[:3]
+    visible = (want > 0).all(-1)
+    assert len(gaussian_ids) == int(visible.sum()) > 0
+    for d, p in zip(dense, packed[3:]):
+        assert torch.equal(
+            d.reshape(B, C, N, *d.shape[len(batch) + 2 :])[batch_ids, camera_ids, gaussian_ids], p
+        )
+
+    gen = torch.Generator().manual_seed(13)
+    v = [torch.randn(t.shape, generator=gen) for t in dense[1:]]
+    sum((t * g).sum() for t, g in zip(dense[1:], v)).backward()
+    assert o.grad is None
+    ref_leaves = [t.detach().double().requires_grad_(True) for t in (means, quats, scales)]
+    ref = oracle(ref_leaves[0], None, *ref_leaves[1:], viewmats.double(), Ks.double(), "pinhole")
+    loss = sum(
+        (r[visible] * g.reshape(r.shape)[visible].double()).sum() for r, g in zip(ref[1:], v)
+    )
+    for name, leaf, w in zip(
+        ("means", "quats", "scales"), leaves, torch.autograd.grad(loss, ref_leaves)
+    ):
+        close(leaf.grad.reshape(w.shape), w, name)
 
 
 def test_sparse_grad_gives_sparse_rows_equal_to_the_dense_gradient():

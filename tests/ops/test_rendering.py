@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from gsplat_oracle import torch_impl
-from projection_scenes import cameras, gaussians, oracle
+from projection_scenes import ALPHA_THRESHOLD, cameras, gaussians, gsplat_radii, oracle
 from raster_reference import rasterize_reference
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -42,24 +42,38 @@ def scene(C=2, N=80, D=3, seed=0):
     )
 
 
-def reference_render(s, dtype=torch.float64, antialiased=False):
-    """The chain from the references; discrete decisions (radii, tiles) from float32."""
+def reference_tiles(s, antialiased=False, opacity_radii=True):
+    """The references' discrete decisions, in float32: (radii, isect_ids, flatten_ids,
+    isect_offsets). The radii are gsplat's (gsplat_radii: bounded by the opacities, as
+    gsplat's rasterization passes them), or with ``opacity_radii=False`` the fixed 3.33 sigma
+    ones of its plain-PyTorch oracle."""
     with torch.no_grad():
-        radii, means2d32, depths32, _, _ = oracle(
-            s["means"].float(),
+        inputs = [s[k].float() for k in ("means", "quats", "scales", "viewmats", "Ks")]
+        means, quats, scales, viewmats, Ks = inputs
+        _, means2d32, depths32, _, _ = oracle(means, None, quats, scales, viewmats, Ks, W, H)
+        radii = gsplat_radii(
+            means,
             None,
-            s["quats"].float(),
-            s["scales"].float(),
-            s["viewmats"].float(),
-            s["Ks"].float(),
+            quats,
+            scales,
+            viewmats,
+            Ks,
             W,
             H,
+            s["opacities"].float() if opacity_radii else None,
+            calc_compensations=antialiased,
         )
         tw, th = math.ceil(W / TILE), math.ceil(H / TILE)
         _, isect_ids, flatten_ids = torch_impl._isect_tiles(
             means2d32, radii, depths32, TILE, tw, th
         )
         offsets = torch_impl._isect_offset_encode(isect_ids, len(s["viewmats"]), tw, th)
+    return radii, isect_ids, flatten_ids, offsets
+
+
+def reference_render(s, dtype=torch.float64, antialiased=False, opacity_radii=True):
+    """The chain from the references; discrete decisions (radii, tiles) from float32."""
+    _, _, flatten_ids, offsets = reference_tiles(s, antialiased, opacity_radii)
     _, means2d, _, conics, comp = oracle(
         s["means"].to(dtype),
         None,
@@ -133,6 +147,48 @@ def test_values_and_gradients_match_the_reference_chain(mode):
     for name, got, want in zip(leaves, grads, ref_grads):
         scale = max(1.0, want.abs().max().item())
         torch.testing.assert_close(got.double(), want, rtol=1e-3, atol=2e-4 * scale, msg=name)
+
+
+@pytest.mark.parametrize("mode", ["classic", "antialiased"])
+@pytest.mark.parametrize("packed", [False, True], ids=["dense", "packed"])
+def test_radii_and_intersections_are_gsplats(mode, packed):
+    """rasterization passes the opacities to the projection, as gsplat 1.5.3's does: its
+    radii and tile intersections are gsplat's (the references' with gsplat_radii), fewer
+    than with the fixed 3.33 sigma extent, and the images those of the 3.33 sigma chain
+    (the pixels the tighter boxes leave out had alpha below 1/255)."""
+    s = scene()
+    s["opacities"][::9] = ALPHA_THRESHOLD / 2  # culled by their opacity alone
+    antialiased = mode == "antialiased"
+    colors, alphas, meta = render(s, rasterize_mode=mode, packed=packed)
+    radii, isect_ids, flatten_ids, _ = reference_tiles(s, antialiased)
+    wide_radii, wide_ids, _, _ = reference_tiles(s, antialiased, opacity_radii=False)
+    visible = (radii > 0).all(-1)
+    if packed:
+        dense = torch.zeros_like(radii)
+        dense[meta["camera_ids"], meta["gaussian_ids"]] = meta["radii"]
+        assert len(meta["gaussian_ids"]) == int(visible.sum())
+    else:
+        dense = meta["radii"]
+        assert torch.equal(meta["tiles_per_gauss"].sum(), torch.tensor(len(isect_ids)))
+    assert torch.equal(dense, radii)
+    # The same (image, tile) runs; depths (the low bits, hence the order within a run) may
+    # differ from the oracle's float32 ones in the last bit.
+    assert torch.equal(meta["isect_ids"] >> 32, isect_ids >> 32)
+    # The same (camera, Gaussian) pairs in each tile; packed flatten_ids index the packed
+    # pairs, the reference's the dense ones.
+    flat = meta["flatten_ids"].long()
+    if packed:
+        flat = (meta["camera_ids"] * len(s["means"]) + meta["gaussian_ids"])[flat]
+
+    def pairs(ids, flat):
+        return torch.sort((ids >> 32 << 32) | flat).values
+
+    assert torch.equal(pairs(meta["isect_ids"], flat), pairs(isect_ids, flatten_ids.long()))
+    assert (radii <= wide_radii).all() and (~visible & (wide_radii > 0).all(-1)).any()
+    assert 0 < len(isect_ids) < len(wide_ids)
+    ref_colors, ref_alphas = reference_render(s, antialiased=antialiased, opacity_radii=False)
+    torch.testing.assert_close(colors.double(), ref_colors, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(alphas.double(), ref_alphas, rtol=1e-4, atol=1e-4)
 
 
 def test_depth_render_modes_agree():

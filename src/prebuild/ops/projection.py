@@ -5,8 +5,9 @@ leading batch dimensions, ``packed`` and ``sparse_grad``: one kernel computes, p
 Gaussian) pair, the 3D covariance (from ``covars``, or from ``quats`` and ``scales``), its
 camera-space transform, the camera model's projection and Jacobian (pinhole: with gsplat's
 clamp of x/z, y/z to the frustum widened by 0.3 tan(fov/2) on each side), the 2D covariance
-plus ``eps2d``, its inverse (the conic), the per-axis radius ``ceil(3.33 sqrt(cov2d_ii))``
-and, if asked, the anti-aliasing compensation ``sqrt(max(0, det(cov2d) / det(cov2d + eps2d
+plus ``eps2d``, its inverse (the conic), the per-axis radius ``ceil(e sqrt(cov2d_ii))``
+(e = 3.33, or with ``opacities`` gsplat's opacity-aware ``min(3.33, sqrt(2 ln(255 o)))``) and,
+if asked, the anti-aliasing compensation ``sqrt(max(0, det(cov2d) / det(cov2d + eps2d
 I)))``. The kernels are ``torch.ops.prebuild.fully_fused_projection_forward`` /
 ``_backward`` and ``proj_forward`` / ``_backward`` (csrc/gsplat/projection*); autograd and
 fake kernels are registered here.
@@ -18,8 +19,11 @@ Deliberate differences from gsplat 1.5.3 (all documented on the functions too):
 * No gradient for ``Ks`` (as gsplat); ``viewmats`` get one when they require it (as gsplat).
 * ``packed=True`` computes the dense pairs and then gathers the visible ones: the same
   values, order and gradients as gsplat's packed kernels, but the memory of the dense pass.
-* No ``opacities`` (opacity-aware radii) and no ``"ftheta"`` camera: both raise
-  NotImplementedError.
+* No ``"ftheta"`` camera (NotImplementedError).
+* ``opacities`` with batch dimensions and ``packed=True``: each batch's own opacities bound
+  its radii, as in dense mode (gsplat's packed kernel reads the first batch's for every batch).
+* A pair whose opacity (times its compensation) is exactly 1/255 has a zero extent: culled
+  whatever ``radius_clip`` (gsplat keeps it with radii 0 when ``radius_clip < 0``).
 * float16, bfloat16 and float64 inputs are converted to float32 (the compute type); the
   outputs are float32 and gradients flow back in each input's dtype.
 * Radii saturate at 2^31 - 128 (CUDA's float-to-int conversion saturates too).
@@ -79,7 +83,7 @@ def _check_gaussian(name: str, t: object, batch: tuple[int, ...], N: int, cols: 
         raise shape_error(_NAME, name, f"{(*batch, N, cols)} (like means: [..., N, {cols}])", t)
 
 
-def _check_inputs(means, covars, quats, scales, viewmats, Ks, width, height):
+def _check_inputs(means, covars, quats, scales, opacities, viewmats, Ks, width, height):
     """Validates the arguments; returns (batch dims, C, N)."""
     m = check_float_input(_NAME, "means", means)
     if m.dim() < 2 or m.shape[-1] != 3:
@@ -99,6 +103,11 @@ def _check_inputs(means, covars, quats, scales, viewmats, Ks, width, height):
         _check_gaussian("quats", quats, batch, N, 4)
         _check_gaussian("scales", scales, batch, N, 3)
         tensors.update(quats=quats, scales=scales)
+    if opacities is not None:
+        o = check_float_input(_NAME, "opacities", opacities)
+        if tuple(o.shape) != (*batch, N):
+            raise shape_error(_NAME, "opacities", f"{(*batch, N)} (like means: [..., N])", o)
+        tensors["opacities"] = o
     C = _check_cameras(viewmats, Ks, batch)
     tensors.update(viewmats=viewmats, Ks=Ks)
     _check_devices(tensors)
@@ -189,7 +198,11 @@ def fully_fused_projection(
             covars or quats and scales are sparse COO tensors (one row per visible Gaussian).
         calc_compensations: also return the compensation factors.
         camera_model: "pinhole", "ortho" or "fisheye" (gsplat's equidistant fisheye).
-        opacities: gsplat's opacity-aware radii; not supported (NotImplementedError).
+        opacities: [..., N] opacities, or None. Given, they tighten each pair's radii as
+            gsplat's do: the extent is ``min(3.33, sqrt(2 ln(o / (1/255))))`` sigmas instead
+            of 3.33, where ``o exp(-extent^2 / 2)`` falls to 1/255 (o the opacity, times the
+            compensation when ``calc_compensations``); pairs with o < 1/255 are culled. Not
+            differentiable (the radii are not).
 
     All tensors must be on one device (CPU or CUDA). float32 is the compute type: float16,
     bfloat16 and float64 inputs are converted to float32 and the outputs are float32.
@@ -202,10 +215,11 @@ def fully_fused_projection(
     Returns:
         ``packed=False``: (radii, means2d, depths, conics, compensations): radii
         [..., C, N, 2] int32 per-axis radius in pixels, (0, 0) for culled pairs (behind the
-        near plane, beyond the far plane, det <= 0, below radius_clip, or box outside the
-        image); means2d [..., C, N, 2]; depths [..., C, N] camera z; conics [..., C, N, 3]
-        inverse 2D covariance (a, b, c); compensations [..., C, N] or None. Culled pairs have
-        zeros in all outputs (gsplat leaves means2d, depths and conics uninitialised there).
+        near plane, beyond the far plane, det <= 0, an opacity below 1/255, below
+        radius_clip, or box outside the image); means2d [..., C, N, 2]; depths [..., C, N]
+        camera z; conics [..., C, N, 3] inverse 2D covariance (a, b, c); compensations
+        [..., C, N] or None. Culled pairs have zeros in all outputs (gsplat leaves means2d,
+        depths and conics uninitialised there).
         ``packed=True``: (batch_ids, camera_ids, gaussian_ids, radii, means2d, depths,
         conics, compensations), each with one row per visible pair in (batch, camera,
         Gaussian) order; the ids are int64 (as gsplat's) and batch_ids index the flattened
@@ -238,6 +252,7 @@ def fully_fused_projection(
         covars,
         quats,
         scales,
+        opacities,
         viewmats,
         Ks,
         width,
@@ -279,10 +294,10 @@ def check_projection(
     for the whole chain); returns (batch dims, C, N, the kernels' camera model)."""
     check_bool(_NAME, "packed", packed)
     check_bool(_NAME, "sparse_grad", sparse_grad)
-    if opacities is not None:
-        raise NotImplementedError(f"{_NAME}: opacities (opacity-aware radii) are not supported")
     model = camera_model_index(_NAME, camera_model)
-    batch, C, N = _check_inputs(means, covars, quats, scales, viewmats, Ks, width, height)
+    batch, C, N = _check_inputs(
+        means, covars, quats, scales, opacities, viewmats, Ks, width, height
+    )
     if sparse_grad and not packed:
         raise ValueError(f"{_NAME}: sparse_grad=True needs packed=True (as gsplat)")
     if sparse_grad and batch:
@@ -307,6 +322,7 @@ def project(
     covars,
     quats,
     scales,
+    opacities,
     viewmats,
     Ks,
     width,
@@ -332,6 +348,7 @@ def project(
         _f32(covars, (B, N, 6)),
         _f32(quats, (B, N, 4)),
         _f32(scales, (B, N, 3)),
+        _f32(opacities, (B, N)),
         _f32(viewmats, (B, C, 4, 4)),
         _f32(Ks, (B, C, 3, 3)),
         int(width),
@@ -507,6 +524,7 @@ def _forward_fake(
     covars,
     quats,
     scales,
+    opacities,
     viewmats,
     Ks,
     width,
@@ -519,6 +537,10 @@ def _forward_fake(
     camera_model,
 ):
     B, C, N = _check_scene_fake(_FWD, means, covars, quats, scales, viewmats, Ks)
+    if opacities is not None:
+        torch._check(opacities.shape == (B, N), lambda: f"{_FWD}: opacities must have shape (B, N)")
+        check_same_devices(_FWD, means=means, opacities=opacities)
+        check_float32(_FWD, opacities=opacities)
     torch._check(width > 0 and height > 0, lambda: f"{_FWD}: width and height must be positive")
     _check_camera_model_fake(_FWD, camera_model)
     return (
@@ -613,11 +635,12 @@ def _proj_backward_fake(means, covars, Ks, width, height, camera_model, v_means2
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    means, covars, quats, scales, viewmats, Ks, width, height, eps2d = inputs[:9]
+    # opacities (inputs[4]) only bound the radii: the backward needs nothing of them.
+    means, covars, quats, scales, _opacities, viewmats, Ks, width, height, eps2d = inputs[:10]
     _means2d, _depths, conics, compensations, radii = output
     ctx.save_for_backward(means, covars, quats, scales, viewmats, Ks, radii, conics, compensations)
     ctx.width, ctx.height, ctx.eps2d = width, height, eps2d
-    ctx.calc_compensations, ctx.camera_model = inputs[12], inputs[13]
+    ctx.calc_compensations, ctx.camera_model = inputs[13], inputs[14]
     ctx.mark_non_differentiable(radii)
 
 
@@ -652,14 +675,15 @@ def _backward(ops, ctx, v_means2d, v_depths, v_conics, v_compensations, _v_radii
         grad(v_depths, 0),
         grad(v_conics, 3),
         v_comp,
-        need[4],
+        need[5],
     )
     return (
         v_means if need[0] else None,
         v_covars if need[1] and covars is not None else None,
         v_quats if need[2] and quats is not None else None,
         v_scales if need[3] and scales is not None else None,
-        v_viewmats if need[4] else None,
+        None,  # opacities: the radii they bound are not differentiable (as gsplat)
+        v_viewmats if need[5] else None,
         *([None] * 9),  # Ks (no gradient), then the non-tensor arguments
     )
 

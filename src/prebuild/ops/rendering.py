@@ -119,7 +119,8 @@ def rasterization(
         means: [..., N, 3] centres; ``...`` are batch dimensions shared by every tensor.
             quats [..., N, 4] (wxyz, need not be normalised) and scales [..., N, 3], or
             covars [..., N, 6] (upper triangle of each 3x3 covariance) instead.
-        opacities: [..., N] in [0, 1].
+        opacities: [..., N] in [0, 1]; they also bound each Gaussian's screen-space radii
+            (gsplat's opacity-aware extent: see ``fully_fused_projection``).
         colors: [..., N, D] or [..., C, N, D] colours (any D >= 1), or with ``sh_degree``
             spherical-harmonics coefficients [..., N, K, 3] or [..., C, N, K, 3]; the
             colour is then ``max(SH(view direction) + 0.5, 0)`` as gsplat's.
@@ -221,7 +222,7 @@ def rasterization(
         sparse_grad,
         antialiased,
         camera_model,
-        None,
+        None,  # opacities: checked with the colours (above and in _check_rest)
     )
     B = math.prod(batch)
     n_images = B * C
@@ -238,11 +239,13 @@ def rasterization(
             "are int32)"
         )
 
+    # opacities bound the radii, as gsplat's rasterization passes them (dense and packed).
     radii, means2d, depths, conics, compensations = project(
         means,
         covars,
         quats,
         scales,
+        opacities,
         viewmats,
         Ks,
         width,
