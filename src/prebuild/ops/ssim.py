@@ -178,7 +178,6 @@ class _FusedSSIM(torch.autograd.Function):
     def backward(ctx, grad):
         x, y, dS, grad1, grad2 = ctx.saved_tensors
         wants = ctx.needs_input_grad[:2]
-        ops = _ops(ctx.ns)
         h, w = x.shape[2:]
         crop = 2 * _CROP if ctx.valid else 0
         scale = grad / (x.shape[0] * x.shape[1] * (h - crop) * (w - crop))  # the mean's
@@ -193,21 +192,14 @@ class _FusedSSIM(torch.autograd.Function):
                 None,
                 None,
             )
+        ops = _ops(ctx.ns)
         if ctx.valid:  # dL/dmap: the scale inside the crop, zero on the border
             grad_map = x.new_zeros(x.shape)
             grad_map[:, :, _CROP:-_CROP, _CROP:-_CROP] = scale
         else:  # one value at every pixel, read in place by the kernels
             grad_map = scale.expand(x.shape)
-        if (
-            dS is None
-            or (dS.numel() == 0 and x.device.type != "cpu")
-            or (wants[1] and dS.shape[0] == 3)
-        ):
-            # No dS stored (the CPU backward recomputes the derivatives on the fly; the CUDA
-            # one needs them stored), or only img1's maps and img2 wants a gradient.
-            _, dS = ops.fused_ssim_forward(x, y, x.device.type != "cpu", True)
-        g1, g2 = ops.fused_ssim_backward(grad_map, x, y, dS, wants[1])
-        return g1 if wants[0] else None, g2 if wants[1] else None, None, None, None
+        no_dS = x.new_empty((0,))  # the forward_backward path stored none
+        return (*_image_grads(ops, ctx, grad_map, x, y, no_dS if dS is None else dS), None, None)
 
 
 def _check_fake_images(op: str, img1: torch.Tensor, img2: torch.Tensor) -> None:
