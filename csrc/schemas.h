@@ -6,6 +6,7 @@
 
 #include "gsplat/covariance_schemas.h"
 #include "gsplat/intersect_schemas.h"
+#include "gsplat/pack_schemas.h"
 #include "gsplat/projection_schemas.h"
 #include "gsplat/rasterize_schemas.h"
 #include "gsplat/relocation_schemas.h"
@@ -19,6 +20,7 @@ void define_ops(Library& m) {
   ssim::define_ops(m);
   gsplat::define_covariance_ops(m);
   gsplat::define_projection_ops(m);
+  gsplat::define_pack_ops(m);
   gsplat::define_intersect_ops(m);
   gsplat::define_rasterize_ops(m);
   gsplat::define_sh_ops(m);

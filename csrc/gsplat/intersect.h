@@ -26,6 +26,7 @@
 
 #include <prebuild/checks.h>
 #include "intersect_kernels.h"
+#include "scan.h"
 
 namespace prebuild {
 namespace gsplat {
@@ -104,11 +105,6 @@ inline int64_t check_tile_inputs(const Tensor& means2d, const Tensor& radii,
                   ": the number of Gaussians (I * N, or nnz) must fit in int32 (flatten_ids "
                   "are int32)");
   return images;
-}
-
-// Inclusive prefix sum in place (CPU and simt backends).
-inline void inclusive_scan_host(int64_t* data, int64_t n) {
-  for (int64_t i = 1; i < n; ++i) data[i] += data[i - 1];
 }
 
 // Sorts (keys, values) by key as unsigned 64-bit integers, stable (CPU and simt backends).

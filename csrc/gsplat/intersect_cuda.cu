@@ -5,11 +5,11 @@
 #include <torch/csrc/stable/library.h>
 
 #include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_scan.cuh>
 
 #include <prebuild/cuda_launch.cuh>
 #include "intersect.h"
 #include "intersect_kernels.h"
+#include "scan_cuda.cuh"
 
 namespace prebuild {
 namespace gsplat {
@@ -30,22 +30,6 @@ __global__ void __launch_bounds__(kIsectThreads) offset_kernel(OffsetArgs args) 
   offset_block(simt::DeviceContext{}, shared, args);
 }
 
-void check_cuda(cudaError_t err, const char* what) {
-  STD_TORCH_CHECK(err == cudaSuccess, "prebuild: ", what, " failed: ", cudaGetErrorString(err));
-}
-
-// CUB's two-phase calls: `call(temp, bytes)` first sizes the temporary storage, which is
-// then allocated as a tensor on `on`'s device (PyTorch's caching allocator, stream-ordered).
-template <typename Call>
-void with_cub_temp(const char* name, const Tensor& on, const Call& call) {
-  on_current_stream(name, on, [&](cudaStream_t stream) {
-    size_t bytes = 0;
-    check_cuda(call(nullptr, bytes, stream), name);
-    Tensor temp = torch::stable::new_empty(on, {static_cast<int64_t>(bytes)}, ScalarType::Byte);
-    check_cuda(call(temp.mutable_data_ptr(), bytes, stream), name);
-  });
-}
-
 struct CudaBackend {
   const Tensor& on;  // the inputs' device: kernels run there, on its current stream
 
@@ -56,21 +40,11 @@ struct CudaBackend {
     launch("isect_tiles (count)", count_kernel, g, 0, on, a);
   }
   void scan(Tensor& cum, int64_t n) const {
-    int64_t* data = cum.mutable_data_ptr<int64_t>();
-    with_cub_temp("isect_tiles (scan)", on, [&](void* temp, size_t& bytes, cudaStream_t s) {
-      return cub::DeviceScan::InclusiveSum(temp, bytes, data, data, n, s);
-    });
+    inclusive_scan_cuda("isect_tiles (scan)", on, cum, n);
   }
   // M decides the outputs' size: read it back, on the current stream, and wait for it.
   int64_t total(const Tensor& cum, int64_t n) const {
-    int64_t m = 0;
-    on_current_stream("isect_tiles (read M)", on, [&](cudaStream_t s) {
-      check_cuda(cudaMemcpyAsync(&m, cum.const_data_ptr<int64_t>() + (n - 1), sizeof(m),
-                                 cudaMemcpyDeviceToHost, s),
-                 "isect_tiles: copying M to the host");
-      check_cuda(cudaStreamSynchronize(s), "isect_tiles: waiting for M");
-    });
-    return m;
+    return read_total_cuda("isect_tiles (read M)", on, cum, n);
   }
   void fill(const TileArgs& a) const {
     const LaunchGeometry g = linear_geometry(a.n_elements);

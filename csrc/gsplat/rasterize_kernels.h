@@ -263,20 +263,18 @@ PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, BackwardShared<kChunk>& s
         weight = h.alpha * T;
       }
       const int64_t g = sh.batch.ids[t];  // >= 0: an invalid id's Gaussian is never valid
-      // The warp's sum of `value`, added at `address` by the lead lane. One value at a time:
-      // more sums in flight spill registers (ptxas, kChunk = 16).
-      auto add = [&](float* address, float value) {
-        const float sum = ctx.warp_sum(value);
-        if (lead) ctx.atomic_add(address, sum);
-      };
+      // The warp sums the lanes' gradients and its lead lane adds them to global memory. The
+      // sums go through the warp together (ctx.warp_sums: their shuffles overlap): the first
+      // colour channels with the geometry up to 4 channels, wider chunks' four at a time
+      // after it (more sums in flight spill registers: ptxas, kChunk = 16).
+      constexpr int kFirst = kChunk <= 4 ? kChunk : 0;  // channels summed with the geometry
+      float sums[kFirst + 6];
 #pragma unroll
-      for (int k = 0; k < kChunk; ++k) {
-        if (k >= s.nc) break;
-        add(a.v_colors + g * s.D + s.c0 + k, valid ? weight * v_color(k) : 0.f);
+      for (int k = 0; k < kFirst; ++k) {
+        sums[k] = (valid && k < s.nc) ? weight * v_color(k) : 0.f;
       }
-      if (!geometry) continue;
       SplatGrad gr{0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-      if (valid) {
+      if (geometry && valid) {
         float color_dot = 0.f;
 #pragma unroll
         for (int k = 0; k < kChunk; ++k) {
@@ -289,16 +287,56 @@ PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, BackwardShared<kChunk>& s
         behind_dot += color_dot * weight;
         gr = splat_vjp(sp, h, v_alpha);
       }
-      add(a.v_means2d + 2 * g, gr.x);
-      add(a.v_means2d + 2 * g + 1, gr.y);
-      add(a.v_conics + 3 * g, gr.a);
-      add(a.v_conics + 3 * g + 1, gr.b);
-      add(a.v_conics + 3 * g + 2, gr.c);
-      add(a.v_opacities + g, gr.opacity);
-      if (a.v_means2d_abs) {
+      float* const v_color_out = a.v_colors + g * s.D + s.c0;
+      if (geometry) {
         // Each pixel's |contribution|, summed: not the |sum|.
-        add(a.v_means2d_abs + 2 * g, fabsf(gr.x));
-        add(a.v_means2d_abs + 2 * g + 1, fabsf(gr.y));
+        float abs_xy[2] = {fabsf(gr.x), fabsf(gr.y)};
+        sums[kFirst] = gr.x;
+        sums[kFirst + 1] = gr.y;
+        sums[kFirst + 2] = gr.a;
+        sums[kFirst + 3] = gr.b;
+        sums[kFirst + 4] = gr.c;
+        sums[kFirst + 5] = gr.opacity;
+        ctx.template warp_sums<kFirst + 6>(sums);
+        if (lead) {
+          ctx.atomic_add(a.v_means2d + 2 * g, sums[kFirst]);
+          ctx.atomic_add(a.v_means2d + 2 * g + 1, sums[kFirst + 1]);
+          ctx.atomic_add(a.v_conics + 3 * g, sums[kFirst + 2]);
+          ctx.atomic_add(a.v_conics + 3 * g + 1, sums[kFirst + 3]);
+          ctx.atomic_add(a.v_conics + 3 * g + 2, sums[kFirst + 4]);
+          ctx.atomic_add(a.v_opacities + g, sums[kFirst + 5]);
+        }
+        if (a.v_means2d_abs) {
+          ctx.template warp_sums<2>(abs_xy);
+          if (lead) {
+            ctx.atomic_add(a.v_means2d_abs + 2 * g, abs_xy[0]);
+            ctx.atomic_add(a.v_means2d_abs + 2 * g + 1, abs_xy[1]);
+          }
+        }
+      } else {
+        ctx.template warp_sums<kFirst>(sums);
+      }
+      if (lead) {
+#pragma unroll
+        for (int k = 0; k < kFirst; ++k) {
+          if (k < s.nc) ctx.atomic_add(v_color_out + k, sums[k]);
+        }
+      }
+#pragma unroll
+      for (int k0 = kFirst; k0 < kChunk; k0 += 4) {
+        if (k0 >= s.nc) break;  // uniform: every lane of the warp stops together
+        float more[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          more[j] = (valid && k0 + j < s.nc) ? weight * v_color(k0 + j) : 0.f;
+        }
+        ctx.template warp_sums<4>(more);
+        if (lead) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            if (k0 + j < s.nc) ctx.atomic_add(v_color_out + k0 + j, more[j]);
+          }
+        }
       }
     }
   }

@@ -97,7 +97,7 @@ PREBUILD_SIMT_BODY void warp_ops(const Ctx& ctx, const float* in, float* out, in
   switch (mode) {
     case kWarpSum:
       v[0] = ctx.warp_sum(v[0]);
-      v[1] = ctx.warp_sum(v[1]);
+      ctx.template warp_sums<1>(v + 1);
       break;
     case kWarpAnyMax:
       v[0] = ctx.warp_any(x > 0.5f) ? 1.f : 0.f;

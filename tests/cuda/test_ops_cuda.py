@@ -854,6 +854,29 @@ def test_compute_relocation_matches_cpu(device, ratio_dtype):
     assert torch.equal(got.outputs[1][one], inputs["scales"][one])
 
 
+# ------------------------------------------------------------------ pack_visible
+
+
+def test_pack_visible_matches_cpu_bit_for_bit(device):
+    """Copies only: the packed pairs, their ids and the gradients back are the CPU's bytes
+    (tests/ops/test_pack.py checks the CPU kernel against gsplat's chain of ops)."""
+    from test_pack import dense_outputs
+
+    inputs = dense_outputs(2, 3, 5000, seed=17)
+    want = torch.ops.prebuild.pack_visible(*inputs)
+    got = torch.ops.prebuild.pack_visible(*(t.to(device) for t in inputs))
+    for a, b in zip(got, want):
+        assert a.device == device and torch.equal(a.cpu(), b)
+    grads = [torch.randn(t.shape) for t in want[5:]]
+    grads[1] = None  # an absent gradient
+    want_back = torch.ops.prebuild.pack_visible_backward(want[3], want[2], *grads, 2, 3, 5000)
+    got_back = torch.ops.prebuild.pack_visible_backward(
+        got[3], got[2], *(None if g is None else g.to(device) for g in grads), 2, 3, 5000
+    )
+    for a, b in zip(got_back, want_back):
+        assert torch.equal(a.cpu(), b)
+
+
 # ------------------------------------------------------------------ rasterization()
 
 

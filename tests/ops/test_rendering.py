@@ -529,8 +529,9 @@ def test_a_step_dispatches_no_needless_ops(packed, sh):
     """The host path of a forward + backward: inputs validated once, in Python; no dtype
     copies of float32 inputs, no advanced indexing (packed pairs are gathered with
     index_select, whose backward is an index_add, not a sort-based index_put), no
-    inverse (its singularity check waits for a GPU), and a nonzero only to size the packed
-    pairs."""
+    inverse (its singularity check waits for a GPU), and the packed pairs formed by one op
+    each way (pack_visible: its count is packed mode's one host sync) instead of a nonzero
+    and a gather per output."""
     s = _leaves(sh_scene() if sh else scene())
     with _CountOps() as counter:
         out = render(s, packed=packed, sh_degree=2 if sh else None)
@@ -538,5 +539,6 @@ def test_a_step_dispatches_no_needless_ops(packed, sh):
     ops = counter.ops
     for name in ("_to_copy", "index", "index_put", "index_put_", "linalg_inv_ex", "isfinite"):
         assert name not in ops or name == "linalg_inv_ex" and sh, (name, ops)
-    assert ops["nonzero"] == (1 if packed else 0)
+    assert ops["nonzero"] == 0
+    assert ops["pack_visible"] == ops["pack_visible_backward"] == (1 if packed else 0)
     assert "_linalg_check_errors" not in ops

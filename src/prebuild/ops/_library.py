@@ -77,3 +77,13 @@ def below_autograd():
     if torch.compiler.is_compiling():
         return contextlib.nullcontext()
     return torch._C._AutoDispatchBelowAutograd()
+
+
+def below_autograd_in_backward():
+    """For a backward formula: with nothing to record (grad mode off, no create_graph) its ops
+    go straight to the kernels, past the Python of the backward ops' double-backward refusals
+    (~50 us a call, torch.library's autograd kernel). Under create_graph they pass through
+    autograd, where those refusals raise."""
+    if torch.is_grad_enabled():
+        return contextlib.nullcontext()
+    return below_autograd()

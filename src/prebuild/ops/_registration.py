@@ -23,7 +23,13 @@ from functools import partial
 
 import torch
 
-from prebuild.ops._library import below_autograd, for_each_namespace, kernels, namespace
+from prebuild.ops._library import (
+    below_autograd,
+    below_autograd_in_backward,
+    for_each_namespace,
+    kernels,
+    namespace,
+)
 
 _functions: dict[tuple[str, str], type[torch.autograd.Function]] = {}
 
@@ -51,7 +57,7 @@ def register_ops(
             torch.library.register_fake(f"{ns}::{name}")(fake)
         for name, (setup_context, backward) in formulas.items():
             torch.library.register_autograd(
-                f"{ns}::{name}", partial(backward, ops), setup_context=setup_context
+                f"{ns}::{name}", partial(_run_backward, backward, ops), setup_context=setup_context
             )
         for name in no_double_backward:
             torch.library.register_autograd(
@@ -62,21 +68,31 @@ def register_ops(
             _functions[ns, name] = _function(ops, name, setup_context, backward)
 
 
+def _run_backward(backward: Callable, ops, ctx, *grads):
+    with below_autograd_in_backward():
+        return backward(ops, ctx, *grads)
+
+
 def _function(ops, name: str, setup_context: Callable, backward: Callable):
-    """An autograd.Function running op ``name`` below autograd with its formula."""
+    """An autograd.Function running op ``name`` below autograd with its formula.
+
+    Its forward takes ``ctx`` and calls ``setup_context`` itself: a Function with a separate
+    ``setup_context`` binds its arguments with ``inspect.signature`` at every ``apply`` (torch's
+    ``bind_default_args``, ~30 us a call)."""
     op = getattr(ops, name).default
 
-    def forward(*args):
+    def forward(ctx, *args):
         with below_autograd():
-            return op(*args)
+            output = op(*args)
+        setup_context(ctx, args, output)
+        return output
 
     return type(
         f"{name}_function",
         (torch.autograd.Function,),
         {
             "forward": staticmethod(forward),
-            "setup_context": staticmethod(setup_context),
-            "backward": staticmethod(lambda ctx, *grads: backward(ops, ctx, *grads)),
+            "backward": staticmethod(lambda ctx, *grads: _run_backward(backward, ops, ctx, *grads)),
         },
     )
 

@@ -364,30 +364,15 @@ def project(
 
 
 def pack(radii, means2d, depths, conics, compensations):
-    """gsplat's packed layout from the dense [B, C, N, ...] outputs: the visible pairs in
-    (batch, camera, Gaussian) order: (batch_ids, camera_ids, gaussian_ids, image_ids
-    (batch * C + camera), radii, means2d, depths, conics, compensations or None).
+    """gsplat's packed layout from the dense [B, C, N, ...] outputs: the visible pairs (both
+    radii positive) in (batch, camera, Gaussian) order: (batch_ids, camera_ids, gaussian_ids,
+    image_ids (batch * C + camera), radii, means2d, depths, conics, compensations or None).
 
-    The pairs are found with one nonzero over the flattened pairs (its count is the one host
-    sync of packed mode: the packed tensors' size) and gathered with index_select, whose
-    backward is one index_add (advanced indexing's is a sort-based index_put)."""
-    B, C, N = radii.shape[:3]
-    flat = (radii > 0).all(-1).view(-1).nonzero().view(-1)
-    image_ids = flat // N
-    gaussian_ids = flat % N
-    batch_ids = image_ids // C
-    camera_ids = image_ids % C
-
-    def take(t):
-        return None if t is None else t.view(B * C * N, *t.shape[3:]).index_select(0, flat)
-
-    return (
-        batch_ids,
-        camera_ids,
-        gaussian_ids,
-        image_ids,
-        *(take(t) for t in (radii, means2d, depths, conics, compensations)),
-    )
+    One op (csrc/gsplat/pack.h) instead of a mask, a nonzero, the ids' divisions and a gather
+    per output, and one op for the gradients back: each PyTorch op costs a GPU step host time.
+    Its count of visible pairs is the one host sync of packed mode (the outputs' size)."""
+    out = call("pack_visible", radii, means2d, depths, conics, compensations)
+    return (*out[:8], out[8] if compensations is not None else None)
 
 
 class _SparseRows(torch.autograd.Function):
@@ -642,6 +627,7 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.width, ctx.height, ctx.eps2d = width, height, eps2d
     ctx.calc_compensations, ctx.camera_model = inputs[13], inputs[14]
     ctx.mark_non_differentiable(radii)
+    ctx.set_materialize_grads(False)  # unused outputs: no zeros written (the backward handles None)
 
 
 def _backward(ops, ctx, v_means2d, v_depths, v_conics, v_compensations, _v_radii):
@@ -714,19 +700,93 @@ def _proj_backward(ops, ctx, v_means2d, v_covars2d):
     return v_means if need[0] else None, v_covars if need[1] else None, None, None, None, None
 
 
+def _pack_fake(radii, means2d, depths, conics, compensations):
+    op = "prebuild::pack_visible"
+    torch._check(
+        radii.dim() == 4 and radii.shape[3] == 2,
+        lambda: f"{op}: radii must have shape [B, C, N, 2]",
+    )
+    pairs = tuple(radii.shape[:3])
+    for name, t, last in (
+        ("means2d", means2d, (2,)),
+        ("depths", depths, ()),
+        ("conics", conics, (3,)),
+    ):
+        torch._check(
+            tuple(t.shape) == pairs + last,
+            lambda name=name: f"{op}: {name} must match radii [B, C, N, 2]",
+        )
+    nnz = torch.library.get_ctx().new_dynamic_size()
+    ids = [radii.new_empty((nnz,), dtype=torch.int64) for _ in range(4)]
+    return (
+        *ids,
+        radii.new_empty((nnz, 2)),
+        means2d.new_empty((nnz, 2)),
+        depths.new_empty((nnz,)),
+        conics.new_empty((nnz, 3)),
+        means2d.new_empty((nnz if compensations is not None else 0,)),
+    )
+
+
+def _pack_backward_fake(image_ids, gaussian_ids, v_means2d, v_depths, v_conics, v_comp, B, C, N):
+    def dense(v, last):
+        if v is None:
+            return image_ids.new_empty((0,), dtype=torch.float32)
+        return image_ids.new_empty((B, C, N, *last), dtype=torch.float32)
+
+    return dense(v_means2d, (2,)), dense(v_depths, ()), dense(v_conics, (3,)), dense(v_comp, ())
+
+
+def _pack_setup_context(ctx, inputs, output) -> None:
+    radii, _means2d, _depths, _conics, compensations = inputs
+    batch_ids, camera_ids, gaussian_ids, image_ids, radii_packed = output[:5]
+    ctx.save_for_backward(image_ids, gaussian_ids)
+    ctx.pairs = tuple(radii.shape[:3])
+    ctx.compensated = compensations is not None
+    ctx.mark_non_differentiable(batch_ids, camera_ids, gaussian_ids, image_ids, radii_packed)
+    ctx.set_materialize_grads(False)  # an absent gradient stays absent (no zeros written)
+
+
+def _pack_backward(ops, ctx, *grads):
+    image_ids, gaussian_ids = ctx.saved_tensors
+    v_means2d, v_depths, v_conics, v_comp = (
+        None if g is None else g.contiguous() for g in grads[5:]
+    )
+    if not ctx.compensated:
+        v_comp = None
+    dense = ops.pack_visible_backward(
+        image_ids, gaussian_ids, v_means2d, v_depths, v_conics, v_comp, *ctx.pairs
+    )
+    need = ctx.needs_input_grad
+    return (
+        None,  # radii: integers
+        *(
+            d if g is not None and need[k + 1] else None
+            for k, (d, g) in enumerate(zip(dense, (v_means2d, v_depths, v_conics, v_comp)))
+        ),
+    )
+
+
 register_ops(
     fakes={
         "fully_fused_projection_forward": _forward_fake,
         "fully_fused_projection_backward": _backward_fake,
         "proj_forward": _proj_forward_fake,
         "proj_backward": _proj_backward_fake,
+        "pack_visible": _pack_fake,
+        "pack_visible_backward": _pack_backward_fake,
     },
     formulas={
         "fully_fused_projection_forward": (_setup_context, _backward),
         "proj_forward": (_proj_setup_context, _proj_backward),
+        "pack_visible": (_pack_setup_context, _pack_backward),
     },
-    no_double_backward=("fully_fused_projection_backward", "proj_backward"),
+    no_double_backward=(
+        "fully_fused_projection_backward",
+        "proj_backward",
+        "pack_visible_backward",
+    ),
     double_backward_error="prebuild's projection ops do not support double backward; use "
     "gsplat's plain-PyTorch projection for second derivatives",
-    fast=("fully_fused_projection_forward",),
+    fast=("fully_fused_projection_forward", "pack_visible"),
 )

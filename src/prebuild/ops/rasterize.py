@@ -494,6 +494,7 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.sizes = (width, height, tile_size)
     ctx.absgrad = absgrad
     ctx.mark_non_differentiable(last_ids)
+    ctx.set_materialize_grads(False)  # unused outputs: no zeros written (the backward handles None)
 
 
 def _backward(ops, ctx, v_render_colors, v_render_alphas, _v_last_ids):

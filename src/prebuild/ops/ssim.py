@@ -17,7 +17,7 @@ from prebuild.ops._checks import (
     check_float_input,
     check_same_devices,
 )
-from prebuild.ops._library import LIBRARY, below_autograd, namespace
+from prebuild.ops._library import LIBRARY, below_autograd, below_autograd_in_backward, namespace
 from prebuild.ops._registration import register_ops
 
 _PADDINGS = ("same", "valid")
@@ -176,6 +176,11 @@ class _FusedSSIM(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        with below_autograd_in_backward():
+            return _FusedSSIM._backward(ctx, grad)
+
+    @staticmethod
+    def _backward(ctx, grad):
         x, y, dS, grad1, grad2 = ctx.saved_tensors
         wants = ctx.needs_input_grad[:2]
         h, w = x.shape[2:]
@@ -198,8 +203,9 @@ class _FusedSSIM(torch.autograd.Function):
             grad_map[:, :, _CROP:-_CROP, _CROP:-_CROP] = scale
         else:  # one value at every pixel, read in place by the kernels
             grad_map = scale.expand(x.shape)
-        no_dS = x.new_empty((0,))  # the forward_backward path stored none
-        return (*_image_grads(ops, ctx, grad_map, x, y, no_dS if dS is None else dS), None, None)
+        if dS is None:  # the forward_backward path stored none
+            dS = x.new_empty((0,))
+        return (*_image_grads(ops, ctx, grad_map, x, y, dS), None, None)
 
 
 def _check_fake_images(op: str, img1: torch.Tensor, img2: torch.Tensor) -> None:

@@ -26,6 +26,9 @@
 //     GPU's bits. A partial warp sums as a full one whose missing lanes hold
 //     0.f (its lane 0 adds 0.f where a partner is missing, then every lane gets lane 0's sum:
 //     in a full butterfly every lane ends with the same bits);
+//   - ctx.warp_sums<N>(values): warp_sum of each of N floats, in place, with the same bits;
+//     on the GPU the N butterflies run interleaved, so their shuffles' latencies overlap
+//     (one sum after another leaves a warp waiting on each shuffle in turn);
 //   - ctx.warp_any(predicate): whether any lane passed true (__any_sync);
 //   - ctx.warp_max(value): the largest int of the warp (exact in any order).
 #pragma once
@@ -91,6 +94,21 @@ struct DeviceContext {
   __device__ __forceinline__ int lane() const { return rank() & 31; }
   __device__ __forceinline__ float warp_sum(float value) const {
     return warp_reduce(value, 0.f, Add{});
+  }
+  template <int N>
+  __device__ __forceinline__ void warp_sums(float* values) const {
+    if (full_warp()) {
+#pragma unroll
+      for (int offset = 16; offset > 0; offset >>= 1) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+          values[i] += __shfl_xor_sync(0xffffffffu, values[i], offset);
+        }
+      }
+      return;
+    }
+#pragma unroll
+    for (int i = 0; i < N; ++i) values[i] = warp_reduce(values[i], 0.f, Add{});
   }
   __device__ __forceinline__ bool warp_any(bool predicate) const {
     return __any_sync(warp_mask(), predicate) != 0;

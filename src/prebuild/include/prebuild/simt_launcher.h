@@ -69,6 +69,10 @@ class HostContext {
     return (thread_.x + block_dim_.x * (thread_.y + block_dim_.y * thread_.z)) & 31;
   }
   inline float warp_sum(float value) const;
+  template <int N>
+  void warp_sums(float* values) const {
+    for (int i = 0; i < N; ++i) values[i] = warp_sum(values[i]);
+  }
   inline bool warp_any(bool predicate) const;
   inline int warp_max(int value) const;
   // Fibers of all blocks run on one OS thread, one at a time: a plain add is atomic here.
