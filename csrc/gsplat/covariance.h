@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <prebuild/checks.h>
+#include <prebuild/zeros.h>
 #include "covariance_kernels.h"
 
 namespace prebuild {
@@ -122,8 +123,8 @@ BackwardResult backward_op(Tensor quats, Tensor scales, bool triu, OptTensor v_c
   if (v_covars.has_value()) check_output_grad(*v_covars, quats, triu, op, "v_covars");
   if (v_precis.has_value()) check_output_grad(*v_precis, quats, triu, op, "v_precis");
   if (!v_covars.has_value() && !v_precis.has_value()) {
-    return {torch::stable::new_zeros(quats, batch_shape(quats, {4})),
-            torch::stable::new_zeros(quats, batch_shape(quats, {3}))};
+    return {prebuild::new_zeros(quats, batch_shape(quats, {4})),
+            prebuild::new_zeros(quats, batch_shape(quats, {3}))};
   }
   Tensor v_quats = torch::stable::new_empty(quats, batch_shape(quats, {4}));
   Tensor v_scales = torch::stable::new_empty(quats, batch_shape(quats, {3}));

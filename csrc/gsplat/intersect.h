@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <prebuild/checks.h>
+#include <prebuild/zeros.h>
 #include "intersect_kernels.h"
 #include "scan.h"
 
@@ -209,7 +210,7 @@ Tensor run_offset_encode(const Tensor& isect_ids, int64_t n_images, int64_t tile
   STD_TORCH_CHECK(M <= kMaxInt32, op, ": ", M, " intersections do not fit int32 offsets");
   const int64_t n_tiles = tile_width * tile_height;
   Tensor offsets =
-      torch::stable::new_zeros(isect_ids, {n_images, tile_height, tile_width}, ScalarType::Int);
+      prebuild::new_zeros(isect_ids, {n_images, tile_height, tile_width}, ScalarType::Int);
   if (M == 0 || n_images == 0) return offsets;
   OffsetArgs args{isect_ids.const_data_ptr<int64_t>(), M, n_images, n_tiles,
                   n_images * n_tiles, tile_bits, offsets.mutable_data_ptr<int32_t>()};

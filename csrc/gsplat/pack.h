@@ -26,6 +26,7 @@
 #include <tuple>
 
 #include <prebuild/checks.h>
+#include <prebuild/zeros.h>
 #include "pack_kernels.h"
 #include "scan.h"
 
@@ -163,7 +164,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> backward_op(
     if (!given.has_value()) return torch::stable::new_empty(image_ids, {0}, ScalarType::Float);
     std::vector<int64_t> shape{B, C, N};
     shape.insert(shape.end(), trailing);
-    Tensor t = torch::stable::new_zeros(image_ids, shape, ScalarType::Float);
+    Tensor t = prebuild::new_zeros(image_ids, shape, ScalarType::Float);
     *out = t.mutable_data_ptr<float>();
     return t;
   };

@@ -34,6 +34,7 @@
 #include <tuple>
 
 #include <prebuild/checks.h>
+#include <prebuild/zeros.h>
 #include "projection_kernels.h"
 
 namespace prebuild {
@@ -230,7 +231,7 @@ BackwardResult backward_op(Tensor means, OptTensor covars, OptTensor quats, OptT
   const int64_t B = n.B, C = n.C, N = n.N;
   const bool by_covars = covars.has_value();
   auto grad_of = [&](bool used, std::initializer_list<int64_t> shape) {
-    return used ? torch::stable::new_zeros(means, shape) : torch::stable::new_zeros(means, {0});
+    return used ? prebuild::new_zeros(means, shape) : prebuild::new_zeros(means, {0});
   };
   Tensor v_means = grad_of(true, {B, N, 3});
   Tensor v_covars = grad_of(by_covars, {B, N, 6});

@@ -29,6 +29,7 @@
 #include <type_traits>
 
 #include <prebuild/checks.h>
+#include <prebuild/zeros.h>
 #include "rasterize_kernels.h"
 
 namespace prebuild {
@@ -202,11 +203,11 @@ inline BackwardOutputs allocate_backward(const RasterShape& s, const Tensor& mea
                                          const Tensor& render_alphas, const Tensor& last_ids,
                                          const Tensor& v_render_colors,
                                          const Tensor& v_render_alphas, bool absgrad) {
-  Tensor v_means2d = torch::stable::new_zeros(means2d, means2d.sizes());
-  Tensor v_conics = torch::stable::new_zeros(means2d, conics.sizes());
-  Tensor v_colors = torch::stable::new_zeros(means2d, colors.sizes());
-  Tensor v_opacities = torch::stable::new_zeros(means2d, opacities.sizes());
-  Tensor v_means2d_abs = absgrad ? torch::stable::new_zeros(means2d, means2d.sizes())
+  Tensor v_means2d = prebuild::new_zeros(means2d, means2d.sizes());
+  Tensor v_conics = prebuild::new_zeros(means2d, conics.sizes());
+  Tensor v_colors = prebuild::new_zeros(means2d, colors.sizes());
+  Tensor v_opacities = prebuild::new_zeros(means2d, opacities.sizes());
+  Tensor v_means2d_abs = absgrad ? prebuild::new_zeros(means2d, means2d.sizes())
                                  : torch::stable::new_empty(means2d, {0});
   BackwardArgs args{means2d.const_data_ptr<float>(),
                     conics.const_data_ptr<float>(),

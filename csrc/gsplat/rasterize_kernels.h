@@ -10,7 +10,8 @@
 // back to front, skipping batches behind every pixel's last composited Gaussian. In the
 // backward the lanes of a warp take the same steps (a lane whose pixel does not composite
 // the Gaussian adds zeros) and sum each gradient across the warp, so one lane adds it to
-// global memory: one atomic per warp instead of 32 on one address (as gsplat).
+// global memory: one atomic per warp instead of 32 on one address (as gsplat); the sums are
+// spread over the lanes (simt::warp_scatter_sums), so one atomic instruction adds them all.
 // flatten_ids index the per-Gaussian arrays as one flat list (image * N + id, or the packed
 // index), so dense and packed inputs run the same code.
 //
@@ -263,10 +264,10 @@ PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, BackwardShared<kChunk>& s
         weight = h.alpha * T;
       }
       const int64_t g = sh.batch.ids[t];  // >= 0: an invalid id's Gaussian is never valid
-      // The warp sums the lanes' gradients and its lead lane adds them to global memory. The
-      // sums go through the warp together (ctx.warp_sums: their shuffles overlap): the first
-      // colour channels with the geometry up to 4 channels, wider chunks' four at a time
-      // after it (more sums in flight spill registers: ptxas, kChunk = 16).
+      // The warp sums the lanes' gradients, then adds them to global memory. The geometry's
+      // six sums and up to 4 colour channels' go through the warp together (spread over the
+      // lanes: simt::warp_scatter_sums); wider chunks' channels four at a time after them
+      // (more sums in flight spill registers: ptxas, kChunk = 16), added by the lead lane.
       constexpr int kFirst = kChunk <= 4 ? kChunk : 0;  // channels summed with the geometry
       float sums[kFirst + 6];
 #pragma unroll
@@ -280,8 +281,11 @@ PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, BackwardShared<kChunk>& s
         for (int k = 0; k < kChunk; ++k) {
           if (k < s.nc) color_dot += sh.colors[t][k] * v_color(k);
         }
-        // The channels past this chunk (D > kMaxBackwardChunk), from global memory.
-        color_dot += channel_dot(a.colors + g * s.D + s.nc, v_pixel + s.nc, s.D - s.nc);
+        // The channels past this chunk, from global memory: only a launch of the widest
+        // bucket can have them (D > kMaxBackwardChunk); narrower ones skip the loop's setup.
+        if (kChunk == kMaxBackwardChunk) {
+          color_dot += channel_dot(a.colors + g * s.D + s.nc, v_pixel + s.nc, s.D - s.nc);
+        }
         const float v_alpha = alpha_vjp_colors(color_dot, behind_dot, T, ra) +
                               alpha_vjp_pixel(T_final, ra, v_alpha_out, bg_dot);
         behind_dot += color_dot * weight;
@@ -297,14 +301,32 @@ PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, BackwardShared<kChunk>& s
         sums[kFirst + 3] = gr.b;
         sums[kFirst + 4] = gr.c;
         sums[kFirst + 5] = gr.opacity;
-        ctx.template warp_sums<kFirst + 6>(sums);
-        if (lead) {
-          ctx.atomic_add(a.v_means2d + 2 * g, sums[kFirst]);
-          ctx.atomic_add(a.v_means2d + 2 * g + 1, sums[kFirst + 1]);
-          ctx.atomic_add(a.v_conics + 3 * g, sums[kFirst + 2]);
-          ctx.atomic_add(a.v_conics + 3 * g + 1, sums[kFirst + 3]);
-          ctx.atomic_add(a.v_conics + 3 * g + 2, sums[kFirst + 4]);
-          ctx.atomic_add(a.v_opacities + g, sums[kFirst + 5]);
+        // Sum j of the warp into global memory: colour channel j (j < kFirst), then the
+        // geometry's x, y, a, b, c, opacity. Selects, not branches: in a full warp the
+        // lanes add different sums at once.
+        constexpr int kSums = kFirst + 6;
+        auto add_sum = [&](int j, float sum) {
+          const int k = j - kFirst;
+          const bool color = k < 0;
+          float* const base = color   ? a.v_colors
+                              : k < 2 ? a.v_means2d
+                              : k < 5 ? a.v_conics
+                                      : a.v_opacities;
+          const int64_t stride = color ? s.D : k < 2 ? 2 : k < 5 ? 3 : 1;
+          const int64_t offset = color ? s.c0 + j : k < 2 ? k : k < 5 ? k - 2 : 0;
+          if (!color || j < s.nc) ctx.atomic_add(base + g * stride + offset, sum);
+        };
+        if (ctx.warp_is_full()) {
+          // Spread over the lanes (simt::warp_scatter_sums): one atomic instruction adds all.
+          const float mine = simt::warp_scatter_sums<kSums>(ctx, sums);
+          const int j = simt::scatter_index<kSums>(ctx.lane());
+          if (simt::scatter_owner<kSums>(ctx.lane()) && j < kSums) add_sum(j, mine);
+        } else {  // a block's last, partial warp: its lanes may not reach every index
+          ctx.template warp_sums<kSums>(sums);
+          if (lead) {
+#pragma unroll
+            for (int jj = 0; jj < kSums; ++jj) add_sum(jj, sums[jj]);
+          }
         }
         if (a.v_means2d_abs) {
           ctx.template warp_sums<2>(abs_xy);
@@ -315,11 +337,11 @@ PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, BackwardShared<kChunk>& s
         }
       } else {
         ctx.template warp_sums<kFirst>(sums);
-      }
-      if (lead) {
+        if (lead) {
 #pragma unroll
-        for (int k = 0; k < kFirst; ++k) {
-          if (k < s.nc) ctx.atomic_add(v_color_out + k, sums[k]);
+          for (int k = 0; k < kFirst; ++k) {
+            if (k < s.nc) ctx.atomic_add(v_color_out + k, sums[k]);
+          }
         }
       }
 #pragma unroll

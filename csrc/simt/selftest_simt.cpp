@@ -79,6 +79,8 @@ enum WarpMode : int64_t {
   kWarpReturned = 3,   // lane 1 returns while the others reach warp_sum: an error
   kWarpAtBarrier = 4,  // lane 1 waits at ctx.sync() while the others are at warp_sum: an error
   kWarpMismatch = 5,   // odd lanes call warp_any, even lanes warp_sum: an error
+  kWarpScatter9 = 6,   // out[t] = (warp_scatter_sums of x (k + 1), k < 9: the lane's sum, its index)
+  kWarpScatter3 = 7,   // the same with 3 values
 };
 
 constexpr int kWarpOut = 3;  // outputs per thread
@@ -120,6 +122,20 @@ PREBUILD_SIMT_BODY void warp_ops(const Ctx& ctx, const float* in, float* out, in
         v[0] = ctx.warp_sum(x);
       }
       break;
+    case kWarpScatter9:
+    case kWarpScatter3: {
+      float values[9];
+      for (int k = 0; k < 9; ++k) values[k] = x * static_cast<float>(k + 1);
+      const int lane = ctx.lane();
+      if (mode == kWarpScatter9) {
+        v[0] = simt::warp_scatter_sums<9>(ctx, values);
+        v[1] = static_cast<float>(simt::scatter_index<9>(lane));
+      } else {
+        v[0] = simt::warp_scatter_sums<3>(ctx, values);
+        v[1] = static_cast<float>(simt::scatter_index<3>(lane));
+      }
+      break;
+    }
     case kWarpMismatch:
       if (ctx.lane() % 2 == 1) {
         v[0] = ctx.warp_any(true) ? 1.f : 0.f;

@@ -860,7 +860,7 @@ def test_compute_relocation_matches_cpu(device, ratio_dtype):
 def test_pack_visible_matches_cpu_bit_for_bit(device):
     """Copies only: the packed pairs, their ids and the gradients back are the CPU's bytes
     (tests/ops/test_pack.py checks the CPU kernel against gsplat's chain of ops)."""
-    from test_pack import dense_outputs
+    from pack_scenes import dense_outputs
 
     inputs = dense_outputs(2, 3, 5000, seed=17)
     want = torch.ops.prebuild.pack_visible(*inputs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 from compiled import assert_compiled_matches_eager
+from pack_scenes import dense_outputs
 from projection_scenes import HEIGHT, WIDTH, cameras, gaussians
 
 import prebuild  # noqa: F401  (loads the ops)
@@ -39,21 +40,6 @@ def reference_pack(radii, means2d, depths, conics, compensations):
         image_ids,
         *(take(t) for t in (radii, means2d, depths, conics, compensations)),
     )
-
-
-def dense_outputs(B, C, N, seed=0, compensations=True, visible=0.6):
-    """Dense projection outputs with a `visible` share of pairs visible; some culled pairs
-    have one positive radius (still culled: both must be positive)."""
-    gen = torch.Generator().manual_seed(seed)
-    radii = torch.randint(1, 9, (B, C, N, 2), generator=gen, dtype=torch.int32)
-    culled = torch.rand(B, C, N, generator=gen) >= visible
-    half = torch.rand(B, C, N, generator=gen) < 0.3
-    radii[..., 0][culled] = 0
-    radii[..., 1][culled & ~half] = 0
-    floats = [torch.randn(B, C, N, *last, generator=gen) for last in ((2,), (), (3,), ())]
-    if not compensations:
-        floats[3] = None
-    return (radii, *floats)
 
 
 SHAPES = [(1, 1, 7), (2, 3, 11), (1, 4, 1), (3, 1, 40)]

@@ -12,7 +12,7 @@ from prebuild.testing import simt
 
 pytestmark = pytest.mark.simt
 
-SUM, ANY_MAX, LOOPS, RETURNED, AT_BARRIER, MISMATCH = range(6)
+SUM, ANY_MAX, LOOPS, RETURNED, AT_BARRIER, MISMATCH, SCATTER9, SCATTER3 = range(8)
 
 # (grid, block): full warps, 2-D and 3-D blocks, and blocks ending in a partial warp.
 SHAPES = [
@@ -126,3 +126,28 @@ def test_lanes_at_different_collectives_are_a_warp_divergence():
         RuntimeError, match=r"lane 0 waits at warp_sum .*#1.* lane 1 waits at warp_any .*#1"
     ):
         run(MISMATCH, (1, 1, 1), (32, 1, 1), x)
+
+
+@pytest.mark.parametrize("n,mode", [(9, SCATTER9), (3, SCATTER3)])
+@pytest.mark.parametrize("grid,block", SHAPES)
+def test_warp_scatter_sums_give_each_lane_one_sum_with_warp_sums_bits(grid, block, n, mode):
+    """simt::warp_scatter_sums: lane L gets the butterfly sum (warp_sum's bits) of value
+    scatter_index(L) = L >> (5 - log2 P), P = n rounded up to a power of two, and zero past
+    the n values; full warps through the split-and-exchange steps (shfl_xor), partial warps
+    through one warp_sum per value."""
+    threads = block[0] * block[1] * block[2]
+    g = torch.Generator().manual_seed(threads + n)
+    x = torch.randn(grid[0] * grid[1] * grid[2] * threads, generator=g)
+    x = x * torch.pow(10.0, torch.randint(-4, 4, x.shape, generator=g).float())
+    out = run(mode, grid, block, x).view(-1, threads, 3)
+    padded = 16 if n > 8 else 4
+    shift = 5 - {4: 2, 16: 4}[padded]
+    for b, xs in enumerate(blocks_of(x, grid, block).numpy()):
+        for lanes in warps(threads):
+            values = xs[lanes.start : lanes.stop]
+            got = out[b, lanes.start : lanes.stop].numpy()
+            for lane in range(len(lanes)):
+                index = lane >> shift
+                assert got[lane, 1] == index
+                want = butterfly(values * np.float32(index + 1))[lane] if index < n else 0.0
+                assert got[lane, 0] == want, (b, lanes, lane)

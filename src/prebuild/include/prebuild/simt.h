@@ -29,6 +29,8 @@
 //   - ctx.warp_sums<N>(values): warp_sum of each of N floats, in place, with the same bits;
 //     on the GPU the N butterflies run interleaved, so their shuffles' latencies overlap
 //     (one sum after another leaves a warp waiting on each shuffle in turn);
+//   - simt::warp_scatter_sums<N>(ctx, values) (below): the N sums spread over the lanes, each
+//     lane getting one, with the same bits, in about a third of the shuffles;
 //   - ctx.warp_any(predicate): whether any lane passed true (__any_sync);
 //   - ctx.warp_max(value): the largest int of the warp (exact in any order).
 #pragma once
@@ -110,6 +112,12 @@ struct DeviceContext {
 #pragma unroll
     for (int i = 0; i < N; ++i) values[i] = warp_reduce(values[i], 0.f, Add{});
   }
+  // Partner lane ^ offset's value, in a full warp (warp_scatter_sums' step).
+  __device__ __forceinline__ float shfl_xor(float value, int offset) const {
+    return __shfl_xor_sync(0xffffffffu, value, offset);
+  }
+  // Whether the calling lane's warp has all 32 lanes (not a block's last, partial one).
+  __device__ __forceinline__ bool warp_is_full() const { return full_warp(); }
   __device__ __forceinline__ bool warp_any(bool predicate) const {
     return __any_sync(warp_mask(), predicate) != 0;
   }
@@ -202,3 +210,77 @@ struct DeviceContext {
 #else
 #define PREBUILD_SIMT_BODY inline
 #endif
+
+namespace prebuild {
+namespace simt {
+
+// warp_scatter_sums: the warp sums of N <= 16 floats, as warp_sum gives each (the same bits),
+// spread over the lanes: lane L gets the sum of value scatter_index<N>(L) (zero where that
+// index is N or more), held by scatter_lanes<N> consecutive lanes; scatter_owner<N>(L) picks
+// one of them, e.g. to add it to global memory: one atomic instruction for the warp's N sums.
+//
+// How (a full warp): at each of the butterfly's first log2(P) steps (P: N rounded up to a
+// power of two) a lane keeps half of its values and sends its partner the other half, so each
+// step adds half as many values; then the remaining steps add the one value left. Each sum
+// meets the same partners in the same order as warp_sum's butterfly, so its bits are the
+// same, with P - 1 + (5 - log2 P) shuffles instead of 5 N (16 instead of 45 for N = 9). A
+// block's last, partial warp takes one warp_sum per value; its lanes may end before the
+// owners of the last indices, so callers add those with warp_sums there (ctx.warp_is_full()).
+template <int N>
+struct Scatter {
+  static_assert(N >= 1 && N <= 16, "warp_scatter_sums: 1 to 16 values");
+  static constexpr int kPadded = N <= 1 ? 1 : N <= 2 ? 2 : N <= 4 ? 4 : N <= 8 ? 8 : 16;
+  static constexpr int kSplits = kPadded == 1 ? 0 : kPadded == 2 ? 1 : kPadded == 4 ? 2
+                                 : kPadded == 8 ? 3 : 4;
+  static constexpr int kShift = 5 - kSplits;  // lanes per sum: 1 << kShift
+};
+
+template <int N>
+PREBUILD_SIMT_BODY int scatter_index(int lane) {
+  return lane >> Scatter<N>::kShift;
+}
+
+template <int N>
+PREBUILD_SIMT_BODY bool scatter_owner(int lane) {
+  return (lane & ((1 << Scatter<N>::kShift) - 1)) == 0;
+}
+
+template <int N, typename Ctx>
+PREBUILD_SIMT_BODY float warp_scatter_sums(const Ctx& ctx, const float* values) {
+  using S = Scatter<N>;
+  const int lane = ctx.lane();
+  if (!ctx.warp_is_full()) {
+    float mine = 0.f;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const float sum = ctx.warp_sum(values[i]);
+      if (i == scatter_index<N>(lane)) mine = sum;
+    }
+    return mine;
+  }
+  float a[S::kPadded];
+#pragma unroll
+  for (int i = 0; i < S::kPadded; ++i) a[i] = i < N ? values[i] : 0.f;
+  // Split steps: offsets 16, 8, ... keeping the lower half of the values (lane bit clear)
+  // or the upper one (bit set); a[0, half) then holds the kept values' partial sums.
+#pragma unroll
+  for (int step = 0; step < S::kSplits; ++step) {
+    const int offset = 16 >> step, half = S::kPadded >> (step + 1);
+    const bool upper = (lane & offset) != 0;
+#pragma unroll
+    for (int i = 0; i < half; ++i) {
+      const float keep = upper ? a[half + i] : a[i];
+      const float send = upper ? a[i] : a[half + i];
+      a[i] = keep + ctx.shfl_xor(send, offset);
+    }
+  }
+  // The remaining steps: one value per lane, added over the lanes that share it.
+#pragma unroll
+  for (int offset = 16 >> S::kSplits; offset > 0; offset >>= 1) {
+    a[0] += ctx.shfl_xor(a[0], offset);
+  }
+  return a[0];
+}
+
+}  // namespace simt
+}  // namespace prebuild

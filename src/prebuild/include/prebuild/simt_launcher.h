@@ -74,6 +74,12 @@ class HostContext {
     for (int i = 0; i < N; ++i) values[i] = warp_sum(values[i]);
   }
   inline bool warp_any(bool predicate) const;
+  inline float shfl_xor(float value, int offset) const;
+  bool warp_is_full() const {
+    const int threads = block_dim_.x * block_dim_.y * block_dim_.z;
+    const int rank = thread_.x + block_dim_.x * (thread_.y + block_dim_.y * thread_.z);
+    return (threads & 31) == 0 || rank < (threads & ~31);
+  }
   inline int warp_max(int value) const;
   // Fibers of all blocks run on one OS thread, one at a time: a plain add is atomic here.
   template <typename T>
@@ -152,10 +158,11 @@ class BlockScheduler {
     return last_count_;  // set by the scheduler when it released this barrier
   }
 
-  enum class WarpOp { kSum, kAny, kMax };
+  enum class WarpOp { kSum, kAny, kMax, kShflXor };
 
   // Called by the running fiber at a warp collective: yield until its warp's lanes all wait
-  // at it. kSum reduces `sum`, kAny and kMax `value`.
+  // at it. kSum reduces `sum`, kAny and kMax `value`; kShflXor gives each lane the `sum` of
+  // lane ^ `value` (a full warp, every lane with the same offset).
   struct WarpResult {
     float sum;
     int value;
@@ -207,6 +214,7 @@ class BlockScheduler {
           throw warp_divergence(base, first, l);
         }
       }
+      if (warp[first].warp_op == WarpOp::kShflXor) check_shfl_xor(warp, lanes, base);
       combine(warp, lanes);
       for (int l = 0; l < lanes; ++l) warp[l].state = State::kReady;
       released = true;
@@ -227,6 +235,12 @@ class BlockScheduler {
         for (int l = 0; l < lanes; ++l) warp[l].sum = lanes == kWarp ? v[l] : v[0];
         return;
       }
+      case WarpOp::kShflXor: {
+        float v[kWarp];
+        for (int l = 0; l < kWarp; ++l) v[l] = warp[l].sum;
+        for (int l = 0; l < kWarp; ++l) warp[l].sum = v[l ^ warp[l].value];
+        return;
+      }
       case WarpOp::kAny: {
         int any = 0;
         for (int l = 0; l < lanes; ++l) any |= warp[l].value != 0;
@@ -243,7 +257,25 @@ class BlockScheduler {
   }
 
   static const char* op_name(WarpOp op) {
-    return op == WarpOp::kSum ? "warp_sum" : op == WarpOp::kAny ? "warp_any" : "warp_max";
+    return op == WarpOp::kSum   ? "warp_sum"
+           : op == WarpOp::kAny ? "warp_any"
+           : op == WarpOp::kMax ? "warp_max"
+                                : "shfl_xor";
+  }
+
+  // shfl_xor runs in full warps only (DeviceContext's is __shfl_xor_sync over all 32 lanes),
+  // every lane with the same offset in [1, 31].
+  static void check_shfl_xor(const Fiber* warp, int lanes, size_t base) {
+    if (lanes != kWarp) {
+      throw std::runtime_error("shfl_xor in the partial warp at thread " + std::to_string(base) +
+                               ": it needs all 32 lanes");
+    }
+    for (int l = 0; l < kWarp; ++l) {
+      if (warp[l].value != warp[0].value || warp[l].value < 1 || warp[l].value > 31) {
+        throw std::runtime_error("shfl_xor at thread " + std::to_string(base + l) +
+                                 ": every lane must pass the same offset in [1, 31]");
+      }
+    }
   }
 
   // Lane `other` of the warp at `base` is not where lane `first` waits.
@@ -334,6 +366,9 @@ inline void HostContext::sync() const { scheduler_->barrier(); }
 inline int HostContext::sync_count(int predicate) const { return scheduler_->barrier(predicate); }
 inline float HostContext::warp_sum(float value) const {
   return scheduler_->warp_collective(BlockScheduler::WarpOp::kSum, value, 0).sum;
+}
+inline float HostContext::shfl_xor(float value, int offset) const {
+  return scheduler_->warp_collective(BlockScheduler::WarpOp::kShflXor, value, offset).sum;
 }
 inline bool HostContext::warp_any(bool predicate) const {
   return scheduler_->warp_collective(BlockScheduler::WarpOp::kAny, 0.f, predicate).value != 0;
