@@ -26,6 +26,13 @@ struct CpuBackend : HostScan {
   }
   static void unpack(const UnpackArgs& a, const Tensor&) {
     cpu::for_each_element(a.nnz, kGrain, [&](int64_t j) { unpack_element(a, j); });
+    // A Gaussian's rows (one per camera that sees it) add to one place: in row order, on
+    // one thread (no atomics on the CPU; the GPU's adds may come in any order).
+    if (a.v_opacities || a.v_colors) {
+      for (int64_t j = 0; j < a.nnz; ++j) {
+        unpack_gaussian_element(a, j, [](float* address, float value) { *address += value; });
+      }
+    }
   }
 };
 

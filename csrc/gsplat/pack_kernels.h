@@ -39,8 +39,10 @@ struct PackArgs {
   const float* depths;         // [n]
   const float* conics;         // [n, 3]
   const float* compensations;  // [n] or nullptr
+  const float* opacities;      // [B * N] per Gaussian, or nullptr
+  const float* colors;         // [B * N, F] per Gaussian, or nullptr
   const int64_t* rank;         // [n]: inclusive scan of the flags (row + 1 of a visible pair)
-  int64_t n, C, N;
+  int64_t n, C, N, F;
   int64_t* batch_ids;  // [nnz]
   int64_t* camera_ids;
   int64_t* gaussian_ids;
@@ -50,22 +52,31 @@ struct PackArgs {
   float* depths_out;   // [nnz]
   float* conics_out;   // [nnz, 3]
   float* compensations_out;  // [nnz] or nullptr
+  float* opacities_out;      // [nnz] or nullptr
+  float* colors_out;         // [nnz, F] or nullptr
 };
 
-// The packed rows' gradients back to the dense pairs (zero-initialised; each visible pair
-// has one row, so plain stores). A nullptr gradient is absent: its output is not written.
+// The packed rows' gradients back (zero-initialised outputs): to the dense pairs with plain
+// stores (each visible pair has one row), to the Gaussians with adds (a Gaussian seen by C
+// cameras has up to C rows: atomics on the GPU). A nullptr gradient is absent: its output is
+// not written.
 struct UnpackArgs {
   const int64_t* image_ids;     // [nnz]
   const int64_t* gaussian_ids;  // [nnz]
-  int64_t nnz, n, N;  // an id pair outside the n dense pairs is skipped, never a wild store
+  int64_t nnz, n_images, C, N, F;  // an id pair outside the n_images * N dense pairs is
+                                   // skipped, never a wild store
   const float* v_means2d;  // [nnz, 2] or nullptr
   const float* v_depths;   // [nnz] or nullptr
   const float* v_conics;   // [nnz, 3] or nullptr
   const float* v_compensations;  // [nnz] or nullptr
+  const float* v_opacities;  // [nnz] or nullptr
+  const float* v_colors;     // [nnz, F] or nullptr
   float* d_means2d;        // [n, 2]
   float* d_depths;         // [n]
   float* d_conics;         // [n, 3]
   float* d_compensations;  // [n]
+  float* d_opacities;      // [B * N]
+  float* d_colors;         // [B * N, F]
 };
 
 PREBUILD_HD void flag_element(const FlagArgs& a, int64_t i) {
@@ -87,11 +98,16 @@ PREBUILD_HD void pack_element(const PackArgs& a, int64_t i) {
   a.depths_out[j] = a.depths[i];
   for (int k = 0; k < 3; ++k) a.conics_out[3 * j + k] = a.conics[3 * i + k];
   if (a.compensations) a.compensations_out[j] = a.compensations[i];
+  const int64_t row = image / a.C * a.N + i % a.N;  // the Gaussian's row: batch * N + id
+  if (a.opacities) a.opacities_out[j] = a.opacities[row];
+  if (a.colors) {
+    for (int64_t k = 0; k < a.F; ++k) a.colors_out[j * a.F + k] = a.colors[row * a.F + k];
+  }
 }
 
 PREBUILD_HD void unpack_element(const UnpackArgs& a, int64_t j) {
   const int64_t image = a.image_ids[j], g = a.gaussian_ids[j];
-  if (g < 0 || g >= a.N || image < 0 || image >= a.n / a.N) return;
+  if (g < 0 || g >= a.N || image < 0 || image >= a.n_images) return;
   const int64_t i = image * a.N + g;
   if (a.v_means2d) {
     for (int k = 0; k < 2; ++k) a.d_means2d[2 * i + k] = a.v_means2d[2 * j + k];
@@ -102,6 +118,28 @@ PREBUILD_HD void unpack_element(const UnpackArgs& a, int64_t j) {
   }
   if (a.v_compensations) a.d_compensations[i] = a.v_compensations[j];
 }
+
+// Row j's per-Gaussian gradients, added with `add(address, value)` (the ids checked as in
+// unpack_element).
+template <typename Add>
+PREBUILD_HD void unpack_gaussian_element(const UnpackArgs& a, int64_t j, const Add& add) {
+  const int64_t image = a.image_ids[j], g = a.gaussian_ids[j];
+  if (g < 0 || g >= a.N || image < 0 || image >= a.n_images) return;
+  const int64_t row = image / a.C * a.N + g;
+  if (a.v_opacities) add(a.d_opacities + row, a.v_opacities[j]);
+  if (a.v_colors) {
+    for (int64_t k = 0; k < a.F; ++k) add(a.d_colors + row * a.F + k, a.v_colors[j * a.F + k]);
+  }
+}
+
+// ctx.atomic_add as a functor (a lambda capturing the context made nvcc keep it on the stack).
+template <typename Ctx>
+struct AtomicAdd {
+  const Ctx& ctx;
+  PREBUILD_SIMT_BODY void operator()(float* address, float value) const {
+    ctx.atomic_add(address, value);
+  }
+};
 
 template <typename Ctx>
 PREBUILD_SIMT_BODY void flag_block(const Ctx& ctx, NoShared&, const FlagArgs& a) {
@@ -115,7 +153,10 @@ PREBUILD_SIMT_BODY void pack_block(const Ctx& ctx, NoShared&, const PackArgs& a)
 
 template <typename Ctx>
 PREBUILD_SIMT_BODY void unpack_block(const Ctx& ctx, NoShared&, const UnpackArgs& a) {
-  simt::for_each_element(ctx, a.nnz, [&](int64_t j) { unpack_element(a, j); });
+  simt::for_each_element(ctx, a.nnz, [&](int64_t j) {
+    unpack_element(a, j);
+    unpack_gaussian_element(a, j, AtomicAdd<Ctx>{ctx});
+  });
 }
 
 }  // namespace pack

@@ -19,3 +19,9 @@ def dense_outputs(B, C, N, seed=0, compensations=True, visible=0.6):
     if not compensations:
         floats[3] = None
     return (radii, *floats)
+
+
+def gaussian_inputs(B, N, F=3, seed=0):
+    """Per-Gaussian opacities [B, N] and colours [B, N, F], shared by the cameras."""
+    gen = torch.Generator().manual_seed(seed + 1000)
+    return torch.rand(B, N, generator=gen), torch.rand(B, N, F, generator=gen)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 from compiled import assert_compiled_matches_eager
-from pack_scenes import dense_outputs
+from pack_scenes import dense_outputs, gaussian_inputs
 from projection_scenes import HEIGHT, WIDTH, cameras, gaussians
 
 import prebuild  # noqa: F401  (loads the ops)
@@ -24,21 +24,29 @@ BACKENDS = [
 ]
 
 
-def reference_pack(radii, means2d, depths, conics, compensations):
-    """What pack did before it was one op: gsplat's own chain."""
+def reference_pack(radii, means2d, depths, conics, compensations, opacities=None, colors=None):
+    """What pack did before it was one op: gsplat's own chain, and rasterization()'s gathers
+    of the per-Gaussian opacities and colours."""
     B, C, N = radii.shape[:3]
     flat = (radii > 0).all(-1).view(-1).nonzero().view(-1)
     image_ids = flat // N
+    batch_ids, gaussian_ids = image_ids // C, flat % N
+    rows = batch_ids * N + gaussian_ids
 
     def take(t):
         return None if t is None else t.reshape(B * C * N, *t.shape[3:]).index_select(0, flat)
 
+    def gather(t):
+        return None if t is None else t.reshape(B * N, *t.shape[2:]).index_select(0, rows)
+
     return (
-        image_ids // C,
+        batch_ids,
         image_ids % C,
-        flat % N,
+        gaussian_ids,
         image_ids,
         *(take(t) for t in (radii, means2d, depths, conics, compensations)),
+        gather(opacities),
+        gather(colors),
     )
 
 
@@ -47,38 +55,46 @@ SHAPES = [(1, 1, 7), (2, 3, 11), (1, 4, 1), (3, 1, 40)]
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-@pytest.mark.parametrize("compensations", [True, False], ids=["comp", "no_comp"])
-def test_pack_equals_the_chain_it_replaces(backend, shape, compensations):
-    inputs = dense_outputs(*shape, seed=sum(shape), compensations=compensations)
+@pytest.mark.parametrize("optional", [True, False], ids=["all", "required_only"])
+def test_pack_equals_the_chain_it_replaces(backend, shape, optional):
+    inputs = dense_outputs(*shape, seed=sum(shape), compensations=optional)
+    if optional:
+        inputs = (*inputs, *gaussian_inputs(shape[0], shape[2], F=5, seed=sum(shape)))
     got = backend.pack_visible(*inputs)
     want = reference_pack(*inputs)
-    assert len(got) == len(want) == 9
-    for g, w in zip(got[:8], want[:8]):
-        assert g.dtype == w.dtype and torch.equal(g, w)
-    if compensations:
-        assert torch.equal(got[8], want[8])
-    else:
-        assert got[8].shape == (0,)
+    assert len(got) == len(want) == 11
+    for g, w in zip(got, want):
+        if w is None:
+            assert g.shape == (0,)
+        else:
+            assert g.dtype == w.dtype and torch.equal(g, w)
 
 
 @pytest.mark.simt
 def test_simt_gives_the_cpu_kernels_bytes():
-    inputs = dense_outputs(2, 2, 300, seed=3)
-    grads = [torch.randn(t.shape[:1] + t.shape[1:]) for t in CPU.pack_visible(*inputs)[5:]]
+    """Two cameras: a Gaussian's per-Gaussian gradient is the sum of at most two rows, the
+    same bits in any order of adds (the simt launcher's differs from the CPU loop's)."""
+    B, C, N = 2, 2, 300
+    inputs = (*dense_outputs(B, C, N, seed=3), *gaussian_inputs(B, N, F=4, seed=3))
     cpu = CPU.pack_visible(*inputs)
+    grads = [torch.randn(t.shape) for t in cpu[5:]]
     ids = cpu[3], cpu[2]
     for a, b in zip(cpu, simt.pack_visible(*inputs)):
         assert torch.equal(a, b)
     for a, b in zip(
-        CPU.pack_visible_backward(*ids, *grads, 2, 2, 300),
-        simt.pack_visible_backward(*ids, *grads, 2, 2, 300),
+        CPU.pack_visible_backward(*ids, *grads, B, C, N),
+        simt.pack_visible_backward(*ids, *grads, B, C, N),
     ):
         assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize("simt_backend", [False, pytest.param(True, marks=pytest.mark.simt)])
 def test_gradients_equal_the_chains_and_absent_ones_stay_absent(simt_backend):
-    radii, *floats = dense_outputs(2, 3, 13, seed=5)
+    """Three cameras: the per-Gaussian gradients sum up to three rows each (in another order
+    than index_add's, so within float32 rounding); the dense pairs' are copies."""
+    B, C, N = 2, 3, 13
+    radii, *floats = dense_outputs(B, C, N, seed=5)
+    floats += list(gaussian_inputs(B, N, F=3, seed=5))
     leaves = [t.clone().requires_grad_(True) for t in floats]
     ref_leaves = [t.clone().requires_grad_(True) for t in floats]
     if simt_backend:
@@ -90,11 +106,14 @@ def test_gradients_equal_the_chains_and_absent_ones_stay_absent(simt_backend):
     assert not any(t.requires_grad for t in out[:5])  # ids and radii: integers
     weights = [torch.randn(t.shape) for t in ref[5:]]
     # depths (index 1) unused: its gradient must stay None, not zeros
-    used = (0, 2, 3)
+    used = (0, 2, 3, 4, 5)
     sum(out[5 + k].mul(weights[k]).sum() for k in used).backward()
     sum(ref[5 + k].mul(weights[k]).sum() for k in used).backward()
     for k in used:
-        assert torch.equal(leaves[k].grad, ref_leaves[k].grad)
+        if k < 4:
+            assert torch.equal(leaves[k].grad, ref_leaves[k].grad)
+        else:
+            torch.testing.assert_close(leaves[k].grad, ref_leaves[k].grad, rtol=1e-6, atol=1e-6)
     assert leaves[1].grad is None
 
 
@@ -113,7 +132,7 @@ def test_backward_skips_ids_outside_the_dense_pairs():
     """A direct caller's bad ids are skipped, never stored out of bounds."""
     ids = torch.tensor([0, 5, -1, 1]), torch.tensor([2, 0, 1, 9])
     v = torch.arange(8.0).view(4, 2)
-    dense, *_ = CPU.pack_visible_backward(*ids, v, None, None, None, 2, 1, 3)
+    dense, *_ = CPU.pack_visible_backward(*ids, v, None, None, None, None, None, 2, 1, 3)
     want = torch.zeros(2, 1, 3, 2)
     want[0, 0, 2] = v[0]
     assert torch.equal(dense, want)
@@ -127,8 +146,18 @@ def test_backward_skips_ids_outside_the_dense_pairs():
         (lambda a: (a[0], a[1][:, :, :-1].contiguous(), *a[2:]), "means2d must have shape"),
         (lambda a: (a[0], a[1], a[2].double(), *a[3:]), "depths must be float32"),
         (lambda a: (*a[:3], a[3].transpose(0, 1), a[4]), "conics must"),
+        (lambda a: (*a, torch.rand(2, 3)), r"opacities must have shape \[B, N\]"),
+        (lambda a: (*a, torch.rand(2, 4), torch.rand(2, 4)), r"colors must have shape \[B, N, F\]"),
     ],
-    ids=["radii_dtype", "radii_shape", "means2d_shape", "depths_dtype", "conics_layout"],
+    ids=[
+        "radii_dtype",
+        "radii_shape",
+        "means2d_shape",
+        "depths_dtype",
+        "conics_layout",
+        "opacities_shape",
+        "colors_shape",
+    ],
 )
 def test_bad_inputs_name_the_problem(change, match):
     inputs = change(dense_outputs(2, 2, 4))
@@ -137,10 +166,12 @@ def test_bad_inputs_name_the_problem(change, match):
 
 
 def test_opcheck():
-    inputs = dense_outputs(2, 2, 6, seed=9)
+    inputs = (*dense_outputs(2, 2, 6, seed=9), *gaussian_inputs(2, 6, F=3, seed=9))
     torch.library.opcheck(CPU.pack_visible.default, inputs)
+    torch.library.opcheck(CPU.pack_visible.default, inputs[:5])
     out = CPU.pack_visible(*inputs)
-    grads = (torch.randn(out[5].shape), None, torch.randn(out[7].shape), torch.randn(out[8].shape))
+    grads = [torch.randn(t.shape) for t in out[5:]]
+    grads[1] = None
     torch.library.opcheck(CPU.pack_visible_backward.default, (out[3], out[2], *grads, 2, 2, 6))
 
 

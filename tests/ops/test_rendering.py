@@ -531,7 +531,8 @@ def test_a_step_dispatches_no_needless_ops(packed, sh):
     index_select, whose backward is an index_add, not a sort-based index_put), no
     inverse (its singularity check waits for a GPU), and the packed pairs formed by one op
     each way (pack_visible: its count is packed mode's one host sync) instead of a nonzero
-    and a gather per output."""
+    and a gather per output; it also gathers the opacities and, without SH, the colours, so
+    an RGB step gathers nothing else."""
     s = _leaves(sh_scene() if sh else scene())
     with _CountOps() as counter:
         out = render(s, packed=packed, sh_degree=2 if sh else None)
@@ -541,4 +542,20 @@ def test_a_step_dispatches_no_needless_ops(packed, sh):
         assert name not in ops or name == "linalg_inv_ex" and sh, (name, ops)
     assert ops["nonzero"] == 0
     assert ops["pack_visible"] == ops["pack_visible_backward"] == (1 if packed else 0)
+    if not sh:  # this scene's colours are per camera: one gather of them when packed
+        assert ops["index_select"] == ops["index_add"] == (1 if packed else 0), ops
+
+
+def test_a_packed_rgb_step_with_shared_colours_gathers_nothing_else():
+    """pack_visible gathers the opacities and the colours the cameras share: no gather, and
+    no index_add in the backward, besides its own two ops."""
+    s = scene()
+    s["colors"] = s["colors"][0]  # [N, D]: shared by the cameras
+    s = _leaves(s)
+    with _CountOps() as counter:
+        out = render(s, packed=True)
+        _grads(s, out)
+    ops = counter.ops
+    assert ops["pack_visible"] == ops["pack_visible_backward"] == 1
+    assert ops["index_select"] == ops["index_add"] == 0, ops
     assert "_linalg_check_errors" not in ops

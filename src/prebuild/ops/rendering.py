@@ -258,7 +258,11 @@ def rasterization(
         antialiased,
         model,
     )
+    packed_colors = None
     if packed:
+        # The pairs' opacities, and their colours when shared by the cameras, gathered by
+        # pack_visible itself (one op each way instead of a gather and its backward each).
+        shared = sh_degree is None and not per_camera_colors
         (
             batch_ids,
             camera_ids,
@@ -269,10 +273,19 @@ def rasterization(
             depths,
             conics,
             compensations,
-        ) = pack(radii, means2d, depths, conics, compensations)
+            opacities,
+            packed_colors,
+        ) = pack(
+            radii,
+            means2d,
+            depths,
+            conics,
+            compensations,
+            opacities.reshape(B, N).contiguous(),
+            colors.reshape(B, N, D).contiguous() if shared else None,
+        )
         # Each pair's Gaussian in the flattened [B * N] inputs.
         gaussian_rows = gaussian_ids if B == 1 else batch_ids * N + gaussian_ids
-        opacities = opacities.reshape(B * N).index_select(0, gaussian_rows)  # [nnz]
     else:
         radii, means2d, depths, conics, compensations = (
             None if t is None else t.view(*batch, *t.shape[1:])
@@ -283,19 +296,23 @@ def rasterization(
     if compensations is not None:
         opacities = opacities * compensations
 
-    colors = _view_colors(
-        colors,
-        per_camera_colors,
-        sh_degree,
-        means,
-        viewmats,
-        radii,
-        batch,
-        C,
-        N,
-        image_ids,
-        gaussian_ids,
-        gaussian_rows,
+    colors = (
+        packed_colors
+        if packed_colors is not None
+        else _view_colors(
+            colors,
+            per_camera_colors,
+            sh_degree,
+            means,
+            viewmats,
+            radii,
+            batch,
+            C,
+            N,
+            image_ids,
+            gaussian_ids,
+            gaussian_rows,
+        )
     )
     if render_mode in ("RGB+D", "RGB+ED"):
         colors = torch.cat((colors, depths[..., None]), dim=-1)
@@ -407,15 +424,14 @@ def _view_colors(
 ):
     """The per-(camera, Gaussian) colours the rasterizer composites: [..., C, N, D], or
     [nnz, D] when packed (image_ids given; gaussian_rows: each pair's row in the flattened
-    [B * N] Gaussians)."""
+    [B * N] Gaussians), but for packed colours shared by the cameras without SH, which
+    pack_visible gathers."""
     B = math.prod(batch)
     packed = image_ids is not None
     D = colors.shape[-1]
     if sh_degree is None:
-        if packed:
-            if per_camera:
-                return colors.reshape(B * C * N, D).index_select(0, image_ids * N + gaussian_ids)
-            return colors.reshape(B * N, D).index_select(0, gaussian_rows)
+        if packed:  # per-camera colours (pack_visible gathers colours the cameras share)
+            return colors.reshape(B * C * N, D).index_select(0, image_ids * N + gaussian_ids)
         return (
             colors
             if per_camera
