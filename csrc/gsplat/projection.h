@@ -13,7 +13,8 @@
 //     -> (v_means [B,N,3], v_covars [B,N,6], v_quats [B,N,4], v_scales [B,N,3],
 //         v_viewmats [B,C,4,4]); the pair of the path not taken (covars, or quats and scales)
 //        has shape (0,), and so does v_viewmats unless viewmats_requires_grad. compensations
-//        and v_compensations may be shape (0,): then the compensation term has no gradient.
+//        and v_compensations may be shape (0,): then the compensation term has no gradient;
+//        v_depths too, when the loss does not use the depths (the same as zeros).
 //   proj_forward(means [I,N,3], covars [I,N,3,3], Ks [I,3,3], width, height, camera_model)
 //     -> (means2d [I,N,2], covars2d [I,N,2,2])       camera space in, no culling, no blur
 //   proj_backward(means, covars, Ks, width, height, camera_model, v_means2d, v_covars2d)
@@ -210,8 +211,11 @@ BackwardResult backward_op(Tensor means, OptTensor covars, OptTensor quats, OptT
   check_float32(conics, op, "conics");
   check_pairs(v_means2d, means, n, 2, op, "v_means2d (B, C, N, 2)");
   check_float32(v_means2d, op, "v_means2d");
-  check_pairs(v_depths, means, n, 0, op, "v_depths (B, C, N)");
-  check_float32(v_depths, op, "v_depths");
+  const bool with_depths = !(v_depths.dim() == 1 && v_depths.size(0) == 0);  // (0,): zeros
+  if (with_depths) {
+    check_pairs(v_depths, means, n, 0, op, "v_depths (B, C, N) or (0,)");
+    check_float32(v_depths, op, "v_depths");
+  }
   check_pairs(v_conics, means, n, 3, op, "v_conics (B, C, N, 3)");
   check_float32(v_conics, op, "v_conics");
   // The compensation term takes part when v_compensations is (B, C, N), not when it is empty.
@@ -245,7 +249,7 @@ BackwardResult backward_op(Tensor means, OptTensor covars, OptTensor quats, OptT
       conics.const_data_ptr<float>(),
       with_compensation ? compensations.const_data_ptr<float>() : nullptr,
       v_means2d.const_data_ptr<float>(),
-      v_depths.const_data_ptr<float>(),
+      with_depths ? v_depths.const_data_ptr<float>() : nullptr,
       v_conics.const_data_ptr<float>(),
       with_compensation ? v_compensations.const_data_ptr<float>() : nullptr,
       v_means.mutable_data_ptr<float>(),

@@ -62,7 +62,7 @@ struct BackwardArgs {
   const float* conics;            // [B, C, N, 3]
   const float* compensations;     // [B, C, N] or null
   const float* v_means2d;         // [B, C, N, 2]
-  const float* v_depths;          // [B, C, N]
+  const float* v_depths;          // [B, C, N], or nullptr: zeros
   const float* v_conics;          // [B, C, N, 3]
   const float* v_compensations;   // [B, C, N] or null (then compensations are ignored)
   float* v_means;                 // [B, N, 3], zero-initialised, accumulated over cameras
@@ -111,7 +111,7 @@ PREBUILD_HD GaussianGrad backward_element(const BackwardArgs& a, int64_t idx) {
   ProjectedGrad g;
   g.mean2d_x = a.v_means2d[idx * 2];
   g.mean2d_y = a.v_means2d[idx * 2 + 1];
-  g.depth = a.v_depths[idx];
+  g.depth = a.v_depths ? a.v_depths[idx] : 0.f;
   g.conic_a = a.v_conics[idx * 3];
   g.conic_b = a.v_conics[idx * 3 + 1];
   g.conic_c = a.v_conics[idx * 3 + 2];

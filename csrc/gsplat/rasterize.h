@@ -11,7 +11,7 @@
 //   A tile whose mask is false renders the background with alpha 0 and gets no gradients.
 //   absgrad is not used by the forward: the autograd formula passes it to the backward.
 //   rasterize_to_pixels_backward(<the forward's inputs but absgrad>, render_alphas, last_ids,
-//       v_render_colors [I,H,W,D], v_render_alphas [I,H,W,1], absgrad)
+//       v_render_colors [I,H,W,D], v_render_alphas [I,H,W,1]? (None: zeros), absgrad)
 //     -> (v_means2d, v_conics, v_colors, v_opacities, v_means2d_abs)
 //   v_means2d_abs (absgrad): like means2d, the sum over pixels of the absolute value of each
 //   pixel's contribution to v_means2d (gsplat's means2d.absgrad); [0] without absgrad.
@@ -137,17 +137,19 @@ inline RasterShape check_forward_inputs(const Tensor& means2d, const Tensor& con
 
 inline void check_backward_inputs(const RasterShape& s, const Tensor& means2d,
                                   const Tensor& render_alphas, const Tensor& last_ids,
-                                  const Tensor& v_render_colors, const Tensor& v_render_alphas,
-                                  const char* op) {
+                                  const Tensor& v_render_colors,
+                                  const std::optional<Tensor>& v_render_alphas, const char* op) {
   const int64_t I = s.n_images, H = s.height, W = s.width;
   check_sizes(render_alphas, {I, H, W, 1}, op, "render_alphas", "[I, H, W, 1]");
   check_sizes(last_ids, {I, H, W}, op, "last_ids", "[I, H, W]");
   check_sizes(v_render_colors, {I, H, W, s.D}, op, "v_render_colors", "[I, H, W, D]");
-  check_sizes(v_render_alphas, {I, H, W, 1}, op, "v_render_alphas", "[I, H, W, 1]");
   check_tensor(render_alphas, means2d, ScalarType::Float, op, "render_alphas");
   check_tensor(last_ids, means2d, ScalarType::Int, op, "last_ids");
   check_tensor(v_render_colors, means2d, ScalarType::Float, op, "v_render_colors");
-  check_tensor(v_render_alphas, means2d, ScalarType::Float, op, "v_render_alphas");
+  if (v_render_alphas.has_value()) {  // None: the loss does not use render_alphas (zeros)
+    check_sizes(*v_render_alphas, {I, H, W, 1}, op, "v_render_alphas", "[I, H, W, 1]");
+    check_tensor(*v_render_alphas, means2d, ScalarType::Float, op, "v_render_alphas");
+  }
 }
 
 inline const float* optional_ptr(const std::optional<Tensor>& t) {
@@ -202,7 +204,8 @@ inline BackwardOutputs allocate_backward(const RasterShape& s, const Tensor& mea
                                          const std::optional<Tensor>& masks,
                                          const Tensor& render_alphas, const Tensor& last_ids,
                                          const Tensor& v_render_colors,
-                                         const Tensor& v_render_alphas, bool absgrad) {
+                                         const std::optional<Tensor>& v_render_alphas,
+                                         bool absgrad) {
   Tensor v_means2d = prebuild::new_zeros(means2d, means2d.sizes());
   Tensor v_conics = prebuild::new_zeros(means2d, conics.sizes());
   Tensor v_colors = prebuild::new_zeros(means2d, colors.sizes());
@@ -220,7 +223,7 @@ inline BackwardOutputs allocate_backward(const RasterShape& s, const Tensor& mea
                     render_alphas.const_data_ptr<float>(),
                     last_ids.const_data_ptr<int32_t>(),
                     v_render_colors.const_data_ptr<float>(),
-                    v_render_alphas.const_data_ptr<float>(),
+                    optional_ptr(v_render_alphas),
                     s,
                     v_means2d.mutable_data_ptr<float>(),
                     v_conics.mutable_data_ptr<float>(),
@@ -299,8 +302,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_tiled(
     const std::optional<Tensor>& backgrounds, int64_t image_width, int64_t image_height,
     int64_t tile_size, const Tensor& isect_offsets, const Tensor& flatten_ids,
     const std::optional<Tensor>& masks, const Tensor& render_alphas, const Tensor& last_ids,
-    const Tensor& v_render_colors, const Tensor& v_render_alphas, bool absgrad, const char* op,
-    const char* device, const OnDevice& on_device, const Launch& launch) {
+    const Tensor& v_render_colors, const std::optional<Tensor>& v_render_alphas, bool absgrad,
+    const char* op, const char* device, const OnDevice& on_device, const Launch& launch) {
   const RasterShape s = check_forward_inputs(means2d, conics, colors, opacities, backgrounds,
                                              image_width, image_height, tile_size,
                                              isect_offsets, flatten_ids, masks, op);

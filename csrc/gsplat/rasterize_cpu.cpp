@@ -201,7 +201,7 @@ PREBUILD_ALWAYS_INLINE void backward_tile(const BackwardArgs& a, const EntryRows
     for (int t = 0; t < c.lanes; ++t) {
       const int64_t pixel = c.first_pixel + t;
       T_final[t] = 1.f - a.render_alphas[pixel];
-      v_alpha_out[t] = a.v_render_alphas[pixel];
+      v_alpha_out[t] = a.v_render_alphas ? a.v_render_alphas[pixel] : 0.f;
       bg_dot[t] = bg ? channel_dot(bg, a.v_render_colors + pixel * s.D, s.D) : 0.f;
       behind_dot[t] = 0.f;
       T[t] = T_final[t];
@@ -290,8 +290,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cpu(
     Tensor means2d, Tensor conics, Tensor colors, Tensor opacities,
     std::optional<Tensor> backgrounds, int64_t image_width, int64_t image_height,
     int64_t tile_size, Tensor isect_offsets, Tensor flatten_ids, std::optional<Tensor> masks,
-    Tensor render_alphas, Tensor last_ids, Tensor v_render_colors, Tensor v_render_alphas,
-    bool absgrad) {
+    Tensor render_alphas, Tensor last_ids, Tensor v_render_colors,
+    std::optional<Tensor> v_render_alphas, bool absgrad) {
   constexpr const char* op = "prebuild::rasterize_to_pixels_backward";
   const RasterShape s = check_forward_inputs(means2d, conics, colors, opacities, backgrounds,
                                              image_width, image_height, tile_size,

@@ -45,8 +45,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     Tensor means2d, Tensor conics, Tensor colors, Tensor opacities,
     std::optional<Tensor> backgrounds, int64_t image_width, int64_t image_height,
     int64_t tile_size, Tensor isect_offsets, Tensor flatten_ids, std::optional<Tensor> masks,
-    Tensor render_alphas, Tensor last_ids, Tensor v_render_colors, Tensor v_render_alphas,
-    bool absgrad) {
+    Tensor render_alphas, Tensor last_ids, Tensor v_render_colors,
+    std::optional<Tensor> v_render_alphas, bool absgrad) {
   return backward_tiled(
       means2d, conics, colors, opacities, backgrounds, image_width, image_height, tile_size,
       isect_offsets, flatten_ids, masks, render_alphas, last_ids, v_render_colors,

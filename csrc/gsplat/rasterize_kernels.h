@@ -78,7 +78,7 @@ struct BackwardArgs {
   const float* render_alphas;    // [I, H, W, 1] from the forward
   const int32_t* last_ids;       // [I, H, W] from the forward
   const float* v_render_colors;  // [I, H, W, D]
-  const float* v_render_alphas;  // [I, H, W, 1]
+  const float* v_render_alphas;  // [I, H, W, 1], or nullptr: zeros
   RasterShape s;
   float* v_means2d;      // [n_gaussians, 2], zero-initialised, accumulated with atomics
   float* v_conics;       // [n_gaussians, 3]
@@ -226,7 +226,7 @@ PREBUILD_SIMT_BODY void backward_block(const Ctx& ctx, BackwardShared<kChunk>& s
   auto v_color = [&](int k) { return kHeld ? held[k] : v_pixel[s.c0 + k]; };
   float v_alpha_out = 0.f, bg_dot = 0.f;
   if (geometry && w.inside) {
-    v_alpha_out = a.v_render_alphas[w.pixel];
+    v_alpha_out = a.v_render_alphas ? a.v_render_alphas[w.pixel] : 0.f;
     if (a.backgrounds) bg_dot = channel_dot(a.backgrounds + w.image * s.D, v_pixel, s.D);
   }
   float behind_dot = 0.f;  // behind . v_color (rasterize_math.h)

@@ -15,7 +15,7 @@ void define_rasterize_ops(Library& m) {
       "rasterize_to_pixels_backward(Tensor means2d, Tensor conics, Tensor colors, "
       "Tensor opacities, Tensor? backgrounds, int image_width, int image_height, "
       "int tile_size, Tensor isect_offsets, Tensor flatten_ids, Tensor? masks, "
-      "Tensor render_alphas, Tensor last_ids, Tensor v_render_colors, Tensor v_render_alphas, "
+      "Tensor render_alphas, Tensor last_ids, Tensor v_render_colors, Tensor? v_render_alphas, "
       "bool absgrad=False) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
 }
 

@@ -33,8 +33,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_simt(
     Tensor means2d, Tensor conics, Tensor colors, Tensor opacities,
     std::optional<Tensor> backgrounds, int64_t image_width, int64_t image_height,
     int64_t tile_size, Tensor isect_offsets, Tensor flatten_ids, std::optional<Tensor> masks,
-    Tensor render_alphas, Tensor last_ids, Tensor v_render_colors, Tensor v_render_alphas,
-    bool absgrad) {
+    Tensor render_alphas, Tensor last_ids, Tensor v_render_colors,
+    std::optional<Tensor> v_render_alphas, bool absgrad) {
   constexpr const char* op = "prebuild_simt::rasterize_to_pixels_backward";
   return backward_tiled(
       means2d, conics, colors, opacities, backgrounds, image_width, image_height, tile_size,

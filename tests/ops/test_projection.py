@@ -685,6 +685,29 @@ def test_opcheck_backward(path, calc_compensations, camera_model):
         )
 
 
+@pytest.mark.parametrize("backend", [CPU, pytest.param(simt, marks=pytest.mark.simt)])
+@pytest.mark.parametrize("path", ["quats", "covars"])
+def test_backward_without_v_depths_is_the_backward_with_zeros(backend, path):
+    """v_depths of shape (0,) (a loss that does not use the depths) is zeros, bit for bit,
+    without a zero tensor written; opcheck takes it too."""
+    scene = _small_scene(path)
+    *floats, radii = backend.fully_fused_projection_forward(
+        *scene[:4], None, *scene[4:], WIDTH, HEIGHT, 0.3, 0.01, 1e10, 0.0, True, 0
+    )
+    v = [torch.randn_like(t) for t in floats]
+    head = (*scene, WIDTH, HEIGHT, 0.3, 0, radii, floats[2], floats[3], v[0])
+    tail = (v[2], v[3], True)
+    with_zeros = backend.fully_fused_projection_backward(*head, torch.zeros_like(v[1]), *tail)
+    without = backend.fully_fused_projection_backward(*head, torch.empty(0), *tail)
+    assert with_zeros[0].abs().max() > 0
+    for a, b in zip(without, with_zeros):
+        assert torch.equal(a, b)
+    if backend is CPU:
+        torch.library.opcheck(
+            CPU.fully_fused_projection_backward.default, (*head, torch.empty(0), *tail)
+        )
+
+
 @pytest.mark.parametrize("camera_model", [0, 1, 2])
 def test_opcheck_proj(camera_model):
     means, covars, Ks = proj_scene(3, 10)

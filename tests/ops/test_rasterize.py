@@ -914,6 +914,21 @@ def test_opcheck_backward():
         torch.randn(2, 13, 19, 1),
     )
     torch.library.opcheck(CPU.rasterize_to_pixels_backward.default, args)
+    torch.library.opcheck(CPU.rasterize_to_pixels_backward.default, (*args[:-1], None))
+
+
+@pytest.mark.parametrize("ops", BACKENDS)
+def test_backward_without_v_render_alphas_is_the_backward_with_zeros(ops):
+    """A loss that does not use render_alphas passes None (no zero image written and read),
+    with the zeros' result bit for bit."""
+    scene = make_scene(C=2, N=20, W=19, H=13, D=3, tile_size=8, background=True, seed=33)
+    _, alphas, last_ids = ops.rasterize_to_pixels_forward(*op_args(scene))
+    args = (*op_args(scene), None, alphas, last_ids, torch.randn(2, 13, 19, 3))
+    with_zeros = ops.rasterize_to_pixels_backward(*args, torch.zeros(2, 13, 19, 1))
+    without = ops.rasterize_to_pixels_backward(*args, None)
+    assert any(g.abs().max() > 0 for g in with_zeros[:4])
+    for a, b in zip(without, with_zeros):
+        assert torch.equal(a, b)
 
 
 def test_torch_compile_fullgraph_with_backward():

@@ -566,10 +566,13 @@ def _backward_fake(
         ("radii", radii, (B, C, N, 2)),
         ("conics", conics, (B, C, N, 3)),
         ("v_means2d", v_means2d, (B, C, N, 2)),
-        ("v_depths", v_depths, (B, C, N)),
         ("v_conics", v_conics, (B, C, N, 3)),
     ):
         torch._check(t.shape == shape, lambda name=name: f"{_BWD}: {name} does not match (B, C, N)")
+    torch._check(
+        v_depths.shape in ((B, C, N), (0,)),
+        lambda: f"{_BWD}: v_depths must have shape (B, C, N) or (0,) (no gradient)",
+    )
     check_dtype(_BWD, torch.int32, radii=radii)
     check_float32(_BWD, conics=conics, v_means2d=v_means2d, v_depths=v_depths, v_conics=v_conics)
     check_same_devices(
@@ -641,10 +644,14 @@ def _backward(ops, ctx, v_means2d, v_depths, v_conics, v_compensations, _v_radii
             return g.contiguous()
         return conics.new_zeros(conics.shape[:3] + ((last,) if last else ()))
 
+    # (0,): no gradient (the kernel's zeros, no tensor of them written): the compensations'
+    # without calc_compensations or when unused, the depths' when the loss does not use them
+    # (rasterization() only sorts by them, in the usual RGB modes).
+    none = means.new_empty((0,))
     if ctx.calc_compensations and v_compensations is not None:
         v_comp = v_compensations.contiguous()
     else:
-        v_comp = means.new_empty((0,))
+        v_comp = none
     need = ctx.needs_input_grad
     v_means, v_covars, v_quats, v_scales, v_viewmats = ops.fully_fused_projection_backward(
         means,
@@ -661,7 +668,7 @@ def _backward(ops, ctx, v_means2d, v_depths, v_conics, v_compensations, _v_radii
         conics,
         compensations,
         grad(v_means2d, 2),
-        grad(v_depths, 0),
+        none if v_depths is None else v_depths.contiguous(),
         grad(v_conics, 3),
         v_comp,
         need[5],

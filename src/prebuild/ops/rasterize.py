@@ -435,14 +435,14 @@ def _backward_fake(
         lambda: f"{op}: v_render_colors must have shape [I, H, W, D]",
     )
     torch._check(
-        v_render_alphas.shape == (I, H, W, 1),
+        v_render_alphas is None or v_render_alphas.shape == (I, H, W, 1),
         lambda: f"{op}: v_render_alphas must have shape [I, H, W, 1]",
     )
     check_float32(
         op,
         render_alphas=render_alphas,
         v_render_colors=v_render_colors,
-        v_render_alphas=v_render_alphas,
+        **({} if v_render_alphas is None else {"v_render_alphas": v_render_alphas}),
     )
     check_dtype(op, torch.int32, last_ids=last_ids)
     check_same_devices(
@@ -451,7 +451,7 @@ def _backward_fake(
         render_alphas=render_alphas,
         last_ids=last_ids,
         v_render_colors=v_render_colors,
-        v_render_alphas=v_render_alphas,
+        **({} if v_render_alphas is None else {"v_render_alphas": v_render_alphas}),
     )
     v_means2d_abs = means2d.new_empty(means2d.shape if absgrad else (0,))
     return (
@@ -514,9 +514,7 @@ def _backward(ops, ctx, v_render_colors, v_render_alphas, _v_last_ids):
     I, D = isect_offsets.shape[0], colors.shape[-1]
     if v_render_colors is None:
         v_render_colors = colors.new_zeros((I, height, width, D))
-    if v_render_alphas is None:
-        v_render_alphas = colors.new_zeros((I, height, width, 1))
-    v_render_colors = v_render_colors.contiguous()
+    v_render_colors = v_render_colors.contiguous()  # v_render_alphas None: the op's zeros
     v_means2d, v_conics, v_colors, v_opacities, v_means2d_abs = ops.rasterize_to_pixels_backward(
         means2d,
         conics,
@@ -532,7 +530,7 @@ def _backward(ops, ctx, v_render_colors, v_render_alphas, _v_last_ids):
         render_alphas,
         last_ids,
         v_render_colors,
-        v_render_alphas.contiguous(),
+        None if v_render_alphas is None else v_render_alphas.contiguous(),
         ctx.absgrad,
     )
     if ctx.absgrad:
