@@ -32,6 +32,7 @@ Deliberate differences from gsplat 1.5.3 (all documented on the functions too):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -228,7 +229,7 @@ def fully_fused_projection(
     Gradients flow to means, to covars or quats and scales, and to viewmats, from all four
     float outputs; culled pairs contribute nothing. Ks get no gradient (None).
     """
-    batch, C, N, model = check_projection(
+    args = check_projection(
         means,
         covars,
         quats,
@@ -247,28 +248,38 @@ def fully_fused_projection(
         camera_model,
         opacities,
     )
-    out = project(
-        means,
-        covars,
-        quats,
-        scales,
-        opacities,
-        viewmats,
-        Ks,
-        width,
-        height,
-        eps2d,
-        near_plane,
-        far_plane,
-        radius_clip,
-        sparse_grad,
-        calc_compensations,
-        model,
-    )
+    out = project(args)
     if packed:
         packed_out = pack(*out)
         return packed_out[:3] + packed_out[4:9]  # image_ids are rasterization's own
-    return tuple(None if t is None else t.reshape(*batch, *t.shape[1:]) for t in out)
+    return tuple(None if t is None else t.reshape(*args.batch, *t.shape[1:]) for t in out)
+
+
+@dataclasses.dataclass(frozen=True)
+class Projection:
+    """The arguments ``check_projection`` passed, as ``project`` takes them: the tensors as
+    given (``project`` makes the float32 contiguous copies it needs), the camera model as the
+    kernels' index, and the sizes the checks found."""
+
+    means: torch.Tensor
+    covars: torch.Tensor | None
+    quats: torch.Tensor | None
+    scales: torch.Tensor | None
+    opacities: torch.Tensor | None
+    viewmats: torch.Tensor
+    Ks: torch.Tensor
+    width: int
+    height: int
+    eps2d: float
+    near_plane: float
+    far_plane: float
+    radius_clip: float
+    sparse_grad: bool
+    calc_compensations: bool
+    model: int  # camera_model_index's
+    batch: tuple[int, ...]  # the batch dimensions
+    C: int
+    N: int
 
 
 def check_projection(
@@ -289,9 +300,9 @@ def check_projection(
     calc_compensations,
     camera_model,
     opacities,
-) -> tuple[tuple[int, ...], int, int, int]:
+) -> Projection:
     """Every check of ``fully_fused_projection``'s arguments (``rasterization`` runs it once
-    for the whole chain); returns (batch dims, C, N, the kernels' camera model)."""
+    for the whole chain); returns what ``project`` takes."""
     check_bool(_NAME, "packed", packed)
     check_bool(_NAME, "sparse_grad", sparse_grad)
     model = camera_model_index(_NAME, camera_model)
@@ -314,32 +325,35 @@ def check_projection(
         check_finite_cameras(_NAME, viewmats=viewmats, Ks=Ks)
         if means.is_cuda:
             LIBRARY.ensure_device(means.device)
-    return batch, C, N, model
+    return Projection(
+        means,
+        covars,
+        quats,
+        scales,
+        opacities,
+        viewmats,
+        Ks,
+        width,
+        height,
+        eps2d,
+        near_plane,
+        far_plane,
+        radius_clip,
+        sparse_grad,
+        calc_compensations,
+        model,
+        batch,
+        C,
+        N,
+    )
 
 
-def project(
-    means,
-    covars,
-    quats,
-    scales,
-    opacities,
-    viewmats,
-    Ks,
-    width,
-    height,
-    eps2d,
-    near_plane,
-    far_plane,
-    radius_clip,
-    sparse_grad,
-    calc_compensations,
-    model,
-):
-    """The projection of arguments ``check_projection`` passed: (radii, means2d, depths,
-    conics, compensations or None), each [B, C, N, ...] with the batch dimensions flattened
-    into B."""
-    B, N, C = math.prod(means.shape[:-2]), means.shape[-2], viewmats.shape[-3]
-    if sparse_grad:
+def project(p: Projection):
+    """The projection ``check_projection`` passed: (radii, means2d, depths, conics,
+    compensations or None), each [B, C, N, ...] with the batch dimensions flattened into B."""
+    B, N, C = math.prod(p.batch), p.N, p.C
+    means, covars, quats, scales = p.means, p.covars, p.quats, p.scales
+    if p.sparse_grad:
         # Gradients of the Gaussians' parameters become sparse rows once autograd gets there.
         means, covars, quats, scales = (_SparseRows.wrap(t) for t in (means, covars, quats, scales))
     means2d, depths, conics, compensations, radii = call(
@@ -348,19 +362,19 @@ def project(
         _f32(covars, (B, N, 6)),
         _f32(quats, (B, N, 4)),
         _f32(scales, (B, N, 3)),
-        _f32(opacities, (B, N)),
-        _f32(viewmats, (B, C, 4, 4)),
-        _f32(Ks, (B, C, 3, 3)),
-        int(width),
-        int(height),
-        float(eps2d),
-        float(near_plane),
-        float(far_plane),
-        float(radius_clip),
-        calc_compensations,
-        model,
+        _f32(p.opacities, (B, N)),
+        _f32(p.viewmats, (B, C, 4, 4)),
+        _f32(p.Ks, (B, C, 3, 3)),
+        int(p.width),
+        int(p.height),
+        float(p.eps2d),
+        float(p.near_plane),
+        float(p.far_plane),
+        float(p.radius_clip),
+        p.calc_compensations,
+        p.model,
     )
-    return radii, means2d, depths, conics, compensations if calc_compensations else None
+    return radii, means2d, depths, conics, compensations if p.calc_compensations else None
 
 
 def pack(radii, means2d, depths, conics, compensations, opacities=None, colors=None):

@@ -181,23 +181,7 @@ def rasterize_to_pixels(
         (render_colors [..., H, W, D], render_alphas [..., H, W, 1]). Differentiable with
         respect to means2d, conics, colors, opacities and backgrounds.
     """
-    if absgrad is True and torch.compiler.is_compiling():
-        return _rasterize_eagerly(
-            means2d,
-            conics,
-            colors,
-            opacities,
-            image_width,
-            image_height,
-            tile_size,
-            isect_offsets,
-            flatten_ids,
-            backgrounds,
-            masks,
-            packed,
-            absgrad,
-        )
-    image_dims = _check_inputs(
+    args = (
         means2d,
         conics,
         colors,
@@ -212,24 +196,12 @@ def rasterize_to_pixels(
         packed,
         absgrad,
     )
+    if absgrad is True and torch.compiler.is_compiling():
+        return _rasterize_eagerly(*args)
+    image_dims = _check_inputs(*args)
     if means2d.is_cuda and not torch.compiler.is_compiling():
         LIBRARY.ensure_device(means2d.device)
-    return rasterize(
-        means2d,
-        conics,
-        colors,
-        opacities,
-        image_width,
-        image_height,
-        tile_size,
-        isect_offsets,
-        flatten_ids,
-        backgrounds,
-        masks,
-        packed,
-        absgrad,
-        image_dims,
-    )
+    return rasterize(*args, image_dims)
 
 
 def rasterize(

@@ -11,6 +11,7 @@ gsplat's densification strategies read (``means2d``, ``radii``, ``gaussian_ids``
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -205,7 +206,7 @@ def rasterization(
     antialiased = rasterize_mode == "antialiased"
     # The whole chain's arguments are checked here, once: the ops below get only what these
     # checks passed (and the kernels' own C++ checks).
-    batch, C, N, model = check_projection(
+    checked = check_projection(
         means,
         covars,
         quats,
@@ -241,22 +242,7 @@ def rasterization(
 
     # opacities bound the radii, as gsplat's rasterization passes them (dense and packed).
     radii, means2d, depths, conics, compensations = project(
-        means,
-        covars,
-        quats,
-        scales,
-        opacities,
-        viewmats,
-        Ks,
-        width,
-        height,
-        eps2d,
-        near_plane,
-        far_plane,
-        radius_clip,
-        sparse_grad,
-        antialiased,
-        model,
+        dataclasses.replace(checked, opacities=opacities)
     )
     packed_colors = None
     if packed:
