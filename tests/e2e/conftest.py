@@ -170,7 +170,8 @@ def pytest_collection_finish(session) -> None:
     )
     started = [f"torch {v}" for v in (torch_venvs.prefetch(versions) if versions else [])]
     if jobs or started:
-        print(f"\nin the background (nice {background.NICE}): {', '.join(jobs + started)}")
+        ahead = "".join(f", {job} {nice}" for job, nice in background.JOB_NICE.items())
+        print(f"\nin the background (nice {background.NICE}{ahead}): {', '.join(jobs + started)}")
 
 
 def pytest_sessionfinish(session) -> None:
