@@ -105,9 +105,16 @@ PREBUILD_HD void pack_element(const PackArgs& a, int64_t i) {
   }
 }
 
+// Packed row j's image and Gaussian; false for ids outside the dense pairs (skipped).
+PREBUILD_HD bool packed_pair(const UnpackArgs& a, int64_t j, int64_t* image, int64_t* g) {
+  *image = a.image_ids[j];
+  *g = a.gaussian_ids[j];
+  return *g >= 0 && *g < a.N && *image >= 0 && *image < a.n_images;
+}
+
 PREBUILD_HD void unpack_element(const UnpackArgs& a, int64_t j) {
-  const int64_t image = a.image_ids[j], g = a.gaussian_ids[j];
-  if (g < 0 || g >= a.N || image < 0 || image >= a.n_images) return;
+  int64_t image, g;
+  if (!packed_pair(a, j, &image, &g)) return;
   const int64_t i = image * a.N + g;
   if (a.v_means2d) {
     for (int k = 0; k < 2; ++k) a.d_means2d[2 * i + k] = a.v_means2d[2 * j + k];
@@ -119,12 +126,11 @@ PREBUILD_HD void unpack_element(const UnpackArgs& a, int64_t j) {
   if (a.v_compensations) a.d_compensations[i] = a.v_compensations[j];
 }
 
-// Row j's per-Gaussian gradients, added with `add(address, value)` (the ids checked as in
-// unpack_element).
+// Row j's per-Gaussian gradients, added with `add(address, value)`.
 template <typename Add>
 PREBUILD_HD void unpack_gaussian_element(const UnpackArgs& a, int64_t j, const Add& add) {
-  const int64_t image = a.image_ids[j], g = a.gaussian_ids[j];
-  if (g < 0 || g >= a.N || image < 0 || image >= a.n_images) return;
+  int64_t image, g;
+  if (!packed_pair(a, j, &image, &g)) return;
   const int64_t row = image / a.C * a.N + g;
   if (a.v_opacities) add(a.d_opacities + row, a.v_opacities[j]);
   if (a.v_colors) {
