@@ -13,7 +13,8 @@ from pack_scenes import dense_outputs, gaussian_inputs
 from projection_scenes import HEIGHT, WIDTH, cameras, gaussians
 
 import prebuild  # noqa: F401  (loads the ops)
-from prebuild.ops.projection import fully_fused_projection, pack
+from prebuild.ops.pack import pack
+from prebuild.ops.projection import fully_fused_projection
 from prebuild.testing import simt, use_simt
 
 CPU = torch.ops.prebuild
@@ -187,3 +188,12 @@ def test_packed_projection_compiles_fullgraph_with_backward():
         return means2d.square().sum() * 1e-3 + depths.sum() + conics.sum() + comps.sum()
 
     assert_compiled_matches_eager(loss_fn, means, quats, scales, grads_nonzero=True)
+
+
+def test_double_backward_is_refused():
+    radii, means2d, *rest = dense_outputs(1, 2, 9, seed=2)
+    m = means2d.clone().requires_grad_(True)
+    out = pack(radii, m, *rest)
+    (g,) = torch.autograd.grad(out[5].square().sum(), m, create_graph=True)
+    with pytest.raises(NotImplementedError, match="pack_visible does not support double backward"):
+        g.sum().backward()

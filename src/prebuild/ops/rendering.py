@@ -20,7 +20,8 @@ import torch
 from prebuild.ops._checks import check_bool, check_float_input, check_int, shape_error
 from prebuild.ops._library import kernels
 from prebuild.ops.intersect import check_grid, intersect
-from prebuild.ops.projection import check_projection, pack, project
+from prebuild.ops.pack import pack
+from prebuild.ops.projection import check_projection, project
 from prebuild.ops.rasterize import rasterize
 from prebuild.ops.sh import evaluate
 
