@@ -5,6 +5,7 @@
 #include <torch/csrc/stable/library.h>
 
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
 
 #include <prebuild/cuda_launch.cuh>
 #include "intersect.h"
@@ -13,6 +14,26 @@
 
 namespace prebuild {
 namespace gsplat {
+
+// scan_cuda.cuh's, here beside the sort (also the pack family's: see there).
+void inclusive_scan_cuda(const char* name, const Tensor& on, Tensor& cum, int64_t n) {
+  int64_t* data = cum.mutable_data_ptr<int64_t>();
+  with_cub_temp(name, on, [&](void* temp, size_t& bytes, cudaStream_t s) {
+    return cub::DeviceScan::InclusiveSum(temp, bytes, data, data, n, s);
+  });
+}
+
+int64_t read_total_cuda(const char* name, const Tensor& on, const Tensor& cum, int64_t n) {
+  int64_t total = 0;
+  on_current_stream(name, on, [&](cudaStream_t s) {
+    check_cuda(cudaMemcpyAsync(&total, cum.const_data_ptr<int64_t>() + (n - 1), sizeof(total),
+                               cudaMemcpyDeviceToHost, s),
+               name);
+    check_cuda(cudaStreamSynchronize(s), name);
+  });
+  return total;
+}
+
 namespace {
 
 __global__ void __launch_bounds__(kIsectThreads) count_kernel(TileArgs args) {

@@ -1,10 +1,10 @@
 // CUB's scan on PyTorch's current stream, and the read-back of its total: the steps that size
-// a variable-length output (intersections, packed pairs) on CUDA.
+// a variable-length output (intersections, packed pairs) on CUDA. Declared here and defined in
+// intersect_cuda.cu, the one translation unit that includes CUB: CUB's headers cost about 2 s
+// of nvcc per translation unit and arch, and the pack family's would pay them only for these.
 #pragma once
 
 #include <cuda_runtime.h>
-
-#include <cub/device/device_scan.cuh>
 
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
@@ -32,28 +32,14 @@ void with_cub_temp(const char* name, const torch::stable::Tensor& on, const Call
   });
 }
 
-// Inclusive prefix sum of cum[0, n) (int64) in place.
-inline void inclusive_scan_cuda(const char* name, const torch::stable::Tensor& on,
-                                torch::stable::Tensor& cum, int64_t n) {
-  int64_t* data = cum.mutable_data_ptr<int64_t>();
-  with_cub_temp(name, on, [&](void* temp, size_t& bytes, cudaStream_t s) {
-    return cub::DeviceScan::InclusiveSum(temp, bytes, data, data, n, s);
-  });
-}
+// Inclusive prefix sum of cum[0, n) (int64) in place, on the current stream.
+void inclusive_scan_cuda(const char* name, const torch::stable::Tensor& on,
+                         torch::stable::Tensor& cum, int64_t n);
 
 // cum[n - 1] on the host: it sizes the outputs, so copy it back on the current stream and
 // wait for it (the op's one host sync).
-inline int64_t read_total_cuda(const char* name, const torch::stable::Tensor& on,
-                               const torch::stable::Tensor& cum, int64_t n) {
-  int64_t total = 0;
-  on_current_stream(name, on, [&](cudaStream_t s) {
-    check_cuda(cudaMemcpyAsync(&total, cum.const_data_ptr<int64_t>() + (n - 1), sizeof(total),
-                               cudaMemcpyDeviceToHost, s),
-               name);
-    check_cuda(cudaStreamSynchronize(s), name);
-  });
-  return total;
-}
+int64_t read_total_cuda(const char* name, const torch::stable::Tensor& on,
+                        const torch::stable::Tensor& cum, int64_t n);
 
 }  // namespace gsplat
 }  // namespace prebuild

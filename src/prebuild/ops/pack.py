@@ -87,8 +87,8 @@ def _pack_setup_context(ctx, inputs, output) -> None:
     batch_ids, camera_ids, gaussian_ids, image_ids, radii_packed = output[:5]
     ctx.save_for_backward(image_ids, gaussian_ids)
     ctx.pairs = tuple(radii.shape[:3])
-    # compensations, opacities, colors (defaulted when the op is called without them)
-    ctx.given = tuple(t is not None for t in optional) + (False,) * (3 - len(optional))
+    # compensations, opacities, colors (torch fills the op's defaults in before this runs)
+    ctx.given = tuple(t is not None for t in optional)
     ctx.mark_non_differentiable(batch_ids, camera_ids, gaussian_ids, image_ids, radii_packed)
     ctx.set_materialize_grads(False)  # an absent gradient stays absent (no zeros written)
 

@@ -231,23 +231,23 @@ def fully_fused_projection(
     float outputs; culled pairs contribute nothing. Ks get no gradient (None).
     """
     args = check_projection(
-        means,
-        covars,
-        quats,
-        scales,
-        viewmats,
-        Ks,
-        width,
-        height,
-        eps2d,
-        near_plane,
-        far_plane,
-        radius_clip,
-        packed,
-        sparse_grad,
-        calc_compensations,
-        camera_model,
-        opacities,
+        means=means,
+        covars=covars,
+        quats=quats,
+        scales=scales,
+        viewmats=viewmats,
+        Ks=Ks,
+        width=width,
+        height=height,
+        eps2d=eps2d,
+        near_plane=near_plane,
+        far_plane=far_plane,
+        radius_clip=radius_clip,
+        packed=packed,
+        sparse_grad=sparse_grad,
+        calc_compensations=calc_compensations,
+        camera_model=camera_model,
+        opacities=opacities,
     )
     out = project(args)
     if packed:
@@ -256,7 +256,7 @@ def fully_fused_projection(
     return tuple(None if t is None else t.reshape(*args.batch, *t.shape[1:]) for t in out)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Projection:
     """The arguments ``check_projection`` passed, as ``project`` takes them: the tensors as
     given (``project`` makes the float32 contiguous copies it needs), the camera model as the
@@ -284,6 +284,7 @@ class Projection:
 
 
 def check_projection(
+    *,
     means,
     covars,
     quats,
@@ -303,7 +304,8 @@ def check_projection(
     opacities,
 ) -> Projection:
     """Every check of ``fully_fused_projection``'s arguments (``rasterization`` runs it once
-    for the whole chain); returns what ``project`` takes."""
+    for the whole chain); returns what ``project`` takes. Keyword-only: its callers name
+    each argument, so that none can shift into another's place."""
     check_bool(_NAME, "packed", packed)
     check_bool(_NAME, "sparse_grad", sparse_grad)
     model = camera_model_index(_NAME, camera_model)
@@ -327,25 +329,25 @@ def check_projection(
         if means.is_cuda:
             LIBRARY.ensure_device(means.device)
     return Projection(
-        means,
-        covars,
-        quats,
-        scales,
-        opacities,
-        viewmats,
-        Ks,
-        width,
-        height,
-        eps2d,
-        near_plane,
-        far_plane,
-        radius_clip,
-        sparse_grad,
-        calc_compensations,
-        model,
-        batch,
-        C,
-        N,
+        means=means,
+        covars=covars,
+        quats=quats,
+        scales=scales,
+        opacities=opacities,
+        viewmats=viewmats,
+        Ks=Ks,
+        width=width,
+        height=height,
+        eps2d=eps2d,
+        near_plane=near_plane,
+        far_plane=far_plane,
+        radius_clip=radius_clip,
+        sparse_grad=sparse_grad,
+        calc_compensations=calc_compensations,
+        model=model,
+        batch=batch,
+        C=C,
+        N=N,
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -208,23 +208,23 @@ def rasterization(
     # The whole chain's arguments are checked here, once: the ops below get only what these
     # checks passed (and the kernels' own C++ checks).
     checked = check_projection(
-        means,
-        covars,
-        quats,
-        scales,
-        viewmats,
-        Ks,
-        width,
-        height,
-        eps2d,
-        near_plane,
-        far_plane,
-        radius_clip,
-        packed,
-        sparse_grad,
-        antialiased,
-        camera_model,
-        None,  # opacities: checked with the colours (above and in _check_rest)
+        means=means,
+        covars=covars,
+        quats=quats,
+        scales=scales,
+        viewmats=viewmats,
+        Ks=Ks,
+        width=width,
+        height=height,
+        eps2d=eps2d,
+        near_plane=near_plane,
+        far_plane=far_plane,
+        radius_clip=radius_clip,
+        packed=packed,
+        sparse_grad=sparse_grad,
+        calc_compensations=antialiased,
+        camera_model=camera_model,
+        opacities=None,  # checked with the colours (above and in _check_rest)
     )
     B = math.prod(batch)
     n_images = B * C
@@ -296,9 +296,7 @@ def rasterization(
             batch,
             C,
             N,
-            image_ids,
-            gaussian_ids,
-            gaussian_rows,
+            None if image_ids is None else _PackedPairs(image_ids, gaussian_ids, gaussian_rows),
         )
     )
     if render_mode in ("RGB+D", "RGB+ED"):
@@ -395,6 +393,14 @@ def _check_rest(opacities, colors, backgrounds, means, batch, C, D, render_mode,
     )
 
 
+class _PackedPairs(NamedTuple):
+    """The packed pairs' ids ``_view_colors`` gathers by."""
+
+    image_ids: torch.Tensor  # batch * C + camera
+    gaussian_ids: torch.Tensor  # the Gaussian within its batch
+    gaussian_rows: torch.Tensor  # the Gaussian's row in the flattened [B * N] Gaussians
+
+
 def _view_colors(
     colors,
     per_camera,
@@ -405,16 +411,15 @@ def _view_colors(
     batch,
     C,
     N,
-    image_ids,
-    gaussian_ids,
-    gaussian_rows,
+    pairs: _PackedPairs | None,
 ):
     """The per-(camera, Gaussian) colours the rasterizer composites: [..., C, N, D], or
-    [nnz, D] when packed (image_ids given; gaussian_rows: each pair's row in the flattened
-    [B * N] Gaussians), but for packed colours shared by the cameras without SH, which
-    pack_visible gathers."""
+    [nnz, D] for the packed ``pairs``, but for packed colours shared by the cameras without
+    SH, which pack_visible gathers."""
     B = math.prod(batch)
-    packed = image_ids is not None
+    packed = pairs is not None
+    if packed:
+        image_ids, gaussian_ids, gaussian_rows = pairs
     D = colors.shape[-1]
     if sh_degree is None:
         if packed:  # per-camera colours (pack_visible gathers colours the cameras share)
