@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import importlib.util
 import math
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -334,13 +335,16 @@ def test_packed_and_dense_render_the_same_values_and_gradients(sh_degree):
     assert torch.equal(meta["radii"], d[2]["radii"][meta["camera_ids"], meta["gaussian_ids"]])
 
 
-def test_batch_dimensions_render_like_one_call_per_batch():
-    scenes = [scene(seed=seed) for seed in (0, 1)]
+@pytest.mark.parametrize("sh_degree", [None, 1])
+def test_batch_dimensions_render_like_one_call_per_batch(sh_degree):
+    """With SH, packed pairs find their Gaussian's row in the flattened batches."""
+    make = scene if sh_degree is None else partial(sh_scene, degree=sh_degree)
+    scenes = [make(seed=seed) for seed in (0, 1)]
     batched = {k: torch.stack([sc[k] for sc in scenes]) for k in scenes[0]}
-    colors, alphas, meta = render(batched, packed=True)
+    colors, alphas, meta = render(batched, packed=True, sh_degree=sh_degree)
     assert colors.shape == (2, 2, H, W, 3) and meta["n_batches"] == 2 and meta["n_cameras"] == 2
     for b, sc in enumerate(scenes):
-        one = render(sc)
+        one = render(sc, sh_degree=sh_degree)
         torch.testing.assert_close(colors[b], one[0])
         torch.testing.assert_close(alphas[b], one[1])
 

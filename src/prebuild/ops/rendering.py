@@ -271,15 +271,13 @@ def rasterization(
             opacities.reshape(B, N).contiguous(),
             colors.reshape(B, N, D).contiguous() if shared else None,
         )
-        # Each pair's Gaussian in the flattened [B * N] inputs.
-        gaussian_rows = gaussian_ids if B == 1 else batch_ids * N + gaussian_ids
     else:
         radii, means2d, depths, conics, compensations = (
             None if t is None else t.view(*batch, *t.shape[1:])
             for t in (radii, means2d, depths, conics, compensations)
         )
         opacities = torch.broadcast_to(opacities[..., None, :], (*batch, C, N))
-        batch_ids = camera_ids = gaussian_ids = image_ids = gaussian_rows = None
+        batch_ids = camera_ids = gaussian_ids = image_ids = None
     if compensations is not None:
         opacities = opacities * compensations
 
@@ -296,7 +294,7 @@ def rasterization(
             batch,
             C,
             N,
-            None if image_ids is None else _PackedPairs(image_ids, gaussian_ids, gaussian_rows),
+            None if image_ids is None else _PackedPairs(batch_ids, image_ids, gaussian_ids),
         )
     )
     if render_mode in ("RGB+D", "RGB+ED"):
@@ -396,9 +394,9 @@ def _check_rest(opacities, colors, backgrounds, means, batch, C, D, render_mode,
 class _PackedPairs(NamedTuple):
     """The packed pairs' ids ``_view_colors`` gathers by."""
 
+    batch_ids: torch.Tensor
     image_ids: torch.Tensor  # batch * C + camera
     gaussian_ids: torch.Tensor  # the Gaussian within its batch
-    gaussian_rows: torch.Tensor  # the Gaussian's row in the flattened [B * N] Gaussians
 
 
 def _view_colors(
@@ -419,7 +417,7 @@ def _view_colors(
     B = math.prod(batch)
     packed = pairs is not None
     if packed:
-        image_ids, gaussian_ids, gaussian_rows = pairs
+        batch_ids, image_ids, gaussian_ids = pairs
     D = colors.shape[-1]
     if sh_degree is None:
         if packed:  # per-camera colours (pack_visible gathers colours the cameras share)
@@ -434,6 +432,8 @@ def _view_colors(
     campos = torch.linalg.inv_ex(viewmats).inverse[..., :3, 3]  # [..., C, 3]
     K = colors.shape[-2]
     if packed:
+        # Each pair's Gaussian in the flattened [B * N] inputs.
+        gaussian_rows = gaussian_ids if B == 1 else batch_ids * N + gaussian_ids
         dirs = means.reshape(B * N, 3).index_select(0, gaussian_rows) - campos.reshape(
             B * C, 3
         ).index_select(0, image_ids)
