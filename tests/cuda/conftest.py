@@ -7,8 +7,7 @@ CUDA major other than torch's): the reason names which, from the loader's own er
 The GPU check is ``torch.cuda.is_available()`` at collection (with ``device_count()`` for the
 per-device parameters, cuda_support.DEVICE_INDICES); the library check loads prebuild's
 libraries, once, when the first test is about to run. Neither creates a CUDA context.
-tests/ops (the SSIM test images) and tests/runtime (the child processes' audit hook) are put
-on sys.path for the test files.
+tests/ops (the SSIM test images) is put on sys.path for the test files.
 """
 
 from __future__ import annotations
@@ -22,9 +21,8 @@ HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
-for folder in (TESTS / "ops", TESTS / "runtime"):
-    if str(folder) not in sys.path:
-        sys.path.append(str(folder))  # after everything else: only for names found nowhere else
+if str(TESTS / "ops") not in sys.path:
+    sys.path.append(str(TESTS / "ops"))  # after everything else: only for names found nowhere else
 
 from cuda_support import gpu_skip_reason, library_skip_reason  # noqa: E402
 

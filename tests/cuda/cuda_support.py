@@ -3,9 +3,8 @@ prebuild's CUDA library loaded), the devices they run on, and the one table of t
 between the CUDA kernels and the CPU kernels, with the comparison that applies it.
 
 Importable by name from the test files and the folder's conftest.py (pytest puts tests/cuda
-on sys.path); a module of its own rather than conftest.py, because tests/ops and
-tests/runtime have a conftest.py too and ``from conftest import`` would get whichever was
-imported last.
+on sys.path); a module of its own rather than conftest.py, because tests/ops and tests/e2e have a
+conftest.py too and ``from conftest import`` would get whichever was imported last.
 """
 
 from __future__ import annotations

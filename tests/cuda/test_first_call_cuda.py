@@ -3,13 +3,13 @@ fused_ssim forward and backward on cuda:0): all succeed, all compute the same va
 kernel's, and none writes a file. Each process gets its own fresh, empty HOME,
 TORCH_EXTENSIONS_DIR and TMPDIR, which must still be empty once all have exited (but for the
 empty directories the driver makes for its JIT cache at any context's creation); from
-``import prebuild`` on, the audit hook of tests/runtime/audit.py sees no process spawned and
+``import prebuild`` on, the audit hook of tests/audit.py sees no process spawned and
 no file opened for writing, and the package directory does not change. prebuild's CUDA
 library must be among the libraries the processes loaded.
 
-The CUDA counterpart of tests/runtime/test_processes.py::test_32_processes_start_at_once
+The CUDA counterpart of tests/e2e/test_processes.py::test_32_processes_start_at_once
 (CPU only, where no CUDA may be initialised at all), with its child environment
-(tests/runtime/conftest.py's child_env_for) and audit hook. Here torch creates its CUDA
+(tests/child_processes.py's child_env_for) and audit hook. Here torch creates its CUDA
 context before the audit starts: what is measured is prebuild's share, while the empty
 directories cover the whole process, the driver included (a JIT compile of PTX would write
 its cache under HOME).
@@ -17,14 +17,13 @@ its cache under HOME).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import site
-import sys
 from pathlib import Path
 
 import torch
 from audit import parse_reports
+from child_processes import PACKAGE_DIR, child_env_for
 from cuda_support import TOLERANCES, assert_matches
 
 PROCESSES = 16
@@ -36,19 +35,6 @@ TORCH_QUERIES = {"libnvidia-ml.so.1"}
 # before prebuild is imported: seen with torch alone on the H200); a JIT compile would put files
 # in them, and none may be there.
 DRIVER_DIRS = {Path(".nv"), Path(".nv") / "ComputeCache"}
-RUNTIME_TESTS = Path(__file__).resolve().parents[1] / "runtime"
-
-
-def _runtime_conftest():
-    """tests/runtime/conftest.py, loaded under its own name for its child_env_for: plain
-    ``import conftest`` would give whichever conftest pytest imported last."""
-    name = "runtime_child_processes"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, RUNTIME_TESTS / "conftest.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # before running it: its dataclass looks its module up there
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 CHILD = """
@@ -91,21 +77,19 @@ def expected() -> tuple[torch.Tensor, torch.Tensor]:
 def test_16_processes_make_their_first_cuda_call_at_once_and_write_nothing(tmp_path):
     from prebuild.ops._library import LIBRARY
 
-    runtime = _runtime_conftest()
-    package_dir = runtime.PACKAGE_DIR
     cuda_library = LIBRARY.manifest.library("cuda").file
     children = []
     for i in range(PROCESSES):
         root = tmp_path / f"process{i}"
         root.mkdir()
-        child = runtime.child_env_for(root)  # fresh empty HOME and TORCH_EXTENSIONS_DIR
+        child = child_env_for(root)  # fresh empty HOME and TORCH_EXTENSIONS_DIR
         tmp = root / "tmp"
         tmp.mkdir()
         child.env["TMPDIR"] = str(tmp)
-        if str(package_dir.parent) not in site.getsitepackages():
+        if str(PACKAGE_DIR.parent) not in site.getsitepackages():
             # prebuild comes from a checkout's src/ here (PYTHONPATH, or an editable install),
             # and child_env_for replaced PYTHONPATH: name it (src/ holds prebuild alone).
-            child.env["PYTHONPATH"] += os.pathsep + str(package_dir.parent)
+            child.env["PYTHONPATH"] += os.pathsep + str(PACKAGE_DIR.parent)
         children.append((child, tmp, child.script("first_call.py", CHILD)))
 
     # all started before any is waited for
@@ -124,7 +108,7 @@ def test_16_processes_make_their_first_cuda_call_at_once_and_write_nothing(tmp_p
         start, end = report["cpp_extension"]
         assert end == start, "prebuild imported torch.utils.cpp_extension"
         assert any(Path(p).name == cuda_library for p in report["dlopens"]), report["dlopens"]
-        others = [p for p in report["dlopens"] if not Path(p).resolve().is_relative_to(package_dir)]
+        others = [p for p in report["dlopens"] if not Path(p).resolve().is_relative_to(PACKAGE_DIR)]
         assert set(others) <= TORCH_QUERIES, f"loaded from outside the package: {others}"
     assert_matches(torch.tensor(reports[0]["value"]), want_value, TOLERANCES["ssim"], "mean SSIM")
     assert_matches(

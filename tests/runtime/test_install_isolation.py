@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from audit import parse_reports
-from conftest import PACKAGE_DIR
+from child_processes import PACKAGE_DIR
 
 OPS_AND_REPORT = """
 import os

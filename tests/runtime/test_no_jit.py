@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from audit import parse_reports
-from conftest import PACKAGE_DIR
+from child_processes import PACKAGE_DIR
 
 CHILD = r"""
 import threading

@@ -1,6 +1,9 @@
 """The guarantees users pick prebuild for, under many processes, forks, launchers and kills.
 
-Each child process installs an audit hook (tests/runtime/audit.py) after ``import torch``
+End-to-end scenarios of the runtime (tests/runtime has its unit tests): dozens of interpreters,
+DataLoader workers, two DDP launchers and killed processes, about 40 s on 2 cores.
+
+Each child process installs an audit hook (tests/audit.py) after ``import torch``
 and reports what prebuild did: no process spawned, no file opened for writing, nothing
 changed under HOME, TORCH_EXTENSIONS_DIR or the package directory, no thread started, CUDA
 not initialised. With JIT-compiled extensions each of these scenarios compiles, takes a lock
@@ -18,7 +21,9 @@ from pathlib import Path
 
 import pytest
 from audit import parse_reports, snapshot
-from conftest import PACKAGE_DIR
+from child_processes import PACKAGE_DIR
+
+pytestmark = pytest.mark.slow
 
 # One forward and backward of fused_ssim; the value is deterministic for checking.
 OP_CALLS = """

@@ -1,10 +1,12 @@
-"""What a child process of the runtime tests did, seen from inside it.
+"""What a child process of the runtime's tests did, seen from inside it (tests/child_processes.py
+puts this folder on the children's sys.path).
 
-Imported by the child scripts (never by pytest itself): ``Audit(watch)`` snapshots the
-watched directories, then installs a ``sys.addaudithook`` that records every process spawn
-or exec, every file opened for writing and every shared library loaded with ctypes (which
-is what ``torch.ops.load_library`` uses). Create it *after* ``import torch`` so torch's own
-import is not measured, only what prebuild does. ``report()`` is one JSON line.
+Imported by the child scripts; the tests import only its readers (``parse_reports``,
+``snapshot``). ``Audit(watch)`` snapshots the watched directories, then installs a
+``sys.addaudithook`` that records every process spawn or exec, every file opened for writing
+and every shared library loaded with ctypes (which is what ``torch.ops.load_library`` uses).
+Create it *after* ``import torch`` so torch's own import is not measured, only what prebuild
+does. ``report()`` is one JSON line.
 """
 
 from __future__ import annotations

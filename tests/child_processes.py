@@ -1,9 +1,13 @@
-"""Child processes for the runtime tests: a clean environment with a fresh HOME and
-TORCH_EXTENSIONS_DIR, scripts written to files (spawned workers must be able to import
-them), and ``tests/runtime/audit.py`` importable in the child."""
+"""Child processes for the tests of the runtime's guarantees (tests/runtime, the multi-process
+scenarios in tests/e2e/test_processes.py, tests/cuda/test_first_call_cuda.py): a clean
+environment with a fresh HOME and TORCH_EXTENSIONS_DIR, scripts written to files (spawned
+workers must be able to import them), and ``tests/audit.py`` importable in the child. The
+``child_env`` fixture (tests/conftest.py) gives one per test. Importable by name: pytest puts
+tests/ on sys.path (tests/conftest.py)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -11,15 +15,9 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-import prebuild  # noqa: E402
-
-PACKAGE_DIR = Path(prebuild.__file__).resolve().parent
+TESTS = Path(__file__).resolve().parent  # where audit.py is, for the children's sys.path
+# The installed package's directory, found without importing it.
+PACKAGE_DIR = Path(importlib.util.find_spec("prebuild").origin).resolve().parent
 
 
 @dataclass
@@ -78,12 +76,7 @@ def child_env_for(tmp_path: Path) -> ChildEnv:
         HOME=str(home),
         TORCH_EXTENSIONS_DIR=str(extensions),
         PYTHONDONTWRITEBYTECODE="1",
-        PYTHONPATH=os.pathsep.join([str(workdir), str(HERE)]),
+        PYTHONPATH=os.pathsep.join([str(workdir), str(TESTS)]),
         OMP_NUM_THREADS="1",  # many children on two cores: keep each one single-threaded
     )
     return ChildEnv(workdir, home, extensions, env)
-
-
-@pytest.fixture
-def child_env(tmp_path) -> ChildEnv:
-    return child_env_for(tmp_path)
