@@ -1,12 +1,26 @@
-"""What every test folder shares: the suite's layout rule (tests/suite_layout.py) and the
-``child_env`` fixture (tests/child_processes.py). The venvs the end-to-end tests build and run in
-are tests/e2e/conftest.py's."""
+"""What every test folder shares: the suite's layout rule (tests/suite_layout.py), the
+``child_env`` fixture (tests/child_processes.py) and the ``--cpu-cost`` report (tests/cpu_cost.py).
+The venvs the end-to-end tests build and run in are tests/e2e/conftest.py's."""
 
 from __future__ import annotations
 
 import pytest
 from child_processes import ChildEnv, child_env_for
+from cpu_cost import CpuCost
 from suite_layout import misplaced_tests
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption(
+        "--cpu-cost",
+        action="store_true",
+        help="print the CPU time of the costliest tests and files (tests/cpu_cost.py)",
+    )
+
+
+def pytest_configure(config) -> None:
+    if config.getoption("--cpu-cost"):
+        config.pluginmanager.register(CpuCost(), "cpu-cost")
 
 
 def pytest_collection_modifyitems(config, items) -> None:
