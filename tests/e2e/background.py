@@ -135,7 +135,7 @@ def _raise_priority(job: Job) -> None:
     download while gsplat compiled). Its whole process group goes to the tests' priority. Only
     root may raise a priority; elsewhere the job keeps its own."""
     try:
-        os.setpriority(os.PRIO_PGRP, job.proc.pid, 0)
+        os.setpriority(os.PRIO_PGRP, job.proc.pid, os.getpriority(os.PRIO_PROCESS, 0))
     except (PermissionError, ProcessLookupError):
         pass
 
