@@ -17,10 +17,10 @@ import prebuild
 from prebuild.runtime.arch import Arch, parse_arch_list
 from prebuild.runtime.manifest import (
     BuiltLibrary,
+    CompilerCall,
     Library,
     Manifest,
     ManifestError,
-    NvccCall,
     ProjectManifest,
 )
 from prebuild.tool.cli import app
@@ -250,7 +250,7 @@ def classic_manifest(files: dict[str, bytes], sass="sm_80", ptx="") -> ProjectMa
             for name, data in files.items()
         ),
         nvcc_calls=(
-            NvccCall(
+            CompilerCall(
                 ("-gencode=arch=compute_75,code=sm_75", "k.cu"),
                 ("-gencode=arch=compute_80,code=sm_80", "k.cu"),
             ),

@@ -258,29 +258,37 @@ class BuiltLibrary:
 
 
 @dataclass(frozen=True)
-class NvccCall:
+class CompilerCall:
+    """One call of nvcc (or the host compiler) by a classic project's build, through the shim."""
+
     given: tuple[str, ...]  # the arguments the project's build passed
-    run: tuple[str, ...]  # the arguments nvcc ran with (the requested archs only)
+    run: tuple[str, ...]  # the arguments the compiler ran with (nvcc: the requested archs only)
 
 
 @dataclass(frozen=True)
 class CxxStandard:
     """The C++ standard of a classic build: the oldest one torch's headers compile in (found
-    by the build's preflight), and the standards the project asked nvcc for that were raised
-    to it, each with how many calls asked for it."""
+    by the build's preflight), and the standards the project asked nvcc (``raised``) and the
+    host compiler (``raised_host``) for that were raised to it, each with how many calls asked
+    for it."""
 
     needed: str  # "c++20"
     raised: tuple[tuple[str, int], ...] = ()  # (("c++17", 20),)
+    raised_host: tuple[tuple[str, int], ...] = ()  # (("c++17", 2),)
 
     def to_dict(self) -> dict:
-        return {"needed": self.needed, "raised": {std: calls for std, calls in self.raised}}
+        return {
+            "needed": self.needed,
+            "raised": dict(self.raised),
+            "raised_host": dict(self.raised_host),
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> CxxStandard:
-        return cls(
-            str(data["needed"]),
-            tuple((str(std), int(calls)) for std, calls in dict(data["raised"]).items()),
-        )
+        def counts(key: str) -> tuple[tuple[str, int], ...]:
+            return tuple((str(std), int(calls)) for std, calls in dict(data.get(key, {})).items())
+
+        return cls(str(data["needed"]), counts("raised"), counts("raised_host"))
 
 
 @dataclass(frozen=True)
@@ -296,7 +304,7 @@ class ProjectManifest:
     sass_archs: tuple[Arch, ...]
     ptx_archs: tuple[Arch, ...]
     libraries: tuple[BuiltLibrary, ...]
-    nvcc_calls: tuple[NvccCall, ...] = ()
+    nvcc_calls: tuple[CompilerCall, ...] = ()
     cxx_standard: CxxStandard | None = None
     built_by: str = "prebuild"
 
@@ -368,7 +376,7 @@ class ProjectManifest:
                     for lib in data["libraries"]
                 ),
                 nvcc_calls=tuple(
-                    NvccCall(tuple(map(str, c["given"])), tuple(map(str, c["run"])))
+                    CompilerCall(tuple(map(str, c["given"])), tuple(map(str, c["run"])))
                     for c in data.get("nvcc_calls", [])
                 ),
                 cxx_standard=CxxStandard.from_dict(data["cxx_standard"])

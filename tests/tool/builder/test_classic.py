@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from prebuild.runtime.arch import parse_arch, parse_arch_list
-from prebuild.runtime.manifest import BuiltLibrary, NvccCall
+from prebuild.runtime.manifest import BuiltLibrary, CompilerCall
 from prebuild.tool.builder.classic import (
     check_archs,
     keep_host_objects,
@@ -146,18 +146,29 @@ def test_preflight_refuses_a_cpu_torch_naming_the_torch_to_install(monkeypatch):
 
 def test_raised_standards_counts_the_calls_whose_standard_changed():
     calls = [
-        NvccCall(("-c", "a.cu", "-std=c++17"), ("-c", "a.cu", "-std=c++20")),
-        NvccCall(("-c", "b.cu", "-std", "c++17"), ("-c", "b.cu", "-std", "c++20")),
-        NvccCall(("-c", "c.cu", "-std=c++20"), ("-c", "c.cu", "-std=c++20")),
-        NvccCall(("-c", "d.cu", "-std=c++14"), ("-c", "d.cu", "-std=c++20")),
-        NvccCall(("--version",), ("--version",)),
+        CompilerCall(("-c", "a.cu", "-std=c++17"), ("-c", "a.cu", "-std=c++20")),
+        CompilerCall(("-c", "b.cu", "-std", "c++17"), ("-c", "b.cu", "-std", "c++20")),
+        CompilerCall(("-c", "c.cu", "-std=c++20"), ("-c", "c.cu", "-std=c++20")),
+        CompilerCall(("-c", "d.cu", "-std=c++14"), ("-c", "d.cu", "-std=c++20")),
+        CompilerCall(("--version",), ("--version",)),
     ]
     assert raised_standards(calls) == (("c++14", 1), ("c++17", 2))
     assert raised_standards(calls[2:3]) == ()
-    note = raised_note((("c++17", 2),), 5, "c++20", "2.14.1+cu130")
+    note = raised_note(
+        (("nvcc", (("c++17", 2),), 5), ("the host compiler", (), 2)), "c++20", "2.14.1+cu130"
+    )
     assert note == (
-        "The project asks nvcc for -std=c++17 (2 of 5 nvcc calls); torch 2.14.1+cu130's headers need "
-        "C++20: raised to -std=c++20 (recorded in prebuild.json)."
+        "The project asks nvcc for -std=c++17 (2 of its 5 calls); torch 2.14.1+cu130's headers need "
+        "C++20: raised to it (recorded in prebuild.json)."
+    )
+    both = raised_note(
+        (("nvcc", (("c++17", 2),), 5), ("the host compiler", (("gnu++14", 1), ("c++17", 1)), 3)),
+        "c++20",
+        "2.14.1+cu130",
+    )
+    assert both.startswith(
+        "The project asks nvcc for -std=c++17 (2 of its 5 calls) and the host compiler for "
+        "-std=gnu++14 (1 of its 3 calls), -std=c++17 (1 of its 3 calls); torch 2.14.1+cu130's"
     )
 
 

@@ -139,7 +139,8 @@ def test_std_year_orders_the_standards():
         2017,
         2020,
     ]
-    assert std_year("gnu++17") is None and std_year("c++2a") is None and std_year("c++") is None
+    assert std_year("gnu++17") == 2017 and std_year("gnu++98") == 1998
+    assert std_year("c++2a") is None and std_year("c++") is None and std_year("gnu++1z") is None
 
 
 def test_raise_std_raises_every_spelling_and_nothing_else():
@@ -172,9 +173,13 @@ def test_raise_std_raises_every_spelling_and_nothing_else():
     assert raise_std(["-std=c++17"], None) == ["-std=c++17"] and raise_std(["-std=c++17"], "") == [
         "-std=c++17"
     ]
-    assert raise_std(["-std=gnu++17"], "c++20") == [
-        "-std=gnu++17"
-    ]  # not a standard nvcc takes: left to nvcc
+    # GCC's dialect (a host compiler's call) stays GCC's; a draft's name is left as it is.
+    assert raise_std(["-std=gnu++17", "--std", "gnu++14"], "c++20") == [
+        "-std=gnu++20", "--std", "gnu++20",
+    ]  # fmt: skip
+    assert raise_std(["-std=gnu++20", "-std=c++2a", "-std=c++1z"], "c++20") == [
+        "-std=gnu++20", "-std=c++2a", "-std=c++1z",
+    ]  # fmt: skip
     assert (
         requested_std(given) == "c++20" and requested_std(["-c"]) is None
     )  # the last one, as nvcc reads them
@@ -274,3 +279,24 @@ def test_a_compile_cache_gets_diag_options_joined_to_their_values(tmp_path):
     assert (tmp_path / "launched").read_text().split() == [
         "/opt/cuda/bin/nvcc", "-c", "a.cu", "-diag-suppress=20012,186", *WANT,
     ]  # fmt: skip
+
+
+def test_without_a_gencode_list_it_is_the_host_compiler(tmp_path):
+    """As the build's $CXX: no arch option is added or dropped (a host compiler has none), the
+    project's older standard is raised in its own dialect, and the call is logged."""
+    fake = tmp_path / "c++"
+    fake.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$(dirname "$0")/called"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    log = tmp_path / "cxx.jsonl"
+    env = {k: v for k, v in os.environ.items() if k != SHIM_ENV_GENCODE}
+    env.update({SHIM_ENV_REAL: str(fake), SHIM_ENV_LOG: str(log), SHIM_ENV_MIN_STD: "c++20"})
+    given = ["-c", "m.cpp", "-o", "m.o", "-O3", "-std=gnu++17", "-arch=x"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "prebuild.tool.builder.nvcc_shim", *given], env=env
+    )
+    assert proc.returncode == 0
+    run = ["-c", "m.cpp", "-o", "m.o", "-O3", "-std=gnu++20", "-arch=x"]
+    assert (tmp_path / "called").read_text().split() == run
+    assert [json.loads(line) for line in log.read_text().splitlines()] == [
+        {"given": given, "run": run}
+    ]

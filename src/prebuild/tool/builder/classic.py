@@ -33,7 +33,7 @@ from wheel.wheelfile import WheelFile
 
 from build import BuildBackendException, BuildException, ProjectBuilder
 from prebuild.runtime.arch import Arch, check_supported
-from prebuild.runtime.manifest import BuiltLibrary, CxxStandard, NvccCall, ProjectManifest
+from prebuild.runtime.manifest import BuiltLibrary, CompilerCall, CxxStandard, ProjectManifest
 from prebuild.tool.builder import flags
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, quiet_runner, warnings_to_log
 from prebuild.tool.builder.build_switches import build_variables, switches_advice
@@ -162,7 +162,26 @@ def preflight_classic(archs: tuple[Arch, ...], work: Path) -> ClassicToolchain:
     return ClassicToolchain(torch, nvcc, shim, probe_toolkit(shim, torch, find_cxx(), nvcc.toolkit))
 
 
-def raised_standards(calls: list[NvccCall]) -> tuple[tuple[str, int], ...]:
+def logged_calls(log: Path) -> list[CompilerCall]:
+    """The calls the shim logged (nvcc_shim.main), in order; none if it wrote no log."""
+    if not log.exists():
+        return []
+    return [
+        CompilerCall(tuple(c["given"]), tuple(c["run"]))
+        for c in map(json.loads, log.read_text().splitlines())
+    ]
+
+
+def calls_by_object(calls: list[CompilerCall]) -> dict[str, CompilerCall]:
+    """The compiling calls (``-c``) by the object each wrote (``-o``), the last call for each."""
+    return {
+        option_value(list(c.run), ("-o",)) or "": c
+        for c in calls
+        if "-c" in c.run and option_value(list(c.run), ("-o",))
+    }
+
+
+def raised_standards(calls: list[CompilerCall]) -> tuple[tuple[str, int], ...]:
     """The standards the project asked for that the shim raised, each with its number of calls."""
     pairs = ((requested_std(list(c.given)), requested_std(list(c.run))) for c in calls)
     return tuple(sorted(Counter(given for given, run in pairs if given != run).items()))
@@ -275,6 +294,8 @@ class ClassicBuilder:
         self.launcher = launcher  # the compile cache's: nvcc and the host compiler run through it
         self.nvcc = toolchain.nvcc
         self._nvcc_wrote: list[Path] | None = None  # by the previous wheel; None: start clean
+        # The host compiler's calls behind the previous wheel's objects, by object.
+        self._host_calls: dict[str, CompilerCall] = {}
 
     def build(self, planned: PlannedWheel, out_dir: Path, progress: BuildProgress) -> BuiltWheel:
         """Build the planned wheel (exactly its archs) into ``out_dir``; ``progress`` hears
@@ -290,7 +311,8 @@ class ClassicBuilder:
         wheel_dir = self.work / flags.local_version_label(nvcc.version, sass, ptx)
         shutil.rmtree(wheel_dir, ignore_errors=True)
         wheel_dir.mkdir(parents=True)
-        nvcc_log, build_log = wheel_dir / "nvcc-calls.jsonl", wheel_dir / "build.log"
+        nvcc_log, cxx_log = wheel_dir / "nvcc-calls.jsonl", wheel_dir / "cxx-calls.jsonl"
+        build_log = wheel_dir / "build.log"
         # One shim path for every wheel: the include paths in the host compiler's commands (and
         # so ninja's view of its objects) stay the same from one wheel to the next.
         write_nvcc_script(
@@ -303,6 +325,7 @@ class ClassicBuilder:
         )
         wrote, self._nvcc_wrote = self._nvcc_wrote, None  # a failed build leaves nothing to reuse
         kept = keep_host_objects(project / "build", wrote)
+        made_before, self._host_calls = (self._host_calls if kept else {}), {}
         max_jobs = self.jobs or flags.parallel_jobs(
             cpu_count(), available_memory_bytes(), CLASSIC_MEMORY_PER_JOB
         )
@@ -318,9 +341,12 @@ class ClassicBuilder:
             # --cache says, through prebuild's launcher.
             "TORCH_NO_COMPILER_WRAPPER": "1",
         }
-        if self.launcher is not None:
-            cxx = find_cxx()
-            env["CXX"] = str(write_cxx_script(shim, shutil.which(cxx) or cxx, self.launcher))
+        cxx = find_cxx()
+        env["CXX"] = str(
+            write_cxx_script(
+                shim, shutil.which(cxx) or cxx, cxx_log, self.toolchain.cxx_standard, self.launcher
+            )
+        )
         progress.phase(
             "compiling (the project's own build"
             + (f", {kept} host objects reused)" if kept else ")")
@@ -361,15 +387,10 @@ class ClassicBuilder:
                     host_only_message(built.name, libraries, build_log, self.advice(built, sass))
                 )
             check_archs(built.name, libraries, sass, ptx)
-            calls = (
-                [
-                    NvccCall(tuple(c["given"]), tuple(c["run"]))
-                    for c in map(json.loads, nvcc_log.read_text().splitlines())
-                ]
-                if nvcc_log.exists()
-                else []
-            )
-            raised = raised_standards(calls)
+            calls = logged_calls(nvcc_log)
+            # The kept objects' calls (made for the previous wheel) count as this wheel's too.
+            host_calls = {**made_before, **calls_by_object(logged_calls(cxx_log))}
+            raised, raised_host = raised_standards(calls), raised_standards([*host_calls.values()])
             manifest = ProjectManifest(
                 kind="classic",
                 torch=torch.version_string,
@@ -380,7 +401,7 @@ class ClassicBuilder:
                 ptx_archs=tuple(sorted(ptx)),
                 libraries=libraries,
                 nvcc_calls=tuple(calls),
-                cxx_standard=CxxStandard(self.toolchain.cxx_standard, raised),
+                cxx_standard=CxxStandard(self.toolchain.cxx_standard, raised, raised_host),
             )
             progress.phase("writing the wheel")
             # relabel_wheel keeps a project's own local label in front of this one.
@@ -400,13 +421,20 @@ class ClassicBuilder:
                 planned.label,
                 files=self.guard(built, label),
             )
-        if raised:
-            compiles = sum(1 for c in calls if not is_query(c.given))
+        if raised or raised_host:
             progress.note(
-                raised_note(raised, compiles, self.toolchain.cxx_standard, torch.version_string)
+                raised_note(
+                    (
+                        ("nvcc", raised, sum(1 for c in calls if not is_query(c.given))),
+                        ("the host compiler", raised_host, len(host_calls)),
+                    ),
+                    self.toolchain.cxx_standard,
+                    torch.version_string,
+                )
             )
         # No nvcc call seen (a project calling its own nvcc): nothing is known, nothing kept.
         self._nvcc_wrote = nvcc_outputs([list(c.run) for c in calls]) if calls else None
+        self._host_calls = host_calls
         return BuiltWheel(
             final,
             planned,
@@ -440,11 +468,19 @@ class ClassicBuilder:
 
 
 def raised_note(
-    raised: tuple[tuple[str, int], ...], total: int, needed: str, torch_version: str
+    compilers: tuple[tuple[str, tuple[tuple[str, int], ...], int], ...],
+    needed: str,
+    torch_version: str,
 ) -> str:
-    """One line: which standards were raised in how many of the nvcc calls, and why."""
-    asked = ", ".join(f"-std={std} ({calls} of {total} nvcc calls)" for std, calls in raised)
+    """One line: which standards were raised in how many of each compiler's calls, and why;
+    ``compilers``: (its name, the standards raised with their calls, its compiles)."""
+    asked = " and ".join(
+        f"{name} for "
+        + ", ".join(f"-std={std} ({calls} of its {total} calls)" for std, calls in raised)
+        for name, raised, total in compilers
+        if raised
+    )
     return (
-        f"The project asks nvcc for {asked}; torch {torch_version}'s headers need {needed.upper()}: raised to "
-        f"-std={needed} (recorded in prebuild.json)."
+        f"The project asks {asked}; torch {torch_version}'s headers need {needed.upper()}: raised to "
+        "it (recorded in prebuild.json)."
     )

@@ -86,6 +86,21 @@ def make_cuda_shim(toolkit: CudaToolkit, dest: Path) -> Path:
     return dest
 
 
+def _write_shim_script(script: Path, settings: dict[str, str]) -> Path:
+    """``script``: ``python -m prebuild.tool.builder.nvcc_shim`` with ``settings`` (nvcc_shim's
+    environment) exported."""
+    # The shim module is found even if the project's build changes the environment.
+    settings = {**settings, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in settings.items())
+    script.parent.mkdir(exist_ok=True)
+    script.unlink(missing_ok=True)
+    script.write_text(
+        f'#!/bin/sh\n{exports} exec {shlex.quote(sys.executable)} -m prebuild.tool.builder.nvcc_shim "$@"\n'
+    )
+    script.chmod(0o755)
+    return script
+
+
 def write_nvcc_script(
     shim: Path,
     nvcc: Path,
@@ -102,28 +117,23 @@ def write_nvcc_script(
         SHIM_ENV_LOG: str(log),
         SHIM_ENV_MIN_STD: min_std or "",
         SHIM_ENV_LAUNCHER: str(launcher or ""),
-        # The shim module is found even if the project's build changes the environment.
-        "PYTHONPATH": str(Path(__file__).resolve().parents[3]),
     }
-    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in settings.items())
-    script = shim / "bin" / "nvcc"
-    script.unlink(missing_ok=True)
-    script.write_text(
-        f'#!/bin/sh\n{exports} exec {shlex.quote(sys.executable)} -m prebuild.tool.builder.nvcc_shim "$@"\n'
-    )
-    script.chmod(0o755)
-    return script
+    return _write_shim_script(shim / "bin" / "nvcc", settings)
 
 
-def write_cxx_script(shim: Path, cxx: str, launcher: Path) -> Path:
-    """``shim/host-bin/c++``: the host compiler through ``launcher`` (the compile cache's), the
-    build's ``CXX``: torch's BuildExtension compiles every C++ file with ``$CXX``."""
-    script = shim / "host-bin" / "c++"
-    script.parent.mkdir(exist_ok=True)
-    script.unlink(missing_ok=True)
-    script.write_text(f'#!/bin/sh\nexec {shlex.quote(str(launcher))} {shlex.quote(cxx)} "$@"\n')
-    script.chmod(0o755)
-    return script
+def write_cxx_script(
+    shim: Path, cxx: str, log: Path, min_std: str | None, launcher: Path | None = None
+) -> Path:
+    """``shim/host-bin/c++``, the build's ``CXX`` (torch's BuildExtension compiles every C++ file
+    with ``$CXX``): the host compiler ``cxx`` through the same shim, without a gencode list (its
+    standard raised as nvcc's, every call logged), through ``launcher`` when given."""
+    settings = {
+        SHIM_ENV_REAL: cxx,
+        SHIM_ENV_LOG: str(log),
+        SHIM_ENV_MIN_STD: min_std or "",
+        SHIM_ENV_LAUNCHER: str(launcher or ""),
+    }
+    return _write_shim_script(shim / "host-bin" / "c++", settings)
 
 
 def _compiler_message(output: str, limit: int = 2000) -> str:

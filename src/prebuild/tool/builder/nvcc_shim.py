@@ -1,4 +1,5 @@
-"""The nvcc that classic projects' builds call: the real nvcc, with the archs prebuild was asked for.
+"""The nvcc, and the host C++ compiler, that classic projects' builds call: the real ones, with
+the archs prebuild was asked for and the C++ standard torch's headers need.
 
 Projects choose archs themselves (from the build machine's GPU, their own variables, or a
 hard-coded ``-gencode`` list used when no GPU is visible, which makes torch ignore
@@ -9,11 +10,17 @@ call is dropped and exactly the requested ``-gencode`` options are added, every 
 as run. With a compile cache, each compile runs through its launcher, with the options whose
 value sccache cannot tell from an input file written as one argument. A ``-std`` older than the
 one torch's headers need (a project asking for C++17 from a torch that needs C++20) is raised to
-it; a standard is never lowered, and none is added.
+it, in its own dialect (``gnu++17`` to ``gnu++20``); a standard is never lowered, and none is
+added.
+
+The same program is the build's ``$CXX`` (torch's BuildExtension compiles every C++ file with
+it): without a gencode list (``PREBUILD_NVCC_GENCODE`` unset) it changes no arch option, and
+raises, logs and launches the host compiler's calls as it does nvcc's (``"cxx": ["-std=c++17"]``
+is as common as nvcc's, and fails the same way in torch 2.14's headers).
 
 ``rewrite_args`` is pure; ``main`` runs as ``python -m prebuild.tool.builder.nvcc_shim ARGS`` and
 reads its settings from the environment (``SHIM_ENV_*``). Standard library only: it starts
-once per nvcc call.
+once per compiler call.
 """
 
 from __future__ import annotations
@@ -22,8 +29,10 @@ import json
 import os
 import sys
 
-SHIM_ENV_REAL = "PREBUILD_NVCC_REAL"  # the real nvcc
-SHIM_ENV_GENCODE = "PREBUILD_NVCC_GENCODE"  # JSON list of the -gencode options to use
+SHIM_ENV_REAL = "PREBUILD_NVCC_REAL"  # the real nvcc (or host compiler)
+SHIM_ENV_GENCODE = (
+    "PREBUILD_NVCC_GENCODE"  # JSON list of the -gencode options; unset: the host compiler
+)
 SHIM_ENV_LOG = (
     "PREBUILD_NVCC_LOG"  # a file each call is appended to, as given and as run (JSON lines)
 )
@@ -53,12 +62,24 @@ CACHE_JOINED_OPTIONS = (
 )
 
 
+# The dialects a standard is spelt in: "c++17" (ISO) and "gnu++17" (GCC's and Clang's extensions).
+STD_DIALECTS = ("c++", "gnu++")
+
+
+def split_std(standard: str) -> tuple[str, int] | None:
+    """``gnu++17`` -> ("gnu++", 2017), ``c++03`` -> ("c++", 2003); None for anything else
+    (``c++2a``, ``c++1z``: left as they are)."""
+    for dialect in STD_DIALECTS:
+        two = standard[len(dialect) :]
+        if standard.startswith(dialect) and len(two) == 2 and two.isdigit():
+            return dialect, 1900 + int(two) if int(two) >= 90 else 2000 + int(two)
+    return None
+
+
 def std_year(standard: str) -> int | None:
-    """``c++17`` -> 2017, ``c++03`` -> 2003; None for anything else (left as it is)."""
-    if not standard.startswith("c++") or not standard[3:].isdigit() or len(standard) != 5:
-        return None
-    two = int(standard[3:])
-    return 1900 + two if two >= 90 else 2000 + two
+    """``c++17`` -> 2017, ``gnu++03`` -> 2003; None for anything else (left as it is)."""
+    split = split_std(standard)
+    return split[1] if split else None
 
 
 def option_value(args: list[str], options: tuple[str, ...]) -> str | None:
@@ -79,14 +100,17 @@ def requested_std(args: list[str]) -> str | None:
 
 
 def raise_std(args: list[str], minimum: str | None) -> list[str]:
-    """``args`` with every standard older than ``minimum`` replaced by it; the rest unchanged."""
+    """``args`` with every standard older than ``minimum`` raised to its year, in the standard's
+    own dialect (``-std=gnu++17`` -> ``-std=gnu++20`` for a ``c++20`` minimum); the rest unchanged."""
     floor = std_year(minimum) if minimum else None
     if floor is None:
         return list(args)
 
     def raised(value: str) -> str:
-        year = std_year(value)
-        return minimum if year is not None and year < floor else value
+        split = split_std(value)
+        if split is None or split[1] >= floor:
+            return value
+        return f"{split[0]}{floor % 100:02d}"
 
     out = []
     for i, arg in enumerate(args):
@@ -144,8 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     if not real:
         print(f"prebuild nvcc shim: {SHIM_ENV_REAL} is not set", file=sys.stderr)
         return 2
-    gencode = json.loads(os.environ.get(SHIM_ENV_GENCODE, "[]"))
-    command = [real, *raise_std(rewrite_args(args, gencode), os.environ.get(SHIM_ENV_MIN_STD))]
+    gencode = os.environ.get(SHIM_ENV_GENCODE)  # unset: the host compiler, no arch to choose
+    given = rewrite_args(args, json.loads(gencode)) if gencode is not None else args
+    command = [real, *raise_std(given, os.environ.get(SHIM_ENV_MIN_STD))]
     log = os.environ.get(SHIM_ENV_LOG)
     if log:  # every call, changed or not: what nvcc wrote is read from here (classic.nvcc_outputs)
         # One write with O_APPEND: calls running at once (ninja -j) never interleave their lines.
