@@ -57,15 +57,21 @@ struct SplatGrad {
 PREBUILD_HD float pixel_centre(int i) { return static_cast<float>(i) + 0.5f; }
 
 // exp(-sigma) and 1 / (1 - alpha) of the compositing loops. On the GPU the special-function
-// unit's approximations, as gsplat's --use_fast_math build: __expf (ex2.approx, relative
-// error ~2^-21 over the exponents that reach 1/255) and __fdividef (2 ulp; 1 - alpha lies in
-// [0.001, 1]), without the IEEE sequences' range handling and slow-path branch in the loops.
+// unit's approximations, as gsplat's --use_fast_math build: __expf's ex2.approx (relative
+// error ~2^-21 over the exponents that reach 1/255) and __fdividef's rcp.approx (2 ulp),
+// without the IEEE sequences' range handling and slow-path branch in the loops. Both are
+// written as their .ftz forms, the same bits on normal numbers: without -ftz, __expf and
+// __fdividef rescale denormals around the instruction (3 and 4 more instructions in every
+// pair's test and composited step, SASS sm_90), and neither meets one here (an exp below
+// 2^-126 makes alpha < 1/255, a skipped Gaussian either way; 1 - alpha lies in [0.001, 1]).
 // The CPU and the simt harness keep expf and the division (the simt harness gives the CPU
 // kernel's bytes); CUDA stays within the tests' written-down tolerances
 // (tests/cuda/cuda_support.py).
 PREBUILD_HD float splat_exp(float x) {
 #if defined(__CUDA_ARCH__)
-  return __expf(x);
+  float y;  // __expf(x) = ex2.approx(x log2 e)
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+  return y;
 #else
   return expf(x);
 #endif
@@ -73,7 +79,9 @@ PREBUILD_HD float splat_exp(float x) {
 
 PREBUILD_HD float one_over(float x) {
 #if defined(__CUDA_ARCH__)
-  return __fdividef(1.f, x);
+  float y;  // __fdividef(1, x) = 1 * rcp.approx(x)
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 #else
   return 1.f / x;
 #endif
