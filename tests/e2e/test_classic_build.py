@@ -317,6 +317,13 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(
             "raised": {"c++17": 1},
             "raised_host": {"c++17": 1},
         }
+    # Its bdist_wheel would fetch a prebuilt wheel (failing offline) unless told to compile.
+    forced = [line for line in proc.stderr.splitlines() if "GENCODE_EXT_FORCE_BUILD" in line]
+    assert [" ".join(line.split()) for line in forced] == [
+        f"{sm}: set GENCODE_EXT_FORCE_BUILD=TRUE: the project's setup.py would otherwise download "
+        "a prebuilt wheel of its own instead of compiling"
+        for sm in ("sm_80", "sm_90")
+    ], proc.stderr[-3000:]
     notes = [" ".join(line.split()) for line in proc.stderr.splitlines() if "headers need" in line]
     assert notes == [
         f"{sm}: The project asks nvcc for -std=c++17 (1 of its 1 calls) and the host compiler for "

@@ -79,7 +79,10 @@ def clone_venv(template: Path, target: Path) -> Path:
     """A hard-linked copy of a venv whose scripts name its own interpreter; its python.
 
     pip and Python replace files (rename, unlink) rather than write into them, so nothing
-    installed or removed in the copy reaches the template."""
+    installed or removed in the copy reaches the template. A template that is a link (a
+    checkout sharing another's .venv-cuda) is copied from where it points: `cp -a` would copy
+    the link, and every copy would be the template itself."""
+    template = template.resolve()
     subprocess.run(["cp", "-al", str(template), str(target)], check=True)
     for script in (target / "bin").iterdir():
         if script.is_symlink() or not script.is_file():

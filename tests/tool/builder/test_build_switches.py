@@ -3,7 +3,11 @@ install time, and what a user is told when a project built none."""
 
 from __future__ import annotations
 
-from prebuild.tool.builder.build_switches import build_variables, switches_advice
+from prebuild.tool.builder.build_switches import (
+    build_variables,
+    forced_build_switches,
+    switches_advice,
+)
 
 # The lines of DeepSpeed 0.19.8's setup.py that decide what it compiles (abridged).
 DEEPSPEED_SETUP = """
@@ -64,3 +68,22 @@ def test_the_distribution_a_classic_project_is_where_cheaply_known():
     assert distribution_of("pytorch3d[all]>=0.7", "x") == "pytorch3d"
     assert distribution_of("git+https://github.com/x/y@v1", "source") is None
     assert distribution_of("./checkout", "source") is None
+
+
+# The lines of causal-conv1d 1.7.0's setup.py (flash-attn's and mamba-ssm's read the same way)
+# that choose between compiling and downloading the project's own prebuilt wheel (abridged).
+CAUSAL_CONV1D_SETUP = """
+FORCE_BUILD = os.getenv("CAUSAL_CONV1D_FORCE_BUILD", "FALSE") == "TRUE"
+SKIP_CUDA_BUILD = os.getenv("CAUSAL_CONV1D_SKIP_CUDA_BUILD", "FALSE") == "TRUE"
+FORCE_CXX11_ABI = os.getenv("CAUSAL_CONV1D_FORCE_CXX11_ABI", "FALSE") == "TRUE"
+"""
+
+
+def test_a_project_that_would_download_its_own_wheel_is_told_to_compile():
+    assert forced_build_switches(CAUSAL_CONV1D_SETUP, {}) == {"CAUSAL_CONV1D_FORCE_BUILD": "TRUE"}
+    # A value the user set is theirs; a switch compared with no value is set to 1.
+    assert forced_build_switches(CAUSAL_CONV1D_SETUP, {"CAUSAL_CONV1D_FORCE_BUILD": "FALSE"}) == {}
+    assert forced_build_switches('if os.environ.get("X_FORCE_BUILD"): pass', {}) == {
+        "X_FORCE_BUILD": "1"
+    }
+    assert forced_build_switches(DEEPSPEED_SETUP, {}) == {}

@@ -85,6 +85,24 @@ KNOWN = {
 }
 
 
+# A variable that makes a setup.py compile instead of downloading a prebuilt wheel of its own
+# (flash-attn, causal-conv1d, mamba-ssm: os.getenv("X_FORCE_BUILD", "FALSE") == "TRUE").
+_FORCE_BUILD = re.compile(r"[A-Z0-9_]*_FORCE_BUILD")
+
+
+def forced_build_switches(setup_text: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """Pure: the variables to set so that the project compiles rather than fetches a wheel:
+    each ``*_FORCE_BUILD`` its setup.py reads, with the value it compares it to (``"TRUE"``;
+    ``"1"`` when it compares with none), unless ``environ`` already sets it."""
+    switches = {}
+    for name in build_variables(setup_text):
+        if not _FORCE_BUILD.fullmatch(name) or name in environ:
+            continue
+        compared = re.search(rf"""['"]{name}['"][^)]*\)\s*==\s*['"]([^'"]+)['"]""", setup_text)
+        switches[name] = compared.group(1) if compared else "1"
+    return switches
+
+
 def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 

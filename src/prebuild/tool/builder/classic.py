@@ -36,7 +36,11 @@ from prebuild.runtime.arch import Arch, check_supported
 from prebuild.runtime.manifest import BuiltLibrary, CompilerCall, CxxStandard, ProjectManifest
 from prebuild.tool.builder import flags
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, quiet_runner, warnings_to_log
-from prebuild.tool.builder.build_switches import build_variables, switches_advice
+from prebuild.tool.builder.build_switches import (
+    build_variables,
+    forced_build_switches,
+    switches_advice,
+)
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.cuda_shim import (
     make_cuda_shim,
@@ -341,6 +345,17 @@ class ClassicBuilder:
             # --cache says, through prebuild's launcher.
             "TORCH_NO_COMPILER_WRAPPER": "1",
         }
+        # A project that would download its own prebuilt wheel (all archs, its torch) is told to
+        # compile: prebuild is asked to build this wheel, and checks what it built.
+        forced = forced_build_switches(self.setup_text(), os.environ)
+        env.update(forced)
+        if forced:
+            progress.note(
+                "set "
+                + " ".join(f"{k}={v}" for k, v in forced.items())
+                + ": the project's setup.py would otherwise download a prebuilt wheel of its own "
+                "instead of compiling"
+            )
         cxx = find_cxx()
         env["CXX"] = str(
             write_cxx_script(
@@ -444,10 +459,14 @@ class ClassicBuilder:
             time.monotonic() - start,
         )
 
+    def setup_text(self) -> str:
+        """The project's setup.py ("" if it has none)."""
+        setup = self.project / "setup.py"
+        return setup.read_text(encoding="utf-8", errors="replace") if setup.is_file() else ""
+
     def advice(self, built: Path, archs: tuple[Arch, ...]) -> str:
         """How the project may be asked to build its extensions at install time."""
-        setup = self.project / "setup.py"
-        text = setup.read_text(encoding="utf-8", errors="replace") if setup.is_file() else ""
+        text = self.setup_text()
         command = f"prebuild wheel --arch {','.join(a.sm for a in archs)} {self.origin}".rstrip()
         return switches_advice(
             str(parse_wheel_filename(built.name)[0]), build_variables(text), command
