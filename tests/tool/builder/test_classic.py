@@ -13,6 +13,7 @@ import pytest
 from prebuild.runtime.arch import parse_arch, parse_arch_list
 from prebuild.runtime.manifest import BuiltLibrary, CompilerCall
 from prebuild.tool.builder.classic import (
+    calls_by_object,
     check_archs,
     keep_host_objects,
     no_extension_message,
@@ -169,6 +170,23 @@ def test_raised_standards_counts_the_calls_whose_standard_changed():
     assert both.startswith(
         "The project asks nvcc for -std=c++17 (2 of its 5 calls) and the host compiler for "
         "-std=gnu++14 (1 of its 3 calls), -std=c++17 (1 of its 3 calls); torch 2.14.1+cu130's"
+    )
+
+
+def test_the_host_calls_behind_each_object_are_the_last_that_wrote_it():
+    a1 = CompilerCall(
+        ("-c", "a.cpp", "-o", "/t/a.o", "-std=c++17"), ("-c", "a.cpp", "-o", "/t/a.o", "-std=c++20")
+    )
+    a2 = CompilerCall(("-c", "a.cpp", "-o", "/t/a.o"), ("-c", "a.cpp", "-o", "/t/a.o"))
+    link = CompilerCall(
+        ("/t/a.o", "-shared", "-o", "/t/a.so"), ("/t/a.o", "-shared", "-o", "/t/a.so")
+    )
+    query = CompilerCall(("-dumpversion",), ("-dumpversion",))
+    assert calls_by_object([a1, link, query]) == {"/t/a.o": a1}
+    assert calls_by_object([a1, a2]) == {"/t/a.o": a2}  # compiled again: the new call counts
+    # A wheel reusing the last wheel's object counts the call that made it.
+    assert raised_standards([*{**calls_by_object([a1]), **calls_by_object([])}.values()]) == (
+        ("c++17", 1),
     )
 
 

@@ -178,11 +178,12 @@ def logged_calls(log: Path) -> list[CompilerCall]:
 
 def calls_by_object(calls: list[CompilerCall]) -> dict[str, CompilerCall]:
     """The compiling calls (``-c``) by the object each wrote (``-o``), the last call for each."""
-    return {
-        option_value(list(c.run), ("-o",)) or "": c
-        for c in calls
-        if "-c" in c.run and option_value(list(c.run), ("-o",))
-    }
+    by_object = {}
+    for call in calls:
+        written = option_value(list(call.run), ("-o",))
+        if "-c" in call.run and written:
+            by_object[written] = call
+    return by_object
 
 
 def raised_standards(calls: list[CompilerCall]) -> tuple[tuple[str, int], ...]:
