@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from prebuild.runtime.nvml import Gpu, NvmlUnavailable, all_gpus, visible_gpus
+from prebuild.runtime.nvml import Gpu, NvmlUnavailable, all_gpus, any_gpu_visible, visible_gpus
 
 FAKE_NVML = r"""
 #include <stdio.h>
@@ -57,6 +57,9 @@ def test_every_gpu_with_its_capability_name_and_uuid(tmp_path):
     )
     assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, library) == ()
     assert len(visible_gpus({}, library)) == 2
+    assert any_gpu_visible({}, library) and not any_gpu_visible(
+        {"CUDA_VISIBLE_DEVICES": ""}, library
+    )
 
 
 def test_no_driver_and_a_failing_nvml_are_said_not_raised_as_crashes(tmp_path):
@@ -64,3 +67,4 @@ def test_no_driver_and_a_failing_nvml_are_said_not_raised_as_crashes(tmp_path):
         all_gpus(str(tmp_path / "libnvidia-ml.so.1"))
     with pytest.raises(NvmlUnavailable, match="nvmlInit_v2 returned NVML error 9"):
         all_gpus(fake_nvml(tmp_path, fail_init=True))
+    assert not any_gpu_visible({}, str(tmp_path / "libnvidia-ml.so.1"))  # no driver: no GPU

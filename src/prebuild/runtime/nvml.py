@@ -85,3 +85,11 @@ def all_gpus(library: str = LIBRARY) -> list[Gpu]:
 def visible_gpus(environ: dict[str, str], library: str = LIBRARY) -> tuple[Gpu, ...]:
     """The GPUs CUDA will number, as CUDA will number them; NvmlUnavailable as all_gpus."""
     return filter_visible(all_gpus(library), environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+def any_gpu_visible(environ: dict[str, str], library: str = LIBRARY) -> bool:
+    """Whether CUDA would see a GPU: False also where NVML is unavailable (no driver)."""
+    try:
+        return bool(visible_gpus(environ, library))
+    except NvmlUnavailable:
+        return False

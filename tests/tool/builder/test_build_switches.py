@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from prebuild.tool.builder.build_switches import (
     build_variables,
+    cuda_gate_line,
     forced_build_switches,
     switches_advice,
 )
@@ -87,3 +88,20 @@ def test_a_project_that_would_download_its_own_wheel_is_told_to_compile():
         "X_FORCE_BUILD": "1"
     }
     assert forced_build_switches(DEEPSPEED_SETUP, {}) == {}
+
+
+def test_a_setup_py_choosing_cuda_by_a_visible_gpu_is_named_with_its_line():
+    # DCNv2 0.4's setup.py (abridged): no variable overrides its test.
+    dcn = (
+        "import torch\n"
+        "def get_extensions():\n"
+        "    extension = CppExtension\n"
+        "    if torch.cuda.is_available() and CUDA_HOME is not None:\n"
+        "        extension = CUDAExtension\n"
+    )
+    assert cuda_gate_line(dcn) == 4 and cuda_gate_line(DEEPSPEED_SETUP) is None
+    advice = switches_advice("DCNv2", [], "prebuild wheel --arch sm_90 DCNv2==0.4", 4)
+    assert "compiles CUDA only where torch.cuda.is_available() (setup.py line 4)" in advice
+    assert "build it on a machine with a GPU" in advice
+    # the variables a setup.py reads come first: one of them may override its test
+    assert "reads FORCE_CUDA" in switches_advice("x", ["FORCE_CUDA"], "prebuild wheel", 4)

@@ -38,6 +38,8 @@ from prebuild.tool.builder import flags
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, quiet_runner, warnings_to_log
 from prebuild.tool.builder.build_switches import (
     build_variables,
+    cuda_gate_advice,
+    cuda_gate_line,
     forced_build_switches,
     switches_advice,
 )
@@ -389,7 +391,8 @@ class ClassicBuilder:
                     else str(exc)
                 )
                 raise BuildError(
-                    f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}",
+                    f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}"
+                    + self.no_cuda_note(logged_calls(nvcc_log)),
                     log=build_log,
                 ) from exc
             progress.phase("checking the archs in every library")
@@ -470,8 +473,27 @@ class ClassicBuilder:
         text = self.setup_text()
         command = f"prebuild wheel --arch {','.join(a.sm for a in archs)} {self.origin}".rstrip()
         return switches_advice(
-            str(parse_wheel_filename(built.name)[0]), build_variables(text), command
+            str(parse_wheel_filename(built.name)[0]),
+            build_variables(text),
+            command,
+            self.cpu_only_gate(),
         )
+
+    def cpu_only_gate(self) -> int | None:
+        """The line where the project's setup.py chooses CUDA by torch.cuda.is_available(),
+        where that is false (no GPU visible); None otherwise."""
+        from prebuild.runtime.nvml import any_gpu_visible
+
+        line = cuda_gate_line(self.setup_text())
+        return None if line is None or any_gpu_visible(dict(os.environ)) else line
+
+    def no_cuda_note(self, nvcc_calls: list[CompilerCall]) -> str:
+        """For a failed build that never compiled with nvcc, of a project whose setup.py chose
+        the CPU by torch.cuda.is_available(): why (a line to add to the error), else ""."""
+        line = self.cpu_only_gate()
+        if line is None or any(not is_query(c.given) for c in nvcc_calls):
+            return ""
+        return f"\nNo CUDA file was compiled: {cuda_gate_advice(line)}."
 
     def guard(self, built: Path, label: str) -> dict[str, str]:
         """The guard's files for the wheel ``built`` will become (guard_files.py)."""

@@ -280,15 +280,12 @@ def check_gpu_build(project: Project, planned: list[PlannedWheel]) -> None:
     """Step 3, for a classic project: a well-known one that builds for the CPU only where no
     GPU is visible (DeepSpeed, pytorch3d, mmcv) is refused before anything is compiled, naming
     the variable that makes it build its GPU code (build_switches.no_gpu_refusal)."""
-    from prebuild.runtime.nvml import NvmlUnavailable, visible_gpus
+    from prebuild.runtime.nvml import any_gpu_visible
 
     distribution = distribution_of(project.origin, project.source.name)
     if distribution is None:
         return
-    try:
-        gpu_visible = bool(visible_gpus(dict(os.environ)))
-    except NvmlUnavailable:
-        gpu_visible = False
+    gpu_visible = any_gpu_visible(dict(os.environ))
     archs = ",".join(a.sm for a in every_arch(planned))
     message = no_gpu_refusal(
         distribution, os.environ, gpu_visible, f"prebuild wheel --arch {archs} {project.origin}"
