@@ -60,7 +60,8 @@ class KnownSwitches:
     no_gpu: tuple[str, str] | None = None
 
 
-# Distribution names as pip normalises them.
+# Distribution names as pip normalises them. (flash-attn's FLASH_ATTENTION_FORCE_BUILD=TRUE, which
+# makes it compile instead of downloading a wheel, is set by prebuild: forced_build_switches.)
 KNOWN = {
     "deepspeed": KnownSwitches(
         "DS_BUILD_OPS=1 (every op) or DS_BUILD_<OP>=1 (one op: DS_BUILD_FUSED_ADAM=1, "
@@ -78,10 +79,6 @@ KNOWN = {
         "FORCE_CUDA=1 where no GPU is visible", "FORCE_CUDA=1", no_gpu=("FORCE_CUDA", "1")
     ),
     "apex": KnownSwitches("APEX_CPP_EXT=1 APEX_CUDA_EXT=1", "APEX_CPP_EXT=1 APEX_CUDA_EXT=1"),
-    "flash-attn": KnownSwitches(
-        "FLASH_ATTENTION_FORCE_BUILD=TRUE (build here, not download a prebuilt wheel)",
-        "FLASH_ATTENTION_FORCE_BUILD=TRUE",
-    ),
 }
 
 
