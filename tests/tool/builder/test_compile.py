@@ -5,6 +5,7 @@ record of compiled libraries prebuild wheel hands its setup.py, and the prefligh
 from __future__ import annotations
 
 import ctypes
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ def spec(output: str, sources: list[Path]) -> LibrarySpec:
     return LibrarySpec(
         output=output,
         what=f"C++ {output}",
-        compiler=find_cxx(),
+        compiler=find_cxx().command,
         compile_flags=["-O0", "-fPIC"],
         depfile="-MMD -MF $out.d",
         link_flags=["-shared"],
@@ -79,6 +80,33 @@ def test_two_libraries_build_in_one_run_largest_source_first(tmp_path):
     assert ctypes.CDLL(str(build / "libb.so")).mid_simt() == len("b/mid_simt.cpp")
     with pytest.raises(AttributeError):
         ctypes.CDLL(str(build / "libb.so")).small  # each library links only its own objects
+
+
+def logging_launcher(path: Path) -> Path:
+    """A launcher that appends its compiler's source file's name to ``path.log``, then runs it."""
+    path.write_text(
+        f'#!/bin/sh\nfor a in "$@"; do case "$a" in *.cpp) echo "${{a##*/}}" >> {path}.log;; esac; done\n'
+        'exec "$@"\n'
+    )
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_compiles_run_through_the_users_launcher_unless_the_build_has_a_cache(tmp_path, cache):
+    """$CXX="ccache g++": the CPU library's compiles (not its link) run through the user's
+    launcher; with --cache, through the cache's launcher instead, never through both."""
+    src, build = tmp_path / "csrc", tmp_path / "build"
+    (build / "obj").mkdir(parents=True)
+    files = write_sources(src, {"one.cpp": 10, "two.cpp": 10})
+    own, cache_launcher = logging_launcher(tmp_path / "own"), logging_launcher(tmp_path / "cache")
+    library = replace(spec("liba.so", list(files.values())), launcher=(str(own),))
+    write_ninja(src, build, [library], cache_launcher if cache else None)
+    run_ninja(build, 2, None)
+    used, unused = (cache_launcher, own) if cache else (own, cache_launcher)
+    assert sorted(Path(f"{used}.log").read_text().split()) == ["one.cpp", "two.cpp"]
+    assert not Path(f"{unused}.log").exists()
+    assert ctypes.CDLL(str(build / "liba.so")).two() == len("two.cpp")
 
 
 def test_libraries_built_together_must_not_share_an_object_name(tmp_path):

@@ -13,8 +13,13 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from prebuild.tool.builder.cuda_shim import make_cuda_shim, probe_toolkit, write_nvcc_script
-from prebuild.tool.builder.toolchain import Nvcc, ToolchainError, Torch, find_cxx
+from prebuild.tool.builder.cuda_shim import (
+    make_cuda_shim,
+    probe_toolkit,
+    write_cxx_script,
+    write_nvcc_script,
+)
+from prebuild.tool.builder.toolchain import HostCompiler, Nvcc, ToolchainError, Torch, find_cxx
 
 # What `nvcc --dryrun` prints about its toolkit (CUDA 13's layout), paths relative to bin/.
 DRYRUN = """#$ _HERE_={bin}
@@ -137,6 +142,38 @@ def test_the_nvcc_script_runs_the_shim_on_the_users_nvcc_and_logs_every_call(tmp
     logged = [json.loads(line) for line in log.read_text().splitlines()]
     assert [entry["given"] for entry in logged] == calls
     assert logged[1]["run"] == calls[1]
+
+
+def recording_program(path: Path) -> Path:
+    """A program that writes its name and arguments, a line each, to ``path.calls``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\nprintf \'%s\\n\' "$0" "$@" > {path}.calls\n')
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_the_cxx_script_keeps_the_users_launcher_unless_the_build_has_a_cache(tmp_path, cache):
+    """$CXX="ccache g++ -m64" (a launcher in front, a flag behind): the host compiler's calls run
+    through the user's ccache with that flag, the standard raised; with --cache, through
+    prebuild's launcher instead (a cache behind a cache only misses)."""
+    bin_dir = tmp_path / "bin"
+    ccache, gxx = recording_program(bin_dir / "ccache"), recording_program(bin_dir / "g++")
+    launcher = recording_program(tmp_path / "cache" / "launcher") if cache else None
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env.pop("PYTHONPATH", None)  # the script finds the shim by itself
+    cxx = HostCompiler(("g++", "-m64"), ("ccache",))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PATH", env["PATH"])  # the build's PATH, where the programs are resolved
+        (tmp_path / "shim").mkdir()
+        script = write_cxx_script(tmp_path / "shim", cxx, tmp_path / "cxx.jsonl", "c++20", launcher)
+    proc = subprocess.run([str(script), "-c", "m.cpp", "-std=c++17"], env=env)
+    assert proc.returncode == 0
+    first = launcher if cache else ccache
+    assert Path(f"{first}.calls").read_text().split() == [
+        str(first), str(gxx), "-m64", "-c", "m.cpp", "-std=c++20"
+    ]  # fmt: skip
+    assert not Path(f"{ccache if cache else gxx}.calls").exists()  # nothing else ran
 
 
 def fake_torch(root: Path, needs_cxx20: bool) -> Torch:

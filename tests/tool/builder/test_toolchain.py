@@ -12,13 +12,17 @@ from packaging.version import Version
 from prebuild.runtime.arch import Arch
 from prebuild.tool.builder import toolchain
 from prebuild.tool.builder.toolchain import (
+    HostCompiler,
     Nvcc,
     ToolchainError,
     check_cuda_matches_torch,
+    compile_launcher,
+    find_cxx,
     find_nvcc,
     nvcc_candidates,
     parse_nvcc_dryrun,
     parse_nvcc_version,
+    split_cxx,
 )
 
 SYSTEM_NVCC = Path("/usr/local/cuda/bin/nvcc")
@@ -247,3 +251,46 @@ def test_ninja_is_the_packaged_one_whatever_path_holds(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(toolchain.ToolchainError, match="pip install ninja"):
         toolchain.find_ninja()
+
+
+@pytest.mark.parametrize(
+    "cxx, expected",
+    [
+        ("g++", ([], ["g++"])),
+        ("ccache g++", (["ccache"], ["g++"])),
+        ("/usr/bin/sccache clang++ -m64", (["/usr/bin/sccache"], ["clang++", "-m64"])),
+        ("distcc ccache g++", (["distcc", "ccache"], ["g++"])),
+        ("ccache", ([], ["ccache"])),  # ccache alone is the compiler named (masquerade)
+        ("'/opt/my gcc/g++'", ([], ["/opt/my gcc/g++"])),
+        ("", ([], [])),
+        ("g++ 'unclosed", ([], [])),
+    ],
+)
+def test_split_cxx_takes_the_launchers_in_front_of_the_compiler(cxx, expected):
+    assert split_cxx(cxx) == expected
+
+
+def executables(bin_dir: Path, *names: str) -> str:
+    bin_dir.mkdir()
+    for name in names:
+        (bin_dir / name).write_text("#!/bin/sh\n")
+        (bin_dir / name).chmod(0o755)
+    return str(bin_dir)
+
+
+def test_find_cxx_keeps_cxx_with_its_launcher_and_falls_back_when_a_program_is_missing(tmp_path):
+    path = executables(tmp_path / "bin", "ccache", "g++", "c++")
+    assert find_cxx({"PATH": path, "CXX": "ccache g++ -m64"}) == HostCompiler(
+        ("g++", "-m64"), ("ccache",)
+    )
+    assert find_cxx({"PATH": path, "CXX": "g++"}) == HostCompiler(("g++",))
+    assert find_cxx({"PATH": path, "CXX": "distcc g++"}) == HostCompiler(("c++",))  # no distcc
+    assert find_cxx({"PATH": path}) == HostCompiler(("c++",))
+    with pytest.raises(ToolchainError, match="no C\\+\\+ compiler found"):
+        find_cxx({"PATH": str(tmp_path), "CXX": "g++"})
+
+
+def test_the_compile_caches_launcher_replaces_the_users_own():
+    assert compile_launcher(None, ("ccache",)) == ("ccache",)
+    assert compile_launcher(Path("/w/launcher"), ("ccache",)) == ("/w/launcher",)
+    assert compile_launcher(None, ()) == ()

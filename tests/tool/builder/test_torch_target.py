@@ -25,7 +25,7 @@ def compile_for(source: str, target: Version) -> subprocess.CompletedProcess:
     includes = [f"-I{d}" for d in include_dirs(read_config(ROOT), find_torch())]
     return subprocess.run(
         [
-            find_cxx(),
+            *find_cxx().command,
             "-std=c++17",
             "-fsyntax-only",
             torch_target_define(target),

@@ -359,11 +359,8 @@ class ClassicBuilder:
                 + ": the project's setup.py would otherwise download a prebuilt wheel of its own "
                 "instead of compiling"
             )
-        cxx = find_cxx()
         env["CXX"] = str(
-            write_cxx_script(
-                shim, shutil.which(cxx) or cxx, cxx_log, self.toolchain.cxx_standard, self.launcher
-            )
+            write_cxx_script(shim, find_cxx(), cxx_log, self.toolchain.cxx_standard, self.launcher)
         )
         progress.phase(
             "compiling (the project's own build"

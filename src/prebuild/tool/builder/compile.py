@@ -37,10 +37,12 @@ from prebuild.runtime.arch import check_supported
 from prebuild.tool.builder import flags, processes, resources
 from prebuild.tool.builder.config import KernelProject
 from prebuild.tool.builder.toolchain import (
+    HostCompiler,
     Nvcc,
     Torch,
     available_memory_bytes,
     check_cuda_matches_torch,
+    compile_launcher,
     cpu_count,
     find_cxx,
     find_ninja,
@@ -167,7 +169,7 @@ class LibrarySpec:
 
     output: str
     what: str  # for the ninja file's comment and the progress line, e.g. "nvcc [sm_80]"
-    compiler: str
+    compiler: tuple[str, ...]  # the program and any flags of its own ($CXX="g++ -m64")
     compile_flags: list[str]
     depfile: str
     link_flags: list[str]
@@ -175,13 +177,16 @@ class LibrarySpec:
     # nvcc: keep ptxas's report of each compile beside its object (resources.py); its other
     # output (warnings) is still shown, and all of it when the compile fails.
     resource_report: bool = False
+    # The user's own launcher ($CXX="ccache g++"), used unless the build has a compile cache.
+    launcher: tuple[str, ...] = ()
 
 
 def write_ninja(
     sources: Path, build_dir: Path, specs: Sequence[LibrarySpec], launcher: Path | None = None
 ) -> Path:
     """One ninja file building ``specs`` together, their objects in ``build_dir/obj``; each
-    compile (not the links) through ``launcher`` when given (the compile cache's).
+    compile (not the links) through ``launcher`` when given (the compile cache's), else through
+    the spec's own.
 
     Compiles are listed largest source first: ninja starts the steps that are ready in the
     order of the file, and the longest compile (a CPU kernel file with its instruction-set
@@ -203,8 +208,9 @@ def write_ninja(
         w.variable("ninja_required_version", "1.10")
         compiles = []
         for i, spec in enumerate(specs):
-            cc = _shell([spec.compiler])
-            prefix = _shell([str(launcher)]) + " " if launcher else ""
+            cc = _shell(spec.compiler)
+            through = compile_launcher(launcher, spec.launcher)
+            prefix = _shell(through) + " " if through else ""
             command = f"{prefix}{cc} {spec.depfile} {_shell(spec.compile_flags)} -c $in -o $out"
             if spec.resource_report:
                 report = f"$out{resources.REPORT_SUFFIX}"
@@ -233,7 +239,11 @@ def write_ninja(
 
 
 def host_library_spec(
-    project: KernelProject, torch: Torch, cxx: str, options: flags.BuildOptions, simt: bool
+    project: KernelProject,
+    torch: Torch,
+    cxx: HostCompiler,
+    options: flags.BuildOptions,
+    simt: bool,
 ) -> LibrarySpec:
     """The CPU library (``simt=False``) or the simt test library (``simt=True``)."""
     sanitize = flags.sanitizer_flags(options.sanitize)
@@ -241,7 +251,8 @@ def host_library_spec(
     return LibrarySpec(
         output=project.simt_library if simt else project.cpu_library,
         what="C++ simt" if simt else "C++",
-        compiler=cxx,
+        compiler=cxx.command,
+        launcher=cxx.launcher,
         compile_flags=[
             *flags.cxx_flags(include_dirs(project, torch), project.torch_target, project.package),
             *sanitize,
@@ -261,7 +272,7 @@ def cuda_library_spec(
     return LibrarySpec(
         output=project.cuda_library,
         what=f"nvcc [{arch_names}]",
-        compiler=str(nvcc.path),
+        compiler=(str(nvcc.path),),
         compile_flags=flags.nvcc_flags(
             include_dirs(project, torch),
             sass,

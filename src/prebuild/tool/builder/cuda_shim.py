@@ -31,7 +31,13 @@ from prebuild.tool.builder.nvcc_shim import (
     SHIM_ENV_MIN_STD,
     SHIM_ENV_REAL,
 )
-from prebuild.tool.builder.toolchain import CudaToolkit, ToolchainError, Torch
+from prebuild.tool.builder.toolchain import (
+    CudaToolkit,
+    HostCompiler,
+    ToolchainError,
+    Torch,
+    compile_launcher,
+)
 
 # The standards a probe tries, oldest first (nvcc 12 and 13 accept these two and older ones).
 PROBE_STANDARDS = ("c++17", "c++20")
@@ -112,26 +118,30 @@ def write_nvcc_script(
     """``shim/bin/nvcc``: the nvcc shim with these settings, calling ``nvcc`` (the one the user
     reaches, wrapper or not), through ``launcher`` (the compile cache's) when given."""
     settings = {
-        SHIM_ENV_REAL: str(nvcc),
+        SHIM_ENV_REAL: shlex.join([str(nvcc)]),
         SHIM_ENV_GENCODE: json.dumps(gencode),
         SHIM_ENV_LOG: str(log),
         SHIM_ENV_MIN_STD: min_std or "",
-        SHIM_ENV_LAUNCHER: str(launcher or ""),
+        SHIM_ENV_LAUNCHER: shlex.join([str(launcher)]) if launcher else "",
     }
     return _write_shim_script(shim / "bin" / "nvcc", settings)
 
 
 def write_cxx_script(
-    shim: Path, cxx: str, log: Path, min_std: str | None, launcher: Path | None = None
+    shim: Path, cxx: HostCompiler, log: Path, min_std: str | None, launcher: Path | None = None
 ) -> Path:
     """``shim/host-bin/c++``, the build's ``CXX`` (torch's BuildExtension compiles every C++ file
     with ``$CXX``): the host compiler ``cxx`` through the same shim, without a gencode list (its
-    standard raised as nvcc's, every call logged), through ``launcher`` when given."""
+    standard raised as nvcc's, every call logged), through ``launcher`` when given (the compile
+    cache's), else through the user's own (``$CXX="ccache g++"``). Programs are resolved on
+    the PATH of now: the build's puts the shim toolkit first."""
+    real = [shutil.which(cxx.command[0]) or cxx.command[0], *cxx.command[1:]]
+    through = [shutil.which(w) or w for w in compile_launcher(launcher, cxx.launcher)]
     settings = {
-        SHIM_ENV_REAL: cxx,
+        SHIM_ENV_REAL: shlex.join(real),
         SHIM_ENV_LOG: str(log),
         SHIM_ENV_MIN_STD: min_std or "",
-        SHIM_ENV_LAUNCHER: str(launcher or ""),
+        SHIM_ENV_LAUNCHER: shlex.join(through),
     }
     return _write_shim_script(shim / "host-bin" / "c++", settings)
 
@@ -146,7 +156,7 @@ def _compiler_message(output: str, limit: int = 2000) -> str:
     return output[begin : begin + limit].strip()
 
 
-def probe_toolkit(shim: Path, torch: Torch, cxx: str, toolkit: CudaToolkit) -> str:
+def probe_toolkit(shim: Path, torch: Torch, cxx: HostCompiler, toolkit: CudaToolkit) -> str:
     """The oldest C++ standard in which the host compiler compiles ``PROBE_SOURCE`` against
     this torch through the shim toolkit; ToolchainError, with the compiler's words, if none does."""
     probe = shim / "prebuild-probe.cpp"
@@ -160,7 +170,8 @@ def probe_toolkit(shim: Path, torch: Torch, cxx: str, toolkit: CudaToolkit) -> s
         )
     ]
     commands = {
-        std: [cxx, f"-std={std}", "-fsyntax-only", *includes, str(probe)] for std in PROBE_STANDARDS
+        std: [*cxx.command, f"-std={std}", "-fsyntax-only", *includes, str(probe)]
+        for std in PROBE_STANDARDS
     }
     # Started together: a second or so each, and the oldest that passes wins.
     procs: dict[str, subprocess.Popen] = {}

@@ -16,7 +16,9 @@ added.
 The same program is the build's ``$CXX`` (torch's BuildExtension compiles every C++ file with
 it): without a gencode list (``PREBUILD_NVCC_GENCODE`` unset) it changes no arch option, and
 raises, logs and launches the host compiler's calls as it does nvcc's (``"cxx": ["-std=c++17"]``
-is as common as nvcc's, and fails the same way in torch 2.14's headers).
+is as common as nvcc's, and fails the same way in torch 2.14's headers). There, the real
+compiler is the user's ``$CXX`` with its flags, and the launcher the compile cache's or else
+``$CXX``'s own (``ccache g++``).
 
 ``rewrite_args`` is pure; ``main`` runs as ``python -m prebuild.tool.builder.nvcc_shim ARGS`` and
 reads its settings from the environment (``SHIM_ENV_*``). Standard library only: it starts
@@ -27,9 +29,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 
-SHIM_ENV_REAL = "PREBUILD_NVCC_REAL"  # the real nvcc (or host compiler)
+SHIM_ENV_REAL = (
+    "PREBUILD_NVCC_REAL"  # the real nvcc (or host compiler, flags of $CXX's too), shell words
+)
 SHIM_ENV_GENCODE = (
     "PREBUILD_NVCC_GENCODE"  # JSON list of the -gencode options; unset: the host compiler
 )
@@ -39,9 +44,8 @@ SHIM_ENV_LOG = (
 SHIM_ENV_MIN_STD = (
     "PREBUILD_NVCC_MIN_STD"  # the oldest C++ standard torch's headers compile in ("c++20")
 )
-SHIM_ENV_LAUNCHER = (
-    "PREBUILD_NVCC_LAUNCHER"  # the compile cache's launcher: compiles run as LAUNCHER NVCC ARGS
-)
+# Compiles run as LAUNCHER NVCC ARGS: the compile cache's launcher, or $CXX's own (ccache).
+SHIM_ENV_LAUNCHER = "PREBUILD_NVCC_LAUNCHER"
 
 # Options that choose archs: "--opt VALUE" or "--opt=VALUE" (nvcc accepts both spellings).
 ARCH_OPTIONS = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code")
@@ -164,13 +168,13 @@ def joined_values(args: list[str], options: tuple[str, ...] = CACHE_JOINED_OPTIO
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    real = os.environ.get(SHIM_ENV_REAL)
+    real = shlex.split(os.environ.get(SHIM_ENV_REAL, ""))
     if not real:
         print(f"prebuild nvcc shim: {SHIM_ENV_REAL} is not set", file=sys.stderr)
         return 2
     gencode = os.environ.get(SHIM_ENV_GENCODE)  # unset: the host compiler, no arch to choose
     given = rewrite_args(args, json.loads(gencode)) if gencode is not None else args
-    command = [real, *raise_std(given, os.environ.get(SHIM_ENV_MIN_STD))]
+    command = [*real, *raise_std(given, os.environ.get(SHIM_ENV_MIN_STD))]
     log = os.environ.get(SHIM_ENV_LOG)
     if log:  # every call, changed or not: what nvcc wrote is read from here (classic.nvcc_outputs)
         # One write with O_APPEND: calls running at once (ninja -j) never interleave their lines.
@@ -179,10 +183,10 @@ def main(argv: list[str] | None = None) -> int:
             os.write(fd, (json.dumps({"given": args, "run": command[1:]}) + "\n").encode())
         finally:
             os.close(fd)
-    launcher = os.environ.get(SHIM_ENV_LAUNCHER)
+    launcher = shlex.split(os.environ.get(SHIM_ENV_LAUNCHER, ""))
     if launcher and not is_query(args):
-        os.execv(launcher, [launcher, command[0], *joined_values(command[1:])])
-    os.execv(real, command)
+        os.execvp(launcher[0], [*launcher, command[0], *joined_values(command[1:])])
+    os.execvp(command[0], command)
     return 0  # not reached
 
 

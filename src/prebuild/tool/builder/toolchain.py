@@ -231,11 +231,52 @@ def check_cuda_matches_torch(nvcc_version: Version, torch_cuda: str | None) -> N
         )
 
 
-def find_cxx(env: dict[str, str] | None = None) -> str:
+# What users put in front of the compiler in $CXX ("ccache g++"): compile caches and
+# distributors, each run as LAUNCHER COMPILER ARGS.
+CXX_LAUNCHERS = ("ccache", "sccache", "distcc", "icecc", "buildcache")
+
+
+@dataclass(frozen=True)
+class HostCompiler:
+    """The C++ compiler as ``$CXX`` names it: ``ccache g++ -m64`` is g++ given -m64, run
+    through ccache."""
+
+    command: tuple[str, ...]  # the compiler and any flags $CXX gives it: ("g++", "-m64")
+    launcher: tuple[str, ...] = ()  # what $CXX puts in front of it: ("ccache",)
+
+
+def compile_launcher(cache: Path | None, own: tuple[str, ...]) -> tuple[str, ...]:
+    """Pure: what a compile runs through: the compile cache's launcher (``--cache``) when the
+    build has one, in place of the user's own (``$CXX``'s ccache: a cache behind a cache only
+    misses), else the user's."""
+    return (str(cache),) if cache else own
+
+
+def split_cxx(value: str) -> tuple[list[str], list[str]]:
+    """Pure: ``$CXX``'s words as (launcher, compiler with its flags): ``"ccache g++"`` ->
+    (["ccache"], ["g++"]), ``"g++ -m64"`` -> ([], ["g++", "-m64"]); ([], []) if empty or
+    unreadable."""
+    try:
+        words = shlex.split(value)
+    except ValueError:
+        return [], []
+    n = 0
+    while n < len(words) - 1 and Path(words[n]).name in CXX_LAUNCHERS:
+        n += 1
+    return words[:n], words[n:]
+
+
+def find_cxx(env: dict[str, str] | None = None) -> HostCompiler:
+    """``$CXX`` when its programs are found on PATH (a launcher in front kept), else the first
+    of c++, g++ and clang++ found."""
     env = dict(os.environ if env is None else env)
-    for candidate in (env.get("CXX"), "c++", "g++", "clang++"):
-        if candidate and shutil.which(candidate, path=env.get("PATH", "")):
-            return candidate
+    path = env.get("PATH", "")
+    launcher, command = split_cxx(env.get("CXX", ""))
+    if command and all(shutil.which(word, path=path) for word in [*launcher, command[0]]):
+        return HostCompiler(tuple(command), tuple(launcher))
+    for candidate in ("c++", "g++", "clang++"):
+        if shutil.which(candidate, path=path):
+            return HostCompiler((candidate,))
     raise ToolchainError("no C++ compiler found: install g++ (or set CXX)")
 
 
