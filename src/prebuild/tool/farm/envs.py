@@ -30,7 +30,7 @@ from prebuild.tool import arch_support
 # What ``prebuild wheel`` needs in a build environment besides torch (the build and cache
 # extras; numpy: without it every import of torch in a build warns).
 BUILD_TOOLS = (
-    "setuptools>=69",
+    "setuptools>=72.2",
     "wheel",
     "build>=1.2",
     "ninja>=1.11",
