@@ -331,6 +331,15 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(
         "(recorded in prebuild.json)."
         for sm in ("sm_80", "sm_90")
     ], notes
+    # Its setup.py builds CUDA only where torch.cuda.is_available(): with no GPU here, torch.cuda
+    # answered (in its build only) as a GPU of each wheel's arch would.
+    answered = [" ".join(line.split()) for line in proc.stderr.splitlines() if "answers as" in line]
+    assert answered == [
+        f"{sm}: No GPU is visible here, and its setup.py chooses CUDA by "
+        "torch.cuda.is_available() (setup.py line 32): in its build, torch.cuda answers as a GPU "
+        f"of compute capability {cap} would (is_available, device_count, get_device_capability)"
+        for sm, cap in (("sm_80", "8.0"), ("sm_90", "9.0"))
+    ], proc.stderr[-3000:]
     # nvcc is given the same command for both (torch ignores TORCH_CUDA_ARCH_LIST when a
     # project names its archs): the kernel is compiled again because its object was deleted.
     assert compiled(work / "cu130.sm90" / "build.log") == ["kernel.cu"]

@@ -7,6 +7,7 @@ from prebuild.tool.builder.build_switches import (
     build_variables,
     cuda_gate_line,
     forced_build_switches,
+    gpu_answer_note,
     switches_advice,
 )
 
@@ -94,14 +95,15 @@ def test_a_setup_py_choosing_cuda_by_a_visible_gpu_is_named_with_its_line():
     # DCNv2 0.4's setup.py (abridged): no variable overrides its test.
     dcn = (
         "import torch\n"
+        "# if torch.cuda.is_available() and torch.version.hip:  (nerfacc 0.5.3: a comment)\n"
         "def get_extensions():\n"
         "    extension = CppExtension\n"
         "    if torch.cuda.is_available() and CUDA_HOME is not None:\n"
         "        extension = CUDAExtension\n"
     )
-    assert cuda_gate_line(dcn) == 4 and cuda_gate_line(DEEPSPEED_SETUP) is None
-    advice = switches_advice("DCNv2", [], "prebuild wheel --arch sm_90 DCNv2==0.4", 4)
-    assert "compiles CUDA only where torch.cuda.is_available() (setup.py line 4)" in advice
-    assert "build it on a machine with a GPU" in advice
-    # the variables a setup.py reads come first: one of them may override its test
-    assert "reads FORCE_CUDA" in switches_advice("x", ["FORCE_CUDA"], "prebuild wheel", 4)
+    assert cuda_gate_line(dcn) == 5 and cuda_gate_line(DEEPSPEED_SETUP) is None
+    note = gpu_answer_note(5, "9.0")
+    assert "chooses CUDA by torch.cuda.is_available() (setup.py line 5)" in note
+    assert "torch.cuda answers as a GPU of compute capability 9.0 would" in note
+    # nothing of it in the advice, which names the variables a setup.py reads
+    assert "is_available" not in switches_advice("x", ["FORCE_CUDA"], "prebuild wheel")

@@ -101,19 +101,21 @@ def forced_build_switches(setup_text: str, environ: Mapping[str, str]) -> dict[s
 
 
 def cuda_gate_line(setup_text: str) -> int | None:
-    """Pure: the line of a setup.py that asks ``torch.cuda.is_available()`` (most do it to choose
-    between CUDAExtension and CppExtension: DCNv2 0.4), None if it never does."""
-    found = re.search(r"\bcuda\.is_available\s*\(\s*\)", setup_text)
-    return setup_text.count("\n", 0, found.start()) + 1 if found else None
+    """Pure: the line of a setup.py whose code (not a comment) asks ``torch.cuda.is_available()``
+    (most do it to choose between CUDAExtension and CppExtension: DCNv2 0.4), None if none does."""
+    for number, line in enumerate(setup_text.splitlines(), 1):
+        if re.search(r"\bcuda\.is_available\s*\(\s*\)", line.split("#", 1)[0]):
+            return number
+    return None
 
 
-def cuda_gate_advice(line: int) -> str:
-    """Why a build with no GPU visible compiled no CUDA code, for a setup.py that asks
-    ``torch.cuda.is_available()`` at ``line``."""
+def gpu_answer_note(line: int, capability: str) -> str:
+    """What the user is told of a build whose setup.py asks ``torch.cuda.is_available()`` at
+    ``line`` on a machine with no GPU visible (gpu_answer.py)."""
     return (
-        f"its setup.py compiles CUDA only where torch.cuda.is_available() (setup.py line {line}), "
-        "false here with no GPU visible, so it built for the CPU only: build it on a machine "
-        "with a GPU (prebuild compiles for the archs asked, whatever that GPU is)"
+        f"no GPU is visible here, and its setup.py chooses CUDA by torch.cuda.is_available() "
+        f"(setup.py line {line}): in its build, torch.cuda answers as a GPU of compute "
+        f"capability {capability} would (is_available, device_count, get_device_capability)"
     )
 
 
@@ -121,12 +123,10 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def switches_advice(
-    distribution: str, variables: list[str], command: str, gate_line: int | None = None
-) -> str:
+def switches_advice(distribution: str, variables: list[str], command: str) -> str:
     """What to tell a user whose project built no extension: the known project's switches,
-    else the variables its setup.py reads, else its ``torch.cuda.is_available()`` test at
-    ``gate_line``; ``command`` is the ``prebuild wheel`` command to prefix with them."""
+    else the variables its setup.py reads; ``command`` is the ``prebuild wheel`` command to
+    prefix with them."""
     known = KNOWN.get(normalize(distribution))
     if known is not None:
         note = f" {known.note}" if known.note else ""
@@ -139,8 +139,6 @@ def switches_advice(
             f"its setup.py reads {', '.join(variables)}: one of them may make it build the "
             f"extension at install time; set it when running {command}"
         )
-    if gate_line is not None:
-        return cuda_gate_advice(gate_line)
     return (
         "its setup.py reads no variable that looks like a build switch, so its first import "
         "compiles on each machine"

@@ -34,13 +34,13 @@ from wheel.wheelfile import WheelFile
 from build import BuildBackendException, BuildException, ProjectBuilder
 from prebuild.runtime.arch import Arch, check_supported
 from prebuild.runtime.manifest import BuiltLibrary, CompilerCall, CxxStandard, ProjectManifest
-from prebuild.tool.builder import flags
+from prebuild.tool.builder import flags, gpu_answer
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, quiet_runner, warnings_to_log
 from prebuild.tool.builder.build_switches import (
     build_variables,
-    cuda_gate_advice,
     cuda_gate_line,
     forced_build_switches,
+    gpu_answer_note,
     switches_advice,
 )
 from prebuild.tool.builder.compile import BuildError
@@ -211,6 +211,13 @@ def no_extension_message(wheel_name: str, sites: list[str], advice: str) -> str:
     )
 
 
+def newest_capability(archs: tuple[Arch, ...]) -> str:
+    """Pure: the compute capability of the newest of ``archs`` (sm_80, sm_90 -> "9.0"): the GPU
+    torch.cuda answers as in a build with none visible (gpu_answer.py)."""
+    newest = max(archs)
+    return f"{newest.major}.{newest.minor}"
+
+
 def host_only_message(
     wheel_name: str, libraries: tuple[BuiltLibrary, ...], build_log: Path, advice: str
 ) -> str:
@@ -352,6 +359,10 @@ class ClassicBuilder:
         # compile: prebuild is asked to build this wheel, and checks what it built.
         forced = forced_build_switches(self.setup_text(), os.environ)
         env.update(forced)
+        answer = self.gpu_answer_env(sass)
+        env.update(answer)
+        if answer:
+            progress.note(self.gpu_answer_note(sass, ""))
         if forced:
             progress.note(
                 "set "
@@ -389,7 +400,11 @@ class ClassicBuilder:
                 )
                 raise BuildError(
                     f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}"
-                    + self.no_cuda_note(logged_calls(nvcc_log)),
+                    + self.gpu_answer_note(
+                        sass,
+                        "\n",
+                        ": a setup.py that uses the GPU itself needs a machine with one.",
+                    ),
                     log=build_log,
                 ) from exc
             progress.phase("checking the archs in every library")
@@ -470,27 +485,40 @@ class ClassicBuilder:
         text = self.setup_text()
         command = f"prebuild wheel --arch {','.join(a.sm for a in archs)} {self.origin}".rstrip()
         return switches_advice(
-            str(parse_wheel_filename(built.name)[0]),
-            build_variables(text),
-            command,
-            self.cpu_only_gate(),
-        )
+            str(parse_wheel_filename(built.name)[0]), build_variables(text), command
+        ) + self.gpu_answer_note(archs, ". ")
 
     def cpu_only_gate(self) -> int | None:
         """The line where the project's setup.py chooses CUDA by torch.cuda.is_available(),
-        where that is false (no GPU visible); None otherwise."""
+        where that would be false (no GPU visible); None otherwise."""
         from prebuild.runtime.nvml import any_gpu_visible
 
         line = cuda_gate_line(self.setup_text())
         return None if line is None or any_gpu_visible(dict(os.environ)) else line
 
-    def no_cuda_note(self, nvcc_calls: list[CompilerCall]) -> str:
-        """For a failed build that never compiled with nvcc, of a project whose setup.py chose
-        the CPU by torch.cuda.is_available(): why (a line to add to the error), else ""."""
+    def gpu_answer_env(self, archs: tuple[Arch, ...]) -> dict[str, str]:
+        """The build's variables that make torch.cuda answer as a GPU of the newest of
+        ``archs`` would (gpu_answer.py, as the build's sitecustomize), where the project's
+        setup.py asks torch.cuda.is_available() and no GPU is visible; {} otherwise."""
+        if self.cpu_only_gate() is None:
+            return {}
+        site = self.work / "gpu-answer"
+        site.mkdir(exist_ok=True)
+        shutil.copyfile(Path(gpu_answer.__file__), site / "sitecustomize.py")
+        user = os.environ.get("PYTHONPATH")
+        return {
+            "PYTHONPATH": os.pathsep.join([str(site), *([user] if user else [])]),
+            gpu_answer.ENV_CAPABILITY: newest_capability(archs),
+        }
+
+    def gpu_answer_note(self, archs: tuple[Arch, ...], before: str, after: str = "") -> str:
+        """What torch.cuda answered in the build (build_switches.gpu_answer_note), between
+        ``before`` and ``after``; "" where it answered for itself."""
         line = self.cpu_only_gate()
-        if line is None or any(not is_query(c.given) for c in nvcc_calls):
+        if line is None:
             return ""
-        return f"\nNo CUDA file was compiled: {cuda_gate_advice(line)}."
+        note = gpu_answer_note(line, newest_capability(archs))
+        return f"{before}{note[0].upper()}{note[1:]}{after}"
 
     def guard(self, built: Path, label: str) -> dict[str, str]:
         """The guard's files for the wheel ``built`` will become (guard_files.py)."""

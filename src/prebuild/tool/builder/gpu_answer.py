@@ -1,0 +1,94 @@
+"""The build's ``sitecustomize``: on a machine with no GPU visible, ``torch.cuda`` answers as a
+GPU of the arch being built would, for a classic project whose setup.py chooses CUDA by
+``torch.cuda.is_available()`` (DCNv2 0.4, pytorch/extension-cpp: with no GPU they build for the
+CPU only, a wheel prebuild must refuse).
+
+``prebuild wheel`` was asked for GPU code, so the answer is the one the wheel's machines would
+give: ``is_available()`` is True, ``device_count()`` at least 1, and ``get_device_capability()``
+the newest arch being built (``PREBUILD_GPU_ANSWER="9.0"``; projects that ask it choose their
+archs from it, and the nvcc shim compiles for the asked archs anyway). Nothing else of
+torch.cuda changes: a setup.py that uses the GPU itself still fails, as it would on any machine
+without one. The patch is made when ``torch.cuda`` is first imported; torch is not imported here.
+
+``classic.py`` copies this file as ``sitecustomize.py`` into a directory put first on the build's
+``PYTHONPATH``; a ``sitecustomize`` the environment had runs after it. Standard library only:
+it runs at the start of every Python process of the build.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+ENV_CAPABILITY = "PREBUILD_GPU_ANSWER"  # "9.0": the capability torch.cuda answers with
+
+
+def capability(value: str) -> tuple[int, int] | None:
+    """``"9.0"`` -> (9, 0); None for anything else."""
+    major, dot, minor = value.partition(".")
+    return (int(major), int(minor)) if dot and major.isdigit() and minor.isdigit() else None
+
+
+def answer(cuda, cap: tuple[int, int]) -> None:
+    """Make the module ``cuda`` (torch.cuda) answer as a GPU of capability ``cap`` would."""
+    real_count = cuda.device_count
+    cuda.is_available = lambda: True
+    cuda.device_count = lambda: max(1, real_count())
+    cuda.get_device_capability = lambda device=None: cap
+
+
+class _Loader(importlib.abc.Loader):
+    """torch.cuda's own loader, then the answer."""
+
+    def __init__(self, loader, cap: tuple[int, int]):
+        self._loader, self._cap = loader, cap
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        answer(module, self._cap)
+
+    def __getattr__(self, name):  # get_filename, get_data, is_package, ...: torch.cuda's own
+        return getattr(self._loader, name)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def __init__(self, cap: tuple[int, int]):
+        self._cap = cap
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "torch.cuda":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _Loader(spec.loader, self._cap)
+        return spec
+
+
+def install(environ=os.environ) -> bool:
+    """Answer for torch.cuda from its first import on, if ``PREBUILD_GPU_ANSWER`` says how."""
+    cap = capability(environ.get(ENV_CAPABILITY, ""))
+    if cap is None:
+        return False
+    sys.meta_path.insert(0, _Finder(cap))
+    return True
+
+
+def run_next_sitecustomize() -> None:
+    """The ``sitecustomize`` the environment would have run without this one, if any."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is not None and spec.loader is not None:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+
+if __name__ == "sitecustomize":
+    install()
+    run_next_sitecustomize()

@@ -1,0 +1,95 @@
+"""prebuild.tool.builder.gpu_answer, the sitecustomize of a classic build with no GPU visible
+whose setup.py chooses CUDA by torch.cuda.is_available(): run as it is there, in a fresh
+interpreter with this venv's torch (a CPU build: nothing answers True by itself)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from prebuild.runtime.arch import parse_arch_list
+from prebuild.tool.builder import gpu_answer
+from prebuild.tool.builder.classic import newest_capability
+
+ASK = """
+import json, sys, torch
+print(json.dumps([torch.cuda.is_available(), torch.cuda.device_count(),
+                  list(torch.cuda.get_device_capability()) if torch.cuda.is_available() else None,
+                  "torch" in sys.modules]))
+"""
+
+
+def site(tmp_path: Path) -> Path:
+    """A directory holding gpu_answer.py as sitecustomize.py, as classic.py lays it out."""
+    where = tmp_path / "gpu-answer"
+    where.mkdir()
+    shutil.copyfile(gpu_answer.__file__, where / "sitecustomize.py")
+    return where
+
+
+def run(code: str, pythonpath: list[Path], **extra: str) -> subprocess.CompletedProcess:
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", gpu_answer.ENV_CAPABILITY)
+    }
+    env.update(PYTHONPATH=os.pathsep.join(map(str, pythonpath)), **extra)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )  # fmt: skip
+
+
+def test_torch_cuda_answers_as_a_gpu_of_the_capability_asked(tmp_path):
+    answered = run(ASK, [site(tmp_path)], PREBUILD_GPU_ANSWER="8.6")
+    assert answered.returncode == 0, answered.stderr
+    assert json.loads(answered.stdout) == [True, 1, [8, 6], True]
+    # without the variable (or off the build's PYTHONPATH) torch answers for itself: here, a
+    # CPU build of torch, no GPU
+    (tmp_path / "b").mkdir()
+    for pythonpath, extra in (([site(tmp_path / "b")], {}), ([], {"PREBUILD_GPU_ANSWER": "8.6"})):
+        itself = run(ASK, pythonpath, **extra)
+        assert itself.returncode == 0, itself.stderr
+        assert json.loads(itself.stdout) == [False, 0, None, True]
+
+
+def test_torch_is_not_imported_until_the_build_imports_it_and_the_gpu_itself_still_fails(
+    tmp_path,
+):
+    code = (
+        "import sys; assert 'torch' not in sys.modules\n"
+        "import torch\n"
+        "try:\n    torch.zeros(1, device='cuda')\nexcept (RuntimeError, AssertionError) as e:\n"
+        "    print('refused', type(e).__name__)\n"
+    )
+    ran = run(code, [site(tmp_path)], PREBUILD_GPU_ANSWER="9.0")
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith("refused"), ran.stdout
+
+
+def test_the_environments_own_sitecustomize_still_runs(tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text("import os\nos.environ['THEIRS_RAN'] = 'yes'\n")
+    ran = run(
+        "import os, torch; print(os.environ.get('THEIRS_RAN'), torch.cuda.is_available())",
+        [site(tmp_path), theirs],
+        PREBUILD_GPU_ANSWER="9.0",
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["yes", "True"]
+
+
+@pytest.mark.parametrize(
+    "value, expected", [("9.0", (9, 0)), ("12.1", (12, 1)), ("9", None), ("", None), ("a.b", None)]
+)
+def test_the_capability_is_read_from_its_variable(value, expected):
+    assert gpu_answer.capability(value) == expected
+
+
+def test_the_answer_is_the_newest_arch_of_the_wheel():
+    assert newest_capability(tuple(parse_arch_list("sm_80,sm_90"))) == "9.0"
+    assert newest_capability(tuple(parse_arch_list("sm_120,sm_90a"))) == "12.0"
