@@ -258,3 +258,40 @@ def test_libraries_without_gpu_code_are_explained_with_the_build_logs_words(tmp_
     assert "fused_adam_op" in text and "hold no GPU code" in text
     assert "Setting accelerator to CPU" in text and str(log) in text
     assert "set DS_ACCELERATOR=cuda" in text and "No wheel was written" in text
+
+
+def test_where_no_gpu_is_visible_torch_cuda_answers_for_a_gated_setup_py_and_the_errors_say_so(
+    tmp_path, monkeypatch
+):
+    """A setup.py that chooses CUDA by torch.cuda.is_available() (line 3 here), no GPU visible:
+    its build gets the sitecustomize and the wheel's newest capability, the
+    user a note; a failure before any nvcc compile says what was answered, one after does not."""
+    from types import SimpleNamespace
+
+    from prebuild.runtime import nvml
+    from prebuild.tool.builder import gpu_answer
+    from prebuild.tool.builder.classic import ClassicBuilder
+
+    monkeypatch.setattr(nvml, "any_gpu_visible", lambda environ: False)
+    monkeypatch.setenv("PYTHONPATH", "/users/own")
+    project = tmp_path / "project"
+    write(project, "setup.py", "import torch\n\nif torch.cuda.is_available():\n    pass\n")
+    builder = ClassicBuilder(project, SimpleNamespace(nvcc=None), tmp_path / "work")
+    archs = parse_arch_list("sm_80,sm_90")
+    (tmp_path / "work").mkdir()
+    env = builder.gpu_answer_env(archs)
+    site, users = env["PYTHONPATH"].split(":")
+    assert users == "/users/own" and env[gpu_answer.ENV_CAPABILITY] == "9.0"
+    assert (Path(site) / "sitecustomize.py").read_text() == Path(gpu_answer.__file__).read_text()
+    note = builder.gpu_answer_note(archs, "")
+    assert note.startswith("No GPU is visible here") and "(setup.py line 3)" in note
+    compiled = CompilerCall(("-c", "k.cu"), ("-c", "k.cu"))
+    query = CompilerCall(("--version",), ("--version",))
+    assert "uses the GPU itself" in builder.no_cuda_note(archs, [query])
+    assert builder.no_cuda_note(archs, [query, compiled]) == ""
+    # a GPU visible, or a setup.py that never asks: nothing answered, nothing said
+    monkeypatch.setattr(nvml, "any_gpu_visible", lambda environ: True)
+    assert builder.gpu_answer_env(archs) == {} and builder.gpu_answer_note(archs, "") == ""
+    monkeypatch.setattr(nvml, "any_gpu_visible", lambda environ: False)
+    write(project, "setup.py", "import torch\n")
+    assert builder.gpu_answer_env(archs) == {} and builder.gpu_answer_note(archs, "") == ""

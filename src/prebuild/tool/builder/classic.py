@@ -400,11 +400,7 @@ class ClassicBuilder:
                 )
                 raise BuildError(
                     f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}"
-                    + self.gpu_answer_note(
-                        sass,
-                        "\n",
-                        ": a setup.py that uses the GPU itself needs a machine with one.",
-                    ),
+                    + self.no_cuda_note(sass, logged_calls(nvcc_log)),
                     log=build_log,
                 ) from exc
             progress.phase("checking the archs in every library")
@@ -510,6 +506,15 @@ class ClassicBuilder:
             "PYTHONPATH": os.pathsep.join([str(site), *([user] if user else [])]),
             gpu_answer.ENV_CAPABILITY: newest_capability(archs),
         }
+
+    def no_cuda_note(self, archs: tuple[Arch, ...], nvcc_calls: list[CompilerCall]) -> str:
+        """For a failed build that never compiled with nvcc, where torch.cuda answered for a
+        GPU (gpu_answer_note): what it answered (a line to add to the error), else ""."""
+        if any(not is_query(c.given) for c in nvcc_calls):
+            return ""  # past its setup.py's choice: the compiler's error says the rest
+        return self.gpu_answer_note(
+            archs, "\n", ": a setup.py that uses the GPU itself needs a machine with one."
+        )
 
     def gpu_answer_note(self, archs: tuple[Arch, ...], before: str, after: str = "") -> str:
         """What torch.cuda answered in the build (build_switches.gpu_answer_note), between
