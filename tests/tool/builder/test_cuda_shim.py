@@ -16,6 +16,7 @@ from packaging.version import Version
 from prebuild.tool.builder.cuda_shim import (
     make_cuda_shim,
     probe_toolkit,
+    unversioned_names,
     write_cxx_script,
     write_nvcc_script,
 )
@@ -84,6 +85,7 @@ def nvidia(tmp_path, monkeypatch) -> Path:
     )
     (root / "lib").mkdir()
     (root / "lib" / "libcudart.so.13").write_text("")
+    (root / "lib" / "libcublas.so.13").write_text("")
     monkeypatch.setattr("prebuild.tool.builder.cuda_shim.nvidia_dirs", lambda kind: [root / kind])
     return root
 
@@ -105,6 +107,7 @@ def test_the_toolkit_is_what_nvcc_reports_not_the_wrappers_parent(tmp_path, nvid
     assert (home / "include" / "cccl" / "cub").is_dir() and (home / "include" / "cub").is_dir()
     assert (home / "include" / "cublas_v2.h").exists()  # from torch's CUDA packages
     assert (home / "lib64" / "libcudart.so").resolve() == nvidia / "lib" / "libcudart.so.13"
+    assert (home / "lib64" / "libcublas.so").resolve() == nvidia / "lib" / "libcublas.so.13"
     assert (home / "lib64" / "libcudart_static.a").exists() and not (
         home / "lib64" / "libcuda.so"
     ).exists()
@@ -209,3 +212,17 @@ def test_the_probe_refuses_a_toolkit_without_crt_naming_the_header(tmp_path, nvi
     message = str(info.value)
     assert "crt/host_config.h" in message and "c10/cuda/CUDAGuard.h" in message
     assert str(tmp_path / "cuda") in message and "CUDA_HOME" in message
+
+
+def test_each_versioned_library_gets_its_unversioned_name_for_the_linker():
+    names = [
+        "libcudart.so.13", "libcublas.so.12", "libcublas.so.13", "libcufft.so.12",
+        "libnvrtc-builtins.so.13.0", "libcupti.so", "libcupti.so.13", "libcudadevrt.a",
+        "libnvshmem_device.bc", "nvshmem_bootstrap_mpi.so.3", "libx.so.13.alt",
+    ]  # fmt: skip
+    assert unversioned_names(names) == {
+        "libcublas.so": "libcublas.so.13",  # the newest
+        "libcudart.so": "libcudart.so.13",
+        "libcufft.so": "libcufft.so.12",
+        "libnvrtc-builtins.so": "libnvrtc-builtins.so.13.0",
+    }  # libcupti.so is there already; not a lib*.so.N: left alone

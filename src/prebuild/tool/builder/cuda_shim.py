@@ -74,6 +74,29 @@ def _link_entries(dest: Path, sources: list[Path], skip: set[str] = frozenset())
                 target.symlink_to(entry)
 
 
+def unversioned_names(names: list[str]) -> dict[str, str]:
+    """Pure: the unversioned name each versioned shared library lacks, and the newest version
+    it stands for: ``libcublas.so.13`` -> ``libcublas.so`` (``-lcublas`` links only that)."""
+    newest: dict[str, tuple[tuple[int, ...], str]] = {}
+    for name in names:
+        stem, sep, version = name.partition(".so.")
+        parts = version.split(".")
+        if not sep or not stem.startswith("lib") or not all(p.isdigit() for p in parts):
+            continue
+        key = tuple(int(p) for p in parts)
+        if stem + ".so" not in names and (stem not in newest or key > newest[stem][0]):
+            newest[stem] = (key, name)
+    return {f"{stem}.so": name for stem, (_, name) in sorted(newest.items())}
+
+
+def _link_unversioned(lib64: Path) -> None:
+    """Give every versioned library of ``lib64`` its unversioned name: the CUDA packages torch
+    installs (and PyPI's toolkit) have ``libcublas.so.13`` only, and a project linking
+    ``-lcublas`` (or ``-lcudart``) finds nothing else."""
+    for plain, versioned in unversioned_names(sorted(p.name for p in lib64.iterdir())).items():
+        (lib64 / plain).symlink_to((lib64 / versioned).resolve())
+
+
 def make_cuda_shim(toolkit: CudaToolkit, dest: Path) -> Path:
     """Lay out the shim toolkit at ``dest`` (replacing an older one); returns it, the build's
     CUDA_HOME. Its ``bin/nvcc`` is written per wheel by ``write_nvcc_script``."""
@@ -84,10 +107,7 @@ def make_cuda_shim(toolkit: CudaToolkit, dest: Path) -> Path:
     _link_entries(dest / "include", [*toolkit.include_dirs, *nvidia_dirs("include")])
     lib64 = dest / "lib64"
     _link_entries(lib64, [*toolkit.library_dirs, *nvidia_dirs("lib")])
-    if not (lib64 / "libcudart.so").exists():  # the linker wants the unversioned name
-        versioned = sorted(lib64.glob("libcudart.so.*"))
-        if versioned:
-            (lib64 / "libcudart.so").symlink_to(versioned[0].resolve())
+    _link_unversioned(lib64)
     _link_entries(dest, [toolkit.root], skip={"bin", "include", "lib64", "lib"})
     return dest
 
