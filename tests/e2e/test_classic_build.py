@@ -335,7 +335,7 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(
     # answered (in its build only) as a GPU of each wheel's arch would.
     answered = [" ".join(line.split()) for line in proc.stderr.splitlines() if "answers as" in line]
     assert answered == [
-        f"{sm}: No GPU is visible here, and its setup.py chooses CUDA by "
+        f"{sm}: No GPU is visible here, and its setup.py asks "
         "torch.cuda.is_available() (setup.py line 32): in its build, torch.cuda answers as a GPU "
         f"of compute capability {cap} would (is_available, device_count, get_device_capability)"
         for sm, cap in (("sm_80", "8.0"), ("sm_90", "9.0"))

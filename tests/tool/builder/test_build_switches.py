@@ -103,7 +103,7 @@ def test_a_setup_py_choosing_cuda_by_a_visible_gpu_is_named_with_its_line():
     )
     assert cuda_gate_line(dcn) == 5 and cuda_gate_line(DEEPSPEED_SETUP) is None
     note = gpu_answer_note(5, "9.0")
-    assert "chooses CUDA by torch.cuda.is_available() (setup.py line 5)" in note
+    assert "its setup.py asks torch.cuda.is_available() (setup.py line 5)" in note
     assert "torch.cuda answers as a GPU of compute capability 9.0 would" in note
     # nothing of it in the advice, which names the variables a setup.py reads
     assert "is_available" not in switches_advice("x", ["FORCE_CUDA"], "prebuild wheel")

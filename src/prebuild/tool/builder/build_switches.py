@@ -113,7 +113,7 @@ def gpu_answer_note(line: int, capability: str) -> str:
     """What the user is told of a build whose setup.py asks ``torch.cuda.is_available()`` at
     ``line`` on a machine with no GPU visible (gpu_answer.py)."""
     return (
-        f"no GPU is visible here, and its setup.py chooses CUDA by torch.cuda.is_available() "
+        f"no GPU is visible here, and its setup.py asks torch.cuda.is_available() "
         f"(setup.py line {line}): in its build, torch.cuda answers as a GPU of compute "
         f"capability {capability} would (is_available, device_count, get_device_capability)"
     )
