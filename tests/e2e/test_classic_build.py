@@ -381,6 +381,16 @@ def test_a_project_that_does_not_compile_shows_the_error_and_leaves_no_wheel(
             proc.stderr[-3000:]
         )
         assert "Traceback" not in proc.stderr
+        # Its setup.py asks the GPU's properties once torch.cuda says a GPU is there: with torch
+        # answering for one (no GPU here), it failed before compiling, so it was built again
+        # with torch's own answers, and the compiler's error is what is shown.
+        said = " ".join(proc.stderr.split())
+        assert (
+            "sm_90: its setup.py failed with torch.cuda answering for a GPU (RuntimeError: "
+            "Found no NVIDIA driver"
+            in said
+            and "built again with torch's own answers" in said
+        ), said[-3000:]
         assert not out.exists()  # made for the build, removed with its failure
 
 

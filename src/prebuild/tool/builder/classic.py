@@ -53,6 +53,7 @@ from prebuild.tool.builder.cuda_shim import (
 from prebuild.tool.builder.guard_files import guard_files
 from prebuild.tool.builder.nvcc_shim import is_query, option_value, requested_std
 from prebuild.tool.builder.plan import PlannedWheel
+from prebuild.tool.builder.project import last_error
 from prebuild.tool.builder.relabel import add_local_label, relabel_wheel, relabelled_dist_info
 from prebuild.tool.builder.toolchain import (
     Nvcc,
@@ -310,6 +311,9 @@ class ClassicBuilder:
         self._nvcc_wrote: list[Path] | None = None  # by the previous wheel; None: start clean
         # The host compiler's calls behind the previous wheel's objects, by object.
         self._host_calls: dict[str, CompilerCall] = {}
+        # False once the project's setup.py failed with torch.cuda answering for a GPU
+        # (gpu_answer.py): the next wheels are built with torch's own answers from the start.
+        self._answer: bool | None = None
 
     def build(self, planned: PlannedWheel, out_dir: Path, progress: BuildProgress) -> BuiltWheel:
         """Build the planned wheel (exactly its archs) into ``out_dir``; ``progress`` hears
@@ -360,7 +364,6 @@ class ClassicBuilder:
         forced = forced_build_switches(self.setup_text(), os.environ)
         env.update(forced)
         answer = self.gpu_answer_env(sass)
-        env.update(answer)
         if answer:
             progress.note(self.gpu_answer_note(sass, ""))
         if forced:
@@ -377,32 +380,23 @@ class ClassicBuilder:
             "compiling (the project's own build"
             + (f", {kept} host objects reused)" if kept else ")")
         )
-        builder = ProjectBuilder(
-            project, python_executable=sys.executable, runner=quiet_runner(build_log, env)
-        )
-        with warnings_to_log(build_log):
-            missing = builder.check_dependencies("wheel")
-        if missing:
-            names = sorted({req for group in missing for req in group})
-            raise ToolchainError(
-                f"the project's build needs {', '.join(names)}, not installed here. prebuild builds "
-                f"without isolation (so that this torch is used): pip install {' '.join(shlex.quote(n) for n in names)}"
-            )
         with tempfile.TemporaryDirectory(dir=wheel_dir, prefix="wheel-") as tmp:
             try:
-                with warnings_to_log(build_log):
-                    built = Path(builder.build("wheel", tmp))
-            except (BuildBackendException, BuildException) as exc:
-                text = (
-                    build_log.read_text(encoding="utf-8", errors="replace")
-                    if build_log.exists()
-                    else str(exc)
+                built = self.project_build({**env, **answer}, build_log, Path(tmp))
+            except BuildError:
+                compiled = [*logged_calls(nvcc_log), *logged_calls(cxx_log)]
+                if not answer or any(not is_query(c.given) for c in compiled):
+                    raise
+                # Its setup.py failed before compiling anything with torch.cuda answering: it
+                # asks more of the GPU (DeepSpeed 0.19.8 once asked is_bf16_supported(), which
+                # needs a device). Built as it would be without prebuild.
+                self._answer = False
+                progress.note(
+                    f"its setup.py failed with torch.cuda answering for a GPU "
+                    f"({last_error(build_log.read_text(encoding='utf-8', errors='replace'))}): "
+                    "built again with torch's own answers"
                 )
-                raise BuildError(
-                    f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}"
-                    + self.no_cuda_note(sass, logged_calls(nvcc_log)),
-                    log=build_log,
-                ) from exc
+                built = self.project_build(env, build_log, Path(tmp))
             progress.phase("checking the archs in every library")
             libraries = read_wheel_libraries(built)
             if not libraries:
@@ -471,6 +465,34 @@ class ClassicBuilder:
             time.monotonic() - start,
         )
 
+    def project_build(self, env: dict[str, str], build_log: Path, out: Path) -> Path:
+        """The wheel the project's own backend builds into ``out`` with ``env``; BuildError with
+        the compiler's errors (or the backend's) and the log's path if it fails."""
+        builder = ProjectBuilder(
+            self.project, python_executable=sys.executable, runner=quiet_runner(build_log, env)
+        )
+        try:
+            with warnings_to_log(build_log):
+                missing = builder.check_dependencies("wheel")
+                if missing:
+                    names = sorted({req for group in missing for req in group})
+                    raise ToolchainError(
+                        f"the project's build needs {', '.join(names)}, not installed here. "
+                        "prebuild builds without isolation (so that this torch is used): "
+                        f"pip install {' '.join(shlex.quote(n) for n in names)}"
+                    )
+                return Path(builder.build("wheel", out))
+        except (BuildBackendException, BuildException) as exc:
+            text = (
+                build_log.read_text(encoding="utf-8", errors="replace")
+                if build_log.exists()
+                else str(exc)
+            )
+            raise BuildError(
+                f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}",
+                log=build_log,
+            ) from exc
+
     def setup_text(self) -> str:
         """The project's setup.py ("" if it has none)."""
         setup = self.project / "setup.py"
@@ -496,7 +518,7 @@ class ClassicBuilder:
         """The build's variables that make torch.cuda answer as a GPU of the newest of
         ``archs`` would (gpu_answer.py, as the build's sitecustomize), where the project's
         setup.py asks torch.cuda.is_available() and no GPU is visible; {} otherwise."""
-        if self.cpu_only_gate() is None:
+        if self.cpu_only_gate() is None or self._answer is False:
             return {}
         site = self.work / "gpu-answer"
         site.mkdir(exist_ok=True)
@@ -507,20 +529,11 @@ class ClassicBuilder:
             gpu_answer.ENV_CAPABILITY: newest_capability(archs),
         }
 
-    def no_cuda_note(self, archs: tuple[Arch, ...], nvcc_calls: list[CompilerCall]) -> str:
-        """For a failed build that never compiled with nvcc, where torch.cuda answered for a
-        GPU (gpu_answer_note): what it answered (a line to add to the error), else ""."""
-        if any(not is_query(c.given) for c in nvcc_calls):
-            return ""  # past its setup.py's choice: the compiler's error says the rest
-        return self.gpu_answer_note(
-            archs, "\n", ": a setup.py that uses the GPU itself needs a machine with one."
-        )
-
     def gpu_answer_note(self, archs: tuple[Arch, ...], before: str, after: str = "") -> str:
         """What torch.cuda answered in the build (build_switches.gpu_answer_note), between
         ``before`` and ``after``; "" where it answered for itself."""
         line = self.cpu_only_gate()
-        if line is None:
+        if line is None or self._answer is False:
             return ""
         note = gpu_answer_note(line, newest_capability(archs))
         return f"{before}{note[0].upper()}{note[1:]}{after}"

@@ -4,11 +4,12 @@ GPU of the arch being built would, for a classic project whose setup.py chooses 
 CPU only, a wheel prebuild must refuse).
 
 ``prebuild wheel`` was asked for GPU code, so the answer is the one the wheel's machines would
-give: ``is_available()`` is True, ``device_count()`` at least 1, and ``get_device_capability()``
+give: ``is_available()`` is True, ``device_count()`` at least 1, ``get_device_capability()``
 the newest arch being built (``PREBUILD_GPU_ANSWER="9.0"``; projects that ask it choose their
-archs from it, and the nvcc shim compiles for the asked archs anyway). Nothing else of
-torch.cuda changes: a setup.py that uses the GPU itself still fails, as it would on any machine
-without one. The patch is made when ``torch.cuda`` is first imported; torch is not imported here.
+archs from it, and the nvcc shim compiles for the asked archs anyway), and
+``is_bf16_supported()`` what that arch has. Nothing else of torch.cuda changes: a setup.py that
+uses the GPU itself still fails, as it would on any machine without one (classic.py then builds
+again with torch's own answers). The patch is made when ``torch.cuda`` is first imported; torch is not imported here.
 
 ``classic.py`` copies this file as ``sitecustomize.py`` into a directory put first on the build's
 ``PYTHONPATH``; a ``sitecustomize`` the environment had runs after it. Standard library only:
@@ -38,6 +39,8 @@ def answer(cuda, cap: tuple[int, int]) -> None:
     cuda.is_available = lambda: True
     cuda.device_count = lambda: max(1, real_count())
     cuda.get_device_capability = lambda device=None: cap
+    # DeepSpeed's setup.py records it (bf16 from sm_80 on); torch's own asks the device.
+    cuda.is_bf16_supported = lambda including_emulation=True: cap >= (8, 0)
 
 
 class _Loader(importlib.abc.Loader):
