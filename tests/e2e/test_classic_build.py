@@ -337,7 +337,8 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(
     assert answered == [
         f"{sm}: No GPU is visible here, and its setup.py asks "
         "torch.cuda.is_available() (setup.py line 32): in its build, torch.cuda answers as a GPU "
-        f"of compute capability {cap} would (is_available, device_count, get_device_capability)"
+        f"of compute capability {cap} would (is_available, device_count, get_device_capability, "
+        "is_bf16_supported)"
         for sm, cap in (("sm_80", "8.0"), ("sm_90", "9.0"))
     ], proc.stderr[-3000:]
     # nvcc is given the same command for both (torch ignores TORCH_CUDA_ARCH_LIST when a

@@ -19,9 +19,10 @@ from prebuild.tool.builder.classic import newest_capability
 
 ASK = """
 import json, sys, torch
-print(json.dumps([torch.cuda.is_available(), torch.cuda.device_count(),
-                  list(torch.cuda.get_device_capability()) if torch.cuda.is_available() else None,
-                  "torch" in sys.modules]))
+gpu = torch.cuda.is_available()
+print(json.dumps([gpu, torch.cuda.device_count(),
+                  list(torch.cuda.get_device_capability()) if gpu else None,
+                  torch.cuda.is_bf16_supported() if gpu else None, "torch" in sys.modules]))
 """
 
 
@@ -44,16 +45,21 @@ def run(code: str, pythonpath: list[Path], **extra: str) -> subprocess.Completed
 
 
 def test_torch_cuda_answers_as_a_gpu_of_the_capability_asked(tmp_path):
-    answered = run(ASK, [site(tmp_path)], PREBUILD_GPU_ANSWER="8.6")
-    assert answered.returncode == 0, answered.stderr
-    assert json.loads(answered.stdout) == [True, 1, [8, 6], True]
+    answering = site(tmp_path)
+    for capability, expected in (
+        ("8.6", [True, 1, [8, 6], True, True]),
+        ("7.5", [True, 1, [7, 5], False, True]),
+    ):
+        answered = run(ASK, [answering], PREBUILD_GPU_ANSWER=capability)
+        assert answered.returncode == 0, answered.stderr
+        assert json.loads(answered.stdout) == expected  # bf16 from sm_80 on
     # without the variable (or off the build's PYTHONPATH) torch answers for itself: here, a
     # CPU build of torch, no GPU
     (tmp_path / "b").mkdir()
     for pythonpath, extra in (([site(tmp_path / "b")], {}), ([], {"PREBUILD_GPU_ANSWER": "8.6"})):
         itself = run(ASK, pythonpath, **extra)
         assert itself.returncode == 0, itself.stderr
-        assert json.loads(itself.stdout) == [False, 0, None, True]
+        assert json.loads(itself.stdout) == [False, 0, None, None, True]
 
 
 def test_torch_is_not_imported_until_the_build_imports_it_and_the_gpu_itself_still_fails(

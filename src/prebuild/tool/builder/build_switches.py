@@ -115,7 +115,8 @@ def gpu_answer_note(line: int, capability: str) -> str:
     return (
         f"no GPU is visible here, and its setup.py asks torch.cuda.is_available() "
         f"(setup.py line {line}): in its build, torch.cuda answers as a GPU of compute "
-        f"capability {capability} would (is_available, device_count, get_device_capability)"
+        f"capability {capability} would (is_available, device_count, get_device_capability, "
+        "is_bf16_supported)"
     )
 
 

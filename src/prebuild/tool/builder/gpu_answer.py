@@ -9,7 +9,8 @@ the newest arch being built (``PREBUILD_GPU_ANSWER="9.0"``; projects that ask it
 archs from it, and the nvcc shim compiles for the asked archs anyway), and
 ``is_bf16_supported()`` what that arch has. Nothing else of torch.cuda changes: a setup.py that
 uses the GPU itself still fails, as it would on any machine without one (classic.py then builds
-again with torch's own answers). The patch is made when ``torch.cuda`` is first imported; torch is not imported here.
+again with torch's own answers). The patch is made when ``torch.cuda`` is first imported; torch
+is not imported here.
 
 ``classic.py`` copies this file as ``sitecustomize.py`` into a directory put first on the build's
 ``PYTHONPATH``; a ``sitecustomize`` the environment had runs after it. Standard library only:
