@@ -529,14 +529,14 @@ class ClassicBuilder:
             gpu_answer.ENV_CAPABILITY: newest_capability(archs),
         }
 
-    def gpu_answer_note(self, archs: tuple[Arch, ...], before: str, after: str = "") -> str:
-        """What torch.cuda answered in the build (build_switches.gpu_answer_note), between
-        ``before`` and ``after``; "" where it answered for itself."""
+    def gpu_answer_note(self, archs: tuple[Arch, ...], before: str) -> str:
+        """What torch.cuda answered in the build (build_switches.gpu_answer_note), after
+        ``before``; "" where it answered for itself."""
         line = self.cpu_only_gate()
         if line is None or self._answer is False:
             return ""
         note = gpu_answer_note(line, newest_capability(archs))
-        return f"{before}{note[0].upper()}{note[1:]}{after}"
+        return f"{before}{note[0].upper()}{note[1:]}"
 
     def guard(self, built: Path, label: str) -> dict[str, str]:
         """The guard's files for the wheel ``built`` will become (guard_files.py)."""
