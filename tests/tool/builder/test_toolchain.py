@@ -278,16 +278,34 @@ def executables(bin_dir: Path, *names: str) -> str:
     return str(bin_dir)
 
 
-def test_find_cxx_keeps_cxx_with_its_launcher_and_falls_back_when_a_program_is_missing(tmp_path):
+def test_find_cxx_keeps_cxx_with_its_launcher_and_falls_back_only_when_it_is_unset(tmp_path):
     path = executables(tmp_path / "bin", "ccache", "g++", "c++")
     assert find_cxx({"PATH": path, "CXX": "ccache g++ -m64"}) == HostCompiler(
         ("g++", "-m64"), ("ccache",)
     )
     assert find_cxx({"PATH": path, "CXX": "g++"}) == HostCompiler(("g++",))
-    assert find_cxx({"PATH": path, "CXX": "distcc g++"}) == HostCompiler(("c++",))  # no distcc
     assert find_cxx({"PATH": path}) == HostCompiler(("c++",))
+    assert find_cxx({"PATH": path, "CXX": "  "}) == HostCompiler(("c++",))
     with pytest.raises(ToolchainError, match="no C\\+\\+ compiler found"):
-        find_cxx({"PATH": str(tmp_path), "CXX": "g++"})
+        find_cxx({"PATH": str(tmp_path)})
+
+
+@pytest.mark.parametrize(
+    "cxx, named",
+    [("distcc g++", "distcc"), ("clang++-99", "clang++-99"), ("sccache /opt/x/g++", "/opt/x/g++")],
+)
+def test_a_cxx_naming_a_missing_program_is_an_error_naming_it(tmp_path, cxx, named):
+    path = executables(tmp_path / "bin", "sccache", "g++", "c++")
+    with pytest.raises(ToolchainError) as error:
+        find_cxx({"PATH": path, "CXX": cxx})
+    assert f"names {named}, which is not found on PATH" in str(error.value)
+    assert f"CXX={cxx!r}" in str(error.value)
+
+
+def test_an_unreadable_cxx_is_an_error(tmp_path):
+    path = executables(tmp_path / "bin", "g++", "c++")
+    with pytest.raises(ToolchainError, match="cannot be read as a command line"):
+        find_cxx({"PATH": path, "CXX": "g++ 'unclosed"})
 
 
 def test_the_compile_caches_launcher_replaces_the_users_own():

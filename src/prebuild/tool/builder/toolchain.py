@@ -267,12 +267,25 @@ def split_cxx(value: str) -> tuple[list[str], list[str]]:
 
 
 def find_cxx(env: dict[str, str] | None = None) -> HostCompiler:
-    """``$CXX`` when its programs are found on PATH (a launcher in front kept), else the first
-    of c++, g++ and clang++ found."""
+    """``$CXX`` (a launcher in front kept) when it is set, else the first of c++, g++ and
+    clang++ found on PATH.
+
+    A ``$CXX`` naming a program that is not found is an error, not a fallback: the user chose
+    that compiler (or its cache), and a build with another one would not be the build asked
+    for."""
     env = dict(os.environ if env is None else env)
     path = env.get("PATH", "")
-    launcher, command = split_cxx(env.get("CXX", ""))
-    if command and all(shutil.which(word, path=path) for word in [*launcher, command[0]]):
+    value = env.get("CXX", "").strip()
+    if value:
+        launcher, command = split_cxx(value)
+        if not command:
+            raise ToolchainError(f"CXX={value!r} cannot be read as a command line (unclosed quote?)")
+        missing = [word for word in [*launcher, command[0]] if not shutil.which(word, path=path)]
+        if missing:
+            raise ToolchainError(
+                f"CXX={value!r} names {', '.join(missing)}, which is not found on PATH: install "
+                "it, set CXX to a compiler that is installed, or unset CXX to use c++"
+            )
         return HostCompiler(tuple(command), tuple(launcher))
     for candidate in ("c++", "g++", "clang++"):
         if shutil.which(candidate, path=path):
