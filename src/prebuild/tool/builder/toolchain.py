@@ -279,7 +279,9 @@ def find_cxx(env: dict[str, str] | None = None) -> HostCompiler:
     if value:
         launcher, command = split_cxx(value)
         if not command:
-            raise ToolchainError(f"CXX={value!r} cannot be read as a command line (unclosed quote?)")
+            raise ToolchainError(
+                f"CXX={value!r} cannot be read as a command line (unclosed quote?)"
+            )
         missing = [word for word in [*launcher, command[0]] if not shutil.which(word, path=path)]
         if missing:
             raise ToolchainError(
