@@ -9,7 +9,8 @@ with the CUDA build of torch 2.14.1.
 - gencode_ext (hard-coded -gencode for sm_75 plus --use_fast_math/--maxrregcount, a top-level
   extension module beside a package): its sm_80 and sm_90 wheels hold their arch only (nvcc's
   command is the same for both: its object must not carry over), the other flags kept;
-- broken_ext: the compiler's error is shown, no wheel appears, and a second run fails the
+- broken_ext: the compiler's error is shown (its texture reference explained as CUDA 12's
+  break), no wheel appears, and a second run fails the
   same way (nothing left locked);
 - jit_ext (compiles at first use with torch.utils.cpp_extension.load): refused with the reason.
 
@@ -382,6 +383,11 @@ def test_a_project_that_does_not_compile_shows_the_error_and_leaves_no_wheel(
             proc.stderr[-3000:]
         )
         assert "Traceback" not in proc.stderr
+        # Its texture reference is a known break of CUDA 12: named, with what to do.
+        assert "meeting a change of torch or CUDA" in proc.stderr, proc.stderr[-3000:]
+        assert "texture references (texture<...>, cudaBindTexture), removed in CUDA 12" in (
+            proc.stderr
+        )
         # Its setup.py asks the GPU's properties once torch.cuda says a GPU is there: with torch
         # answering for one (no GPU here), it failed before compiling, so it was built again
         # with torch's own answers, and the compiler's error is what is shown.

@@ -35,6 +35,7 @@ from build import BuildBackendException, BuildException, ProjectBuilder
 from prebuild.runtime.arch import Arch, check_supported
 from prebuild.runtime.manifest import BuiltLibrary, CompilerCall, CxxStandard, ProjectManifest
 from prebuild.tool.builder import flags, gpu_answer
+from prebuild.tool.builder.api_breaks import api_breaks_advice
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, quiet_runner, warnings_to_log
 from prebuild.tool.builder.build_switches import (
     build_variables,
@@ -488,8 +489,11 @@ class ClassicBuilder:
                 if build_log.exists()
                 else str(exc)
             )
+            toolchain = self.toolchain
+            advice = api_breaks_advice(text, toolchain.cxx_standard, toolchain.torch.version_string)
             raise BuildError(
-                f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}",
+                f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}"
+                + (f"\n\n{advice}" if advice else ""),
                 log=build_log,
             ) from exc
 

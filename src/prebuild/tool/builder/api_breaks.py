@@ -1,0 +1,158 @@
+"""What torch and CUDA removed that older classic projects still use, recognised in a failed
+build's compiler errors, so that the error says what changed and what to do, not only where
+the compiler stopped. Pure functions over the log's text.
+
+Each pattern matches the wording of nvcc's front end (``identifier "X" is undefined``) and of
+g++ (``'X' was not declared``), as nvcc 13.0 and g++ print them; only the log's error lines are
+read, so a deprecation warning naming the same thing does not count.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# g++ quotes names with ‘’ in a UTF-8 locale and with '' in the C locale.
+_Q = "[‘’'\"]"
+
+
+@dataclass(frozen=True)
+class ApiBreak:
+    """One change of torch's or CUDA's API that a project's own code meets."""
+
+    pattern: re.Pattern[str]  # searched in each error line of the build's log
+    what: str  # what changed, and since when
+    fix: str  # what the project's code, or the user, can do about it
+    cxx20: bool = False  # a break of C++20 itself, met because torch's headers need it
+
+
+def _names(*words: str) -> str:
+    """A pattern for ``word`` as nvcc (``"word"``) or g++ (``‘word’``) quote it."""
+    return f"{_Q}(?:{'|'.join(words)}){_Q}"
+
+
+_TH = r"THC\w*|TH(?:Arg|Assert|Error|Tensor|Float|Double|Long|Int|Byte)\w*"
+_CUB = "Sum|Max|Min|ArgMax|ArgMin|Equality|Inequality|CastOp"
+_TEXTURE = r"cuda(?:Bind|Unbind)Texture\w*"
+_WARP = r"__(?:shfl\w*|any|all|ballot)"
+
+API_BREAKS: tuple[ApiBreak, ...] = (
+    ApiBreak(
+        re.compile(
+            rf"\bTHC?/\w+\.c?u?h: No such file|{_names(_TH)}.*(?:undefined|not declared|name a type)"
+        ),
+        "it uses TH/THC (THC/THC.h, THCState, THCudaCheck), PyTorch's old C backend, removed "
+        "in torch 1.11: no torch that prebuild builds against (2.10 or later) has it",
+        "the project's code must move to ATen and c10 (C10_CUDA_CHECK for THCudaCheck, "
+        "at::cuda::getCurrentCUDAStream() for THCState's stream, c10::cuda::CUDACachingAllocator "
+        "for THCudaMalloc); look for a release or a fork of the project that did",
+    ),
+    ApiBreak(
+        re.compile(r"DeprecatedTypeProperties"),
+        "it passes `tensor.type()` to an AT_DISPATCH macro, which takes a scalar type: no torch "
+        "that prebuild builds against (2.10 or later) converts one to the other",
+        "in the project's code, `x.type()` in each AT_DISPATCH_* call becomes `x.scalar_type()`",
+    ),
+    ApiBreak(
+        re.compile(rf"{_names('AT_CHECK')}.*(?:undefined|not declared)"),
+        "it uses AT_CHECK, gone from torch for years",
+        "in the project's code, AT_CHECK becomes TORCH_CHECK (the same arguments)",
+    ),
+    ApiBreak(
+        re.compile(
+            rf"{_Q}?(?:float|double)? ?lerp\(.*(?:conflicts with a previous declaration"
+            r"|is ambiguous)|overloaded function \"lerp\""
+        ),
+        "its own lerp() meets C++20's std::lerp, which libstdc++'s <math.h> puts in the global "
+        "namespace",
+        "build against torch 2.13 or older, whose headers compile in C++17 (install it in this "
+        "environment, in the CUDA build you build for, and run prebuild wheel again), or rename "
+        "the project's lerp",
+        cxx20=True,
+    ),
+    ApiBreak(
+        re.compile(
+            rf"namespace \"cub\" has no member \"(?:{_CUB})\"|{_names(_CUB)} is not a member of "
+            rf"{_Q}cub{_Q}"
+        ),
+        "CUDA 13's CUB (CCCL 3) removed cub::Sum, cub::Max and cub::Min",
+        "they become cuda::std::plus<>{}, cuda::maximum<>{} and cuda::minimum<>{} "
+        "(<cuda/functional>); or build with CUDA 12: an nvcc 12.x and torch's CUDA 12 build",
+    ),
+    ApiBreak(
+        re.compile(
+            r"namespace \"thrust\" has no member class \"(?:unary|binary)_function\""
+            rf"|{_names('unary_function', 'binary_function')}.*{_Q}thrust{_Q}"
+        ),
+        "CUDA 13's Thrust (CCCL 3) removed thrust::unary_function and thrust::binary_function",
+        "the project's functors drop that base class (nothing reads it since C++11); or build "
+        "with CUDA 12: an nvcc 12.x and torch's CUDA 12 build",
+    ),
+    ApiBreak(
+        re.compile(
+            r"class \"cudaDeviceProp\" has no member|"
+            rf"{_Q}struct cudaDeviceProp{_Q} has no member named"
+        ),
+        "CUDA 13 removed fields of cudaDeviceProp (clockRate, memoryClockRate, computeMode, "
+        "kernelExecTimeoutEnabled, ...)",
+        "cudaDeviceGetAttribute() gives each (cudaDevAttrClockRate, ...); or build with CUDA "
+        "12: an nvcc 12.x and torch's CUDA 12 build",
+    ),
+    ApiBreak(
+        re.compile(rf"{_Q}int{_Q} to {_Q}cudaMemLocation{_Q}"),
+        "CUDA 13's cudaMemPrefetchAsync and cudaMemAdvise take a cudaMemLocation, not a device "
+        "number",
+        "pass {cudaMemLocationTypeDevice, device} (and 0 flags to cudaMemPrefetchAsync); or "
+        "build with CUDA 12: an nvcc 12.x and torch's CUDA 12 build",
+    ),
+    ApiBreak(
+        re.compile(
+            r"\btexture is not a template|"
+            rf"{_names(_TEXTURE)}.*(?:undefined|not declared)"
+        ),
+        "it uses texture references (texture<...>, cudaBindTexture), removed in CUDA 12: no "
+        "CUDA that torch 2.10 or later is built for has them",
+        "the project's code must move to texture objects (cudaTextureObject_t)",
+    ),
+    ApiBreak(
+        re.compile(rf"{_names(_WARP)}.*(?:undefined|not declared)"),
+        "it uses warp functions without _sync (__shfl_down, __ballot, ...), which CUDA 9 "
+        "replaced and sm_70 and later do not have",
+        "in the project's code, __shfl_down(v, d) becomes __shfl_down_sync(0xffffffff, v, d), "
+        "and so on for each",
+    ),
+)
+
+
+def error_lines(log: str) -> list[str]:
+    """Pure: the lines of a build log that report an error (the compiler's, ninja's)."""
+    return [line for line in log.splitlines() if "error" in line.lower()]
+
+
+def api_breaks(log: str, cxx_standard: str) -> list[ApiBreak]:
+    """Pure: the known breaks a failed build's log shows, in the table's order, each once; a
+    C++20 break only where the build compiled in C++20 (``cxx_standard``, torch's need)."""
+    lines = error_lines(log)
+    return [
+        known
+        for known in API_BREAKS
+        if (not known.cxx20 or cxx_standard.endswith("20"))
+        and any(known.pattern.search(line) for line in lines)
+    ]
+
+
+def api_breaks_advice(log: str, cxx_standard: str, torch_version: str) -> str:
+    """Pure: what to tell the user about the breaks the log shows; "" where none is known."""
+    found = api_breaks(log, cxx_standard)
+    if not found:
+        return ""
+    lines = [
+        "This is the project's own code meeting a change of torch or CUDA (nothing prebuild or "
+        "this machine can change):"
+    ]
+    for known in found:
+        why = known.what + (
+            f" (torch {torch_version}'s headers need {cxx_standard})" if known.cxx20 else ""
+        )
+        lines.append(f"- {why}. What to do: {known.fix}.")
+    return "\n".join(lines)
