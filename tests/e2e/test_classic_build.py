@@ -337,11 +337,14 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(
     answered = [" ".join(line.split()) for line in proc.stderr.splitlines() if "answers as" in line]
     assert answered == [
         f"{sm}: No GPU is visible here, and its setup.py asks "
-        "torch.cuda.is_available() (setup.py line 32): in its build, torch.cuda answers as a GPU "
+        "torch.cuda.is_available() (setup.py line 36): in its build, torch.cuda answers as a GPU "
         f"of compute capability {cap} would (is_available, device_count, get_device_capability, "
         "is_bf16_supported)"
         for sm, cap in (("sm_80", "8.0"), ("sm_90", "9.0"))
     ], proc.stderr[-3000:]
+    # It links -lcuda: where no driver is installed (here), against the shim toolkit's stub.
+    assert "-lcuda" in (work / "cu130.sm90" / "build.log").read_text()
+    assert (work / "cuda-shim" / "lib64" / "libcuda.so").exists()
     # nvcc is given the same command for both (torch ignores TORCH_CUDA_ARCH_LIST when a
     # project names its archs): the kernel is compiled again because its object was deleted.
     assert compiled(work / "cu130.sm90" / "build.log") == ["kernel.cu"]

@@ -14,13 +14,23 @@ import pytest
 from packaging.version import Version
 
 from prebuild.tool.builder.cuda_shim import (
+    add_driver_stub,
+    driver_api_names,
+    driver_stub_source,
     make_cuda_shim,
     probe_toolkit,
     unversioned_names,
     write_cxx_script,
     write_nvcc_script,
 )
-from prebuild.tool.builder.toolchain import HostCompiler, Nvcc, ToolchainError, Torch, find_cxx
+from prebuild.tool.builder.toolchain import (
+    HostCompiler,
+    Nvcc,
+    ToolchainError,
+    Torch,
+    find_cxx,
+    find_nvcc,
+)
 
 # What `nvcc --dryrun` prints about its toolkit (CUDA 13's layout), paths relative to bin/.
 DRYRUN = """#$ _HERE_={bin}
@@ -226,3 +236,83 @@ def test_each_versioned_library_gets_its_unversioned_name_for_the_linker():
         "libcufft.so": "libcufft.so.12",
         "libnvrtc-builtins.so": "libnvrtc-builtins.so.13.0",
     }  # libcupti.so is there already; not a lib*.so.N: left alone
+
+
+def test_the_driver_api_names_are_the_functions_cuda_h_declares_after_its_macros():
+    preprocessed = (
+        "typedef enum cudaError_enum { CUDA_SUCCESS = 0 } CUresult;\n"
+        "typedef void (*CUhostFn)(void *userData);\n"
+        'extern "C" {\n'
+        "CUresult cuInit(unsigned int Flags);\n"
+        "CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);\n"
+        "CUresult  cuTensorMapEncodeTiled (CUtensorMap *tensorMap);\n"
+        "CUresult cuInit(unsigned int Flags);\n"
+        "}\n"
+    )
+    names = driver_api_names(preprocessed)
+    assert names == ["cuInit", "cuMemAlloc_v2", "cuTensorMapEncodeTiled"]
+    source = driver_stub_source(names)
+    assert source.startswith('extern "C" {') and "void cuTensorMapEncodeTiled() {}" in source
+
+
+def test_the_toolkits_own_driver_stub_is_linked_where_it_has_one(tmp_path, nvidia):
+    toolkit = Nvcc(fake_toolkit(tmp_path / "cuda")).toolkit
+    home = make_cuda_shim(toolkit, tmp_path / "shim")
+    stub = tmp_path / "cuda" / "targets" / "x86_64-linux" / "lib" / "stubs" / "libcuda.so"
+    assert (home / "lib64" / "stubs" / "libcuda.so").resolve() == stub
+    no_compiler = HostCompiler(("false",))  # nothing is compiled
+    assert add_driver_stub(home, no_compiler) == home / "lib64" / "libcuda.so"
+    assert (home / "lib64" / "libcuda.so").resolve() == stub
+
+
+def test_without_a_driver_or_a_stub_in_the_toolkit_minus_lcuda_links_against_one_made_here(
+    tmp_path,
+):
+    """This machine's toolkit has no stub and there is no driver: a project linking -lcuda
+    (FlashAttention 3's Hopper kernels call cuTensorMapEncodeTiled) could not link. Through the
+    shim it links against a stub made from the toolkit's cuda.h, and needs libcuda.so.1 (the
+    driver's soname) at run time, as it would built on a GPU machine."""
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    toolkit = Nvcc(Path(find_nvcc())).toolkit
+    home = make_cuda_shim(toolkit, tmp_path / "shim")
+    if (home / "lib64" / "stubs" / "libcuda.so").exists():
+        pytest.skip("this toolkit has its own stub (tested above with a fake one)")
+    cxx = find_cxx()
+    stub = add_driver_stub(home, cxx)
+    assert stub == home / "lib64" / "libcuda.so"
+
+    def dynamic(path: Path) -> tuple[list[str], list[str], set[str]]:
+        with path.open("rb") as f:
+            elf = ELFFile(f)
+            (section,) = [s for s in elf.iter_sections() if isinstance(s, DynamicSection)]
+            tags = list(section.iter_tags())
+            symbols = {
+                sym.name
+                for sym in elf.get_section_by_name(".dynsym").iter_symbols()
+                if sym["st_shndx"] != "SHN_UNDEF"
+            }
+        soname = [t.soname for t in tags if t.entry.d_tag == "DT_SONAME"]
+        needed = [t.needed for t in tags if t.entry.d_tag == "DT_NEEDED"]
+        return soname, needed, symbols
+
+    soname, _, exported = dynamic(stub.resolve())
+    assert soname == ["libcuda.so.1"]
+    assert {"cuInit", "cuDriverGetVersion", "cuMemAlloc_v2", "cuTensorMapEncodeTiled"} <= exported
+    assert "cuStreamSynchronize_ptsz" in exported  # per-thread default stream builds too
+
+    user = tmp_path / "ext.cpp"
+    user.write_text(
+        "#include <cuda.h>\n"
+        'extern "C" int driver_version() { int v = 0; cuDriverGetVersion(&v); return v; }\n'
+    )
+    ext = tmp_path / "ext.so"
+    linked = subprocess.run(
+        [*cxx.command, "-shared", "-fPIC", f"-I{home / 'include'}", str(user), "-o", str(ext),
+         f"-L{home / 'lib64'}", "-lcuda"],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert linked.returncode == 0, linked.stderr
+    assert "libcuda.so.1" in dynamic(ext)[1]

@@ -205,6 +205,7 @@ def test_parse_nvcc_dryrun_system_toolkit():
     )
     assert toolkit.include_dirs == (target / "include", target / "include" / "cccl")
     assert toolkit.library_dirs == (target / "lib",)
+    assert toolkit.stub_dirs == (target / "lib" / "stubs",)  # libcuda.so, for -lcuda
 
 
 def test_parse_nvcc_dryrun_relative_paths_and_missing_variables():
@@ -213,6 +214,7 @@ def test_parse_nvcc_dryrun_relative_paths_and_missing_variables():
     assert toolkit.root == site and toolkit.bin_dir == site / "bin"
     assert toolkit.include_dirs == (site / "include", site / "include" / "cccl")
     assert toolkit.library_dirs == (site / "lib",)
+    assert toolkit.stub_dirs == (site / "lib" / "stubs",)
     # Older nvccs print no SYSTEM_INCLUDES; INCLUDES may name several directories.
     minimal = '#$ _HERE_=/c/bin\n#$ TOP=/c\n#$ INCLUDES="-I/c/include" "-I/c/extra"\n'
     assert parse_nvcc_dryrun(minimal, Path("/")).include_dirs == (

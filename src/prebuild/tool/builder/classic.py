@@ -46,6 +46,7 @@ from prebuild.tool.builder.build_switches import (
 )
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.cuda_shim import (
+    add_driver_stub,
     make_cuda_shim,
     probe_toolkit,
     write_cxx_script,
@@ -167,7 +168,10 @@ def preflight_classic(archs: tuple[Arch, ...], work: Path) -> ClassicToolchain:
     check_supported(archs, nvcc.supported_archs)
     check_cuda_matches_torch(nvcc.version, torch.cuda)
     shim = make_cuda_shim(nvcc.toolkit, work / "cuda-shim")
-    return ClassicToolchain(torch, nvcc, shim, probe_toolkit(shim, torch, find_cxx(), nvcc.toolkit))
+    cxx = find_cxx()
+    standard = probe_toolkit(shim, torch, cxx, nvcc.toolkit)
+    add_driver_stub(shim, cxx)
+    return ClassicToolchain(torch, nvcc, shim, standard)
 
 
 def logged_calls(log: Path) -> list[CompilerCall]:

@@ -108,8 +108,54 @@ def make_cuda_shim(toolkit: CudaToolkit, dest: Path) -> Path:
     lib64 = dest / "lib64"
     _link_entries(lib64, [*toolkit.library_dirs, *nvidia_dirs("lib")])
     _link_unversioned(lib64)
+    _link_entries(lib64 / "stubs", list(toolkit.stub_dirs))
     _link_entries(dest, [toolkit.root], skip={"bin", "include", "lib64", "lib"})
     return dest
+
+
+def driver_api_names(preprocessed: str) -> list[str]:
+    """Pure: the driver API's functions in ``cuda.h`` as the preprocessor leaves it, sorted:
+    the names libcuda.so exports (its macros applied: ``cuMemAlloc`` is ``cuMemAlloc_v2``)."""
+    return sorted(set(re.findall(r"\b(cu[A-Z]\w*)\s*\(", preprocessed)))
+
+
+def driver_stub_source(names: list[str]) -> str:
+    """Pure: a C++ file defining each of ``names`` as a C function that does nothing: linked
+    against, never run (at run time the driver's libcuda.so.1 takes its place)."""
+    return 'extern "C" {\n' + "".join(f"void {name}() {{}}\n" for name in names) + "}\n"
+
+
+def add_driver_stub(shim: Path, cxx: HostCompiler) -> Path | None:
+    """``lib64/libcuda.so`` of the shim toolkit, for a project that links ``-lcuda`` (the Hopper
+    kernels of FlashAttention 3 and SageAttention call the driver's cuTensorMapEncodeTiled) on
+    a machine without a driver; None if it could not be made (such a link fails as before).
+
+    It is the toolkit's own stub where it has one (``lib64/stubs``), else one made here as
+    NVIDIA's is: every function of the toolkit's ``cuda.h`` (with and without the per-thread
+    default stream), soname ``libcuda.so.1``. A library linked against it needs the driver's
+    ``libcuda.so.1`` at run time, as it would if built on a GPU machine."""
+    stubs, lib64 = shim / "lib64" / "stubs", shim / "lib64"
+    stub = stubs / "libcuda.so"
+    if not stub.exists():
+        header = shim / "include" / "cuda.h"
+        if not header.is_file():
+            return None
+        preprocess = [*cxx.command, "-E", "-P", "-x", "c++", f"-I{shim / 'include'}", str(header)]
+        names: set[str] = set()
+        for defines in ([], ["-DCUDA_API_PER_THREAD_DEFAULT_STREAM=1"]):
+            done = subprocess.run([*preprocess, *defines], capture_output=True, text=True)
+            if done.returncode != 0:
+                return None
+            names.update(driver_api_names(done.stdout))
+        source = shim / "prebuild-libcuda-stub.cpp"
+        source.write_text(driver_stub_source(sorted(names)))
+        stubs.mkdir(parents=True, exist_ok=True)
+        link = [*cxx.command, "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(stub)]
+        if subprocess.run([*link, str(source)], capture_output=True).returncode != 0:
+            return None
+    if not (lib64 / "libcuda.so").exists():
+        (lib64 / "libcuda.so").symlink_to(stub.resolve())
+    return lib64 / "libcuda.so"
 
 
 def _write_shim_script(script: Path, settings: dict[str, str]) -> Path:
@@ -211,7 +257,8 @@ def probe_toolkit(shim: Path, torch: Torch, cxx: HostCompiler, toolkit: CudaTool
     newest = PROBE_STANDARDS[-1]
     raise ToolchainError(
         f"the CUDA toolkit prepared for the build does not compile a file that includes cuda_runtime.h "
-        f"and c10/cuda/CUDAGuard.h (as most extensions' C++ files do) with {cxx} -std={newest}. nvcc reports its "
+        f"and c10/cuda/CUDAGuard.h (as most extensions' C++ files do) with "
+        f"{shlex.join(cxx.command)} -std={newest}. nvcc reports its "
         f"toolkit at {toolkit.root} (headers: {', '.join(map(str, toolkit.include_dirs)) or 'none'}); set CUDA_HOME "
         f"to a complete CUDA toolkit of torch's CUDA version ({torch.cuda}). The compiler said:\n"
         f"{_compiler_message(results[newest][0])}"

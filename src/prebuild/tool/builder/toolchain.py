@@ -120,6 +120,7 @@ class CudaToolkit:
     bin_dir: Path  # _HERE_: where the real nvcc and its tools (ptxas, cudafe++, ...) are
     include_dirs: tuple[Path, ...]  # INCLUDES, then SYSTEM_INCLUDES (CUDA 13: include/cccl)
     library_dirs: tuple[Path, ...]  # LIBRARIES without the driver stubs
+    stub_dirs: tuple[Path, ...] = ()  # LIBRARIES' driver stubs (lib64/stubs: libcuda.so)
 
 
 def _dryrun_variables(text: str) -> dict[str, str]:
@@ -155,12 +156,13 @@ def parse_nvcc_dryrun(text: str, cwd: Path) -> CudaToolkit:
         return [path(v) for v in values if v]
 
     includes = option_values("INCLUDES", "-I") + option_values("SYSTEM_INCLUDES", "-isystem")
-    libraries = [d for d in option_values("LIBRARIES", "-L") if d.name != "stubs"]
+    libraries = option_values("LIBRARIES", "-L")
     return CudaToolkit(
         root=path(variables["TOP"]),
         bin_dir=path(variables["_HERE_"]),
         include_dirs=tuple(dict.fromkeys(includes)),
-        library_dirs=tuple(dict.fromkeys(libraries)),
+        library_dirs=tuple(dict.fromkeys(d for d in libraries if d.name != "stubs")),
+        stub_dirs=tuple(dict.fromkeys(d for d in libraries if d.name == "stubs")),
     )
 
 
