@@ -394,3 +394,12 @@ def test_pips_metadata_step_gets_the_found_toolkit_as_cuda_home():
     assert metadata_env(found, {"PATH": "/x"}) == {"PATH": "/x", "CUDA_HOME": "/opt/cuda"}
     assert metadata_env(found, {"CUDA_HOME": "/mine"}) == {"CUDA_HOME": "/mine"}  # the user's
     assert metadata_env(SimpleNamespace(nvcc=None), {}) == {}
+
+
+def test_a_relative_build_dir_is_made_absolute(tmp_path, monkeypatch):
+    """A classic build hands the shim toolkit's paths under it to the project's build, which
+    runs in the project's copy: `--build-dir objs` gave it CXX=objs/cuda-shim/host-bin/c++,
+    not found there (torch_memory_saver 0.0.10)."""
+    monkeypatch.chdir(tmp_path)
+    with pipeline.workspace(Path("objs")) as work:
+        assert work.path == tmp_path / "objs" and not work.temporary

@@ -376,7 +376,9 @@ def workspace(build_dir: Path | None, stable: bool = False) -> Iterator[Workspac
     behind: success, an error or Ctrl-C. ``stable``: one of fixed name, so that a cached
     build's compile commands are the same in every build (``compile_cache.stable_workspace``)."""
     if build_dir is not None:
-        yield Workspace(build_dir, temporary=False)
+        # Absolute: the shim toolkit's paths (CUDA_HOME, CXX) are handed to a project's build,
+        # which runs in the project's copy, not here.
+        yield Workspace(build_dir.absolute(), temporary=False)
         return
     if stable:
         with stable_workspace() as path:
