@@ -78,6 +78,23 @@ def exports_symbol(data: bytes, symbol: str) -> bool:
         return False
 
 
+def needed_libraries(data: bytes) -> tuple[str, ...]:
+    """The libraries an ELF library names as needed (its DT_NEEDED entries), in order; () if
+    it is not ELF or has no dynamic section."""
+    from elftools.elf.dynamic import DynamicSection
+
+    try:
+        return tuple(
+            tag.needed
+            for section in ELFFile(io.BytesIO(data)).iter_sections()
+            if isinstance(section, DynamicSection)
+            for tag in section.iter_tags()
+            if tag.entry.d_tag == "DT_NEEDED"
+        )
+    except ELFError:
+        return ()
+
+
 @dataclass(frozen=True)
 class FoundLibrary:
     file: str

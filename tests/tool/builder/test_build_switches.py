@@ -48,6 +48,21 @@ def test_advice_names_a_known_projects_switches_or_what_its_setup_py_reads():
     assert "first import compiles" in switches_advice("x", [], "prebuild wheel")
 
 
+def test_advice_does_not_ask_for_a_variable_the_user_set_already():
+    """torch_memory_saver 0.0.10 reads TMS_CUDA_MAJOR, which its build needs set: being told
+    to set it, when it was, misled."""
+    command = "prebuild wheel --arch sm_90 ./x"
+    both = switches_advice("x", ["TMS_CUDA_MAJOR", "WITH_CUDA"], command, {"TMS_CUDA_MAJOR": "13"})
+    assert (
+        "reads WITH_CUDA: one of them" in both and "(set here already: TMS_CUDA_MAJOR=13)" in both
+    )
+    every = switches_advice("x", ["TMS_CUDA_MAJOR"], command, {"TMS_CUDA_MAJOR": "13"})
+    assert every == (
+        "the variables its setup.py reads are set here (TMS_CUDA_MAJOR=13), and none made it "
+        "compile GPU code"
+    )
+
+
 def test_a_known_cpu_only_build_is_refused_before_compiling():
     from prebuild.tool.builder.build_switches import no_gpu_refusal
 

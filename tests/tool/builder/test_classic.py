@@ -260,6 +260,31 @@ def test_libraries_without_gpu_code_are_explained_with_the_build_logs_words(tmp_
     assert "set DS_ACCELERATOR=cuda" in text and "No wheel was written" in text
 
 
+def test_host_code_that_calls_cuda_is_told_apart_from_a_cpu_build(tmp_path):
+    """torch_memory_saver 0.0.10 calls the driver's memory API from C++ and has no kernels: its
+    libraries link libcuda and libcudart. Not a CPU-only build to fix with a switch: nothing in
+    it depends on the GPU's arch."""
+    from prebuild.runtime.manifest import BuiltLibrary
+    from prebuild.tool.builder.classic import cuda_host_message, cuda_links
+
+    needed = {
+        "tms_preload_cu13.abi3.so": ("libcuda.so.1", "libcudart.so.13", "libstdc++.so.6"),
+        "tms_torch_cu13.abi3.so": ("libcudart.so.13", "libc.so.6"),
+    }
+    assert cuda_links(needed) == ["libcuda.so.1", "libcudart.so.13"]
+    cpu_build = {"fused_adam_op.so": ("libc10.so", "libtorch.so", "libtorch_cpu.so")}
+    assert cuda_links(cpu_build) == []
+    assert cuda_links({"x.so": ("libtorch_cuda.so", "libc10_cuda.so")}) == [
+        "libtorch_cuda.so",
+        "libc10_cuda.so",
+    ]
+    libs = tuple(BuiltLibrary(name, "0", 1) for name in needed)
+    text = cuda_host_message("tms-0.0.10-cp311.whl", libs, cuda_links(needed), tmp_path / "b.log")
+    assert "tms_preload_cu13.abi3.so, tms_torch_cu13.abi3.so) are CUDA host code" in text
+    assert "they link libcuda.so.1, libcudart.so.13" in text
+    assert "pip wheel --no-build-isolation" in text and "No wheel was written" in text
+
+
 def test_where_no_gpu_is_visible_torch_cuda_answers_for_a_gated_setup_py_and_the_errors_say_so(
     tmp_path, monkeypatch
 ):

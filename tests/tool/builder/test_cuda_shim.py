@@ -31,6 +31,7 @@ from prebuild.tool.builder.toolchain import (
     find_cxx,
     find_nvcc,
 )
+from prebuild.tool.inspection import needed_libraries
 
 # What `nvcc --dryrun` prints about its toolkit (CUDA 13's layout), paths relative to bin/.
 DRYRUN = """#$ _HERE_={bin}
@@ -315,4 +316,5 @@ def test_without_a_driver_or_a_stub_in_the_toolkit_minus_lcuda_links_against_one
         text=True,
     )  # fmt: skip
     assert linked.returncode == 0, linked.stderr
+    assert "libcuda.so.1" in needed_libraries(ext.read_bytes())  # the reader builds use
     assert "libcuda.so.1" in dynamic(ext)[1]

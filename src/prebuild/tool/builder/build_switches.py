@@ -124,10 +124,12 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def switches_advice(distribution: str, variables: list[str], command: str) -> str:
+def switches_advice(
+    distribution: str, variables: list[str], command: str, environ: Mapping[str, str] = {}
+) -> str:
     """What to tell a user whose project built no extension: the known project's switches,
-    else the variables its setup.py reads; ``command`` is the ``prebuild wheel`` command to
-    prefix with them."""
+    else the variables its setup.py reads (those ``environ`` sets named as set, not as advice);
+    ``command`` is the ``prebuild wheel`` command to prefix with them."""
     known = KNOWN.get(normalize(distribution))
     if known is not None:
         note = f" {known.note}" if known.note else ""
@@ -135,10 +137,18 @@ def switches_advice(distribution: str, variables: list[str], command: str) -> st
             f"{distribution} builds its extensions at install time only when asked: "
             f"{known.variables}.{note} For example: {known.example} {command}"
         )
-    if variables:
+    unset = [name for name in variables if name not in environ]
+    given = ", ".join(f"{name}={environ[name]}" for name in variables if name in environ)
+    if unset:
         return (
-            f"its setup.py reads {', '.join(variables)}: one of them may make it build the "
+            f"its setup.py reads {', '.join(unset)}: one of them may make it build the "
             f"extension at install time; set it when running {command}"
+            + (f" (set here already: {given})" if given else "")
+        )
+    if given:
+        return (
+            f"the variables its setup.py reads are set here ({given}), and none made it "
+            "compile GPU code"
         )
     return (
         "its setup.py reads no variable that looks like a build switch, so its first import "

@@ -74,6 +74,7 @@ from prebuild.tool.inspection import (
     built_library,
     found_library,
     is_shared_library,
+    needed_libraries,
 )
 from prebuild.tool.jit_sites import jit_sites
 from prebuild.tool.variant_wheels import VARIANT_JSON
@@ -248,6 +249,47 @@ def host_only_message(
     )
 
 
+# What a library links to call CUDA from the host: the driver, the runtime and its libraries,
+# torch's CUDA parts.
+_CUDA_LINKS = re.compile(
+    r"lib(?:cuda|cudart|nvrtc|cublas\w*|cufft\w*|curand|cusolver\w*|cusparse\w*|nccl"
+    r"|torch_cuda|c10_cuda)\.so\b"
+)
+
+
+def cuda_links(needed: dict[str, tuple[str, ...]]) -> list[str]:
+    """Pure: the CUDA libraries that any of the libraries (file -> its DT_NEEDED) link, in the
+    order first met."""
+    return list(
+        dict.fromkeys(n for names in needed.values() for n in names if _CUDA_LINKS.match(n))
+    )
+
+
+def cuda_host_message(
+    wheel_name: str, libraries: tuple[BuiltLibrary, ...], links: list[str], build_log: Path
+) -> str:
+    """Why a wheel whose libraries call CUDA from the host but hold no GPU code is refused:
+    nothing in it depends on the GPU's arch (torch_memory_saver: the driver's memory API)."""
+    return (
+        f"{wheel_name}: its libraries ({', '.join(lib.file for lib in libraries)}) are CUDA host "
+        f"code: they call CUDA (they link {', '.join(links)}) but hold no GPU code (SASS none, "
+        "PTX none), so nothing in them depends on the GPU's arch and a wheel per arch has "
+        "nothing to add. prebuild builds wheels of GPU code; this project's one wheel, for "
+        "every GPU, is what `pip wheel --no-build-isolation` makes of it here (against this "
+        f"torch and CUDA). Full build log: {build_log}. No wheel was written."
+    )
+
+
+def wheel_needed_libraries(wheel: Path) -> dict[str, tuple[str, ...]]:
+    """Each shared library of the wheel, and the libraries it names as needed."""
+    with zipfile.ZipFile(wheel) as zf:
+        return {
+            name: needed_libraries(zf.read(name))
+            for name in sorted(zf.namelist())
+            if is_shared_library(name)
+        }
+
+
 def read_wheel_libraries(wheel: Path) -> tuple[BuiltLibrary, ...]:
     """Every shared library in the wheel with its sha256, size and the archs inside it."""
     found = []
@@ -409,8 +451,13 @@ class ClassicBuilder:
                     no_extension_message(built.name, jit_sites(project), self.advice(built, sass))
                 )
             if not any(lib.has_code for lib in libraries):
+                links = cuda_links(wheel_needed_libraries(built))
                 raise BuildError(
-                    host_only_message(built.name, libraries, build_log, self.advice(built, sass))
+                    cuda_host_message(built.name, libraries, links, build_log)
+                    if links
+                    else host_only_message(
+                        built.name, libraries, build_log, self.advice(built, sass)
+                    )
                 )
             check_archs(built.name, libraries, sass, ptx)
             calls = logged_calls(nvcc_log)
@@ -511,7 +558,7 @@ class ClassicBuilder:
         text = self.setup_text()
         command = f"prebuild wheel --arch {','.join(a.sm for a in archs)} {self.origin}".rstrip()
         return switches_advice(
-            str(parse_wheel_filename(built.name)[0]), build_variables(text), command
+            str(parse_wheel_filename(built.name)[0]), build_variables(text), command, os.environ
         ) + self.gpu_answer_note(archs, ". ")
 
     def cpu_only_gate(self) -> int | None:
