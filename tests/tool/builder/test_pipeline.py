@@ -34,6 +34,9 @@ class Recorder:
     def fetching(self, spec):
         self.events.append(("fetching", spec))
 
+    def fetch_note(self, text):
+        self.events.append(("fetch note", text))
+
     def starting(self, planned, nvcc, origin, out_dir):
         self.events.append(("starting", [w.name for w in planned]))
 
@@ -403,3 +406,62 @@ def test_a_relative_build_dir_is_made_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pipeline.workspace(Path("objs")) as work:
         assert work.path == tmp_path / "objs" and not work.temporary
+
+
+def needs_gpu_sdist(links: Path) -> None:
+    """An sdist whose setup.py raises without a GPU, as Deformable-DETR's ops do (``raise
+    NotImplementedError('Cuda is not availabel')``), in a find-links directory."""
+    import io
+    import tarfile
+
+    setup = (
+        b"import torch\nfrom setuptools import setup\n"
+        b"if not torch.cuda.is_available():\n"
+        b"    raise NotImplementedError('Cuda is not available')\n"
+        b"setup(name='needs_gpu', version='0.1.0')\n"
+    )
+    links.mkdir()
+    with tarfile.open(links / "needs_gpu-0.1.0.tar.gz", "w:gz") as tar:
+        for name, data in {
+            "setup.py": setup,
+            "PKG-INFO": b"Name: needs_gpu\nVersion: 0.1.0\n",
+        }.items():
+            info = tarfile.TarInfo(f"needs_gpu-0.1.0/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+@pytest.mark.parametrize("gpu_visible", [False, True])
+def test_a_requirement_whose_setup_py_fails_without_a_gpu_is_fetched_with_torch_cuda_answering(
+    tmp_path, monkeypatch, gpu_visible
+):
+    """pip runs a requirement's setup.py for its metadata before prebuild's build: one that
+    raises with no GPU visible is asked again with torch.cuda answering for the wheels' newest
+    arch (its build gets the same answer), and the user is told. With a GPU visible its failure
+    is its own, and stands."""
+    from types import SimpleNamespace
+
+    from prebuild.runtime import nvml
+
+    needs_gpu_sdist(tmp_path / "links")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "links"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setattr(nvml, "any_gpu_visible", lambda environ: gpu_visible)
+    toolchain = SimpleNamespace(torch=SimpleNamespace(cuda="13.0"))
+    report = Recorder()
+    archs = tuple(parse_arch_list(["sm_80", "sm_90"]))
+    work = tmp_path / "work"
+    work.mkdir()
+    if gpu_visible:
+        with pytest.raises(DownloadError) as error:
+            pipeline.resolve("needs_gpu==0.1.0", work, toolchain, report, archs=archs)
+        assert "Cuda is not available" in error.value.reason
+        assert not any(event[0] == "fetch note" for event in report.events)
+        return
+    project = pipeline.resolve("needs_gpu==0.1.0", work, toolchain, report, archs=archs)
+    assert (project.source / "setup.py").is_file() and project.kind == "classic"
+    assert report.events[-1] == (
+        "fetch note",
+        "pip's metadata step failed with no GPU visible (NotImplementedError: Cuda is not "
+        "available); it passed with torch.cuda answering as a GPU of compute capability 9.0 would",
+    )

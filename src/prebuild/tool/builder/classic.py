@@ -25,6 +25,7 @@ import tempfile
 import time
 import zipfile
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -223,6 +224,20 @@ def newest_capability(archs: tuple[Arch, ...]) -> str:
     torch.cuda answers as in a build with none visible (gpu_answer.py)."""
     newest = max(archs)
     return f"{newest.major}.{newest.minor}"
+
+
+def answer_env(work: Path, archs: tuple[Arch, ...], environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables that make torch.cuda answer, in a process run with them, as a GPU of the
+    newest of ``archs`` would: ``gpu_answer.py`` as the ``sitecustomize`` of a directory in
+    ``work``, first on PYTHONPATH (the user's own after it)."""
+    site = work / "gpu-answer"
+    site.mkdir(exist_ok=True)
+    shutil.copyfile(Path(gpu_answer.__file__), site / "sitecustomize.py")
+    user = environ.get("PYTHONPATH")
+    return {
+        "PYTHONPATH": os.pathsep.join([str(site), *([user] if user else [])]),
+        gpu_answer.ENV_CAPABILITY: newest_capability(archs),
+    }
 
 
 def host_only_message(
@@ -575,14 +590,7 @@ class ClassicBuilder:
         setup.py asks torch.cuda.is_available() and no GPU is visible; {} otherwise."""
         if self.cpu_only_gate() is None or self._answer is False:
             return {}
-        site = self.work / "gpu-answer"
-        site.mkdir(exist_ok=True)
-        shutil.copyfile(Path(gpu_answer.__file__), site / "sitecustomize.py")
-        user = os.environ.get("PYTHONPATH")
-        return {
-            "PYTHONPATH": os.pathsep.join([str(site), *([user] if user else [])]),
-            gpu_answer.ENV_CAPABILITY: newest_capability(archs),
-        }
+        return answer_env(self.work, archs, os.environ)
 
     def gpu_answer_note(self, archs: tuple[Arch, ...], before: str) -> str:
         """What torch.cuda answered in the build (build_switches.gpu_answer_note), after

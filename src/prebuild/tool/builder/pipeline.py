@@ -127,6 +127,9 @@ class Reporter(Protocol):
     def fetching(self, spec: str) -> None:
         """The project's source is being downloaded with pip."""
 
+    def fetch_note(self, text: str) -> None:
+        """What the user should know of how the source was fetched."""
+
     def starting(self, planned: list[PlannedWheel], nvcc: Nvcc, origin: str, out_dir: Path) -> None:
         """Every check passed; the wheels are built next."""
 
@@ -181,7 +184,12 @@ def build_wheels(request: WheelRequest, report: Reporter) -> BuiltWheels:
             toolchain = check_before_building(request, planned, kind, work.path)
             # A cached build compiles a copy at the workspace's fixed paths, a native project's too.
             project = resolve(
-                request.project, work.path, toolchain, report, copy=cache_spec is not None
+                request.project,
+                work.path,
+                toolchain,
+                report,
+                copy=cache_spec is not None,
+                archs=every_arch(planned),
             )
             if project.kind == CLASSIC:
                 check_gpu_build(project, planned)
@@ -255,16 +263,21 @@ def check_before_building(
 
 
 def resolve(
-    spec: str | None, work: Path, toolchain, report: Reporter, copy: bool = False
+    spec: str | None,
+    work: Path,
+    toolchain,
+    report: Reporter,
+    copy: bool = False,
+    archs: tuple = (),
 ) -> Project:
     """Step 3: the project, copied, unpacked or downloaded into ``work`` (a native directory
-    stays where it is, unless ``copy``)."""
+    stays where it is, unless ``copy``). ``archs``: what the wheels are for, the GPU
+    torch.cuda answers as where a requirement's setup.py fails without one."""
     if spec is not None and not Path(spec).expanduser().exists():
         report.fetching(spec)
+    env = metadata_env(toolchain, os.environ)
     try:
-        return resolve_project(
-            spec, work, copy_native=copy, metadata_env=metadata_env(toolchain, os.environ)
-        )
+        return resolve_project(spec, work, copy_native=copy, metadata_env=env)
     except DownloadError as exc:
         if exc.metadata_failed and toolchain.torch.cuda is None:
             # pip runs the project's setup.py to read its name, and a classic one fails there
@@ -273,7 +286,24 @@ def resolve(
                 f"pip could not even read {spec}'s metadata: its setup.py failed with {exc.reason}"
             )
             raise classic.cpu_torch_error(toolchain.torch, detail) from None
-        raise
+        from prebuild.runtime.nvml import any_gpu_visible
+
+        if not (exc.metadata_failed and archs and not any_gpu_visible(dict(os.environ))):
+            raise
+        # Its setup.py failed with no GPU visible, maybe for want of one (Deformable-DETR's
+        # raises unless torch.cuda.is_available()): asked again with torch.cuda answering as a
+        # GPU of the wheels' newest arch, as its build will be (classic.py).
+        answered = {**env, **classic.answer_env(work, archs, env)}
+        try:
+            project = resolve_project(spec, work, copy_native=copy, metadata_env=answered)
+        except DownloadError:
+            raise exc from None
+        report.fetch_note(
+            f"pip's metadata step failed with no GPU visible ({exc.reason}); it passed with "
+            "torch.cuda answering as a GPU of compute capability "
+            f"{classic.newest_capability(archs)} would"
+        )
+        return project
 
 
 def check_gpu_build(project: Project, planned: list[PlannedWheel]) -> None:

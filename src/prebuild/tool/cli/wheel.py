@@ -208,6 +208,9 @@ class _WheelConsole:
     def fetching(self, spec: str) -> None:
         self.err.print(f"Fetching the source of {escape(spec)} with pip", highlight=False)
 
+    def fetch_note(self, text: str) -> None:
+        self.err.print(f"note: {escape(text)}", highlight=False, soft_wrap=True)
+
     def starting(self, planned, nvcc, origin: str, out_dir: Path) -> None:
         self.err.print(
             f"Building {count(len(planned), 'wheel')} with nvcc {nvcc.version} ({nvcc.path}) "
