@@ -105,5 +105,8 @@ def test_the_cxx20_advice_names_the_torch_that_needs_it():
 
 
 def test_no_advice_for_an_error_nobody_knows():
-    log = 'a.cu(3): error: identifier "my_helper" is undefined\nerror: command failed'
+    log = (
+        'a.cu(3): error: identifier "my_helper" is undefined\nerror: command failed\n'
+        "b.cpp:4:2: error: call of overloaded ‘mylerp(float&, float&)’ is ambiguous"
+    )
     assert api_breaks_advice(log, "c++20", "2.14.1") == ""

@@ -60,8 +60,8 @@ API_BREAKS: tuple[ApiBreak, ...] = (
     ),
     ApiBreak(
         re.compile(
-            rf"{_Q}?(?:float|double)? ?lerp\(.*(?:conflicts with a previous declaration"
-            r"|is ambiguous)|overloaded function \"lerp\""
+            r"\blerp\(.*(?:conflicts with a previous declaration|is ambiguous)"
+            r"|overloaded function \"lerp\""
         ),
         "its own lerp() meets C++20's std::lerp, which libstdc++'s <math.h> puts in the global "
         "namespace",
