@@ -58,6 +58,7 @@ from prebuild.tool.builder.nvcc_shim import is_query, option_value, requested_st
 from prebuild.tool.builder.plan import PlannedWheel
 from prebuild.tool.builder.project import last_error
 from prebuild.tool.builder.relabel import add_local_label, relabel_wheel, relabelled_dist_info
+from prebuild.tool.builder.source_gaps import empty_submodules, source_gaps_advice
 from prebuild.tool.builder.toolchain import (
     Nvcc,
     ToolchainError,
@@ -444,7 +445,7 @@ class ClassicBuilder:
         )
         with tempfile.TemporaryDirectory(dir=wheel_dir, prefix="wheel-") as tmp:
             try:
-                built = self.project_build({**env, **answer}, build_log, Path(tmp))
+                built = self.project_build({**env, **answer}, build_log, Path(tmp), sass)
             except BuildError:
                 compiled = [*logged_calls(nvcc_log), *logged_calls(cxx_log)]
                 if not answer or any(not is_query(c.given) for c in compiled):
@@ -458,7 +459,7 @@ class ClassicBuilder:
                     f"({last_error(build_log.read_text(encoding='utf-8', errors='replace'))}): "
                     "built again with torch's own answers"
                 )
-                built = self.project_build(env, build_log, Path(tmp))
+                built = self.project_build(env, build_log, Path(tmp), sass)
             progress.phase("checking the archs in every library")
             libraries = read_wheel_libraries(built)
             if not libraries:
@@ -532,9 +533,12 @@ class ClassicBuilder:
             time.monotonic() - start,
         )
 
-    def project_build(self, env: dict[str, str], build_log: Path, out: Path) -> Path:
+    def project_build(
+        self, env: dict[str, str], build_log: Path, out: Path, archs: tuple[Arch, ...]
+    ) -> Path:
         """The wheel the project's own backend builds into ``out`` with ``env``; BuildError with
-        the compiler's errors (or the backend's) and the log's path if it fails."""
+        the compiler's errors (or the backend's), what is known of them, and the log's path if
+        it fails. ``archs``: the wheel's (named in the advice's command)."""
         builder = ProjectBuilder(
             self.project, python_executable=sys.executable, runner=quiet_runner(build_log, env)
         )
@@ -556,12 +560,32 @@ class ClassicBuilder:
                 else str(exc)
             )
             toolchain = self.toolchain
-            advice = api_breaks_advice(text, toolchain.cxx_standard, toolchain.torch.version_string)
+            advice = [
+                api_breaks_advice(text, toolchain.cxx_standard, toolchain.torch.version_string),
+                self.source_gaps_advice(text, archs),
+            ]
             raise BuildError(
                 f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}"
-                + (f"\n\n{advice}" if advice else ""),
+                + "".join(f"\n\n{a}" for a in advice if a),
                 log=build_log,
             ) from exc
+
+    def source_gaps_advice(self, log: str, archs: tuple[Arch, ...]) -> str:
+        """What the failed build's log says the project's source lacks, and where to get it
+        (source_gaps.py); "" where it names nothing missing."""
+
+        def text(name: str) -> str:
+            path = self.project / name
+            return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+
+        gitmodules = text(".gitmodules")
+        present = {
+            p
+            for p in empty_submodules(gitmodules, set())
+            if (self.project / p).is_dir() and any((self.project / p).iterdir())
+        }
+        command = f"prebuild wheel --arch {','.join(a.sm for a in archs)}"
+        return source_gaps_advice(log, self.project, gitmodules, present, text("PKG-INFO"), command)
 
     def setup_text(self) -> str:
         """The project's setup.py ("" if it has none)."""
