@@ -320,3 +320,28 @@ def test_where_no_gpu_is_visible_torch_cuda_answers_for_a_gated_setup_py_and_the
     monkeypatch.setattr(nvml, "any_gpu_visible", lambda environ: False)
     write(project, "setup.py", "import torch\n")
     assert builder.gpu_answer_env(archs) == {} and builder.gpu_answer_note(archs, "") == ""
+
+
+def test_the_builder_reads_the_projects_submodules_and_sdist_metadata_for_the_advice(tmp_path):
+    """What source_gaps is given comes from the project's copy: its .gitmodules, which of their
+    paths hold something, and its PKG-INFO."""
+    from types import SimpleNamespace
+
+    from prebuild.runtime.arch import parse_arch_list
+    from prebuild.tool.builder.classic import ClassicBuilder
+
+    project = tmp_path / "project"
+    (project / "third_party" / "glm").mkdir(parents=True)
+    (project / "third_party" / "fmt" / "include").mkdir(parents=True)
+    (project / ".gitmodules").write_text(
+        '[submodule "glm"]\n\tpath = third_party/glm\n[submodule "fmt"]\n\tpath = third_party/fmt\n'
+    )
+    builder = ClassicBuilder(project, SimpleNamespace(nvcc=None), tmp_path / "work")
+    log = "a.cu:1:10: fatal error: glm/glm.hpp: No such file or directory"
+    advice = builder.source_gaps_advice(log, parse_arch_list("sm_90"))
+    assert "the project's git submodules (third_party/glm) are not in its source" in advice
+    (project / ".gitmodules").unlink()
+    (project / "PKG-INFO").write_text("Name: x\nVersion: 2.0\nHome-page: https://github.com/o/x\n")
+    missing = f"ninja: error: '{project}/csrc/x.cu', needed by 'x.o', missing and no known rule"
+    advice = builder.source_gaps_advice(missing + " to make it", parse_arch_list("sm_80,sm_90"))
+    assert "prebuild wheel --arch sm_80,sm_90 git+https://github.com/o/x@<its tag" in advice
