@@ -81,3 +81,13 @@ def test_nothing_is_said_where_nothing_is_missing_or_a_directory_lacks_a_header(
     assert source_gaps_advice("a.cu(3): error: x", SOURCE, "", set(), PKG_INFO, COMMAND) == ""
     # A missing header in a directory that is no sdist and has no submodules: not a source gap.
     assert source_gaps_advice(GLM, SOURCE, "", set(), "", COMMAND) == ""
+
+
+def test_the_error_shown_is_ninjas_own_line_where_no_step_failed():
+    """fast-hadamard-transform's build stopped before compiling: ninja's line, not the
+    setuptools traceback after it, is what the user reads."""
+    from prebuild.tool.builder.classic import compiler_errors
+
+    log = f"running build_ext\n{NINJA}\nTraceback (most recent call last):\n  File ...\n"
+    assert compiler_errors(log) == NINJA
+    assert compiler_errors("a\nb\nerror: something") == "a\nb\nerror: something"

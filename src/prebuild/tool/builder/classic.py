@@ -346,10 +346,12 @@ def check_archs(
 
 def compiler_errors(log: str, limit: int = 8000) -> str:
     """What to show of a failed build's log: ninja's failed steps (the compiler's own words)
-    when there are any, else the log's end; not the backend's Python traceback."""
+    when there are any, else ninja's own error (an input missing), else the log's end; not the
+    backend's Python traceback."""
     start = log.find("FAILED:")
     if start < 0:
-        return log[-limit:]
+        ninja = [line for line in log.splitlines() if line.startswith("ninja: error:")]
+        return "\n".join(ninja)[:limit] if ninja else log[-limit:]
     end = log.find("ninja: build stopped", start)
     return log[start : end if end >= 0 else None][:limit].rstrip()
 
