@@ -91,3 +91,23 @@ def test_the_error_shown_is_ninjas_own_line_where_no_step_failed():
     log = f"running build_ext\n{NINJA}\nTraceback (most recent call last):\n  File ...\n"
     assert compiler_errors(log) == NINJA
     assert compiler_errors("a\nb\nerror: something") == "a\nb\nerror: something"
+
+
+def test_a_setup_requires_fetch_that_fails_is_told_what_to_install():
+    """inplace-abn 1.1.0's setup.py has setuptools fetch setuptools_scm into .eggs, which fails
+    (pip's output, cut): installed in the environment first, it builds (sm_90, 111 s)."""
+    from prebuild.tool.builder.project import setup_requires_hint
+
+    output = (
+        "        dist.fetch_build_eggs(dist.setup_requires)\n"
+        '        File "/tmp/pip-download-x/inplace-abn_9/.eggs/setuptools_scm-10.3.4-py3.11.egg/'
+        'setuptools_scm/__init__.py", line 8, in <module>\n'
+        "      ModuleNotFoundError: No module named 'vcs_versioning'\n"
+    )
+    hint = setup_requires_hint(output)
+    assert "fetch what it needs to build (setuptools_scm)" in hint
+    assert hint.endswith("pip install setuptools_scm")
+    assert setup_requires_hint("Searching for cython\nfetch_build_eggs\n").endswith(
+        "pip install cython"
+    )
+    assert setup_requires_hint("ModuleNotFoundError: No module named 'torch'") == ""

@@ -56,7 +56,7 @@ from prebuild.tool.builder.cuda_shim import (
 from prebuild.tool.builder.guard_files import guard_files
 from prebuild.tool.builder.nvcc_shim import is_query, option_value, requested_std
 from prebuild.tool.builder.plan import PlannedWheel
-from prebuild.tool.builder.project import last_error
+from prebuild.tool.builder.project import last_error, setup_requires_hint
 from prebuild.tool.builder.relabel import add_local_label, relabel_wheel, relabelled_dist_info
 from prebuild.tool.builder.source_gaps import empty_submodules, source_gaps_advice
 from prebuild.tool.builder.toolchain import (
@@ -565,6 +565,7 @@ class ClassicBuilder:
             advice = [
                 api_breaks_advice(text, toolchain.cxx_standard, toolchain.torch.version_string),
                 self.source_gaps_advice(text, archs),
+                setup_requires_hint(text),
             ]
             raise BuildError(
                 f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}"

@@ -118,6 +118,22 @@ def last_error(output: str) -> str:
     return (errors[-1] if errors else lines[-1] if lines else "").strip()
 
 
+def setup_requires_hint(output: str) -> str:
+    """Pure: where a project's setup.py failed having setuptools fetch what it needs to build
+    (``setup_requires``, into ``.eggs``: inplace-abn 1.1.0's setuptools_scm, which fails so),
+    what to install instead; "" otherwise."""
+    if "fetch_build_eggs" not in output and "/.eggs/" not in output:
+        return ""
+    names = list(dict.fromkeys(re.findall(r"/\.eggs/([A-Za-z0-9_.]+?)-\d", output)))
+    names += [n for n in re.findall(r"Searching for ([A-Za-z0-9_.\-]+)", output) if n not in names]
+    what = " ".join(names) if names else "its setup_requires"
+    return (
+        f"Its setup.py has setuptools fetch what it needs to build ({what}), which fails here. "
+        f"Install it in this environment first (prebuild builds without isolation, so that "
+        f"this torch is used): pip install {what if names else '<its setup_requires>'}"
+    )
+
+
 def download_source(spec: str, dest: Path, env: dict[str, str] | None = None) -> Path:
     """``pip download`` the source of ``spec`` (a requirement or a URL: ``fused-ssim==1.0.0``,
     ``git+https://...``) into ``dest``, in ``env`` (default: this process's); returns the
@@ -144,8 +160,10 @@ def download_source(spec: str, dest: Path, env: dict[str, str] | None = None) ->
         output = proc.stdout + proc.stderr
         # pip runs the project's setup.py to read its metadata (a classic one imports torch's
         # CUDAExtension there), so a project's own error can stop the download.
+        hint = setup_requires_hint(output)
         raise DownloadError(
-            f"cannot get the source of {spec!r} with pip:\n{output[-4000:]}",
+            f"cannot get the source of {spec!r} with pip:\n{output[-4000:]}"
+            + (f"\n\n{hint}" if hint else ""),
             "metadata-generation-failed" in output,
             last_error(output),
         )
