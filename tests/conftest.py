@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from child_processes import ChildEnv, child_env_for
 from cpu_cost import CpuCost
-from suite_layout import misplaced_tests
+from suite_layout import misplaced_tests, upstream_split
 
 
 def pytest_addoption(parser) -> None:
@@ -15,6 +15,12 @@ def pytest_addoption(parser) -> None:
         "--cpu-cost",
         action="store_true",
         help="print the CPU time of the costliest tests and files (tests/cpu_cost.py)",
+    )
+    parser.addoption(
+        "--upstream",
+        action="store_true",
+        help="also run the tests marked upstream: real upstream projects built from the "
+        "registry (gsplat 1.5.3, about 1100 s of CPU), left out of the default run",
     )
 
 
@@ -30,6 +36,11 @@ def pytest_collection_modifyitems(config, items) -> None:
             "end-to-end tests live in tests/e2e and are marked slow; these are not where their "
             "marker says: " + ", ".join(misplaced)
         )
+    # Deselected before the session's background jobs start: theirs never does.
+    kept, upstream = upstream_split(items, config.getoption("--upstream"))
+    if upstream:
+        config.hook.pytest_deselected(items=upstream)
+        items[:] = kept
 
 
 @pytest.fixture

@@ -26,7 +26,11 @@ from test_classic_build import all_sass, wheel_contents
 
 from prebuild.tool.inspection import library_code
 
-pytestmark = [pytest.mark.slow, pytest.mark.background("gsplat-wheel")]
+# Not in the default run (pytest --upstream runs it): its 20 compiles of gsplat's sources took
+# 1100 of the suite's 3600 s of CPU time, and the suite must stay under 30 minutes on 2 cores.
+# What it found is covered there by the classic fixtures (tests/e2e/fixtures/classic) and by
+# DeepSpeed's real build; run it before a release and after changing how classic builds run.
+pytestmark = [pytest.mark.slow, pytest.mark.upstream, pytest.mark.background("gsplat-wheel")]
 
 
 def installed_in(python: Path, wheel: Path) -> Path:
