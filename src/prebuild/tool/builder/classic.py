@@ -58,7 +58,7 @@ from prebuild.tool.builder.nvcc_shim import is_query, option_value, requested_st
 from prebuild.tool.builder.plan import PlannedWheel
 from prebuild.tool.builder.project import last_error, setup_requires_hint
 from prebuild.tool.builder.relabel import add_local_label, relabel_wheel, relabelled_dist_info
-from prebuild.tool.builder.source_gaps import empty_submodules, source_gaps_advice
+from prebuild.tool.builder.source_gaps import source_gaps_advice, submodule_paths
 from prebuild.tool.builder.toolchain import (
     Nvcc,
     ToolchainError,
@@ -584,7 +584,7 @@ class ClassicBuilder:
         gitmodules = text(".gitmodules")
         present = {
             p
-            for p in empty_submodules(gitmodules, set())
+            for p in submodule_paths(gitmodules)
             if (self.project / p).is_dir() and any((self.project / p).iterdir())
         }
         command = f"prebuild wheel --arch {','.join(a.sm for a in archs)}"

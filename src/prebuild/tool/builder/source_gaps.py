@@ -26,11 +26,15 @@ def missing_files(log: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def submodule_paths(gitmodules: str) -> list[str]:
+    """Pure: the paths of the submodules ``.gitmodules`` lists, in order."""
+    return list(dict.fromkeys(re.findall(r"^\s*path\s*=\s*(.+?)\s*$", gitmodules, re.M)))
+
+
 def empty_submodules(gitmodules: str, present: set[str]) -> list[str]:
     """Pure: the submodule paths ``.gitmodules`` lists that are not among ``present`` (the
     paths that exist in the project's source with something in them)."""
-    paths = re.findall(r"^\s*path\s*=\s*(.+?)\s*$", gitmodules, re.M)
-    return [p for p in dict.fromkeys(paths) if p not in present]
+    return [p for p in submodule_paths(gitmodules) if p not in present]
 
 
 def source_url(pkg_info: str) -> str | None:
