@@ -125,7 +125,7 @@ def normalize(name: str) -> str:
 
 
 def switches_advice(
-    distribution: str, variables: list[str], command: str, environ: Mapping[str, str] = {}
+    distribution: str, variables: list[str], command: str, environ: Mapping[str, str] | None = None
 ) -> str:
     """What to tell a user whose project built no extension: the known project's switches,
     else the variables its setup.py reads (those ``environ`` sets named as set, not as advice);
@@ -137,6 +137,7 @@ def switches_advice(
             f"{distribution} builds its extensions at install time only when asked: "
             f"{known.variables}.{note} For example: {known.example} {command}"
         )
+    environ = environ or {}
     unset = [name for name in variables if name not in environ]
     given = ", ".join(f"{name}={environ[name]}" for name in variables if name in environ)
     if unset:
