@@ -414,3 +414,20 @@ def test_farm_workflow_plans_builds_its_slice_merges_and_publishes_only_when_ask
     assert len(entries) <= 256
     for entry in entries:
         assert {"keys", "title", "torch", "cuda", "python"} <= set(entry)
+
+
+def test_the_upstream_tests_left_out_of_every_push_run_weekly():
+    """gsplat's real build is deselected without --upstream (tests/suite_layout.py): a
+    scheduled job runs exactly those tests, so that they are not left out for good."""
+    wf = load("ci.yml")
+    triggers = wf[True] if True in wf else wf["on"]  # YAML 1.1 reads the key `on` as True
+    assert "schedule" in triggers and "workflow_dispatch" in triggers
+    upstream = wf["jobs"]["upstream"]
+    assert "schedule" in upstream["if"]
+    (run,) = [s["run"] for s in upstream["steps"] if "pytest" in s.get("run", "")]
+    assert run.endswith("pytest --upstream -m upstream")
+    # The push's own job stays the README's test command, without them.
+    (push_run,) = [
+        s["run"] for s in wf["jobs"]["test-and-wheels"]["steps"] if ".ci/run" in s.get("run", "")
+    ]
+    assert push_run == "bash .ci/run"
