@@ -295,8 +295,7 @@ def test_without_a_driver_or_a_stub_in_the_toolkit_minus_lcuda_links_against_one
                 if sym["st_shndx"] != "SHN_UNDEF"
             }
         soname = [t.soname for t in tags if t.entry.d_tag == "DT_SONAME"]
-        needed = [t.needed for t in tags if t.entry.d_tag == "DT_NEEDED"]
-        return soname, needed, symbols
+        return soname, list(needed_libraries(path.read_bytes())), symbols
 
     soname, _, exported = dynamic(stub.resolve())
     assert soname == ["libcuda.so.1"]

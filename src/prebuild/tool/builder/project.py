@@ -126,11 +126,11 @@ def setup_requires_hint(output: str) -> str:
         return ""
     names = list(dict.fromkeys(re.findall(r"/\.eggs/([A-Za-z0-9_.]+?)-\d", output)))
     names += [n for n in re.findall(r"Searching for ([A-Za-z0-9_.\-]+)", output) if n not in names]
-    what = " ".join(names) if names else "its setup_requires"
     return (
-        f"Its setup.py has setuptools fetch what it needs to build ({what}), which fails here. "
-        f"Install it in this environment first (prebuild builds without isolation, so that "
-        f"this torch is used): pip install {what if names else '<its setup_requires>'}"
+        f"Its setup.py has setuptools fetch what it needs to build "
+        f"({' '.join(names) or 'its setup_requires'}), which fails here. Install it in this "
+        "environment first (prebuild builds without isolation, so that this torch is used): "
+        f"pip install {' '.join(names) or '<its setup_requires>'}"
     )
 
 
