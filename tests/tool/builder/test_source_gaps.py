@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from prebuild.tool.builder.source_gaps import (
     empty_submodules,
     missing_files,
@@ -111,3 +113,119 @@ def test_a_setup_requires_fetch_that_fails_is_told_what_to_install():
         "pip install cython"
     )
     assert setup_requires_hint("ModuleNotFoundError: No module named 'torch'") == ""
+
+
+# The tools' own words, as each printed them here with no route to the host (CMake 4.4's
+# ExternalProject in torch-kdtree 1.0's build, cut; CMake 3.25's FetchContent; curl; Python's
+# urllib; requests 2).
+CMAKE_URL = """-- Retry after 60 seconds (attempt #5) ...
+CMake Error at build/eigen-prefix/src/eigen-stamp/download-eigen.cmake:163 (message):
+  Each download failed!
+
+    error: downloading 'https://gitlab.com/libeigen/eigen/-/archive/3.4.0/eigen-3.4.0.tar.bz2' failed
+          status_code: 6
+          status_string: "Could not resolve hostname"
+          log:
+          --- LOG BEGIN ---
+"""
+FETCH_CONTENT = """[ 22%] Performing download step (git clone) for 'glm-populate'
+Cloning into 'glm-src'...
+fatal: unable to access 'https://github.com/g-truc/glm.git/': Could not resolve host: github.com
+CMake Error at glm-subbuild/glm-populate-prefix/tmp/glm-populate-gitclone.cmake:39 (message):
+  Failed to clone repository: 'https://github.com/g-truc/glm.git'
+"""
+CURL = "curl: (6) Could not resolve host: github.com\n"
+URLLIB = "urllib.error.URLError: <urlopen error [Errno -2] Name or service not known>\n"
+REQUESTS = (
+    "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='github.com', port=443): Max "
+    "retries exceeded with url: /o/x/releases/download/v1/x.whl (Caused by NameResolutionError("
+    "\"HTTPSConnection(host='github.com', port=443): Failed to resolve 'github.com' ([Errno -2] "
+    'Name or service not known)"))\n'
+)
+
+
+def test_failed_downloads_are_read_from_each_tools_words():
+    from prebuild.tool.builder.source_gaps import FailedDownload, failed_downloads
+
+    log = CMAKE_URL + FETCH_CONTENT + FETCH_CONTENT + CURL + URLLIB + REQUESTS
+    assert failed_downloads(log) == [
+        FailedDownload(
+            "https://gitlab.com/libeigen/eigen/-/archive/3.4.0/eigen-3.4.0.tar.bz2",
+            "Could not resolve hostname",
+        ),
+        FailedDownload("https://github.com/g-truc/glm.git", "Could not resolve host: github.com"),
+        FailedDownload("github.com", "Could not resolve host: github.com"),
+        FailedDownload("", "[Errno -2] Name or service not known"),
+        FailedDownload(
+            "https://github.com/o/x/releases/download/v1/x.whl",
+            "[Errno -2] Name or service not known",
+        ),
+    ]
+    assert failed_downloads("error: x\nfatal error: glm/glm.hpp: No such file") == []
+
+
+def test_a_failed_download_is_explained_with_what_could_not_be_reached():
+    from prebuild.tool.builder.source_gaps import downloads_advice
+
+    advice = downloads_advice("x\n" + CMAKE_URL)
+    assert advice.startswith("The build downloads what its source lacks while it builds")
+    assert "eigen-3.4.0.tar.bz2 (Could not resolve hostname). This machine does not reach it" in (
+        advice
+    )
+    assert "FETCHCONTENT" not in advice
+    # FetchContent's dependency is named with the variable that takes a local copy.
+    assert "-DFETCHCONTENT_SOURCE_DIR_GLM=<its directory>" in downloads_advice(FETCH_CONTENT)
+    assert downloads_advice(URLLIB).endswith(
+        "failed here: [Errno -2] Name or service not known. This machine does not reach it: "
+        "build where it does (the wheel then installs offline), or put it in place the way the "
+        "project's build files allow."
+    )
+    assert downloads_advice(GLM) == ""
+
+
+def test_the_log_end_shown_has_each_python_traceback_cut_to_its_exception():
+    from prebuild.tool.builder.classic import compiler_errors
+
+    log = (
+        "gmake: *** [Makefile:101: all] Error 2\nTraceback (most recent call last):\n"
+        '  File "setup.py", line 132, in build_extension\n    subprocess.check_call(\n'
+        "subprocess.CalledProcessError: Command '['cmake', '--build', '.']' returned non-zero "
+        "exit status 2.\n\n"
+    )
+    assert compiler_errors(log) == (
+        "gmake: *** [Makefile:101: all] Error 2\nsubprocess.CalledProcessError: Command "
+        "'['cmake', '--build', '.']' returned non-zero exit status 2."
+    )
+
+
+def test_a_build_that_fails_on_a_download_says_so_after_the_logs_words(tmp_path):
+    """The advice reaches the user: a project whose setup.py clones a dependency, here, with
+    no route to it (its words are git's)."""
+    from types import SimpleNamespace
+
+    from prebuild.runtime.arch import parse_arch_list
+    from prebuild.tool.builder.classic import ClassicBuilder
+    from prebuild.tool.builder.compile import BuildError
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "setup.py").write_text(
+        "import sys\nfrom setuptools import setup\n"
+        "if 'bdist_wheel' in sys.argv:\n"
+        "    print(\"fatal: unable to access 'https://github.com/g-truc/glm.git/': Could not "
+        'resolve host: github.com", file=sys.stderr)\n'
+        "    raise RuntimeError('git clone failed')\n"
+        "setup(name='x', version='1')\n"
+    )
+    toolchain = SimpleNamespace(
+        nvcc=None, cxx_standard="c++17", torch=SimpleNamespace(version_string="2.13.0")
+    )
+    builder = ClassicBuilder(project, toolchain, tmp_path / "work")
+    log = tmp_path / "build.log"
+    with pytest.raises(BuildError) as failed:
+        builder.project_build({}, log, tmp_path / "out", parse_arch_list("sm_90"))
+    said = str(failed.value)
+    assert f"the project's build failed (full log: {log})" in said
+    assert "RuntimeError: git clone failed" in said and "Traceback" not in said
+    assert "downloads what its source lacks while it builds, and that failed here: " in said
+    assert "https://github.com/g-truc/glm.git (Could not resolve host: github.com)" in said

@@ -58,7 +58,11 @@ from prebuild.tool.builder.nvcc_shim import is_query, option_value, requested_st
 from prebuild.tool.builder.plan import PlannedWheel
 from prebuild.tool.builder.project import last_error, setup_requires_hint
 from prebuild.tool.builder.relabel import add_local_label, relabel_wheel, relabelled_dist_info
-from prebuild.tool.builder.source_gaps import source_gaps_advice, submodule_paths
+from prebuild.tool.builder.source_gaps import (
+    downloads_advice,
+    source_gaps_advice,
+    submodule_paths,
+)
 from prebuild.tool.builder.toolchain import (
     Nvcc,
     ToolchainError,
@@ -344,14 +348,21 @@ def check_archs(
         )
 
 
+# A Python traceback's heading and frames (indented), up to the exception's line.
+_TRACEBACK = re.compile(r"^Traceback \(most recent call last\):\n(?:[ \t].*\n)*", re.M)
+
+
 def compiler_errors(log: str, limit: int = 8000) -> str:
     """What to show of a failed build's log: ninja's failed steps (the compiler's own words)
-    when there are any, else ninja's own error (an input missing), else the log's end; not the
-    backend's Python traceback."""
+    when there are any, else ninja's own error (an input missing), else the log's end with each
+    Python traceback cut to its exception (the frames are setuptools' own: the full log keeps
+    them)."""
     start = log.find("FAILED:")
     if start < 0:
         ninja = [line for line in log.splitlines() if line.startswith("ninja: error:")]
-        return "\n".join(ninja)[:limit] if ninja else log[-limit:]
+        if ninja:
+            return "\n".join(ninja)[:limit]
+        return _TRACEBACK.sub("", log)[-limit:].strip()
     end = log.find("ninja: build stopped", start)
     return log[start : end if end >= 0 else None][:limit].rstrip()
 
@@ -565,6 +576,7 @@ class ClassicBuilder:
             advice = [
                 api_breaks_advice(text, toolchain.cxx_standard, toolchain.torch.version_string),
                 self.source_gaps_advice(text, archs),
+                downloads_advice(text),
                 setup_requires_hint(text),
             ]
             raise BuildError(

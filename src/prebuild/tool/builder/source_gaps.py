@@ -1,13 +1,16 @@
 """Files a classic project's build needs that its source does not have, recognised after the
 build failed, so that the error says what is missing and where to get it: an sdist that leaves
 out the sources its setup.py compiles (fast-hadamard-transform 1.1.0: its makers ship wheels),
-and a git checkout whose submodules were not fetched (a clone without ``--recursive``).
-Pure functions over the log's text and the project's files as given.
+a git checkout whose submodules were not fetched (a clone without ``--recursive``), and what the
+build downloads while it runs, from a machine that cannot reach it (torch-kdtree 1.0's CMake
+fetches Eigen from gitlab.com; an offline cluster node reaches nothing). Pure functions over the
+log's text and the project's files as given.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 
@@ -24,6 +27,82 @@ def missing_files(log: str) -> list[str]:
     """Pure: the files a failed build's log says are missing, in order, once each."""
     found = [next(g for g in m.groups() if g) for m in _MISSING.finditer(log)]
     return list(dict.fromkeys(found))
+
+
+@dataclass(frozen=True)
+class FailedDownload:
+    """What a build tried to fetch (a URL, or the host where the tool names only that) and the
+    tool's reason it could not."""
+
+    what: str
+    why: str
+
+
+# Each tool's words for a download that failed (checked on their real output: CMake 3.25 and 4.4
+# (file(DOWNLOAD), ExternalProject, FetchContent), git 2.39, curl, Python's urllib, requests).
+_DOWNLOAD_FAILED = re.compile(
+    r"error: downloading '(?P<cmake>[^']+)' failed(?:\s+status_code: \d+\s+"
+    r'status_string: "(?P<cmake_why>[^"]*)")?'
+    r"|fatal: unable to access '(?P<git>[^']+?)/?': (?P<git_why>[^\n]+)"
+    r"|curl: \(\d+\) (?P<curl_why>[^\n]+?: (?P<curl>\S+))$"
+    r"|urllib\.error\.URLError: <urlopen error (?P<urllib_why>[^\n]+)>"
+    r"|requests\.exceptions\.ConnectionError: \w+\(host='(?P<requests>[^']+)'[^\n]*?url: "
+    r"(?P<requests_path>\S+) \(Caused by (?P<requests_why>[^\n]+)\)",
+    re.M,
+)
+
+
+def failed_downloads(log: str) -> list[FailedDownload]:
+    """Pure: what a failed build's log says it could not download, in order, once each."""
+    found: dict[str, FailedDownload] = {}
+    for m in _DOWNLOAD_FAILED.finditer(log):
+        g = m.groupdict()
+        if g["cmake"]:
+            got = FailedDownload(g["cmake"], g["cmake_why"] or "")
+        elif g["git"]:
+            got = FailedDownload(g["git"], g["git_why"].strip())
+        elif g["curl"]:
+            got = FailedDownload(g["curl"], g["curl_why"])
+        elif g["requests"]:
+            got = FailedDownload(f"https://{g['requests']}{g['requests_path']}", g["requests_why"])
+        else:  # urllib names no URL
+            got = FailedDownload("", g["urllib_why"])
+        got = FailedDownload(got.what, _short_reason(got.why))
+        found.setdefault(got.what or got.why, got)
+    return list(found.values())
+
+
+def _short_reason(why: str) -> str:
+    """The system's own words where a tool wraps them (requests: ``NameResolutionError(...
+    ([Errno -2] Name or service not known))``), else the tool's, cut."""
+    errno = re.search(r"\[Errno -?\d+\] [^)\"'>]+", why)
+    why = errno.group(0).strip() if errno else why.strip()
+    return why if len(why) <= 120 else why[:117] + "..."
+
+
+def downloads_advice(log: str) -> str:
+    """Pure: what to tell a user whose build failed fetching something over the network; ""
+    where the log shows no failed download."""
+    failed = failed_downloads(log)
+    if not failed:
+        return ""
+    said = "; ".join(
+        f"{d.what} ({d.why})" if d.what and d.why else (d.what or d.why) for d in failed[:3]
+    )
+    named = list(dict.fromkeys(re.findall(r"for '([\w.+-]+)-populate'", log)))
+    fetch_content = (
+        " CMake's FetchContent takes a local copy instead where the project lets you pass "
+        "CMake arguments: "
+        + " ".join(f"-DFETCHCONTENT_SOURCE_DIR_{n.upper()}=<its directory>" for n in named)
+        + "."
+        if named
+        else ""
+    )
+    return (
+        f"The build downloads what its source lacks while it builds, and that failed here: "
+        f"{said}. This machine does not reach it: build where it does (the wheel then installs "
+        f"offline), or put it in place the way the project's build files allow.{fetch_content}"
+    )
 
 
 def submodule_paths(gitmodules: str) -> list[str]:
