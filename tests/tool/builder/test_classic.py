@@ -345,3 +345,49 @@ def test_the_builder_reads_the_projects_submodules_and_sdist_metadata_for_the_ad
     missing = f"ninja: error: '{project}/csrc/x.cu', needed by 'x.o', missing and no known rule"
     advice = builder.source_gaps_advice(missing + " to make it", parse_arch_list("sm_80,sm_90"))
     assert "prebuild wheel --arch sm_80,sm_90 git+https://github.com/o/x@<its tag" in advice
+
+
+def test_a_torch_pin_in_the_build_requirements_is_not_followed_and_said_so():
+    """``torch==2.5.1`` in build-system.requires is for an isolated build; prebuild builds
+    against the torch installed, so it is set apart from what must be installed."""
+    from prebuild.tool.builder.classic import split_torch_pins, torch_pins_note
+
+    unmet = {("torch==2.5.1",), ("numpy<2",), ("helper", "Torch[opt]>=9")}
+    rest, pins = split_torch_pins(unmet)
+    assert rest == {("numpy<2",)} and pins == ["Torch[opt]>=9", "torch==2.5.1"]
+    assert split_torch_pins({("torchvision==0.1",)}) == ({("torchvision==0.1",)}, [])
+    note = torch_pins_note(["torch==2.5.1"], "2.14.1+cu130")
+    assert note.startswith("its build asks for torch==2.5.1 (what pip would install")
+    assert "built against the installed torch 2.14.1+cu130 instead" in note
+
+
+def test_the_project_build_goes_on_past_a_torch_pin_and_stops_on_another_requirement(tmp_path):
+    from types import SimpleNamespace
+
+    from prebuild.tool.builder.classic import ClassicBuilder
+
+    project = tmp_path / "project"
+    write(project, "setup.py", "from setuptools import setup\nsetup(name='x', version='1')\n")
+    write(
+        project,
+        "pyproject.toml",
+        '[build-system]\nrequires = ["setuptools", "torch==0.0.1"]\n'
+        'build-backend = "setuptools.build_meta"\n',
+    )
+    toolchain = SimpleNamespace(
+        nvcc=None, cxx_standard="c++17", torch=SimpleNamespace(version_string="2.13.0")
+    )
+    builder = ClassicBuilder(project, toolchain, tmp_path / "work")
+    said: list[str] = []
+    log, out = tmp_path / "build.log", tmp_path / "out"
+    built = builder.project_build({}, log, out, A("sm_90"), said.append)
+    assert built.name == "x-1-py3-none-any.whl" and built.is_file()
+    assert len(said) == 1 and "its build asks for torch==0.0.1" in said[0]
+    write(
+        project,
+        "pyproject.toml",
+        '[build-system]\nrequires = ["setuptools", "no-such-package-here>=1"]\n'
+        'build-backend = "setuptools.build_meta"\n',
+    )
+    with pytest.raises(ToolchainError, match="needs no-such-package-here>=1, not installed"):
+        builder.project_build({}, log, out, A("sm_90"), said.append)

@@ -25,11 +25,12 @@ import tempfile
 import time
 import zipfile
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.utils import parse_wheel_filename
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name, parse_wheel_filename
 from wheel.wheelfile import WheelFile
 
 from build import BuildBackendException, BuildException, ProjectBuilder
@@ -352,6 +353,34 @@ def check_archs(
 _TRACEBACK = re.compile(r"^Traceback \(most recent call last\):\n(?:[ \t].*\n)*", re.M)
 
 
+def split_torch_pins(
+    unmet: set[tuple[str, ...]],
+) -> tuple[set[tuple[str, ...]], list[str]]:
+    """Pure: the build requirements not met here (``ProjectBuilder.check_dependencies``: each a
+    chain from the project's requirement to the one unmet), less those on torch itself, and
+    those torch requirements. A project's ``torch==2.5.1`` is for an isolated build, which pip
+    gives that torch; prebuild builds against the torch installed (the one the wheel is for:
+    it pins it), so installing the one asked for would build a wheel for another torch."""
+    torch = {chain for chain in unmet if chain and _requirement_name(chain[-1]) == "torch"}
+    return unmet - torch, sorted({chain[-1] for chain in torch})
+
+
+def _requirement_name(requirement: str) -> str:
+    try:
+        return canonicalize_name(Requirement(requirement).name)
+    except InvalidRequirement:
+        return ""
+
+
+def torch_pins_note(pins: list[str], torch_version: str) -> str:
+    """Pure: the note for a build whose torch requirements the installed torch does not meet."""
+    return (
+        f"its build asks for {', '.join(pins)} (what pip would install in an isolated build): "
+        f"built against the installed torch {torch_version} instead, the torch the wheel is "
+        "for and pins"
+    )
+
+
 def compiler_errors(log: str, limit: int = 8000) -> str:
     """What to show of a failed build's log: ninja's failed steps (the compiler's own words)
     when there are any, else ninja's own error (an input missing), else the log's end with each
@@ -458,7 +487,9 @@ class ClassicBuilder:
         )
         with tempfile.TemporaryDirectory(dir=wheel_dir, prefix="wheel-") as tmp:
             try:
-                built = self.project_build({**env, **answer}, build_log, Path(tmp), sass)
+                built = self.project_build(
+                    {**env, **answer}, build_log, Path(tmp), sass, progress.note
+                )
             except BuildError:
                 compiled = [*logged_calls(nvcc_log), *logged_calls(cxx_log)]
                 if not answer or any(not is_query(c.given) for c in compiled):
@@ -472,7 +503,7 @@ class ClassicBuilder:
                     f"({last_error(build_log.read_text(encoding='utf-8', errors='replace'))}): "
                     "built again with torch's own answers"
                 )
-                built = self.project_build(env, build_log, Path(tmp), sass)
+                built = self.project_build(env, build_log, Path(tmp), sass, progress.note)
             progress.phase("checking the archs in every library")
             libraries = read_wheel_libraries(built)
             if not libraries:
@@ -547,17 +578,25 @@ class ClassicBuilder:
         )
 
     def project_build(
-        self, env: dict[str, str], build_log: Path, out: Path, archs: tuple[Arch, ...]
+        self,
+        env: dict[str, str],
+        build_log: Path,
+        out: Path,
+        archs: tuple[Arch, ...],
+        note: Callable[[str], None] = lambda text: None,
     ) -> Path:
         """The wheel the project's own backend builds into ``out`` with ``env``; BuildError with
         the compiler's errors (or the backend's), what is known of them, and the log's path if
-        it fails. ``archs``: the wheel's (named in the advice's command)."""
+        it fails. ``archs``: the wheel's (named in the advice's command); ``note`` hears what
+        the user should know (a torch pin not followed)."""
         builder = ProjectBuilder(
             self.project, python_executable=sys.executable, runner=quiet_runner(build_log, env)
         )
         try:
             with warnings_to_log(build_log):
-                missing = builder.check_dependencies("wheel")
+                missing, torch_pins = split_torch_pins(builder.check_dependencies("wheel"))
+                if torch_pins:
+                    note(torch_pins_note(torch_pins, self.toolchain.torch.version_string))
                 if missing:
                     names = sorted({req for group in missing for req in group})
                     raise ToolchainError(
