@@ -92,7 +92,9 @@ def test_the_advice_names_each_break_once_in_the_tables_order_with_its_fix():
     )
     advice = api_breaks_advice(log, "c++20", "2.14.1+cu130")
     lines = advice.splitlines()
-    assert lines[0].startswith("This is the project's own code meeting a change of torch or CUDA")
+    assert lines[0].startswith(
+        "This is the project's own code meeting a change of torch, CUDA or the C++ standard"
+    )
     assert len(lines) == 3
     assert "THC" in lines[1] and "removed in torch 1.11" in lines[1]
     assert "`x.type()` in each AT_DISPATCH_* call becomes `x.scalar_type()`" in lines[2]
@@ -110,3 +112,67 @@ def test_no_advice_for_an_error_nobody_knows():
         "b.cpp:4:2: error: call of overloaded ‘mylerp(float&, float&)’ is ambiguous"
     )
     assert api_breaks_advice(log, "c++20", "2.14.1") == ""
+
+
+# g++ 12's words on torch-points-kernels 0.7.0 (cut): its neighbors.cpp uses std::unique_ptr and
+# includes <memory> nowhere, which older libstdc++ headers had included for it.
+def forgot(place: str, name: str, header: str, q: str = "‘’") -> str:
+    """g++'s note, with its quotes (‘’ in a UTF-8 locale, '' in the C locale)."""
+    o, c = q
+    return (
+        f"{place}: note: {o}{name}{c} is defined in header {o}<{header}>{c}; did you forget to "
+        f"{o}#include <{header}>{c}?\n"
+    )
+
+
+FORGOT_MEMORY = (
+    "cpu/src/neighbors.cpp:47:10: error: ‘unique_ptr’ is not a member of ‘std’\n"
+    "   47 |     std::unique_ptr<my_kd_tree_t> index(new my_kd_tree_t(3, pcd, tree_params));\n"
+    + forgot("cpu/src/neighbors.cpp:7:1", "std::unique_ptr", "memory")
+    + "    6 | #include <random>\n  +++ |+#include <memory>\n"
+    + forgot("cpu/src/neighbors.cpp:182:10", "std::unique_ptr", "memory")
+    + forgot("b.cpp:3:1", "std::uint8_t", "cstdint", "''")
+    + forgot("c.cpp:9:1", "std::make_unique", "memory", "''")
+)
+
+
+def test_a_standard_header_the_project_never_included_is_named_with_its_files():
+    from prebuild.tool.builder.api_breaks import missing_includes
+
+    assert missing_includes(FORGOT_MEMORY) == {
+        "<memory>": (["std::unique_ptr", "std::make_unique"], ["cpu/src/neighbors.cpp", "c.cpp"]),
+        "<cstdint>": (["std::uint8_t"], ["b.cpp"]),
+    }
+    advice = api_breaks_advice(FORGOT_MEMORY, "c++17", "2.14.1").splitlines()
+    assert len(advice) == 3
+    assert advice[1].startswith(
+        "- it uses std::unique_ptr, std::make_unique without #include <memory> "
+        "(cpu/src/neighbors.cpp, c.cpp)"
+    )
+    assert "add #include <cstdint> to those files" in advice[2]
+    assert missing_includes("a.cpp:1:1: error: ‘unique_ptr’ is not a member of ‘std’") == {}
+
+
+def test_the_log_shown_starts_at_the_first_compiler_error_in_a_build_without_ninja():
+    """torch-points-kernels 0.7.0 builds without ninja: its log's end is a cascade of errors
+    from the same missing header, its first error (with g++'s note) is the cause."""
+    from prebuild.tool.builder.classic import compiler_errors
+
+    log = (
+        "running build_ext\ng++ -c cpu/src/knn.cpp -o knn.o\nIn file included from cpu/src/knn.cpp:2:\n"
+        "cpu/src/neighbors.cpp: In function ‘int nanoflann_neighbors()’:\n"
+        + FORGOT_MEMORY
+        + "x" * 9000
+        + "\nerror: command '/usr/bin/g++' failed with exit code 1\n"
+    )
+    shown = compiler_errors(log, limit=2000)
+    assert shown.startswith(
+        "In file included from cpu/src/knn.cpp:2:\ncpu/src/neighbors.cpp: In function"
+    )
+    assert "did you forget to ‘#include <memory>’" in shown and len(shown) == 2000
+    # nvcc's wording is a compiler error too; a log with none shows its end
+    assert compiler_errors("a\nk.cu(3): error: identifier x\nb").startswith("k.cu(3): error")
+    assert (
+        compiler_errors("a\nCMake Error at x.cmake:1\nend", limit=12)
+        == "Error at x.cmake:1\nend"[-12:]
+    )

@@ -141,18 +141,46 @@ def api_breaks(log: str, cxx_standard: str) -> list[ApiBreak]:
     ]
 
 
+# g++'s note on a standard name used without its header (g++ 11 and later).
+_FORGOT_INCLUDE = re.compile(
+    rf"^(?P<file>[^\s:]+):\d+:\d+: note: {_Q}(?P<name>std::\w+){_Q} is defined in header "
+    rf"{_Q}(?P<header><[\w./]+>){_Q}; did you forget",
+    re.M,
+)
+
+
+def missing_includes(log: str) -> dict[str, tuple[list[str], list[str]]]:
+    """Pure: the standard headers g++ says the project's files use without including, each
+    with the names and the files, in the order first met."""
+    found: dict[str, tuple[list[str], list[str]]] = {}
+    for m in _FORGOT_INCLUDE.finditer(log):
+        names, files = found.setdefault(m["header"], ([], []))
+        for seen, new in ((names, m["name"]), (files, m["file"])):
+            if new not in seen:
+                seen.append(new)
+    return found
+
+
 def api_breaks_advice(log: str, cxx_standard: str, torch_version: str) -> str:
     """Pure: what to tell the user about the breaks the log shows; "" where none is known."""
     found = api_breaks(log, cxx_standard)
-    if not found:
+    includes = missing_includes(log)
+    if not found and not includes:
         return ""
     lines = [
-        "This is the project's own code meeting a change of torch or CUDA (nothing prebuild or "
-        "this machine can change):"
+        "This is the project's own code meeting a change of torch, CUDA or the C++ standard "
+        "library (nothing prebuild or this machine can change):"
     ]
     for known in found:
         why = known.what + (
             f" (torch {torch_version}'s headers need {cxx_standard})" if known.cxx20 else ""
         )
         lines.append(f"- {why}. What to do: {known.fix}.")
+    for header, (names, files) in includes.items():
+        lines.append(
+            f"- it uses {', '.join(names)} without #include {header} ({', '.join(files)}): "
+            "the standard library's headers of older compilers included it for them, newer "
+            f"ones (g++ 11 to 13) do not. What to do: add #include {header} to those files "
+            "(a one-line change in the project's source; the build is then as before)."
+        )
     return "\n".join(lines)

@@ -351,6 +351,12 @@ def check_archs(
 
 # A Python traceback's heading and frames (indented), up to the exception's line.
 _TRACEBACK = re.compile(r"^Traceback \(most recent call last\):\n(?:[ \t].*\n)*", re.M)
+# A compiler's error line (g++ ``file:line:col: error:``, nvcc ``file(line): error:``), and
+# the lines before one that place it.
+_COMPILER_ERROR = re.compile(
+    r"^\S.*?(?::\d+(?::\d+)?: (?:fatal )?error|\(\d+\): (?:catastrophic )?error)\b", re.M
+)
+_ERROR_CONTEXT = re.compile(r"In file included from |\s+from \S+:\d+|\S+: In \w+")
 
 
 def split_torch_pins(
@@ -383,15 +389,25 @@ def torch_pins_note(pins: list[str], torch_version: str) -> str:
 
 def compiler_errors(log: str, limit: int = 8000) -> str:
     """What to show of a failed build's log: ninja's failed steps (the compiler's own words)
-    when there are any, else ninja's own error (an input missing), else the log's end with each
-    Python traceback cut to its exception (the frames are setuptools' own: the full log keeps
-    them)."""
+    when there are any, else ninja's own error (an input missing), else, in a build without
+    ninja, the compiler's first error on (where the cause is: torch-points-kernels 0.7.0's first
+    is a missing #include, its last a cascade), else the log's end. Each Python traceback is cut
+    to its exception (the frames are setuptools' own: the full log keeps them)."""
     start = log.find("FAILED:")
     if start < 0:
         ninja = [line for line in log.splitlines() if line.startswith("ninja: error:")]
         if ninja:
             return "\n".join(ninja)[:limit]
-        return _TRACEBACK.sub("", log)[-limit:].strip()
+        log = _TRACEBACK.sub("", log)
+        first = _COMPILER_ERROR.search(log)
+        if first is None:
+            return log[-limit:].strip()
+        lines = log[: first.start()].splitlines()
+        context = 0  # the lines that say where the first error is: its function, its includes
+        while context < min(len(lines), 12) and _ERROR_CONTEXT.match(lines[-1 - context]):
+            context += 1
+        head = "\n".join(lines[len(lines) - context :]) + "\n" if context else ""
+        return (head + log[first.start() :])[:limit].strip()
     end = log.find("ninja: build stopped", start)
     return log[start : end if end >= 0 else None][:limit].rstrip()
 
