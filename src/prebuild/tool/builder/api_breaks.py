@@ -181,6 +181,6 @@ def api_breaks_advice(log: str, cxx_standard: str, torch_version: str) -> str:
             f"- it uses {', '.join(names)} without #include {header} ({', '.join(files)}): "
             "the standard library's headers of older compilers included it for them, newer "
             f"ones (g++ 11 to 13) do not. What to do: add #include {header} to those files "
-            "(a one-line change in the project's source; the build is then as before)."
+            "(a one-line change in the project's source)."
         )
     return "\n".join(lines)
