@@ -379,8 +379,9 @@ def test_the_project_build_goes_on_past_a_torch_pin_and_stops_on_another_require
     )
     builder = ClassicBuilder(project, toolchain, tmp_path / "work")
     said: list[str] = []
+    progress = SimpleNamespace(note=said.append, step=lambda done, total, what: None)
     log, out = tmp_path / "build.log", tmp_path / "out"
-    built = builder.project_build({}, log, out, A("sm_90"), said.append)
+    built = builder.project_build({}, log, out, A("sm_90"), progress)
     assert built.name == "x-1-py3-none-any.whl" and built.is_file()
     assert len(said) == 1 and "its build asks for torch==0.0.1" in said[0]
     write(
@@ -390,4 +391,4 @@ def test_the_project_build_goes_on_past_a_torch_pin_and_stops_on_another_require
         'build-backend = "setuptools.build_meta"\n',
     )
     with pytest.raises(ToolchainError, match="needs no-such-package-here>=1, not installed"):
-        builder.project_build({}, log, out, A("sm_90"), said.append)
+        builder.project_build({}, log, out, A("sm_90"), progress)

@@ -188,3 +188,25 @@ def test_a_requirement_whose_setup_needs_cuda_torch_gets_the_cpu_torch_refusal(
     assert "pip could not even read needscuda @ file:" in text and "CUDA_HOME" in text, text
     assert "Traceback" not in text and "metadata-generation-failed" not in text
     assert list(temp.iterdir()) == []
+
+
+def test_the_reason_read_from_pips_output_is_the_projects_exception_even_a_bare_one():
+    """warp-rnnt 0.7.0's setup.py raises a bare Exception with no GPU visible; pip's output
+    (cut) ends with its own hint, which says nothing."""
+    from prebuild.tool.builder.project import last_error
+
+    output = """  ╰─> [7 lines of output]
+      Traceback (most recent call last):
+        File "/tmp/pip-download-x/warp-rnnt/setup.py", line 22, in <module>
+          raise Exception("CPU version is not implemented")
+      Exception: CPU version is not implemented
+      [end of output]
+  note: This error originates from a subprocess, and is likely not a problem with pip.
+error: metadata-generation-failed
+hint: See above for details.
+"""
+    assert last_error(output) == "Exception: CPU version is not implemented"
+    assert last_error("a\n  torch.OutOfMemoryError: b\nlast") == "torch.OutOfMemoryError: b"
+    assert last_error("nothing named\nhint: See above for details.\n") == (
+        "hint: See above for details."
+    )

@@ -223,7 +223,8 @@ def test_a_build_that_fails_on_a_download_says_so_after_the_logs_words(tmp_path)
     builder = ClassicBuilder(project, toolchain, tmp_path / "work")
     log = tmp_path / "build.log"
     with pytest.raises(BuildError) as failed:
-        builder.project_build({}, log, tmp_path / "out", parse_arch_list("sm_90"))
+        progress = SimpleNamespace(note=print, step=print)
+        builder.project_build({}, log, tmp_path / "out", parse_arch_list("sm_90"), progress)
     said = str(failed.value)
     assert f"the project's build failed (full log: {log})" in said
     assert "RuntimeError: git clone failed" in said and "Traceback" not in said

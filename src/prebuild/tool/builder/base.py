@@ -1,14 +1,16 @@
 """What every wheel builder shares: its interface (``WheelBuilder``: ``native.NativeBuilder``,
 ``classic.ClassicBuilder``), the progress it reports (``BuildProgress``), what it returns
 (``BuiltWheel``), and how it runs a project's PEP 517 backend with the output in a build log
-(``quiet_runner``, ``warnings_to_log``)."""
+(``quiet_runner``, ``warnings_to_log``), the compile steps read from its output (``build_step``)."""
 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,18 +64,76 @@ class WheelBuilder(Protocol):
         """Build the planned wheel (exactly its archs), check it and place it in ``out_dir``."""
 
 
-def quiet_runner(log_path: Path, env: Mapping[str, str]):
+# ninja's status line (where stdout is no terminal, printed as each step finishes), and
+# setuptools' line as it starts an extension.
+_NINJA_STATUS = re.compile(r"^\[(\d+)/(\d+)\] (.+)$")
+_EXTENSION = re.compile(r"^building '([\w.]+)' extension$")
+
+
+def build_step(line: str, extension: str = "") -> tuple[int, int, str] | None:
+    """Pure: ``(done, total, what)`` of a ninja status line of a project's build (``[3/14]
+    nvcc ... -c csrc/backward.cu -o ...``: ``backward.cu``, the file compiled, else the one
+    linked), with the ``extension`` being built in front; None for
+    any other line."""
+    m = _NINJA_STATUS.match(line.rstrip("\n"))
+    if m is None:
+        return None
+    try:
+        words = shlex.split(m[3])
+    except ValueError:  # an unbalanced quote: the command as it is
+        words = m[3].split()
+    what = next(  # torch's nvcc commands say ``-c -c FILE``
+        (
+            words[i + 1]
+            for flag in ("-c", "-o")
+            for i, w in enumerate(words[:-1])
+            if w == flag and not words[i + 1].startswith("-")
+        ),
+        words[0] if words else "",
+    )
+    what = os.path.basename(what)
+    return int(m[1]), int(m[2]), f"{extension}: {what}" if extension else what
+
+
+def quiet_runner(
+    log_path: Path,
+    env: Mapping[str, str],
+    step: Callable[[int, int, str], None] | None = None,
+):
     """A pyproject-hooks runner: the backend's output goes to a log, not the terminal (with
-    ``warnings_to_log`` around the hook calls, its warnings too)."""
+    ``warnings_to_log`` around the hook calls, its warnings too); ``step`` hears each compile
+    step ninja reports as the output comes (``build_step``)."""
 
     def run(
         cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None
     ) -> None:
         full_env = {**os.environ, **(extra_environ or {}), **env}
         with open(log_path, "a", encoding="utf-8") as log:
-            processes.run(
-                cmd, cwd=cwd, env=full_env, stdout=log, stderr=subprocess.STDOUT, check=True
-            )
+            if step is None:
+                processes.run(
+                    cmd, cwd=cwd, env=full_env, stdout=log, stderr=subprocess.STDOUT, check=True
+                )
+                return
+            with processes.popen(
+                cmd,
+                cwd=cwd,
+                env=full_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+            ) as proc:
+                extension = ""
+                for line in proc.stdout:
+                    log.write(line)
+                    building = _EXTENSION.match(line.rstrip("\n"))
+                    if building:
+                        extension = building[1]
+                    elif (found := build_step(line, extension)) is not None:
+                        log.flush()
+                        step(*found)
+            if proc.returncode:
+                raise subprocess.CalledProcessError(proc.returncode, list(cmd))
 
     return run
 

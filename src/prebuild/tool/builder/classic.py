@@ -25,7 +25,7 @@ import tempfile
 import time
 import zipfile
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -503,9 +503,7 @@ class ClassicBuilder:
         )
         with tempfile.TemporaryDirectory(dir=wheel_dir, prefix="wheel-") as tmp:
             try:
-                built = self.project_build(
-                    {**env, **answer}, build_log, Path(tmp), sass, progress.note
-                )
+                built = self.project_build({**env, **answer}, build_log, Path(tmp), sass, progress)
             except BuildError:
                 compiled = [*logged_calls(nvcc_log), *logged_calls(cxx_log)]
                 if not answer or any(not is_query(c.given) for c in compiled):
@@ -519,7 +517,7 @@ class ClassicBuilder:
                     f"({last_error(build_log.read_text(encoding='utf-8', errors='replace'))}): "
                     "built again with torch's own answers"
                 )
-                built = self.project_build(env, build_log, Path(tmp), sass, progress.note)
+                built = self.project_build(env, build_log, Path(tmp), sass, progress)
             progress.phase("checking the archs in every library")
             libraries = read_wheel_libraries(built)
             if not libraries:
@@ -599,20 +597,23 @@ class ClassicBuilder:
         build_log: Path,
         out: Path,
         archs: tuple[Arch, ...],
-        note: Callable[[str], None] = lambda text: None,
+        progress: BuildProgress,
     ) -> Path:
         """The wheel the project's own backend builds into ``out`` with ``env``; BuildError with
         the compiler's errors (or the backend's), what is known of them, and the log's path if
-        it fails. ``archs``: the wheel's (named in the advice's command); ``note`` hears what
-        the user should know (a torch pin not followed)."""
+        it fails. ``archs``: the wheel's (named in the advice's command); ``progress`` hears
+        each compile step ninja reports, and what the user should know (a torch pin not
+        followed)."""
         builder = ProjectBuilder(
-            self.project, python_executable=sys.executable, runner=quiet_runner(build_log, env)
+            self.project,
+            python_executable=sys.executable,
+            runner=quiet_runner(build_log, env, progress.step),
         )
         try:
             with warnings_to_log(build_log):
                 missing, torch_pins = split_torch_pins(builder.check_dependencies("wheel"))
                 if torch_pins:
-                    note(torch_pins_note(torch_pins, self.toolchain.torch.version_string))
+                    progress.note(torch_pins_note(torch_pins, self.toolchain.torch.version_string))
                 if missing:
                     names = sorted({req for group in missing for req in group})
                     raise ToolchainError(

@@ -113,7 +113,7 @@ class DownloadError(BuildError):
 
 def last_error(output: str) -> str:
     """The last ``SomethingError: ...`` line of a (nested) traceback, else the last non-empty line."""
-    errors = re.findall(r"^\s*[\w.]+(?:Error|Exception): .+$", output, re.M)
+    errors = re.findall(r"^\s*[\w.]*(?:Error|Exception): .+$", output, re.M)
     lines = [line for line in output.splitlines() if line.strip()]
     return (errors[-1] if errors else lines[-1] if lines else "").strip()
 

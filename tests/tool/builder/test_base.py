@@ -1,0 +1,56 @@
+"""prebuild.tool.builder.base: the compile steps read from a project's build output as it comes
+(ninja's status lines, as torch's BuildExtension runs it: ``[3/14]`` and the command), and the
+runner that writes that output to the build log."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from prebuild.tool.builder.base import build_step, quiet_runner
+
+NVCC = (
+    "[3/14] /w/cuda-shim/bin/nvcc --generate-dependencies-with-compile --dependency-output "
+    "/w/build/backward.o.d -I/w/include -c -c /w/source/gsplat/cuda/csrc/backward.cu -o "
+    "/w/build/backward.o -O3 '-DTORCH_EXTENSION_NAME=csrc'"
+)
+
+
+def test_a_ninja_status_line_gives_the_step_and_the_file_it_compiled_or_linked():
+    assert build_step(NVCC) == (3, 14, "backward.cu")
+    assert build_step(NVCC, "gsplat.csrc") == (3, 14, "gsplat.csrc: backward.cu")
+    link = "[14/14] c++ /w/build/a.o /w/build/b.o -shared -L/w/lib -lc10 -o /w/build/lib/csrc.so\n"
+    assert build_step(link) == (14, 14, "csrc.so")
+    assert build_step("[1/1] c++ -c 'unbalanced.cpp") == (1, 1, "'unbalanced.cpp")
+    for other in ("building 'x' extension", "[1/x] c++", "a.cu(3): error: [1/2]", ""):
+        assert build_step(other) is None
+
+
+def test_the_runner_logs_everything_and_reports_each_step_with_its_extension(tmp_path):
+    script = (
+        "print(\"building 'pkg._C' extension\")\n"
+        "print('[1/2] nvcc -c /s/x.cu -o /b/x.o')\n"
+        "print('x.cu(3): warning: something')\n"
+        "print('[2/2] c++ /b/x.o -shared -o /b/_C.so', flush=True)\n"
+        "raise SystemExit(3)\n"
+    )
+    log = tmp_path / "build.log"
+    heard: list[tuple] = []
+    run = quiet_runner(log, {"X_SET": "1"}, lambda *step: heard.append(step))
+    with pytest.raises(subprocess.CalledProcessError) as failed:
+        run([sys.executable, "-c", script])
+    assert failed.value.returncode == 3
+    assert heard == [(1, 2, "pkg._C: x.cu"), (2, 2, "pkg._C: _C.so")]
+    assert log.read_text().splitlines() == [
+        "building 'pkg._C' extension",
+        "[1/2] nvcc -c /s/x.cu -o /b/x.o",
+        "x.cu(3): warning: something",
+        "[2/2] c++ /b/x.o -shared -o /b/_C.so",
+    ]
+    # the environment reaches the command; without a step listener, only the log is written
+    quiet_runner(log, {"X_SET": "yes"})(
+        [sys.executable, "-c", "import os; print('X_SET=' + os.environ['X_SET'])"]
+    )
+    assert log.read_text().splitlines()[-1] == "X_SET=yes"
