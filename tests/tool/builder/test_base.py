@@ -54,3 +54,25 @@ def test_the_runner_logs_everything_and_reports_each_step_with_its_extension(tmp
         [sys.executable, "-c", "import os; print('X_SET=' + os.environ['X_SET'])"]
     )
     assert log.read_text().splitlines()[-1] == "X_SET=yes"
+
+
+def test_a_process_the_build_leaves_running_does_not_hold_the_build_open(tmp_path):
+    """A compiler cache's server started by the build keeps its output open: the runner
+    returns when the build's own process does, with the server still running."""
+    import os
+    import signal
+
+    log = tmp_path / "build.log"
+    script = (
+        "import subprocess, sys\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print('server', p.pid)\nprint('[1/1] c++ -c a.cpp -o a.o', flush=True)\n"
+    )
+    heard: list[tuple] = []
+    quiet_runner(log, {}, lambda *step: heard.append(step))([sys.executable, "-c", script])
+    server = int(log.read_text().split()[1])
+    try:
+        os.kill(server, 0)  # still running: the runner did not wait for it
+    finally:
+        os.kill(server, signal.SIGKILL)
+    assert heard == [(1, 1, "a.cpp")]

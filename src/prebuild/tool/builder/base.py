@@ -9,6 +9,7 @@ import os
 import re
 import shlex
 import subprocess
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -102,40 +103,58 @@ def quiet_runner(
 ):
     """A pyproject-hooks runner: the backend's output goes to a log, not the terminal (with
     ``warnings_to_log`` around the hook calls, its warnings too); ``step`` hears each compile
-    step ninja reports as the output comes (``build_step``)."""
+    step ninja reports, read from the log as it grows (``follow_steps``)."""
 
     def run(
         cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None
     ) -> None:
         full_env = {**os.environ, **(extra_environ or {}), **env}
-        with open(log_path, "a", encoding="utf-8") as log:
-            if step is None:
-                processes.run(
-                    cmd, cwd=cwd, env=full_env, stdout=log, stderr=subprocess.STDOUT, check=True
-                )
-                return
-            with processes.popen(
-                cmd,
-                cwd=cwd,
-                env=full_env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",
-            ) as proc:
-                extension = ""
-                for line in proc.stdout:
-                    log.write(line)
-                    building = _EXTENSION.match(line.rstrip("\n"))
+        with open(log_path, "a", encoding="utf-8") as log, follow_steps(log_path, step):
+            processes.run(
+                cmd, cwd=cwd, env=full_env, stdout=log, stderr=subprocess.STDOUT, check=True
+            )
+
+    return run
+
+
+@contextmanager
+def follow_steps(
+    log_path: Path, step: Callable[[int, int, str], None] | None, every: float = 0.5
+) -> Iterator[None]:
+    """While the body runs, a thread reads what is added to the log and tells ``step`` of
+    each ninja status line in it. The output goes to the log file itself, never through a
+    pipe of prebuild's: a process the build leaves running (a compiler cache's server) cannot
+    hold the build open."""
+    if step is None:
+        yield
+        return
+    stop = threading.Event()
+    start = log_path.stat().st_size if log_path.exists() else 0
+
+    def follow() -> None:
+        extension, pending = "", ""
+        with open(log_path, encoding="utf-8", errors="replace") as log:
+            log.seek(start)
+            while True:
+                stopping = stop.wait(every)
+                pending += log.read()
+                *lines, pending = pending.split("\n")
+                for line in lines:
+                    building = _EXTENSION.match(line)
                     if building:
                         extension = building[1]
                     elif (found := build_step(line, extension)) is not None:
-                        log.flush()
                         step(*found)
-            if proc.returncode:
-                raise subprocess.CalledProcessError(proc.returncode, list(cmd))
+                if stopping:
+                    return
 
-    return run
+    thread = threading.Thread(target=follow, name="build-steps", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 @contextmanager
