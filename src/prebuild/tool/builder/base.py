@@ -74,8 +74,7 @@ _EXTENSION = re.compile(r"^building '([\w.]+)' extension$")
 def build_step(line: str, extension: str = "") -> tuple[int, int, str] | None:
     """Pure: ``(done, total, what)`` of a ninja status line of a project's build (``[3/14]
     nvcc ... -c csrc/backward.cu -o ...``: ``backward.cu``, the file compiled, else the one
-    linked), with the ``extension`` being built in front; None for
-    any other line."""
+    linked), with the ``extension`` being built in front; None for any other line."""
     m = _NINJA_STATUS.match(line.rstrip("\n"))
     if m is None:
         return None
