@@ -214,3 +214,6 @@ def test_wheel_progress_in_a_log_is_a_line_per_phase_and_a_heartbeat():
     beats = [x for x in lines if "[3/20] rasterize_to_pixels_3dgs_fwd.cu" in x]
     assert beats and all(x.startswith(f"{planned.name}: compiling") for x in beats)
     assert lines[-1] == f"{planned.name}: done in 12 s"  # and no heartbeat after it
+    # a build without ninja: the compiles are counted, their total is not known
+    line.step(4, 0, "knn.cpp")
+    assert line.where() == "compiling (the project's own build), [4/?] knn.cpp"

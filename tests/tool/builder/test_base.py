@@ -28,6 +28,16 @@ def test_a_ninja_status_line_gives_the_step_and_the_file_it_compiled_or_linked()
         assert build_step(other) is None
 
 
+def test_a_compile_command_of_a_build_without_ninja_is_a_step_of_unknown_total():
+    """torch-points-kernels 0.7.0 builds with ``use_ninja=False``: setuptools prints each
+    compiler command before running it."""
+    nvcc = "/w/cuda-shim/bin/nvcc -Icuda/include -c cuda/src/knn_gpu.cu -o /w/b/knn_gpu.o -O3"
+    assert build_step(nvcc, "tpk.points_cuda") == (0, 0, "tpk.points_cuda: knn_gpu.cu")
+    assert build_step("g++ -O3 -fPIC -c cpu/src/knn.cpp -o knn.o") == (0, 0, "knn.cpp")
+    assert build_step("/w/host-bin/c++ -shared /w/b/knn.o -o /w/lib/x.so") is None  # a link
+    assert build_step("note: c++ -c x.cpp") is None
+
+
 def test_the_runner_logs_everything_and_reports_each_step_with_its_extension(tmp_path):
     script = (
         "print(\"building 'pkg._C' extension\")\n"
@@ -76,3 +86,16 @@ def test_a_process_the_build_leaves_running_does_not_hold_the_build_open(tmp_pat
     finally:
         os.kill(server, signal.SIGKILL)
     assert heard == [(1, 1, "a.cpp")]
+
+
+def test_without_ninja_the_compiles_are_counted_as_they_start(tmp_path):
+    script = (
+        "print(\"building 'pkg._C' extension\")\n"
+        "print('g++ -O3 -c a.cpp -o a.o')\nprint('a.cpp:1: warning: x')\n"
+        "print('/w/bin/nvcc -c b.cu -o b.o')\nprint('g++ -shared a.o b.o -o _C.so')\n"
+    )
+    heard: list[tuple] = []
+    quiet_runner(tmp_path / "log", {}, lambda *step: heard.append(step))(
+        [sys.executable, "-c", script]
+    )
+    assert heard == [(1, 0, "pkg._C: a.cpp"), (2, 0, "pkg._C: b.cu")]

@@ -50,7 +50,8 @@ class BuildProgress(Protocol):
         """The build moved on: "compiling", "packaging", "waiting for another build (...)"."""
 
     def step(self, done: int, total: int, what: str) -> None:
-        """A compile step finished (``done`` of ``total``)."""
+        """A compile step finished (``done`` of ``total``; ``total`` 0: not known, a classic
+        build without ninja, whose compiles are counted as they start)."""
 
     def note(self, text: str) -> None:
         """Something the user should know of this wheel (a raised C++ standard)."""
@@ -65,23 +66,31 @@ class WheelBuilder(Protocol):
         """Build the planned wheel (exactly its archs), check it and place it in ``out_dir``."""
 
 
-# ninja's status line (where stdout is no terminal, printed as each step finishes), and
-# setuptools' line as it starts an extension.
+# ninja's status line (where stdout is no terminal, printed as each step finishes), a compiler
+# command as setuptools prints it before running it (a build without ninja), and setuptools'
+# line as it starts an extension.
 _NINJA_STATUS = re.compile(r"^\[(\d+)/(\d+)\] (.+)$")
+_COMPILER_COMMAND = re.compile(
+    r"^(?:\S*/)?(?:nvcc|c\+\+|g\+\+|gcc|cc|clang\+\+|clang)(?: .*)? -c .+$"
+)
 _EXTENSION = re.compile(r"^building '([\w.]+)' extension$")
 
 
 def build_step(line: str, extension: str = "") -> tuple[int, int, str] | None:
     """Pure: ``(done, total, what)`` of a ninja status line of a project's build (``[3/14]
     nvcc ... -c csrc/backward.cu -o ...``: ``backward.cu``, the file compiled, else the one
-    linked), with the ``extension`` being built in front; None for any other line."""
-    m = _NINJA_STATUS.match(line.rstrip("\n"))
-    if m is None:
+    linked), with the ``extension`` being built in front; ``(0, 0, what)`` for a compile command
+    of a build without ninja (the caller counts them: the total is not known); None for any
+    other line."""
+    line = line.rstrip("\n")
+    m = _NINJA_STATUS.match(line)
+    if m is None and not _COMPILER_COMMAND.match(line):
         return None
+    command = m[3] if m else line
     try:
-        words = shlex.split(m[3])
+        words = shlex.split(command)
     except ValueError:  # an unbalanced quote: the command as it is
-        words = m[3].split()
+        words = command.split()
     what = next(  # torch's nvcc commands say ``-c -c FILE``
         (
             words[i + 1]
@@ -92,7 +101,8 @@ def build_step(line: str, extension: str = "") -> tuple[int, int, str] | None:
         words[0] if words else "",
     )
     what = os.path.basename(what)
-    return int(m[1]), int(m[2]), f"{extension}: {what}" if extension else what
+    done, total = (int(m[1]), int(m[2])) if m else (0, 0)
+    return done, total, f"{extension}: {what}" if extension else what
 
 
 def quiet_runner(
@@ -102,7 +112,8 @@ def quiet_runner(
 ):
     """A pyproject-hooks runner: the backend's output goes to a log, not the terminal (with
     ``warnings_to_log`` around the hook calls, its warnings too); ``step`` hears each compile
-    step ninja reports, read from the log as it grows (``follow_steps``)."""
+    step ninja reports (or, without ninja, each compile as it starts: total 0, not known),
+    read from the log as it grows (``follow_steps``)."""
 
     def run(
         cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None
@@ -131,7 +142,7 @@ def follow_steps(
     start = log_path.stat().st_size if log_path.exists() else 0
 
     def follow() -> None:
-        extension, pending = "", ""
+        extension, pending, commands = "", "", 0
         with open(log_path, encoding="utf-8", errors="replace") as log:
             log.seek(start)
             while True:
@@ -143,6 +154,9 @@ def follow_steps(
                     if building:
                         extension = building[1]
                     elif (found := build_step(line, extension)) is not None:
+                        if found[1] == 0:  # no ninja: the compiles are counted as they start
+                            commands += 1
+                            found = (commands, 0, found[2])
                         step(*found)
                 if stopping:
                     return

@@ -337,9 +337,9 @@ class _WheelLine:
         self.progress.update(self.task, phase=escape(text), step="")
 
     def step(self, done: int, total: int, what: str) -> None:
-        self.step_text = f"[{done}/{total}] {what}"
+        self.step_text = f"[{done}/{total or '?'}] {what}"
         self.progress.update(
-            self.task, completed=done, total=total, step=escape(f"[{done}/{total}] {what}"[-50:])
+            self.task, completed=done, total=total or None, step=escape(self.step_text[-50:])
         )
 
     def note(self, text: str) -> None:
