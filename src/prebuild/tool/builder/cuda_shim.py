@@ -143,7 +143,7 @@ def add_driver_stub(shim: Path, cxx: HostCompiler) -> Path | None:
         preprocess = [*cxx.command, "-E", "-P", "-x", "c++", f"-I{shim / 'include'}", str(header)]
         names: set[str] = set()
         for defines in ([], ["-DCUDA_API_PER_THREAD_DEFAULT_STREAM=1"]):
-            done = subprocess.run([*preprocess, *defines], capture_output=True, text=True)
+            done = processes.run([*preprocess, *defines], capture_output=True, text=True)
             if done.returncode != 0:
                 return None
             names.update(driver_api_names(done.stdout))
@@ -151,7 +151,7 @@ def add_driver_stub(shim: Path, cxx: HostCompiler) -> Path | None:
         source.write_text(driver_stub_source(sorted(names)))
         stubs.mkdir(parents=True, exist_ok=True)
         link = [*cxx.command, "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(stub)]
-        if subprocess.run([*link, str(source)], capture_output=True).returncode != 0:
+        if processes.run([*link, str(source)], capture_output=True).returncode != 0:
             return None
     if not (lib64 / "libcuda.so").exists():
         (lib64 / "libcuda.so").symlink_to(stub.resolve())
