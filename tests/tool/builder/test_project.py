@@ -45,6 +45,50 @@ def test_a_directory_is_copied_without_vcs_data_or_old_build_outputs(tmp_path):
     assert snapshot(user) == before
 
 
+def test_a_project_in_a_checkouts_subdirectory_sees_the_checkout_around_its_copy(tmp_path):
+    """tiny-cuda-nn's bindings/torch/setup.py compiles ../../src/*.cu: the copy sits in a
+    mirror of the checkout whose other entries link to the originals (VCS data and build
+    outputs left out), and the build writes only in the copy."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    for name, text in {
+        "CMakeLists.txt": "project(x)\n",
+        ".gitmodules": "[submodule]\n",
+        "src/common.cu": "// kernels\n",
+        "build/old.o": "junk",
+        "bindings/other/README": "other\n",
+    }.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    user = tiny_project(repo / "bindings" / "torch")
+    (user / ".git" / "config").unlink()
+    (user / ".git").rmdir()  # a subdirectory of the checkout, not a checkout of its own
+    before = snapshot(repo)
+    project = resolve_project(str(user), tmp_path / "work")
+    mirror = tmp_path / "work" / "source"
+    assert project.source == mirror / "bindings" / "torch" and not project.source.is_symlink()
+    assert sorted(p.name for p in project.source.iterdir()) == ["setup.py", "tiny.py"]
+    assert sorted(p.name for p in mirror.iterdir()) == [
+        ".gitmodules",
+        "CMakeLists.txt",
+        "bindings",
+        "src",
+    ]
+    assert (project.source / "../../src/common.cu").read_text() == "// kernels\n"
+    assert (mirror / "src").resolve() == repo / "src" and not (mirror / "bindings").is_symlink()
+    assert (mirror / "bindings" / "other").is_symlink()
+    (project.source / "build").mkdir()  # the build writes into the copy only
+    assert snapshot(repo) == before
+    # built again: the workspace is cleared through the links, never into the checkout
+    assert resolve_project(str(user), tmp_path / "work").source == project.source
+    assert snapshot(repo) == before
+    # the checkout's root itself, or a directory in no checkout: a plain copy
+    from prebuild.tool.builder.project import checkout_root
+
+    assert checkout_root(user) == repo and checkout_root(repo) is None
+    assert checkout_root(tmp_path) is None
+
+
 def test_a_native_project_is_built_in_place_and_found_from_inside(monkeypatch, tmp_path):
     """prebuild's own checkout declares [tool.prebuild]: a native project, built in place."""
     project = resolve_project(str(ROOT), Path("/unused"))
@@ -210,3 +254,64 @@ hint: See above for details.
     assert last_error("nothing named\nhint: See above for details.\n") == (
         "hint: See above for details."
     )
+
+
+def fake_setuptools_scm(tmp_path: Path, monkeypatch, version: str | None = "1.2.3") -> Path:
+    """A ``python -m setuptools_scm`` that prints ``version`` (None: fails, as with no tag) and
+    records where it ran and GIT_OPTIONAL_LOCKS (the real one: checked by hand with
+    setuptools_scm 10.3.4)."""
+    site = tmp_path / "fake-site"
+    (site / "setuptools_scm").mkdir(parents=True, exist_ok=True)
+    (site / "setuptools_scm" / "__init__.py").write_text("")
+    (site / "setuptools_scm" / "__main__.py").write_text(
+        "import os, pathlib\n"
+        f"pathlib.Path({str(tmp_path / 'ran')!r}).write_text("
+        "os.getcwd() + ' ' + os.environ.get('GIT_OPTIONAL_LOCKS', ''))\n"
+        + (f"print('some warning')\nprint({version!r})\n" if version else "raise SystemExit(1)\n")
+    )
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    return tmp_path / "ran"
+
+
+def test_a_setuptools_scm_project_in_a_checkout_gets_its_checkouts_version(tmp_path, monkeypatch):
+    """Its copy has no .git, so setuptools_scm could not read the version there: it is read
+    in the checkout (git told to write nothing), and given to the build."""
+    from types import SimpleNamespace
+
+    from prebuild.tool.builder.classic import SCM_VERSION_ENV, ClassicBuilder
+    from prebuild.tool.builder.project import scm_version, uses_setuptools_scm
+
+    ran = fake_setuptools_scm(tmp_path, monkeypatch)
+    user = tiny_project(tmp_path / "user")  # a checkout: it holds .git
+    assert not uses_setuptools_scm(user) and scm_version(user) is None and not ran.exists()
+    (user / "pyproject.toml").write_text('[tool.setuptools_scm]\nversion_scheme = "x"\n')
+    assert uses_setuptools_scm(user)
+    project = resolve_project(str(user), tmp_path / "work")
+    assert project.scm_version == "1.2.3"
+    assert ran.read_text() == f"{user} 0"
+    builder = ClassicBuilder(
+        project.source, SimpleNamespace(nvcc=None), tmp_path / "work", scm_version="1.2.3"
+    )
+    assert builder.scm_env({}) == {SCM_VERSION_ENV: "1.2.3"}
+    assert builder.scm_env({SCM_VERSION_ENV: "9"}) == {}  # the user's own wins
+    # the user is told, once, where the version came from
+    from prebuild.tool.builder import pipeline
+
+    said: list[str] = []
+    report = SimpleNamespace(fetching=said.append, fetch_note=said.append)
+    pipeline.resolve(str(user), tmp_path / "work", SimpleNamespace(), report)
+    assert said == [
+        "version 1.2.3, read from its git checkout with setuptools_scm (the copy prebuild "
+        "builds has no .git)"
+    ]
+    monkeypatch.setenv(SCM_VERSION_ENV, "9")
+    pipeline.resolve(str(user), tmp_path / "work", SimpleNamespace(), report)
+    assert len(said) == 1
+    # not in a checkout, or setuptools_scm cannot say: nothing given, the build says why
+    (user / ".git" / "config").unlink()
+    (user / ".git").rmdir()
+    assert scm_version(user) is None
+    (user / ".git").mkdir()
+    assert scm_version(user) == "1.2.3"
+    fake_setuptools_scm(tmp_path, monkeypatch, version=None)
+    assert scm_version(user) is None

@@ -230,3 +230,26 @@ def test_a_build_that_fails_on_a_download_says_so_after_the_logs_words(tmp_path)
     assert "RuntimeError: git clone failed" in said and "Traceback" not in said
     assert "downloads what its source lacks while it builds, and that failed here: " in said
     assert "https://github.com/g-truc/glm.git (Could not resolve host: github.com)" in said
+
+
+def test_a_module_its_tools_removed_is_named_with_what_removed_it_and_the_fix():
+    """tiny-cuda-nn's bindings/torch/setup.py imports pkg_resources, which setuptools 82
+    removed (the environment's setuptools: 84.2.1); with setuptools 81 it builds on."""
+    from prebuild.tool.builder.project import environment_hints, removed_module_hint
+
+    output = (
+        '  File "/w/source/bindings/torch/setup.py", line 5, in <module>\n'
+        "    from pkg_resources import parse_version\n"
+        "ModuleNotFoundError: No module named 'pkg_resources'\n"
+    )
+    hint = removed_module_hint(output)
+    assert hint == (
+        "Its setup.py imports pkg_resources, and setuptools removed it in 82.0: install an older "
+        "setuptools in this environment, then build again: pip install 'setuptools>=72.2,<82'."
+    )
+    assert "Python removed it in 3.12" in removed_module_hint("No module named 'imp'")
+    assert removed_module_hint("No module named 'torch'") == ""
+    both = environment_hints(output + "Searching for setuptools_scm\nfetch_build_eggs\n")
+    assert both.startswith("Its setup.py has setuptools fetch") and both.endswith("<82'.")
+    assert both.count("\n\n") == 1
+    assert environment_hints("error: x") == ""

@@ -57,7 +57,7 @@ from prebuild.tool.builder.cuda_shim import (
 from prebuild.tool.builder.guard_files import guard_files
 from prebuild.tool.builder.nvcc_shim import is_query, option_value, requested_std
 from prebuild.tool.builder.plan import PlannedWheel
-from prebuild.tool.builder.project import last_error, setup_requires_hint
+from prebuild.tool.builder.project import environment_hints, last_error
 from prebuild.tool.builder.relabel import add_local_label, relabel_wheel, relabelled_dist_info
 from prebuild.tool.builder.source_gaps import (
     downloads_advice,
@@ -349,6 +349,9 @@ def check_archs(
         )
 
 
+# What setuptools_scm takes as the version where the source has no git data to read it from.
+SCM_VERSION_ENV = "SETUPTOOLS_SCM_PRETEND_VERSION"
+
 # A Python traceback's heading and frames (indented), up to the exception's line.
 _TRACEBACK = re.compile(r"^Traceback \(most recent call last\):\n(?:[ \t].*\n)*", re.M)
 # A compiler's error line (g++ ``file:line:col: error:``, nvcc ``file(line): error:``), and
@@ -424,9 +427,11 @@ class ClassicBuilder:
         jobs: int | None = None,
         launcher: Path | None = None,
         origin: str = "",
+        scm_version: str | None = None,
     ):
         self.project, self.toolchain, self.work, self.jobs = project, toolchain, work, jobs
         self.origin = origin  # what the user named (named again in the guard's messages)
+        self.scm_version = scm_version  # project.scm_version: its checkout's, for its copy
         self.launcher = launcher  # the compile cache's: nvcc and the host compiler run through it
         self.nvcc = toolchain.nvcc
         self._nvcc_wrote: list[Path] | None = None  # by the previous wheel; None: start clean
@@ -484,6 +489,7 @@ class ClassicBuilder:
         # compile: prebuild is asked to build this wheel, and checks what it built.
         forced = forced_build_switches(self.setup_text(), os.environ)
         env.update(forced)
+        env.update(self.scm_env(os.environ))
         answer = self.gpu_answer_env(sass)
         if answer:
             progress.note(self.gpu_answer_note(sass, ""))
@@ -591,6 +597,13 @@ class ClassicBuilder:
             time.monotonic() - start,
         )
 
+    def scm_env(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """The version setuptools_scm read from the project's checkout, for its copy's build
+        (which has no .git), unless the user set one."""
+        if self.scm_version is None or SCM_VERSION_ENV in environ:
+            return {}
+        return {SCM_VERSION_ENV: self.scm_version}
+
     def project_build(
         self,
         env: dict[str, str],
@@ -633,7 +646,7 @@ class ClassicBuilder:
                 api_breaks_advice(text, toolchain.cxx_standard, toolchain.torch.version_string),
                 self.source_gaps_advice(text, archs),
                 downloads_advice(text),
-                setup_requires_hint(text),
+                environment_hints(text),
             ]
             raise BuildError(
                 f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}"
@@ -645,18 +658,29 @@ class ClassicBuilder:
         """What the failed build's log says the project's source lacks, and where to get it
         (source_gaps.py); "" where it names nothing missing."""
 
-        def text(name: str) -> str:
-            path = self.project / name
+        def text(path: Path) -> str:
             return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
 
-        gitmodules = text(".gitmodules")
+        # The checkout's root: the project's copy, or the mirror of the checkout it lies in
+        # (project.copy_in_checkout), whose root links to the checkout's .gitmodules.
+        root = next(
+            (
+                d
+                for d in (self.project, *self.project.parents)
+                if d.is_relative_to(self.work) and (d / ".gitmodules").is_file()
+            ),
+            self.project,
+        )
+        gitmodules = text(root / ".gitmodules")
         present = {
             p
             for p in submodule_paths(gitmodules)
-            if (self.project / p).is_dir() and any((self.project / p).iterdir())
+            if (root / p).is_dir() and any((root / p).iterdir())
         }
         command = f"prebuild wheel --arch {','.join(a.sm for a in archs)}"
-        return source_gaps_advice(log, self.project, gitmodules, present, text("PKG-INFO"), command)
+        return source_gaps_advice(
+            log, root, gitmodules, present, text(self.project / "PKG-INFO"), command
+        )
 
     def setup_text(self) -> str:
         """The project's setup.py ("" if it has none)."""

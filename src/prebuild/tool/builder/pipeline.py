@@ -277,7 +277,7 @@ def resolve(
         report.fetching(spec)
     env = metadata_env(toolchain, os.environ)
     try:
-        return resolve_project(spec, work, copy_native=copy, metadata_env=env)
+        project = resolve_project(spec, work, copy_native=copy, metadata_env=env)
     except DownloadError as exc:
         if exc.metadata_failed and toolchain.torch.cuda is None:
             # pip runs the project's setup.py to read its name, and a classic one fails there
@@ -304,6 +304,12 @@ def resolve(
             f"{classic.newest_capability(archs)} would"
         )
         return project
+    if project.scm_version and classic.SCM_VERSION_ENV not in os.environ:
+        report.fetch_note(
+            f"version {project.scm_version}, read from its git checkout with setuptools_scm "
+            "(the copy prebuild builds has no .git)"
+        )
+    return project
 
 
 def check_gpu_build(project: Project, planned: list[PlannedWheel]) -> None:
@@ -359,7 +365,13 @@ def make_builder(
     if not isinstance(toolchain, classic.ClassicToolchain):
         toolchain = classic.preflight_classic(every_arch(planned), work)
     return classic.ClassicBuilder(
-        project.source, toolchain, work, jobs=request.jobs, launcher=launcher, origin=project.origin
+        project.source,
+        toolchain,
+        work,
+        jobs=request.jobs,
+        launcher=launcher,
+        origin=project.origin,
+        scm_version=project.scm_version,
     )
 
 

@@ -8,6 +8,7 @@ the private copy too.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
@@ -44,6 +45,9 @@ class Project:
     kind: str  # NATIVE ([tool.prebuild]) or CLASSIC
     source: Path
     origin: str  # what the user named
+    # The version setuptools_scm gives the checkout a classic directory was copied from: its
+    # copy has no .git to read it from (``scm_version``).
+    scm_version: str | None = None
 
 
 def is_native(path: Path) -> bool:
@@ -134,6 +138,40 @@ def setup_requires_hint(output: str) -> str:
     )
 
 
+# Modules an older setup.py imports that a current environment no longer has: what removed
+# each, and what to do (prebuild builds without isolation, with this environment's packages).
+_REMOVED_MODULES = {
+    "pkg_resources": (
+        "setuptools removed it in 82.0",
+        "install an older setuptools in this environment, then build again: "
+        "pip install 'setuptools>=72.2,<82'",
+    ),
+    "imp": (
+        "Python removed it in 3.12",
+        "build it with Python 3.11 or older (an environment of that Python with torch, nvcc "
+        "and prebuild; the wheel is then for that Python)",
+    ),
+}
+
+
+def removed_module_hint(output: str) -> str:
+    """Pure: where a project's setup.py failed importing a module its tools have since
+    removed (tiny-cuda-nn's torch bindings import pkg_resources), what removed it and what to
+    do; "" otherwise."""
+    hints = []
+    for name in dict.fromkeys(re.findall(r"No module named '([\w.]+)'", output)):
+        if name in _REMOVED_MODULES:
+            what, fix = _REMOVED_MODULES[name]
+            hints.append(f"Its setup.py imports {name}, and {what}: {fix}.")
+    return " ".join(hints)
+
+
+def environment_hints(output: str) -> str:
+    """Pure: what a failed setup.py's output says is missing from the build's environment
+    (``setup_requires_hint``, ``removed_module_hint``), one paragraph each; "" if nothing."""
+    return "\n\n".join(h for h in (setup_requires_hint(output), removed_module_hint(output)) if h)
+
+
 def download_source(spec: str, dest: Path, env: dict[str, str] | None = None) -> Path:
     """``pip download`` the source of ``spec`` (a requirement or a URL: ``fused-ssim==1.0.0``,
     ``git+https://...``) into ``dest``, in ``env`` (default: this process's); returns the
@@ -160,7 +198,7 @@ def download_source(spec: str, dest: Path, env: dict[str, str] | None = None) ->
         output = proc.stdout + proc.stderr
         # pip runs the project's setup.py to read its metadata (a classic one imports torch's
         # CUDAExtension there), so a project's own error can stop the download.
-        hint = setup_requires_hint(output)
+        hint = environment_hints(output)
         raise DownloadError(
             f"cannot get the source of {spec!r} with pip:\n{output[-4000:]}"
             + (f"\n\n{hint}" if hint else ""),
@@ -185,6 +223,78 @@ def project_kind(spec: str | None) -> str | None:
             f"{spec} has no setup.py or pyproject.toml: not a project prebuild can build"
         )
     return CLASSIC
+
+
+def checkout_root(path: Path) -> Path | None:
+    """The root of the checkout ``path`` lies in below its top (the nearest parent holding
+    ``.git``), None if it is the root itself or in no checkout."""
+    path = path.resolve()
+    if (path / ".git").exists():
+        return None
+    return next((parent for parent in path.parents if (parent / ".git").exists()), None)
+
+
+def copy_in_checkout(project: Path, root: Path | None, copy: Path) -> Path:
+    """Copy ``project`` into ``copy`` and return where its copy is. A project in a
+    subdirectory of a checkout (``root``; tiny-cuda-nn's ``bindings/torch``, whose setup.py
+    compiles ``../../src/*.cu``) is copied to the same place in a tree that mirrors the
+    checkout: every other entry of its parents up to the root is a symbolic link to the
+    original, so that what the build reads outside the project's directory is where pip's
+    in-tree build would find it; only the project is copied, and the build writes in its copy.
+    VCS data and build outputs (IGNORED) are left out."""
+    ignored = shutil.ignore_patterns(*IGNORED)
+    if root is None:
+        shutil.copytree(project, copy, symlinks=True, ignore=ignored)
+        return copy
+    project = project.resolve()
+    place = copy / project.relative_to(root)
+    here = root
+    for part in project.relative_to(root).parts:
+        mirror = copy / here.relative_to(root)
+        mirror.mkdir(parents=True, exist_ok=True)
+        names = sorted(entry.name for entry in here.iterdir() if entry.name != part)
+        skip = ignored(str(here), names)
+        for name in names:
+            if name not in skip:
+                (mirror / name).symlink_to(here / name)
+        here = here / part
+    shutil.copytree(project, place, symlinks=True, ignore=ignored)
+    return place
+
+
+def uses_setuptools_scm(project: Path) -> bool:
+    """Whether the project takes its version from its checkout with setuptools_scm (its
+    pyproject.toml or setup.py names it)."""
+    return any(
+        (project / name).is_file()
+        and re.search(
+            r"setuptools[_-]scm|use_scm_version",
+            (project / name).read_text(encoding="utf-8", errors="replace"),
+        )
+        for name in ("pyproject.toml", "setup.py", "setup.cfg")
+    )
+
+
+def scm_version(project: Path) -> str | None:
+    """The version setuptools_scm gives ``project`` where it uses it and lies in a git
+    checkout, read there as pip's in-tree build would (``python -m setuptools_scm``, which
+    writes no version file; git without its optional index refresh, so nothing is written);
+    None otherwise, or where it cannot be read (the build then says why)."""
+    in_checkout = (project / ".git").exists() or checkout_root(project) is not None
+    if not in_checkout or not uses_setuptools_scm(project):
+        return None
+    try:
+        done = processes.run(
+            [sys.executable, "-m", "setuptools_scm"],
+            cwd=project,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+            capture_output=True,
+            text=True,
+        )
+    except OSError:
+        return None
+    lines = done.stdout.strip().splitlines()
+    return lines[-1].strip() if done.returncode == 0 and lines else None
 
 
 def resolve_project(
@@ -218,8 +328,8 @@ def resolve_project(
             raise BuildError(
                 f"{spec} has no setup.py or pyproject.toml: not a project prebuild can build"
             )
-        shutil.copytree(path, copy, symlinks=True, ignore=shutil.ignore_patterns(*IGNORED))
-        return Project(CLASSIC, copy, spec)
+        source = copy_in_checkout(path, checkout_root(path), copy)
+        return Project(CLASSIC, source, spec, scm_version(path))
     if path.is_file():
         if not path.name.endswith(SDIST_SUFFIXES):
             raise BuildError(

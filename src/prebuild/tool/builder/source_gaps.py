@@ -134,9 +134,9 @@ def source_gaps_advice(
     command: str,
 ) -> str:
     """Pure but for the paths: what to tell a user whose build failed on files its source does
-    not have; "" where the log names none. ``source``: the project's copy (the log's paths are
-    under it); ``gitmodules``/``pkg_info``: its files' text ("" if absent); ``command``: the
-    ``prebuild wheel`` command without the project."""
+    not have; "" where the log names none. ``source``: the project's copy, or the root of the
+    checkout's mirror it lies in (the log's paths are under it); ``gitmodules``/``pkg_info``:
+    their text ("" if absent); ``command``: the ``prebuild wheel`` command without the project."""
     missing = missing_files(log)
     if not missing:
         return ""
