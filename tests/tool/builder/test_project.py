@@ -145,16 +145,78 @@ def test_bad_projects_are_refused(tmp_path, spec, message):
         resolve_project(str(empty), tmp_path / "work")
 
 
-def test_a_git_url_is_fetched_with_pip(tmp_path):
-    repo = tiny_project(tmp_path / "repo")
-    for junk in (".git", "build", "tinyproj.egg-info"):
-        subprocess.run(["rm", "-rf", str(repo / junk)], check=True)
-    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
-    subprocess.run([*git, "init", "-q"], check=True)
+def git_repo(path: Path, files: dict[str, str]) -> list[str]:
+    """A git repository at ``path`` holding ``files``, committed; its git command prefix."""
+    for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    git = ["git", "-C", str(path), "-c", "user.email=t@t", "-c", "user.name=t"]
+    if not (path / ".git").exists():
+        subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-qm", "tiny"], check=True)
-    project = resolve_project(f"git+file://{repo}", tmp_path / "work")
-    assert project.kind == CLASSIC and (project.source / "tiny.py").read_text() == "X = 1\n"
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    return git
+
+
+def test_a_git_url_is_cloned_whole_with_its_submodules_at_its_revision(tmp_path, monkeypatch):
+    """pip download would archive the subdirectory alone; tiny-cuda-nn's bindings/torch
+    (``pip install git+https://github.com/NVlabs/tiny-cuda-nn/#subdirectory=bindings/torch``)
+    compiles ../../src and needs its submodules."""
+    # git refuses file:// submodules unless told (only this test's repositories are local)
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "protocol.file.allow")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "always")
+    git_repo(tmp_path / "fmt", {"include/fmt.h": "// fmt\n"})
+    repo = tmp_path / "repo"
+    git = git_repo(repo, {"src/a.cu": "// v1\n", "bindings/torch/setup.py": SETUP})
+    subprocess.run(
+        [*git, "submodule", "add", "-q", f"file://{tmp_path / 'fmt'}", "deps/fmt"], check=True
+    )
+    git_repo(repo, {})
+    subprocess.run([*git, "tag", "v1"], check=True)
+    git_repo(repo, {"src/a.cu": "// v2\n"})
+
+    spec = f"git+file://{repo}@v1#subdirectory=bindings/torch"
+    project = resolve_project(spec, tmp_path / "work")
+    assert project.kind == CLASSIC and project.origin == spec
+    assert (project.source / "setup.py").read_text() == SETUP
+    assert (project.source / "../../src/a.cu").read_text() == "// v1\n"
+    assert (project.source / "../../deps/fmt/include/fmt.h").read_text() == "// fmt\n"
+    assert (project.source / "../../.git").exists()  # setuptools_scm reads the version there
+    # the default branch, with a name in front as in a requirements file
+    latest = resolve_project(
+        f"tiny @ git+file://{repo}#subdirectory=bindings/torch", tmp_path / "w2"
+    )
+    assert (latest.source / "../../src/a.cu").read_text() == "// v2\n"
+    with pytest.raises(BuildError, match="the repository has no directory 'nowhere'"):
+        resolve_project(f"git+file://{repo}#subdirectory=nowhere", tmp_path / "w3")
+    with pytest.raises(BuildError, match="the source has no setup.py or pyproject.toml"):
+        resolve_project(f"git+file://{repo}#subdirectory=src", tmp_path / "w4")
+    with pytest.raises(BuildError, match="cannot get the source of .* with git"):
+        resolve_project(f"git+file://{repo}@no-such-tag", tmp_path / "w5")
+
+
+def test_git_requirements_are_read_as_pip_reads_them():
+    from prebuild.tool.builder.project import git_source
+
+    assert git_source(
+        "git+https://github.com/NVlabs/tiny-cuda-nn/#subdirectory=bindings/torch"
+    ) == (
+        "https://github.com/NVlabs/tiny-cuda-nn/",
+        None,
+        "bindings/torch",
+    )
+    assert git_source("x @ git+ssh://git@github.com/o/r.git@v1.0#egg=x&subdirectory=a/b") == (
+        "ssh://git@github.com/o/r.git",
+        "v1.0",
+        "a/b",
+    )
+    assert git_source("git+https://github.com/o/r@59f5f77") == (
+        "https://github.com/o/r",
+        "59f5f77",
+        "",
+    )
+    assert git_source("gsplat==1.5.3") is None and git_source("./gsplat") is None
 
 
 def test_a_classic_project_is_refused_with_a_cpu_torch_before_or_after_unpacking(tmp_path):

@@ -16,6 +16,7 @@ import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from prebuild.tool.builder import processes
 from prebuild.tool.builder.compile import BuildError
@@ -170,6 +171,58 @@ def environment_hints(output: str) -> str:
     """Pure: what a failed setup.py's output says is missing from the build's environment
     (``setup_requires_hint``, ``removed_module_hint``), one paragraph each; "" if nothing."""
     return "\n\n".join(h for h in (setup_requires_hint(output), removed_module_hint(output)) if h)
+
+
+def git_source(spec: str) -> tuple[str, str | None, str] | None:
+    """Pure: the clone URL, the revision (None: the default branch) and the subdirectory ("":
+    the root) of a pip git requirement (``git+https://host/repo@rev#subdirectory=dir``, with
+    ``name @`` in front or not); None for any other spec."""
+    url = spec.split(" @ ", 1)[1].strip() if " @ " in spec else spec.strip()
+    if not url.startswith("git+"):
+        return None
+    url, _, fragment = url[len("git+") :].partition("#")
+    subdirectory = parse_qs(fragment).get("subdirectory", [""])[0].strip("/")
+    parts = urlsplit(url)
+    # as pip reads it: the last @ of the path (the user in user@host is in the netloc)
+    path, rev = parts.path.rsplit("@", 1) if "@" in parts.path else (parts.path, "")
+    return urlunsplit(parts._replace(path=path)), rev or None, subdirectory
+
+
+def clone_source(spec: str, dest: Path) -> Path:
+    """Clone a git requirement's repository into ``dest`` with its submodules, at its
+    revision, as pip would, and return the project's directory in it (its subdirectory). The
+    whole checkout is kept, not only the subdirectory that ``pip download`` would archive:
+    tiny-cuda-nn's ``bindings/torch`` compiles ``../../src``, and setuptools_scm reads .git."""
+    parsed = git_source(spec)
+    assert parsed is not None, spec
+    url, rev, subdirectory = parsed
+    repo = dest / "repo"
+    shutil.rmtree(repo, ignore_errors=True)
+    dest.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}  # a private repository: fail, never ask
+    steps = [["git", "clone", "-q", "--recurse-submodules", url, str(repo)]]
+    if rev:
+        steps += [
+            ["git", "-C", str(repo), "checkout", "-q", rev],
+            ["git", "-C", str(repo), "submodule", "update", "-q", "--init", "--recursive"],
+        ]
+    for step in steps:
+        try:
+            done = processes.run(step, capture_output=True, text=True, env=env)
+        except FileNotFoundError:
+            raise DownloadError(f"cannot get {spec!r}: git is not installed", False, "") from None
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip()
+            raise DownloadError(
+                f"cannot get the source of {spec!r} with git ({' '.join(step[:4])} ...):\n"
+                + said[-4000:],
+                False,
+                said.splitlines()[-1] if said else "",
+            )
+    project = (repo / subdirectory).resolve()
+    if not project.is_relative_to(repo.resolve()) or not project.is_dir():
+        raise BuildError(f"{spec}: the repository has no directory {subdirectory!r}")
+    return project
 
 
 def download_source(spec: str, dest: Path, env: dict[str, str] | None = None) -> Path:
@@ -330,6 +383,11 @@ def resolve_project(
             )
         source = copy_in_checkout(path, checkout_root(path), copy)
         return Project(CLASSIC, source, spec, scm_version(path))
+    if git_source(spec) is not None and not path.exists():
+        source = clone_source(spec, work / "download")
+        if not _has_build_files(source):
+            raise BuildError(f"{spec}: the source has no setup.py or pyproject.toml")
+        return Project(NATIVE if is_native(source) else CLASSIC, source, spec)
     if path.is_file():
         if not path.name.endswith(SDIST_SUFFIXES):
             raise BuildError(

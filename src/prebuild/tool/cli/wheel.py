@@ -206,7 +206,7 @@ class _WheelConsole:
         self._beat: threading.Thread | None = None
 
     def fetching(self, spec: str) -> None:
-        self.err.print(f"Fetching the source of {escape(spec)} with pip", highlight=False)
+        self.err.print(f"Fetching the source of {escape(spec)}", highlight=False)
 
     def fetch_note(self, text: str) -> None:
         self.err.print(f"note: {escape(text)}", highlight=False, soft_wrap=True)
