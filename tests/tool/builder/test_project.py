@@ -83,10 +83,10 @@ def test_a_project_in_a_checkouts_subdirectory_sees_the_checkout_around_its_copy
     assert resolve_project(str(user), tmp_path / "work").source == project.source
     assert snapshot(repo) == before
     # the checkout's root itself, or a directory in no checkout: a plain copy
-    from prebuild.tool.builder.project import checkout_root
+    from prebuild.tool.builder.project import enclosing_checkout
 
-    assert checkout_root(user) == repo and checkout_root(repo) is None
-    assert checkout_root(tmp_path) is None
+    assert enclosing_checkout(user) == repo and enclosing_checkout(repo) == repo
+    assert enclosing_checkout(tmp_path) is None
 
 
 def test_a_native_project_is_built_in_place_and_found_from_inside(monkeypatch, tmp_path):

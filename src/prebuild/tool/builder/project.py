@@ -3,7 +3,7 @@ pyproject.toml, prebuild's own checkout among them), built in place like ``pip w
 another project (a classic one: a source directory, an sdist, or anything pip accepts as a
 requirement or URL for a source build), of which prebuild makes a private copy: it never
 writes into the user's tree. An sdist or requirement of a native project is unpacked into
-the private copy too.
+the private copy too; a git URL is cloned whole into it (``clone_source``).
 """
 
 from __future__ import annotations
@@ -278,28 +278,26 @@ def project_kind(spec: str | None) -> str | None:
     return CLASSIC
 
 
-def checkout_root(path: Path) -> Path | None:
-    """The root of the checkout ``path`` lies in below its top (the nearest parent holding
-    ``.git``), None if it is the root itself or in no checkout."""
+def enclosing_checkout(path: Path) -> Path | None:
+    """The root of the git checkout ``path`` lies in: itself or its nearest parent holding
+    ``.git``; None if it is in none."""
     path = path.resolve()
-    if (path / ".git").exists():
-        return None
-    return next((parent for parent in path.parents if (parent / ".git").exists()), None)
+    return next((d for d in (path, *path.parents) if (d / ".git").exists()), None)
 
 
 def copy_in_checkout(project: Path, root: Path | None, copy: Path) -> Path:
     """Copy ``project`` into ``copy`` and return where its copy is. A project in a
-    subdirectory of a checkout (``root``; tiny-cuda-nn's ``bindings/torch``, whose setup.py
-    compiles ``../../src/*.cu``) is copied to the same place in a tree that mirrors the
-    checkout: every other entry of its parents up to the root is a symbolic link to the
+    subdirectory of a checkout (``root``, its ``enclosing_checkout``; tiny-cuda-nn's
+    ``bindings/torch``, whose setup.py compiles ``../../src/*.cu``) is copied to the same place
+    in a tree that mirrors the checkout: every other entry of its parents up to the root is a symbolic link to the
     original, so that what the build reads outside the project's directory is where pip's
     in-tree build would find it; only the project is copied, and the build writes in its copy.
     VCS data and build outputs (IGNORED) are left out."""
     ignored = shutil.ignore_patterns(*IGNORED)
-    if root is None:
+    project = project.resolve()
+    if root is None or root == project:
         shutil.copytree(project, copy, symlinks=True, ignore=ignored)
         return copy
-    project = project.resolve()
     place = copy / project.relative_to(root)
     here = root
     for part in project.relative_to(root).parts:
@@ -333,8 +331,7 @@ def scm_version(project: Path) -> str | None:
     checkout, read there as pip's in-tree build would (``python -m setuptools_scm``, which
     writes no version file; git without its optional index refresh, so nothing is written);
     None otherwise, or where it cannot be read (the build then says why)."""
-    in_checkout = (project / ".git").exists() or checkout_root(project) is not None
-    if not in_checkout or not uses_setuptools_scm(project):
+    if enclosing_checkout(project) is None or not uses_setuptools_scm(project):
         return None
     try:
         done = processes.run(
@@ -381,7 +378,7 @@ def resolve_project(
             raise BuildError(
                 f"{spec} has no setup.py or pyproject.toml: not a project prebuild can build"
             )
-        source = copy_in_checkout(path, checkout_root(path), copy)
+        source = copy_in_checkout(path, enclosing_checkout(path), copy)
         return Project(CLASSIC, source, spec, scm_version(path))
     if git_source(spec) is not None and not path.exists():
         source = clone_source(spec, work / "download")
