@@ -392,3 +392,22 @@ def test_the_project_build_goes_on_past_a_torch_pin_and_stops_on_another_require
     )
     with pytest.raises(ToolchainError, match="needs no-such-package-here>=1, not installed"):
         builder.project_build({}, log, out, A("sm_90"), progress)
+
+
+def test_a_project_without_any_cuda_source_is_refused_as_a_cpu_extension(tmp_path):
+    """torch-sparse-solve 0.0.5 is a CPU extension (SuiteSparse's KLU): no switch would make
+    it build GPU code, so the refusal says what it is rather than blaming its setup.py."""
+    from prebuild.runtime.manifest import BuiltLibrary
+    from prebuild.tool.builder.classic import cpu_extension_message, has_cuda_sources
+
+    project = tmp_path / "project"
+    write(project, "torch_sparse_solve.cpp", "// KLU\n")
+    write(project, "build/temp/generated.cu", "// an earlier build's output\n")
+    assert not has_cuda_sources(project)
+    write(project, "csrc/kernels/solve.cuh", "// a kernel\n")
+    assert has_cuda_sources(project)
+    lib = BuiltLibrary("torch_sparse_solve_cpp.cpython-311-x86_64-linux-gnu.so", "0", 1)
+    text = cpu_extension_message("tss-0.0.5-cp311.whl", (lib,), tmp_path / "build.log")
+    assert "(torch_sparse_solve_cpp.cpython-311-x86_64-linux-gnu.so) are CPU code" in text
+    assert "no CUDA source at all" in text and "pip wheel --no-build-isolation" in text
+    assert "No wheel was written" in text

@@ -253,3 +253,32 @@ def test_a_module_its_tools_removed_is_named_with_what_removed_it_and_the_fix():
     assert both.startswith("Its setup.py has setuptools fetch") and both.endswith("<82'.")
     assert both.count("\n\n") == 1
     assert environment_hints("error: x") == ""
+
+
+def test_a_system_librarys_header_is_named_with_where_to_get_it():
+    """torch-sparse-solve 0.0.5 includes SuiteSparse's klu.h (g++'s words); with Debian's
+    libsuitesparse-dev installed and CPATH=/usr/include/suitesparse it compiles."""
+    from prebuild.tool.builder.source_gaps import system_library_advice
+
+    log = (
+        "/w/source/torch_sparse_solve-0.0.5/torch_sparse_solve.cpp:4:10: fatal error: klu.h: "
+        "No such file or directory\n"
+    )
+    advice = source_gaps_advice(log, SOURCE, "", set(), PKG_INFO, COMMAND)
+    assert advice.startswith("The build is missing headers of a system library")
+    assert (
+        "klu.h, of SuiteSparse (Debian and Ubuntu: apt install libsuitesparse-dev, then "
+        "CPATH=/usr/include/suitesparse; conda: conda install -c conda-forge suitesparse)"
+    ) in advice
+    both = system_library_advice(["Eigen/Dense", "libaio.h", "Eigen/Sparse", "mine.h"])
+    assert "Eigen/Dense, Eigen/Sparse, of Eigen (" in both and "libaio.h, of libaio (" in both
+    assert system_library_advice(["mine.h", "glm/glm.hpp"]) == ""
+    # a submodule not checked out is said first: the header is in the project's own source
+    assert "submodules" in source_gaps_advice(
+        "a.cu:1:10: fatal error: Eigen/Dense: No such file or directory",
+        Path("/w/source"),
+        '[submodule "eigen"]\n\tpath = third_party/eigen\n',
+        set(),
+        "",
+        COMMAND,
+    )

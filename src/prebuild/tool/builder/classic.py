@@ -301,6 +301,30 @@ def cuda_host_message(
     )
 
 
+def has_cuda_sources(project: Path) -> bool:
+    """Whether the project's source holds any CUDA file (``.cu``, ``.cuh``), its earlier build
+    outputs aside."""
+    return any(
+        "build" not in path.relative_to(project).parts[:-1]
+        for pattern in ("*.cu", "*.cuh")
+        for path in project.rglob(pattern)
+    )
+
+
+def cpu_extension_message(
+    wheel_name: str, libraries: tuple[BuiltLibrary, ...], build_log: Path
+) -> str:
+    """Why a wheel of a project with no CUDA source at all is refused: it is a CPU extension
+    of torch (torch-sparse-solve 0.0.5: SuiteSparse's KLU), nothing per GPU arch in it."""
+    return (
+        f"{wheel_name}: its libraries ({', '.join(lib.file for lib in libraries)}) are CPU code, "
+        "and the project has no CUDA source at all (no .cu file): it is a CPU extension of "
+        "torch, with nothing per GPU arch to build. prebuild builds wheels of GPU code; this "
+        "project's wheel, for this torch, is what `pip wheel --no-build-isolation` makes of it "
+        f"here. Full build log: {build_log}. No wheel was written."
+    )
+
+
 def wheel_needed_libraries(wheel: Path) -> dict[str, tuple[str, ...]]:
     """Each shared library of the wheel, and the libraries it names as needed."""
     with zipfile.ZipFile(wheel) as zf:
@@ -532,12 +556,12 @@ class ClassicBuilder:
                 )
             if not any(lib.has_code for lib in libraries):
                 links = cuda_links(wheel_needed_libraries(built))
+                if links:
+                    raise BuildError(cuda_host_message(built.name, libraries, links, build_log))
+                if not has_cuda_sources(project):
+                    raise BuildError(cpu_extension_message(built.name, libraries, build_log))
                 raise BuildError(
-                    cuda_host_message(built.name, libraries, links, build_log)
-                    if links
-                    else host_only_message(
-                        built.name, libraries, build_log, self.advice(built, sass)
-                    )
+                    host_only_message(built.name, libraries, build_log, self.advice(built, sass))
                 )
             check_archs(built.name, libraries, sass, ptx)
             calls = logged_calls(nvcc_log)

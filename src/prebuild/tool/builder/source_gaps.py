@@ -150,7 +150,9 @@ def source_gaps_advice(
             "them too)."
         )
     compiled = [name for name in shown if name.endswith((".c", ".cc", ".cpp", ".cxx", ".cu"))]
-    if not pkg_info or not compiled:
+    if not compiled:
+        return system_library_advice(missing)
+    if not pkg_info:
         return ""
     url = source_url(pkg_info)
     version = HeaderParser().parsestr(pkg_info).get("Version", "")
@@ -163,6 +165,58 @@ def source_gaps_advice(
         f"The sdist lacks sources its setup.py compiles ({', '.join(compiled)}): it is "
         "incomplete, as some projects that ship prebuilt wheels publish it. Build it from its "
         f"repository instead{where}."
+    )
+
+
+# Headers of system libraries classic projects include, and where each comes from: the
+# library, Debian's (and Ubuntu's) package with the directory it puts them in where that is
+# not searched by default, conda-forge's package.
+SYSTEM_HEADERS: tuple[tuple[str, str, str, str, str], ...] = (
+    (
+        r"(?:klu|cholmod|umfpack|amd|colamd|SuiteSparse_config)\.h",
+        "SuiteSparse",
+        "libsuitesparse-dev",
+        "/usr/include/suitesparse",
+        "suitesparse",
+    ),
+    (r"libaio\.h", "libaio", "libaio-dev", "", "libaio"),
+    (r"Eigen/\w+", "Eigen", "libeigen3-dev", "/usr/include/eigen3", "eigen"),
+    (r"EGL/\w+\.h", "EGL", "libegl-dev", "", "libegl-devel"),
+    (r"GL/\w+\.h", "OpenGL", "libgl-dev", "", "libgl-devel"),
+    (r"mpi\.h", "MPI", "libopenmpi-dev", "", "openmpi"),
+    (r"boost/.+", "Boost", "libboost-dev", "", "libboost-devel"),
+    (r"png\.h", "libpng", "libpng-dev", "", "libpng"),
+    (r"jpeglib\.h", "libjpeg", "libjpeg-dev", "", "libjpeg-turbo"),
+    (r"zlib\.h", "zlib", "zlib1g-dev", "", "zlib"),
+    (r"Python\.h", "Python's headers", "python3-dev", "", "python"),
+)
+
+
+def system_library_advice(missing: list[str]) -> str:
+    """Pure: what to tell a user whose build failed on headers of a known system library
+    (torch-sparse-solve 0.0.5 includes SuiteSparse's klu.h); "" for any other file."""
+    found: dict[str, list[str]] = {}
+    where: dict[str, str] = {}
+    for name in missing:
+        for pattern, library, debian, include, conda in SYSTEM_HEADERS:
+            if re.fullmatch(pattern, name):
+                found.setdefault(library, []).append(name)
+                also = f", then CPATH={include}" if include else ""
+                where[library] = (
+                    f"Debian and Ubuntu: apt install {debian}{also}; "
+                    f"conda: conda install -c conda-forge {conda}"
+                )
+                break
+    if not found:
+        return ""
+    said = "; ".join(
+        f"{', '.join(headers)}, of {library} ({where[library]})"
+        for library, headers in found.items()
+    )
+    return (
+        f"The build is missing headers of a system library the project needs and this machine "
+        f"lacks: {said}. Install it, then build again (the wheel may then need the library "
+        "at run time too: auditwheel show says which)."
     )
 
 
