@@ -340,8 +340,8 @@ def test_a_setuptools_scm_project_in_a_checkout_gets_its_checkouts_version(tmp_p
     in the checkout (git told to write nothing), and given to the build."""
     from types import SimpleNamespace
 
-    from prebuild.tool.builder.classic import SCM_VERSION_ENV, ClassicBuilder
-    from prebuild.tool.builder.project import scm_version, uses_setuptools_scm
+    from prebuild.tool.builder.classic import ClassicBuilder
+    from prebuild.tool.builder.project import SCM_VERSION_ENV, scm_version, uses_setuptools_scm
 
     ran = fake_setuptools_scm(tmp_path, monkeypatch)
     user = tiny_project(tmp_path / "user")  # a checkout: it holds .git

@@ -57,7 +57,7 @@ from prebuild.tool.builder.cuda_shim import (
 from prebuild.tool.builder.guard_files import guard_files
 from prebuild.tool.builder.nvcc_shim import is_query, option_value, requested_std
 from prebuild.tool.builder.plan import PlannedWheel
-from prebuild.tool.builder.project import environment_hints, last_error
+from prebuild.tool.builder.project import SCM_VERSION_ENV, environment_hints, last_error
 from prebuild.tool.builder.relabel import add_local_label, relabel_wheel, relabelled_dist_info
 from prebuild.tool.builder.source_gaps import (
     downloads_advice,
@@ -372,9 +372,6 @@ def check_archs(
             f"{', '.join(a.compute for a in ptx) or 'none'}): {held}. No wheel was written."
         )
 
-
-# What setuptools_scm takes as the version where the source has no git data to read it from.
-SCM_VERSION_ENV = "SETUPTOOLS_SCM_PRETEND_VERSION"
 
 # A Python traceback's heading and frames (indented), up to the exception's line.
 _TRACEBACK = re.compile(r"^Traceback \(most recent call last\):\n(?:[ \t].*\n)*", re.M)

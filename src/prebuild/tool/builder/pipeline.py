@@ -80,6 +80,7 @@ from prebuild.tool.builder.plan import PlannedWheel, plan_wheels
 from prebuild.tool.builder.project import (
     CLASSIC,
     NATIVE,
+    SCM_VERSION_ENV,
     DownloadError,
     Project,
     project_kind,
@@ -304,7 +305,7 @@ def resolve(
             f"{classic.newest_capability(archs)} would"
         )
         return project
-    if project.scm_version and classic.SCM_VERSION_ENV not in os.environ:
+    if project.scm_version and SCM_VERSION_ENV not in os.environ:
         report.fetch_note(
             f"version {project.scm_version}, read from its git checkout with setuptools_scm "
             "(the copy prebuild builds has no .git)"

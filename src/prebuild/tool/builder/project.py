@@ -313,6 +313,10 @@ def copy_in_checkout(project: Path, root: Path | None, copy: Path) -> Path:
     return place
 
 
+# What setuptools_scm takes as the version where the source has no git data to read it from.
+SCM_VERSION_ENV = "SETUPTOOLS_SCM_PRETEND_VERSION"
+
+
 def uses_setuptools_scm(project: Path) -> bool:
     """Whether the project takes its version from its checkout with setuptools_scm (its
     pyproject.toml or setup.py names it)."""

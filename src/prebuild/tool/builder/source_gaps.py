@@ -58,16 +58,16 @@ def failed_downloads(log: str) -> list[FailedDownload]:
     for m in _DOWNLOAD_FAILED.finditer(log):
         g = m.groupdict()
         if g["cmake"]:
-            got = FailedDownload(g["cmake"], g["cmake_why"] or "")
+            what, why = g["cmake"], g["cmake_why"] or ""
         elif g["git"]:
-            got = FailedDownload(g["git"], g["git_why"].strip())
+            what, why = g["git"], g["git_why"]
         elif g["curl"]:
-            got = FailedDownload(g["curl"], g["curl_why"])
+            what, why = g["curl"], g["curl_why"]
         elif g["requests"]:
-            got = FailedDownload(f"https://{g['requests']}{g['requests_path']}", g["requests_why"])
+            what, why = f"https://{g['requests']}{g['requests_path']}", g["requests_why"]
         else:  # urllib names no URL
-            got = FailedDownload("", g["urllib_why"])
-        got = FailedDownload(got.what, _short_reason(got.why))
+            what, why = "", g["urllib_why"]
+        got = FailedDownload(what, _short_reason(why))
         found.setdefault(got.what or got.why, got)
     return list(found.values())
 
