@@ -44,7 +44,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from prebuild.runtime.arch import Arch, ArchError, parse_arch_list
-from prebuild.tool.builder.project import CLASSIC, NATIVE, SDIST_SUFFIXES
+from prebuild.tool.builder.project import CLASSIC, NATIVE, SDIST_SUFFIXES, git_source
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -95,9 +95,9 @@ class Recipe:
 
 def source_kind(source: str) -> str:
     """Pure: REQUIREMENT, GIT, URL or PATH for a source as written."""
-    text = source.split(" @ ", 1)[1].strip() if " @ " in source else source
-    if text.startswith("git+"):
+    if git_source(source) is not None:
         return GIT
+    text = source.split(" @ ", 1)[1].strip() if " @ " in source else source
     if re.match(r"https?://", text):
         return URL
     if text.startswith((".", "/", "~")) or text.endswith(SDIST_SUFFIXES) or "/" in text:
@@ -116,9 +116,8 @@ def _check_pinned(source: str, kind: str) -> str | None:
         if len(pins) != 1 or len(req.specifier) != 1:
             return f"{source!r} names no single version: pin it ({req.name}==X.Y.Z)"
     if kind == GIT:
-        url = source.split(" @ ", 1)[-1]
-        path = url.split("#", 1)[0].split("://", 1)[-1]
-        if "@" not in path.split("/", 1)[-1]:
+        _, revision, _ = git_source(source)
+        if revision is None:
             return f"{source!r} names no revision: add @TAG or @COMMIT (git+https://...@v1.0.0)"
     if kind == URL and not source.split("#", 1)[0].endswith(SDIST_SUFFIXES):
         return f"{source!r} is not a source archive ({', '.join(SDIST_SUFFIXES)})"
