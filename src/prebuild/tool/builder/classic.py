@@ -29,8 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import parse_wheel_filename
 from wheel.wheelfile import WheelFile
 
 from build import BuildBackendException, BuildException, ProjectBuilder
@@ -58,7 +57,12 @@ from prebuild.tool.builder.guard_files import guard_files
 from prebuild.tool.builder.nvcc_shim import is_query, option_value, requested_std
 from prebuild.tool.builder.plan import PlannedWheel
 from prebuild.tool.builder.project import SCM_VERSION_ENV, environment_hints, last_error
-from prebuild.tool.builder.relabel import add_local_label, relabel_wheel, relabelled_dist_info
+from prebuild.tool.builder.relabel import (
+    add_local_label,
+    is_torch_requirement,
+    relabel_wheel,
+    relabelled_dist_info,
+)
 from prebuild.tool.builder.source_gaps import (
     downloads_advice,
     source_gaps_advice,
@@ -391,15 +395,8 @@ def split_torch_pins(
     those torch requirements. A project's ``torch==2.5.1`` is for an isolated build, which pip
     gives that torch; prebuild builds against the torch installed (the one the wheel is for:
     it pins it), so installing the one asked for would build a wheel for another torch."""
-    torch = {chain for chain in unmet if chain and _requirement_name(chain[-1]) == "torch"}
+    torch = {chain for chain in unmet if chain and is_torch_requirement(chain[-1])}
     return unmet - torch, sorted({chain[-1] for chain in torch})
-
-
-def _requirement_name(requirement: str) -> str:
-    try:
-        return canonicalize_name(Requirement(requirement).name)
-    except InvalidRequirement:
-        return ""
 
 
 def torch_pins_note(pins: list[str], torch_version: str) -> str:

@@ -36,6 +36,15 @@ def add_local_label(version: str, label: str) -> str:
     return str(Version(f"{v.public}+{v.local}.{label}" if v.local else f"{v.public}+{label}"))
 
 
+def is_torch_requirement(text: str) -> bool:
+    """Pure: whether a requirement (``torch>=2.0; extra == "dev"``, ``Torch[opt]==2.5``) is on
+    torch itself; False for one that does not parse."""
+    try:
+        return canonicalize_name(Requirement(text.strip()).name) == "torch"
+    except InvalidRequirement:
+        return False
+
+
 def rewrite_metadata(text: str, version: str, torch_requirement: str | None = None) -> str:
     """METADATA with ``Version`` replaced and, given ``torch_requirement``, every
     ``Requires-Dist`` on torch replaced by it (added when there was none; extras' torch
@@ -47,11 +56,7 @@ def rewrite_metadata(text: str, version: str, torch_requirement: str | None = No
         if key == "Version":
             line = f"Version: {version}"
         elif key == "Requires-Dist" and torch_requirement is not None:
-            try:
-                requirement = Requirement(value.strip())
-            except InvalidRequirement:
-                requirement = None
-            if requirement is not None and canonicalize_name(requirement.name) == "torch":
+            if is_torch_requirement(value):
                 if pinned:
                     continue
                 line, pinned = f"Requires-Dist: {torch_requirement}", True
