@@ -12,7 +12,9 @@ with the CUDA build of torch 2.14.1.
 - broken_ext: the compiler's error is shown (its texture reference explained as CUDA 12's
   break), no wheel appears, and a second run fails the
   same way (nothing left locked);
-- jit_ext (compiles at first use with torch.utils.cpp_extension.load): refused with the reason.
+- jit_ext (compiles at first use with torch.utils.cpp_extension.load): refused with the reason;
+- cuda_host_ext (CUDA host code, no kernel) and cpu_ext (CPU code): one wheel each for every
+  GPU, labelled with no arch, which prebuild install picks with no GPU, and which runs.
 
 Every build reaches nvcc as our machines do: through a wrapper script on PATH (not in a
 toolkit's bin/), with CUDA_HOME unset; plain_ext's binding includes CUDA headers
@@ -267,6 +269,55 @@ def test_plain_wheel_installs_and_runs_next_to_its_torch_and_is_refused_next_to_
     assert re.search(r"plain[-_]ext", said) and "torch" in said, said  # who needs what
     assert "2.14" in said and "2.15" in said, said  # the range the wheel was built for
     assert installed(other) == before and before["torch"].startswith("2.13."), before
+
+
+def test_host_code_gets_one_wheel_for_every_gpu_which_installs_and_runs(
+    cuda_torch_python, fresh_cuda_venv, tmp_path
+):
+    """A project with no GPU code: CUDA host code (cuda_host_ext) and CPU code (cpu_ext). Asked
+    for two archs, each gets one wheel labelled with its torch (and CUDA) but no arch, which
+    prebuild install picks with no GPU here, and which imports and runs."""
+    python = fresh_cuda_venv()
+    built = {}
+    for project, label in (("cuda_host_ext", "pt214.cu130.host"), ("cpu_ext", "pt214.cpu")):
+        out = tmp_path / f"{project}-dist"
+        proc = prebuild_wheel(
+            cuda_torch_python, "--arch", "sm_80,sm_90", str(FIXTURES / project), "--out", str(out)
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+        said = " ".join(proc.stdout.split())
+        assert "1 wheel in" in said and "no GPU code" in said, said
+        assert "the other planned wheels (sm_90) would be the same" in said, said
+        if project == "cuda_host_ext":
+            assert "CUDA host code (it links libcudart.so.13" in said, said
+        (wheel,) = out.glob("*.whl")
+        assert wheel.name == f"{project}-0.1.0+{label}-cp311-cp311-linux_x86_64.whl"
+        manifest, metadata, libraries = wheel_contents(wheel)
+        assert (manifest["sass_archs"], manifest["ptx_archs"]) == ([], [])
+        assert "Requires-Dist: torch>=2.14,<2.15" in metadata
+        assert list(libraries) == [f"{project}/_C.cpython-311-x86_64-linux-gnu.so"]
+        built[project] = (wheel, manifest)
+        chosen = prebuild(python, "install", project, "--from", str(out), "--json")
+        assert chosen.returncode == 0, chosen.stdout + chosen.stderr  # no GPU here: still fits
+        assert json.loads(chosen.stdout)["chosen"]["wheel"] == wheel.name
+    assert built["cuda_host_ext"][1]["code"] == "cuda-host"
+    assert built["cpu_ext"][1]["code"] == "cpu"
+    script = (
+        "import cuda_host_ext, cpu_ext, torch\n"
+        "count, error = cuda_host_ext.device_count()\n"
+        "print(count, error.startswith('cuda'), cpu_ext.add(2, 3), torch.cuda.is_initialized())"
+    )
+    ran = subprocess.run(
+        [str(python), "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split("\n")[-2] == "0 True 5 False"  # no GPU here: the runtime says so
+    inspected = prebuild(python, "inspect", "cuda-host-ext")
+    assert inspected.returncode == 0, inspected.stdout + inspected.stderr
+    assert "CUDA host code (no GPU code), for every GPU" in " ".join(inspected.stdout.split())
+    doctor = json.loads(prebuild(python, "doctor", "--json").stdout)
+    checks = {p["name"]: [c["status"] for c in p["checks"]] for p in doctor["projects"]}
+    assert checks == {"cuda_host_ext": ["ok", "ok"], "cpu_ext": ["ok", "ok"]}, doctor["projects"]
 
 
 def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(

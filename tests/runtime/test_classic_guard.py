@@ -22,13 +22,16 @@ import torch.utils.cpp_extension as cpp_extension
 
 from prebuild.runtime.arch import parse_arch_list
 from prebuild.runtime.classic_guard import ALLOW_ENV, COMPILE_ENTRY_POINTS, fit_problems
-from prebuild.runtime.manifest import ProjectManifest
+from prebuild.runtime.manifest import CPU_CODE, CUDA_HOST_CODE, GPU_CODE, ProjectManifest
 from prebuild.runtime.nvml import Gpu
 from prebuild.tool.builder.guard_files import guard_files
 
 
-def project_manifest(torch_version="2.14.1+cu130", torch_cuda="13.0", sass="sm_90", ptx=""):
+def project_manifest(
+    torch_version="2.14.1+cu130", torch_cuda="13.0", sass="sm_90", ptx="", code=GPU_CODE
+):
     return ProjectManifest(
+        code=code,
         kind="classic",
         torch=torch_version,
         torch_cuda=torch_cuda,
@@ -89,6 +92,22 @@ def test_ptx_only_is_a_warning_and_an_error_when_strict():
     errors, notes = problems(manifest, gpus=[H100], strict=True)
     assert "PREBUILD_STRICT=1" in errors[0] and notes == []
     assert problems(manifest, gpus=[A100]) == ([], [])
+
+
+def test_a_host_wheel_runs_on_any_gpu_and_a_cpu_code_one_with_any_build_of_its_torch():
+    """No GPU code (a classic project's host code): no GPU is checked. CUDA host code still needs
+    a CUDA build of its torch, of its CUDA major; CPU code any build of its torch minor."""
+    cuda_host = project_manifest(sass="", code=CUDA_HOST_CODE)
+    assert problems(cuda_host, gpus=[H100, RTX5090]) == ([], [])
+    (cpu,), _ = problems(cuda_host, torch_version="2.14.1+cpu", torch_cuda=None)
+    assert "CPU build" in cpu
+    (other,), _ = problems(cuda_host, torch_version="2.14.1+cu128", torch_cuda="12.8")
+    assert "CUDA 12.8" in other
+    cpu_code = project_manifest(sass="", code=CPU_CODE)
+    for torch_version, torch_cuda in (("2.14.1+cpu", None), ("2.14.1+cu128", "12.8")):
+        assert problems(cpu_code, torch_version, torch_cuda, gpus=[RTX5090]) == ([], [])
+    (minor,), _ = problems(cpu_code, torch_version="2.13.0+cpu", torch_cuda=None)
+    assert "torch 2.13.0+cpu is installed" in minor
 
 
 # ---------------------------------------------------------- torch's names the guard relies on

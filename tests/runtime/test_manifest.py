@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 
@@ -366,3 +367,31 @@ def test_check_libraries_reads_no_library_bytes(sized_package, monkeypatch):
 
     monkeypatch.setattr(m, "sha256_file", lambda path: pytest.fail(f"hashed {path} at import"))
     check_libraries(directory, manifest)
+
+
+def test_a_project_manifest_says_what_its_libraries_hold():
+    """``code``: GPU code (the default, and what manifests written before host wheels mean),
+    CUDA host code or CPU code; an unknown one names the fix."""
+    from prebuild.runtime.manifest import CODES, GPU_CODE, ProjectManifest
+
+    base = ProjectManifest(
+        kind="classic",
+        torch="2.14.1+cu130",
+        torch_cuda="13.0",
+        cuda="13.0",
+        python_tag="cp311-cp311-linux_x86_64",
+        sass_archs=(),
+        ptx_archs=(),
+        libraries=(),
+    )
+    assert base.code == GPU_CODE and not base.host_only
+    for code in CODES:
+        m = ProjectManifest.from_json(dataclasses.replace(base, code=code).to_json())
+        assert m.code == code and m.host_only == (code != GPU_CODE)
+        assert m.needs_cuda == (code != "cpu")
+    data = json.loads(base.to_json())
+    del data["code"]
+    assert ProjectManifest.from_json(json.dumps(data)).code == GPU_CODE
+    data["code"] = "fpga"
+    with pytest.raises(ManifestError, match="'fpga'.*upgrade prebuild"):
+        ProjectManifest.from_json(json.dumps(data))

@@ -309,6 +309,31 @@ def test_classic_wheels_get_one_index_per_torch_and_arch(tmp_path):
     ), commands
 
 
+def test_a_host_wheel_is_listed_in_every_index_of_its_torch(tmp_path):
+    """A wheel with no GPU code (+pt214.cu130.host) serves every GPU: whoever installs from the
+    index of their GPU and torch finds it there, and in an index of its own."""
+    dist = tmp_path / "dist"
+    for label in ("pt214.cu130.sm80", "pt214.cu130.sm90", "pt213.cu130.sm90"):
+        fake_wheel(dist, f"1.0.0+{label}", name="fused_ssim")
+    fake_wheel(dist, "0.0.10+pt214.cu130.host", name="tms")
+    fake_wheel(dist, "0.0.5+pt214.cpu", name="tss")
+    indexes = build_index(dist, tmp_path / "site")
+    listed = {key: sorted(w.filename.split("-")[0] for w in ws) for key, ws in indexes.items()}
+    assert listed == {
+        ALL: ["fused_ssim", "fused_ssim", "fused_ssim", "tms", "tss"],
+        "pt213-cu130-sm90": ["fused_ssim"],
+        "pt214-cpu": ["tss"],
+        "pt214-cu130-host": ["tms", "tss"],
+        "pt214-cu130-sm80": ["fused_ssim", "tms", "tss"],
+        "pt214-cu130-sm90": ["fused_ssim", "tms", "tss"],
+    }
+    page = tmp_path / "site" / "pt214-cu130-sm90" / "simple" / "tms" / "index.html"
+    assert "tms-0.0.10+pt214.cu130.host" in unquote(page.read_text())
+    data = json.loads((tmp_path / "site" / "index.json").read_text())
+    assert data["indexes"]["pt214-cu130-host"]["sass_archs"] == []
+    assert data["indexes"]["pt214-cpu"]["cuda_tag"] == "cpu"
+
+
 def test_the_uv_command_searches_the_site_before_the_usual_index():
     """uv searches --extra-index-url before --index-url and stops at the first index holding a
     project: with the site as --index-url, gsplat would come from PyPI (checked by hand with a

@@ -30,6 +30,14 @@ from prebuild.tool.index_keys import parse_index_key
         ("pt214.sm90", None),
         ("pt214.cu130", None),
         ("pt214.cu130.foo", None),
+        # host wheels (no GPU code): always another project's, so tied to a torch
+        ("pt214.cu130.host", ("pt214-cu130-host", "", "")),
+        ("pt214.cpu", ("pt214-cpu", "", "")),
+        ("lab1.pt214.cpu", ("pt214-cpu", "", "")),
+        ("cu130.host", None),
+        ("pt214.cu130.host.sm90", None),
+        ("pt214.cpu.sm90", None),
+        ("pt214.cu130.sm90.host", None),
     ],
 )
 def test_parse_index_key(local, expected):
@@ -42,3 +50,23 @@ def test_parse_index_key(local, expected):
             parse_arch_list(expected[1]),
             parse_arch_list(expected[2]),
         )
+
+
+def test_host_keys_serve_every_index_of_their_torch_and_cuda():
+    cuda_host, cpu = parse_index_key("pt214.cu130.host"), parse_index_key("pt214.cpu")
+    assert cuda_host.host and cpu.host and not parse_index_key("pt214.cu130.sm90").host
+    assert (cuda_host.cuda_version, cpu.cuda_version) == ("13.0", None)
+    serves = {
+        local: (cuda_host.serves(parse_index_key(local)), cpu.serves(parse_index_key(local)))
+        for local in ("pt214.cu130.sm90", "pt214.cu128.sm80", "pt213.cu130.sm90", "cu130.sm90")
+    }
+    assert serves == {
+        "pt214.cu130.sm90": (True, True),
+        "pt214.cu128.sm80": (False, True),  # CPU code needs no CUDA
+        "pt213.cu130.sm90": (False, False),  # another torch's C++ ABI
+        "cu130.sm90": (False, False),  # prebuild's own stable-ABI wheels' index
+    }
+    # a GPU wheel's key serves its own index only
+    gpu = parse_index_key("pt214.cu130.sm90")
+    assert gpu.serves(gpu) and not gpu.serves(parse_index_key("pt214.cu130.sm80"))
+    assert not gpu.serves(cuda_host)

@@ -114,6 +114,45 @@ def test_no_gpu_picks_nothing_and_says_why():
     assert decision.chosen is None and "no wheel covers cuda:0 (7.5)" == decision.reason
 
 
+def test_a_host_wheel_fits_every_gpu_and_a_machine_with_none_of_its_torch_only():
+    """A classic wheel with no GPU code (+pt214.cu130.host, +pt214.cpu) serves every GPU: it is
+    chosen for any, and with no GPU at all, but only beside the torch it was built with."""
+    host = [
+        Candidate(f"tms-0.0.10+{label}-{TAGS}.whl", f"/d/{label}")
+        for label in ("pt214.cu130.host",)
+    ]
+    decision = select_wheel(host, [gpu("8.0", 0), gpu("12.0", 1)], "13.0", "13.2", "2.14.1")
+    assert decision.chosen is not None, decision.reason
+    assert [v.text for v in decision.chosen.verdicts] == [
+        "host code only (no GPU code to match)"
+    ] * 2
+    # no GPU: still chosen, and said why
+    decision = select_wheel(host, [], "13.0", None, "2.14.1")
+    assert decision.chosen is not None and "holds no GPU code" in decision.reason
+    # its CUDA major must be torch's, and the driver's at least
+    decision = select_wheel(host, [gpu("9.0")], "12.8", None, "2.14.1")
+    assert decision.chosen is None and "torch uses CUDA 12.8" in decision.considered[0].rejected
+    decision = select_wheel(host, [gpu("9.0")], "13.0", "12.9", "2.14.1")
+    assert (
+        decision.chosen is None and "driver supports CUDA 12.9" in decision.considered[0].rejected
+    )
+    # another torch: refused, and the fix names that torch
+    decision = select_wheel(host, [gpu("9.0")], "13.0", None, "2.13.0")
+    assert decision.chosen is None and "built for torch 2.14" in decision.considered[0].rejected
+    assert "pip install 'torch==2.14.*'" in no_fit_fix(decision, "tms", [gpu("9.0")])
+
+
+def test_a_cpu_code_wheel_needs_no_cuda_and_a_gpu_wheel_still_needs_a_gpu():
+    cpu = Candidate(f"tss-0.0.5+pt214.cpu-{TAGS}.whl", "/d/cpu")
+    for torch_cuda, driver in ((None, None), ("12.8", "12.9"), ("13.0", None)):
+        decision = select_wheel([cpu], [gpu("9.0")], torch_cuda, driver, "2.14.1")
+        assert decision.chosen is not None, (torch_cuda, decision.reason)
+    assert select_wheel([cpu], [], None, None, "2.14.1").chosen is not None
+    gpu_wheel = Candidate(f"tss-0.0.5+pt214.cu130.sm90-{TAGS}.whl", "/d/gpu")
+    decision = select_wheel([gpu_wheel], [], None, None, "2.14.1")
+    assert decision.chosen is None and "--arch" in decision.reason
+
+
 labels = st.lists(
     st.tuples(
         st.sampled_from(["cu128", "cu130"]),

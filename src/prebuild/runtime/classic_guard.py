@@ -12,8 +12,9 @@ on two imports:
 - **the project's packages** (``gsplat``): before the package runs, the fit check. The torch
   minor release and CUDA major the wheel was built against, and every visible GPU's compute
   capability (NVML, no CUDA context) against the archs inside, by the rules of prebuild's own
-  loader. A misfit raises ``WheelMisfitError`` (an ImportError) naming the torch or the
-  ``prebuild wheel`` command that fits; PTX only is a warning (an error with
+  loader (a wheel of host code only: its torch and CUDA alone). A misfit raises
+  ``WheelMisfitError`` (an ImportError) naming the torch or the ``prebuild wheel`` command
+  that fits; PTX only is a warning (an error with
   ``PREBUILD_STRICT=1``).
 - **torch.utils.cpp_extension**, when something first imports it: its compile entry points are
   wrapped (``load``, ``load_inline`` and two private names, ``_jit_compile``, which every JIT build
@@ -123,8 +124,7 @@ class Guard:
 
     def built_for(self) -> str:
         m = self.manifest()
-        archs = ", ".join([a.sm for a in m.sass_archs] + [a.compute for a in m.ptx_archs])
-        return f"torch {m.torch}, CUDA {m.cuda}, {archs or 'no GPU arch'}"
+        return f"torch {m.torch}, CUDA {m.cuda}, {m.holds() or 'no GPU arch'}"
 
     def build_command(self, arch: str = "sm_XY") -> str:
         return f"prebuild wheel --arch {arch} {self.config['build']}"
@@ -288,7 +288,8 @@ def fit_problems(
 ) -> tuple[list[str], list[str]]:
     """Pure: why a classic wheel (``manifest``, a ProjectManifest) cannot run with this torch
     and on these GPUs (``gpus``: nvml.Gpu, or None when they cannot be listed), and the
-    warnings to show; each error names its fix. ``build_command(arch)``: the command that
+    warnings to show; each error names its fix. A wheel of host code only runs on any GPU, and
+    one of CPU code only with any build of its torch. ``build_command(arch)``: the command that
     builds the project for an arch."""
     from .arch import arch_for_capability, format_capability
     from .compat import cuda_torch_command, gpu_verdict, same_cuda_major
@@ -307,6 +308,8 @@ def fit_problems(
             f"torch ({get_torch}) or build {distribution} for your torch: "
             f"{build_command(here)}."
         )
+    elif not manifest.needs_cuda:
+        pass  # CPU code: any build of that torch loads it
     elif manifest.torch_cuda and torch_cuda is None:
         errors.append(
             f"torch {torch_version} is a CPU build, and the extension needs torch's CUDA "
@@ -319,7 +322,7 @@ def fit_problems(
             f"build {distribution} for yours: {build_command(here)}."
         )
     notes: list[str] = []
-    for gpu in gpus or ():
+    for gpu in () if manifest.host_only else gpus or ():
         sm = arch_for_capability(gpu.capability).sm
         verdict = gpu_verdict(
             distribution,

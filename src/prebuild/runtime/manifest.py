@@ -291,6 +291,13 @@ class CxxStandard:
         return cls(str(data["needed"]), counts("raised"), counts("raised_host"))
 
 
+# What a classic wheel's libraries hold (ProjectManifest.code): GPU code for its archs, or no GPU
+# code at all, in which case one wheel serves every GPU: host code calling CUDA (torch_memory_saver:
+# the driver's memory API), or CPU code only (torch-sparse-solve: SuiteSparse's KLU).
+GPU_CODE, CUDA_HOST_CODE, CPU_CODE = "gpu", "cuda-host", "cpu"
+CODES = (GPU_CODE, CUDA_HOST_CODE, CPU_CODE)
+
+
 @dataclass(frozen=True)
 class ProjectManifest:
     """What prebuild built of another project; ``kind`` is ``"classic"`` (torch/extension.h,
@@ -307,17 +314,37 @@ class ProjectManifest:
     nvcc_calls: tuple[CompilerCall, ...] = ()
     cxx_standard: CxxStandard | None = None
     built_by: str = "prebuild"
+    code: str = GPU_CODE  # GPU_CODE, CUDA_HOST_CODE or CPU_CODE
 
     @property
     def torch_minor(self) -> str:
         """``"2.14"``: the release whose C++ ABI the libraries need."""
         return minor(self.torch)
 
+    @property
+    def host_only(self) -> bool:
+        """No GPU code in it: it runs on every GPU, none is checked."""
+        return self.code != GPU_CODE
+
+    @property
+    def needs_cuda(self) -> bool:
+        """Its libraries need torch's CUDA libraries (a CUDA build of torch, a driver)."""
+        return self.code != CPU_CODE
+
+    def holds(self) -> str:
+        """What it holds, for messages: ``sm_90, compute_90``, ``CUDA host code (no GPU code)``."""
+        if self.code == CUDA_HOST_CODE:
+            return "CUDA host code (no GPU code)"
+        if self.code == CPU_CODE:
+            return "CPU code only"
+        return ", ".join([a.sm for a in self.sass_archs] + [a.compute for a in self.ptx_archs])
+
     def to_dict(self) -> dict:
         return {
             "schema": SCHEMA_VERSION,
             "kind": self.kind,
             "built_by": self.built_by,
+            "code": self.code,
             "torch": self.torch,
             "torch_cuda": self.torch_cuda,
             "cuda": self.cuda,
@@ -354,9 +381,16 @@ class ProjectManifest:
                     f"{PROJECT_MANIFEST_NAME} describes a {data.get('kind')!r} build, which this "
                     "prebuild does not know: upgrade prebuild"
                 )
+            code = data.get("code", GPU_CODE)  # manifests written before host wheels: GPU code
+            if code not in CODES:
+                raise ManifestError(
+                    f"{PROJECT_MANIFEST_NAME} says its libraries hold {code!r}, which this "
+                    "prebuild does not know: upgrade prebuild"
+                )
             return cls(
                 kind=data["kind"],
                 built_by=str(data.get("built_by", "prebuild")),
+                code=code,
                 torch=_version_text(data["torch"], "torch"),
                 torch_cuda=None
                 if data["torch_cuda"] is None

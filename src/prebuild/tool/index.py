@@ -67,20 +67,32 @@ def group_by_index(wheels: list[WheelInfo]) -> dict[str, list[WheelInfo]]:
     PEP 825 variant wheels among them, ``ALL`` lists those and the wheels whose name says no
     archs (the plain wheel), not the per-arch wheels (``+cu130.sm90``), whose higher local
     version pip would take over the plain one whatever the GPU; the per-key indexes are for
-    pip, which cannot read a variant label, and list the per-arch wheels only."""
+    pip, which cannot read a variant label, and list the per-arch wheels only. A host wheel
+    (no GPU code: ``+pt214.cu130.host``) is listed in its own index and in every index of its
+    torch (and CUDA) that serves a GPU, so that one ``--index-url`` finds it too."""
     ordered = sorted(wheels, key=lambda w: w.filename)
     labelled = {w.filename for w in ordered if parse_filename(w.filename)[4] is not None}
+    keys = {w.filename: index_key_of(w.filename) for w in ordered}
     out: dict[str, list[WheelInfo]] = {
         ALL: [
             w
             for w in ordered
-            if not labelled or w.filename in labelled or index_key_of(w.filename) is None
+            if not labelled
+            or w.filename in labelled
+            or keys[w.filename] is None
+            or keys[w.filename].host  # type: ignore[union-attr]
         ]
     }
+    per_key = {
+        key.name: key for name, key in keys.items() if key is not None and name not in labelled
+    }
     for wheel in ordered:
-        key = index_key_of(wheel.filename)
-        if key is not None and wheel.filename not in labelled:
-            out.setdefault(key.name, []).append(wheel)
+        key = keys[wheel.filename]
+        if key is None or wheel.filename in labelled:
+            continue
+        for name, other in per_key.items():
+            if key.serves(other):
+                out.setdefault(name, []).append(wheel)
     return dict(sorted(out.items()))
 
 
@@ -200,12 +212,12 @@ def index_json(indexes: dict[str, list[WheelInfo]]) -> dict:
     for key, wheels in indexes.items():
         if key == ALL:
             continue
-        index_key = index_key_of(wheels[0].filename)
-        assert index_key is not None
+        keys = [k for w in wheels if (k := index_key_of(w.filename)) is not None]
+        index_key = next(k for k in keys if k.name == key)
         by_key[key] = {
             "cuda_tag": index_key.cuda_tag,
             "torch_tag": index_key.torch_tag or None,
-            "sass_archs": [a.sm for a in index_key.sass],
+            "sass_archs": [a.sm for a in index_key.sass],  # none: an index of host wheels
             "index": f"{key}/simple",
             "wheels": [
                 {

@@ -7,6 +7,10 @@ release of another project's wheel in front: ``0.1.0+cu130.sm90.ptx90`` -> ``cu1
 made for sm_90; ``prebuild install``, ``prebuild wheel --lock`` and the CI matrix name wheels
 by the same key. (Not to be confused with a PEP 825 variant label, ``sm90``: see
 ``variant_wheels``.)
+
+A classic wheel with no GPU code at all serves every GPU: ``+pt214.cu130.host`` (CUDA host code)
+-> ``pt214-cu130-host``, ``+pt214.cpu`` (CPU code) -> ``pt214-cpu``. Its key names no arch
+(``IndexKey.host``), and ``index.group_by_index`` lists it in every index of its torch too.
 """
 
 from __future__ import annotations
@@ -15,6 +19,10 @@ from dataclasses import dataclass
 
 from prebuild.runtime.arch import Arch, ArchError, parse_arch
 from prebuild.tool.variant_wheels import VariantError, parse_filename, parse_label
+
+# A host wheel's label (flags.classic_host_label): HOST_TAG after the CUDA tag for host code
+# calling CUDA, CPU_TAG in place of the CUDA tag for CPU code only.
+HOST_TAG, CPU_TAG = "host", "cpu"
 
 
 def index_key_name(cuda_tag: str, archs: tuple[Arch, ...]) -> str:
@@ -29,21 +37,42 @@ class IndexKey:
     """What a wheel's local version label says: ``cu130.sm80.sm90.ptx90`` (prebuild's own
     stable-ABI wheels), or ``pt214.cu130.sm90`` (another project's wheel, tied to torch 2.14)."""
 
-    cuda_tag: str
+    cuda_tag: str  # "cu130"; "cpu" for a wheel of CPU code only
     sass: tuple[Arch, ...]
     ptx: tuple[Arch, ...]
     torch_tag: str = ""  # "pt214"; "" for wheels that serve every torch from their target on
 
     @property
+    def host(self) -> bool:
+        """A wheel of host code only (no arch): it serves every GPU of its torch (and CUDA)."""
+        return not self.sass
+
+    @property
     def name(self) -> str:
-        name = index_key_name(self.cuda_tag, self.sass)
+        if self.host:
+            name = self.cuda_tag if self.cuda_tag == CPU_TAG else f"{self.cuda_tag}-{HOST_TAG}"
+        else:
+            name = index_key_name(self.cuda_tag, self.sass)
         return f"{self.torch_tag}-{name}" if self.torch_tag else name
 
     @property
-    def cuda_version(self) -> str:
-        """``"13.0"`` for ``cu130``."""
+    def cuda_version(self) -> str | None:
+        """``"13.0"`` for ``cu130``; None for CPU code."""
+        if self.cuda_tag == CPU_TAG:
+            return None
         digits = self.cuda_tag[2:]
         return f"{digits[:-1]}.{digits[-1]}"
+
+    def serves(self, other: IndexKey) -> bool:
+        """Whether a wheel of this key belongs in ``other``'s index as well: a host wheel in
+        every index of its torch (a CUDA host one: of its CUDA too)."""
+        if other.name == self.name:  # one index: its wheels may differ in PTX
+            return True
+        return (
+            self.host
+            and self.torch_tag == other.torch_tag
+            and (self.cuda_tag == CPU_TAG or self.cuda_tag == other.cuda_tag)
+        )
 
 
 def _is_tag(part: str, prefix: str) -> bool:
@@ -51,17 +80,24 @@ def _is_tag(part: str, prefix: str) -> bool:
 
 
 def parse_index_key(local: str | None) -> IndexKey | None:
-    """The index key in a local version label; None for a label that names none (``cpu``).
-    ``[own.][ptNNN.]cuNNN.smXY[.smXY...][.ptxXY]``: a project's own label may stand in front."""
+    """The index key in a local version label; None for a label that names none (``cpu``,
+    ``cu130``). ``[own.][ptNNN.]cuNNN.smXY[.smXY...][.ptxXY]``, or a host wheel's
+    ``[own.]ptNNN.cuNNN.host`` or ``[own.]ptNNN.cpu``: a project's own label may stand in front."""
     if not local:
         return None
     parts = local.lower().split(".")
     at = next((i for i, part in enumerate(parts) if _is_tag(part, "cu")), None)
+    if at is None and parts[-1] == CPU_TAG:
+        at = len(parts) - 1
     if at is None:
         return None
     torch_tag = parts[at - 1] if at > 0 and _is_tag(parts[at - 1], "pt") else ""
     if at > 0 and not torch_tag:
         return None  # only a torch tag may stand right before the CUDA tag
+    host = parts[at + 1 :] == ([] if parts[at] == CPU_TAG else [HOST_TAG])
+    if parts[at] == CPU_TAG or host:
+        # a host wheel is always another project's (tied to a torch); prebuild's own +cpu is not
+        return IndexKey(parts[at], (), (), torch_tag) if host and torch_tag else None
     sass, ptx = [], []
     try:
         for part in parts[at + 1 :]:
@@ -81,7 +117,8 @@ def parse_index_key(local: str | None) -> IndexKey | None:
 def index_key_of(filename: str) -> IndexKey | None:
     """The index key a wheel's name says: its local version label's, or a PEP 825 variant
     wheel's (``...+cu130-...-sm90.whl``: the archs in the variant label, CUDA and torch in the
-    local one). None for a wheel whose name says no archs (``+cpu``, a plain wheel)."""
+    local one). None for a wheel whose name says no archs (``+cpu``, a plain wheel), unless it
+    is a host wheel's (``+pt214.cpu``, ``+pt214.cu130.host``)."""
     _, version, _, _, label = parse_filename(filename)
     if label is None:
         return parse_index_key(version.local)

@@ -324,7 +324,8 @@ class Report:
         if isinstance(m, ProjectManifest):
             return (
                 f"{self.project} {self.version}: a {m.kind} build by prebuild for torch {m.torch_minor} "
-                f"(built with {m.torch}), CUDA {m.cuda}, {m.python_tag}; manifest: {archs}"
+                f"(built with {m.torch}), CUDA {m.cuda}, {m.python_tag}; manifest: "
+                + (f"{m.holds()}, for every GPU" if m.host_only else archs)
             )
         return (
             f"{m.package} {m.package_version}, CUDA {m.cuda_version or 'none'}; manifest: {archs}"
@@ -343,6 +344,7 @@ class Report:
                 "torch_cuda": m.torch_cuda,
                 "cuda_version": m.cuda,
                 "python_tag": m.python_tag,
+                "code": m.code,
                 "sass_archs": [a.sm for a in m.sass_archs],
                 "ptx_archs": [a.compute for a in m.ptx_archs],
             }

@@ -63,9 +63,12 @@ class Verdict:
     target: Target
     kind: CodeKind
     arch: Arch | None
+    host: bool = False  # the wheel holds no GPU code: any GPU runs it
 
     @property
     def text(self) -> str:
+        if self.host:
+            return "host code only (no GPU code to match)"
         if self.kind is CodeKind.SASS:
             return f"SASS {self.arch.sm}"  # type: ignore[union-attr]
         if self.kind is CodeKind.PTX:
@@ -125,7 +128,7 @@ def _rank(c: Considered) -> tuple:
         Version(version.public),
         -len(key.sass) - len(key.ptx),
         closeness,
-        Version(key.cuda_version),
+        Version(key.cuda_version or "0"),
     )
 
 
@@ -138,7 +141,8 @@ def select_wheel(
 ) -> Decision:
     """The best wheel whose code runs on every target, or None with the reason. A wheel tied
     to one torch minor release (``+pt214...``: another project's classic build) fits only
-    that torch."""
+    that torch; one of host code only (``+pt214.cu130.host``, ``+pt214.cpu``) fits every GPU,
+    and a machine with none."""
     considered: list[Considered] = []
     for cand in filenames:
         c = Considered(cand)
@@ -165,11 +169,16 @@ def select_wheel(
             c.other_torch = torch_minor_of(key.torch_tag)
             c.rejected = f"built for torch {c.other_torch} ({key.torch_tag}); {have}"
             continue
-        choices = [select_code(t.capability, key.sass, key.ptx) for t in targets]
-        c.verdicts = [Verdict(t, choice.kind, choice.arch) for t, choice in zip(targets, choices)]
-        missing = [v.target.label for v in c.verdicts if v.kind is CodeKind.NONE]
+        if key.host:
+            c.verdicts = [Verdict(t, CodeKind.NONE, None, host=True) for t in targets]
+        else:
+            choices = [select_code(t.capability, key.sass, key.ptx) for t in targets]
+            c.verdicts = [Verdict(t, ch.kind, ch.arch) for t, ch in zip(targets, choices)]
+        missing = [v.target.label for v in c.verdicts if v.kind is CodeKind.NONE and not v.host]
         if missing:
             c.rejected = f"no code for {', '.join(missing)}"
+        elif wheel_cuda is None:
+            pass  # CPU code: no CUDA to match
         elif torch_cuda is not None and not same_cuda_major(wheel_cuda, torch_cuda):
             c.rejected = f"built with CUDA {wheel_cuda}; torch uses CUDA {torch_cuda} (the majors must match)"
         elif driver_cuda is not None and not driver_supports(wheel_cuda, driver_cuda):
@@ -177,6 +186,12 @@ def select_wheel(
                 f"built with CUDA {wheel_cuda}; the driver supports CUDA {driver_cuda} at most"
             )
     if not targets:
+        host = [c for c in considered if not c.rejected and _is_host(c.candidate.filename)]
+        if host:
+            best = max(host, key=_rank)
+            return Decision(
+                best, "no GPU to cover, and it holds no GPU code (host code only)", considered
+            )
         return Decision(
             None, "no GPU to cover: pass --arch to choose for a GPU that is not here", considered
         )
@@ -194,6 +209,11 @@ def select_wheel(
         else ""
     )
     return Decision(best, reason, considered)
+
+
+def _is_host(filename: str) -> bool:
+    key = index_key_of(filename)
+    return key is not None and key.host
 
 
 def no_fit_fix(decision: Decision, project: str, targets: list[Target]) -> str:
@@ -225,8 +245,10 @@ def cpu_torch_warning(torch: TorchInfo, decision: Decision) -> str | None:
             key = index_key_of(c.candidate.filename)
         except InvalidWheelFilename:
             continue
-        if key is not None:
-            archs = ", ".join([a.sm for a in key.sass] + [a.compute for a in key.ptx])
+        if key is not None and key.cuda_version is not None:  # CPU code runs with any torch
+            archs = (
+                ", ".join([a.sm for a in key.sass] + [a.compute for a in key.ptx]) or "host code"
+            )
             return (
                 f"{cpu_torch_note(torch.version, key.cuda_version, archs)}. To use the GPU, first "
                 f"install a CUDA build of torch: {cuda_torch_command(key.cuda_version, str(MIN_TORCH_TARGET))}"

@@ -260,12 +260,12 @@ def test_libraries_without_gpu_code_are_explained_with_the_build_logs_words(tmp_
     assert "set DS_ACCELERATOR=cuda" in text and "No wheel was written" in text
 
 
-def test_host_code_that_calls_cuda_is_told_apart_from_a_cpu_build(tmp_path):
+def test_host_code_that_calls_cuda_is_told_apart_from_cpu_code():
     """torch_memory_saver 0.0.10 calls the driver's memory API from C++ and has no kernels: its
-    libraries link libcuda and libcudart. Not a CPU-only build to fix with a switch: nothing in
-    it depends on the GPU's arch."""
-    from prebuild.runtime.manifest import BuiltLibrary
-    from prebuild.tool.builder.classic import cuda_host_message, cuda_links
+    libraries link libcuda and libcudart, so its one wheel is CUDA host code (for every GPU of
+    its CUDA major); a library linking no CUDA library is CPU code."""
+    from prebuild.runtime.manifest import CPU_CODE, CUDA_HOST_CODE
+    from prebuild.tool.builder.classic import cuda_links, host_code, host_wheel_note
 
     needed = {
         "tms_preload_cu13.abi3.so": ("libcuda.so.1", "libcudart.so.13", "libstdc++.so.6"),
@@ -278,11 +278,13 @@ def test_host_code_that_calls_cuda_is_told_apart_from_a_cpu_build(tmp_path):
         "libtorch_cuda.so",
         "libc10_cuda.so",
     ]
-    libs = tuple(BuiltLibrary(name, "0", 1) for name in needed)
-    text = cuda_host_message("tms-0.0.10-cp311.whl", libs, cuda_links(needed), tmp_path / "b.log")
-    assert "tms_preload_cu13.abi3.so, tms_torch_cu13.abi3.so) are CUDA host code" in text
-    assert "they link libcuda.so.1, libcudart.so.13" in text
-    assert "pip wheel --no-build-isolation" in text and "No wheel was written" in text
+    assert host_code(cuda_links(needed)) == CUDA_HOST_CODE
+    assert host_code(cuda_links(cpu_build)) == CPU_CODE
+    note = host_wheel_note(CUDA_HOST_CODE, cuda_links(needed), "2.14.1+cu130", "13.0")
+    assert "CUDA host code (it links libcuda.so.1, libcudart.so.13)" in note
+    assert "every GPU, with torch 2.14 for CUDA 13" in note
+    note = host_wheel_note(CPU_CODE, [], "2.14.1+cu130", "13.0")
+    assert "CPU code only" in note and "any build of torch 2.14" in note
 
 
 def test_where_no_gpu_is_visible_torch_cuda_answers_for_a_gated_setup_py_and_the_errors_say_so(
@@ -394,11 +396,11 @@ def test_the_project_build_goes_on_past_a_torch_pin_and_stops_on_another_require
         builder.project_build({}, log, out, A("sm_90"), progress)
 
 
-def test_a_project_without_any_cuda_source_is_refused_as_a_cpu_extension(tmp_path):
-    """torch-sparse-solve 0.0.5 is a CPU extension (SuiteSparse's KLU): no switch would make
-    it build GPU code, so the refusal says what it is rather than blaming its setup.py."""
-    from prebuild.runtime.manifest import BuiltLibrary
-    from prebuild.tool.builder.classic import cpu_extension_message, has_cuda_sources
+def test_cuda_sources_are_told_apart_from_a_builds_outputs(tmp_path):
+    """A project with CUDA sources whose libraries hold no GPU code lost them (refused); one
+    with none (torch-sparse-solve 0.0.5, SuiteSparse's KLU) is a CPU extension. An earlier
+    build's outputs are no source."""
+    from prebuild.tool.builder.classic import has_cuda_sources
 
     project = tmp_path / "project"
     write(project, "torch_sparse_solve.cpp", "// KLU\n")
@@ -406,8 +408,3 @@ def test_a_project_without_any_cuda_source_is_refused_as_a_cpu_extension(tmp_pat
     assert not has_cuda_sources(project)
     write(project, "csrc/kernels/solve.cuh", "// a kernel\n")
     assert has_cuda_sources(project)
-    lib = BuiltLibrary("torch_sparse_solve_cpp.cpython-311-x86_64-linux-gnu.so", "0", 1)
-    text = cpu_extension_message("tss-0.0.5-cp311.whl", (lib,), tmp_path / "build.log")
-    assert "(torch_sparse_solve_cpp.cpython-311-x86_64-linux-gnu.so) are CPU code" in text
-    assert "no CUDA source at all" in text and "pip wheel --no-build-isolation" in text
-    assert "No wheel was written" in text

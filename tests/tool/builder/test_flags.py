@@ -339,3 +339,15 @@ def test_classic_label_and_torch_pin(torch_version, label, pin):
     assert req.specifier.contains(base, prereleases=True)
     major, minor = Version(torch_version).release[:2]
     assert not req.specifier.contains(f"{major}.{minor + 1}.0")
+
+
+def test_a_host_wheels_label_names_its_torch_and_cuda_but_no_arch():
+    from prebuild.tool.builder.flags import classic_host_label
+    from prebuild.tool.index_keys import parse_index_key
+
+    assert classic_host_label("2.14.1+cu130", CU130) == "pt214.cu130.host"
+    assert classic_host_label("2.14.1+cu130", None) == "pt214.cpu"
+    for label in ("pt214.cu130.host", "pt214.cpu"):
+        Version(f"0.0.10+{label}")  # a valid local version
+        key = parse_index_key(label)
+        assert key is not None and key.host and key.torch_tag == "pt214"

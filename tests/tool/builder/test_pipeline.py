@@ -175,6 +175,51 @@ def test_every_wheel_is_built_reported_and_locked(tmp_path, fake_builder):
     assert [p.read_text().count(" --hash=sha256:") for p in result.locks] == [1, 1]
 
 
+def test_a_wheel_with_no_gpu_code_is_built_once_for_every_arch(tmp_path, monkeypatch):
+    """A classic project's host code (no GPU code) serves every arch: the first wheel is the
+    only one built, and it says why the others were not."""
+    from prebuild.runtime.manifest import CUDA_HOST_CODE, ProjectManifest
+
+    host = ProjectManifest(
+        kind="classic",
+        torch="2.14.1+cu130",
+        torch_cuda="13.0",
+        cuda="13.0",
+        python_tag="cp311-cp311-linux_x86_64",
+        sass_archs=(),
+        ptx_archs=(),
+        libraries=(),
+        code=CUDA_HOST_CODE,
+    )
+
+    class HostBuilder(FakeBuilder):
+        def build(self, planned, out_dir, progress):
+            self.calls = getattr(self, "calls", 0) + 1
+            path = out_dir / "tms-0.0.10+pt214.cu130.host-py3-none-any.whl"
+            path.write_bytes(b"")
+            return BuiltWheel(path, planned, (), (), host, 0.1, ("its libraries hold host code",))
+
+    builders = []
+
+    def make(project, toolchain, request, planned, work, launcher=None):
+        builders.append(HostBuilder(toolchain.nvcc))
+        return builders[-1]
+
+    monkeypatch.setattr(pipeline, "make_builder", make)
+    report = Recorder()
+    result = build_wheels(
+        WheelRequest(str(ROOT), parse_arch_list("sm_80,sm_90,sm_120"), tmp_path / "dist"), report
+    )
+    assert builders[0].calls == 1 and len(result.wheels) == 1
+    assert [e for e in report.events if e[0] == "built"] == [
+        ("built", "tms-0.0.10+pt214.cu130.host-py3-none-any.whl")
+    ]
+    assert result.wheels[0].notes == (
+        "its libraries hold host code",
+        "it serves every arch: the other planned wheels (sm_90; sm_120) would be the same",
+    )
+
+
 def test_a_cached_build_copies_the_project_into_a_fixed_workspace_and_hands_the_builder_the_launcher(
     tmp_path, fake_builder, monkeypatch
 ):

@@ -157,9 +157,12 @@ def test_gpus_that_cannot_be_listed_are_unknown_with_the_fix():
 SO = "plain_ext/_C.cpython-311-x86_64-linux-gnu.so"
 
 
-def project(sass="sm_90", ptx="", torch="2.14.1+cu130", cuda="13.0", **kw) -> InstalledProject:
+def project(
+    sass="sm_90", ptx="", torch="2.14.1+cu130", cuda="13.0", code="gpu", **kw
+) -> InstalledProject:
     archs, ptx_archs = parse_arch_list(sass), parse_arch_list(ptx)
     m = ProjectManifest(
+        code=code,
         kind="classic",
         torch=torch,
         torch_cuda=cuda,
@@ -350,3 +353,23 @@ def test_a_network_extensions_directory_and_packages_that_compile_at_first_use_w
     jit = by_area(checks)["gsplat 1.5.3"]
     assert jit.status == WARN and "gsplat/cuda/_backend.py:79" in jit.message
     assert jit.fix.startswith("prebuild wheel --arch sm_90 gsplat==1.5.3 && pip install")
+
+
+def test_a_host_wheel_is_checked_for_its_torch_not_for_code_per_gpu():
+    """A classic wheel with no GPU code serves every GPU: CUDA host code needs the CUDA build of
+    its torch and a driver, CPU code only its torch minor release."""
+    t = TorchInfo("2.14.1+cu130", "13.0", True)
+    cuda_host = project("", code="cuda-host")
+    checks = project_checks(cuda_host, t, gpus((8, 6), (12, 0)))
+    assert all(c.status == OK for c in checks), checks
+    assert "CUDA 13.0, CUDA host code (no GPU code)" in checks[0].message
+    assert not any(c.message.startswith("cuda:") for c in checks)
+    cpu_torch = project_checks(cuda_host, TorchInfo("2.14.1+cpu", None, True), gpus())
+    assert any(c.status == FAIL and "CPU build" in c.message for c in cpu_torch)
+    cpu_code = project("", code="cpu")
+    checks = project_checks(cpu_code, TorchInfo("2.14.1+cpu", None, True), gpus((9, 0)))
+    assert all(c.status == OK for c in checks), checks
+    assert "CPU code only" in checks[0].message
+    assert checks[-1].message == "plain_ext._C import (checked in a child process)"
+    other = project_checks(cpu_code, TorchInfo("2.15.0+cpu", None, True), gpus())
+    assert any(c.status == FAIL and "built for torch 2.14" in c.message for c in other)

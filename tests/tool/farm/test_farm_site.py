@@ -37,3 +37,6 @@ def test_per_arch_wheels_get_twins_and_the_others_do_not():
     assert is_per_arch("d-0.1.0+cu130.sm90.ptx90-cp310-abi3-linux_x86_64.whl")
     assert not is_per_arch("g-1.0+pt214.cu130-cp311-cp311-linux_x86_64.whl")  # plain
     assert not is_per_arch("g-1.0+pt214.cu130-cp311-cp311-linux_x86_64-sm90.whl")  # a twin
+    # host wheels (no GPU code) serve every GPU as they are: no twin
+    assert not is_per_arch("t-0.0.10+pt214.cu130.host-cp39-abi3-linux_x86_64.whl")
+    assert not is_per_arch("t-0.0.5+pt214.cpu-cp311-cp311-linux_x86_64.whl")

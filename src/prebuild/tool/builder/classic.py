@@ -34,7 +34,16 @@ from wheel.wheelfile import WheelFile
 
 from build import BuildBackendException, BuildException, ProjectBuilder
 from prebuild.runtime.arch import Arch, check_supported
-from prebuild.runtime.manifest import BuiltLibrary, CompilerCall, CxxStandard, ProjectManifest
+from prebuild.runtime.manifest import (
+    CPU_CODE,
+    CUDA_HOST_CODE,
+    GPU_CODE,
+    BuiltLibrary,
+    CompilerCall,
+    CxxStandard,
+    ProjectManifest,
+)
+from prebuild.runtime.versions import minor
 from prebuild.tool.builder import flags, gpu_answer
 from prebuild.tool.builder.api_breaks import api_breaks_advice
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, quiet_runner, warnings_to_log
@@ -253,9 +262,9 @@ def answer_env(work: Path, archs: tuple[Arch, ...], environ: Mapping[str, str]) 
 def host_only_message(
     wheel_name: str, libraries: tuple[BuiltLibrary, ...], build_log: Path, advice: str
 ) -> str:
-    """Why a wheel whose libraries hold no GPU code at all is refused: the project's build
-    chose not to compile CUDA. Quotes what its build log says about it (``advice``: the
-    project's switches)."""
+    """Why a wheel whose libraries hold no GPU code at all, of a project with CUDA sources, is
+    refused: the project's build chose not to compile them. Quotes what its build log says
+    about it (``advice``: the project's switches)."""
     log = build_log.read_text(encoding="utf-8", errors="replace") if build_log.exists() else ""
     said: list[str] = []
     for line in log.splitlines():
@@ -290,19 +299,25 @@ def cuda_links(needed: dict[str, tuple[str, ...]]) -> list[str]:
     )
 
 
-def cuda_host_message(
-    wheel_name: str, libraries: tuple[BuiltLibrary, ...], links: list[str], build_log: Path
-) -> str:
-    """Why a wheel whose libraries call CUDA from the host but hold no GPU code is refused:
-    nothing in it depends on the GPU's arch (torch_memory_saver: the driver's memory API)."""
-    return (
-        f"{wheel_name}: its libraries ({', '.join(lib.file for lib in libraries)}) are CUDA host "
-        f"code: they call CUDA (they link {', '.join(links)}) but hold no GPU code (SASS none, "
-        "PTX none), so nothing in them depends on the GPU's arch and a wheel per arch has "
-        "nothing to add. prebuild builds wheels of GPU code; this project's one wheel, for "
-        "every GPU, is what `pip wheel --no-build-isolation` makes of it here (against this "
-        f"torch and CUDA). Full build log: {build_log}. No wheel was written."
-    )
+def host_code(links: list[str]) -> str:
+    """Pure: what a wheel with no GPU code holds, by the CUDA libraries it links: CUDA host code
+    (torch_memory_saver: the driver's memory API) or CPU code (torch-sparse-solve)."""
+    return CUDA_HOST_CODE if links else CPU_CODE
+
+
+def host_wheel_note(code: str, links: list[str], torch_version: str, cuda: str) -> str:
+    """What the user should know of a wheel with no GPU code: one wheel serves every GPU."""
+    if code == CUDA_HOST_CODE:
+        what = (
+            f"CUDA host code (it links {', '.join(links)}) and no GPU code: one wheel serves "
+            f"every GPU, with torch {minor(torch_version)} for CUDA {cuda.split('.')[0]}"
+        )
+    else:
+        what = (
+            "CPU code only (the project has no CUDA source): one wheel serves every GPU and "
+            f"machines with none, with any build of torch {minor(torch_version)}"
+        )
+    return f"its libraries hold {what}"
 
 
 def has_cuda_sources(project: Path) -> bool:
@@ -312,20 +327,6 @@ def has_cuda_sources(project: Path) -> bool:
         "build" not in path.relative_to(project).parts[:-1]
         for pattern in ("*.cu", "*.cuh")
         for path in project.rglob(pattern)
-    )
-
-
-def cpu_extension_message(
-    wheel_name: str, libraries: tuple[BuiltLibrary, ...], build_log: Path
-) -> str:
-    """Why a wheel of a project with no CUDA source at all is refused: it is a CPU extension
-    of torch (torch-sparse-solve 0.0.5: SuiteSparse's KLU), nothing per GPU arch in it."""
-    return (
-        f"{wheel_name}: its libraries ({', '.join(lib.file for lib in libraries)}) are CPU code, "
-        "and the project has no CUDA source at all (no .cu file): it is a CPU extension of "
-        "torch, with nothing per GPU arch to build. prebuild builds wheels of GPU code; this "
-        "project's wheel, for this torch, is what `pip wheel --no-build-isolation` makes of it "
-        f"here. Full build log: {build_log}. No wheel was written."
     )
 
 
@@ -548,16 +549,22 @@ class ClassicBuilder:
                 raise BuildError(
                     no_extension_message(built.name, jit_sites(project), self.advice(built, sass))
                 )
+            code, notes = GPU_CODE, ()
             if not any(lib.has_code for lib in libraries):
+                # GPU code the project has and did not compile is lost: refused. With none to
+                # compile, its host code serves every GPU: one wheel, labelled with no arch.
+                if has_cuda_sources(project):
+                    raise BuildError(
+                        host_only_message(
+                            built.name, libraries, build_log, self.advice(built, sass)
+                        )
+                    )
                 links = cuda_links(wheel_needed_libraries(built))
-                if links:
-                    raise BuildError(cuda_host_message(built.name, libraries, links, build_log))
-                if not has_cuda_sources(project):
-                    raise BuildError(cpu_extension_message(built.name, libraries, build_log))
-                raise BuildError(
-                    host_only_message(built.name, libraries, build_log, self.advice(built, sass))
-                )
-            check_archs(built.name, libraries, sass, ptx)
+                code = host_code(links)
+                notes = (host_wheel_note(code, links, torch.version_string, str(nvcc.version)),)
+                sass, ptx = (), ()
+            else:
+                check_archs(built.name, libraries, sass, ptx)
             calls = logged_calls(nvcc_log)
             # The kept objects' calls (made for the previous wheel) count as this wheel's too.
             host_calls = {**made_before, **calls_by_object(logged_calls(cxx_log))}
@@ -573,15 +580,19 @@ class ClassicBuilder:
                 libraries=libraries,
                 nvcc_calls=tuple(calls),
                 cxx_standard=CxxStandard(self.toolchain.cxx_standard, raised, raised_host),
+                code=code,
             )
             progress.phase("writing the wheel")
             # relabel_wheel keeps a project's own local label in front of this one.
-            label = flags.classic_local_label(
-                torch.version_string, nvcc.version, sass, ptx, planned.archs_in_version
-            )
-            files = (
-                {VARIANT_JSON: variant_json(planned, str(nvcc.version))} if planned.label else {}
-            )
+            if manifest.host_only:
+                cuda = nvcc.version if manifest.needs_cuda else None
+                label = flags.classic_host_label(torch.version_string, cuda)
+            else:
+                label = flags.classic_local_label(
+                    torch.version_string, nvcc.version, sass, ptx, planned.archs_in_version
+                )
+            variant = planned.label if not manifest.host_only else None
+            files = {VARIANT_JSON: variant_json(planned, str(nvcc.version))} if variant else {}
             final = relabel_wheel(
                 built,
                 out_dir,
@@ -589,7 +600,7 @@ class ClassicBuilder:
                 flags.torch_pin(torch.version_string),
                 manifest.to_json(),
                 files,
-                planned.label,
+                variant,
                 files=self.guard(built, label),
             )
         if raised or raised_host:
@@ -613,6 +624,7 @@ class ClassicBuilder:
             manifest.ptx_archs,
             manifest,
             time.monotonic() - start,
+            notes,
         )
 
     def scm_env(self, environ: Mapping[str, str]) -> dict[str, str]:

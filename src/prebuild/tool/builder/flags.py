@@ -15,6 +15,7 @@ from packaging.version import Version
 
 from prebuild.runtime.arch import Arch, ArchError, parse_arch_list
 from prebuild.tool.arch_support import ALL_ARCHS, torch_tag
+from prebuild.tool.index_keys import CPU_TAG, HOST_TAG
 
 # Archs built when PREBUILD_ARCHS is not set (a source install on a user's machine): the
 # data-centre and consumer GPUs of Turing through Blackwell (prebuild.tool.arch_support, the table the
@@ -150,11 +151,24 @@ def local_version_label(
     """``cu130.sm80.sm90`` (plus ``.ptx90`` with PTX); ``cpu`` for a build without CUDA.
     ``archs=False``: ``cu130`` only (variant wheels: their archs are in the variant label)."""
     if cuda is None or not sass:
-        return "cpu"
-    parts = [f"cu{cuda.major}{cuda.minor}"]
+        return CPU_TAG
+    parts = [cuda_tag(cuda)]
     if archs:
         parts += [a.tag for a in sass] + [f"ptx{a.number}" for a in ptx]
     return ".".join(parts)
+
+
+def cuda_tag(cuda: Version) -> str:
+    """``cu130`` for CUDA 13.0."""
+    return f"cu{cuda.major}{cuda.minor}"
+
+
+def classic_host_label(torch_version: str, cuda: Version | None) -> str:
+    """``pt214.cu130.host`` (host code calling CUDA) or ``pt214.cpu`` (``cuda`` None: CPU code
+    only): the label of a classic wheel with no GPU code, which serves every GPU."""
+    if cuda is None:
+        return f"{torch_tag(torch_version)}.{CPU_TAG}"
+    return f"{torch_tag(torch_version)}.{cuda_tag(cuda)}.{HOST_TAG}"
 
 
 def torch_pin(torch_version: str) -> str:

@@ -52,11 +52,12 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
 from prebuild.runtime.arch import Arch, ArchError
+from prebuild.runtime.manifest import ProjectManifest
 from prebuild.tool.builder import classic, flags
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, WheelBuilder
 from prebuild.tool.builder.build_switches import distribution_of, no_gpu_refusal
@@ -200,7 +201,7 @@ def build_wheels(request: WheelRequest, report: Reporter) -> BuiltWheels:
                 report.starting(planned, builder.nvcc, project.origin, request.out_dir)
                 stage = 1
                 started = time.monotonic()
-                wheels = [build_one(builder, wheel, request.out_dir, report) for wheel in planned]
+                wheels = build_planned(builder, planned, request.out_dir, report)
             written = (
                 write_variants_files([w.path for w in wheels], request.out_dir)
                 if request.variants
@@ -374,6 +375,26 @@ def make_builder(
         origin=project.origin,
         scm_version=project.scm_version,
     )
+
+
+def build_planned(
+    builder: WheelBuilder, planned: list[PlannedWheel], out_dir: Path, report: Reporter
+) -> list[BuiltWheel]:
+    """Step 5: each planned wheel in turn. A wheel with no GPU code (a classic project's host
+    code) serves every arch: the wheels planned after it would be the same, and are not built."""
+    wheels: list[BuiltWheel] = []
+    for at, wheel in enumerate(planned):
+        built = build_one(builder, wheel, out_dir, report)
+        rest = planned[at + 1 :]
+        host = isinstance(built.manifest, ProjectManifest) and built.manifest.host_only
+        if host and rest:
+            archs = "; ".join(",".join(a.sm for a in w.archs) for w in rest)
+            note = f"it serves every arch: the other planned wheels ({archs}) would be the same"
+            built = replace(built, notes=(*built.notes, note))
+        wheels.append(built)
+        if host:
+            break
+    return wheels
 
 
 def build_one(

@@ -286,7 +286,10 @@ class _WheelConsole:
         )
         width = max(len(w.path.name) for w in result.wheels)
         for w in result.wheels:
-            archs_text = ",".join([a.sm for a in w.sass_archs] + [a.compute for a in w.ptx_archs])
+            archs_text = (
+                ",".join([a.sm for a in w.sass_archs] + [a.compute for a in w.ptx_archs])
+                or "no GPU code"
+            )
             out.print(
                 f"  {escape(w.path.name):<{width}}  {archs_text}  {w.size / 1024:.0f} KiB  {w.seconds:.1f} s",
                 highlight=False,

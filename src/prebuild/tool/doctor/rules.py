@@ -318,13 +318,15 @@ def project_checks(p: InstalledProject, torch: TorchInfo, gpus: GpuQuery) -> lis
         return [Check(area, FAIL, f"{p.name} {p.version}: {p.problem}", reinstall)]
     if isinstance(m, Manifest):
         return native_checks(p, m, torch, gpus, reinstall)
-    archs = ", ".join([a.sm for a in m.sass_archs] + [a.compute for a in m.ptx_archs]) or "none"
+    archs = m.holds() or "none"
     checks = [
         Check(
             area,
             FAIL if p.problem else OK,
             f"{p.title}: {m.kind} build for torch {m.torch_minor} (built with {m.torch}), "
-            f"CUDA {m.cuda}, archs {archs}" + (f"; {p.problem}" if p.problem else ""),
+            f"CUDA {m.cuda}, "
+            + (archs if m.host_only else f"archs {archs}")
+            + (f"; {p.problem}" if p.problem else ""),
             reinstall if p.problem else "",
         )
     ]
@@ -352,6 +354,8 @@ def project_checks(p: InstalledProject, torch: TorchInfo, gpus: GpuQuery) -> lis
                 f"pip install 'torch=={m.torch_minor}.*', or build it for this torch: {rebuild}",
             )
         )
+    elif not m.needs_cuda:
+        return checks + _load_check(area, p, rebuild)  # CPU code: no CUDA, no GPU to check
     elif torch.cuda is None:
         checks.append(
             Check(
@@ -372,7 +376,7 @@ def project_checks(p: InstalledProject, torch: TorchInfo, gpus: GpuQuery) -> lis
             )
         )
     checks += _driver_check(area, m.cuda, gpus)
-    for gpu in gpus.gpus:
+    for gpu in () if m.host_only else gpus.gpus:
         device = f"cuda:{gpu.index} {gpu.name} ({format_capability(gpu.capability)})"
         choice = select_code(gpu.capability, m.sass_archs, m.ptx_archs)
         if choice.kind is CodeKind.SASS:
@@ -397,19 +401,24 @@ def project_checks(p: InstalledProject, torch: TorchInfo, gpus: GpuQuery) -> lis
                     f"prebuild install {p.name} --from SITE, or {rebuild}",
                 )
             )
-    if p.load_error is not None:
-        modules = ", ".join(p.modules)
-        checks.append(
-            Check(
-                area,
-                FAIL if p.load_error else OK,
-                f"import {modules}: {p.load_error}"
-                if p.load_error
-                else f"{modules} import (checked in a child process)",
-                rebuild if p.load_error else "",
-            )
+    return checks + _load_check(area, p, rebuild)
+
+
+def _load_check(area: str, p: InstalledProject, rebuild: str) -> list[Check]:
+    """Whether the project's modules import (checked in a child process), when it was asked."""
+    if p.load_error is None:
+        return []
+    modules = ", ".join(p.modules)
+    return [
+        Check(
+            area,
+            FAIL if p.load_error else OK,
+            f"import {modules}: {p.load_error}"
+            if p.load_error
+            else f"{modules} import (checked in a child process)",
+            rebuild if p.load_error else "",
         )
-    return checks
+    ]
 
 
 def native_checks(

@@ -37,8 +37,10 @@ def store(site: Path) -> Path:
 
 
 def is_per_arch(filename: str) -> bool:
-    """A wheel whose version names its archs (``+pt214.cu130.sm90``): it gets a variant twin."""
-    return parse_filename(filename)[4] is None and index_key_of(filename) is not None
+    """A wheel whose version names its archs (``+pt214.cu130.sm90``): it gets a variant twin.
+    A host wheel (``+pt214.cu130.host``) names none: it serves every GPU as it is."""
+    key = index_key_of(filename)
+    return parse_filename(filename)[4] is None and key is not None and not key.host
 
 
 def publish(site: Path, ledger: Ledger) -> dict[str, list[WheelInfo]]:
