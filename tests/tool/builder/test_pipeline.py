@@ -290,6 +290,31 @@ def test_a_build_directory_is_the_users_and_stays(tmp_path):
     assert log.is_file() and tmp_path.is_dir()
 
 
+def test_a_checkout_too_large_to_copy_around_a_project_is_linked_and_said(monkeypatch, tmp_path):
+    """A classic directory in a large checkout: its build reads the rest through links, which
+    it could write through, and the user is told before it starts."""
+    from prebuild.tool.builder import project as project_module
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "weights.bin").write_bytes(b"w" * 64)
+    ext = repo / "ext"
+    ext.mkdir()
+    (ext / "setup.py").write_text("from setuptools import setup\nsetup(name='ext')\n")
+    cuda = pipeline.Toolchain(
+        Torch(Version("2.14.1"), "2.14.1+cu130", "13.0", (), Path("/t")), None
+    )
+    report = Recorder()
+    project = pipeline.resolve(str(ext), tmp_path / "small", cuda, report)
+    assert project.linked_checkout is None and report.events == []
+    monkeypatch.setattr(project_module, "MIRROR_COPY_LIMIT", 16)
+    project = pipeline.resolve(str(ext), tmp_path / "large", cuda, report)
+    assert project.linked_checkout == repo
+    ((kind, note),) = report.events
+    assert kind == "fetch note" and f"the git checkout around it ({repo})" in note
+    assert "lands in the checkout" in note
+
+
 def test_a_requirement_whose_setup_py_needs_cuda_gets_the_cpu_torch_refusal(monkeypatch, tmp_path):
     def fail(spec, work, copy_native=False, metadata_env=None):
         raise DownloadError(

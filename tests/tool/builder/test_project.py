@@ -5,6 +5,7 @@ user's tree."""
 from __future__ import annotations
 
 import io
+import shutil
 import subprocess
 import tarfile
 import zipfile
@@ -47,8 +48,8 @@ def test_a_directory_is_copied_without_vcs_data_or_old_build_outputs(tmp_path):
 
 def test_a_project_in_a_checkouts_subdirectory_sees_the_checkout_around_its_copy(tmp_path):
     """tiny-cuda-nn's bindings/torch/setup.py compiles ../../src/*.cu: the copy sits in a
-    mirror of the checkout whose other entries link to the originals (VCS data and build
-    outputs left out), and the build writes only in the copy."""
+    mirror of the checkout whose other entries are copies (VCS data and build outputs left
+    out), and the build writes only in the workspace, even outside its own directory."""
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
     for name, text in {
@@ -75,12 +76,42 @@ def test_a_project_in_a_checkouts_subdirectory_sees_the_checkout_around_its_copy
         "src",
     ]
     assert (project.source / "../../src/common.cu").read_text() == "// kernels\n"
-    assert (mirror / "src").resolve() == repo / "src" and not (mirror / "bindings").is_symlink()
-    assert (mirror / "bindings" / "other").is_symlink()
+    assert project.linked_checkout is None
+    assert not any(p.is_symlink() for p in mirror.rglob("*"))
     (project.source / "build").mkdir()  # the build writes into the copy only
+    (project.source / "../../src/generated.h").write_text("// written by a build\n")
     assert snapshot(repo) == before
-    # built again: the workspace is cleared through the links, never into the checkout
     assert resolve_project(str(user), tmp_path / "work").source == project.source
+    assert snapshot(repo) == before
+
+
+def test_a_large_checkout_around_a_project_is_linked_and_the_user_told(tmp_path):
+    """Past MIRROR_COPY_LIMIT the checkout's other entries are links (a checkout holding data
+    or weights is not copied whole); resolve_project says so in Project.linked_checkout, and
+    the workspace is cleared through the links, never into the checkout."""
+    from prebuild.tool.builder.project import IGNORED, copy_in_checkout, tree_size
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "data").mkdir()
+    (repo / "data" / "weights.bin").write_bytes(b"w" * 4096)
+    (repo / "src.cu").write_text("// kernels\n")
+    (repo / "build").mkdir()
+    (repo / "build" / "big.o").write_bytes(b"o" * 100_000)  # an earlier build's: not counted
+    user = tiny_project(repo / "ext")
+    (user / ".git" / "config").unlink()
+    (user / ".git").rmdir()
+    ignored = shutil.ignore_patterns(*IGNORED)
+    assert tree_size([repo / "data", repo / "src.cu"], ignored, 10**9) == 4096 + 11
+    assert tree_size([repo], ignored, 10**9) < 100_000  # build/ left out
+    assert tree_size([repo / "data", repo / "src.cu"], ignored, 100) == 4096  # stops past it
+    before = snapshot(repo)
+    place, linked = copy_in_checkout(user, repo, tmp_path / "small", limit=10**6)
+    assert not linked and not (tmp_path / "small" / "data").is_symlink()
+    place, linked = copy_in_checkout(user, repo, tmp_path / "large", limit=1024)
+    assert linked and (tmp_path / "large" / "data").resolve() == repo / "data"
+    assert (place / "../src.cu").read_text() == "// kernels\n"
+    shutil.rmtree(tmp_path / "large")
     assert snapshot(repo) == before
     # the checkout's root itself, or a directory in no checkout: a plain copy
     from prebuild.tool.builder.project import enclosing_checkout

@@ -692,7 +692,7 @@ class ClassicBuilder:
             return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
 
         # The checkout's root: the project's copy, or the mirror of the checkout it lies in
-        # (project.copy_in_checkout), whose root links to the checkout's .gitmodules.
+        # (project.copy_in_checkout), whose root holds the checkout's .gitmodules.
         root = next(
             (
                 d

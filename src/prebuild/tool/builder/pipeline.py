@@ -80,6 +80,7 @@ from prebuild.tool.builder.outputs import (
 from prebuild.tool.builder.plan import PlannedWheel, plan_wheels
 from prebuild.tool.builder.project import (
     CLASSIC,
+    MIRROR_COPY_LIMIT,
     NATIVE,
     SCM_VERSION_ENV,
     DownloadError,
@@ -306,6 +307,12 @@ def resolve(
             f"{classic.newest_capability(archs)} would"
         )
         return project
+    if project.linked_checkout is not None:
+        report.fetch_note(
+            f"the git checkout around it ({project.linked_checkout}) is over "
+            f"{MIRROR_COPY_LIMIT // 2**20} MiB: its build reads the checkout's other files through "
+            "links, so anything it writes outside its own directory lands in the checkout"
+        )
     if project.scm_version and SCM_VERSION_ENV not in os.environ:
         report.fetch_note(
             f"version {project.scm_version}, read from its git checkout with setuptools_scm "

@@ -49,6 +49,9 @@ class Project:
     # The version setuptools_scm gives the checkout a classic directory was copied from: its
     # copy has no .git to read it from (``scm_version``).
     scm_version: str | None = None
+    # The checkout around a classic directory, where its other entries are linked rather than
+    # copied (larger than MIRROR_COPY_LIMIT): the build could write into it (``copy_in_checkout``).
+    linked_checkout: Path | None = None
 
 
 def is_native(path: Path) -> bool:
@@ -285,32 +288,69 @@ def enclosing_checkout(path: Path) -> Path | None:
     return next((d for d in (path, *path.parents) if (d / ".git").exists()), None)
 
 
-def copy_in_checkout(project: Path, root: Path | None, copy: Path) -> Path:
-    """Copy ``project`` into ``copy`` and return where its copy is. A project in a
-    subdirectory of a checkout (``root``, its ``enclosing_checkout``; tiny-cuda-nn's
-    ``bindings/torch``, whose setup.py compiles ``../../src/*.cu``) is copied to the same place
-    in a tree that mirrors the checkout: every other entry of its parents up to the root is a symbolic link to the
-    original, so that what the build reads outside the project's directory is where pip's
-    in-tree build would find it; only the project is copied, and the build writes in its copy.
-    VCS data and build outputs (IGNORED) are left out."""
+# The most of a checkout around a project that its private copy takes with it (copied, so that the
+# build can write nowhere but in the workspace); a larger checkout's other entries are linked.
+MIRROR_COPY_LIMIT = 256 * 2**20
+
+
+def tree_size(paths: list[Path], ignore, limit: int) -> int:
+    """The bytes of the files under ``paths`` (``ignore``: shutil.ignore_patterns' kind, its
+    matches left out; links not followed), counted until they pass ``limit``."""
+    total = 0
+    for path in paths:
+        if not path.is_dir() or path.is_symlink():
+            total += path.lstat().st_size
+        else:
+            for top, dirs, files in os.walk(path):
+                skip = ignore(top, [*dirs, *files])
+                dirs[:] = [d for d in dirs if d not in skip]
+                total += sum(
+                    (Path(top) / name).lstat().st_size for name in files if name not in skip
+                )
+                if total > limit:
+                    return total
+        if total > limit:
+            return total
+    return total
+
+
+def copy_in_checkout(
+    project: Path, root: Path | None, copy: Path, limit: int | None = None
+) -> tuple[Path, bool]:
+    """Copy ``project`` into ``copy``; where its copy is, and whether the checkout around it
+    was linked rather than copied. A project in a subdirectory of a checkout (``root``, its
+    ``enclosing_checkout``; tiny-cuda-nn's ``bindings/torch``, whose setup.py compiles
+    ``../../src/*.cu``) is copied to the same place in a mirror of the checkout, so that what
+    the build reads outside the project's directory is where pip's in-tree build would find
+    it. The mirror's other entries are copies too, unless together they pass ``limit`` bytes:
+    then they are symbolic links to the originals (and a build writing outside its directory
+    would write into the checkout). VCS data and build outputs (IGNORED) are left out."""
     ignored = shutil.ignore_patterns(*IGNORED)
     project = project.resolve()
     if root is None or root == project:
         shutil.copytree(project, copy, symlinks=True, ignore=ignored)
-        return copy
-    place = copy / project.relative_to(root)
+        return copy, False
+    around: list[tuple[Path, Path]] = []  # (original, its place in the mirror)
     here = root
     for part in project.relative_to(root).parts:
         mirror = copy / here.relative_to(root)
         mirror.mkdir(parents=True, exist_ok=True)
         names = sorted(entry.name for entry in here.iterdir() if entry.name != part)
         skip = ignored(str(here), names)
-        for name in names:
-            if name not in skip:
-                (mirror / name).symlink_to(here / name)
+        around += [(here / name, mirror / name) for name in names if name not in skip]
         here = here / part
+    limit = MIRROR_COPY_LIMIT if limit is None else limit
+    linked = tree_size([original for original, _ in around], ignored, limit) > limit
+    for original, place in around:
+        if linked:
+            place.symlink_to(original)
+        elif original.is_dir() and not original.is_symlink():
+            shutil.copytree(original, place, symlinks=True, ignore=ignored)
+        else:
+            shutil.copy2(original, place, follow_symlinks=False)
+    place = copy / project.relative_to(root)
     shutil.copytree(project, place, symlinks=True, ignore=ignored)
-    return place
+    return place, linked
 
 
 # What setuptools_scm takes as the version where the source has no git data to read it from.
@@ -382,8 +422,9 @@ def resolve_project(
             raise BuildError(
                 f"{spec} has no setup.py or pyproject.toml: not a project prebuild can build"
             )
-        source = copy_in_checkout(path, enclosing_checkout(path), copy)
-        return Project(CLASSIC, source, spec, scm_version(path))
+        root = enclosing_checkout(path)
+        source, linked = copy_in_checkout(path, root, copy)
+        return Project(CLASSIC, source, spec, scm_version(path), root if linked else None)
     if git_source(spec) is not None and not path.exists():
         source = clone_source(spec, work / "download")
         if not _has_build_files(source):
