@@ -99,3 +99,23 @@ def test_without_ninja_the_compiles_are_counted_as_they_start(tmp_path):
         [sys.executable, "-c", script]
     )
     assert heard == [(1, 0, "pkg._C: a.cpp"), (2, 0, "pkg._C: b.cu")]
+
+
+def test_a_step_listener_that_raises_costs_the_progress_only(tmp_path, monkeypatch):
+    """Progress is for show: a listener that raises is not called again, no thread's
+    traceback reaches the user's terminal, and the build goes on to its end."""
+    import threading
+
+    crashed: list = []
+    monkeypatch.setattr(threading, "excepthook", crashed.append)
+    calls: list[tuple] = []
+
+    def broken(*step):
+        calls.append(step)
+        raise RuntimeError("a listener's bug")
+
+    script = "print('[1/2] c++ -c a.cpp -o a.o')\nprint('[2/2] c++ -c b.cpp -o b.o')\n"
+    log = tmp_path / "build.log"
+    quiet_runner(log, {}, broken)([sys.executable, "-c", script])
+    assert calls == [(1, 2, "a.cpp")] and crashed == []
+    assert log.read_text().splitlines()[-1] == "[2/2] c++ -c b.cpp -o b.o"

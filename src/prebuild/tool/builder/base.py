@@ -134,7 +134,8 @@ def follow_steps(
     """While the body runs, a thread reads what is added to the log and tells ``step`` of
     each ninja status line in it. The output goes to the log file itself, never through a
     pipe of prebuild's: a process the build leaves running (a compiler cache's server) cannot
-    hold the build open."""
+    hold the build open. Progress is for show: a ``step`` that raises is not called again,
+    and the build goes on."""
     if step is None:
         yield
         return
@@ -142,6 +143,12 @@ def follow_steps(
     start = log_path.stat().st_size if log_path.exists() else 0
 
     def follow() -> None:
+        try:
+            read_steps()
+        except Exception:  # a broken listener or log costs the progress only
+            return
+
+    def read_steps() -> None:
         extension, pending, commands = "", "", 0
         with open(log_path, encoding="utf-8", errors="replace") as log:
             log.seek(start)
