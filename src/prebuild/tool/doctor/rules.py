@@ -355,7 +355,7 @@ def project_checks(p: InstalledProject, torch: TorchInfo, gpus: GpuQuery) -> lis
             )
         )
     elif not m.needs_cuda:
-        return checks + _load_check(area, p, rebuild)  # CPU code: no CUDA, no GPU to check
+        pass  # CPU code: any build of that torch loads it
     elif torch.cuda is None:
         checks.append(
             Check(
@@ -375,6 +375,8 @@ def project_checks(p: InstalledProject, torch: TorchInfo, gpus: GpuQuery) -> lis
                 f"install a torch {m.torch_minor} for CUDA {m.cuda}, or build it with this torch: {rebuild}",
             )
         )
+    if not m.needs_cuda:  # CPU code: no CUDA, no driver, no GPU to check
+        return checks + _load_check(area, p, rebuild)
     checks += _driver_check(area, m.cuda, gpus)
     for gpu in () if m.host_only else gpus.gpus:
         device = f"cuda:{gpu.index} {gpu.name} ({format_capability(gpu.capability)})"
