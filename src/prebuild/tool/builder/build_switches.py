@@ -60,6 +60,10 @@ class KnownSwitches:
     no_gpu: tuple[str, str] | None = None
 
 
+# What every classic build's environment holds, whatever the user's says: the switch by which
+# most setup.py files build CUDA where no GPU is visible (pytorch3d, mmcv, DCNv2 forks).
+BUILD_ENV = {"FORCE_CUDA": "1"}
+
 # Distribution names as pip normalises them. (flash-attn's FLASH_ATTENTION_FORCE_BUILD=TRUE, which
 # makes it compile instead of downloading a wheel, is set by prebuild: forced_build_switches.)
 KNOWN = {
@@ -70,14 +74,8 @@ KNOWN = {
         "DS_ACCELERATOR=cuda DS_BUILD_FUSED_ADAM=1",
         no_gpu=("DS_ACCELERATOR", "cuda"),
     ),
-    "mmcv": KnownSwitches(
-        "MMCV_WITH_OPS=1 (and FORCE_CUDA=1 where no GPU is visible)",
-        "MMCV_WITH_OPS=1 FORCE_CUDA=1",
-        no_gpu=("FORCE_CUDA", "1"),
-    ),
-    "pytorch3d": KnownSwitches(
-        "FORCE_CUDA=1 where no GPU is visible", "FORCE_CUDA=1", no_gpu=("FORCE_CUDA", "1")
-    ),
+    # (pytorch3d and mmcv build CUDA where no GPU is visible with FORCE_CUDA=1: BUILD_ENV)
+    "mmcv": KnownSwitches("MMCV_WITH_OPS=1", "MMCV_WITH_OPS=1"),
     "apex": KnownSwitches("APEX_CPP_EXT=1 APEX_CUDA_EXT=1", "APEX_CPP_EXT=1 APEX_CUDA_EXT=1"),
 }
 
@@ -167,7 +165,7 @@ def no_gpu_refusal(
     if known is None or known.no_gpu is None or gpu_visible:
         return None
     variable, value = known.no_gpu
-    if environ.get(variable) == value:
+    if {**environ, **BUILD_ENV}.get(variable) == value:
         return None
     return (
         f"no GPU is visible here, so {distribution}'s setup.py would build for the CPU only unless "

@@ -48,6 +48,7 @@ from prebuild.tool.builder import flags, gpu_answer
 from prebuild.tool.builder.api_breaks import api_breaks_advice
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, quiet_runner, warnings_to_log
 from prebuild.tool.builder.build_switches import (
+    BUILD_ENV,
     build_variables,
     cuda_gate_line,
     forced_build_switches,
@@ -498,7 +499,7 @@ class ClassicBuilder:
             "PATH": f"{shim / 'bin'}:{os.environ.get('PATH', '')}",
             "TORCH_CUDA_ARCH_LIST": torch_cuda_arch_list(sass, ptx),
             "MAX_JOBS": str(max_jobs),
-            "FORCE_CUDA": "1",  # projects that skip CUDA when no GPU is visible
+            **BUILD_ENV,  # FORCE_CUDA=1: projects that skip CUDA when no GPU is visible
             # torch (2.14) puts a ccache or sccache found on PATH in front of every compiler: it
             # cannot tell the shim nvcc is one ("Compiler not supported"), and the cache is what
             # --cache says, through prebuild's launcher.
