@@ -128,3 +128,10 @@ def index_key_of(filename: str) -> IndexKey | None:
         return None
     tags = [a.tag for a in archs.sass] + [f"ptx{a.number}" for a in archs.ptx]
     return parse_index_key(".".join([version.local, *tags])) if version.local else None
+
+
+def is_host_wheel(filename: str) -> bool:
+    """A classic wheel with no GPU code (``+pt214.cu130.host``, ``+pt214.cpu``): it serves
+    every GPU of its torch."""
+    key = index_key_of(filename)
+    return key is not None and key.host

@@ -36,7 +36,7 @@ from prebuild.runtime.compat import (
 from prebuild.tool.arch_support import torch_minor_of, torch_tag
 from prebuild.tool.builder.config import MIN_TORCH_TARGET
 from prebuild.tool.gpus import GpuQuery, TorchInfo
-from prebuild.tool.index_keys import index_key_of
+from prebuild.tool.index_keys import index_key_of, is_host_wheel
 from prebuild.tool.variant_wheels import parse_filename, split_filename
 
 
@@ -186,7 +186,7 @@ def select_wheel(
                 f"built with CUDA {wheel_cuda}; the driver supports CUDA {driver_cuda} at most"
             )
     if not targets:
-        host = [c for c in considered if not c.rejected and _is_host(c.candidate.filename)]
+        host = [c for c in considered if not c.rejected and is_host_wheel(c.candidate.filename)]
         if host:
             best = max(host, key=_rank)
             return Decision(
@@ -209,11 +209,6 @@ def select_wheel(
         else ""
     )
     return Decision(best, reason, considered)
-
-
-def _is_host(filename: str) -> bool:
-    key = index_key_of(filename)
-    return key is not None and key.host
 
 
 def no_fit_fix(decision: Decision, project: str, targets: list[Target]) -> str:

@@ -40,6 +40,7 @@ from prebuild.tool.farm.ledger import BUILT, FAILED, Entry, read_ledger, write_l
 from prebuild.tool.farm.plan import PLAIN, Job
 from prebuild.tool.farm.recipes import Recipe, Smoke
 from prebuild.tool.farm.site import publish, store
+from prebuild.tool.index_keys import is_host_wheel
 from prebuild.tool.variant_wheels import parse_filename
 
 LOG_TAIL = 3000  # characters of a failed job's log kept in the ledger
@@ -109,6 +110,7 @@ def run_farm(
         # jobs sharing an environment run one after another, so each is made or found once
         ordered = sorted(jobs, key=lambda j: (j.python, j.torch, j.cuda))
         pythons: dict[tuple, Path | EnvError] = {}
+        host_built: dict[str, Entry] = {}  # a host wheel's job, by its arch_free_key
         for number, job in enumerate(ordered, 1):
             report.job_started(number, len(ordered), job)
             spec = EnvSpec(job.python, job.torch, job.cuda)
@@ -122,10 +124,22 @@ def run_farm(
             except EnvError as exc:
                 pythons[spec, job.build_requires] = exc
                 python = exc
-            if isinstance(python, EnvError):
+            same = host_built.get(job.arch_free_key)
+            if same is not None:
+                entry = Entry(
+                    job,
+                    BUILT,
+                    same.wheels,
+                    smoke=f"not built again: {same.job.title}'s wheel holds no GPU code and "
+                    "serves this arch too",
+                    log=same.log,
+                )
+            elif isinstance(python, EnvError):
                 entry = Entry(job, FAILED, error=str(python), log=str(environments.log))
             else:
                 entry = run_job(job, recipe, python, work, wheels_dir, cache, gpu_archs)
+            if entry.status == BUILT and all(is_host_wheel(w) for w in entry.wheels):
+                host_built.setdefault(job.arch_free_key, entry)
             entry = Entry(**{**entry.__dict__, "finished": _now()})
             ledger.record(entry)
             write_ledger(ledger, site)

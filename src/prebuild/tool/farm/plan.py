@@ -108,6 +108,14 @@ class Job:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @property
+    def arch_free_key(self) -> str:
+        """The key of what decides the output but the archs: jobs sharing it build the same
+        wheel where the project holds no GPU code (a host wheel serves every arch)."""
+        facts = {k: v for k, v in self.decides().items() if k not in ("wheel", "archs", "ptx")}
+        text = json.dumps(facts, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
     def title(self) -> str:
         """``gsplat pt214 cu130 cp311 sm_90``: the job in a line."""
         parts = [self.project, self.torch_tag, self.cuda_tag, self.python_tag, self.wheel]

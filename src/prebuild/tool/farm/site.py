@@ -20,7 +20,7 @@ from prebuild.tool.builder.variant_twin import variant_twin
 from prebuild.tool.farm.ledger import BUILT, LEDGER, Ledger, read_ledger
 from prebuild.tool.farm.plan import PLAIN
 from prebuild.tool.index import MARKER, WheelInfo, build_index, check_site
-from prebuild.tool.index_keys import index_key_of
+from prebuild.tool.index_keys import index_key_of, is_host_wheel
 from prebuild.tool.variant_wheels import parse_filename
 from prebuild.tool.variants_files import write_variants_files
 
@@ -39,8 +39,11 @@ def store(site: Path) -> Path:
 def is_per_arch(filename: str) -> bool:
     """A wheel whose version names its archs (``+pt214.cu130.sm90``): it gets a variant twin.
     A host wheel (``+pt214.cu130.host``) names none: it serves every GPU as it is."""
-    key = index_key_of(filename)
-    return parse_filename(filename)[4] is None and key is not None and not key.host
+    return (
+        parse_filename(filename)[4] is None
+        and index_key_of(filename) is not None
+        and not is_host_wheel(filename)
+    )
 
 
 def publish(site: Path, ledger: Ledger) -> dict[str, list[WheelInfo]]:
