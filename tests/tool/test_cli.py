@@ -217,3 +217,28 @@ def test_wheel_progress_in_a_log_is_a_line_per_phase_and_a_heartbeat():
     # a build without ninja: the compiles are counted, their total is not known
     line.step(4, 0, "knn.cpp")
     assert line.where() == "compiling (the project's own build), [4/?] knn.cpp"
+
+
+def test_an_interrupted_wheel_build_says_what_was_kept_and_what_the_next_run_reuses(
+    monkeypatch, tmp_path
+):
+    """With --build-dir, Ctrl-C names what is kept there, and says honestly that a classic
+    project's next build does not reuse it (its source is copied afresh): --cache does."""
+    from prebuild.tool.builder import pipeline
+
+    def interrupted(request, report):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "build_wheels", interrupted)
+    args = ["wheel", "--arch", "sm_90", str(tmp_path), "--out", str(tmp_path / "dist")]
+    runner = CliRunner()
+    result = runner.invoke(app, [*args, "--build-dir", str(tmp_path / "objects")])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 130, result.output
+    assert (
+        f"interrupted: no wheel was written; the objects compiled so far are kept in {tmp_path / 'objects'}"
+        in said
+    )
+    assert "--cache DIR keeps its compiles for the next run" in said
+    result = runner.invoke(app, args)
+    assert "interrupted: no wheel was written" in result.output and "kept" not in result.output

@@ -153,7 +153,13 @@ def wheel(
     except KeyboardInterrupt as exc:
         written = [str(w.path) for w in console.written]
         said = "only " + ", ".join(written) + " was written" if written else "no wheel was written"
-        kept = "" if build_dir is None else f"; the objects compiled so far are kept in {build_dir}"
+        kept = (
+            ""
+            if build_dir is None
+            else f"; the objects compiled so far are kept in {build_dir}, where a native "
+            "project's next build reuses them (a classic project's build starts from a fresh "
+            "copy of its source: --cache DIR keeps its compiles for the next run)"
+        )
         err.print(
             f"[bold red]interrupted:[/] {escape(said + kept)}", highlight=False, soft_wrap=True
         )
