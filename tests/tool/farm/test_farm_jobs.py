@@ -1,4 +1,5 @@
-"""prebuild.tool.farm.build.run_farm, its jobs faked: what it records and publishes."""
+"""prebuild.tool.farm.build.run_farm, its jobs faked: what it records and publishes (the real
+builds: tests/e2e/test_farm_build.py)."""
 
 from __future__ import annotations
 
