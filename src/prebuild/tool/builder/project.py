@@ -14,6 +14,7 @@ import shutil
 import sys
 import tarfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit, urlunsplit
@@ -293,24 +294,26 @@ def enclosing_checkout(path: Path) -> Path | None:
 MIRROR_COPY_LIMIT = 256 * 2**20
 
 
+def _file_sizes(paths: list[Path], ignore) -> Iterator[int]:
+    """The size of each file under ``paths``, ``ignore``'s matches left out, links not followed."""
+    for path in paths:
+        if not path.is_dir() or path.is_symlink():
+            yield path.lstat().st_size
+            continue
+        for top, dirs, files in os.walk(path):
+            skip = ignore(top, [*dirs, *files])
+            dirs[:] = [d for d in dirs if d not in skip]
+            yield from ((Path(top) / f).lstat().st_size for f in files if f not in skip)
+
+
 def tree_size(paths: list[Path], ignore, limit: int) -> int:
     """The bytes of the files under ``paths`` (``ignore``: shutil.ignore_patterns' kind, its
     matches left out; links not followed), counted until they pass ``limit``."""
     total = 0
-    for path in paths:
-        if not path.is_dir() or path.is_symlink():
-            total += path.lstat().st_size
-        else:
-            for top, dirs, files in os.walk(path):
-                skip = ignore(top, [*dirs, *files])
-                dirs[:] = [d for d in dirs if d not in skip]
-                total += sum(
-                    (Path(top) / name).lstat().st_size for name in files if name not in skip
-                )
-                if total > limit:
-                    return total
+    for size in _file_sizes(paths, ignore):
+        total += size
         if total > limit:
-            return total
+            break
     return total
 
 
