@@ -98,10 +98,16 @@ def wheel_contents(wheel: Path) -> tuple[dict, str, dict[str, bytes]]:
 
 
 @pytest.fixture(scope="module")
-def plain_wheels(cuda_torch_python, tmp_path_factory) -> list[Path]:
+def plain_work(tmp_path_factory) -> Path:
+    """plain_wheels' --build-dir: its build logs are checked, and a later run goes on from it."""
+    return tmp_path_factory.mktemp("plain-work")
+
+
+@pytest.fixture(scope="module")
+def plain_wheels(cuda_torch_python, tmp_path_factory, plain_work) -> list[Path]:
     before = tree_snapshot(FIXTURES / "plain_ext")
     out = tmp_path_factory.mktemp("plain-dist")
-    work = tmp_path_factory.mktemp("plain-work")  # kept: the build logs are checked
+    work = plain_work
     proc = prebuild_wheel(
         cuda_torch_python,
         "--arch",
@@ -193,6 +199,31 @@ def test_plain_extension_gets_one_wheel_per_arch_holding_exactly_it(plain_wheels
         and "Instead: install the torch these wheels were built for (pip install 'torch==2.14.*')"
         in said
     )
+
+
+def test_the_same_command_goes_on_from_the_objects_an_earlier_run_left(
+    plain_wheels, plain_work, cuda_torch_python, tmp_path
+):
+    """--build-dir: a run of the same command compiles only what an earlier one did not finish.
+    As if plain_wheels' last wheel (sm_90) had been interrupted before nvcc wrote the kernel's
+    object: the source is copied afresh, its build/ carried into the copy, the binding's object
+    reused, and only the kernel compiled again, for sm_90."""
+    (kernel,) = plain_work.glob("source/**/build/temp.*/**/kernels.o")
+    kernel.unlink()
+    out = tmp_path / "dist"
+    args = ["--arch", "sm_90", str(FIXTURES / "plain_ext"), "--out", str(out)]
+    proc = prebuild_wheel(cuda_torch_python, *args, "--build-dir", str(plain_work))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+    assert compiled(plain_work / "cu130.sm90" / "build.log") == ["kernels.cu"]
+    said = " ".join((proc.stdout + proc.stderr).split())
+    assert f"1 objects an earlier run compiled for this wheel in {plain_work} are reused" in said
+    (wheel,) = out.glob("*.whl")
+    manifest, _, libraries = wheel_contents(wheel)
+    (name,) = libraries
+    assert all_sass(library_code(libraries[name], name)) == ["sm_90"]
+    # The kernel's call, made again by this run; the binding's object's, by the earlier one.
+    compiles = [c for c in manifest["nvcc_calls"] if "-c" in c["run"]]
+    assert len(compiles) == 1 and compiles[0]["run"][-1] == "-gencode=arch=compute_90,code=sm_90"
 
 
 def test_plain_wheel_installs_and_runs_next_to_its_torch_and_is_refused_next_to_another(

@@ -91,7 +91,10 @@ def test_an_interrupted_build_says_so_stops_everything_and_leaves_nothing(
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == (143 if signum == signal.SIGTERM else 130), stderr
     said = [line for line in stderr.splitlines() if line.startswith("interrupted")]
-    assert said == ["interrupted: no wheel was written"], stderr
+    assert said == [
+        "interrupted: no wheel was written (with --build-dir DIR, a run keeps its objects for the "
+        "next)"
+    ], stderr
     assert "Traceback" not in stderr and "build failed" not in stderr, stderr
     for pid in map(int, pids.read_text().split()):  # the backend and its child, the "compiler"
         assert gone(pid), f"process {pid} still runs after prebuild exited"

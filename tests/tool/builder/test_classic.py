@@ -1,11 +1,9 @@
 """prebuild.tool.builder.classic, the parts that need no CUDA torch: the arch check on a built
 wheel's libraries, why a wheel without a library is refused (JIT or pure Python), the C++
-standards the shim raised, TORCH_CUDA_ARCH_LIST, what is kept of one wheel's build for the next,
-and the preflight refusing a CPU torch."""
+standards the shim raised, TORCH_CUDA_ARCH_LIST and the preflight refusing a CPU torch."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,11 +11,8 @@ import pytest
 from prebuild.runtime.arch import parse_arch, parse_arch_list
 from prebuild.runtime.manifest import BuiltLibrary, CompilerCall
 from prebuild.tool.builder.classic import (
-    calls_by_object,
     check_archs,
-    keep_host_objects,
     no_extension_message,
-    nvcc_outputs,
     preflight_classic,
     raised_note,
     raised_standards,
@@ -34,64 +29,6 @@ def test_torch_cuda_arch_list():
     assert torch_cuda_arch_list(A("sm_80,sm_90"), ()) == "8.0;9.0"
     assert torch_cuda_arch_list(A("sm_80,sm_90"), A("compute_90")) == "8.0;9.0+PTX"
     assert torch_cuda_arch_list(A("sm_90a"), ()) == "9.0a"
-
-
-def test_nvcc_outputs_reads_every_spelling_and_refuses_what_it_cannot_place():
-    calls = [
-        ["-c", "/b/a.cu", "-o", "/b/a.o"],
-        ["-c", "/b/b.cu", "--output-file", "/b/b.o"],
-        ["-c", "/b/c.cu", "-o=/b/c.o"],
-        ["-dlink", "/b/a.o", "--output-file=/b/dlink.o"],
-    ]
-    assert nvcc_outputs(calls) == [
-        Path("/b/a.o"),
-        Path("/b/b.o"),
-        Path("/b/c.o"),
-        Path("/b/dlink.o"),
-    ]
-    assert nvcc_outputs([]) == []
-    assert nvcc_outputs([["--version"], *calls]) == nvcc_outputs(
-        calls
-    )  # torch's query writes nothing
-    assert nvcc_outputs([*calls, ["-c", "x.cu"]]) is None  # written where the call ran: unknown
-    assert nvcc_outputs([["-c", "x.cu", "-o", "obj/x.o"]]) is None  # relative to that directory
-    assert nvcc_outputs([["-c", "x.cu", "-o"]]) is None
-
-
-def make_build_dir(root: Path) -> tuple[Path, Path, Path]:
-    """setuptools' build/ after one wheel: a host object, an nvcc object, the linked extension."""
-    temp = root / "build" / "temp.linux-x86_64-cpython-311" / "pkg"
-    temp.mkdir(parents=True)
-    (temp / "binding.o").write_bytes(b"host")
-    (temp / "kernels.o").write_bytes(b"device")
-    (temp.parent / "build.ninja").write_text("")
-    lib = root / "build" / "lib.linux-x86_64-cpython-311" / "pkg"
-    lib.mkdir(parents=True)
-    (lib / "_C.so").write_bytes(b"linked")
-    (root / "build" / "bdist.linux-x86_64").mkdir()
-    return temp / "binding.o", temp / "kernels.o", lib / "_C.so"
-
-
-def test_keep_host_objects_deletes_what_nvcc_wrote_and_the_linked_extension(tmp_path):
-    host, device, linked = make_build_dir(tmp_path)
-    assert keep_host_objects(tmp_path / "build", [device]) == 1
-    assert host.exists() and not device.exists() and not linked.exists()
-    assert [p.name for p in (tmp_path / "build").iterdir()] == ["temp.linux-x86_64-cpython-311"]
-    assert (host.parent.parent / "build.ninja").exists()  # ninja's records stay with the objects
-
-
-@pytest.mark.parametrize("wrote", [None, "outside", "missing build"])
-def test_keep_host_objects_starts_clean_when_it_cannot_be_sure(tmp_path, wrote):
-    host, device, _ = make_build_dir(tmp_path)
-    if wrote == "missing build":
-        shutil.rmtree(tmp_path / "build")
-    nvcc_wrote = {
-        None: None,
-        "outside": [device, tmp_path / "elsewhere.o"],
-        "missing build": [device],
-    }[wrote]
-    assert keep_host_objects(tmp_path / "build", nvcc_wrote) == 0
-    assert not (tmp_path / "build").exists()
 
 
 def lib(file, sass=(), ptx=()):
@@ -170,23 +107,6 @@ def test_raised_standards_counts_the_calls_whose_standard_changed():
     assert both.startswith(
         "The project asks nvcc for -std=c++17 (2 of its 5 calls) and the host compiler for "
         "-std=gnu++14 (1 of its 3 calls), -std=c++17 (1 of its 3 calls); torch 2.14.1+cu130's"
-    )
-
-
-def test_the_host_calls_behind_each_object_are_the_last_that_wrote_it():
-    a1 = CompilerCall(
-        ("-c", "a.cpp", "-o", "/t/a.o", "-std=c++17"), ("-c", "a.cpp", "-o", "/t/a.o", "-std=c++20")
-    )
-    a2 = CompilerCall(("-c", "a.cpp", "-o", "/t/a.o"), ("-c", "a.cpp", "-o", "/t/a.o"))
-    link = CompilerCall(
-        ("/t/a.o", "-shared", "-o", "/t/a.so"), ("/t/a.o", "-shared", "-o", "/t/a.so")
-    )
-    query = CompilerCall(("-dumpversion",), ("-dumpversion",))
-    assert calls_by_object([a1, link, query]) == {"/t/a.o": a1}
-    assert calls_by_object([a1, a2]) == {"/t/a.o": a2}  # compiled again: the new call counts
-    # A wheel reusing the last wheel's object counts the call that made it.
-    assert raised_standards([*{**calls_by_object([a1]), **calls_by_object([])}.values()]) == (
-        ("c++17", 1),
     )
 
 

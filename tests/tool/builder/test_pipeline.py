@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,9 @@ class Recorder:
 
     def fetch_note(self, text):
         self.events.append(("fetch note", text))
+
+    def waiting(self, text):
+        self.events.append(("waiting", text))
 
     def starting(self, planned, nvcc, origin, out_dir):
         self.events.append(("starting", [w.name for w in planned]))
@@ -68,6 +72,9 @@ class FakeBuilder:
 
     def __init__(self, nvcc, raises: BaseException | None = None):
         self.nvcc, self.raises = nvcc, raises
+
+    def order(self, planned):
+        return planned
 
     def build(self, planned, out_dir, progress):
         progress.phase("compiling")
@@ -288,6 +295,36 @@ def test_a_build_directory_is_the_users_and_stays(tmp_path):
     with pipeline.workspace(tmp_path) as work:
         assert work.message(BuildError(f"see {log}", log=log)) == f"see {log}"  # nothing moved
     assert log.is_file() and tmp_path.is_dir()
+
+
+def test_one_build_at_a_time_in_a_build_directory_and_the_next_says_it_waits(tmp_path):
+    """Two builds in one --build-dir would copy the project over each other's and compile into
+    the same objects: the second waits for the first, saying so, then goes on."""
+    import threading
+
+    heard: list[str] = []
+    entered = threading.Event()
+
+    def second():
+        with pipeline.workspace(tmp_path / "objs", on_wait=heard.append):
+            entered.set()
+
+    with pipeline.workspace(tmp_path / "objs") as first:
+        thread = threading.Thread(target=second)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not heard and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not entered.is_set()  # still waiting
+        lock = tmp_path / ".objs.prebuild.lock"
+        assert heard == [f"waiting for another build in {first.path} (lock {lock})"]
+    thread.join(timeout=30)
+    assert entered.is_set()
+    with pytest.raises(WheelError, match="--build-dir .*: cannot lock it") as caught:
+        (tmp_path / "file").write_text("")
+        with pipeline.workspace(tmp_path / "file" / "objs"):
+            pass
+    assert caught.value.exit_code == 2
 
 
 def test_a_checkout_too_large_to_copy_around_a_project_is_linked_and_said(monkeypatch, tmp_path):

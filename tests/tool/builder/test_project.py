@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from prebuild.tool.builder.classic_objects import STATE_FILE as OBJECTS_RECORD
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.project import CLASSIC, NATIVE, project_kind, resolve_project, unpack
 
@@ -133,6 +134,34 @@ def test_a_native_project_is_built_in_place_and_found_from_inside(monkeypatch, t
     assert project_kind(None) == CLASSIC
     copied = resolve_project(None, tmp_path / "work")
     assert copied.kind == CLASSIC and copied.source == tmp_path / "work" / "source"
+
+
+def test_the_objects_an_earlier_build_left_in_the_copy_are_carried_into_the_next_copy(tmp_path):
+    """--build-dir: the copy is made afresh, with the user's edits, but the build/ marked by a
+    classic build's record goes with it where the source is in the same place."""
+    user = tiny_project(tmp_path / "user")
+    work = tmp_path / "work"
+    first = resolve_project(str(user), work)
+    assert first.identity == str(user.resolve())
+    (first.source / "build" / "temp.x").mkdir(parents=True)
+    (first.source / "build" / "temp.x" / "tiny.o").write_bytes(b"object")
+    (first.source / "build" / OBJECTS_RECORD).write_text("{}")
+    (user / "tiny.py").write_text("X = 2\n")  # an edit between runs
+    again = resolve_project(str(user), work)
+    assert again.source == first.source and (again.source / "tiny.py").read_text() == "X = 2\n"
+    assert (again.source / "build" / "temp.x" / "tiny.o").read_bytes() == b"object"
+    assert sorted(p.name for p in work.iterdir()) == ["source"]  # nothing left set aside
+    # Another source in another place of the copy (an sdist's root): not carried.
+    sdist = tmp_path / "tinyproj-1.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tf:
+        tf.add(user / "setup.py", "tinyproj-1.0/setup.py")
+    other = resolve_project(str(sdist), work)
+    assert other.source == work / "source" / "tinyproj-1.0"
+    assert not (other.source / "build").exists() and not (work / "source" / "build").exists()
+    assert other.identity.startswith("tinyproj-1.0.tar.gz sha256:")
+    # A build/ without the record (not prebuild's) is never carried.
+    (other.source / "build").mkdir()
+    assert not (resolve_project(str(sdist), work).source / "build").exists()
 
 
 def test_an_sdist_is_unpacked_to_its_root(tmp_path):

@@ -7,7 +7,7 @@ import zipfile
 from pathlib import Path
 
 from prebuild.tool.farm import build
-from prebuild.tool.farm.ledger import BUILT, Entry, read_ledger
+from prebuild.tool.farm.ledger import BUILT, FAILED, Entry, read_ledger
 from prebuild.tool.farm.plan import Job
 
 TAGS = "cp311-cp311-linux_x86_64"
@@ -88,3 +88,55 @@ def test_a_host_wheel_is_built_once_for_all_the_arch_jobs_of_its_build(tmp_path,
         + [f"gsplat-1.0+pt214.cu130.{sm}-{TAGS}.whl" for sm in ("sm80", "sm90")]
     )
     assert read_ledger(tmp_path / "site").wheels() == wheels and published == [wheels]
+
+
+def test_jobs_differing_in_archs_share_a_build_dir_removed_once_all_of_them_are_built(
+    tmp_path, monkeypatch
+):
+    """Each job builds with --build-dir objects/<arch_free_key>, so the jobs of one project,
+    torch and Python compile its host code once; the directory goes once the group's last job
+    is built, and stays after a failure (the next run goes on from it). With a compile cache,
+    none: the cache holds the objects, and its builds compile at a path of fixed name."""
+    commands: list[list[str]] = []
+
+    class Failed:
+        returncode = 1
+
+    def run(command, **kwargs):
+        commands.append(command)
+        return Failed()
+
+    monkeypatch.setattr(build.subprocess, "run", run)
+    work = tmp_path / "work"
+    (work / "logs").mkdir(parents=True)
+    sm80, sm90, other = job("gsplat", "sm_80"), job("gsplat", "sm_90"), job("tms", "sm_80")
+    for j in (sm80, sm90, other):
+        entry = build.run_job(j, None, Path("/fake/python"), work, tmp_path / "wheels", None)
+        assert entry.status != BUILT
+    dirs = [Path(c[c.index("--build-dir") + 1]) for c in commands]
+    assert dirs[0] == dirs[1] == work / "objects" / sm80.arch_free_key and dirs[2] != dirs[0]
+    build.run_job(sm80, None, Path("/fake/python"), work, tmp_path / "wheels", "redis://h:1")
+    assert "--build-dir" not in commands[-1] and "--cache" in commands[-1]
+
+    def run_job(job, recipe, python, work, wheels_dir, cache, gpu_archs=()):
+        build.objects_dir(work, job).mkdir(parents=True, exist_ok=True)
+        if job.project == "tms":
+            return Entry(job, FAILED, error="no")
+        name = write_wheel(wheels_dir, job.project, f"1.0+pt214.cu130.{job.wheel[3:]}")
+        # The group's first job finds its directory there still when the second runs.
+        assert job.wheel == "sm_80" or build.objects_dir(work, job).is_dir()
+        return Entry(job, BUILT, (name,))
+
+    monkeypatch.setattr(build, "run_job", run_job)
+    monkeypatch.setattr(build, "uv_binary", lambda: "uv")
+    monkeypatch.setattr(build, "publish", lambda site, ledger: None)
+    result = build.run_farm(
+        [sm80, sm90, other],
+        {"gsplat": None, "tms": None},
+        tmp_path / "site",
+        work,
+        Environments(),
+        Report(),
+    )
+    assert len(result.built) == 2 and len(result.failed) == 1
+    assert not build.objects_dir(work, sm80).exists() and build.objects_dir(work, other).is_dir()

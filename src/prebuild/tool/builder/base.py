@@ -62,6 +62,9 @@ class WheelBuilder(Protocol):
 
     nvcc: Nvcc
 
+    def order(self, planned: list[PlannedWheel]) -> list[PlannedWheel]:
+        """The order to build the planned wheels in (what an earlier run left resumes first)."""
+
     def build(self, planned: PlannedWheel, out_dir: Path, progress: BuildProgress) -> BuiltWheel:
         """Build the planned wheel (exactly its archs), check it and place it in ``out_dir``."""
 

@@ -10,12 +10,13 @@ archs are then read back from every library in the wheel, and the wheel is relab
 
 The wheels of one run are built one after another from that copy: what the host compiler
 compiled for the first (``torch/extension.h`` bindings, half a minute each) is reused by the
-next, and what nvcc wrote is deleted so that it is compiled again for the next archs.
+next, and what nvcc wrote is deleted so that it is compiled again for the next archs. With
+``--build-dir``, the copy's objects outlive the run: the same command resumes a build that was
+interrupted or failed (``prebuild.tool.builder.classic_objects``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -55,6 +56,13 @@ from prebuild.tool.builder.build_switches import (
     gpu_answer_note,
     switches_advice,
 )
+from prebuild.tool.builder.classic_objects import (
+    ObjectsKey,
+    calls_by_object,
+    logged_calls,
+    prepare_build,
+    read_record,
+)
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.cuda_shim import (
     add_driver_stub,
@@ -64,7 +72,7 @@ from prebuild.tool.builder.cuda_shim import (
     write_nvcc_script,
 )
 from prebuild.tool.builder.guard_files import guard_files
-from prebuild.tool.builder.nvcc_shim import is_query, option_value, requested_std
+from prebuild.tool.builder.nvcc_shim import is_query, requested_std
 from prebuild.tool.builder.plan import PlannedWheel
 from prebuild.tool.builder.project import SCM_VERSION_ENV, environment_hints, last_error
 from prebuild.tool.builder.relabel import (
@@ -73,9 +81,11 @@ from prebuild.tool.builder.relabel import (
     relabel_wheel,
     relabelled_dist_info,
 )
+from prebuild.tool.builder.shipped import shipped_libraries, shipped_message, source_libraries
 from prebuild.tool.builder.source_gaps import (
     downloads_advice,
     source_gaps_advice,
+    source_url,
     submodule_paths,
 )
 from prebuild.tool.builder.toolchain import (
@@ -102,51 +112,6 @@ from prebuild.tool.variant_wheels import VARIANT_JSON
 
 # A torch/extension.h translation unit takes 1-3 GiB to compile: torch's MAX_JOBS from this.
 CLASSIC_MEMORY_PER_JOB = 3 << 30
-
-
-# How nvcc is told where to write (torch's ninja build and hand-written builds alike).
-NVCC_OUTPUT_OPTIONS = ("-o", "--output-file")
-
-
-def nvcc_outputs(calls: list[list[str]]) -> list[Path] | None:
-    """The files these nvcc calls (each one's arguments) wrote; None when a compiling call's
-    output cannot be told: no output option, or a relative path (the call's directory is
-    unknown). Queries (``--version``) write nothing."""
-    outputs = []
-    for args in calls:
-        if is_query(args):
-            continue
-        found = option_value(args, NVCC_OUTPUT_OPTIONS)
-        if found is None or not Path(found).is_absolute():
-            return None
-        outputs.append(Path(found))
-    return outputs
-
-
-def keep_host_objects(build: Path, nvcc_wrote: list[Path] | None) -> int:
-    """Prepare setuptools' ``build/`` for the next wheel of the same copy; returns how many
-    objects were kept (0: it starts empty).
-
-    Kept: the host compiler's objects in ``build/temp.*``. torch's ninja build recompiles one
-    when its command line or an input changed (ninja records both), and without ninja
-    setuptools compiles every source anyway. Deleted: everything nvcc wrote (an object made
-    for the previous archs may look up to date: a project with a hard-coded ``-gencode``
-    compiles every arch with the same command), and the rest of ``build/`` (the linked
-    extension, which setuptools would otherwise call up to date). When what nvcc wrote is
-    unknown, or lies outside ``build/temp.*``, nothing is kept."""
-    temps = [d.resolve() for d in build.glob("temp.*") if d.is_dir()] if build.is_dir() else []
-    inside = nvcc_wrote is not None and all(
-        any(p.resolve().is_relative_to(t) for t in temps) for p in nvcc_wrote
-    )
-    if not temps or not inside:
-        shutil.rmtree(build, ignore_errors=True)
-        return 0
-    for entry in build.iterdir():
-        if not entry.name.startswith("temp."):
-            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
-    for path in nvcc_wrote:
-        path.unlink(missing_ok=True)
-    return sum(1 for t in temps for p in t.rglob("*.o") if p.is_file())
 
 
 def torch_cuda_arch_list(sass: tuple[Arch, ...], ptx: tuple[Arch, ...]) -> str:
@@ -194,26 +159,6 @@ def preflight_classic(archs: tuple[Arch, ...], work: Path) -> ClassicToolchain:
     standard = probe_toolkit(shim, torch, cxx, nvcc.toolkit)
     add_driver_stub(shim, cxx)
     return ClassicToolchain(torch, nvcc, shim, standard)
-
-
-def logged_calls(log: Path) -> list[CompilerCall]:
-    """The calls the shim logged (nvcc_shim.main), in order; none if it wrote no log."""
-    if not log.exists():
-        return []
-    return [
-        CompilerCall(tuple(c["given"]), tuple(c["run"]))
-        for c in map(json.loads, log.read_text().splitlines())
-    ]
-
-
-def calls_by_object(calls: list[CompilerCall]) -> dict[str, CompilerCall]:
-    """The compiling calls (``-c``) by the object each wrote (``-o``), the last call for each."""
-    by_object = {}
-    for call in calls:
-        written = option_value(list(call.run), ("-o",))
-        if "-c" in call.run and written:
-            by_object[written] = call
-    return by_object
 
 
 def raised_standards(calls: list[CompilerCall]) -> tuple[tuple[str, int], ...]:
@@ -435,9 +380,22 @@ def compiler_errors(log: str, limit: int = 8000) -> str:
     return log[start : end if end >= 0 else None][:limit].rstrip()
 
 
+def kept_objects_error(error: BuildError, earlier: int, work: Path) -> BuildError:
+    """``error``, saying that the build reused ``earlier`` objects an earlier run left in the
+    workspace ``work`` (--build-dir), and how to build without them."""
+    if not earlier:
+        return error
+    return BuildError(
+        f"{error}\n\nThis build reused {earlier} objects an earlier run compiled in {work}: "
+        f"to compile everything afresh, delete {work} first.",
+        log=error.log,
+    )
+
+
 class ClassicBuilder:
     """Builds the wheels of one classic project (prebuild's private copy), one per arch set,
-    one after another: each reuses the host objects of the one before (``keep_host_objects``)."""
+    one after another: each reuses the host objects of the one before, and a wheel an earlier
+    run in the same workspace did not finish resumes from its objects (classic_objects.py)."""
 
     def __init__(
         self,
@@ -448,18 +406,44 @@ class ClassicBuilder:
         launcher: Path | None = None,
         origin: str = "",
         scm_version: str | None = None,
+        identity: str = "",
     ):
         self.project, self.toolchain, self.work, self.jobs = project, toolchain, work, jobs
         self.origin = origin  # what the user named (named again in the guard's messages)
         self.scm_version = scm_version  # project.scm_version: its checkout's, for its copy
         self.launcher = launcher  # the compile cache's: nvcc and the host compiler run through it
         self.nvcc = toolchain.nvcc
-        self._nvcc_wrote: list[Path] | None = None  # by the previous wheel; None: start clean
-        # The host compiler's calls behind the previous wheel's objects, by object.
-        self._host_calls: dict[str, CompilerCall] = {}
+        self.identity = identity or str(project)  # project.Project.identity
+        self._first = True  # no wheel built yet by this builder
         # False once the project's setup.py failed with torch.cuda answering for a GPU
         # (gpu_answer.py): the next wheels are built with torch's own answers from the start.
         self._answer: bool | None = None
+
+    @property
+    def objects_key(self) -> ObjectsKey:
+        """What the objects kept in the copy's build/ depend on, besides sources and archs."""
+        return ObjectsKey(
+            project=self.identity,
+            torch=self.toolchain.torch.version_string,
+            # The toolkit, not the nvcc found on PATH: that may be a wrapper script anywhere.
+            nvcc=f"{self.nvcc.toolkit.root} {self.nvcc.version}",
+            python=f"{sys.executable} {sys.version}",
+            cxx_standard=self.toolchain.cxx_standard,
+        )
+
+    def wheel_label(self, planned: PlannedWheel) -> str:
+        """The planned wheel's local version label, the name of its directory in the workspace."""
+        ptx = flags.ptx_archs_for(planned.archs, planned.ptx)
+        return flags.local_version_label(self.nvcc.version, planned.archs, ptx)
+
+    def order(self, planned: list[PlannedWheel]) -> list[PlannedWheel]:
+        """The wheel an earlier run in this workspace did not finish first: its objects are in
+        the copy's build/ (the other wheels compile their device code anyway)."""
+        record = read_record(self.project / "build")
+        if record is None or record.key != self.objects_key:
+            return planned
+        first = [w for w in planned if self.wheel_label(w) == record.label]
+        return [*first, *(w for w in planned if w not in first)]
 
     def build(self, planned: PlannedWheel, out_dir: Path, progress: BuildProgress) -> BuiltWheel:
         """Build the planned wheel (exactly its archs) into ``out_dir``; ``progress`` hears
@@ -472,10 +456,18 @@ class ClassicBuilder:
             self.toolchain.shim,
             self.project,
         )
-        wheel_dir = self.work / flags.local_version_label(nvcc.version, sass, ptx)
+        wheel_label = self.wheel_label(planned)
+        wheel_dir = self.work / wheel_label
+        nvcc_log, cxx_log = wheel_dir / "nvcc-calls.jsonl", wheel_dir / "cxx-calls.jsonl"
+        # Before the logs go: the record of an earlier build of this wheel names them.
+        kept, reused = prepare_build(
+            project / "build", self.objects_key, wheel_label, (nvcc_log, cxx_log)
+        )
         shutil.rmtree(wheel_dir, ignore_errors=True)
         wheel_dir.mkdir(parents=True)
-        nvcc_log, cxx_log = wheel_dir / "nvcc-calls.jsonl", wheel_dir / "cxx-calls.jsonl"
+        # The objects an earlier run left: kept by this run's first wheel only (the next ones
+        # reuse what it compiled or linked).
+        earlier, self._first = (kept if self._first else 0), False
         build_log = wheel_dir / "build.log"
         # One shim path for every wheel: the include paths in the host compiler's commands (and
         # so ninja's view of its objects) stay the same from one wheel to the next.
@@ -487,9 +479,6 @@ class ClassicBuilder:
             self.toolchain.cxx_standard,
             self.launcher,
         )
-        wrote, self._nvcc_wrote = self._nvcc_wrote, None  # a failed build leaves nothing to reuse
-        kept = keep_host_objects(project / "build", wrote)
-        made_before, self._host_calls = (self._host_calls if kept else {}), {}
         max_jobs = self.jobs or flags.parallel_jobs(
             cpu_count(), available_memory_bytes(), CLASSIC_MEMORY_PER_JOB
         )
@@ -523,17 +512,22 @@ class ClassicBuilder:
         env["CXX"] = str(
             write_cxx_script(shim, find_cxx(), cxx_log, self.toolchain.cxx_standard, self.launcher)
         )
+        if reused.resumed:
+            progress.note(
+                f"{kept} objects an earlier run compiled for this wheel in {self.work} are "
+                "reused: ninja compiles only what is missing or changed since"
+            )
         progress.phase(
-            "compiling (the project's own build"
-            + (f", {kept} host objects reused)" if kept else ")")
+            "compiling (the project's own build" + (f", {kept} objects reused)" if kept else ")")
         )
+        ships = source_libraries(project)  # before the build writes into its source
         with tempfile.TemporaryDirectory(dir=wheel_dir, prefix="wheel-") as tmp:
             try:
                 built = self.project_build({**env, **answer}, build_log, Path(tmp), sass, progress)
-            except BuildError:
+            except BuildError as exc:
                 compiled = [*logged_calls(nvcc_log), *logged_calls(cxx_log)]
                 if not answer or any(not is_query(c.given) for c in compiled):
-                    raise
+                    raise kept_objects_error(exc, earlier, self.work) from exc
                 # Its setup.py failed before compiling anything with torch.cuda answering: it
                 # asks more of the GPU (DeepSpeed 0.19.8 once asked is_bf16_supported(), which
                 # needs a device). Built as it would be without prebuild.
@@ -546,6 +540,13 @@ class ClassicBuilder:
                 built = self.project_build(env, build_log, Path(tmp), sass, progress)
             progress.phase("checking the archs in every library")
             libraries = read_wheel_libraries(built)
+            shipped = [
+                lib
+                for lib in shipped_libraries(ships, project, built, libraries)
+                if lib.built_for_torch
+            ]
+            if shipped:
+                raise BuildError(shipped_message(built.name, shipped, self.source_url()))
             if not libraries:
                 raise BuildError(
                     no_extension_message(built.name, jit_sites(project), self.advice(built, sass))
@@ -566,9 +567,12 @@ class ClassicBuilder:
                 sass, ptx = (), ()
             else:
                 check_archs(built.name, libraries, sass, ptx)
-            calls = logged_calls(nvcc_log)
-            # The kept objects' calls (made for the previous wheel) count as this wheel's too.
-            host_calls = {**made_before, **calls_by_object(logged_calls(cxx_log))}
+            # The kept objects' calls (made for an earlier wheel, or an earlier build of this
+            # one) count as this wheel's too; a call compiling an object again replaces its own.
+            logged = logged_calls(nvcc_log)
+            remade = calls_by_object(logged)
+            calls = [*(c for o, c in reused.nvcc_calls.items() if o not in remade), *logged]
+            host_calls = {**reused.host_calls, **calls_by_object(logged_calls(cxx_log))}
             raised, raised_host = raised_standards(calls), raised_standards([*host_calls.values()])
             manifest = ProjectManifest(
                 kind="classic",
@@ -615,9 +619,6 @@ class ClassicBuilder:
                     torch.version_string,
                 )
             )
-        # No nvcc call seen (a project calling its own nvcc): nothing is known, nothing kept.
-        self._nvcc_wrote = nvcc_outputs([list(c.run) for c in calls]) if calls else None
-        self._host_calls = host_calls
         return BuiltWheel(
             final,
             planned,
@@ -711,6 +712,15 @@ class ClassicBuilder:
         command = f"prebuild wheel --arch {','.join(a.sm for a in archs)}"
         return source_gaps_advice(
             log, root, gitmodules, present, text(self.project / "PKG-INFO"), command
+        )
+
+    def source_url(self) -> str | None:
+        """Where the project's source lives, from its sdist's PKG-INFO (None: not said)."""
+        info = self.project / "PKG-INFO"
+        return (
+            source_url(info.read_text(encoding="utf-8", errors="replace"))
+            if info.is_file()
+            else None
         )
 
     def setup_text(self) -> str:

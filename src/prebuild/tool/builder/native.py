@@ -104,6 +104,11 @@ class NativeBuilder:
         assert self.toolchain.nvcc is not None  # __post_init__
         return self.toolchain.nvcc
 
+    def order(self, planned: list[PlannedWheel]) -> list[PlannedWheel]:
+        """As planned: a native build's compile commands name their archs, so ninja alone tells
+        what an earlier run left that this wheel can use."""
+        return planned
+
     def build(self, planned: PlannedWheel, out_dir: Path, progress: BuildProgress) -> BuiltWheel:
         return build_native_wheel(
             self.project,

@@ -50,11 +50,13 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
+
+from filelock import FileLock, Timeout
 
 from prebuild.runtime.arch import Arch, ArchError
 from prebuild.runtime.manifest import ProjectManifest
@@ -133,6 +135,9 @@ class Reporter(Protocol):
     def fetch_note(self, text: str) -> None:
         """What the user should know of how the source was fetched."""
 
+    def waiting(self, text: str) -> None:
+        """The build waits for another one (holding the --build-dir) to finish."""
+
     def starting(self, planned: list[PlannedWheel], nvcc: Nvcc, origin: str, out_dir: Path) -> None:
         """Every check passed; the wheels are built next."""
 
@@ -177,7 +182,7 @@ def build_wheels(request: WheelRequest, report: Reporter) -> BuiltWheels:
         raise WheelError(str(exc), stage) from None
     with (
         removed_if_left_empty(request.out_dir),
-        workspace(request.build_dir, stable=cache_spec is not None) as work,
+        workspace(request.build_dir, stable=cache_spec is not None, on_wait=report.waiting) as work,
     ):
         try:
             planned = plan_request(request)
@@ -381,6 +386,7 @@ def make_builder(
         launcher=launcher,
         origin=project.origin,
         scm_version=project.scm_version,
+        identity=project.identity,
     )
 
 
@@ -389,6 +395,7 @@ def build_planned(
 ) -> list[BuiltWheel]:
     """Step 5: each planned wheel in turn. A wheel with no GPU code (a classic project's host
     code) serves every arch: the wheels planned after it would be the same, and are not built."""
+    planned = builder.order(planned)
     wheels: list[BuiltWheel] = []
     for at, wheel in enumerate(planned):
         built = build_one(builder, wheel, out_dir, report)
@@ -441,15 +448,38 @@ class Workspace:
         return message
 
 
+# The lock a build holds on its --build-dir: two builds in one would copy the project over each
+# other's, and compile into the same objects (native.LOCK_NAME is the native build's own).
+WORKSPACE_LOCK = ".prebuild.lock"  # DIR's is .DIR.prebuild.lock, beside it
+
+
 @contextmanager
-def workspace(build_dir: Path | None, stable: bool = False) -> Iterator[Workspace]:
-    """``build_dir`` (the user's, kept), or a temporary directory that no outcome leaves
-    behind: success, an error or Ctrl-C. ``stable``: one of fixed name, so that a cached
-    build's compile commands are the same in every build (``compile_cache.stable_workspace``)."""
+def workspace(
+    build_dir: Path | None, stable: bool = False, on_wait: Callable[[str], None] | None = None
+) -> Iterator[Workspace]:
+    """``build_dir`` (the user's, kept; one build at a time, ``on_wait`` hears that this one
+    waits), or a temporary directory that no outcome leaves behind: success, an error or
+    Ctrl-C. ``stable``: one of fixed name, so that a cached build's compile commands are the
+    same in every build (``compile_cache.stable_workspace``)."""
     if build_dir is not None:
         # Absolute: the shim toolkit's paths (CUDA_HOME, CXX) are handed to a project's build,
         # which runs in the project's copy, not here.
-        yield Workspace(build_dir.absolute(), temporary=False)
+        path = build_dir.absolute()
+        # Beside it, not in it: a request refused before anything is built leaves no directory.
+        lock = FileLock(str(path.parent / f".{path.name}{WORKSPACE_LOCK}"))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lock.acquire(timeout=0)
+        except Timeout:
+            if on_wait is not None:
+                on_wait(f"waiting for another build in {path} (lock {lock.lock_file})")
+            lock.acquire()
+        except OSError as exc:
+            raise WheelError(f"--build-dir {build_dir}: cannot lock it ({exc})", 2) from None
+        try:
+            yield Workspace(path, temporary=False)
+        finally:
+            lock.release()
         return
     if stable:
         with stable_workspace() as path:

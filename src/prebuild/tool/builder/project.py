@@ -8,6 +8,7 @@ the private copy too; a git URL is cloned whole into it (``clone_source``).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -20,6 +21,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from prebuild.tool.builder import processes
+from prebuild.tool.builder.classic_objects import STATE_FILE as OBJECTS_RECORD
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.config import declares_kernels
 
@@ -53,6 +55,9 @@ class Project:
     # The checkout around a classic directory, where its other entries are linked rather than
     # copied (larger than MIRROR_COPY_LIMIT): the build could write into it (``copy_in_checkout``).
     linked_checkout: Path | None = None
+    # Which source this is, for the objects a build keeps in its copy (classic_objects): a
+    # directory's path, an archive's digest, a git URL. "" for a native project built in place.
+    identity: str = ""
 
 
 def is_native(path: Path) -> bool:
@@ -234,7 +239,9 @@ def download_source(spec: str, dest: Path, env: dict[str, str] | None = None) ->
     ``git+https://...``) into ``dest``, in ``env`` (default: this process's); returns the
     archive. Without build isolation: a classic setup.py imports torch even to say its name,
     and isolation would install another."""
-    dest.mkdir(parents=True, exist_ok=True)
+    # Emptied first: an earlier run's archive (--build-dir) would be a second one.
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
     command = [
         sys.executable,
         "-m",
@@ -403,7 +410,71 @@ def resolve_project(
     """The project to build. ``None``: the project around the current directory. A native
     directory is built in place, unless ``copy_native`` (a cached build: the compile commands
     then name the same paths whichever checkout the project came from). ``metadata_env``: the
-    environment of pip's download, which runs the project's setup.py for its metadata."""
+    environment of pip's download, which runs the project's setup.py for its metadata.
+
+    The copy is made afresh each time, but the objects an earlier build left in it (setuptools'
+    ``build/``, marked by classic_objects' record) are carried into the new copy when it is in
+    the same place: the builder's record decides what of them is used (nothing, for another
+    project's)."""
+    copy = work / "source"
+    kept = set_aside_objects(copy, work / "source-objects")
+    try:
+        project = _resolve_project(spec, work, copy, copy_native, metadata_env)
+        if kept is not None:
+            put_back_objects(kept, copy, project)
+    finally:
+        shutil.rmtree(work / "source-objects", ignore_errors=True)  # unless put back
+    return project
+
+
+def set_aside_objects(copy: Path, aside: Path) -> tuple[Path, Path] | None:
+    """Move the ``build/`` that a classic build's record marks in ``copy`` (an earlier copy)
+    into ``aside``; where the project was in the copy, and where its ``build/`` is now (None if
+    there is none)."""
+    shutil.rmtree(aside, ignore_errors=True)
+    for top, dirs, _ in os.walk(copy):
+        if "build" in dirs and (Path(top) / "build" / OBJECTS_RECORD).is_file():
+            aside.mkdir(parents=True)
+            (Path(top) / "build").rename(aside / "build")
+            return Path(top).relative_to(copy), aside / "build"
+        dirs[:] = [d for d in dirs if d not in IGNORED]  # VCS data, others' build outputs
+    return None
+
+
+def put_back_objects(kept: tuple[Path, Path], copy: Path, project: Project) -> bool:
+    """Move the ``build/`` set aside (set_aside_objects') into the new copy, if the project's
+    source is where it was in the old one and has no ``build/`` of its own."""
+    place, build = kept
+    source = project.source
+    if (
+        project.kind != CLASSIC
+        or not source.is_relative_to(copy)
+        or source.relative_to(copy) != place
+        or (source / "build").exists()
+    ):
+        return False
+    build.rename(source / "build")
+    return True
+
+
+def archive_identity(archive: Path) -> str:
+    """An sdist's identity (Project.identity): its digest, so that another version downloaded
+    under the same name, or rebuilt in the same place, is another source."""
+    digest = hashlib.sha256()
+    with archive.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return f"{archive.name} sha256:{digest.hexdigest()}"
+
+
+def _resolve_project(
+    spec: str | None,
+    work: Path,
+    copy: Path,
+    copy_native: bool,
+    metadata_env: dict[str, str] | None,
+) -> Project:
+    """resolve_project's project, made afresh in ``copy``."""
     if spec is None:
         native = find_native_project(Path.cwd())
         if native is not None:
@@ -413,7 +484,6 @@ def resolve_project(
         else:
             spec = "."
     path = Path(spec).expanduser()
-    copy = work / "source"
     shutil.rmtree(copy, ignore_errors=True)
     if path.is_dir():
         if is_native(path):
@@ -427,20 +497,29 @@ def resolve_project(
             )
         root = enclosing_checkout(path)
         source, linked = copy_in_checkout(path, root, copy)
-        return Project(CLASSIC, source, spec, scm_version(path), root if linked else None)
+        return Project(
+            CLASSIC,
+            source,
+            spec,
+            scm_version(path),
+            root if linked else None,
+            identity=str(path.resolve()),
+        )
     if git_source(spec) is not None and not path.exists():
         source = clone_source(spec, work / "download")
         if not _has_build_files(source):
             raise BuildError(f"{spec}: the source has no setup.py or pyproject.toml")
-        return Project(NATIVE if is_native(source) else CLASSIC, source, spec)
+        return Project(NATIVE if is_native(source) else CLASSIC, source, spec, identity=spec)
     if path.is_file():
         if not path.name.endswith(SDIST_SUFFIXES):
             raise BuildError(
                 f"{spec} is a file but not a source archive ({', '.join(SDIST_SUFFIXES)})"
             )
-        source = unpack(path, copy)
+        archive = path
     else:
-        source = unpack(download_source(spec, work / "download", metadata_env), copy)
+        archive = download_source(spec, work / "download", metadata_env)
+    source = unpack(archive, copy)
     if not _has_build_files(source):
         raise BuildError(f"{spec}: the source has no setup.py or pyproject.toml")
-    return Project(NATIVE if is_native(source) else CLASSIC, source, spec)
+    kind = NATIVE if is_native(source) else CLASSIC
+    return Project(kind, source, spec, identity=archive_identity(archive))

@@ -56,7 +56,9 @@ def wheel(
         None,
         "--build-dir",
         metavar="DIR",
-        help="Where objects are kept between runs (default: build/prebuild in a native project).",
+        help="Where objects are kept between runs, so that the same command goes on from where "
+        "an interrupted or failed build stopped (default: build/prebuild in a native project; "
+        "another project's private copy and objects are in a temporary directory, gone at the end).",
     ),
     compress: bool = typer.Option(
         True,
@@ -123,6 +125,8 @@ def wheel(
 
       prebuild wheel --arch sm_80,sm_90 ./fused-ssim   # another project
 
+      prebuild wheel --arch sm_90 gsplat --build-dir ~/gs  # rerun: goes on
+
       prebuild wheel --arch sm_80,sm_90 --variants     # wheels that pick the GPU
 
       prebuild wheel --arch sm_80,sm_90 --cache ~/.cache/prebuild   # compile once
@@ -154,11 +158,10 @@ def wheel(
         written = [str(w.path) for w in console.written]
         said = "only " + ", ".join(written) + " was written" if written else "no wheel was written"
         kept = (
-            ""
+            " (with --build-dir DIR, a run keeps its objects for the next)"
             if build_dir is None
-            else f"; the objects compiled so far are kept in {build_dir}, where a native "
-            "project's next build reuses them (a classic project's build starts from a fresh "
-            "copy of its source: --cache DIR keeps its compiles for the next run)"
+            else f"; the objects compiled so far are kept in {build_dir}: the same command "
+            "goes on from them"
         )
         err.print(
             f"[bold red]interrupted:[/] {escape(said + kept)}", highlight=False, soft_wrap=True
@@ -216,6 +219,9 @@ class _WheelConsole:
 
     def fetch_note(self, text: str) -> None:
         self.err.print(f"note: {escape(text)}", highlight=False, soft_wrap=True)
+
+    def waiting(self, text: str) -> None:
+        self.err.print(escape(text), highlight=False, soft_wrap=True)
 
     def starting(self, planned, nvcc, origin: str, out_dir: Path) -> None:
         self.err.print(

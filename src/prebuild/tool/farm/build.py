@@ -138,6 +138,12 @@ def run_farm(
                 entry = Entry(job, FAILED, error=str(python), log=str(environments.log))
             else:
                 entry = run_job(job, recipe, python, work, wheels_dir, cache, gpu_archs)
+            if entry.status == BUILT and all(
+                j.arch_free_key != job.arch_free_key for j in ordered[number:]
+            ):
+                # The last job of its group: its objects serve no other (kept after a failure,
+                # for the next run's).
+                shutil.rmtree(objects_dir(work, job), ignore_errors=True)
             if entry.status == BUILT and all(is_host_wheel(w) for w in entry.wheels):
                 host_built.setdefault(job.arch_free_key, entry)
             entry = Entry(**{**entry.__dict__, "finished": _now()})
@@ -164,7 +170,10 @@ def run_job(
     gpu_archs: tuple[str, ...] = (),
 ) -> Entry:
     """One job: ``prebuild wheel`` in ``python``'s environment, the wheel checked and tried,
-    then kept in ``wheels_dir``."""
+    then kept in ``wheels_dir``. Without a compile cache, its objects are kept in a build
+    directory it shares with the jobs that differ from it in their archs only
+    (``objects_dir``): they compile the host code once, and a job that stopped goes on from its
+    objects when the farm runs again."""
     started = time.monotonic()
     log = work / "logs" / f"{job.key}.log"
     out = work / "out" / job.key
@@ -178,6 +187,8 @@ def run_job(
     command = [str(python), "-m", "prebuild", "wheel", *job.wheel_args(), "--out", str(out)]
     if cache:
         command += ["--cache", cache]
+    else:  # a cached build compiles in a workspace of a fixed name, its objects in the cache
+        command += ["--build-dir", str(objects_dir(work, job))]
     command.append(job.source)
     with log.open("w", encoding="utf-8") as f:
         f.write(f"# {job.title} (job {job.key})\n$ {' '.join(command)}\n")
@@ -210,6 +221,13 @@ def run_job(
     shutil.move(str(wheel), wheels_dir / wheel.name)
     shutil.rmtree(out, ignore_errors=True)
     return Entry(job, BUILT, (wheel.name,), time.monotonic() - started, smoke=smoke, log=str(log))
+
+
+def objects_dir(work: Path, job: Job) -> Path:
+    """The ``--build-dir`` of ``job``'s build, shared by the jobs of the same project, source,
+    torch, CUDA and Python (``Job.arch_free_key``); the record each build keeps there says
+    which objects the next may use (builder/classic_objects.py)."""
+    return work / "objects" / job.arch_free_key
 
 
 class SmokeError(RuntimeError):
