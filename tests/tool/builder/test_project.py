@@ -437,3 +437,58 @@ def test_a_setuptools_scm_project_in_a_checkout_gets_its_checkouts_version(tmp_p
     assert scm_version(user) == "1.2.3"
     fake_setuptools_scm(tmp_path, monkeypatch, version=None)
     assert scm_version(user) is None
+
+
+REPORT = {
+    "install": [
+        {
+            "download_info": {
+                "url": "https://files.example/packages/bitsandbytes-0.50.2-py3-none-manylinux_2_24_x86_64.whl"
+            },
+            "metadata": {
+                "name": "bitsandbytes",
+                "version": "0.50.2",
+                "project_url": [
+                    "docs, https://huggingface.co/docs/bitsandbytes/main",
+                    "homepage, https://github.com/bitsandbytes-foundation/bitsandbytes",
+                ],
+            },
+        }
+    ]
+}
+
+
+def test_a_requirement_published_as_wheels_only_is_told_where_its_source_is(monkeypatch):
+    """pip finds no sdist of bitsandbytes 0.50.2 (its makers publish wheels only): the error
+    says so, names the wheel pip would take, and the repository to build from."""
+    import json
+
+    from prebuild.tool.builder import project as project_module
+
+    asked = []
+
+    def run(command, **kwargs):
+        asked.append(command)
+        return subprocess.CompletedProcess(command, 0, json.dumps(REPORT), "")
+
+    monkeypatch.setattr(project_module.processes, "run", run)
+    output = "ERROR: No matching distribution found for bitsandbytes==0.50.2\n"
+    said = project_module.wheels_only_hint("bitsandbytes==0.50.2", output, None)
+    assert said == (
+        "bitsandbytes 0.50.2 has no source distribution on the package index, only wheels "
+        "(bitsandbytes-0.50.2-py3-none-manylinux_2_24_x86_64.whl: built by its makers, for the "
+        "archs and torch they chose). prebuild compiles a project from its source: build it "
+        "from its repository, https://github.com/bitsandbytes-foundation/bitsandbytes, at the "
+        "tag of 0.50.2: prebuild wheel --arch ... "
+        "'git+https://github.com/bitsandbytes-foundation/bitsandbytes@TAG'."
+    )
+    (command,) = asked
+    assert {"--dry-run", "--only-binary", "--report"} <= set(command)  # nothing installed
+    assert project_module.wheels_only_hint("x", "ERROR: Could not install", None) == ""
+    assert len(asked) == 1  # another failure: pip is not asked again
+    no_url = {"install": [{**REPORT["install"][0], "metadata": {"name": "x", "version": "1"}}]}
+    assert project_module.wheels_only_message("x", json.dumps(no_url)).endswith(
+        "build it from its repository (a git URL: git+https://...@TAG)."
+    )
+    for report in ("", "{}", '{"install": []}'):
+        assert project_module.wheels_only_message("x", report) == ""

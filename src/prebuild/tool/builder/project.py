@@ -9,6 +9,7 @@ the private copy too; a git URL is cloned whole into it (``clone_source``).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -24,6 +25,7 @@ from prebuild.tool.builder import processes
 from prebuild.tool.builder.classic_objects import STATE_FILE as OBJECTS_RECORD
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.config import declares_kernels
+from prebuild.tool.builder.source_gaps import code_host_url
 
 NATIVE = "native"
 CLASSIC = "classic"
@@ -262,7 +264,7 @@ def download_source(spec: str, dest: Path, env: dict[str, str] | None = None) ->
         output = proc.stdout + proc.stderr
         # pip runs the project's setup.py to read its metadata (a classic one imports torch's
         # CUDAExtension there), so a project's own error can stop the download.
-        hint = environment_hints(output)
+        hint = environment_hints(output) or wheels_only_hint(spec, output, env)
         raise DownloadError(
             f"cannot get the source of {spec!r} with pip:\n{output[-4000:]}"
             + (f"\n\n{hint}" if hint else ""),
@@ -270,6 +272,48 @@ def download_source(spec: str, dest: Path, env: dict[str, str] | None = None) ->
             last_error(output),
         )
     return archives[0]
+
+
+def wheels_only_hint(spec: str, output: str, env: dict[str, str] | None) -> str:
+    """Where pip found no source distribution of ``spec``: if the index has a wheel of it (its
+    makers publish wheels only: bitsandbytes 0.50.2), say so and where its source lives; ""
+    otherwise. pip is asked for the wheel it would install (its metadata only, nothing
+    installed)."""
+    if "No matching distribution found" not in output:
+        return ""
+    command = [
+        sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--ignore-installed",
+        "--only-binary", ":all:", "--quiet", "--report", "-", "--disable-pip-version-check", spec,
+    ]  # fmt: skip
+    try:
+        proc = processes.run(command, capture_output=True, text=True, env=env)
+    except OSError:
+        return ""
+    return wheels_only_message(spec, proc.stdout) if proc.returncode == 0 else ""
+
+
+def wheels_only_message(spec: str, report: str) -> str:
+    """Pure: the hint for ``spec``, of which pip's installation report (``pip install
+    --dry-run --report -``) names a wheel; "" if it names none."""
+    try:
+        (item,) = json.loads(report)["install"]
+        wheel = item["download_info"]["url"].rsplit("/", 1)[-1]
+        metadata = item.get("metadata", {})
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return ""
+    name, version = metadata.get("name", spec), metadata.get("version", "")
+    said = (
+        f"{name} {version} has no source distribution on the package index, only wheels "
+        f"({wheel}: built by its makers, for the archs and torch they chose). prebuild "
+        "compiles a project from its source"
+    )
+    url = code_host_url(metadata.get("project_url") or (), metadata.get("home_page"))
+    if url is None:
+        return f"{said}: build it from its repository (a git URL: git+https://...@TAG)."
+    return (
+        f"{said}: build it from its repository, {url}, at the tag of {version}: "
+        f"prebuild wheel --arch ... 'git+{url}@TAG'."
+    )
 
 
 def project_kind(spec: str | None) -> str | None:

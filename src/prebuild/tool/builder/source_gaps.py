@@ -120,8 +120,14 @@ def source_url(pkg_info: str) -> str | None:
     """Pure: where the project's source lives, from an sdist's PKG-INFO (a Project-URL or the
     Home-page on a known code host); None if it names none."""
     headers = HeaderParser().parsestr(pkg_info)
-    urls = [u.split(",", 1)[-1].strip() for u in headers.get_all("Project-URL") or ()]
-    urls.append((headers.get("Home-page") or "").strip())
+    return code_host_url(headers.get_all("Project-URL") or (), headers.get("Home-page"))
+
+
+def code_host_url(project_urls, home_page: str | None) -> str | None:
+    """Pure: the first of a project's URLs (its metadata's ``Project-URL`` entries, "label,
+    URL", then its Home-page) on a known code host; None if none is."""
+    urls = [u.split(",", 1)[-1].strip() for u in project_urls]
+    urls.append((home_page or "").strip())
     return next((u for u in urls if any(h in u for h in _SOURCE_HOSTS)), None)
 
 
