@@ -8,7 +8,6 @@ the private copy too; a git URL is cloned whole into it (``clone_source``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
+from prebuild.runtime.manifest import sha256_file
 from prebuild.tool.builder import processes
 from prebuild.tool.builder.classic_objects import STATE_FILE as OBJECTS_RECORD
 from prebuild.tool.builder.compile import BuildError
@@ -504,11 +504,7 @@ def put_back_objects(kept: tuple[Path, Path], copy: Path, project: Project) -> b
 def archive_identity(archive: Path) -> str:
     """An sdist's identity (Project.identity): its digest, so that another version downloaded
     under the same name, or rebuilt in the same place, is another source."""
-    digest = hashlib.sha256()
-    with archive.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return f"{archive.name} sha256:{digest.hexdigest()}"
+    return f"{archive.name} sha256:{sha256_file(archive)}"
 
 
 def _resolve_project(

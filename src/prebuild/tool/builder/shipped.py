@@ -8,13 +8,12 @@ so. A shipped library of neither kind (a vendored MKL, TBB or OpenMP) is an ordi
 
 from __future__ import annotations
 
-import hashlib
 import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from prebuild.runtime.manifest import BuiltLibrary
+from prebuild.runtime.manifest import BuiltLibrary, sha256_file
 from prebuild.tool.inspection import is_shared_library, needed_libraries
 
 # The libraries a torch extension links: an object built against one torch release.
@@ -40,14 +39,6 @@ class ShippedLibrary:
     def built_for_torch(self) -> bool:
         """Made for archs or a torch of its own: GPU code, or torch's libraries linked."""
         return self.library.has_code or self.links_torch
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def source_libraries(source: Path) -> dict[Path, tuple[int, int]]:
@@ -82,7 +73,7 @@ def shipped_libraries(
         except OSError:
             return False
         return (stat.st_size, stat.st_mtime_ns) == shipped[path] and (
-            stat.st_size == lib.size and _sha256(path) == lib.sha256
+            stat.st_size == lib.size and sha256_file(path) == lib.sha256
         )
 
     found = []
