@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from prebuild.tool.builder.build_switches import (
     build_variables,
+    cmake_advice,
+    cmake_switches,
     cuda_gate_line,
     forced_build_switches,
     gpu_answer_note,
@@ -126,3 +128,39 @@ def test_a_setup_py_choosing_cuda_by_a_visible_gpu_is_named_with_its_line():
     assert "torch.cuda answers as a GPU of compute capability 9.0 would" in note
     # nothing of it in the advice, which names the variables a setup.py reads
     assert "is_available" not in switches_advice("x", ["FORCE_CUDA"], "prebuild wheel")
+
+
+BNB_CMAKELISTS = """
+set(COMPUTE_BACKEND "cpu" CACHE STRING "The compute backend to use (cpu, cuda, hip, xpu)")
+set_property(CACHE COMPUTE_BACKEND PROPERTY STRINGS cpu cuda hip xpu)
+option(PTXAS_VERBOSE "Pass through -v flag to PTX Assembler" OFF)
+set(HIP_PLATFORM "amd" CACHE STRING "HIP Platform")
+"""
+
+
+def test_a_cmake_build_is_told_the_settings_that_make_it_compile_its_cuda_code():
+    """bitsandbytes 0.50.1 (scikit-build-core) builds its CPU backend unless COMPUTE_BACKEND is
+    cuda; other projects have an option that is OFF. Already cuda, ON, or an option that
+    leaves something out: nothing to tell."""
+    assert cmake_switches(BNB_CMAKELISTS) == ["-DCOMPUTE_BACKEND=cuda"]
+    assert cmake_switches(
+        'option(WITH_CUDA "Build the CUDA ops" OFF)\noption(USE_GPU "gpu" ON)\n'
+        'option(DISABLE_CUDA_GRAPHS "no graphs" OFF)\noption(BUILD_DOCS "docs" OFF)\n'
+    ) == ["-DWITH_CUDA=ON"]
+    assert cmake_switches(BNB_CMAKELISTS.replace('"cpu" CACHE', '"cuda" CACHE')) == []
+    command = "prebuild wheel --arch sm_90 git+https://github.com/x/bnb@0.50.1"
+    assert cmake_advice(["-DCOMPUTE_BACKEND=cuda"], command) == (
+        "its CMakeLists.txt builds its CUDA code only with -DCOMPUTE_BACKEND=cuda, which a "
+        "CMake-driven build (scikit-build-core, most setup.py wrappers) reads from CMAKE_ARGS: "
+        f"CMAKE_ARGS='-DCOMPUTE_BACKEND=cuda' {command}"
+    )
+    assert cmake_advice([], command) == ""
+
+
+def test_a_variable_that_skips_the_build_is_never_the_advice_to_build():
+    """bitsandbytes' setup.py reads BNB_SKIP_CMAKE: setting it would build less, not more."""
+    said = switches_advice("bitsandbytes", ["BNB_SKIP_CMAKE", "WITH_CUDA"], "prebuild wheel")
+    assert said.startswith("its setup.py reads WITH_CUDA: one of them")
+    skipped = {"BNB_SKIP_CMAKE": "1"}  # set here: said, as the reason nothing was built
+    said = switches_advice("bitsandbytes", ["BNB_SKIP_CMAKE"], "prebuild wheel", skipped)
+    assert "BNB_SKIP_CMAKE=1" in said

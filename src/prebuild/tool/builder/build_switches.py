@@ -122,6 +122,49 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+# A CMake cache variable with a default and its allowed values (bitsandbytes' COMPUTE_BACKEND:
+# set(COMPUTE_BACKEND "cpu" CACHE STRING ...) then set_property(CACHE COMPUTE_BACKEND PROPERTY
+# STRINGS cpu cuda hip xpu)), and a CMake option that turns CUDA on (option(WITH_CUDA ... OFF)).
+_CMAKE_CACHE = re.compile(r'set\s*\(\s*(\w+)\s+"?([\w.-]*)"?\s+CACHE\s+STRING', re.I)
+_CMAKE_STRINGS = re.compile(
+    r"set_property\s*\(\s*CACHE\s+(\w+)\s+PROPERTY\s+STRINGS\s+([^)]*)\)", re.I
+)
+_CMAKE_OPTION = re.compile(r'option\s*\(\s*(\w*(?:CUDA|GPU)\w*)\s+"[^"]*"\s+(OFF|ON)?\s*\)', re.I)
+# A variable whose setting leaves something out: never the advice to make a build compile.
+_LEAVES_OUT = re.compile(r"SKIP|DISABLE|(?:^|_)NO_")
+
+
+def cmake_switches(cmakelists: str) -> list[str]:
+    """Pure: the ``-D`` settings that make a CMake build compile its CUDA code where its
+    defaults do not: a cache variable whose allowed values include ``cuda`` but whose default
+    is another (``-DCOMPUTE_BACKEND=cuda``), an option named for CUDA or a GPU that is OFF
+    (``-DWITH_CUDA=ON``)."""
+    defaults = {m.group(1): m.group(2) for m in _CMAKE_CACHE.finditer(cmakelists)}
+    found = []
+    for match in _CMAKE_STRINGS.finditer(cmakelists):
+        name, values = match.group(1), match.group(2).replace('"', " ").split()
+        cuda = next((v for v in values if v.lower() == "cuda"), None)
+        if cuda and defaults.get(name, "").lower() != "cuda":
+            found.append(f"-D{name}={cuda}")
+    for match in _CMAKE_OPTION.finditer(cmakelists):
+        if (match.group(2) or "OFF").upper() == "OFF" and not _LEAVES_OUT.search(match.group(1)):
+            found.append(f"-D{match.group(1)}=ON")
+    return list(dict.fromkeys(found))
+
+
+def cmake_advice(settings: list[str], command: str) -> str:
+    """Pure: how to tell a CMake-built project (``settings``: cmake_switches') to compile its
+    CUDA code; "" where there is nothing to tell."""
+    if not settings:
+        return ""
+    joined = " ".join(settings)
+    return (
+        f"its CMakeLists.txt builds its CUDA code only with {joined}, which a CMake-driven build "
+        f"(scikit-build-core, most setup.py wrappers) reads from CMAKE_ARGS: "
+        f"CMAKE_ARGS='{joined}' {command}"
+    )
+
+
 def switches_advice(
     distribution: str, variables: list[str], command: str, environ: Mapping[str, str] | None = None
 ) -> str:
@@ -136,7 +179,7 @@ def switches_advice(
             f"{known.variables}.{note} For example: {known.example} {command}"
         )
     environ = environ or {}
-    unset = [name for name in variables if name not in environ]
+    unset = [n for n in variables if n not in environ and not _LEAVES_OUT.search(n)]
     given = ", ".join(f"{name}={environ[name]}" for name in variables if name in environ)
     if unset:
         return (

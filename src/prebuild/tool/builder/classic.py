@@ -51,6 +51,8 @@ from prebuild.tool.builder.base import BuildProgress, BuiltWheel, quiet_runner, 
 from prebuild.tool.builder.build_switches import (
     BUILD_ENV,
     build_variables,
+    cmake_advice,
+    cmake_switches,
     cuda_gate_line,
     forced_build_switches,
     gpu_answer_note,
@@ -84,6 +86,7 @@ from prebuild.tool.builder.relabel import (
 from prebuild.tool.builder.shipped import shipped_libraries, shipped_message, source_libraries
 from prebuild.tool.builder.source_gaps import (
     downloads_advice,
+    nvidia_include_dirs,
     source_gaps_advice,
     source_url,
     submodule_paths,
@@ -214,7 +217,11 @@ def host_only_message(
     log = build_log.read_text(encoding="utf-8", errors="replace") if build_log.exists() else ""
     said: list[str] = []
     for line in log.splitlines():
-        if not re.search(r"(?i)accelerator|\bcuda\b.{0,40}(?:not|skip|disabl|unavailable)", line):
+        # (prebuild's own shim toolkit, cuda-shim/, is named in the lines of CMake's checks)
+        if not re.search(
+            r"(?i)accelerator|\bcuda\b.{0,40}(?:not|skip|disabl|unavailable)",
+            line.replace("cuda-shim", ""),
+        ):
             continue
         line = re.sub(r"^(\[[^\]]*\]\s*)+", "", line.strip())  # timestamps, levels, places
         line = line if len(line) <= 160 else line[:157] + "..."
@@ -224,7 +231,7 @@ def host_only_message(
     return (
         f"{wheel_name}: its libraries ({', '.join(lib.file for lib in libraries)}) hold no GPU code "
         "(SASS none, PTX none): the project's build compiled them for the host only, which its "
-        f"setup.py decides (with no GPU visible, some pick a CPU build).{quoted} {advice}. Full "
+        f"build decides (with no GPU visible, some pick a CPU build).{quoted} {advice}. Full "
         f"build log: {build_log}. No wheel was written."
     )
 
@@ -711,7 +718,13 @@ class ClassicBuilder:
         }
         command = f"prebuild wheel --arch {','.join(a.sm for a in archs)}"
         return source_gaps_advice(
-            log, root, gitmodules, present, text(self.project / "PKG-INFO"), command
+            log,
+            root,
+            gitmodules,
+            present,
+            text(self.project / "PKG-INFO"),
+            command,
+            nvidia_include_dirs(sys.path),  # the build runs in this environment
         )
 
     def source_url(self) -> str | None:
@@ -732,6 +745,13 @@ class ClassicBuilder:
         """How the project may be asked to build its extensions at install time."""
         text = self.setup_text()
         command = f"prebuild wheel --arch {','.join(a.sm for a in archs)} {self.origin}".rstrip()
+        cmake = self.project / "CMakeLists.txt"
+        if cmake.is_file():
+            said = cmake_advice(
+                cmake_switches(cmake.read_text(encoding="utf-8", errors="replace")), command
+            )
+            if said:
+                return said
         return switches_advice(
             str(parse_wheel_filename(built.name)[0]), build_variables(text), command, os.environ
         ) + self.gpu_answer_note(archs, ". ")
