@@ -178,6 +178,13 @@ def test_libraries_without_gpu_code_are_explained_with_the_build_logs_words(tmp_
     assert "fused_adam_op" in text and "hold no GPU code" in text
     assert "Setting accelerator to CPU" in text and str(log) in text
     assert "set DS_ACCELERATOR=cuda" in text and "No wheel was written" in text
+    # CMake's checks name prebuild's shim toolkit (bitsandbytes 0.50.1): never the reason.
+    log.write_text(
+        "-- Check for working CXX compiler: /w/cuda-shim/host-bin/c++ - skipped\n"
+        "-- Configuring bitsandbytes (Backend: cpu)\n"
+    )
+    text = host_only_message("bitsandbytes-0.50.1.whl", (lib,), log, "CMAKE_ARGS=...")
+    assert "Its build log says" not in text and "cuda-shim" not in text
 
 
 def test_host_code_that_calls_cuda_is_told_apart_from_cpu_code():
