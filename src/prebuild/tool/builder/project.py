@@ -481,7 +481,8 @@ def set_aside_objects(copy: Path, aside: Path) -> tuple[Path, Path] | None:
             aside.mkdir(parents=True)
             (Path(top) / "build").rename(aside / "build")
             return Path(top).relative_to(copy), aside / "build"
-        dirs[:] = [d for d in dirs if d not in IGNORED]  # VCS data, others' build outputs
+        skip = shutil.ignore_patterns(*IGNORED)(top, dirs)  # VCS data, others' build outputs
+        dirs[:] = [d for d in dirs if d not in skip]
     return None
 
 

@@ -9,17 +9,17 @@ so. A shipped library of neither kind (a vendored MKL, TBB or OpenMP) is an ordi
 from __future__ import annotations
 
 import os
+import shutil
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from prebuild.runtime.manifest import BuiltLibrary, sha256_file
+from prebuild.tool.builder.project import IGNORED
 from prebuild.tool.inspection import is_shared_library, needed_libraries
 
 # The libraries a torch extension links: an object built against one torch release.
 TORCH_LIBRARY_PREFIXES = ("libtorch", "libc10")
-# Not searched for shipped copies: VCS data, and the build's own outputs.
-_SKIPPED_DIRS = {".git", ".hg", ".svn", "build", "dist", "__pycache__"}
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,10 @@ def source_libraries(source: Path) -> dict[Path, tuple[int, int]]:
     the build then writes over is not shipped (a CMake build may put what it compiled into its
     package directory)."""
     found = {}
+    ignored = shutil.ignore_patterns(*IGNORED)  # as the private copy leaves them out
     for top, dirs, files in os.walk(source):
-        dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS and not d.endswith(".egg-info")]
+        skip = ignored(top, dirs)
+        dirs[:] = [d for d in dirs if d not in skip]
         for name in files:
             path = Path(top) / name
             if is_shared_library(name) and not path.is_symlink():
