@@ -510,7 +510,7 @@ def test_a_project_that_compiles_at_first_use_is_refused_with_the_reason(fresh_c
 def cached_variants_build(
     cuda_torch_python, tmp_path_factory
 ) -> tuple[subprocess.CompletedProcess, Path, dict]:
-    """plain_ext's `--variants` build for sm_90, through a compile cache (a directory) that
+    """gencode_ext's `--variants` build for sm_90 (its binding compiles in seconds), through a compile cache (a directory) that
     test_a_cached_build_of_another_arch_reuses_the_host_object builds from again: (the build,
     its output directory, the environment and --cache of both builds)."""
     root = tmp_path_factory.mktemp("classic-cache")
@@ -522,7 +522,7 @@ def cached_variants_build(
         "--arch",
         "sm_90",
         "--variants",
-        str(FIXTURES / "plain_ext"),
+        str(FIXTURES / "gencode_ext"),
         "--out",
         str(out),
         "--cache",
@@ -536,8 +536,8 @@ def cached_variants_build(
 def test_classic_variant_wheels_name_their_archs_in_the_label(
     cached_variants_build, cuda_torch_python
 ):
-    """`--variants` for a classic project: the sm_90 variant wheel (version +pt214.cu130, label
-    sm90, variant.json), the plain wheel (sm_90 SASS and PTX) and the variants file; prebuild
+    """`--variants` for a classic project: the sm_90 variant wheel (version +lab1.pt214.cu130,
+    the project's own label first; variant label sm90, variant.json), the plain wheel (sm_90 SASS and PTX) and the variants file; prebuild
     inspect finds each one's binaries, manifest and variant properties in agreement."""
     proc, out, _ = cached_variants_build
     # Two wheels, the plain one's binding object reused from the first (no cache needed):
@@ -545,9 +545,9 @@ def test_classic_variant_wheels_name_their_archs_in_the_label(
     assert "Compile cache " in proc.stdout and "0 of 3 compiles from the cache" in proc.stdout, (
         proc.stdout
     )
-    base = "plain_ext-0.1.0+pt214.cu130-cp311-cp311-linux_x86_64"
+    base = "gencode_ext-0.2.0+lab1.pt214.cu130-cp311-cp311-linux_x86_64"
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [f"{base}-sm90.whl", f"{base}.whl", "plain_ext-0.1.0+pt214.cu130-variants.json"]
+        [f"{base}-sm90.whl", f"{base}.whl", "gencode_ext-0.2.0+lab1.pt214.cu130-variants.json"]
     )
     reports = {}
     for wheel in (out / f"{base}-sm90.whl", out / f"{base}.whl"):
@@ -563,7 +563,7 @@ def test_classic_variant_wheels_name_their_archs_in_the_label(
     assert [(lib["sass"], lib["ptx"]) for lib in plain["libraries"]] == [
         (["sm_90"], ["compute_90"])
     ]
-    variants = json.loads((out / "plain_ext-0.1.0+pt214.cu130-variants.json").read_text())
+    variants = json.loads((out / "gencode_ext-0.2.0+lab1.pt214.cu130-variants.json").read_text())
     assert variants["variants"] == labelled["variant"]["variants"]
 
 
@@ -579,7 +579,7 @@ def test_a_cached_build_of_another_arch_reuses_the_host_object(
         cuda_torch_python,
         "--arch",
         "sm_80",
-        str(FIXTURES / "plain_ext"),
+        str(FIXTURES / "gencode_ext"),
         "--out",
         str(out),
         "--cache",

@@ -1,5 +1,6 @@
-"""`prebuild farm` end to end, no GPU, nothing from the internet: two classic fixture projects
-(plain_ext, gencode_ext) and a native one (`prebuild new demo`) in one recipe set, built by
+"""`prebuild farm` end to end, no GPU, nothing from the internet: a classic fixture project
+(gencode_ext, named as pip spells it, gencode-ext, and whose version has a local label of its
+own) and a native one (`prebuild new demo`) in one recipe set, built by
 `prebuild farm build --torch 2.14 --cuda 13.0 --arch sm_80,sm_90` in the CUDA build of torch
 (.venv-cuda: the environment prebuild runs in, so none is made), nvcc through a wrapper on PATH,
 CUDA_HOME unset. Then: the plan of the same command is empty and a second build compiles
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.slow
 UV = Path(sys.executable).parent / "uv"
 FIXTURES = Path(__file__).parent / "fixtures" / "classic"
 FARM = ["--torch", "2.14", "--cuda", "13.0", "--arch", "sm_80,sm_90"]
-PROJECTS = {"plain-ext": "plain_ext", "gencode-ext": "gencode_ext", "demo": "demo"}
+PROJECTS = {"gencode-ext": "gencode_ext", "demo": "demo"}
 
 
 def recipes(where: Path, demo: Path) -> Path:
@@ -37,11 +38,7 @@ def recipes(where: Path, demo: Path) -> Path:
     (where / "classic.toml").write_text(
         f"""
 [[project]]
-name = "plain_ext"
-source = "{FIXTURES / "plain_ext"}"
-
-[[project]]
-name = "gencode-ext"
+name = "gencode_ext"
 source = "{FIXTURES / "gencode_ext"}"
 """
     )
@@ -89,10 +86,10 @@ def test_the_plan_is_a_matrix_of_one_job_per_wheel(farm):
     assert proc.returncode == 0, proc.stderr
     jobs = json.loads(proc.stdout)["include"]
     assert sorted(j["title"] for j in jobs) == sorted(
-        [f"{p} pt214 cu130 cp311 {w}" for p in ("plain-ext", "gencode-ext") for w in ("sm_80", "sm_90", "plain")]
+        [f"gencode-ext pt214 cu130 cp311 {w}" for w in ("sm_80", "sm_90", "plain")]
         + [f"demo cu130 abi3 {w}" for w in ("sm_80", "sm_90", "plain")]
     )  # fmt: skip
-    assert len({j["key"] for j in jobs}) == 9
+    assert len({j["key"] for j in jobs}) == 6
     # a recipe that cannot be used is named with its key, before anything runs
     bad = work / "bad.toml"
     bad.write_text('[[project]]\nname = "x"\nsource = "x>=1"\n')
@@ -103,10 +100,10 @@ def test_the_plan_is_a_matrix_of_one_job_per_wheel(farm):
 def test_the_farm_builds_every_wheel_and_says_what_the_index_holds(built):
     site, proc = built
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    assert "9 jobs built, 0 jobs failed" in proc.stdout
+    assert "6 jobs built, 0 jobs failed" in proc.stdout
     ledger = json.loads((site / "farm.json").read_text())
     entries = list(ledger["jobs"].values())
-    assert len(entries) == 9 and all(e["status"] == "built" for e in entries), entries
+    assert len(entries) == 6 and all(e["status"] == "built" for e in entries), entries
     for entry in entries:
         import_name = PROJECTS[entry["job"]["project"]]
         assert entry["smoke"] == f"imported {import_name}, nothing compiled", entry
@@ -119,15 +116,15 @@ def test_the_farm_builds_every_wheel_and_says_what_the_index_holds(built):
     # classic wheels are per torch and Python, the native one abi3; each per-arch wheel has its
     # variant twin beside it, and each project version one variants file
     # (the newest arch's wheel carries PTX for newer GPUs)
-    assert "plain_ext-0.1.0+pt214.cu130.sm90.ptx90-cp311-cp311-linux_x86_64.whl" in names, names
-    assert "plain_ext-0.1.0+pt214.cu130-cp311-cp311-linux_x86_64-sm90.ptx.whl" in names, names
-    assert "plain_ext-0.1.0+pt214.cu130-cp311-cp311-linux_x86_64.whl" in names, names
+    assert "gencode_ext-0.2.0+lab1.pt214.cu130.sm90.ptx90-cp311-cp311-linux_x86_64.whl" in names
+    assert "gencode_ext-0.2.0+lab1.pt214.cu130-cp311-cp311-linux_x86_64-sm90.ptx.whl" in names
+    assert "gencode_ext-0.2.0+lab1.pt214.cu130-cp311-cp311-linux_x86_64.whl" in names, names
     assert "demo-0.1.0+cu130-cp310-abi3-linux_x86_64.whl" in names, names
-    assert len(names) == 9 + 6, names
-    assert len(list((site / "wheels").glob("*-variants.json"))) == 3
+    assert len(names) == 6 + 4, names
+    assert len(list((site / "wheels").glob("*-variants.json"))) == 2
     summary = (site / "farm.html").read_text()
     for row in (
-        "<td>plain-ext</td><td>2.14</td><td>13.0</td><td>cp311</td><td>sm_80, sm_90</td><td>yes</td>",
+        "<td>gencode-ext</td><td>2.14</td><td>13.0</td><td>cp311</td><td>sm_80, sm_90</td><td>yes</td>",
         "<td>demo</td><td>every (stable ABI)</td><td>13.0</td><td>abi3</td><td>sm_80, sm_90</td><td>yes</td>",
     ):
         assert row in summary, summary
@@ -138,7 +135,7 @@ def test_the_same_command_again_compiles_nothing(farm, built):
     site, first = built
     assert first.returncode == 0
     plan = run("plan", recipe_set, *FARM, "--index", site)
-    assert plan.returncode == 0 and "0 jobs to build, 9 jobs in the index already" in plan.stdout, (
+    assert plan.returncode == 0 and "0 jobs to build, 6 jobs in the index already" in plan.stdout, (
         plan.stdout
     )
     before = sorted(p.name for p in (site / "wheels").iterdir())
@@ -209,7 +206,6 @@ def test_uv_gets_each_projects_wheel_for_the_gpu_and_pip_the_plain_one(
         label = variant_of(uv_python, name)
         assert label == "sm90.ptx", (name, label)  # the sm_90 wheel, which carries PTX
     assert installed(uv_python, tmp_path / "uv") == {
-        "plain-ext": "0.1.0+pt214.cu130",
         "gencode-ext": "0.2.0+lab1.pt214.cu130",
         "demo": "0.1.0+cu130",
     }
@@ -387,7 +383,7 @@ def test_ci_parts_merge_with_the_published_index(farm, built, served, tmp_path):
     merged = tmp_path / "merged"
     proc = run("index", served, part, tmp_path / "retry", "--out", merged)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "9 jobs built, 9 wheels in" in proc.stdout
+    assert "6 jobs built, 6 wheels in" in proc.stdout
     ledger = read_ledger(merged)
     assert ledger.built == published.built and failed_job.key in ledger.entries
     assert sorted(p.name for p in (merged / "wheels").iterdir()) == sorted(
