@@ -510,9 +510,10 @@ def test_a_project_that_compiles_at_first_use_is_refused_with_the_reason(fresh_c
 def cached_variants_build(
     cuda_torch_python, tmp_path_factory
 ) -> tuple[subprocess.CompletedProcess, Path, dict]:
-    """gencode_ext's `--variants` build for sm_90 (its binding compiles in seconds), through a compile cache (a directory) that
-    test_a_cached_build_of_another_arch_reuses_the_host_object builds from again: (the build,
-    its output directory, the environment and --cache of both builds)."""
+    """gencode_ext's `--variants` build for sm_90 (its binding compiles in seconds), through a
+    compile cache (a directory) that test_a_cached_build_of_another_arch_reuses_the_host_object
+    builds from again: (the build, its output directory, the environment and --cache of both
+    builds)."""
     root = tmp_path_factory.mktemp("classic-cache")
     out = root / "dist"
     # TMPDIR: the cached builds' fixed-name workspaces, apart from any other build's.
@@ -537,8 +538,9 @@ def test_classic_variant_wheels_name_their_archs_in_the_label(
     cached_variants_build, cuda_torch_python
 ):
     """`--variants` for a classic project: the sm_90 variant wheel (version +lab1.pt214.cu130,
-    the project's own label first; variant label sm90, variant.json), the plain wheel (sm_90 SASS and PTX) and the variants file; prebuild
-    inspect finds each one's binaries, manifest and variant properties in agreement."""
+    the project's own label first; variant label sm90, variant.json), the plain wheel (sm_90
+    SASS and PTX) and the variants file; prebuild inspect finds each one's binaries, manifest
+    and variant properties in agreement."""
     proc, out, _ = cached_variants_build
     # Two wheels, the plain one's binding object reused from the first (no cache needed):
     # the cache was asked for the binding and kernels once, and for the kernels with PTX.

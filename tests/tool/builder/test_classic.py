@@ -321,6 +321,41 @@ def test_the_project_build_goes_on_past_a_torch_pin_and_stops_on_another_require
     )
     with pytest.raises(ToolchainError, match="needs no-such-package-here>=1, not installed"):
         builder.project_build({}, log, out, A("sm_90"), progress)
+    # A backend not installed (hatchling; scikit-build-core without its pathspec) fails its
+    # first hook with nothing in the log: what it needs is said before any hook runs.
+    write(
+        project,
+        "pyproject.toml",
+        '[build-system]\nrequires = ["no-such-backend>=1"]\nbuild-backend = "no_such_backend"\n',
+    )
+    with pytest.raises(ToolchainError, match="needs no-such-backend>=1, not installed here. "):
+        builder.project_build({}, log, out, A("sm_90"), progress)
+    # A backend of the project's own that does not import: its words, not an empty error.
+    write(project, "in_tree.py", "import no_such_module_of_the_backend\n")
+    write(
+        project,
+        "pyproject.toml",
+        '[build-system]\nrequires = []\nbuild-backend = "in_tree"\nbackend-path = ["."]\n',
+    )
+    log.unlink(missing_ok=True)
+    with pytest.raises(BuildError) as failed:
+        builder.project_build({}, log, out, A("sm_90"), progress)
+    said = str(failed.value)
+    assert "Backend 'in_tree' is not available." in said
+    assert "No module named 'no_such_module_of_the_backend'" in said
+
+
+def test_unmet_build_requirements_are_named_with_what_needs_them():
+    from prebuild.tool.builder.classic import missing_requirements_message
+
+    said = missing_requirements_message(
+        {("pathspec>=0.12.0",), ("scikit-build-core", "pathspec>=0.12.0"), ("cmake>=3.26",)}
+    )
+    assert said == (
+        "the project's build needs cmake>=3.26, pathspec>=0.12.0, not installed here "
+        "(pathspec>=0.12.0 for scikit-build-core). prebuild builds without isolation (so that "
+        "this torch is used): pip install 'cmake>=3.26' 'pathspec>=0.12.0'"
+    )
 
 
 def test_cuda_sources_are_told_apart_from_a_builds_outputs(tmp_path):

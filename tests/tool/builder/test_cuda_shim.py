@@ -19,6 +19,7 @@ from prebuild.tool.builder.cuda_shim import (
     driver_stub_source,
     make_cuda_shim,
     probe_toolkit,
+    search_paths,
     unversioned_names,
     write_cxx_script,
     write_nvcc_script,
@@ -124,6 +125,40 @@ def test_the_toolkit_is_what_nvcc_reports_not_the_wrappers_parent(tmp_path, nvid
     ).exists()
     assert (home / "bin" / "ptxas").resolve() == tmp_path / "cuda-13.0" / "bin" / "ptxas"
     assert (home / "nvvm" / "bin").is_dir() and not (home / "bin" / "nvcc").exists()
+
+
+def test_a_build_that_asks_nvcc_for_its_toolkit_still_finds_the_shims_headers(tmp_path, nvidia):
+    """CMake's CUDA support takes the real toolkit's include folder from nvcc, as bitsandbytes'
+    build did, and missed cublasLt.h: CPATH names the shim's folders after the user's, so the
+    compiler finds cuBLAS's headers there while the toolkit's own come first."""
+    toolkit = Nvcc(fake_toolkit(tmp_path / "cuda")).toolkit
+    home = make_cuda_shim(toolkit, tmp_path / "shim")
+    assert search_paths(home, {}) == {
+        "CPATH": str(home / "include"),
+        "LIBRARY_PATH": str(home / "lib64"),
+    }
+    env = search_paths(home, {"CPATH": "/mine", "LIBRARY_PATH": "/my/lib"})
+    assert env == {
+        "CPATH": f"/mine:{home / 'include'}",
+        "LIBRARY_PATH": f"/my/lib:{home / 'lib64'}",
+    }
+    source = tmp_path / "uses_cublas.cpp"
+    source.write_text("#include <cuda_runtime.h>\n#include <cublas_v2.h>\nint main() {}\n")
+    compile_ = [*find_cxx().command, "-H", "-fsyntax-only", f"-I{toolkit.include_dirs[0]}"]
+    without = subprocess.run([*compile_, str(source)], capture_output=True, text=True)
+    assert without.returncode != 0 and "cublas_v2.h" in without.stderr
+    done = subprocess.run(
+        [*compile_, str(source)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **search_paths(home, {})},
+    )
+    assert done.returncode == 0, done.stderr
+    opened = [line.split(" ", 1)[1] for line in done.stderr.splitlines() if line.startswith(". ")]
+    assert opened == [
+        str(toolkit.include_dirs[0] / "cuda_runtime.h"),  # the toolkit's, not the package's copy
+        str(home / "include" / "cublas_v2.h"),
+    ]
 
 
 def test_the_nvcc_script_runs_the_shim_on_the_users_nvcc_and_logs_every_call(tmp_path, nvidia):

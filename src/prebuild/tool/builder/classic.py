@@ -33,7 +33,7 @@ from pathlib import Path
 from packaging.utils import parse_wheel_filename
 from wheel.wheelfile import WheelFile
 
-from build import BuildBackendException, BuildException, ProjectBuilder
+from build import BuildBackendException, BuildException, ProjectBuilder, check_dependency
 from prebuild.runtime.arch import Arch, check_supported
 from prebuild.runtime.manifest import (
     CPU_CODE,
@@ -70,6 +70,7 @@ from prebuild.tool.builder.cuda_shim import (
     add_driver_stub,
     make_cuda_shim,
     probe_toolkit,
+    search_paths,
     write_cxx_script,
     write_nvcc_script,
 )
@@ -86,7 +87,6 @@ from prebuild.tool.builder.relabel import (
 from prebuild.tool.builder.shipped import shipped_libraries, shipped_message, source_libraries
 from prebuild.tool.builder.source_gaps import (
     downloads_advice,
-    nvidia_include_dirs,
     source_gaps_advice,
     source_url,
     submodule_paths,
@@ -353,6 +353,28 @@ def split_torch_pins(
     return unmet - torch, sorted({chain[-1] for chain in torch})
 
 
+def missing_requirements_message(missing: set[tuple[str, ...]]) -> str:
+    """Pure: the error for build requirements not met here, each a chain from the project's
+    requirement to the one unmet (``build.check_dependency``): the unmet ones are what to
+    install, each named with what needs it where that is not the project itself."""
+    needed = sorted({chain[-1] for chain in missing})
+    parents = sorted({f"{chain[-1]} for {chain[-2]}" for chain in missing if len(chain) > 1})
+    return (
+        f"the project's build needs {', '.join(needed)}, not installed here"
+        + (f" ({'; '.join(parents)})" if parents else "")
+        + ". prebuild builds without isolation (so that this torch is used): "
+        f"pip install {' '.join(shlex.quote(n) for n in needed)}"
+    )
+
+
+def backend_failure(exc: BuildBackendException | BuildException) -> str:
+    """Pure: what a build that failed before writing to its log says: ``build``'s words and,
+    for a backend that did not import, the last line of its traceback (the module missing)."""
+    inner = getattr(exc, "exception", None)
+    trace = str(getattr(inner, "traceback", "") or "").strip().splitlines()
+    return "\n".join(filter(None, [str(exc), trace[-1] if trace else ""]))
+
+
 def torch_pins_note(pins: list[str], torch_version: str) -> str:
     """Pure: the note for a build whose torch requirements the installed torch does not meet."""
     return (
@@ -500,6 +522,7 @@ class ClassicBuilder:
             # cannot tell the shim nvcc is one ("Compiler not supported"), and the cache is what
             # --cache says, through prebuild's launcher.
             "TORCH_NO_COMPILER_WRAPPER": "1",
+            **search_paths(shim, os.environ),
         }
         # A project that would download its own prebuilt wheel (all archs, its torch) is told to
         # compile: prebuild is asked to build this wheel, and checks what it built.
@@ -663,23 +686,30 @@ class ClassicBuilder:
         )
         try:
             with warnings_to_log(build_log):
-                missing, torch_pins = split_torch_pins(builder.check_dependencies("wheel"))
+                # The backend and what it needs first: a backend that does not import cannot
+                # say what else it needs (hatchling not installed; scikit-build-core without
+                # its pathspec), and its hook fails with nothing in the log.
+                static = {
+                    chain
+                    for req in builder.build_system_requires
+                    for chain in check_dependency(req)
+                }
+                missing, torch_pins = split_torch_pins(static)
+                if not missing:
+                    missing, torch_pins = split_torch_pins(builder.check_dependencies("wheel"))
                 if torch_pins:
                     progress.note(torch_pins_note(torch_pins, self.toolchain.torch.version_string))
                 if missing:
-                    names = sorted({req for group in missing for req in group})
-                    raise ToolchainError(
-                        f"the project's build needs {', '.join(names)}, not installed here. "
-                        "prebuild builds without isolation (so that this torch is used): "
-                        f"pip install {' '.join(shlex.quote(n) for n in names)}"
-                    )
+                    raise ToolchainError(missing_requirements_message(missing))
                 return Path(builder.build("wheel", out))
         except (BuildBackendException, BuildException) as exc:
             text = (
                 build_log.read_text(encoding="utf-8", errors="replace")
                 if build_log.exists()
-                else str(exc)
+                else ""
             )
+            if not text.strip():  # it failed before its backend said a word: say what did
+                text = backend_failure(exc)
             toolchain = self.toolchain
             advice = [
                 api_breaks_advice(text, toolchain.cxx_standard, toolchain.torch.version_string),
@@ -724,7 +754,6 @@ class ClassicBuilder:
             present,
             text(self.project / "PKG-INFO"),
             command,
-            nvidia_include_dirs(sys.path),  # the build runs in this environment
         )
 
     def source_url(self) -> str | None:

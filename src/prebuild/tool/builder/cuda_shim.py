@@ -113,6 +113,20 @@ def make_cuda_shim(toolkit: CudaToolkit, dest: Path) -> Path:
     return dest
 
 
+def search_paths(shim: Path, environ: dict[str, str]) -> dict[str, str]:
+    """Pure: ``CPATH`` and ``LIBRARY_PATH`` for a build through the shim toolkit: the user's,
+    then the shim's ``include`` and ``lib64``. A setuptools build is told the shim's folders
+    (CUDA_HOME), but CMake's CUDA support asks nvcc where its toolkit is and gets the real one:
+    a toolkit of nvcc alone lacks cuBLAS's and the other libraries' headers, which the shim has
+    from torch's nvidia-* packages (bitsandbytes includes cublasLt.h). The compilers search
+    these folders after every ``-I``, so a project's own headers and the toolkit's come first."""
+    own = {"CPATH": shim / "include", "LIBRARY_PATH": shim / "lib64"}
+    return {
+        name: ":".join(p for p in (environ.get(name, ""), str(folder)) if p)
+        for name, folder in own.items()
+    }
+
+
 def driver_api_names(preprocessed: str) -> list[str]:
     """Pure: the driver API's functions in ``cuda.h`` as the preprocessor leaves it, sorted:
     the names libcuda.so exports (its macros applied: ``cuMemAlloc`` is ``cuMemAlloc_v2``)."""

@@ -138,13 +138,11 @@ def source_gaps_advice(
     present_submodules: set[str],
     pkg_info: str,
     command: str,
-    cuda_includes: tuple[Path, ...] = (),
 ) -> str:
     """Pure but for the paths: what to tell a user whose build failed on files its source does
     not have; "" where the log names none. ``source``: the project's copy, or the root of the
     checkout's mirror it lies in (the log's paths are under it); ``gitmodules``/``pkg_info``:
-    their text ("" if absent); ``command``: the ``prebuild wheel`` command without the project;
-    ``cuda_includes``: where this environment has CUDA libraries' headers (cuda_library_advice)."""
+    their text ("" if absent); ``command``: the ``prebuild wheel`` command without the project."""
     missing = missing_files(log)
     if not missing:
         return ""
@@ -159,7 +157,7 @@ def source_gaps_advice(
         )
     compiled = [name for name in shown if name.endswith((".c", ".cc", ".cpp", ".cxx", ".cu"))]
     if not compiled:
-        return cuda_library_advice(missing, cuda_includes) or system_library_advice(missing)
+        return cuda_library_advice(missing) or system_library_advice(missing)
     if not pkg_info:
         return ""
     url = source_url(pkg_info)
@@ -185,41 +183,20 @@ CUDA_LIBRARY_HEADERS = re.compile(
 )
 
 
-def cuda_library_advice(missing: list[str], includes: tuple[Path, ...]) -> str:
-    """Pure but for the paths: what to tell a user whose build failed on headers of a CUDA
-    library the toolkit lacks; ``includes``: this environment's directories that may hold them
-    (``nvidia_include_dirs``), the first holding them all named. "" for any other file."""
+def cuda_library_advice(missing: list[str]) -> str:
+    """Pure: what to tell a user whose build failed on headers of a CUDA library that neither
+    the toolkit nor this environment's CUDA packages have (the shim toolkit holds those of
+    torch's nvidia-* wheels, cuda_shim.search_paths); "" for any other file."""
     headers = [name for name in missing if CUDA_LIBRARY_HEADERS.fullmatch(name)]
     if not headers:
         return ""
-    held = next((d for d in includes if all((d / h).is_file() for h in headers)), None)
-    named = ", ".join(headers)
-    if held is None:
-        return (
-            f"The build is missing {named}, headers of a CUDA library the toolkit lacks (a "
-            "toolkit of nvcc alone has none): install the library's development files for "
-            "this CUDA release (apt: libcublas-dev-13-0 and the like; conda: libcublas-dev), "
-            "then build again."
-        )
-    libraries = held.parent / "lib"
     return (
-        f"The build is missing {named}, headers of a CUDA library the toolkit lacks (a toolkit "
-        f"of nvcc alone has none). The CUDA build of torch here brings that library, headers "
-        f"included: CPATH={held} (and, where the build links it, LIBRARY_PATH={libraries}) "
-        "before the prebuild command; or install the library's development files for this CUDA "
-        "release (apt: libcublas-dev-13-0 and the like)."
+        f"The build is missing {', '.join(headers)}, headers of a CUDA library that neither the "
+        "toolkit (a toolkit of nvcc alone has none) nor the CUDA packages beside torch here "
+        "have: install the library's development files for this CUDA release (apt: "
+        "libcublas-dev-13-0 for CUDA 13.0, and the like; conda: libcublas-dev; pip: the "
+        "library's nvidia-* package), then build again."
     )
-
-
-def nvidia_include_dirs(paths: list[str]) -> tuple[Path, ...]:
-    """The include directories of the nvidia-* wheels (CUDA's libraries, which a CUDA build of
-    torch depends on) in the ``paths`` of an environment (sys.path)."""
-    found: list[Path] = []
-    for entry in paths:
-        nvidia = Path(entry) / "nvidia"
-        if nvidia.is_dir():
-            found += sorted(d for d in nvidia.glob("*/include") if d.is_dir())
-    return tuple(found)
 
 
 # Headers of system libraries classic projects include, and where each comes from: the
