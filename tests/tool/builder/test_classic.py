@@ -66,6 +66,26 @@ def test_check_archs_refuses_anything_else_naming_each_library(libraries, fragme
     assert fragment in str(info.value)
 
 
+def test_ptx_a_device_link_cannot_keep_is_explained():
+    """Relocatable device code (dlink=True, -rdc=true) is device-linked, which keeps SASS only:
+    a wheel asked to carry PTX is refused saying why, and only where that is the cause."""
+    from prebuild.runtime.manifest import CompilerCall
+    from prebuild.tool.builder.classic import is_device_linked
+
+    calls = [
+        CompilerCall(("-rdc=true", "-c", "a.cu"), ()),
+        CompilerCall(("a.o", "-o", "dlink.o", "-dlink", "-dlto"), ()),
+    ]
+    assert is_device_linked(calls) and not is_device_linked(calls[:1])
+    sass_only = [lib("ext.so", ["sm_80", "sm_90"])]
+    with pytest.raises(BuildError, match="a device link keeps the SASS of each arch, never PTX"):
+        check_archs("x.whl", sass_only, A("sm_80,sm_90"), A("compute_90"), device_linked=True)
+    for libraries, device_linked in ((sass_only, False), ([lib("ext.so", ["sm_80"])], True)):
+        with pytest.raises(BuildError) as info:
+            check_archs("x.whl", libraries, A("sm_80,sm_90"), A("compute_90"), device_linked)
+        assert "device-linked" not in str(info.value)
+
+
 def test_preflight_refuses_a_cpu_torch_naming_the_torch_to_install(monkeypatch):
     from packaging.version import Version
 

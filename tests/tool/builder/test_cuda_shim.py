@@ -17,6 +17,7 @@ from prebuild.tool.builder.cuda_shim import (
     add_driver_stub,
     driver_api_names,
     driver_stub_source,
+    libnvvm_for_nvlink,
     make_cuda_shim,
     probe_toolkit,
     search_paths,
@@ -352,3 +353,69 @@ def test_without_a_driver_or_a_stub_in_the_toolkit_minus_lcuda_links_against_one
     assert linked.returncode == 0, linked.stderr
     assert "libcuda.so.1" in needed_libraries(ext.read_bytes())  # the reader builds use
     assert "libcuda.so.1" in dynamic(ext)[1]
+
+
+def test_device_links_run_where_nvlink_finds_libnvvm(tmp_path, nvidia):
+    """nvlink's -dlto (torch adds it to every dlink=True extension's device link) loads
+    <its folder>/../nvvm/lib64/libnvvm.so only; PyPI's CUDA 13 packages keep libnvvm in lib/.
+    The shim toolkit then holds a toolkit of links with libnvvm where nvlink looks, and device
+    links run its nvcc; every other call runs the user's."""
+    real = fake_toolkit(tmp_path / "cuda")
+    target_lib = tmp_path / "cuda" / "targets" / "x86_64-linux" / "lib"
+    (target_lib / "libnvvm.so.4").write_text("libnvvm")
+    user = tmp_path / "bin" / "nvcc"  # the user's wrapper, which says it ran
+    user.parent.mkdir()
+    user.write_text(f'#!/bin/sh\necho "wrapper"\nexec {real} "$@"\n')
+    user.chmod(0o755)
+    toolkit = Nvcc(user).toolkit
+    assert libnvvm_for_nvlink(toolkit, [target_lib]) == target_lib / "libnvvm.so.4"
+    home = make_cuda_shim(toolkit, tmp_path / "shim")
+    linking = home / "device-link-toolkit"
+    assert (linking / "bin" / "nvcc").resolve() == real
+    assert (linking / "nvvm" / "lib64" / "libnvvm.so").read_text() == "libnvvm"
+    assert (linking / "include").resolve() == tmp_path / "cuda" / "include"
+    script = write_nvcc_script(
+        home, user, ["-gencode=arch=compute_90,code=sm_90"], tmp_path / "log", None
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    compiled, linked = (
+        subprocess.run([str(script), *args], capture_output=True, text=True, env=env).stdout.split()
+        for args in (["-rdc=true", "-c", "a.cu"], ["-dlink", "a.o", "-o", "d.o", "-dlto"])
+    )
+    assert compiled[0] == "wrapper" and linked[0] == "-dlink", (compiled, linked)
+    assert linked[-1] == "-gencode=arch=compute_90,code=sm_90"
+    # Where nvlink finds libnvvm itself, nothing is laid out and every call is the user's.
+    (tmp_path / "cuda" / "nvvm" / "lib64").mkdir(parents=True)
+    (tmp_path / "cuda" / "nvvm" / "lib64" / "libnvvm.so").write_text("")
+    assert libnvvm_for_nvlink(toolkit, [target_lib]) is None
+    assert not (make_cuda_shim(toolkit, tmp_path / "shim2") / "device-link-toolkit").exists()
+
+
+def test_relocatable_device_code_links_with_dlto_through_the_shim(tmp_path):
+    """The real nvcc: two files of relocatable device code, one calling the other's function,
+    compiled and device-linked with -dlto as torch's BuildExtension does for dlink=True (on this
+    machine's toolkit, made of PyPI's packages, nvlink failed: "elfLink linker library load
+    error")."""
+    nvcc = Path(find_nvcc())
+    home = make_cuda_shim(Nvcc(nvcc).toolkit, tmp_path / "shim")
+    script = write_nvcc_script(
+        home, nvcc, ["-gencode=arch=compute_80,code=sm_80"], tmp_path / "log", None
+    )
+    (tmp_path / "a.cu").write_text(
+        "__device__ float twice(float x);\n"
+        "__global__ void k(float* x) { x[threadIdx.x] = twice(x[threadIdx.x]); }\n"
+    )
+    (tmp_path / "b.cu").write_text("__device__ float twice(float x) { return 2.0f * x; }\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for name in ("a", "b"):
+        done = subprocess.run(
+            [str(script), "-rdc=true", "-c", f"{name}.cu", "-o", f"{name}.o"],
+            cwd=tmp_path, capture_output=True, text=True, env=env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    done = subprocess.run(
+        [str(script), "a.o", "b.o", "-o", "dlink.o", "-dlink", "-dlto"],
+        cwd=tmp_path, capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "dlink.o").stat().st_size > 0

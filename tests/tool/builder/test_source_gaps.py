@@ -273,6 +273,12 @@ def test_a_system_librarys_header_is_named_with_where_to_get_it():
     both = system_library_advice(["Eigen/Dense", "libaio.h", "Eigen/Sparse", "mine.h"])
     assert "Eigen/Dense, Eigen/Sparse, of Eigen (" in both and "libaio.h, of libaio (" in both
     assert system_library_advice(["mine.h", "glm/glm.hpp"]) == ""
+    # DeepEP's kernels include NVSHMEM's InfiniBand transport, which includes rdma-core's verbs
+    assert (
+        "infiniband/mlx5dv.h, of rdma-core's InfiniBand verbs (Debian and Ubuntu: apt install "
+        "libibverbs-dev; conda: conda install -c conda-forge rdma-core)"
+        in system_library_advice(["infiniband/mlx5dv.h"])
+    )
     # a submodule not checked out is said first: the header is in the project's own source
     assert "submodules" in source_gaps_advice(
         "a.cu:1:10: fatal error: Eigen/Dense: No such file or directory",

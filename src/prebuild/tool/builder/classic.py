@@ -75,7 +75,7 @@ from prebuild.tool.builder.cuda_shim import (
     write_nvcc_script,
 )
 from prebuild.tool.builder.guard_files import guard_files
-from prebuild.tool.builder.nvcc_shim import is_query, requested_std
+from prebuild.tool.builder.nvcc_shim import DEVICE_LINK_OPTIONS, is_query, requested_std
 from prebuild.tool.builder.plan import PlannedWheel
 from prebuild.tool.builder.project import SCM_VERSION_ENV, environment_hints, last_error
 from prebuild.tool.builder.relabel import (
@@ -310,8 +310,10 @@ def check_archs(
     libraries: tuple[BuiltLibrary, ...],
     sass: tuple[Arch, ...],
     ptx: tuple[Arch, ...],
+    device_linked: bool = False,
 ) -> None:
-    """Every library with GPU code holds exactly the requested SASS and PTX, and one has some."""
+    """Every library with GPU code holds exactly the requested SASS and PTX, and one has some;
+    ``device_linked``: the build ran a device link (is_device_linked), which keeps no PTX."""
     with_code = [lib for lib in libraries if lib.has_code]
     wrong = [
         lib for lib in with_code if lib.sass != tuple(sorted(sass)) or lib.ptx != tuple(sorted(ptx))
@@ -325,10 +327,24 @@ def check_archs(
             )
             or "no shared library at all"
         )
+        only_ptx_lost = all(lib.sass == tuple(sorted(sass)) and not lib.ptx for lib in with_code)
+        why = (
+            " Its device code is relocatable and device-linked (nvcc -dlink: dlink=True or "
+            "-rdc=true in its setup.py), and a device link keeps the SASS of each arch, never "
+            "PTX: build its wheels without PTX (no --ptx; per-arch wheels, not --variants, whose "
+            "plain wheel carries it)."
+            if device_linked and ptx and with_code and only_ptx_lost
+            else ""
+        )
         raise BuildError(
             f"{wheel_name} does not hold the archs asked for (SASS {', '.join(a.sm for a in sass)}, PTX "
-            f"{', '.join(a.compute for a in ptx) or 'none'}): {held}. No wheel was written."
+            f"{', '.join(a.compute for a in ptx) or 'none'}): {held}.{why} No wheel was written."
         )
+
+
+def is_device_linked(calls: list[CompilerCall]) -> bool:
+    """Whether one of a build's nvcc calls was a device link (of relocatable device code)."""
+    return any(a in DEVICE_LINK_OPTIONS for call in calls for a in call.given)
 
 
 # A Python traceback's heading and frames (indented), up to the exception's line.
@@ -595,13 +611,13 @@ class ClassicBuilder:
                 code = host_code(links)
                 notes = (host_wheel_note(code, links, torch.version_string, str(nvcc.version)),)
                 sass, ptx = (), ()
-            else:
-                check_archs(built.name, libraries, sass, ptx)
             # The kept objects' calls (made for an earlier wheel, or an earlier build of this
             # one) count as this wheel's too; a call compiling an object again replaces its own.
             logged = logged_calls(nvcc_log)
             remade = calls_by_object(logged)
             calls = [*(c for o, c in reused.nvcc_calls.items() if o not in remade), *logged]
+            if code == GPU_CODE:
+                check_archs(built.name, libraries, sass, ptx, device_linked=is_device_linked(calls))
             host_calls = {**reused.host_calls, **calls_by_object(logged_calls(cxx_log))}
             raised, raised_host = raised_standards(calls), raised_standards([*host_calls.values()])
             manifest = ProjectManifest(

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from prebuild.tool.builder import processes
 from prebuild.tool.builder.nvcc_shim import (
+    SHIM_ENV_DEVICE_LINK,
     SHIM_ENV_GENCODE,
     SHIM_ENV_LAUNCHER,
     SHIM_ENV_LOG,
@@ -97,6 +98,38 @@ def _link_unversioned(lib64: Path) -> None:
         (lib64 / plain).symlink_to((lib64 / versioned).resolve())
 
 
+# Where the shim toolkit keeps the toolkit its device links run in (``device_link_toolkit``).
+DEVICE_LINK_TOOLKIT = "device-link-toolkit"
+
+
+def libnvvm_for_nvlink(toolkit: CudaToolkit, candidates: list[Path]) -> Path | None:
+    """The libnvvm nvlink should load, where it would not find it itself; None where it would
+    (or where there is none to give it). nvlink's link-time optimisation (``-dlto``, which torch
+    adds to the device link of every ``dlink=True`` extension) loads
+    ``<its own folder>/../nvvm/lib64/libnvvm.so`` and nothing else: PyPI's CUDA 13 packages put
+    the library in ``lib/`` ("nvlink fatal: elfLink linker library load error")."""
+    if (toolkit.bin_dir.parent / "nvvm" / "lib64" / "libnvvm.so").exists():
+        return None
+    for folder in candidates:
+        found = sorted(folder.glob("libnvvm.so*")) if folder.is_dir() else []
+        if found:
+            return found[0]
+    return None
+
+
+def device_link_toolkit(toolkit: CudaToolkit, dest: Path, libnvvm: Path) -> Path:
+    """A copy of the toolkit made of links, with ``nvvm/lib64/libnvvm.so`` where nvlink looks
+    for it; its ``bin/nvcc`` (the real nvcc: nvcc and the tools it runs find their toolkit from
+    the folder they are called in). Returns that nvcc."""
+    root = toolkit.bin_dir.parent
+    _link_entries(dest, [root], skip={"bin", "nvvm"})
+    _link_entries(dest / "bin", [toolkit.bin_dir])
+    _link_entries(dest / "nvvm", [root / "nvvm"], skip={"lib64"})
+    _link_entries(dest / "nvvm" / "lib64", [root / "nvvm" / "lib64"])
+    (dest / "nvvm" / "lib64" / "libnvvm.so").symlink_to(libnvvm.resolve())
+    return dest / "bin" / "nvcc"
+
+
 def make_cuda_shim(toolkit: CudaToolkit, dest: Path) -> Path:
     """Lay out the shim toolkit at ``dest`` (replacing an older one); returns it, the build's
     CUDA_HOME. Its ``bin/nvcc`` is written per wheel by ``write_nvcc_script``."""
@@ -110,6 +143,11 @@ def make_cuda_shim(toolkit: CudaToolkit, dest: Path) -> Path:
     _link_unversioned(lib64)
     _link_entries(lib64 / "stubs", list(toolkit.stub_dirs))
     _link_entries(dest, [toolkit.root], skip={"bin", "include", "lib64", "lib"})
+    libnvvm = libnvvm_for_nvlink(
+        toolkit, [*toolkit.library_dirs, toolkit.root / "lib", lib64, *nvidia_dirs("lib")]
+    )
+    if libnvvm is not None:
+        device_link_toolkit(toolkit, dest / DEVICE_LINK_TOOLKIT, libnvvm)
     return dest
 
 
@@ -197,12 +235,14 @@ def write_nvcc_script(
 ) -> Path:
     """``shim/bin/nvcc``: the nvcc shim with these settings, calling ``nvcc`` (the one the user
     reaches, wrapper or not), through ``launcher`` (the compile cache's) when given."""
+    linker = shim / DEVICE_LINK_TOOLKIT / "bin" / "nvcc"
     settings = {
         SHIM_ENV_REAL: shlex.join([str(nvcc)]),
         SHIM_ENV_GENCODE: json.dumps(gencode),
         SHIM_ENV_LOG: str(log),
         SHIM_ENV_MIN_STD: min_std or "",
         SHIM_ENV_LAUNCHER: shlex.join([str(launcher)]) if launcher else "",
+        SHIM_ENV_DEVICE_LINK: shlex.join([str(linker)]) if linker.exists() else "",
     }
     return _write_shim_script(shim / "bin" / "nvcc", settings)
 

@@ -46,6 +46,11 @@ SHIM_ENV_MIN_STD = (
 )
 # Compiles run as LAUNCHER NVCC ARGS: the compile cache's launcher, or $CXX's own (ccache).
 SHIM_ENV_LAUNCHER = "PREBUILD_NVCC_LAUNCHER"
+# The nvcc that runs device links ("-dlink"), where the real one's nvlink cannot find libnvvm
+# (cuda_shim.device_link_toolkit), shell words; "" or unset: the real one.
+SHIM_ENV_DEVICE_LINK = "PREBUILD_NVCC_DEVICE_LINK"
+# Options that make a call a device link (nvlink runs, and loads libnvvm for -dlto).
+DEVICE_LINK_OPTIONS = ("-dlink", "--device-link")
 
 # Options that choose archs: "--opt VALUE" or "--opt=VALUE" (nvcc accepts both spellings).
 ARCH_OPTIONS = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code")
@@ -169,6 +174,9 @@ def joined_values(args: list[str], options: tuple[str, ...] = CACHE_JOINED_OPTIO
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     real = shlex.split(os.environ.get(SHIM_ENV_REAL, ""))
+    linker = shlex.split(os.environ.get(SHIM_ENV_DEVICE_LINK, ""))
+    if linker and any(a in DEVICE_LINK_OPTIONS for a in args):
+        real = linker
     if not real:
         print(f"prebuild nvcc shim: {SHIM_ENV_REAL} is not set", file=sys.stderr)
         return 2

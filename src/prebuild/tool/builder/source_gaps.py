@@ -211,6 +211,8 @@ SYSTEM_HEADERS: tuple[tuple[str, str, str, str, str], ...] = (
         "suitesparse",
     ),
     (r"libaio\.h", "libaio", "libaio-dev", "", "libaio"),
+    # NVSHMEM's InfiniBand transport headers (DeepEP's kernels include them)
+    (r"infiniband/\w+\.h", "rdma-core's InfiniBand verbs", "libibverbs-dev", "", "rdma-core"),
     (r"Eigen/\w+", "Eigen", "libeigen3-dev", "/usr/include/eigen3", "eigen"),
     (r"EGL/\w+\.h", "EGL", "libegl-dev", "", "libegl-devel"),
     (r"GL/\w+\.h", "OpenGL", "libgl-dev", "", "libgl-devel"),
