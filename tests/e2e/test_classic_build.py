@@ -448,6 +448,22 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(
     assert ran.returncode == 0 and ran.stdout.strip() == "42", ran.stderr
 
 
+def test_relocatable_device_code_is_device_linked_for_the_arch_asked(cuda_torch_python, tmp_path):
+    """rdc_ext (dlink=True, -rdc=true): its device link, which torch gives -dlto, runs where
+    nvlink finds libnvvm, for exactly the arch asked; the wheel holds that arch's SASS."""
+    out = tmp_path / "dist"
+    proc = prebuild_wheel(
+        cuda_torch_python, "--arch", "sm_90", str(FIXTURES / "rdc_ext"), "--out", str(out)
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+    (wheel,) = out.glob("*.whl")
+    manifest, _, libraries = wheel_contents(wheel)
+    (name,) = libraries
+    assert all_sass(library_code(libraries[name], name)) == ["sm_90"]
+    (link,) = [c for c in manifest["nvcc_calls"] if "-dlink" in c["given"]]
+    assert "-dlto" in link["run"] and "-gencode=arch=compute_90,code=sm_90" in link["run"]
+
+
 def test_a_project_that_does_not_compile_shows_the_error_and_leaves_no_wheel(
     cuda_torch_python, tmp_path
 ):
