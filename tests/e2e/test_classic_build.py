@@ -464,6 +464,32 @@ def test_relocatable_device_code_is_device_linked_for_the_arch_asked(cuda_torch_
     assert "-dlto" in link["run"] and "-gencode=arch=compute_90,code=sm_90" in link["run"]
 
 
+def test_a_cmake_project_finding_torch_builds_on_a_toolkit_of_nvcc_alone(
+    cuda_torch_python, tmp_path
+):
+    """cmake_torch_ext (scikit-build-core, find_package(Torch)): CMake takes the real toolkit's
+    include folder from nvcc, where torch's ATen/cuda headers missed cusparse.h; the build's
+    CPATH ends with the shim's. The wheel holds sm_90 SASS and its op runs beside torch."""
+    out = tmp_path / "dist"
+    proc = prebuild_wheel(
+        cuda_torch_python, "--arch", "sm_90", str(FIXTURES / "cmake_torch_ext"), "--out", str(out)
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+    (wheel,) = out.glob("*.whl")
+    assert wheel.name.startswith("cmake_torch_ext-0.1.0+pt214.cu130.sm90-"), wheel.name
+    _, _, libraries = wheel_contents(wheel)
+    (name,) = libraries
+    assert all_sass(library_code(libraries[name], name)) == ["sm_90"]
+    with WheelFile(wheel) as wf:
+        wf.extractall(tmp_path / "unpacked")
+    ran = subprocess.run(
+        [str(cuda_torch_python), "-c",
+         "import torch, cmake_torch_ext; print(torch.ops.cmake_torch_ext.add_one(torch.zeros(2)).tolist())"],
+        cwd=tmp_path / "unpacked", capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert ran.returncode == 0 and ran.stdout.strip() == "[1.0, 1.0]", ran.stderr
+
+
 def test_a_project_that_does_not_compile_shows_the_error_and_leaves_no_wheel(
     cuda_torch_python, tmp_path
 ):

