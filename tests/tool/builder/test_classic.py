@@ -66,6 +66,23 @@ def test_check_archs_refuses_anything_else_naming_each_library(libraries, fragme
     assert fragment in str(info.value)
 
 
+def test_an_arch_specific_variant_the_project_compiled_counts_as_its_arch_and_is_recorded():
+    """A kernel compiled for sm_90a where sm_90 was asked (nvcc_shim.keep_specific) fits the
+    request; the manifest records sm_90a, so that the guard holds GPUs to its rule."""
+    from prebuild.tool.builder.classic import as_asked, recorded_sass
+
+    hopper = lib("ext.so", ["sm_80", "sm_90a"])
+    check_archs("x.whl", [hopper], A("sm_80,sm_90"), ())
+    assert as_asked(hopper.sass, A("sm_80,sm_90")) == A("sm_80,sm_90")
+    assert as_asked(hopper.sass, A("sm_80")) == A("sm_80,sm_90a")  # not asked: itself
+    assert recorded_sass((hopper,), A("sm_80,sm_90")) == A("sm_80,sm_90a")
+    both = (lib("a.so", ["sm_90"]), lib("b.so", ["sm_90", "sm_90a"]))
+    assert recorded_sass(both, A("sm_90")) == A("sm_90")  # every library holds sm_90 itself
+    assert recorded_sass((*both, lib("c.so", ["sm_90a"])), A("sm_90")) == A("sm_90a")
+    with pytest.raises(BuildError, match="SASS sm_90a"):
+        check_archs("x.whl", [lib("ext.so", ["sm_90a"])], A("sm_80,sm_90"), ())
+
+
 def test_ptx_a_device_link_cannot_keep_is_explained():
     """Relocatable device code (dlink=True, -rdc=true) is device-linked, which keeps SASS only:
     a wheel asked to carry PTX is refused saying why, and only where that is the cause."""

@@ -300,3 +300,33 @@ def test_without_a_gencode_list_it_is_the_host_compiler(tmp_path):
     assert [json.loads(line) for line in log.read_text().splitlines()] == [
         {"given": given, "run": run}
     ]
+
+
+def test_a_call_asking_for_an_arch_specific_variant_keeps_it_for_that_arch():
+    """SageAttention's and FlashAttention 3's Hopper kernels ask for sm_90a (wgmma exists there
+    only: "Instruction 'wgmma.fence' not supported on .target 'sm_90'"). Asked for sm_90, such a
+    call compiles sm_90a, which the same GPUs run; other archs, PTX and other calls as asked."""
+    from prebuild.tool.builder.nvcc_shim import keep_specific, specific_archs
+
+    ours = [
+        "-gencode=arch=compute_80,code=sm_80",
+        "-gencode=arch=compute_90,code=sm_90",
+        "-gencode=arch=compute_90,code=compute_90",
+    ]
+    hopper = ["-c", "qattn_sm90.cu", "-gencode", "arch=compute_90a,code=sm_90a"]
+    assert specific_archs(hopper) == {"90": "a"}
+    assert specific_archs(["-arch=sm_100f", "-c", "k.cu", "-DUSE_sm_90a"]) == {"100": "f"}
+    assert rewrite_args(hopper, ours) == [
+        "-c",
+        "qattn_sm90.cu",
+        "-gencode=arch=compute_80,code=sm_80",
+        "-gencode=arch=compute_90a,code=sm_90a",
+        "-gencode=arch=compute_90,code=compute_90",
+    ]
+    assert rewrite_args(["-c", "k.cu"], ours) == ["-c", "k.cu", *ours]
+    assert keep_specific(["-gencode=arch=compute_90a,code=sm_90a"], {"90": "a"}) == [
+        "-gencode=arch=compute_90a,code=sm_90a"
+    ]  # asked for sm_90a already
+    assert keep_specific(["-gencode=arch=compute_100,code=sm_100"], {"100": "f"}) == [
+        "-gencode=arch=compute_100f,code=sm_100f"
+    ]

@@ -316,7 +316,9 @@ def check_archs(
     ``device_linked``: the build ran a device link (is_device_linked), which keeps no PTX."""
     with_code = [lib for lib in libraries if lib.has_code]
     wrong = [
-        lib for lib in with_code if lib.sass != tuple(sorted(sass)) or lib.ptx != tuple(sorted(ptx))
+        lib
+        for lib in with_code
+        if as_asked(lib.sass, sass) != tuple(sorted(sass)) or lib.ptx != tuple(sorted(ptx))
     ]
     if not with_code or wrong:
         held = (
@@ -327,7 +329,9 @@ def check_archs(
             )
             or "no shared library at all"
         )
-        only_ptx_lost = all(lib.sass == tuple(sorted(sass)) and not lib.ptx for lib in with_code)
+        only_ptx_lost = all(
+            as_asked(lib.sass, sass) == tuple(sorted(sass)) and not lib.ptx for lib in with_code
+        )
         why = (
             " Its device code is relocatable and device-linked (nvcc -dlink: dlink=True or "
             "-rdc=true in its setup.py), and a device link keeps the SASS of each arch, never "
@@ -340,6 +344,33 @@ def check_archs(
             f"{wheel_name} does not hold the archs asked for (SASS {', '.join(a.sm for a in sass)}, PTX "
             f"{', '.join(a.compute for a in ptx) or 'none'}): {held}.{why} No wheel was written."
         )
+
+
+def as_asked(found: tuple[Arch, ...], asked: tuple[Arch, ...]) -> tuple[Arch, ...]:
+    """Pure: the SASS archs a library holds, each arch-specific one (sm_90a) counted as the arch
+    asked for (sm_90) where the project compiled its code in that variant (nvcc_shim's
+    ``keep_specific``: the same GPUs run it); sorted, without repeats."""
+    plain = {Arch(a.major, a.minor) for a in found if a.suffix and Arch(a.major, a.minor) in asked}
+    return tuple(
+        sorted({Arch(a.major, a.minor) if Arch(a.major, a.minor) in plain else a for a in found})
+    )
+
+
+def recorded_sass(libraries: tuple[BuiltLibrary, ...], asked: tuple[Arch, ...]) -> tuple[Arch, ...]:
+    """Pure: the SASS archs a wheel's manifest records, which its guard holds every GPU to: each
+    arch asked for, or its specific variant where a library holds that variant alone (sm_90a:
+    compute capability 9.0 only, where sm_90 would also run on a later 9.x)."""
+    recorded = []
+    for arch in sorted(asked):
+        alone = sorted(
+            v
+            for lib in libraries
+            if lib.has_code and arch not in lib.sass
+            for v in lib.sass
+            if v.suffix and (v.major, v.minor) == (arch.major, arch.minor)
+        )
+        recorded.append(alone[0] if alone else arch)
+    return tuple(recorded)
 
 
 def is_device_linked(calls: list[CompilerCall]) -> bool:
@@ -626,7 +657,7 @@ class ClassicBuilder:
                 torch_cuda=torch.cuda,
                 cuda=str(nvcc.version),
                 python_tag="-".join(built.name[: -len(".whl")].split("-")[-3:]),
-                sass_archs=tuple(sorted(sass)),
+                sass_archs=recorded_sass(libraries, sass),
                 ptx_archs=tuple(sorted(ptx)),
                 libraries=libraries,
                 nvcc_calls=tuple(calls),

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 
@@ -138,10 +139,49 @@ def is_query(args: list[str] | tuple[str, ...]) -> bool:
     return any(a in QUERY_OPTIONS for a in args)
 
 
+# An arch-specific (sm_90a: Hopper's wgmma and setmaxnreg) or family-specific (sm_100f) target
+# in a call's own arch options: its number and suffix.
+SPECIFIC_ARCH = re.compile(r"\b(?:sm|compute|lto)_(\d+)([af])\b")
+# One SASS entry of prebuild's gencode list: -gencode=arch=compute_90,code=sm_90.
+SASS_GENCODE = re.compile(r"^-gencode=arch=compute_(\d+),code=sm_(\d+)$")
+
+
+def specific_archs(args: list[str]) -> dict[str, str]:
+    """Pure: the arch-specific or family-specific targets a call's own arch options ask for, by
+    arch number: ``-gencode arch=compute_90a,code=sm_90a`` -> {"90": "a"}."""
+    found: dict[str, str] = {}
+    for i, arg in enumerate(args):
+        if i > 0 and args[i - 1] in ARCH_OPTIONS:
+            value = arg
+        elif arg.startswith(tuple(f"{opt}=" for opt in ARCH_OPTIONS)):
+            value = arg.split("=", 1)[1]
+        else:
+            continue
+        found.update(SPECIFIC_ARCH.findall(value))
+    return found
+
+
+def keep_specific(gencode: list[str], specific: dict[str, str]) -> list[str]:
+    """Pure: ``gencode`` with the SASS of each arch the call asks for in its specific variant
+    compiled in that variant (sm_90 -> sm_90a): the call's code may use instructions only that
+    variant has (SageAttention's and FlashAttention 3's Hopper kernels: wgmma), and its SASS runs
+    on the same GPUs. PTX entries stay as asked."""
+    out = []
+    for entry in gencode:
+        m = SASS_GENCODE.match(entry)
+        suffix = specific.get(m[1]) if m and m[1] == m[2] else None
+        out.append(
+            f"-gencode=arch=compute_{m[1]}{suffix},code=sm_{m[1]}{suffix}" if suffix else entry
+        )
+    return out
+
+
 def rewrite_args(args: list[str], gencode: list[str]) -> list[str]:
-    """``args`` without any arch option, plus ``gencode``; a query (``--version``) unchanged."""
+    """``args`` without any arch option, plus ``gencode`` (an arch the call asks for in its
+    arch-specific variant kept in it, ``keep_specific``); a query (``--version``) unchanged."""
     if is_query(args):
         return list(args)
+    gencode = keep_specific(gencode, specific_archs(args))
     out: list[str] = []
     skip_value = False
     for arg in args:
