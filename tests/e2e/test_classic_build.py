@@ -464,6 +464,22 @@ def test_relocatable_device_code_is_device_linked_for_the_arch_asked(cuda_torch_
     assert "-dlto" in link["run"] and "-gencode=arch=compute_90,code=sm_90" in link["run"]
 
 
+def test_a_kernel_asking_for_sm_90a_keeps_it_and_the_manifest_says_so(cuda_torch_python, tmp_path):
+    """hopper_ext's wgmma kernel asks for sm_90a itself; asked for sm_90, prebuild compiled it
+    for sm_90, which ptxas refused. Its SASS is sm_90a now, and the manifest records that."""
+    out = tmp_path / "dist"
+    proc = prebuild_wheel(
+        cuda_torch_python, "--arch", "sm_90", str(FIXTURES / "hopper_ext"), "--out", str(out)
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+    (wheel,) = out.glob("*.whl")
+    assert ".sm90-" in wheel.name and "sm_90a" in proc.stdout, proc.stdout
+    manifest, _, libraries = wheel_contents(wheel)
+    (name,) = libraries
+    assert all_sass(library_code(libraries[name], name)) == ["sm_90a"]
+    assert manifest["sass_archs"] == ["sm_90a"]
+
+
 def test_a_cmake_project_finding_torch_builds_on_a_toolkit_of_nvcc_alone(
     cuda_torch_python, tmp_path
 ):
