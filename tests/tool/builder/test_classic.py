@@ -358,6 +358,21 @@ def test_the_project_build_goes_on_past_a_torch_pin_and_stops_on_another_require
     )
     with pytest.raises(ToolchainError, match="needs no-such-package-here>=1, not installed"):
         builder.project_build({}, log, out, A("sm_90"), progress)
+    # A pin an installed package does not meet is for an isolated build: built with what is
+    # installed, as pip install --no-build-isolation builds, and said (SageAttention's
+    # setuptools<75, wheel<0.44).
+    write(
+        project,
+        "pyproject.toml",
+        '[build-system]\nrequires = ["setuptools<1", "packaging<1"]\n'
+        'build-backend = "setuptools.build_meta"\n',
+    )
+    said.clear()
+    assert builder.project_build({}, log, out, A("sm_90"), progress).is_file()
+    (note,) = said
+    assert note.startswith("its build asks for packaging<1 (installed: ") and (
+        "setuptools<1 (installed: " in note and "as pip install --no-build-isolation would" in note
+    ), note
     # A backend not installed (hatchling; scikit-build-core without its pathspec) fails its
     # first hook with nothing in the log: what it needs is said before any hook runs.
     write(
@@ -380,6 +395,18 @@ def test_the_project_build_goes_on_past_a_torch_pin_and_stops_on_another_require
     said = str(failed.value)
     assert "Backend 'in_tree' is not available." in said
     assert "No module named 'no_such_module_of_the_backend'" in said
+
+
+def test_unmet_build_requirements_installed_at_another_version_are_set_apart():
+    from prebuild.tool.builder.classic import split_installed
+
+    versions = {"setuptools": "80.9.0", "pathspec": "0.10.1"}
+    absent, pins = split_installed(
+        {("setuptools<75",), ("scikit-build-core", "pathspec>=0.12"), ("cmake>=3.26",)},
+        versions.get,
+    )
+    assert absent == {("cmake>=3.26",)}
+    assert pins == ["pathspec>=0.12 (installed: 0.10.1)", "setuptools<75 (installed: 80.9.0)"]
 
 
 def test_unmet_build_requirements_are_named_with_what_needs_them():

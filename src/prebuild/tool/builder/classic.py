@@ -17,6 +17,7 @@ interrupted or failed (``prebuild.tool.builder.classic_objects``).
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import shlex
@@ -26,10 +27,11 @@ import tempfile
 import time
 import zipfile
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.requirements import Requirement
 from packaging.utils import parse_wheel_filename
 from wheel.wheelfile import WheelFile
 
@@ -400,6 +402,21 @@ def split_torch_pins(
     return unmet - torch, sorted({chain[-1] for chain in torch})
 
 
+def split_installed(
+    unmet: set[tuple[str, ...]], installed_version: Callable[[str], str | None]
+) -> tuple[set[tuple[str, ...]], list[str]]:
+    """Pure but for ``installed_version`` (a distribution's version, None if absent): the unmet
+    build requirements that are absent, and those installed at another version, each said with
+    that version. The latter are pins for an isolated build (SageAttention's setuptools<75):
+    pip install --no-build-isolation builds with what is installed, and so does prebuild."""
+    other = {}
+    for chain in unmet:
+        version = installed_version(Requirement(chain[-1]).name)
+        if version is not None:
+            other[chain] = f"{chain[-1]} (installed: {version})"
+    return unmet - set(other), sorted(set(other.values()))
+
+
 def missing_requirements_message(missing: set[tuple[str, ...]]) -> str:
     """Pure: the error for build requirements not met here, each a chain from the project's
     requirement to the one unmet (``build.check_dependency``): the unmet ones are what to
@@ -420,6 +437,14 @@ def backend_failure(exc: BuildBackendException | BuildException) -> str:
     inner = getattr(exc, "exception", None)
     trace = str(getattr(inner, "traceback", "") or "").strip().splitlines()
     return "\n".join(filter(None, [str(exc), trace[-1] if trace else ""]))
+
+
+def installed_version(name: str) -> str | None:
+    """The version of distribution ``name`` installed in this environment, None if none is."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def torch_pins_note(pins: list[str], torch_version: str) -> str:
@@ -742,10 +767,17 @@ class ClassicBuilder:
                     for chain in check_dependency(req)
                 }
                 missing, torch_pins = split_torch_pins(static)
+                missing, pins = split_installed(missing, installed_version)
                 if not missing:
                     missing, torch_pins = split_torch_pins(builder.check_dependencies("wheel"))
+                    missing, pins = split_installed(missing, installed_version)
                 if torch_pins:
                     progress.note(torch_pins_note(torch_pins, self.toolchain.torch.version_string))
+                if pins and not missing:
+                    progress.note(
+                        f"its build asks for {', '.join(pins)}: built with the versions "
+                        "installed, as pip install --no-build-isolation would"
+                    )
                 if missing:
                     raise ToolchainError(missing_requirements_message(missing))
                 return Path(builder.build("wheel", out))
