@@ -351,7 +351,8 @@ def check_archs(
 def as_asked(found: tuple[Arch, ...], asked: tuple[Arch, ...]) -> tuple[Arch, ...]:
     """Pure: the SASS archs a library holds, each arch-specific one (sm_90a) counted as the arch
     asked for (sm_90) where the project compiled its code in that variant (nvcc_shim's
-    ``keep_specific``: the same GPUs run it); sorted, without repeats."""
+    ``keep_specific``; the manifest records the variant, ``recorded_sass``); sorted, without
+    repeats."""
     plain = {Arch(a.major, a.minor) for a in found if a.suffix and Arch(a.major, a.minor) in asked}
     return tuple(
         sorted({Arch(a.major, a.minor) if Arch(a.major, a.minor) in plain else a for a in found})

@@ -164,8 +164,9 @@ def specific_archs(args: list[str]) -> dict[str, str]:
 def keep_specific(gencode: list[str], specific: dict[str, str]) -> list[str]:
     """Pure: ``gencode`` with the SASS of each arch the call asks for in its specific variant
     compiled in that variant (sm_90 -> sm_90a): the call's code may use instructions only that
-    variant has (SageAttention's and FlashAttention 3's Hopper kernels: wgmma), and its SASS runs
-    on the same GPUs. PTX entries stay as asked."""
+    variant has (SageAttention's and FlashAttention 3's Hopper kernels: wgmma). An ``a`` variant
+    runs on its compute capability alone, which the manifest then records (classic
+    ``recorded_sass``). PTX entries stay as asked."""
     out = []
     for entry in gencode:
         m = SASS_GENCODE.match(entry)
