@@ -43,6 +43,9 @@ IGNORED = (
     ".tox",
     ".nox",
 )
+# IGNORED as shutil.copytree's ``ignore`` (which of a folder's entries to leave out); the walks
+# that must skip what the private copy leaves out use it too.
+IGNORE = shutil.ignore_patterns(*IGNORED)
 SDIST_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
 
 
@@ -379,10 +382,9 @@ def copy_in_checkout(
     it. The mirror's other entries are copies too, unless together they pass ``limit`` bytes:
     then they are symbolic links to the originals (and a build writing outside its directory
     would write into the checkout). VCS data and build outputs (IGNORED) are left out."""
-    ignored = shutil.ignore_patterns(*IGNORED)
     project = project.resolve()
     if root is None or root == project:
-        shutil.copytree(project, copy, symlinks=True, ignore=ignored)
+        shutil.copytree(project, copy, symlinks=True, ignore=IGNORE)
         return copy, False
     around: list[tuple[Path, Path]] = []  # (original, its place in the mirror)
     here = root
@@ -390,20 +392,20 @@ def copy_in_checkout(
         mirror = copy / here.relative_to(root)
         mirror.mkdir(parents=True, exist_ok=True)
         names = sorted(entry.name for entry in here.iterdir() if entry.name != part)
-        skip = ignored(str(here), names)
+        skip = IGNORE(str(here), names)
         around += [(here / name, mirror / name) for name in names if name not in skip]
         here = here / part
     limit = MIRROR_COPY_LIMIT if limit is None else limit
-    linked = tree_size([original for original, _ in around], ignored, limit) > limit
+    linked = tree_size([original for original, _ in around], IGNORE, limit) > limit
     for original, place in around:
         if linked:
             place.symlink_to(original)
         elif original.is_dir() and not original.is_symlink():
-            shutil.copytree(original, place, symlinks=True, ignore=ignored)
+            shutil.copytree(original, place, symlinks=True, ignore=IGNORE)
         else:
             shutil.copy2(original, place, follow_symlinks=False)
     place = copy / project.relative_to(root)
-    shutil.copytree(project, place, symlinks=True, ignore=ignored)
+    shutil.copytree(project, place, symlinks=True, ignore=IGNORE)
     return place, linked
 
 
@@ -481,7 +483,7 @@ def set_aside_objects(copy: Path, aside: Path) -> tuple[Path, Path] | None:
             aside.mkdir(parents=True)
             (Path(top) / "build").rename(aside / "build")
             return Path(top).relative_to(copy), aside / "build"
-        skip = shutil.ignore_patterns(*IGNORED)(top, dirs)  # VCS data, others' build outputs
+        skip = IGNORE(top, dirs)  # VCS data, others' build outputs
         dirs[:] = [d for d in dirs if d not in skip]
     return None
 
@@ -530,7 +532,7 @@ def _resolve_project(
         if is_native(path):
             if not copy_native:
                 return Project(NATIVE, path.resolve(), spec)
-            shutil.copytree(path, copy, symlinks=True, ignore=shutil.ignore_patterns(*IGNORED))
+            shutil.copytree(path, copy, symlinks=True, ignore=IGNORE)
             return Project(NATIVE, copy, spec)
         if not _has_build_files(path):
             raise BuildError(

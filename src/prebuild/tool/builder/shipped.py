@@ -9,13 +9,12 @@ so. A shipped library of neither kind (a vendored MKL, TBB or OpenMP) is an ordi
 from __future__ import annotations
 
 import os
-import shutil
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from prebuild.runtime.manifest import BuiltLibrary, sha256_file
-from prebuild.tool.builder.project import IGNORED
+from prebuild.tool.builder.project import IGNORE
 from prebuild.tool.inspection import is_shared_library, needed_libraries
 
 # The libraries a torch extension links: an object built against one torch release.
@@ -47,9 +46,8 @@ def source_libraries(source: Path) -> dict[Path, tuple[int, int]]:
     the build then writes over is not shipped (a CMake build may put what it compiled into its
     package directory)."""
     found = {}
-    ignored = shutil.ignore_patterns(*IGNORED)  # as the private copy leaves them out
     for top, dirs, files in os.walk(source):
-        skip = ignored(top, dirs)
+        skip = IGNORE(top, dirs)  # as the private copy leaves them out
         dirs[:] = [d for d in dirs if d not in skip]
         for name in files:
             path = Path(top) / name
