@@ -77,7 +77,7 @@ from prebuild.tool.builder.cuda_shim import (
     write_nvcc_script,
 )
 from prebuild.tool.builder.guard_files import guard_files
-from prebuild.tool.builder.nvcc_shim import DEVICE_LINK_OPTIONS, is_query, requested_std
+from prebuild.tool.builder.nvcc_shim import is_device_link, is_query, requested_std
 from prebuild.tool.builder.plan import PlannedWheel
 from prebuild.tool.builder.project import SCM_VERSION_ENV, environment_hints, last_error
 from prebuild.tool.builder.relabel import (
@@ -353,10 +353,12 @@ def as_asked(found: tuple[Arch, ...], asked: tuple[Arch, ...]) -> tuple[Arch, ..
     asked for (sm_90) where the project compiled its code in that variant (nvcc_shim's
     ``keep_specific``; the manifest records the variant, ``recorded_sass``); sorted, without
     repeats."""
-    plain = {Arch(a.major, a.minor) for a in found if a.suffix and Arch(a.major, a.minor) in asked}
-    return tuple(
-        sorted({Arch(a.major, a.minor) if Arch(a.major, a.minor) in plain else a for a in found})
-    )
+
+    def counted(arch: Arch) -> Arch:
+        plain = Arch(*arch.capability)
+        return plain if arch.suffix and plain in asked else arch
+
+    return tuple(sorted({counted(a) for a in found}))
 
 
 def recorded_sass(libraries: tuple[BuiltLibrary, ...], asked: tuple[Arch, ...]) -> tuple[Arch, ...]:
@@ -370,7 +372,7 @@ def recorded_sass(libraries: tuple[BuiltLibrary, ...], asked: tuple[Arch, ...]) 
             for lib in libraries
             if lib.has_code and arch not in lib.sass
             for v in lib.sass
-            if v.suffix and (v.major, v.minor) == (arch.major, arch.minor)
+            if v.suffix and v.capability == arch.capability
         )
         recorded.append(alone[0] if alone else arch)
     return tuple(recorded)
@@ -378,7 +380,7 @@ def recorded_sass(libraries: tuple[BuiltLibrary, ...], asked: tuple[Arch, ...]) 
 
 def is_device_linked(calls: list[CompilerCall]) -> bool:
     """Whether one of a build's nvcc calls was a device link (of relocatable device code)."""
-    return any(a in DEVICE_LINK_OPTIONS for call in calls for a in call.given)
+    return any(is_device_link(call.given) for call in calls)
 
 
 # A Python traceback's heading and frames (indented), up to the exception's line.
@@ -762,16 +764,15 @@ class ClassicBuilder:
                 # The backend and what it needs first: a backend that does not import cannot
                 # say what else it needs (hatchling not installed; scikit-build-core without
                 # its pathspec), and its hook fails with nothing in the log.
-                static = {
+                unmet = {
                     chain
                     for req in builder.build_system_requires
                     for chain in check_dependency(req)
                 }
-                missing, torch_pins = split_torch_pins(static)
+                if not split_installed(unmet, installed_version)[0]:  # the backend can run
+                    unmet = builder.check_dependencies("wheel")
+                missing, torch_pins = split_torch_pins(unmet)
                 missing, pins = split_installed(missing, installed_version)
-                if not missing:
-                    missing, torch_pins = split_torch_pins(builder.check_dependencies("wheel"))
-                    missing, pins = split_installed(missing, installed_version)
                 if torch_pins:
                     progress.note(torch_pins_note(torch_pins, self.toolchain.torch.version_string))
                 if pins and not missing:

@@ -143,9 +143,8 @@ def make_cuda_shim(toolkit: CudaToolkit, dest: Path) -> Path:
     _link_unversioned(lib64)
     _link_entries(lib64 / "stubs", list(toolkit.stub_dirs))
     _link_entries(dest, [toolkit.root], skip={"bin", "include", "lib64", "lib"})
-    libnvvm = libnvvm_for_nvlink(
-        toolkit, [*toolkit.library_dirs, toolkit.root / "lib", lib64, *nvidia_dirs("lib")]
-    )
+    # lib64 holds the toolkit's libraries and the nvidia packages' by now
+    libnvvm = libnvvm_for_nvlink(toolkit, [lib64, toolkit.root / "lib"])
     if libnvvm is not None:
         device_link_toolkit(toolkit, dest / DEVICE_LINK_TOOLKIT, libnvvm)
     return dest

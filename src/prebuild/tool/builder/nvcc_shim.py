@@ -92,16 +92,22 @@ def std_year(standard: str) -> int | None:
     return split[1] if split else None
 
 
-def option_value(args: list[str], options: tuple[str, ...]) -> str | None:
-    """The value of the last of ``options`` in ``args`` ("--opt VALUE" or "--opt=VALUE", as nvcc
-    reads them), None if none is given."""
-    found = None
+def option_values(args: list[str], options: tuple[str, ...]) -> list[str]:
+    """The values of ``options`` in ``args``, in order ("--opt VALUE" or "--opt=VALUE", as nvcc
+    reads them)."""
+    found = []
     for i, arg in enumerate(args):
         if arg in options and i + 1 < len(args):
-            found = args[i + 1]
+            found.append(args[i + 1])
         elif arg.startswith(tuple(f"{opt}=" for opt in options)):
-            found = arg.split("=", 1)[1]
+            found.append(arg.split("=", 1)[1])
     return found
+
+
+def option_value(args: list[str], options: tuple[str, ...]) -> str | None:
+    """The value of the last of ``options`` in ``args``, None if none is given."""
+    values = option_values(args, options)
+    return values[-1] if values else None
 
 
 def requested_std(args: list[str]) -> str | None:
@@ -134,6 +140,11 @@ def raise_std(args: list[str], minimum: str | None) -> list[str]:
     return out
 
 
+def is_device_link(args: list[str] | tuple[str, ...]) -> bool:
+    """A device link (``-dlink``): nvlink runs, and loads libnvvm for ``-dlto``."""
+    return any(a in DEVICE_LINK_OPTIONS for a in args)
+
+
 def is_query(args: list[str] | tuple[str, ...]) -> bool:
     """A call that compiles nothing and writes no file (``nvcc --version``, as torch's build asks)."""
     return any(a in QUERY_OPTIONS for a in args)
@@ -149,16 +160,7 @@ SASS_GENCODE = re.compile(r"^-gencode=arch=compute_(\d+),code=sm_(\d+)$")
 def specific_archs(args: list[str]) -> dict[str, str]:
     """Pure: the arch-specific or family-specific targets a call's own arch options ask for, by
     arch number: ``-gencode arch=compute_90a,code=sm_90a`` -> {"90": "a"}."""
-    found: dict[str, str] = {}
-    for i, arg in enumerate(args):
-        if i > 0 and args[i - 1] in ARCH_OPTIONS:
-            value = arg
-        elif arg.startswith(tuple(f"{opt}=" for opt in ARCH_OPTIONS)):
-            value = arg.split("=", 1)[1]
-        else:
-            continue
-        found.update(SPECIFIC_ARCH.findall(value))
-    return found
+    return dict(m for v in option_values(args, ARCH_OPTIONS) for m in SPECIFIC_ARCH.findall(v))
 
 
 def keep_specific(gencode: list[str], specific: dict[str, str]) -> list[str]:
@@ -216,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     real = shlex.split(os.environ.get(SHIM_ENV_REAL, ""))
     linker = shlex.split(os.environ.get(SHIM_ENV_DEVICE_LINK, ""))
-    if linker and any(a in DEVICE_LINK_OPTIONS for a in args):
+    if linker and is_device_link(args):
         real = linker
     if not real:
         print(f"prebuild nvcc shim: {SHIM_ENV_REAL} is not set", file=sys.stderr)
