@@ -36,6 +36,7 @@ from build_helpers import nvcc_wrapper
 from pip_env import clean_pip_env, installed
 from wheel.wheelfile import WheelFile
 
+from prebuild.tool.index_keys import index_key_of
 from prebuild.tool.inspection import inspect_path, library_code
 
 pytestmark = pytest.mark.slow
@@ -466,14 +467,16 @@ def test_relocatable_device_code_is_device_linked_for_the_arch_asked(cuda_torch_
 
 def test_a_kernel_asking_for_sm_90a_keeps_it_and_the_manifest_says_so(cuda_torch_python, tmp_path):
     """hopper_ext's wgmma kernel asks for sm_90a itself; asked for sm_90, prebuild compiled it
-    for sm_90, which ptxas refused. Its SASS is sm_90a now, and the manifest records that."""
+    for sm_90, which ptxas refused. Its SASS is sm_90a now, and the manifest and the wheel's
+    name (its index key) record that: an index of sm_90 wheels would promise every 9.x GPU."""
     out = tmp_path / "dist"
     proc = prebuild_wheel(
         cuda_torch_python, "--arch", "sm_90", str(FIXTURES / "hopper_ext"), "--out", str(out)
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
     (wheel,) = out.glob("*.whl")
-    assert ".sm90-" in wheel.name and "sm_90a" in proc.stdout, proc.stdout
+    assert ".sm90a-" in wheel.name and "sm_90a" in proc.stdout, proc.stdout
+    assert index_key_of(wheel.name).name == "pt214-cu130-sm90a"
     manifest, _, libraries = wheel_contents(wheel)
     (name,) = libraries
     assert all_sass(library_code(libraries[name], name)) == ["sm_90a"]

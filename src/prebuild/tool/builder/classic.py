@@ -698,8 +698,14 @@ class ClassicBuilder:
                 cuda = nvcc.version if manifest.needs_cuda else None
                 label = flags.classic_host_label(torch.version_string, cuda)
             else:
+                # The archs the manifest records (sm_90a where a library holds that variant
+                # alone): an index key then serves only the GPUs the code runs on.
                 label = flags.classic_local_label(
-                    torch.version_string, nvcc.version, sass, ptx, planned.archs_in_version
+                    torch.version_string,
+                    nvcc.version,
+                    manifest.sass_archs,
+                    ptx,
+                    planned.archs_in_version,
                 )
             variant = planned.label if not manifest.host_only else None
             files = {VARIANT_JSON: variant_json(planned, str(nvcc.version))} if variant else {}
