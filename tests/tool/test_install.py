@@ -22,8 +22,10 @@ from prebuild.tool.install import (
     SourceError,
     Target,
     find_candidates,
+    installer,
     links_in,
     no_fit_fix,
+    pip_install,
     project_page_url,
     select_wheel,
 )
@@ -560,3 +562,35 @@ def test_install_name_chooses_by_gpus_and_torch_or_says_what_to_run(tmp_path, ma
         app, ["install", "--from", str(dist), "--dry-run"], env={"COLUMNS": "250"}
     )
     assert result.exit_code == 0 and "Chosen: prebuild-0.1.0+cu130.sm90-" in result.output
+
+
+def test_the_installer_is_pip_else_uv():
+    assert installer("/v/bin/python", True, "/u/uv") == ["/v/bin/python", "-m", "pip", "install"]
+    assert installer("/v/bin/python", False, "/u/uv") == [
+        "/u/uv", "pip", "install", "--python", "/v/bin/python"
+    ]  # fmt: skip
+    assert installer("/v/bin/python", False, None) is None
+
+
+def test_a_venv_without_pip_installs_the_chosen_wheel_with_uv(monkeypatch, tmp_path, capsys):
+    """uv makes its venvs without pip: `prebuild install` hands the wheel to `uv pip install
+    --python` this Python; with neither, it says so and installs nothing."""
+    import importlib.util
+    import shutil
+
+    log = tmp_path / "uv-args"
+    uv = tmp_path / "uv"
+    uv.write_text(f'#!/bin/sh\necho "$@" > {log}\n')
+    uv.chmod(0o755)
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pip" else find_spec(name, *a)
+    )
+    (wheel,) = wheels("cu130.sm90")
+    monkeypatch.setattr(shutil, "which", lambda name, *a: str(uv) if name == "uv" else None)
+    assert pip_install(wheel, output_to_stderr=False) == 0
+    assert log.read_text().split() == ["pip", "install", "--python", sys.executable, wheel.location]
+    monkeypatch.setattr(shutil, "which", lambda name, *a: None)
+    log.unlink()
+    assert pip_install(wheel, output_to_stderr=True) == 1
+    assert "has no pip, and uv is not on PATH" in capsys.readouterr().err and not log.exists()

@@ -311,17 +311,37 @@ def plan_install(project: str, source: str, archs: tuple[Arch, ...] = ()) -> Ins
     )
 
 
+def installer(python: str, has_pip: bool, uv: str | None) -> list[str] | None:
+    """Pure: the command that installs into ``python``'s environment: its pip, else uv's pip
+    interface (uv makes its venvs without pip); None with neither."""
+    if has_pip:
+        return [python, "-m", "pip", "install"]
+    return [uv, "pip", "install", "--python", python] if uv else None
+
+
 def pip_install(candidate: Candidate, output_to_stderr: bool) -> int:
-    """``pip install`` the chosen wheel into this Python; pip's exit status. With
+    """``pip install`` (or ``uv pip install``, ``installer``) the chosen wheel into this Python;
+    the installer's exit status. With
     ``output_to_stderr`` (``--json``: stdout holds the JSON only) pip's output goes to stderr.
     pip reads no PEP 825 variant label in a file name: a variant wheel is handed to it as a
     copy named without its label (the name its .dist-info says), its ``#sha256=`` checked."""
     import hashlib
+    import importlib.util
     import shutil
     import subprocess
     import sys
     import tempfile
 
+    install = installer(
+        sys.executable, importlib.util.find_spec("pip") is not None, shutil.which("uv")
+    )
+    if install is None:
+        print(
+            f"{candidate.filename}: this environment ({sys.prefix}) has no pip, and uv is not on "
+            "PATH to install with: install one of them (`python -m ensurepip`), then run this again",
+            file=sys.stderr,
+        )
+        return 1
     location = candidate.location
     plain, label = split_filename(candidate.filename)
     with tempfile.TemporaryDirectory(prefix="prebuild-install-") as tmp:
@@ -341,7 +361,7 @@ def pip_install(candidate: Candidate, output_to_stderr: bool) -> int:
                 )
                 return 1
             location = str(copy)
-        command = [sys.executable, "-m", "pip", "install", location]
+        command = [*install, location]
         print(
             f"Running: {' '.join(command)}"
             + (f" (the variant wheel {candidate.filename})" if label else ""),

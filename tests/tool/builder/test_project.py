@@ -492,3 +492,24 @@ def test_a_requirement_published_as_wheels_only_is_told_where_its_source_is(monk
     )
     for report in ("", "{}", '{"install": []}'):
         assert project_module.wheels_only_message("x", report) == ""
+
+
+def test_an_environment_without_pip_is_told_to_install_it_or_give_the_source(monkeypatch, tmp_path):
+    """uv makes its venvs without pip: fetching a requirement's source says so, and what to do,
+    before anything runs (a directory, an sdist or a git URL builds without pip)."""
+    import importlib.util
+
+    from prebuild.tool.builder import project as project_module
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pip" else find_spec(name, *a)
+    )
+    ran = []
+    monkeypatch.setattr(project_module.processes, "run", lambda *a, **k: ran.append(a))
+    with pytest.raises(project_module.DownloadError) as info:
+        project_module.download_source("diso==0.1.4", tmp_path / "download")
+    said = str(info.value)
+    assert said.startswith("cannot get the source of 'diso==0.1.4': prebuild fetches it with pip")
+    assert "`uv pip install pip`" in said and "an sdist (.tar.gz)" in said
+    assert ran == [] and not info.value.metadata_failed

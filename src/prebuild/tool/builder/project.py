@@ -8,6 +8,7 @@ the private copy too; a git URL is cloned whole into it (``clone_source``).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -244,6 +245,8 @@ def download_source(spec: str, dest: Path, env: dict[str, str] | None = None) ->
     ``git+https://...``) into ``dest``, in ``env`` (default: this process's); returns the
     archive. Without build isolation: a classic setup.py imports torch even to say its name,
     and isolation would install another."""
+    if importlib.util.find_spec("pip") is None:
+        raise DownloadError(no_pip_message(spec, sys.prefix), False, "No module named pip")
     # Emptied first: an earlier run's archive (--build-dir) would be a second one.
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
@@ -275,6 +278,17 @@ def download_source(spec: str, dest: Path, env: dict[str, str] | None = None) ->
             last_error(output),
         )
     return archives[0]
+
+
+def no_pip_message(spec: str, prefix: str) -> str:
+    """Pure: why ``spec`` cannot be fetched in an environment without pip (uv makes its venvs
+    without it; ``build`` builds without it, so only the fetch needs it), and what to do."""
+    return (
+        f"cannot get the source of {spec!r}: prebuild fetches it with pip, and this environment "
+        f"({prefix}) has none (uv makes its venvs without it). Install it there (`uv pip install "
+        "pip`), or give prebuild the source itself: a directory, an sdist (.tar.gz) or a git URL "
+        "(git+https://...)."
+    )
 
 
 def wheels_only_hint(spec: str, output: str, env: dict[str, str] | None) -> str:
