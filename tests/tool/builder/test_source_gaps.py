@@ -279,6 +279,15 @@ def test_a_system_librarys_header_is_named_with_where_to_get_it():
         "libibverbs-dev; conda: conda install -c conda-forge rdma-core)"
         in system_library_advice(["infiniband/mlx5dv.h"])
     )
+    # Pointcept's pointgroup_ops (g++'s words); with Debian's libsparsehash-dev it compiles
+    log = (
+        "src/bfs_cluster.cpp:15:10: fatal error: google/dense_hash_map: No such file or directory\n"
+    )
+    assert (
+        "google/dense_hash_map, of Google's sparsehash (Debian and Ubuntu: apt install "
+        "libsparsehash-dev; conda: conda install -c conda-forge sparsehash)"
+        in source_gaps_advice(log, SOURCE, "", set(), "", COMMAND)
+    )
     # a submodule not checked out is said first: the header is in the project's own source
     assert "submodules" in source_gaps_advice(
         "a.cu:1:10: fatal error: Eigen/Dense: No such file or directory",

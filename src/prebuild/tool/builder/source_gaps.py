@@ -214,6 +214,8 @@ SYSTEM_HEADERS: tuple[tuple[str, str, str, str, str], ...] = (
     # NVSHMEM's InfiniBand transport headers (DeepEP's kernels include them)
     (r"infiniband/\w+\.h", "rdma-core's InfiniBand verbs", "libibverbs-dev", "", "rdma-core"),
     (r"Eigen/\w+", "Eigen", "libeigen3-dev", "/usr/include/eigen3", "eigen"),
+    # Pointcept's pointgroup_ops includes google/dense_hash_map
+    (r"(?:google|sparsehash)/\w+", "Google's sparsehash", "libsparsehash-dev", "", "sparsehash"),
     (r"EGL/\w+\.h", "EGL", "libegl-dev", "", "libegl-devel"),
     (r"GL/\w+\.h", "OpenGL", "libgl-dev", "", "libgl-devel"),
     (r"mpi\.h", "MPI", "libopenmpi-dev", "", "openmpi"),
