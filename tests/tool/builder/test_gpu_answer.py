@@ -15,7 +15,7 @@ import pytest
 
 from prebuild.runtime.arch import parse_arch_list
 from prebuild.tool.builder import gpu_answer
-from prebuild.tool.builder.classic import newest_capability
+from prebuild.tool.builder.classic import answer_may_explain, newest_capability
 
 ASK = """
 import json, sys, torch
@@ -99,3 +99,12 @@ def test_the_capability_is_read_from_its_variable(value, expected):
 def test_the_answer_is_the_newest_arch_of_the_wheel():
     assert newest_capability(tuple(parse_arch_list("sm_80,sm_90"))) == "9.0"
     assert newest_capability(tuple(parse_arch_list("sm_120,sm_90a"))) == "12.0"
+
+
+def test_a_missing_module_is_not_blamed_on_the_answer():
+    """mmcv 2.2.0's setup.py imports pkg_resources (gone in setuptools 82): building it again
+    without the answer would fail the same way, so it is not; a GPU asked for itself is."""
+    assert not answer_may_explain("ModuleNotFoundError: No module named 'pkg_resources'")
+    assert not answer_may_explain("ImportError: cannot import name 'x' from 'y'")
+    assert answer_may_explain("RuntimeError: Found no NVIDIA driver on your system.")
+    assert answer_may_explain("AssertionError: Torch not compiled with CUDA enabled")

@@ -196,6 +196,14 @@ def newest_capability(archs: tuple[Arch, ...]) -> str:
     return f"{newest.major}.{newest.minor}"
 
 
+def answer_may_explain(error: str) -> bool:
+    """Pure: whether a setup.py that failed before compiling, with torch.cuda answering for a GPU,
+    may have failed on the answer (it asked the GPU itself: DeepSpeed 0.19.8), so that a build
+    with torch's own answers may go further. A missing module (mmcv 2.2.0's ``pkg_resources``)
+    is no answer's doing: that build would fail the same way."""
+    return not re.match(r"(?:ModuleNotFoundError|ImportError): ", error.strip())
+
+
 def answer_env(work: Path, archs: tuple[Arch, ...], environ: Mapping[str, str]) -> dict[str, str]:
     """The variables that make torch.cuda answer, in a process run with them, as a GPU of the
     newest of ``archs`` would: ``gpu_answer.py`` as the ``sitecustomize`` of a directory in
@@ -631,15 +639,19 @@ class ClassicBuilder:
                 built = self.project_build({**env, **answer}, build_log, Path(tmp), sass, progress)
             except BuildError as exc:
                 compiled = [*logged_calls(nvcc_log), *logged_calls(cxx_log)]
-                if not answer or any(not is_query(c.given) for c in compiled):
+                error = last_error(build_log.read_text(encoding="utf-8", errors="replace"))
+                if (
+                    not answer
+                    or any(not is_query(c.given) for c in compiled)
+                    or not answer_may_explain(error)
+                ):
                     raise kept_objects_error(exc, earlier, self.work) from exc
                 # Its setup.py failed before compiling anything with torch.cuda answering: it
                 # asks more of the GPU (DeepSpeed 0.19.8 once asked is_bf16_supported(), which
                 # needs a device). Built as it would be without prebuild.
                 self._answer = False
                 progress.note(
-                    f"its setup.py failed with torch.cuda answering for a GPU "
-                    f"({last_error(build_log.read_text(encoding='utf-8', errors='replace'))}): "
+                    f"its setup.py failed with torch.cuda answering for a GPU ({error}): "
                     "built again with torch's own answers"
                 )
                 built = self.project_build(env, build_log, Path(tmp), sass, progress)
