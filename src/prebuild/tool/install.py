@@ -321,8 +321,8 @@ def installer(python: str, has_pip: bool, uv: str | None) -> list[str] | None:
 
 def pip_install(candidate: Candidate, output_to_stderr: bool) -> int:
     """``pip install`` (or ``uv pip install``, ``installer``) the chosen wheel into this Python;
-    the installer's exit status. With
-    ``output_to_stderr`` (``--json``: stdout holds the JSON only) pip's output goes to stderr.
+    the installer's exit status. With ``output_to_stderr`` (``--json``: stdout holds the JSON
+    only) the installer's output goes to stderr.
     pip reads no PEP 825 variant label in a file name: a variant wheel is handed to it as a
     copy named without its label (the name its .dist-info says), its ``#sha256=`` checked."""
     import hashlib

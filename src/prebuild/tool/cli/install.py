@@ -39,9 +39,10 @@ def install(
     supports it. Another project's wheel (+pt214.cu130.sm90) also needs the torch minor release it
     was built against. Among fitting wheels: SASS for every GPU first, then the newest release, the
     fewest archs, the closest arch, the newest CUDA. With no GPU visible nothing is picked unless
-    --arch says what to pick for. When nothing fits, it says what to run instead.
+    --arch says what to pick for. When nothing fits, it says what to run instead. A venv made by
+    uv, which has no pip, is installed into with `uv pip install --python`.
 
-    Exit codes: 0 picked (and installed, unless --dry-run); 1 pip failed; 2 bad input;
+    Exit codes: 0 picked (and installed, unless --dry-run); 1 the install failed; 2 bad input;
     3 no wheel fits; 4 no GPU visible and no --arch.
 
     Examples:
@@ -69,7 +70,7 @@ def install(
     if plan.exit_code or dry_run:
         raise typer.Exit(plan.exit_code)
     if pip_install(plan.decision.chosen.candidate, output_to_stderr=as_json) != 0:
-        raise fail("pip install failed (its output is above)", code=1)
+        raise fail("the install failed (its output is above)", code=1)
 
 
 def _print_install(plan) -> None:
