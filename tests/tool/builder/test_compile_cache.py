@@ -220,6 +220,50 @@ def test_the_launcher_goes_through_sccache_until_the_cache_is_off(tmp_path):
     assert run() == "a b c"  # the compiler itself
 
 
+def launcher_with(tmp_path: Path, sccache_body: str) -> tuple[Path, Path]:
+    fake = tmp_path / "sccache"
+    fake.write_text("#!/bin/sh\n" + sccache_body)
+    fake.chmod(0o755)
+    flag = tmp_path / "work" / "disabled"
+    flag.parent.mkdir()
+    launcher = tmp_path / "launcher"
+    launcher.write_text(cc.launcher_script(fake, tmp_path / "socket", flag))
+    launcher.chmod(0o755)
+    return launcher, flag
+
+
+def test_a_compile_waiting_on_the_server_when_the_cache_is_turned_off_runs_again_directly(
+    tmp_path,
+):
+    """CI, 2026-11-28: Redis was killed during an nvcc compile, the build stopped the server,
+    and sccache's client failed the compile ("Failed to send data to or receive data from
+    server"): the wheel was lost. The cache turned off under a compile: it runs again, directly,
+    and only the compiler's own output is seen."""
+    launcher, flag = launcher_with(
+        tmp_path,
+        f'touch "{tmp_path / "work" / "disabled"}"\n'
+        'echo "sccache: error: failed to execute compile" >&2\n'
+        "echo 'sccache: caused by: Failed to send data to or receive data from server' >&2\n"
+        "exit 2\n",
+    )
+    proc = subprocess.run(
+        [str(launcher), "sh", "-c", "echo compiled $0; echo warning: w >&2", "a.cu"],
+        capture_output=True,
+        text=True,
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "compiled a.cu\n", "warning: w\n")
+    assert flag.exists()
+    assert sorted(p.name for p in flag.parent.iterdir()) == ["disabled"]  # no output file left
+
+
+def test_a_compile_that_fails_with_the_cache_on_fails_with_its_output_and_status(tmp_path):
+    launcher, flag = launcher_with(tmp_path, "echo \"out $*\"; echo 'error: bad' >&2; exit 3\n")
+    proc = subprocess.run([str(launcher), "cc", "x.c"], capture_output=True, text=True)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (3, "out cc x.c\n", "error: bad\n")
+    assert not flag.exists()
+    assert list(flag.parent.iterdir()) == []
+
+
 # --- the storage checks ---
 
 
@@ -303,6 +347,30 @@ def test_a_cache_turned_off_mid_build_compiles_directly(tmp_path):
     ]
     assert (tmp_path / "a2.o").is_file()
     assert cache.report.lines()[1] == f"  {warnings[0]}"
+
+
+def test_a_compile_the_server_holds_when_the_cache_is_turned_off_still_compiles(tmp_path):
+    """The server is stopped while it finds out what the compiler is (nvcc's first compile of a
+    build, slow on a loaded machine): sccache's client fails ("Failed to read response
+    header", CI 2026-11-28, Redis gone), and the launcher compiles again, directly."""
+    source = tmp_path / "a.cpp"
+    source.write_text("int answer() { return 42; }\n")
+    slow = tmp_path / "bin" / "g++"  # every call, the server's probes too, waits a second
+    slow.parent.mkdir()
+    slow.write_text(f'#!/bin/sh\nsleep 1\nexec {shutil.which("g++")} "$@"\n')
+    slow.chmod(0o755)
+    with cc.compile_cache(CacheSpec("dir", str(tmp_path / "cache")), tmp_path / "work") as cache:
+        compile = subprocess.Popen(
+            [str(cache.launcher), str(slow), "-c", str(source), "-o", str(tmp_path / "a.o")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(0.4)
+        cache.disable("a test")
+        out, err = compile.communicate(timeout=60)
+    assert compile.returncode == 0 and (out, err) == ("", ""), err
+    assert (tmp_path / "a.o").is_file()
 
 
 def test_a_cache_that_fails_to_write_is_turned_off_with_the_reason(tmp_path, monkeypatch):

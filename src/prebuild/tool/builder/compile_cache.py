@@ -13,7 +13,8 @@ Each build starts its own sccache server, in the foreground as its child, listen
 unix socket of its own: parallel builds and a user's own sccache server never
 meet. The compilers are called through a launcher script beside the socket; a build whose
 cache stops answering (``disable``) makes the launcher call the compilers directly and stops
-the server, whose clients then compile locally: the build goes on, uncached, and says so.
+the server (a storage that hangs cannot hold the build); a compile that was waiting on it is run
+again directly: the build goes on, uncached, and says so.
 
 The cache key is sccache's: the compiler, its full command line and the preprocessed source.
 So a hit is the object of the very same command (the same ``-gencode`` archs): a cached object
@@ -170,13 +171,26 @@ def client_env(socket_path: Path) -> dict[str, str]:
 
 def launcher_script(sccache: Path, socket_path: Path, disabled_flag: Path) -> str:
     """``LAUNCHER COMPILER ARGS...``: through sccache, or straight to the compiler once the
-    cache is off for the rest of the build (``disabled_flag`` exists)."""
+    cache is off for the rest of the build (``disabled_flag`` exists).
+
+    A compile that was waiting on the server when the cache was turned off fails in sccache's
+    client ("Failed to send data to or receive data from server": the server was stopped under
+    it), so it is run again directly, and what the failed try printed is dropped. sccache's
+    output is therefore held in two files beside the flag until it has finished."""
+    flag = shlex.quote(str(disabled_flag))
+    folder = shlex.quote(str(disabled_flag.parent))
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in client_env(socket_path).items())
     return (
         "#!/bin/sh\n"
         "# prebuild's compile-cache launcher: LAUNCHER COMPILER ARGS...\n"
-        f'[ -e {shlex.quote(str(disabled_flag))} ] && exec "$@"\n'
-        f'{exports} exec {shlex.quote(str(sccache))} "$@"\n'
+        f'[ -e {flag} ] && exec "$@"\n'
+        f'out=$(mktemp {folder}/out.XXXXXX) || exec "$@"\n'
+        f'err=$(mktemp {folder}/err.XXXXXX) || {{ rm -f "$out"; exec "$@"; }}\n'
+        f'{exports} {shlex.quote(str(sccache))} "$@" >"$out" 2>"$err"\n'
+        "status=$?\n"
+        f'if [ $status -ne 0 ] && [ -e {flag} ]; then rm -f "$out" "$err"; exec "$@"; fi\n'
+        'cat "$out"; cat "$err" >&2; rm -f "$out" "$err"\n'
+        "exit $status\n"
     )
 
 
@@ -471,7 +485,8 @@ class CompileCache:
 
     def disable(self, reason: str) -> None:
         """The rest of the build compiles without the cache: the launcher goes straight to the
-        compilers, and the server stops, so that compiles waiting on it finish locally."""
+        compilers, and the server stops (the launcher runs again, directly, the compiles that
+        were waiting on it)."""
         if self.disabled_flag.exists():
             return
         self.disabled_flag.touch()
