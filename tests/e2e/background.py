@@ -45,6 +45,20 @@ JOBS: dict[str, Callable[[Path], list[str]]] = {
     ],
     "gsplat-wheel": lambda work: [sys.executable, str(HERE / "gsplat_wheel_job.py"), str(work)],
     "deepspeed": lambda work: [sys.executable, str(HERE / "deepspeed_job.py"), str(work)],
+    # gsplat's own tests on prebuild's CPU kernels, the cases without batch dimensions
+    "gsplat-suite": lambda work: [
+        sys.executable,
+        str(ROOT / "scripts" / "gsplat_suite.py"),
+        "-k",
+        "batch_dims0",
+        "--require",
+        "0.9",
+        "--json",
+        str(work / "report.json"),
+    ],
+    "source-install": lambda work: [sys.executable, str(HERE / "source_install_job.py"), str(work)],
+    "cuda-torch": lambda work: [sys.executable, str(HERE / "cuda_torch_job.py"), str(work)],
+    "new-project": lambda work: [sys.executable, str(HERE / "new_project_job.py"), str(work)],
 }
 
 

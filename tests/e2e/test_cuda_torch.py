@@ -1,6 +1,7 @@
 """The build also works against a CUDA build of torch (2.14.1+cu130, the newest pip allows
 here), and the wheel it makes loads there, with its CUDA library, on a machine with no GPU;
-the same binaries load in the CPU torch 2.13.0 (the stable-ABI target)."""
+the same binaries load in the CPU torch 2.13.0 (the stable-ABI target). A full build of
+prebuild's kernels: it runs in the background from the session's start (cuda_torch_job.py)."""
 
 from __future__ import annotations
 
@@ -10,49 +11,26 @@ import sys
 import zipfile
 from pathlib import Path
 
+import background
 import pytest
+from job_steps import read_steps
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.background("cuda-torch")]
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_wheel_built_with_cuda_torch_loads_there_and_in_cpu_torch(
-    cuda_torch_python, fresh_cuda_venv, tmp_path
-):
-    py = cuda_torch_python
-    out = tmp_path / "dist"
-    subprocess.run(
-        [str(py), "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT)],
-        check=True,
-        timeout=1200,
-        capture_output=True,
-        env={
-            "PATH": f"{py.parent}:/usr/local/bin:/usr/bin:/bin",
-            "PREBUILD_ARCHS": "sm_80",
-            "PREBUILD_BUILD_DIR": str(tmp_path / "objects"),
-            "HOME": str(tmp_path),
-        },
-    )
-    (wheel,) = out.glob("*.whl")
+def test_wheel_built_with_cuda_torch_loads_there_and_in_cpu_torch(tmp_path):
+    job, work = background.result("cuda-torch", timeout=3600)
+    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-6000:]
+    steps = {step["what"]: step for step in read_steps(work)}
+    for what in ("build", "install", "check"):
+        assert steps[what]["returncode"] == 0, (
+            steps[what]["stdout"][-3000:] + steps[what]["stderr"][-3000:]
+        )
+    (wheel,) = (work / "dist").glob("*.whl")
     assert "+cu130.sm80-cp310-abi3" in wheel.name
-    # Installed into a copy: .venv-cuda itself stays as the fixture made it (torch, build tools).
-    py = fresh_cuda_venv()
-    subprocess.run(
-        [str(py), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)], check=True
-    )
-    script = """
-import json, torch, prebuild
-from prebuild.ops._library import LIBRARY
-x = torch.rand(1, 3, 20, 20)
-print(json.dumps({"cuda": torch.version.cuda, "ssim": prebuild.fused_ssim(x, x).item(),
-  "cuda_kernel": torch._C._dispatch_has_kernel_for_dispatch_key("prebuild::fused_ssim_forward", "CUDA"),
-  "cuda_error": repr(LIBRARY.cuda_error), "initialized": torch.cuda.is_initialized(),
-  "built_with": LIBRARY.manifest.built_with_torch}))
-"""
-    proc = subprocess.run([str(py), "-c", script], cwd=tmp_path, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = json.loads(steps["check"]["stdout"].strip().splitlines()[-1])
     assert result["cuda"] == "13.0" and result["built_with"].startswith("2.14.1")
     assert result["ssim"] == pytest.approx(1.0, abs=1e-6)
     assert result["cuda_kernel"] is True and result["cuda_error"] == "None"
