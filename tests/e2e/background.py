@@ -62,6 +62,13 @@ JOBS: dict[str, Callable[[Path], list[str]]] = {
 }
 
 
+# The jobs that start by making or checking .venv-cuda (venvs.prepare_cuda_venv, under a file
+# lock): started once the session has made it at the tests' priority. A job at nice 19 holding
+# that lock for the 5.5 GB install stalled the tests waiting on it (the tests used 0.3 of the 2
+# cores for 2 minutes, 2026-11-28).
+NEEDS_CUDA_VENV = frozenset({"gsplat-wheel", "deepspeed", "cuda-torch", "new-project"})
+
+
 @dataclass
 class Job:
     proc: subprocess.Popen

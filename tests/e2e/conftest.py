@@ -160,7 +160,15 @@ def pytest_collection_finish(session) -> None:
         return
     jobs = sorted({job for item in session.items if (job := background_job(item))})
     for job in jobs:
-        background.start(job)
+        if job not in background.NEEDS_CUDA_VENV:
+            background.start(job)
+    if any(job in background.NEEDS_CUDA_VENV for job in jobs) or any(
+        "cuda_torch_python" in getattr(item, "fixturenames", ()) for item in session.items
+    ):
+        prepare_cuda_venv()  # here, at the tests' priority (background.NEEDS_CUDA_VENV)
+    for job in jobs:
+        if job in background.NEEDS_CUDA_VENV:
+            background.start(job)
     versions = sorted(
         {
             item.callspec.params["version"]

@@ -12,6 +12,7 @@ a background job may both ask for it at once.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import venv
 from pathlib import Path
@@ -44,6 +45,7 @@ CUDA_VENV_PACKAGES = [
 CUDA_VENV_FOREIGN = ["prebuild", "plain_ext", "gencode_ext", "broken_ext", "demo", "fused_ssim"]
 
 
+@functools.cache  # once per process: the session's hook, then its fixture
 def prepare_cuda_venv() -> Path:
     """The python of ``.venv-cuda``, made or brought up to date, holding none of what tests
     install (an older run or a hand could have left some there, to be shared by every copy)."""

@@ -19,6 +19,7 @@ from prebuild.tool.variant_wheels import (
     VariantError,
     WheelArchs,
     archs_of,
+    built_variant_problem,
     cuda_lower_bound,
     merge_documents,
     parse_filename,
@@ -82,6 +83,26 @@ def test_a_label_parses_back_to_its_archs(sass, ptx):
 def test_labels_that_are_not_prebuilds_are_refused(label):
     with pytest.raises(VariantError):
         parse_label(label)
+
+
+def test_a_classic_variant_wheel_whose_libraries_hold_other_archs_than_its_label_is_refused():
+    """A classic project can ask nvcc for an arch-specific variant itself (hopper_ext, and
+    FlashAttention 3, ask for sm_90a); prebuild keeps it, and the library holds sm_90a alone.
+    The variant 'sm90' (sm_arch 90_real) would promise more than that code runs on (with
+    sm_100a: a 10.3 GPU too), and `prebuild inspect` refuses such a wheel."""
+    assert built_variant_problem("sm90", WheelArchs(A("sm_90"))) is None
+    assert built_variant_problem("sm90.ptx", WheelArchs(A("sm_90"), A("sm_90"))) is None
+    for label, built in (("sm90", "sm_90a"), ("sm100", "sm_100a"), ("sm90", "sm_90,sm_90a")):
+        problem = built_variant_problem(label, WheelArchs(A(built)))
+        assert problem is not None and "exact GPU only" in problem, (label, built, problem)
+    # other archs than the label's, all describable: said plainly
+    assert built_variant_problem("sm90", WheelArchs(A("sm_80,sm_90"))) == (
+        "the variant 'sm90' names SASS sm_90, no PTX, and the libraries hold SASS sm_80, sm_90, no PTX"
+    )
+    assert built_variant_problem("sm90.ptx", WheelArchs(A("sm_90"))) == (
+        "the variant 'sm90.ptx' names SASS sm_90, PTX compute_90, and the libraries hold SASS "
+        "sm_90, no PTX"
+    )
 
 
 def test_properties_and_the_cuda_lower_bound():

@@ -101,6 +101,28 @@ def check_describable(archs: WheelArchs) -> None:
         )
 
 
+def built_variant_problem(label: str, built: WheelArchs) -> str | None:
+    """Why a classic project's variant wheel cannot carry ``label`` once its libraries' archs
+    are read back (``built``), None when it can. The project, not prebuild, can ask nvcc for
+    more: an arch-specific variant (hopper_ext's sm_90a, FlashAttention 3's) kept beside or
+    instead of the asked arch, which no variant property can describe."""
+    named = parse_label(label)
+    if built == named:
+        return None
+    try:
+        check_describable(built)
+    except VariantError as exc:
+        return str(exc)
+    return f"the variant {label!r} names {_spell(named)}, and the libraries hold {_spell(built)}"
+
+
+def _spell(archs: WheelArchs) -> str:
+    """``SASS sm_90, PTX compute_90``; ``SASS sm_80, no PTX``."""
+    sass = ", ".join(a.sm for a in archs.sass) or "of no arch"
+    ptx = f"PTX {', '.join(a.compute for a in archs.ptx)}" if archs.ptx else "no PTX"
+    return f"SASS {sass}, {ptx}"
+
+
 def cuda_lower_bound(nvcc_version: Version, archs: WheelArchs) -> str:
     """The oldest CUDA driver the wheel runs on. SASS built by CUDA X.Y (CUDA runtime linked
     statically) runs on every driver of major X (CUDA's minor version compatibility): X.0. PTX

@@ -113,7 +113,7 @@ from prebuild.tool.inspection import (
     needed_libraries,
 )
 from prebuild.tool.jit_sites import jit_sites
-from prebuild.tool.variant_wheels import VARIANT_JSON
+from prebuild.tool.variant_wheels import VARIANT_JSON, WheelArchs, built_variant_problem
 
 # A torch/extension.h translation unit takes 1-3 GiB to compile: torch's MAX_JOBS from this.
 CLASSIC_MEMORY_PER_JOB = 3 << 30
@@ -243,6 +243,18 @@ def host_only_message(
         "(SASS none, PTX none): the project's build compiled them for the host only, which its "
         f"build decides (with no GPU visible, some pick a CPU build).{quoted} {advice}. Full "
         f"build log: {build_log}. No wheel was written."
+    )
+
+
+def variant_refusal(wheel_name: str, problem: str, planned: PlannedWheel) -> str:
+    """Why a ``--variants`` wheel is refused once its libraries are read back (``problem``,
+    ``variant_wheels.built_variant_problem``), and the build that works."""
+    archs = ",".join(a.sm for a in planned.archs)
+    return (
+        f"{wheel_name}: the project compiled other GPU code than the variant {planned.label!r} "
+        f"says: {problem}. Build it without --variants (prebuild wheel --arch {archs} ...): its "
+        "wheel is then labelled with the archs its libraries hold, and `prebuild install` and "
+        "the index keys offer it only to the GPUs that code runs on. No wheel was written."
     )
 
 
@@ -720,6 +732,11 @@ class ClassicBuilder:
                     planned.archs_in_version,
                 )
             variant = planned.label if not manifest.host_only else None
+            if variant is not None:
+                built_archs = WheelArchs(manifest.sass_archs, manifest.ptx_archs)
+                problem = built_variant_problem(variant, built_archs)
+                if problem is not None:
+                    raise BuildError(variant_refusal(built.name, problem, planned))
             files = {VARIANT_JSON: variant_json(planned, str(nvcc.version))} if variant else {}
             final = relabel_wheel(
                 built,
