@@ -92,9 +92,13 @@ def test_a_classic_variant_wheel_whose_libraries_hold_other_archs_than_its_label
     sm_100a: a 10.3 GPU too), and `prebuild inspect` refuses such a wheel."""
     assert built_variant_problem("sm90", WheelArchs(A("sm_90"))) is None
     assert built_variant_problem("sm90.ptx", WheelArchs(A("sm_90"), A("sm_90"))) is None
-    for label, built in (("sm90", "sm_90a"), ("sm100", "sm_100a"), ("sm90", "sm_90,sm_90a")):
+    assert built_variant_problem("sm100", WheelArchs(A("sm_100a"))) == (
+        "the libraries hold SASS sm_100a, no PTX: sm_100a is arch-specific code, which runs on "
+        "a 10.0 GPU only, and a variant's sm_arch property cannot say 'only'"
+    )
+    for label, built in (("sm90", "sm_90a"), ("sm90", "sm_90,sm_90a")):
         problem = built_variant_problem(label, WheelArchs(A(built)))
-        assert problem is not None and "exact GPU only" in problem, (label, built, problem)
+        assert problem is not None and "runs on a 9.0 GPU only" in problem, (label, problem)
     # other archs than the label's, all describable: said plainly
     assert built_variant_problem("sm90", WheelArchs(A("sm_80,sm_90"))) == (
         "the variant 'sm90' names SASS sm_90, no PTX, and the libraries hold SASS sm_80, sm_90, no PTX"

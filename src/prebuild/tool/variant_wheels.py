@@ -109,10 +109,14 @@ def built_variant_problem(label: str, built: WheelArchs) -> str | None:
     named = parse_label(label)
     if built == named:
         return None
-    try:
-        check_describable(built)
-    except VariantError as exc:
-        return str(exc)
+    specific = sorted({a for a in (*built.sass, *built.ptx) if a.suffix == "a"})
+    if specific:
+        gpus = " or ".join(f"{a.major}.{a.minor}" for a in specific)
+        return (
+            f"the libraries hold {_spell(built)}: {', '.join(a.sm for a in specific)} is "
+            f"arch-specific code, which runs on a {gpus} GPU only, and a variant's sm_arch "
+            "property cannot say 'only'"
+        )
     return f"the variant {label!r} names {_spell(named)}, and the libraries hold {_spell(built)}"
 
 
