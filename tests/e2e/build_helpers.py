@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -48,3 +49,12 @@ def nvcc_wrapper(directory: Path) -> Path:
     (directory / "nvcc").write_text(f'#!/bin/sh\nexec {real} "$@"\n')
     (directory / "nvcc").chmod(0o755)
     return directory
+
+
+def docs_block(page: str, heading: str) -> str:
+    """The first ```bash block after a heading (or any text) of a docs/ page."""
+    text = (ROOT / "docs" / page).read_text()
+    section = text[text.index(heading) :]
+    match = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert match, heading
+    return match.group(1)

@@ -24,16 +24,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import venv
 from collections.abc import Callable
 from pathlib import Path
 
 import background
 import pytest
 from build_helpers import run_cli
-from venvs import clone_venv, prepare_cuda_venv
+from venvs import clone_venv, cpu_torch_venv, prepare_cuda_venv
 
-TEMPLATE_TORCH = "torch==2.13.0"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -45,21 +43,8 @@ def cuda_torch_python() -> Path:
 @pytest.fixture(scope="session")
 def _venv_template(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("venv-template") / "venv"
-    venv.create(path, with_pip=True)
-    # torch from the machine's indexes, with its pip settings, as a user's pip would get it
-    subprocess.run(
-        [
-            str(path / "bin" / "python"),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            TEMPLATE_TORCH,
-        ],
-        check=True,
-        timeout=1200,
-    )
+    _, install = cpu_torch_venv(path)
+    subprocess.run(install, check=True, timeout=1200)
     return path
 
 
@@ -159,16 +144,14 @@ def pytest_collection_finish(session) -> None:
     if session.config.option.collectonly:
         return
     jobs = sorted({job for item in session.items if (job := background_job(item))})
+    later = [job for job in jobs if job in background.NEEDS_CUDA_VENV]
     for job in jobs:
-        if job not in background.NEEDS_CUDA_VENV:
+        if job not in later:
             background.start(job)
-    if any(job in background.NEEDS_CUDA_VENV for job in jobs) or any(
-        "cuda_torch_python" in getattr(item, "fixturenames", ()) for item in session.items
-    ):
+    if later or any("cuda_torch_python" in getattr(i, "fixturenames", ()) for i in session.items):
         prepare_cuda_venv()  # here, at the tests' priority (background.NEEDS_CUDA_VENV)
-    for job in jobs:
-        if job in background.NEEDS_CUDA_VENV:
-            background.start(job)
+    for job in later:
+        background.start(job)
     versions = sorted(
         {
             item.callspec.params["version"]

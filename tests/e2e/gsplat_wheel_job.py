@@ -10,11 +10,10 @@ step that fails ends the job (exit status 0: the steps say what failed)."""
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 
-from build_helpers import ROOT, copy_checkout, nvcc_wrapper
+from build_helpers import copy_checkout, docs_block, nvcc_wrapper
 from job_steps import Steps
 from venvs import clone_venv, prepare_cuda_venv
 
@@ -24,9 +23,7 @@ GSPLAT = "gsplat==1.5.3"
 def documented_classic_commands(checkout: Path) -> list[str]:
     """The set-up lines of docs/classic-projects.md's first block (before `prebuild wheel`), with the
     checkout's path for ./prebuild, comments dropped."""
-    text = (ROOT / "docs" / "classic-projects.md").read_text()
-    section = text[text.index("builds other people's classic extensions") :]
-    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    block = docs_block("classic-projects.md", "builds other people's classic extensions")
     lines = [line.split("  #")[0].strip() for line in block.splitlines()]
     setup = lines[: next(i for i, line in enumerate(lines) if line.startswith("prebuild wheel"))]
     return [line.replace("./prebuild", str(checkout)) for line in setup if line]

@@ -12,17 +12,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 from build_helpers import ROOT
 from job_steps import Steps
-from venvs import clone_venv, prepare_cuda_venv
+from venvs import clone_venv, cpu_torch_venv, prepare_cuda_venv
 
 sys.path.insert(0, str(ROOT / "tests"))
 from pip_env import clean_pip_env
 
-TORCH = "torch==2.13.0"
 RUN = (
     "import importlib.util, torch, demo\n"
     "x, y = torch.arange(4.0), torch.ones(4)\n"
@@ -48,13 +46,11 @@ def main(work: Path) -> None:
         steps.run(f"inspect {wheel.name}", [*prebuild, "inspect", str(wheel)], environ, 300)
     (sm90,) = dist.glob("*sm90*.whl")
 
-    cpu = work / "venv-cpu"
-    venv.create(cpu, with_pip=True)
-    torch = [str(cpu / "bin" / "python"), "-m", "pip", "install", "--quiet", TORCH]
-    if not steps.run("torch", torch, environ, 1200):
+    cpu, install = cpu_torch_venv(work / "venv-cpu")
+    if not steps.run("torch", install, environ, 1200):
         return
     pythons = {
-        "cpu": cpu / "bin" / "python",
+        "cpu": cpu,
         "cuda": clone_venv(prepare_cuda_venv().parent.parent, work / "venv-cuda"),
     }
     offline = clean_pip_env(environ)  # the wheel only: none of the machine's pip settings

@@ -13,16 +13,14 @@ A step that fails ends the job (exit status 0: the steps say what failed)."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
-from build_helpers import ROOT, copy_checkout
+from build_helpers import copy_checkout, docs_block
 from job_steps import Steps
+from venvs import cpu_torch_venv
 
-TORCH = "torch==2.13.0"
 HEADING = "## Building from source with pip"
 CHECK = """
 import json, torch, prebuild
@@ -34,22 +32,11 @@ print(json.dumps({"file": prebuild.__file__, "version": prebuild.__version__,
 """
 
 
-def docs_block(page: str, heading: str) -> str:
-    """The first ```bash block after a heading of a docs/ page."""
-    text = (ROOT / "docs" / page).read_text()
-    section = text[text.index(heading) :]
-    match = re.search(r"```bash\n(.*?)```", section, re.S)
-    assert match, heading
-    return match.group(1)
-
-
 def main(work: Path) -> None:
     steps = Steps(work)
     env_dir = work / "venv"
-    venv.create(env_dir, with_pip=True)
-    python = env_dir / "bin" / "python"
-    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    if not steps.run("torch", [*pip, TORCH], dict(os.environ), 1200):
+    python, install = cpu_torch_venv(env_dir)
+    if not steps.run("torch", install, dict(os.environ), 1200):
         return
     source = copy_checkout(work / "checkout")
     env = {

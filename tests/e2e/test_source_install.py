@@ -10,8 +10,9 @@ import re
 
 import background
 import pytest
+from build_helpers import docs_block
 from job_steps import read_steps
-from source_install_job import HEADING, docs_block
+from source_install_job import HEADING
 
 pytestmark = [pytest.mark.slow, pytest.mark.background("source-install")]
 

@@ -22,6 +22,7 @@ from filelock import FileLock
 ROOT = Path(__file__).resolve().parents[2]
 CUDA_VENV = ROOT / ".venv-cuda"
 CUDA_TORCH = "torch==2.14.1"
+CPU_TORCH = "torch==2.13.0"  # a fresh venv's torch: the CPU build of the stable-ABI target
 # numpy as most torch users have it: without it every import of torch in a build warns.
 CUDA_VENV_PACKAGES = [
     CUDA_TORCH,
@@ -100,3 +101,13 @@ def clone_venv(template: Path, target: Path) -> Path:
     python = target / "bin" / "python"
     assert python.exists(), target
     return python
+
+
+def cpu_torch_venv(path: Path) -> tuple[Path, list[str]]:
+    """A new venv at ``path`` (with pip) and the command that installs the CPU torch into it,
+    from the machine's indexes with its pip settings, as a user's pip would: (its python, the
+    command), for the caller to run (a fixture, or a job that records it as a step)."""
+    venv.create(path, with_pip=True)
+    python = path / "bin" / "python"
+    install = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    return python, [*install, CPU_TORCH]
