@@ -62,11 +62,24 @@ JOBS: dict[str, Callable[[Path], list[str]]] = {
 }
 
 
-# The jobs that start by making or checking .venv-cuda (venvs.prepare_cuda_venv, under a file
-# lock): started once the session has made it at the tests' priority. A job at nice 19 holding
-# that lock for the 5.5 GB install stalled the tests waiting on it (the tests used 0.3 of the 2
-# cores for 2 minutes, 2026-11-28).
-NEEDS_CUDA_VENV = frozenset({"gsplat-wheel", "deepspeed", "cuda-torch", "new-project"})
+# The shared venvs each job copies or builds in (venvs.py: "cpu" is .venv-cpu-torch, "cuda"
+# .venv-cuda, each made under a file lock): the job starts once the session has made them at the
+# tests' priority. A job at nice 19 holding that lock for the 5.5 GB install stalled the tests
+# waiting on it (the tests used 0.3 of the 2 cores for 2 minutes, 2026-11-28).
+NEEDS_VENVS: dict[str, frozenset[str]] = {
+    "gsplat-wheel": frozenset({"cuda"}),
+    "deepspeed": frozenset({"cuda"}),
+    "cuda-torch": frozenset({"cuda"}),
+    "new-project": frozenset({"cpu", "cuda"}),
+    "source-install": frozenset({"cpu"}),
+}
+
+# A job's torch computes on one thread (OMP_NUM_THREADS=1, unless the job's environment says
+# otherwise). Two OpenMP threads of a job that gets a core only now and then spin at every
+# barrier for the one that is descheduled: gsplat's suite took 406 s of CPU time in a run
+# beside the tests against 82 s alone (62 s on one thread), and the sanitizers' 469 s against
+# 359 s (2026-11-29). The jobs check results, not speed; the tests that mean several threads
+# set them (torch.set_num_threads).
 
 
 @dataclass
@@ -105,6 +118,8 @@ def start(
         nice = JOB_NICE.get(name, NICE)
     work = _work_folder(name)
     argv = command if command is not None else JOBS[name](work)
+    env = {**(os.environ if env is None else env)}
+    env.setdefault("OMP_NUM_THREADS", "1")  # a job's torch on one thread (above)
     stdout, stderr = work / "stdout.log", work / "stderr.log"
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         proc = subprocess.Popen(

@@ -12,9 +12,9 @@ The venvs they build and run in (venvs.py makes them):
 ``cuda_torch_python``: the python of ``.venv-cuda`` (the CUDA build of torch 2.14.1).
 
 ``fresh_venv``: a new venv holding only the CPU torch 2.13.0 (what a user has after
-``python -m venv`` and ``pip install torch==2.13.0``). Installing torch costs ~25 s, so it is
-installed once per session into a template, and each test gets a hard-linked copy (~0.3 s)
-whose scripts (``bin/pip``, ...) name its own interpreter.
+``python -m venv`` and ``pip install torch==2.13.0``): a hard-linked copy (~0.3 s) of
+``.venv-cpu-torch`` (``cpu_torch_python``) whose scripts (``bin/pip``, ...) name its own
+interpreter.
 
 Tests whose work is one long subprocess run it in the background (background.py): it starts
 when the tests are collected and these tests run last.
@@ -23,14 +23,13 @@ when the tests are collected and these tests run last.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import background
 import pytest
 from build_helpers import run_cli
-from venvs import clone_venv, cpu_torch_venv, prepare_cuda_venv
+from venvs import clone_venv, prepare_cpu_venv, prepare_cuda_venv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,17 +40,14 @@ def cuda_torch_python() -> Path:
 
 
 @pytest.fixture(scope="session")
-def _venv_template(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("venv-template") / "venv"
-    _, install = cpu_torch_venv(path)
-    subprocess.run(install, check=True, timeout=1200)
-    return path
+def cpu_torch_python() -> Path:
+    return prepare_cpu_venv()
 
 
 @pytest.fixture
-def fresh_venv(_venv_template, tmp_path) -> Callable[[str], Path]:
+def fresh_venv(cpu_torch_python, tmp_path) -> Callable[[str], Path]:
     """``fresh_venv(name="venv")`` -> the python of a new venv under tmp_path with torch only."""
-    return lambda name="venv": clone_venv(_venv_template, tmp_path / name)
+    return lambda name="venv": clone_venv(cpu_torch_python.parent.parent, tmp_path / name)
 
 
 @pytest.fixture
@@ -143,15 +139,6 @@ def pytest_collection_finish(session) -> None:
 
     if session.config.option.collectonly:
         return
-    jobs = sorted({job for item in session.items if (job := background_job(item))})
-    later = [job for job in jobs if job in background.NEEDS_CUDA_VENV]
-    for job in jobs:
-        if job not in later:
-            background.start(job)
-    if later or any("cuda_torch_python" in getattr(i, "fixturenames", ()) for i in session.items):
-        prepare_cuda_venv()  # here, at the tests' priority (background.NEEDS_CUDA_VENV)
-    for job in later:
-        background.start(job)
     versions = sorted(
         {
             item.callspec.params["version"]
@@ -159,7 +146,29 @@ def pytest_collection_finish(session) -> None:
             if item.path.name == "test_torch_versions.py" and hasattr(item, "callspec")
         }
     )
+    # first: the network's work, beside the venvs made below
     started = [f"torch {v}" for v in (torch_venvs.prefetch(versions) if versions else [])]
+    jobs = sorted({job for item in session.items if (job := background_job(item))})
+    fixtures = {name for item in session.items for name in getattr(item, "fixturenames", ())}
+    # Each shared venv a job or a test needs is made here, at the tests' priority, and each job
+    # starts as soon as the venvs it needs are (background.NEEDS_VENVS).
+    needs = {job: background.NEEDS_VENVS.get(job, frozenset()) for job in jobs}
+    made: set[str] = set()
+
+    def start_ready() -> None:
+        for job in jobs:
+            if needs[job] <= made:
+                background.start(job)  # a job started already is left as it is
+
+    start_ready()
+    for venv, fixture, prepare in (
+        ("cpu", "cpu_torch_python", prepare_cpu_venv),
+        ("cuda", "cuda_torch_python", prepare_cuda_venv),
+    ):
+        if fixture in fixtures or any(venv in need for need in needs.values()):
+            prepare()
+            made.add(venv)
+            start_ready()
     if jobs or started:
         ahead = "".join(f", {job} {nice}" for job, nice in background.JOB_NICE.items())
         print(f"\nin the background (nice {background.NICE}{ahead}): {', '.join(jobs + started)}")

@@ -1,5 +1,6 @@
 """The work of test_source_install.py, as a background job (background.py): a fresh venv with
-the CPU torch 2.13.0 only (from the machine's indexes), the committed checkout copied, then
+the CPU torch 2.13.0 only (a copy of .venv-cpu-torch, venvs.py), the committed checkout copied,
+then
 
 - ``pip install --no-build-isolation .`` in that bare venv (the build must stop at once,
   naming its missing requirements);
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from build_helpers import copy_checkout, docs_block
 from job_steps import Steps
-from venvs import cpu_torch_venv
+from venvs import clone_venv, prepare_cpu_venv
 
 HEADING = "## Building from source with pip"
 CHECK = """
@@ -35,9 +36,7 @@ print(json.dumps({"file": prebuild.__file__, "version": prebuild.__version__,
 def main(work: Path) -> None:
     steps = Steps(work)
     env_dir = work / "venv"
-    python, install = cpu_torch_venv(env_dir)
-    if not steps.run("torch", install, dict(os.environ), 1200):
-        return
+    python = clone_venv(prepare_cpu_venv().parent.parent, env_dir)
     source = copy_checkout(work / "checkout")
     env = {
         "PATH": f"{python.parent}:{os.environ['PATH']}",

@@ -21,7 +21,6 @@ def test_documented_source_build_in_a_fresh_venv():
     job, work = background.result("source-install", timeout=3600)
     assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-6000:]
     steps = {step["what"]: step for step in read_steps(work)}
-    assert steps["torch"]["returncode"] == 0, steps["torch"]["stderr"][-3000:]
 
     # A fresh venv has torch only: the build names what is missing instead of a traceback.
     bare = steps["bare"]

@@ -36,7 +36,7 @@ VERSIONS = versions_to_check(OLDEST, NEWEST)
 # generator's stream could change between releases): what the libraries compute, and whether
 # they loaded their CUDA library without touching CUDA.
 SCRIPT = r"""
-import json, torch, prebuild
+import json, os, torch, prebuild
 from prebuild.ops._library import LIBRARY
 
 def wave(shape, phase):
@@ -61,7 +61,8 @@ image, alpha, _ = prebuild.rasterization(means, quats, scales, opacities, colors
 (image.square().sum() + alpha.sum()).backward()
 
 print(json.dumps({
-    "torch": torch.__version__, "cuda": torch.version.cuda, "cuda_error": repr(LIBRARY.cuda_error),
+    "torch": torch.__version__, "site": os.path.dirname(torch.__file__),
+    "cuda": torch.version.cuda, "cuda_error": repr(LIBRARY.cuda_error),
     "cuda_kernel": torch._C._dispatch_has_kernel_for_dispatch_key("prebuild::fused_ssim_forward", "CUDA"),
     "initialized": torch.cuda.is_initialized(),
     "values": {"ssim": ssim.item(), "ssim_grad": a.grad.abs().sum().item(), "image": image.sum().item(),
@@ -146,14 +147,7 @@ def check_the_wheel(
     # Every stable-ABI function the libraries need is exported by this torch, the CUDA library's
     # too (checked here by name, for the releases whose CUDA major is not the wheel's: their
     # loader does not load it). The current CUDA stream is looked up at run time, by dlsym.
-    site = Path(
-        subprocess.run(
-            [str(python), "-c", "import torch, os; print(os.path.dirname(torch.__file__))"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    )
+    site = Path(result["site"])
     exported = set().union(
         *(dynamic_symbols(site / "lib" / name, True) for name in ("libtorch_cpu.so", "libc10.so"))
     )
