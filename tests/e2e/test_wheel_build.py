@@ -17,6 +17,7 @@ from cuobjdump import cuobjdump_code
 from prebuild.runtime.arch import parse_arch_list
 from prebuild.tool.builder.compile import host_build_dir
 from prebuild.tool.builder.resources import read_report, short_name
+from prebuild.tool.builder.toolchain import cpu_count
 from prebuild.tool.inspection import library_code, read_wheel_manifest
 
 pytestmark = pytest.mark.slow
@@ -72,6 +73,27 @@ def test_second_run_reuses_objects(sm80_wheel, shared_objects, tmp_path):
     assert len(logs) == 2, logs
     for log in logs:
         assert "no work to do" in log.read_text(), log
+
+
+def test_the_cuda_files_compile_in_one_unit_per_nvcc_job(sm80_wheel, shared_objects):
+    """[tool.prebuild] unity-build: with fewer nvcc jobs than .cu files (a 2-core machine runs
+    2), each job compiles one generated unit including its share of the files, all of them
+    once; with as many jobs, each file is its own unit."""
+    files = sorted((ROOT / "csrc").rglob("*.cu"))
+    (cuda_dir,) = shared_objects.glob("cuda/*sm80")
+    units = sorted(cuda_dir.glob("unity/unity_*.cu"))
+    objects = sorted(p.name for p in cuda_dir.glob("obj/*.cu.o"))
+    if cpu_count() >= len(files):
+        assert not units and len(objects) == len(files), objects
+        return
+    assert 1 <= len(units) <= cpu_count() and objects == [f"{u.name}.o" for u in units]
+    included = [
+        line.split('"')[1]
+        for unit in units
+        for line in unit.read_text().splitlines()
+        if line.startswith("#include")
+    ]
+    assert sorted(included) == [str(f) for f in files]
 
 
 def test_every_kernel_s_resources_are_recorded_and_none_of_ours_spills(

@@ -21,6 +21,8 @@ from prebuild.tool.builder.compile import (
     compile_libraries,
     read_compiled,
     run_ninja,
+    unity_batches,
+    unity_sources,
     write_ninja,
 )
 from prebuild.tool.builder.toolchain import ToolchainError, Torch, find_cxx, find_torch
@@ -183,3 +185,39 @@ def test_compile_libraries_given_a_toolchain_runs_no_preflight(tmp_path, monkeyp
     cuda = flags.BuildOptions(archs=parse_arch_list("sm_80"), ptx=False, build_dir=tmp_path)
     with pytest.raises(ValueError, match="needs the toolchain's nvcc"):
         compile_libraries(project, cuda, toolchain=Toolchain(find_torch(), None))
+
+
+def test_unity_batches_balance_the_sizes_and_keep_name_order():
+    sizes = {Path(n): size for n, size in [("a", 10), ("b", 70), ("c", 30), ("d", 40), ("e", 20)]}
+    # largest first into the smallest group: b | d | c, then e to c, then a to d
+    assert unity_batches(sizes, 3) == [[Path("a"), Path("d")], [Path("b")], [Path("c"), Path("e")]]
+    assert unity_batches(sizes, 1) == [sorted(sizes)]
+    assert unity_batches(sizes, 9) == [[p] for p in sorted(sizes)]  # never an empty group
+    groups = unity_batches(sizes, 2)
+    assert sorted(p for g in groups for p in g) == sorted(sizes)
+    assert [sum(sizes[p] for p in g) for g in groups] == [80, 90]
+
+
+def test_unity_sources_compile_and_link_like_the_files_they_include(tmp_path):
+    """Each generated unit includes its group's files, so one compile per unit gives the library
+    every function; a second call with the same groups leaves the units untouched (ninja then
+    has nothing to do), and as many jobs as files compile the files themselves."""
+    src, build = tmp_path / "csrc", tmp_path / "build"
+    (build / "obj").mkdir(parents=True)
+    files = write_sources(src, {"a/one.cpp": 300, "b/two.cpp": 200, "three.cpp": 100})
+    sources = sorted(files.values())
+    assert unity_sources(sources, 3, build / "unity") == sources
+    assert not (build / "unity").exists()
+    units = unity_sources(sources, 2, build / "unity")
+    assert [u.name for u in units] == ["unity_0.cpp", "unity_1.cpp"]
+    assert units[0].read_text().count("#include") == 1  # one.cpp, the largest, alone
+    assert f'#include "{files["three.cpp"]}"' in units[1].read_text()
+    write_ninja(src, build, [spec("libu.so", units)])
+    run_ninja(build, 2)
+    library = ctypes.CDLL(str(build / "libu.so"))
+    assert (library.one(), library.two(), library.three()) == (9, 9, 9)  # len(name)
+    stamps = [u.stat().st_mtime_ns for u in units]
+    assert unity_sources(sources, 2, build / "unity") == units
+    assert [u.stat().st_mtime_ns for u in units] == stamps
+    run_ninja(build, 2)
+    assert "no work to do" in (build / "build.log").read_text()

@@ -40,7 +40,7 @@ def test_defaults_follow_the_project_name():
         and k.default_archs is None
         and k.default_ptx
     )
-    assert k.torch_target == Version("2.10") and k.selftest is None
+    assert k.torch_target == Version("2.10") and k.selftest is None and not k.unity_build
     assert (k.cpu_library, k.cuda_library, k.simt_library) == (
         "_C.abi3.so",
         "_C_cuda.abi3.so",
@@ -60,8 +60,10 @@ def test_every_key_read_and_typed():
             "default-ptx": False,
             "library": "_ops",
             "selftest": "pkg.sub.checks:cases",
+            "unity-build": True,
         }
     )
+    assert k.unity_build
     assert (k.package, k.namespace, k.library, k.selftest) == (
         "pkg.sub",
         "ns",
@@ -98,6 +100,7 @@ def test_every_key_read_and_typed():
         ({"default-archs": ["sm_8"]}, "default-archs must be a list of CUDA archs"),
         ({"default-archs": []}, "it names no arch"),
         ({"default-ptx": "yes"}, "default-ptx must be true or false"),
+        ({"unity-build": 1}, "[tool.prebuild] unity-build must be true or false, got 1"),
         ({"version": "1.0+cu130"}, "prebuild adds the local label itself"),
         ({"version": "one"}, "[tool.prebuild] version must be a version"),
         (
@@ -149,7 +152,7 @@ def test_read_config_from_a_file(tmp_path):
 def test_prebuilds_own_kernels_are_declared_in_its_pyproject():
     k = read_config(ROOT)
     assert (k.name, k.package, k.namespace, k.library) == ("prebuild", "prebuild", "prebuild", "_C")
-    assert k.sources == ROOT / "csrc" and k.torch_target == Version("2.10")
+    assert k.sources == ROOT / "csrc" and k.torch_target == Version("2.10") and k.unity_build
     assert (
         k.selftest == "prebuild.ops.selftest:cases"
     )  # `prebuild selftest` finds it in the manifest

@@ -56,6 +56,7 @@ class KernelProject:
     default_ptx: bool
     library: str  # base name: <library>.abi3.so, <library>_cuda.abi3.so, <library>_simt.abi3.so
     selftest: str | None = None  # "package.module:function" returning its SelftestCase list
+    unity_build: bool = False  # the .cu files compiled together, one unit per compile job
 
     @property
     def cpu_library(self) -> str:
@@ -82,6 +83,7 @@ KEYS = {
     "default-ptx": "true or false",
     "library": "a Python identifier",
     "selftest": "'package.module:function' (a dotted module path, a colon, an identifier)",
+    "unity-build": "true or false",
 }
 
 
@@ -178,6 +180,9 @@ def parse_config(tool: dict, project: dict, root: Path) -> KernelProject:
     ptx = tool.get("default-ptx", True)
     if not isinstance(ptx, bool):
         raise _fail("default-ptx", ptx)
+    unity = tool.get("unity-build", False)
+    if not isinstance(unity, bool):
+        raise _fail("unity-build", unity)
     selftest = tool.get("selftest")
     if selftest is not None:
         try:
@@ -197,6 +202,7 @@ def parse_config(tool: dict, project: dict, root: Path) -> KernelProject:
         default_ptx=ptx,
         library=_identifier(tool, "library", "_C"),
         selftest=selftest,
+        unity_build=unity,
     )
 
 
