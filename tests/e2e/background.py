@@ -59,6 +59,23 @@ JOBS: dict[str, Callable[[Path], list[str]]] = {
     "source-install": lambda work: [sys.executable, str(HERE / "source_install_job.py"), str(work)],
     "cuda-torch": lambda work: [sys.executable, str(HERE / "cuda_torch_job.py"), str(work)],
     "new-project": lambda work: [sys.executable, str(HERE / "new_project_job.py"), str(work)],
+    # scripts/bench.py at its quick settings (test_bench_run.py). A child it times counts as hung
+    # after --timeout: 600 s, not the quick 60, as a job's children may wait for a core.
+    "bench-quick": lambda work: [
+        sys.executable,
+        str(ROOT / "scripts" / "bench.py"),
+        "--quick",
+        "--repeats",
+        "1",
+        "--processes",
+        "1,2",
+        "--timeout",
+        "600",
+        "--out",
+        str(work / "docs"),
+        "--work",
+        str(work / "w"),
+    ],
 }
 
 

@@ -1,4 +1,6 @@
-"""scripts/bench.py run for real at its quick settings: every output well formed."""
+"""scripts/bench.py run for real at its quick settings: every output well formed. A minute of
+one subprocess (it compiles, loads and starts processes): it runs in the background from the
+session's start (background.py's "bench-quick")."""
 
 from __future__ import annotations
 
@@ -7,34 +9,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import background
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "bench.py"
 
+pytestmark = [pytest.mark.slow, pytest.mark.background("bench-quick")]
 
-@pytest.mark.slow  # a minute or more: it compiles, JIT-loads and starts processes
+
 def test_quick_run_writes_well_formed_outputs(tmp_path):
-    out = tmp_path / "docs"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(SCRIPT),
-            "--quick",
-            "--repeats",
-            "1",
-            "--processes",
-            "1,2",
-            "--out",
-            str(out),
-            "--work",
-            str(tmp_path / "w"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
+    proc, work = background.result("bench-quick", timeout=1800)
+    out = work / "docs"
     assert proc.returncode == 0, proc.stderr[-4000:]
 
     results = json.loads((out / "benchmarks.json").read_text())
