@@ -91,12 +91,13 @@ NEEDS_VENVS: dict[str, frozenset[str]] = {
     "source-install": frozenset({"cpu"}),
 }
 
-# A job's torch computes on one thread (OMP_NUM_THREADS=1, unless the job's environment says
-# otherwise). Two OpenMP threads of a job that gets a core only now and then spin at every
+# Every job's environment starts from this (the job's own settings win): its torch computes on
+# one thread. Two OpenMP threads of a job that gets a core only now and then spin at every
 # barrier for the one that is descheduled: gsplat's suite took 406 s of CPU time in a run
 # beside the tests against 82 s alone (62 s on one thread), and the sanitizers' 469 s against
 # 359 s (2026-11-29). The jobs check results, not speed; the tests that mean several threads
 # set them (torch.set_num_threads).
+JOB_ENV = {"OMP_NUM_THREADS": "1"}
 
 
 @dataclass
@@ -135,8 +136,7 @@ def start(
         nice = JOB_NICE.get(name, NICE)
     work = _work_folder(name)
     argv = command if command is not None else JOBS[name](work)
-    env = {**(os.environ if env is None else env)}
-    env.setdefault("OMP_NUM_THREADS", "1")  # a job's torch on one thread (above)
+    env = {**JOB_ENV, **(os.environ if env is None else env)}
     stdout, stderr = work / "stdout.log", work / "stderr.log"
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         proc = subprocess.Popen(

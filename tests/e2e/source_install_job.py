@@ -1,6 +1,5 @@
 """The work of test_source_install.py, as a background job (background.py): a fresh venv with
-the CPU torch 2.13.0 only (a copy of .venv-cpu-torch, venvs.py), the committed checkout copied,
-then
+the CPU torch 2.13.0 only (a copy of .venv-cpu-torch), the committed checkout copied, then
 
 - ``pip install --no-build-isolation .`` in that bare venv (the build must stop at once,
   naming its missing requirements);

@@ -51,7 +51,7 @@ def venv_path(version: str) -> Path:
 def _install(version: str) -> list[str]:
     # numpy as most torch users have it (torch warns without it). --no-compile: pip's byte-
     # compiling of torch's files is half the CPU time of the install (30 of 66 s for 2.14.1),
-    # and the test imports torch there twice (1.6 s more each without .pyc files).
+    # and the test imports torch there once (1.6 s more without .pyc files).
     return [
         str(venv_path(version) / "bin" / "python"),
         "-m",

@@ -312,9 +312,9 @@ def cuda_library_spec(
     torch: Torch,
     nvcc: Nvcc,
     options: flags.BuildOptions,
-    sources: list[Path] | None = None,
+    sources: list[Path],
 ) -> LibrarySpec:
-    """The CUDA library, from ``sources`` (default: the project's ``*.cu``; unity_sources)."""
+    """The CUDA library, from ``sources``: the project's ``*.cu``, or their unity_sources."""
     sass, ptx = options.archs, options.ptx_archs
     threads = flags.nvcc_threads(len(sass) + len(ptx), cpu_count())
     arch_names = ",".join(a.sm for a in sass) + (f"+{ptx[0].compute}" if ptx else "")
@@ -333,7 +333,7 @@ def cuda_library_spec(
         ),
         depfile="--generate-dependencies-with-compile --dependency-output $out.d",
         link_flags=["-cudart=static", *flags.link_flags(torch.library_dir)],
-        sources=_sources(project, ".cu") if sources is None else sources,
+        sources=sources,
         resource_report=True,
     )
 
