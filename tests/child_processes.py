@@ -1,6 +1,6 @@
 """Child processes for the tests of the runtime's guarantees (tests/runtime, the multi-process
 scenarios in tests/e2e/test_processes.py, tests/cuda/test_first_call_cuda.py): a clean
-environment with a fresh HOME and TORCH_EXTENSIONS_DIR, scripts written to files (spawned
+environment with a fresh HOME, TORCH_EXTENSIONS_DIR and TMPDIR, scripts written to files (spawned
 workers must be able to import them), and ``tests/audit.py`` importable in the child. The
 ``child_env`` fixture (tests/conftest.py) gives one per test. Importable by name: pytest puts
 tests/ on sys.path (tests/conftest.py)."""
@@ -15,6 +15,9 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+# What torch and Python put in TMPDIR themselves: torchrun's folder, multiprocessing's, and the
+# empty inductor cache folder DistributedDataParallel makes (without prebuild too).
+TORCH_TMP = ("torchelastic_", "pymp-", "torchinductor_")
 TESTS = Path(__file__).resolve().parent  # where audit.py is, for the children's sys.path
 # The installed package's directory, found without importing it.
 PACKAGE_DIR = Path(importlib.util.find_spec("prebuild").origin).resolve().parent
@@ -22,12 +25,13 @@ PACKAGE_DIR = Path(importlib.util.find_spec("prebuild").origin).resolve().parent
 
 @dataclass
 class ChildEnv:
-    """Where children run: ``workdir`` (their cwd and first sys.path entry), and the HOME
-    and TORCH_EXTENSIONS_DIR they see, both empty directories."""
+    """Where children run: ``workdir`` (their cwd and first sys.path entry), and the HOME,
+    TORCH_EXTENSIONS_DIR and TMPDIR they see, empty directories."""
 
     workdir: Path
     home: Path
     extensions: Path
+    tmp: Path
     env: dict[str, str]
 
     def script(self, name: str, *parts: str) -> Path:
@@ -64,19 +68,23 @@ class ChildEnv:
         )
 
     def untouched(self) -> bool:
-        return list(self.home.iterdir()) == [] and list(self.extensions.iterdir()) == []
+        """Nothing written to HOME, TORCH_EXTENSIONS_DIR or TMPDIR (but for torch's own)."""
+        tmp = [p for p in self.tmp.iterdir() if not p.name.startswith(TORCH_TMP)]
+        return list(self.home.iterdir()) == [] and list(self.extensions.iterdir()) == [] and not tmp
 
 
 def child_env_for(tmp_path: Path) -> ChildEnv:
     workdir, home, extensions = tmp_path / "work", tmp_path / "home", tmp_path / "torch_extensions"
-    for d in (workdir, home, extensions):
+    tmp = tmp_path / "tmp"
+    for d in (workdir, home, extensions, tmp):
         d.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "TORCH_", "PREBUILD_"))}
     env.update(
         HOME=str(home),
         TORCH_EXTENSIONS_DIR=str(extensions),
+        TMPDIR=str(tmp),
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONPATH=os.pathsep.join([str(workdir), str(TESTS)]),
         OMP_NUM_THREADS="1",  # many children on two cores: keep each one single-threaded
     )
-    return ChildEnv(workdir, home, extensions, env)
+    return ChildEnv(workdir, home, extensions, tmp, env)

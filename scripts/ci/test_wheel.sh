@@ -11,7 +11,9 @@ case "$package" in
 esac
 prebuild inspect "$package"
 prebuild doctor --no-load
-cd "$(mktemp -d)"   # away from the source tree, so `import prebuild` is the installed wheel
+away=$(mktemp -d)   # away from the source tree, so `import prebuild` is the installed wheel
+trap 'rm -rf "$away"' EXIT
+cd "$away"
 if [ -n "${PYTEST_ARGS:-}" ]; then
   read -ra selection <<< "$PYTEST_ARGS"
 else

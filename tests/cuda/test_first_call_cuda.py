@@ -82,18 +82,15 @@ def test_16_processes_make_their_first_cuda_call_at_once_and_write_nothing(tmp_p
     for i in range(PROCESSES):
         root = tmp_path / f"process{i}"
         root.mkdir()
-        child = child_env_for(root)  # fresh empty HOME and TORCH_EXTENSIONS_DIR
-        tmp = root / "tmp"
-        tmp.mkdir()
-        child.env["TMPDIR"] = str(tmp)
+        child = child_env_for(root)  # fresh empty HOME, TORCH_EXTENSIONS_DIR and TMPDIR
         if str(PACKAGE_DIR.parent) not in site.getsitepackages():
             # prebuild comes from a checkout's src/ here (PYTHONPATH, or an editable install),
             # and child_env_for replaced PYTHONPATH: name it (src/ holds prebuild alone).
             child.env["PYTHONPATH"] += os.pathsep + str(PACKAGE_DIR.parent)
-        children.append((child, tmp, child.script("first_call.py", CHILD)))
+        children.append((child, child.script("first_call.py", CHILD)))
 
     # all started before any is waited for
-    procs = [child.popen(script) for child, _, script in children]
+    procs = [child.popen(script) for child, script in children]
     outputs = [proc.communicate(timeout=600) for proc in procs]
     for proc, (stdout, stderr) in zip(procs, outputs):
         assert proc.returncode == 0, stderr
@@ -117,10 +114,10 @@ def test_16_processes_make_their_first_cuda_call_at_once_and_write_nothing(tmp_p
         TOLERANCES["ssim_grad"],
         "gradient L1 norm",
     )
-    for child, tmp, _ in children:
+    for child, _ in children:
         left = [
             p
-            for d in (child.home, child.extensions, tmp)
+            for d in (child.home, child.extensions, child.tmp)
             for p in d.rglob("*")
             if p.relative_to(d) not in DRIVER_DIRS or d != child.home or not p.is_dir()
         ]

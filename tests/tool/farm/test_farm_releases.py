@@ -31,13 +31,13 @@ def test_the_torch_line_gains_the_new_ones_and_nothing_else_changes():
         with_torch("[farm]\ncuda = []\n", ["2.15"])
 
 
-def test_the_starter_sets_table_is_read_by_the_script():
+def test_the_starter_sets_table_is_read_by_the_script(tmp_path):
     """The script reads recipes/farm.toml (the network part, PyPI's list, is not called here)."""
     proc = subprocess.run(
         [sys.executable, "-c",
          "import sys; sys.path.insert(0, 'scripts/ci'); import farm_new_torch as f; "
          "f.released_torch = lambda: ['2.13.0', '2.99.0']; "
-         "import pathlib, shutil, tempfile; d = pathlib.Path(tempfile.mkdtemp()) / 'farm.toml'; "
+         f"import pathlib, shutil; d = pathlib.Path({str(tmp_path / 'farm.toml')!r}); "
          "shutil.copy('recipes/farm.toml', d); print(f.main(d)); print(d.read_text())"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
