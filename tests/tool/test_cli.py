@@ -232,6 +232,16 @@ def test_an_interrupted_wheel_build_says_what_was_kept_and_what_the_next_run_reu
     monkeypatch.setattr(pipeline, "build_wheels", interrupted)
     args = ["wheel", "--arch", "sm_90", str(tmp_path), "--out", str(tmp_path / "dist")]
     runner = CliRunner()
+    # a build that compiles in a folder of its own (NATTEN's CMake build) leaves none there
+    result = runner.invoke(app, [*args, "--build-dir", str(tmp_path / "objects")])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 130, result.output
+    assert said.endswith(
+        f"no compiled object is in {tmp_path / 'objects'}: the project's build compiles in a "
+        "folder of its own (or had compiled nothing yet), so the same command starts over"
+    )
+    (tmp_path / "objects" / "cu130.sm90" / "build").mkdir(parents=True)
+    (tmp_path / "objects" / "cu130.sm90" / "build" / "a.o").write_bytes(b"\x7fELF")
     result = runner.invoke(app, [*args, "--build-dir", str(tmp_path / "objects")])
     said = " ".join(result.output.split())
     assert result.exit_code == 130, result.output

@@ -28,6 +28,19 @@ def test_a_ninja_status_line_gives_the_step_and_the_file_it_compiled_or_linked()
         assert build_step(other) is None
 
 
+def test_cmakes_status_lines_name_the_file_compiled():
+    """NATTEN 0.21.7 builds with CMake's Makefile generator (percentages, no step count);
+    CMake's Ninja generator writes ``Building ... object`` after ninja's count."""
+    made = "[  5%] Building CUDA object CMakeFiles/natten.dir/autogen/src/cuda/fmha/source_5.cu.o"
+    assert build_step(made) == (0, 0, "source_5.cu (5 %)")
+    assert build_step(made, "natten") == (0, 0, "natten: source_5.cu (5 %)")
+    link = "[100%] Linking CXX shared library libnatten.so"
+    assert build_step(link) == (0, 0, "libnatten.so (100 %)")
+    assert build_step("[ 97%] Built target natten") is None
+    ninja = "[3/14] Building CXX object CMakeFiles/bnb.dir/csrc/cpu_ops.cpp.o"
+    assert build_step(ninja) == (3, 14, "cpu_ops.cpp")
+
+
 def test_a_compile_command_of_a_build_without_ninja_is_a_step_of_unknown_total():
     """torch-points-kernels 0.7.0 builds with ``use_ninja=False``: setuptools prints each
     compiler command before running it."""

@@ -10,6 +10,7 @@ from prebuild.tool.builder.build_switches import (
     cuda_gate_line,
     forced_build_switches,
     gpu_answer_note,
+    has_switches,
     switches_advice,
 )
 
@@ -164,3 +165,11 @@ def test_a_variable_that_skips_the_build_is_never_the_advice_to_build():
     skipped = {"BNB_SKIP_CMAKE": "1"}  # set here: said, as the reason nothing was built
     said = switches_advice("bitsandbytes", ["BNB_SKIP_CMAKE"], "prebuild wheel", skipped)
     assert "BNB_SKIP_CMAKE=1" in said
+
+
+def test_switches_are_named_only_where_there_are_some_to_set():
+    assert has_switches("deepspeed", [], {})  # a known project's
+    assert has_switches("natten", ["NATTEN_CUDA_ARCH", "NATTEN_BUILD_WITH_PTX"], {})
+    assert not has_switches("natten", ["NATTEN_CUDA_ARCH"], {"NATTEN_CUDA_ARCH": "9.0"})
+    assert not has_switches("tool", ["TOOL_SKIP_CUDA"], {})  # it would build less
+    assert not has_switches("tool", [], {})

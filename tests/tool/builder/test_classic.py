@@ -200,6 +200,24 @@ def test_a_wheel_without_a_library_is_explained():
     assert "gsplat/cuda/_backend.py:5" in jit and advice in jit and "No wheel was written" in jit
     pure = no_extension_message("tool-1.0-py3-none-any.whl", [], advice)
     assert "pure Python" in pure and "pip install it as it is" in pure and "first used" not in pure
+    assert advice not in pure
+    # a setup.py that reads build switches is not called pure Python: its switches are named
+    switched = no_extension_message("tool-1.0-py3-none-any.whl", [], advice, switches=True)
+    assert "compiled nothing at install time as it is" in switched and advice in switched
+    # NATTEN 0.21.7 asked get_device_properties() of an answer that lacked it, then built
+    # nothing with torch's own answers: the failure is quoted, and a GPU machine named
+    command = "prebuild wheel --arch sm_90 natten==0.21.7"
+    failed = no_extension_message(
+        "natten-0.21.7-py3-none-any.whl",
+        [],
+        advice,
+        switches=True,
+        answer_error="RuntimeError: Found no NVIDIA driver on your system.",
+        command=command,
+    )
+    assert "failed with torch.cuda answering for a GPU (RuntimeError: Found no NVIDIA" in failed
+    assert f"run `{command}` on such a machine" in failed and advice in failed
+    assert "pure Python" not in failed and failed.endswith("No wheel was written.")
 
 
 def test_libraries_without_gpu_code_are_explained_with_the_build_logs_words(tmp_path):

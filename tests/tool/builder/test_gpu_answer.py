@@ -76,6 +76,32 @@ def test_torch_is_not_imported_until_the_build_imports_it_and_the_gpu_itself_sti
     assert ran.stdout.startswith("refused"), ran.stdout
 
 
+PROPERTIES = """
+import json, torch
+props = torch.cuda.get_device_properties(torch.cuda.current_device())
+try:
+    props.total_memory
+    missing = None
+except AttributeError as e:
+    missing = str(e)
+print(json.dumps([torch.cuda.current_device(), props.major, props.minor, props.name,
+                  torch.cuda.get_device_name(0), missing]))
+"""
+
+
+def test_the_device_properties_answer_the_capability_and_nothing_made_up(tmp_path):
+    """NATTEN 0.21.7's setup.py: get_device_properties(current_device()).major and .minor."""
+    ran = run(PROPERTIES, [site(tmp_path)], PREBUILD_GPU_ANSWER="9.0")
+    assert ran.returncode == 0, ran.stderr
+    device, major, minor, name, device_name, missing = json.loads(ran.stdout)
+    assert (device, major, minor) == (0, 9, 0)
+    assert "compute capability 9.0" in name and device_name == name
+    assert "total_memory" in missing and "no GPU is visible" in missing
+    # without the answer, torch's own: no driver here
+    itself = run(PROPERTIES, [])
+    assert itself.returncode != 0
+
+
 def test_the_environments_own_sitecustomize_still_runs(tmp_path):
     theirs = tmp_path / "theirs"
     theirs.mkdir()

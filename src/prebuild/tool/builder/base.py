@@ -77,19 +77,44 @@ _COMPILER_COMMAND = re.compile(
     r"^(?:\S*/)?(?:nvcc|c\+\+|g\+\+|gcc|cc|clang\+\+|clang)(?: .*)? -c .+$"
 )
 _EXTENSION = re.compile(r"^building '([\w.]+)' extension$")
+# CMake's Makefile generator: "[  5%] Building CUDA object CMakeFiles/x.dir/a.cu.o" (NATTEN,
+# bitsandbytes); its Ninja generator puts "Building ... object" after ninja's "[3/14]".
+_CMAKE_STATUS = re.compile(r"^\[\s*(\d+)%\] (.+)$")
+_CMAKE_ACTION = re.compile(
+    r"^(?:Building \w+ object|Linking \w+ (?:shared |static )?(?:library|module|executable)) (\S+)"
+)
+
+
+def cmake_target(path: str) -> str:
+    """Pure: what a CMake status line names, as the user knows it (``CMakeFiles/x.dir/a.cu.o``:
+    ``a.cu``; ``libx.so``)."""
+    name = os.path.basename(path)
+    return name[: -len(".o")] if name.endswith((".cu.o", ".cpp.o", ".cc.o", ".c.o")) else name
 
 
 def build_step(line: str, extension: str = "") -> tuple[int, int, str] | None:
     """Pure: ``(done, total, what)`` of a ninja status line of a project's build (``[3/14]
     nvcc ... -c csrc/backward.cu -o ...``: ``backward.cu``, the file compiled, else the one
     linked), with the ``extension`` being built in front; ``(0, 0, what)`` for a compile command
-    of a build without ninja (the caller counts them: the total is not known); None for any
+    of a build without ninja, or a CMake Makefile's ``[ 5%] Building CUDA object ...`` (the
+    caller counts them: the total is not known; CMake's percentage is added); None for any
     other line."""
     line = line.rstrip("\n")
     m = _NINJA_STATUS.match(line)
+    cmake = _CMAKE_STATUS.match(line) if m is None else None
+    if cmake is not None:
+        action = _CMAKE_ACTION.match(cmake[2])
+        if action is None:  # "[ 5%] Built target x", "Generating ..."
+            return None
+        what = f"{cmake_target(action[1])} ({cmake[1]} %)"
+        return 0, 0, f"{extension}: {what}" if extension else what
     if m is None and not _COMPILER_COMMAND.match(line):
         return None
     command = m[3] if m else line
+    action = _CMAKE_ACTION.match(command)
+    if action is not None:
+        what = cmake_target(action[1])
+        return int(m[1]), int(m[2]), f"{extension}: {what}" if extension else what
     try:
         words = shlex.split(command)
     except ValueError:  # an unbalanced quote: the command as it is

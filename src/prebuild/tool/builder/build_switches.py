@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from prebuild.tool.builder.gpu_answer import ANSWERED
+
 # os.environ.get("X"), os.environ["X"] (not assigned), os.getenv("X"), and helpers named
 # like get_env_if_set("X") / is_env_set("X") / env_flag("X").
 _READ = re.compile(
@@ -113,8 +115,7 @@ def gpu_answer_note(line: int, capability: str) -> str:
     return (
         f"no GPU is visible here, and its setup.py asks torch.cuda.is_available() "
         f"(setup.py line {line}): in its build, torch.cuda answers as a GPU of compute "
-        f"capability {capability} would (is_available, device_count, get_device_capability, "
-        "is_bf16_supported)"
+        f"capability {capability} would ({ANSWERED})"
     )
 
 
@@ -165,6 +166,18 @@ def cmake_advice(settings: list[str], command: str) -> str:
     )
 
 
+def unset_switches(variables: list[str], environ: Mapping[str, str]) -> list[str]:
+    """Pure: the build ``variables`` a setup.py reads that ``environ`` does not set and that
+    would not leave something out: the ones to advise setting."""
+    return [n for n in variables if n not in environ and not _LEAVES_OUT.search(n)]
+
+
+def has_switches(distribution: str, variables: list[str], environ: Mapping[str, str]) -> bool:
+    """Pure: whether switches_advice has switches to name (a known project's, or variables its
+    setup.py reads that are not set), rather than saying there are none."""
+    return normalize(distribution) in KNOWN or bool(unset_switches(variables, environ))
+
+
 def switches_advice(
     distribution: str, variables: list[str], command: str, environ: Mapping[str, str] | None = None
 ) -> str:
@@ -179,7 +192,7 @@ def switches_advice(
             f"{known.variables}.{note} For example: {known.example} {command}"
         )
     environ = environ or {}
-    unset = [n for n in variables if n not in environ and not _LEAVES_OUT.search(n)]
+    unset = unset_switches(variables, environ)
     given = ", ".join(f"{name}={environ[name]}" for name in variables if name in environ)
     if unset:
         return (

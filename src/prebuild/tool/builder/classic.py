@@ -58,6 +58,7 @@ from prebuild.tool.builder.build_switches import (
     cuda_gate_line,
     forced_build_switches,
     gpu_answer_note,
+    has_switches,
     switches_advice,
 )
 from prebuild.tool.builder.classic_objects import (
@@ -172,9 +173,19 @@ def raised_standards(calls: list[CompilerCall]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(Counter(given for given, run in pairs if given != run).items()))
 
 
-def no_extension_message(wheel_name: str, sites: list[str], advice: str) -> str:
+def no_extension_message(
+    wheel_name: str,
+    sites: list[str],
+    advice: str,
+    *,
+    switches: bool = False,
+    answer_error: str = "",
+    command: str = "",
+) -> str:
     """Why a project's wheel is refused when it holds no shared library at all; ``advice``
-    (build_switches.switches_advice): how its setup.py may be asked to build one."""
+    (build_switches.switches_advice): how its setup.py may be asked to build one, given where it
+    reads build ``switches``; ``answer_error``: how its setup.py failed with torch.cuda answering
+    for a GPU (then built with torch's own answers), ``command`` the prebuild command."""
     if sites:
         return (
             f"{wheel_name} holds no compiled library: the project builds no extension at install "
@@ -182,11 +193,32 @@ def no_extension_message(wheel_name: str, sites: list[str], advice: str) -> str:
             f"so there is nothing for prebuild to compile ahead of time as it is. {advice}. No "
             "wheel was written."
         )
+    if answer_error:
+        # It asks more of the GPU than the answer gives: it is not pure Python.
+        return (
+            f"{wheel_name} holds no compiled library: its setup.py failed with torch.cuda "
+            f"answering for a GPU ({answer_error}), and built again with torch's own answers (no "
+            "GPU is visible here) it compiled nothing. Where a GPU is visible its setup.py may "
+            f"find what it asks: run `{command}` on such a machine"
+            + (f"; or here: {advice}" if switches else "")
+            + ". No wheel was written."
+        )
+    if switches:
+        return (
+            f"{wheel_name} holds no compiled library: the project compiled nothing at install "
+            f"time as it is. {advice} (if it is pure Python, pip install it as it is). No wheel "
+            "was written."
+        )
     return (
         f"{wheel_name} holds no compiled library: the project builds no extension at install time (it is pure "
         "Python, or builds its code some other way), so there is nothing for prebuild to compile: pip install it "
         "as it is. No wheel was written."
     )
+
+
+def distribution_name(wheel: Path) -> str:
+    """The distribution a built wheel is of, as its file name says."""
+    return str(parse_wheel_filename(wheel.name)[0])
 
 
 def newest_capability(archs: tuple[Arch, ...]) -> str:
@@ -646,6 +678,7 @@ class ClassicBuilder:
             "compiling (the project's own build" + (f", {kept} objects reused)" if kept else ")")
         )
         ships = source_libraries(project)  # before the build writes into its source
+        answer_error = ""  # how its setup.py failed with torch.cuda answering, if it did
         with tempfile.TemporaryDirectory(dir=wheel_dir, prefix="wheel-") as tmp:
             try:
                 built = self.project_build({**env, **answer}, build_log, Path(tmp), sass, progress)
@@ -661,7 +694,7 @@ class ClassicBuilder:
                 # Its setup.py failed before compiling anything with torch.cuda answering: it
                 # asks more of the GPU (DeepSpeed 0.19.8 once asked is_bf16_supported(), which
                 # needs a device). Built as it would be without prebuild.
-                self._answer = False
+                self._answer, answer_error = False, error
                 progress.note(
                     f"its setup.py failed with torch.cuda answering for a GPU ({error}): "
                     "built again with torch's own answers"
@@ -678,7 +711,16 @@ class ClassicBuilder:
                 raise BuildError(shipped_message(built.name, shipped, self.source_url()))
             if not libraries:
                 raise BuildError(
-                    no_extension_message(built.name, jit_sites(project), self.advice(built, sass))
+                    no_extension_message(
+                        built.name,
+                        jit_sites(project),
+                        self.advice(built, sass),
+                        switches=has_switches(
+                            distribution_name(built), build_variables(self.setup_text()), os.environ
+                        ),
+                        answer_error=answer_error,
+                        command=self.command(sass),
+                    )
                 )
             code, notes = GPU_CODE, ()
             if not any(lib.has_code for lib in libraries):
@@ -886,10 +928,14 @@ class ClassicBuilder:
         setup = self.project / "setup.py"
         return setup.read_text(encoding="utf-8", errors="replace") if setup.is_file() else ""
 
+    def command(self, archs: tuple[Arch, ...]) -> str:
+        """The prebuild command that builds this project for ``archs``."""
+        return f"prebuild wheel --arch {','.join(a.sm for a in archs)} {self.origin}".rstrip()
+
     def advice(self, built: Path, archs: tuple[Arch, ...]) -> str:
         """How the project may be asked to build its extensions at install time."""
         text = self.setup_text()
-        command = f"prebuild wheel --arch {','.join(a.sm for a in archs)} {self.origin}".rstrip()
+        command = self.command(archs)
         cmake = self.project / "CMakeLists.txt"
         if cmake.is_file():
             said = cmake_advice(
@@ -898,7 +944,7 @@ class ClassicBuilder:
             if said:
                 return said
         return switches_advice(
-            str(parse_wheel_filename(built.name)[0]), build_variables(text), command, os.environ
+            distribution_name(built), build_variables(text), command, os.environ
         ) + self.gpu_answer_note(archs, ". ")
 
     def cpu_only_gate(self) -> int | None:

@@ -6,11 +6,13 @@ CPU only, a wheel prebuild must refuse).
 ``prebuild wheel`` was asked for GPU code, so the answer is the one the wheel's machines would
 give: ``is_available()`` is True, ``device_count()`` at least 1, ``get_device_capability()``
 the newest arch being built (``PREBUILD_GPU_ANSWER="9.0"``; projects that ask it choose their
-archs from it, and the nvcc shim compiles for the asked archs anyway), and
-``is_bf16_supported()`` what that arch has. Nothing else of torch.cuda changes: a setup.py that
-uses the GPU itself still fails, as it would on any machine without one (classic.py then builds
-again with torch's own answers). The patch is made when ``torch.cuda`` is first imported; torch
-is not imported here.
+archs from it, and the nvcc shim compiles for the asked archs anyway), ``is_bf16_supported()``
+what that arch has, ``current_device()`` 0, and ``get_device_properties()`` its ``major``,
+``minor`` and ``name`` (NATTEN 0.21.7 reads the capability so; any other property raises
+AttributeError, saying why), ``get_device_name()`` that name. Nothing else of torch.cuda
+changes: a setup.py that uses the GPU itself still fails, as it would on any machine without
+one (classic.py then builds again with torch's own answers). The patch is made when
+``torch.cuda`` is first imported; torch is not imported here.
 
 ``classic.py`` copies this file as ``sitecustomize.py`` into a directory put first on the build's
 ``PYTHONPATH``; a ``sitecustomize`` the environment had runs after it. Standard library only:
@@ -26,6 +28,11 @@ import os
 import sys
 
 ENV_CAPABILITY = "PREBUILD_GPU_ANSWER"  # "9.0": the capability torch.cuda answers with
+# What answers, as the user is told (build_switches.gpu_answer_note).
+ANSWERED = (
+    "is_available, device_count, get_device_capability, is_bf16_supported, current_device, "
+    "get_device_properties (major, minor, name), get_device_name"
+)
 
 
 def capability(value: str) -> tuple[int, int] | None:
@@ -34,14 +41,38 @@ def capability(value: str) -> tuple[int, int] | None:
     return (int(major), int(minor)) if dot and major.isdigit() and minor.isdigit() else None
 
 
+class Properties:
+    """``get_device_properties()``'s answer: what the capability says, nothing made up."""
+
+    def __init__(self, cap: tuple[int, int]):
+        self.major, self.minor = cap
+        self.name = f"a GPU of compute capability {cap[0]}.{cap[1]} (prebuild's build-time answer)"
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"torch.cuda.get_device_properties().{name}: no GPU is visible in this prebuild "
+            "build, and its answer holds only what the arch being built says (major, minor, name)"
+        )
+
+    def __repr__(self) -> str:
+        return f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor})"
+
+
 def answer(cuda, cap: tuple[int, int]) -> None:
     """Make the module ``cuda`` (torch.cuda) answer as a GPU of capability ``cap`` would."""
     real_count = cuda.device_count
+    properties = Properties(cap)
     cuda.is_available = lambda: True
     cuda.device_count = lambda: max(1, real_count())
     cuda.get_device_capability = lambda device=None: cap
     # DeepSpeed's setup.py records it (bf16 from sm_80 on); torch's own asks the device.
     cuda.is_bf16_supported = lambda including_emulation=True: cap >= (8, 0)
+    # torch's own initialise CUDA, which fails with no driver.
+    cuda.current_device = lambda: 0
+    cuda.get_device_properties = lambda device=None: properties
+    cuda.get_device_name = lambda device=None: properties.name
 
 
 class _Loader(importlib.abc.Loader):

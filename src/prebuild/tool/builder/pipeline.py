@@ -425,6 +425,17 @@ def build_one(
     return wheel
 
 
+OBJECT_SUFFIXES = (".o", ".obj")
+
+
+def objects_in(folder: Path) -> int:
+    """How many compiled objects ``folder`` (a --build-dir) holds: what a next run may reuse."""
+    try:
+        return sum(1 for p in folder.rglob("*") if p.suffix in OBJECT_SUFFIXES and p.is_file())
+    except OSError:  # gone, or unreadable: nothing to reuse
+        return 0
+
+
 @dataclass(frozen=True)
 class Workspace:
     """Where a build keeps its work: the project's private copy, downloads, objects, logs."""

@@ -132,7 +132,12 @@ def wheel(
       prebuild wheel --arch sm_80,sm_90 --cache ~/.cache/prebuild   # compile once
     """
     try:
-        from prebuild.tool.builder.pipeline import WheelError, WheelRequest, build_wheels
+        from prebuild.tool.builder.pipeline import (
+            WheelError,
+            WheelRequest,
+            build_wheels,
+            objects_in,
+        )
     except ModuleNotFoundError as exc:
         raise fail(missing_build_extra(exc)) from None
 
@@ -157,12 +162,18 @@ def wheel(
     except KeyboardInterrupt as exc:
         written = [str(w.path) for w in console.written]
         said = "only " + ", ".join(written) + " was written" if written else "no wheel was written"
-        kept = (
-            " (with --build-dir DIR, a run keeps its objects for the next)"
-            if build_dir is None
-            else f"; the objects compiled so far are kept in {build_dir}: the same command "
-            "goes on from them"
-        )
+        if build_dir is None:
+            kept = " (with --build-dir DIR, a run keeps its objects for the next)"
+        elif objects_in(build_dir):
+            kept = (
+                f"; the objects compiled so far are kept in {build_dir}: the same command "
+                "goes on from them"
+            )
+        else:  # NATTEN 0.21.7's CMake build compiles in a temporary folder of its own
+            kept = (
+                f"; no compiled object is in {build_dir}: the project's build compiles in a "
+                "folder of its own (or had compiled nothing yet), so the same command starts over"
+            )
         err.print(
             f"[bold red]interrupted:[/] {escape(said + kept)}", highlight=False, soft_wrap=True
         )
