@@ -263,3 +263,5 @@ def test_a_failed_build_that_reused_an_earlier_runs_objects_says_how_to_start_af
         f"This build reused 3 objects an earlier run compiled in {tmp_path}: to compile "
         f"everything afresh, delete {tmp_path} first."
     )
+    one = kept_objects_error(error, 1, tmp_path)
+    assert f"This build reused 1 object an earlier run compiled in {tmp_path}" in str(one)

@@ -536,13 +536,18 @@ def compiler_errors(log: str, limit: int = 8000) -> str:
     return log[start : end if end >= 0 else None][:limit].rstrip()
 
 
+def objects(count: int) -> str:
+    """Pure: "1 object", "3 objects"."""
+    return f"{count} object" if count == 1 else f"{count} objects"
+
+
 def kept_objects_error(error: BuildError, earlier: int, work: Path) -> BuildError:
     """``error``, saying that the build reused ``earlier`` objects an earlier run left in the
     workspace ``work`` (--build-dir), and how to build without them."""
     if not earlier:
         return error
     return BuildError(
-        f"{error}\n\nThis build reused {earlier} objects an earlier run compiled in {work}: "
+        f"{error}\n\nThis build reused {objects(earlier)} an earlier run compiled in {work}: "
         f"to compile everything afresh, delete {work} first.",
         log=error.log,
     )
@@ -671,11 +676,12 @@ class ClassicBuilder:
         )
         if reused.resumed:
             progress.note(
-                f"{kept} objects an earlier run compiled for this wheel in {self.work} are "
-                "reused: ninja compiles only what is missing or changed since"
+                f"{objects(kept)} an earlier run compiled for this wheel in {self.work} "
+                f"{'is' if kept == 1 else 'are'} reused: ninja compiles only what is missing or "
+                "changed since"
             )
         progress.phase(
-            "compiling (the project's own build" + (f", {kept} objects reused)" if kept else ")")
+            "compiling (the project's own build" + (f", {objects(kept)} reused)" if kept else ")")
         )
         ships = source_libraries(project)  # before the build writes into its source
         answer_error = ""  # how its setup.py failed with torch.cuda answering, if it did
