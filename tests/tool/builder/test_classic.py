@@ -233,6 +233,19 @@ def test_libraries_without_gpu_code_are_explained_with_the_build_logs_words(tmp_
     assert "fused_adam_op" in text and "hold no GPU code" in text
     assert "Setting accelerator to CPU" in text and str(log) in text
     assert "set DS_ACCELERATOR=cuda" in text and "No wheel was written" in text
+    assert "answering for a GPU" not in text
+    # a setup.py that asked the GPU's memory of the answer, then built for the CPU only
+    command = "prebuild wheel --arch sm_90 ./dcn"
+    answered = host_only_message(
+        "dcn-0.4-cp311.whl",
+        (lib,),
+        log,
+        "set DS_ACCELERATOR=cuda",
+        "AttributeError: torch.cuda.get_device_properties().total_memory: no GPU is visible",
+        command,
+    )
+    assert "failed with torch.cuda answering for a GPU (AttributeError: torch.cuda" in answered
+    assert f"run `{command}` on such a machine. Or here: set DS_ACCELERATOR=cuda." in answered
     # CMake's checks name prebuild's shim toolkit (bitsandbytes 0.50.1): never the reason.
     log.write_text(
         "-- Check for working CXX compiler: /w/cuda-shim/host-bin/c++ - skipped\n"

@@ -173,6 +173,16 @@ def raised_standards(calls: list[CompilerCall]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(Counter(given for given, run in pairs if given != run).items()))
 
 
+def answer_failed(answer_error: str, command: str) -> str:
+    """Pure: what a refusal says of a setup.py that failed with torch.cuda answering for a GPU
+    (``answer_error``) and, built again with torch's own answers, compiled no GPU code."""
+    return (
+        f"Its setup.py failed with torch.cuda answering for a GPU ({answer_error}), and built "
+        "again with torch's own answers (no GPU is visible here) it compiled no GPU code. Where "
+        f"a GPU is visible its setup.py may find what it asks: run `{command}` on such a machine."
+    )
+
+
 def no_extension_message(
     wheel_name: str,
     sites: list[str],
@@ -196,12 +206,9 @@ def no_extension_message(
     if answer_error:
         # It asks more of the GPU than the answer gives: it is not pure Python.
         return (
-            f"{wheel_name} holds no compiled library: its setup.py failed with torch.cuda "
-            f"answering for a GPU ({answer_error}), and built again with torch's own answers (no "
-            "GPU is visible here) it compiled nothing. Where a GPU is visible its setup.py may "
-            f"find what it asks: run `{command}` on such a machine"
-            + (f"; or here: {advice}" if switches else "")
-            + ". No wheel was written."
+            f"{wheel_name} holds no compiled library. {answer_failed(answer_error, command)}"
+            + (f" Or here: {advice}." if switches else "")
+            + " No wheel was written."
         )
     if switches:
         return (
@@ -251,11 +258,17 @@ def answer_env(work: Path, archs: tuple[Arch, ...], environ: Mapping[str, str]) 
 
 
 def host_only_message(
-    wheel_name: str, libraries: tuple[BuiltLibrary, ...], build_log: Path, advice: str
+    wheel_name: str,
+    libraries: tuple[BuiltLibrary, ...],
+    build_log: Path,
+    advice: str,
+    answer_error: str = "",
+    command: str = "",
 ) -> str:
     """Why a wheel whose libraries hold no GPU code at all, of a project with CUDA sources, is
     refused: the project's build chose not to compile them. Quotes what its build log says
-    about it (``advice``: the project's switches)."""
+    about it (``advice``: the project's switches), and how its setup.py failed with torch.cuda
+    answering for a GPU, if it did (answer_failed)."""
     log = build_log.read_text(encoding="utf-8", errors="replace") if build_log.exists() else ""
     said: list[str] = []
     for line in log.splitlines():
@@ -273,8 +286,9 @@ def host_only_message(
     return (
         f"{wheel_name}: its libraries ({', '.join(lib.file for lib in libraries)}) hold no GPU code "
         "(SASS none, PTX none): the project's build compiled them for the host only, which its "
-        f"build decides (with no GPU visible, some pick a CPU build).{quoted} {advice}. Full "
-        f"build log: {build_log}. No wheel was written."
+        f"build decides (with no GPU visible, some pick a CPU build).{quoted} "
+        + (f"{answer_failed(answer_error, command)} Or here: " if answer_error else "")
+        + f"{advice}. Full build log: {build_log}. No wheel was written."
     )
 
 
@@ -735,7 +749,12 @@ class ClassicBuilder:
                 if has_cuda_sources(project):
                     raise BuildError(
                         host_only_message(
-                            built.name, libraries, build_log, self.advice(built, sass)
+                            built.name,
+                            libraries,
+                            build_log,
+                            self.advice(built, sass),
+                            answer_error,
+                            self.command(sass),
                         )
                     )
                 links = cuda_links(wheel_needed_libraries(built))
