@@ -106,15 +106,21 @@ def build_step(line: str, extension: str = "") -> tuple[int, int, str] | None:
         action = _CMAKE_ACTION.match(cmake[2])
         if action is None:  # "[ 5%] Built target x", "Generating ..."
             return None
-        what = f"{cmake_target(action[1])} ({cmake[1]} %)"
-        return 0, 0, f"{extension}: {what}" if extension else what
-    if m is None and not _COMPILER_COMMAND.match(line):
+        done, total, what = 0, 0, f"{cmake_target(action[1])} ({cmake[1]} %)"
+    elif m is None and not _COMPILER_COMMAND.match(line):
         return None
-    command = m[3] if m else line
+    else:
+        done, total = (int(m[1]), int(m[2])) if m else (0, 0)
+        what = command_target(m[3] if m else line)
+    return done, total, f"{extension}: {what}" if extension else what
+
+
+def command_target(command: str) -> str:
+    """Pure: the file a build command compiles, else the one it links (``-c``, then ``-o``);
+    what a CMake status line after ninja's count names (cmake_target)."""
     action = _CMAKE_ACTION.match(command)
     if action is not None:
-        what = cmake_target(action[1])
-        return int(m[1]), int(m[2]), f"{extension}: {what}" if extension else what
+        return cmake_target(action[1])
     try:
         words = shlex.split(command)
     except ValueError:  # an unbalanced quote: the command as it is
@@ -128,9 +134,7 @@ def build_step(line: str, extension: str = "") -> tuple[int, int, str] | None:
         ),
         words[0] if words else "",
     )
-    what = os.path.basename(what)
-    done, total = (int(m[1]), int(m[2])) if m else (0, 0)
-    return done, total, f"{extension}: {what}" if extension else what
+    return os.path.basename(what)
 
 
 def quiet_runner(
