@@ -246,6 +246,14 @@ def test_libraries_without_gpu_code_are_explained_with_the_build_logs_words(tmp_
     )
     assert "failed with torch.cuda answering for a GPU (AttributeError: torch.cuda" in answered
     assert f"run `{command}` on such a machine. Or here: set DS_ACCELERATOR=cuda." in answered
+    # advice that names no switch is no alternative to a GPU machine: it is left out
+    none = "its setup.py reads no variable that looks like a build switch"
+    alone = host_only_message(
+        "dcn-0.4-cp311.whl", (lib,), log, none, "AttributeError: x", command, switches=False
+    )
+    assert f"run `{command}` on such a machine. Full build log: {log}." in alone
+    assert none not in alone and "Or here" not in alone
+    assert none in host_only_message("dcn-0.4-cp311.whl", (lib,), log, none, switches=False)
     # CMake's checks name prebuild's shim toolkit (bitsandbytes 0.50.1): never the reason.
     log.write_text(
         "-- Check for working CXX compiler: /w/cuda-shim/host-bin/c++ - skipped\n"

@@ -264,11 +264,14 @@ def host_only_message(
     advice: str,
     answer_error: str = "",
     command: str = "",
+    *,
+    switches: bool = True,
 ) -> str:
     """Why a wheel whose libraries hold no GPU code at all, of a project with CUDA sources, is
     refused: the project's build chose not to compile them. Quotes what its build log says
-    about it (``advice``: the project's switches), and how its setup.py failed with torch.cuda
-    answering for a GPU, if it did (answer_failed)."""
+    about it (``advice``: the project's switches, if ``switches`` it names some), and how its
+    setup.py failed with torch.cuda answering for a GPU, if it did (answer_failed): then the
+    advice is an alternative only where it names switches."""
     log = build_log.read_text(encoding="utf-8", errors="replace") if build_log.exists() else ""
     said: list[str] = []
     for line in log.splitlines():
@@ -287,8 +290,12 @@ def host_only_message(
         f"{wheel_name}: its libraries ({', '.join(lib.file for lib in libraries)}) hold no GPU code "
         "(SASS none, PTX none): the project's build compiled them for the host only, which its "
         f"build decides (with no GPU visible, some pick a CPU build).{quoted} "
-        + (f"{answer_failed(answer_error, command)} Or here: " if answer_error else "")
-        + f"{advice}. Full build log: {build_log}. No wheel was written."
+        + (
+            f"{answer_failed(answer_error, command)}{' Or here: ' + advice + '.' if switches else ''}"
+            if answer_error
+            else f"{advice}."
+        )
+        + f" Full build log: {build_log}. No wheel was written."
     )
 
 
@@ -730,14 +737,13 @@ class ClassicBuilder:
             if shipped:
                 raise BuildError(shipped_message(built.name, shipped, self.source_url()))
             if not libraries:
+                advice, switches = self.advice(built, sass)
                 raise BuildError(
                     no_extension_message(
                         built.name,
                         jit_sites(project),
-                        self.advice(built, sass),
-                        switches=has_switches(
-                            distribution_name(built), build_variables(self.setup_text()), os.environ
-                        ),
+                        advice,
+                        switches=switches,
                         answer_error=answer_error,
                         command=self.command(sass),
                     )
@@ -747,14 +753,16 @@ class ClassicBuilder:
                 # GPU code the project has and did not compile is lost: refused. With none to
                 # compile, its host code serves every GPU: one wheel, labelled with no arch.
                 if has_cuda_sources(project):
+                    advice, switches = self.advice(built, sass)
                     raise BuildError(
                         host_only_message(
                             built.name,
                             libraries,
                             build_log,
-                            self.advice(built, sass),
+                            advice,
                             answer_error,
                             self.command(sass),
+                            switches=switches,
                         )
                     )
                 links = cuda_links(wheel_needed_libraries(built))
@@ -957,8 +965,9 @@ class ClassicBuilder:
         """The prebuild command that builds this project for ``archs``."""
         return f"prebuild wheel --arch {','.join(a.sm for a in archs)} {self.origin}".rstrip()
 
-    def advice(self, built: Path, archs: tuple[Arch, ...]) -> str:
-        """How the project may be asked to build its extensions at install time."""
+    def advice(self, built: Path, archs: tuple[Arch, ...]) -> tuple[str, bool]:
+        """How the project may be asked to build its extensions at install time, and whether
+        that names switches to set (rather than saying there are none)."""
         text = self.setup_text()
         command = self.command(archs)
         cmake = self.project / "CMakeLists.txt"
@@ -967,10 +976,12 @@ class ClassicBuilder:
                 cmake_switches(cmake.read_text(encoding="utf-8", errors="replace")), command
             )
             if said:
-                return said
-        return switches_advice(
-            distribution_name(built), build_variables(text), command, os.environ
-        ) + self.gpu_answer_note(archs, ". ")
+                return said, True
+        distribution, variables = distribution_name(built), build_variables(text)
+        said = switches_advice(distribution, variables, command, os.environ)
+        return said + self.gpu_answer_note(archs, ". "), has_switches(
+            distribution, variables, os.environ
+        )
 
     def cpu_only_gate(self) -> int | None:
         """The line where the project's setup.py chooses CUDA by torch.cuda.is_available(),
