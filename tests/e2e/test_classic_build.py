@@ -308,26 +308,38 @@ def test_host_code_gets_one_wheel_for_every_gpu_which_installs_and_runs(
 ):
     """A project with no GPU code: CUDA host code (cuda_host_ext) and CPU code (cpu_ext). Asked
     for two archs, each gets one wheel labelled with its torch (and CUDA) but no arch, which
-    prebuild install picks with no GPU here, and which imports and runs."""
+    prebuild install picks with no GPU here, and which imports and runs. cpu_ext's setup.py
+    turns ninja off as PyG's do: it is built with ninja all the same, and says so."""
     python = fresh_cuda_venv()
     built = {}
-    for project, label in (("cuda_host_ext", "pt214.cu130.host"), ("cpu_ext", "pt214.cpu")):
-        out = tmp_path / f"{project}-dist"
+    for project, label, library in (
+        ("cuda_host_ext", "pt214.cu130.host", "_C.cpython-311-x86_64-linux-gnu.so"),
+        ("cpu_ext", "pt214.cpu", "_C.so"),  # no_python_abi_suffix=True
+    ):
+        out, work = tmp_path / f"{project}-dist", tmp_path / f"{project}-work"
         proc = prebuild_wheel(
-            cuda_torch_python, "--arch", "sm_80,sm_90", str(FIXTURES / project), "--out", str(out)
+            cuda_torch_python,
+            *("--arch", "sm_80,sm_90", str(FIXTURES / project)),
+            *("--out", str(out), "--build-dir", str(work)),
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
         said = " ".join(proc.stdout.split())
         assert "1 wheel in" in said and "no GPU code" in said, said
         assert "the other planned wheels (sm_90) would be the same" in said, said
+        ninja = "its setup.py turns torch's ninja backend off (setup.py line 14)"
         if project == "cuda_host_ext":
             assert "CUDA host code (it links libcudart.so.13" in said, said
+            assert "ninja backend off" not in said + proc.stderr
+        else:
+            assert ninja in " ".join((proc.stdout + proc.stderr).split())
+        # torch writes build.ninja where ninja compiles: both built with it
+        assert len(list(work.rglob("build.ninja"))) == 1, sorted(work.rglob("*"))
         (wheel,) = out.glob("*.whl")
         assert wheel.name == f"{project}-0.1.0+{label}-cp311-cp311-linux_x86_64.whl"
         manifest, metadata, libraries = wheel_contents(wheel)
         assert (manifest["sass_archs"], manifest["ptx_archs"]) == ([], [])
         assert "Requires-Dist: torch>=2.14,<2.15" in metadata
-        assert list(libraries) == [f"{project}/_C.cpython-311-x86_64-linux-gnu.so"]
+        assert list(libraries) == [f"{project}/{library}"]
         built[project] = (wheel, manifest)
         chosen = prebuild(python, "install", project, "--from", str(out), "--json")
         assert chosen.returncode == 0, chosen.stdout + chosen.stderr  # no GPU here: still fits

@@ -11,6 +11,9 @@ from prebuild.tool.builder.build_switches import (
     forced_build_switches,
     gpu_answer_note,
     has_switches,
+    ninja_failed,
+    ninja_note,
+    ninja_off_line,
     switches_advice,
 )
 
@@ -173,3 +176,36 @@ def test_switches_are_named_only_where_there_are_some_to_set():
     assert not has_switches("natten", ["NATTEN_CUDA_ARCH"], {"NATTEN_CUDA_ARCH": "9.0"})
     assert not has_switches("tool", ["TOOL_SKIP_CUDA"], {})  # it would build less
     assert not has_switches("tool", [], {})
+
+
+def test_a_setup_py_that_turns_ninja_off_is_found_unless_it_compiles_its_own_way():
+    """PyG's (torch-scatter 2.1.2, torch-spline-conv 1.2.2) and a dict of options; not in a
+    comment, not use_ninja=True, not where setup.py replaces the compiler's _compile."""
+    pyg = (
+        "cmdclass={\n"
+        "    'build_ext':\n"
+        "    BuildExtension.with_options(no_python_abi_suffix=True, use_ninja=False)\n"
+        "}\n"
+    )
+    assert ninja_off_line(pyg) == 3
+    assert ninja_off_line("opts = {'use_ninja': False}\nBuildExtension.with_options(**opts)") == 1
+    assert (
+        ninja_off_line("# use_ninja=False is slower\nBuildExtension.with_options(use_ninja=True)")
+        is None
+    )
+    assert ninja_off_line("x = 1\n") is None
+    own = "def _compile(obj, src, ext, cc_args, postargs, pp_opts):\n    pass\n" + pyg
+    assert ninja_off_line(own) is None
+    note = ninja_note(3, 2)
+    assert "(setup.py line 3)" in note and "built with ninja (2 at a time" in note
+
+
+def test_ninjas_own_error_is_told_from_a_compilers():
+    compiler = (
+        "FAILED: /w/build/temp/csrc/a.o\n/w/csrc/a.cu(3): error: identifier x is undefined\n"
+        "ninja: build stopped: subcommand failed.\n"
+        "RuntimeError: Error compiling objects for extension\n"
+    )
+    assert ninja_failed(compiler) is None
+    dup = "ninja: error: build.ninja:12: multiple rules generate /w/build/temp/csrc/a.o\n"
+    assert ninja_failed(compiler + dup) == dup.strip()

@@ -299,7 +299,7 @@ def test_where_no_gpu_is_visible_torch_cuda_answers_for_a_gated_setup_py_and_the
     from types import SimpleNamespace
 
     from prebuild.runtime import nvml
-    from prebuild.tool.builder import gpu_answer
+    from prebuild.tool.builder import build_site
     from prebuild.tool.builder.classic import ClassicBuilder
 
     monkeypatch.setattr(nvml, "any_gpu_visible", lambda environ: False)
@@ -309,22 +309,60 @@ def test_where_no_gpu_is_visible_torch_cuda_answers_for_a_gated_setup_py_and_the
     builder = ClassicBuilder(project, SimpleNamespace(nvcc=None), tmp_path / "work")
     archs = parse_arch_list("sm_80,sm_90")
     (tmp_path / "work").mkdir()
-    env = builder.gpu_answer_env(archs)
+    env = builder.site_env(archs)
     site, users = env["PYTHONPATH"].split(":")
-    assert users == "/users/own" and env[gpu_answer.ENV_CAPABILITY] == "9.0"
-    assert (Path(site) / "sitecustomize.py").read_text() == Path(gpu_answer.__file__).read_text()
+    assert users == "/users/own" and env[build_site.ENV_CAPABILITY] == "9.0"
+    assert build_site.ENV_NINJA not in env
+    assert (Path(site) / "sitecustomize.py").read_text() == Path(build_site.__file__).read_text()
     note = builder.gpu_answer_note(archs, "")
     assert note.startswith("No GPU is visible here") and "(setup.py line 3)" in note
     # once its setup.py failed with the answer, the next wheels are built without it
     builder._answer = False
-    assert builder.gpu_answer_env(archs) == {} and builder.gpu_answer_note(archs, "") == ""
+    assert builder.site_env(archs) == {} and builder.gpu_answer_note(archs, "") == ""
     builder._answer = None
     # a GPU visible, or a setup.py that never asks: nothing answered, nothing said
     monkeypatch.setattr(nvml, "any_gpu_visible", lambda environ: True)
-    assert builder.gpu_answer_env(archs) == {} and builder.gpu_answer_note(archs, "") == ""
+    assert builder.site_env(archs) == {} and builder.gpu_answer_note(archs, "") == ""
     monkeypatch.setattr(nvml, "any_gpu_visible", lambda environ: False)
     write(project, "setup.py", "import torch\n")
-    assert builder.gpu_answer_env(archs) == {} and builder.gpu_answer_note(archs, "") == ""
+    assert builder.site_env(archs) == {} and builder.gpu_answer_note(archs, "") == ""
+
+
+def test_a_setup_py_that_turns_ninja_off_is_built_with_ninja_unless_ninja_failed(
+    tmp_path, monkeypatch
+):
+    """torch-spline-conv 1.2.2's setup.py (use_ninja=False, line 4 here): its build gets the
+    sitecustomize and PREBUILD_NINJA=1; beside the GPU answer, both; once ninja itself failed
+    (classic.py builds again), neither the variable nor the note's line."""
+    from types import SimpleNamespace
+
+    from prebuild.runtime import nvml
+    from prebuild.tool.builder import build_site
+    from prebuild.tool.builder.classic import ClassicBuilder
+
+    monkeypatch.setattr(nvml, "any_gpu_visible", lambda environ: False)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    project = tmp_path / "project"
+    pyg = (
+        "from torch.utils.cpp_extension import BuildExtension\n"
+        "setup(\n"
+        "    cmdclass={\n"
+        "        'build_ext': BuildExtension.with_options(no_python_abi_suffix=True, use_ninja=False)\n"
+        "    })\n"
+    )
+    write(project, "setup.py", pyg)
+    builder = ClassicBuilder(project, SimpleNamespace(nvcc=None), tmp_path / "work")
+    archs = parse_arch_list("sm_90")
+    (tmp_path / "work").mkdir()
+    assert builder.ninja_line() == 4
+    env = builder.site_env(archs)
+    assert env[build_site.ENV_NINJA] == "1" and build_site.ENV_CAPABILITY not in env
+    assert (Path(env["PYTHONPATH"]) / "sitecustomize.py").is_file()
+    write(project, "setup.py", "import torch\nif torch.cuda.is_available():\n    pass\n" + pyg)
+    both = builder.site_env(archs)
+    assert both[build_site.ENV_NINJA] == "1" and both[build_site.ENV_CAPABILITY] == "9.0"
+    builder._ninja = False
+    assert builder.ninja_line() is None and build_site.ENV_NINJA not in builder.site_env(archs)
 
 
 def test_the_builder_reads_the_projects_submodules_and_sdist_metadata_for_the_advice(tmp_path):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from prebuild.tool.builder.gpu_answer import ANSWERED
+from prebuild.tool.builder.build_site import ANSWERED
 
 # os.environ.get("X"), os.environ["X"] (not assigned), os.getenv("X"), and helpers named
 # like get_env_if_set("X") / is_env_set("X") / env_flag("X").
@@ -111,12 +111,45 @@ def cuda_gate_line(setup_text: str) -> int | None:
 
 def gpu_answer_note(line: int, capability: str) -> str:
     """What the user is told of a build whose setup.py asks ``torch.cuda.is_available()`` at
-    ``line`` on a machine with no GPU visible (gpu_answer.py)."""
+    ``line`` on a machine with no GPU visible (build_site.py)."""
     return (
         f"no GPU is visible here, and its setup.py asks torch.cuda.is_available() "
         f"(setup.py line {line}): in its build, torch.cuda answers as a GPU of compute "
         f"capability {capability} would ({ANSWERED})"
     )
+
+
+# BuildExtension.with_options(use_ninja=False), or {"use_ninja": False} passed on
+_NINJA_OFF = re.compile(r"""\buse_ninja\s*=\s*False\b|["']use_ninja["']\s*:\s*False\b""")
+# A setup.py that replaces the compiler's _compile, which only a build without ninja calls.
+_OWN_COMPILE = re.compile(r"\b_compile\b")
+
+
+def ninja_off_line(setup_text: str) -> int | None:
+    """Pure: the line of a setup.py whose code turns torch's ninja backend off (PyG's
+    ``BuildExtension.with_options(no_python_abi_suffix=True, use_ninja=False)``), where turning
+    it back on changes only how the same commands run; None otherwise, and where its setup.py
+    replaces the compiler's ``_compile`` (which ninja would leave uncalled)."""
+    code = [line.split("#", 1)[0] for line in setup_text.splitlines()]
+    if any(_OWN_COMPILE.search(line) for line in code):
+        return None
+    return next((n for n, line in enumerate(code, 1) if _NINJA_OFF.search(line)), None)
+
+
+def ninja_note(line: int, jobs: int) -> str:
+    """What the user is told of a build whose setup.py turns ninja off at ``line``."""
+    return (
+        f"its setup.py turns torch's ninja backend off (setup.py line {line}), which compiles "
+        f"one source at a time and starts over when stopped: built with ninja ({jobs} at a "
+        "time; the same compiler commands)"
+    )
+
+
+def ninja_failed(build_log: str) -> str | None:
+    """Pure: ninja's own error in a build log (``ninja: error: ...``: two sources with one
+    object, a missing input), not a compiler's; None if there is none."""
+    found = re.findall(r"^ninja: error: .*$", build_log, re.M)
+    return found[-1].strip() if found else None
 
 
 def normalize(name: str) -> str:

@@ -47,7 +47,7 @@ from prebuild.runtime.manifest import (
     ProjectManifest,
 )
 from prebuild.runtime.versions import minor
-from prebuild.tool.builder import flags, gpu_answer
+from prebuild.tool.builder import build_site, flags
 from prebuild.tool.builder.api_breaks import api_breaks_advice
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, quiet_runner, warnings_to_log
 from prebuild.tool.builder.build_switches import (
@@ -59,6 +59,9 @@ from prebuild.tool.builder.build_switches import (
     forced_build_switches,
     gpu_answer_note,
     has_switches,
+    ninja_failed,
+    ninja_note,
+    ninja_off_line,
     switches_advice,
 )
 from prebuild.tool.builder.classic_objects import (
@@ -230,7 +233,7 @@ def distribution_name(wheel: Path) -> str:
 
 def newest_capability(archs: tuple[Arch, ...]) -> str:
     """Pure: the compute capability of the newest of ``archs`` (sm_80, sm_90 -> "9.0"): the GPU
-    torch.cuda answers as in a build with none visible (gpu_answer.py)."""
+    torch.cuda answers as in a build with none visible (build_site.py)."""
     newest = max(archs)
     return f"{newest.major}.{newest.minor}"
 
@@ -243,18 +246,24 @@ def answer_may_explain(error: str) -> bool:
     return not re.match(r"(?:ModuleNotFoundError|ImportError): ", error.strip())
 
 
-def answer_env(work: Path, archs: tuple[Arch, ...], environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables that make torch.cuda answer, in a process run with them, as a GPU of the
-    newest of ``archs`` would: ``gpu_answer.py`` as the ``sitecustomize`` of a directory in
-    ``work``, first on PYTHONPATH (the user's own after it)."""
-    site = work / "gpu-answer"
-    site.mkdir(exist_ok=True)
-    shutil.copyfile(Path(gpu_answer.__file__), site / "sitecustomize.py")
-    user = environ.get("PYTHONPATH")
-    return {
-        "PYTHONPATH": os.pathsep.join([str(site), *([user] if user else [])]),
-        gpu_answer.ENV_CAPABILITY: newest_capability(archs),
+def site_env(
+    work: Path, environ: Mapping[str, str], capability: str = "", ninja: bool = False
+) -> dict[str, str]:
+    """The variables that make a process run with them change torch as asked (build_site.py):
+    torch.cuda answering as a GPU of ``capability`` ("9.0") would, and torch's BuildExtension
+    building with ``ninja``; {} where neither is asked. The file is the ``sitecustomize`` of a
+    directory in ``work``, first on PYTHONPATH (the user's own after it)."""
+    asked = {
+        **({build_site.ENV_CAPABILITY: capability} if capability else {}),
+        **({build_site.ENV_NINJA: "1"} if ninja else {}),
     }
+    if not asked:
+        return {}
+    site = work / "build-site"
+    site.mkdir(exist_ok=True)
+    shutil.copyfile(Path(build_site.__file__), site / "sitecustomize.py")
+    user = environ.get("PYTHONPATH")
+    return {"PYTHONPATH": os.pathsep.join([str(site), *([user] if user else [])]), **asked}
 
 
 def host_only_message(
@@ -598,8 +607,11 @@ class ClassicBuilder:
         self.identity = identity or str(project)  # project.Project.identity
         self._first = True  # no wheel built yet by this builder
         # False once the project's setup.py failed with torch.cuda answering for a GPU
-        # (gpu_answer.py): the next wheels are built with torch's own answers from the start.
+        # (build_site.py): the next wheels are built with torch's own answers from the start.
         self._answer: bool | None = None
+        # False once its build failed with ninja turned back on, on ninja's own error: the next
+        # wheels are built as its setup.py says.
+        self._ninja: bool | None = None
 
     @property
     def objects_key(self) -> ObjectsKey:
@@ -682,9 +694,11 @@ class ClassicBuilder:
         forced = forced_build_switches(self.setup_text(), os.environ)
         env.update(forced)
         env.update(self.scm_env(os.environ))
-        answer = self.gpu_answer_env(sass)
-        if answer:
+        if self.answers():
             progress.note(self.gpu_answer_note(sass, ""))
+        ninja = self.ninja_line()
+        if ninja is not None:
+            progress.note(ninja_note(ninja, max_jobs))
         if forced:
             progress.note(
                 "set "
@@ -707,26 +721,41 @@ class ClassicBuilder:
         ships = source_libraries(project)  # before the build writes into its source
         answer_error = ""  # how its setup.py failed with torch.cuda answering, if it did
         with tempfile.TemporaryDirectory(dir=wheel_dir, prefix="wheel-") as tmp:
-            try:
-                built = self.project_build({**env, **answer}, build_log, Path(tmp), sass, progress)
-            except BuildError as exc:
-                compiled = [*logged_calls(nvcc_log), *logged_calls(cxx_log)]
-                error = last_error(build_log.read_text(encoding="utf-8", errors="replace"))
-                if (
-                    not answer
-                    or any(not is_query(c.given) for c in compiled)
-                    or not answer_may_explain(error)
-                ):
-                    raise kept_objects_error(exc, earlier, self.work) from exc
-                # Its setup.py failed before compiling anything with torch.cuda answering: it
-                # asks more of the GPU (DeepSpeed 0.19.8 once asked is_bf16_supported(), which
-                # needs a device). Built as it would be without prebuild.
-                self._answer, answer_error = False, error
-                progress.note(
-                    f"its setup.py failed with torch.cuda answering for a GPU ({error}): "
-                    "built again with torch's own answers"
-                )
-                built = self.project_build(env, build_log, Path(tmp), sass, progress)
+            while True:
+                site = self.site_env(sass)
+                try:
+                    built = self.project_build(
+                        {**env, **site}, build_log, Path(tmp), sass, progress
+                    )
+                    break
+                except BuildError as exc:
+                    log = build_log.read_text(encoding="utf-8", errors="replace")
+                    compiled = [*logged_calls(nvcc_log), *logged_calls(cxx_log)]
+                    error = last_error(log)
+                    if (
+                        build_site.ENV_CAPABILITY in site
+                        and all(is_query(c.given) for c in compiled)
+                        and answer_may_explain(error)
+                    ):
+                        # Its setup.py failed before compiling anything with torch.cuda
+                        # answering: it asks more of the GPU (DeepSpeed 0.19.8 once asked
+                        # is_bf16_supported(), which needs a device). Built as it would be
+                        # without prebuild.
+                        self._answer, answer_error = False, error
+                        progress.note(
+                            f"its setup.py failed with torch.cuda answering for a GPU ({error}): "
+                            "built again with torch's own answers"
+                        )
+                    elif build_site.ENV_NINJA in site and ninja_failed(log):
+                        # ninja refused what the build without it takes: built as its setup.py
+                        # says, one source at a time.
+                        self._ninja = False
+                        progress.note(
+                            f"ninja failed on the project's build ({ninja_failed(log)}): built "
+                            "again without it, as its setup.py says"
+                        )
+                    else:
+                        raise kept_objects_error(exc, earlier, self.work) from exc
             progress.phase("checking the archs in every library")
             libraries = read_wheel_libraries(built)
             shipped = [
@@ -991,13 +1020,26 @@ class ClassicBuilder:
         line = cuda_gate_line(self.setup_text())
         return None if line is None or any_gpu_visible(dict(os.environ)) else line
 
-    def gpu_answer_env(self, archs: tuple[Arch, ...]) -> dict[str, str]:
-        """The build's variables that make torch.cuda answer as a GPU of the newest of
-        ``archs`` would (gpu_answer.py, as the build's sitecustomize), where the project's
-        setup.py asks torch.cuda.is_available() and no GPU is visible; {} otherwise."""
-        if self.cpu_only_gate() is None or self._answer is False:
-            return {}
-        return answer_env(self.work, archs, os.environ)
+    def answers(self) -> bool:
+        """Whether torch.cuda answers as a GPU would in the build (build_site.py): the project's
+        setup.py asks torch.cuda.is_available(), no GPU is visible, and it has not failed so."""
+        return self.cpu_only_gate() is not None and self._answer is not False
+
+    def ninja_line(self) -> int | None:
+        """The line where the project's setup.py turns torch's ninja backend off, where the
+        build turns it back on (build_switches.ninja_off_line); None otherwise."""
+        return None if self._ninja is False else ninja_off_line(self.setup_text())
+
+    def site_env(self, archs: tuple[Arch, ...]) -> dict[str, str]:
+        """The build's variables that change torch in it (build_site.py, as its
+        sitecustomize): torch.cuda answering as a GPU of the newest of ``archs`` would
+        (answers), BuildExtension building with ninja (ninja_line); {} for neither."""
+        return site_env(
+            self.work,
+            os.environ,
+            capability=newest_capability(archs) if self.answers() else "",
+            ninja=self.ninja_line() is not None,
+        )
 
     def gpu_answer_note(self, archs: tuple[Arch, ...], before: str) -> str:
         """What torch.cuda answered in the build (build_switches.gpu_answer_note), after

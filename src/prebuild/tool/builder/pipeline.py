@@ -301,7 +301,10 @@ def resolve(
         # Its setup.py failed with no GPU visible, maybe for want of one (Deformable-DETR's
         # raises unless torch.cuda.is_available()): asked again with torch.cuda answering as a
         # GPU of the wheels' newest arch, as its build will be (classic.py).
-        answered = {**env, **classic.answer_env(work, archs, env)}
+        answered = {
+            **env,
+            **classic.site_env(work, env, capability=classic.newest_capability(archs)),
+        }
         try:
             project = resolve_project(spec, work, copy_native=copy, metadata_env=answered)
         except DownloadError:

@@ -1,6 +1,7 @@
-"""prebuild.tool.builder.gpu_answer, the sitecustomize of a classic build with no GPU visible
-whose setup.py chooses CUDA by torch.cuda.is_available(): run as it is there, in a fresh
-interpreter with this venv's torch (a CPU build: nothing answers True by itself)."""
+"""prebuild.tool.builder.build_site, the sitecustomize of a classic build: torch.cuda's answer
+where no GPU is visible and its setup.py chooses CUDA by torch.cuda.is_available(), torch's
+ninja backend where its setup.py turns it off. Run as it is there, in a fresh interpreter with
+this venv's torch (a CPU build: nothing answers True by itself)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from prebuild.runtime.arch import parse_arch_list
-from prebuild.tool.builder import gpu_answer
+from prebuild.tool.builder import build_site
 from prebuild.tool.builder.classic import answer_may_explain, newest_capability
 
 ASK = """
@@ -27,17 +28,16 @@ print(json.dumps([gpu, torch.cuda.device_count(),
 
 
 def site(tmp_path: Path) -> Path:
-    """A directory holding gpu_answer.py as sitecustomize.py, as classic.py lays it out."""
-    where = tmp_path / "gpu-answer"
-    where.mkdir()
-    shutil.copyfile(gpu_answer.__file__, where / "sitecustomize.py")
+    """A directory holding build_site.py as sitecustomize.py, as classic.py lays it out."""
+    where = tmp_path / "build-site"
+    where.mkdir(parents=True)
+    shutil.copyfile(build_site.__file__, where / "sitecustomize.py")
     return where
 
 
 def run(code: str, pythonpath: list[Path], **extra: str) -> subprocess.CompletedProcess:
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", gpu_answer.ENV_CAPABILITY)
-    }
+    asked = ("PYTHONPATH", build_site.ENV_CAPABILITY, build_site.ENV_NINJA)
+    env = {k: v for k, v in os.environ.items() if k not in asked}
     env.update(PYTHONPATH=os.pathsep.join(map(str, pythonpath)), **extra)
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
@@ -119,7 +119,7 @@ def test_the_environments_own_sitecustomize_still_runs(tmp_path):
     "value, expected", [("9.0", (9, 0)), ("12.1", (12, 1)), ("9", None), ("", None), ("a.b", None)]
 )
 def test_the_capability_is_read_from_its_variable(value, expected):
-    assert gpu_answer.capability(value) == expected
+    assert build_site.capability(value) == expected
 
 
 def test_the_answer_is_the_newest_arch_of_the_wheel():
@@ -134,3 +134,56 @@ def test_a_missing_module_is_not_blamed_on_the_answer():
     assert not answer_may_explain("ImportError: cannot import name 'x' from 'y'")
     assert answer_may_explain("RuntimeError: Found no NVIDIA driver on your system.")
     assert answer_may_explain("AssertionError: Torch not compiled with CUDA enabled")
+
+
+NINJA = """
+import json, sys
+from setuptools import Distribution
+from torch.utils.cpp_extension import BuildExtension
+pyg = BuildExtension.with_options(no_python_abi_suffix=True, use_ninja=False)(Distribution())
+print(json.dumps([pyg.use_ninja, pyg.no_python_abi_suffix, BuildExtension(Distribution()).use_ninja,
+                  "torch.cuda" in sys.modules and __import__("torch").cuda.is_available()]))
+"""
+
+
+def test_ninja_is_back_on_whatever_the_setup_py_gives_buildextension(tmp_path):
+    """PyG's setup.py: BuildExtension.with_options(no_python_abi_suffix=True, use_ninja=False);
+    its other options stay, and torch.cuda answers for itself when only ninja is asked."""
+    ran = run(NINJA, [site(tmp_path)], PREBUILD_NINJA="1")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == [True, True, True, False]
+    itself = run(NINJA, [site(tmp_path / "b")])
+    assert itself.returncode == 0, itself.stderr
+    assert json.loads(itself.stdout) == [False, True, True, False]
+    both = run(
+        NINJA, [tmp_path / "b" / "build-site"], PREBUILD_NINJA="1", PREBUILD_GPU_ANSWER="9.0"
+    )
+    assert both.returncode == 0, both.stderr
+    assert json.loads(both.stdout) == [True, True, True, True]
+
+
+def test_what_is_changed_is_what_the_variables_ask():
+    assert build_site.changes({}) == {}
+    assert build_site.changes({"PREBUILD_NINJA": "0", "PREBUILD_GPU_ANSWER": "9"}) == {}
+    assert set(build_site.changes({"PREBUILD_NINJA": "1"})) == {"torch.utils.cpp_extension"}
+    assert set(build_site.changes({"PREBUILD_GPU_ANSWER": "8.6", "PREBUILD_NINJA": "1"})) == {
+        "torch.cuda",
+        "torch.utils.cpp_extension",
+    }
+
+
+def test_two_such_sitecustomize_directories_on_the_path_each_run_once(tmp_path):
+    """A build run inside another prebuild build (its PYTHONPATH handed down): each directory
+    runs the next one's after it, never an earlier one's, then the environment's own."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text(
+        "import os\nos.environ['RAN'] = os.environ.get('RAN', '') + 'theirs'\n"
+    )
+    ran = run(
+        "import os, torch; print(os.environ.get('RAN'), torch.cuda.is_available())",
+        [site(tmp_path), site(tmp_path / "b"), theirs],
+        PREBUILD_GPU_ANSWER="9.0",
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.split() == ["theirs", "True"]
