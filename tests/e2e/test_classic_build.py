@@ -29,6 +29,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -317,16 +318,27 @@ def test_host_code_gets_one_wheel_for_every_gpu_which_installs_and_runs(
         ("cpu_ext", "pt214.cpu", "_C.so"),  # no_python_abi_suffix=True
     ):
         out, work = tmp_path / f"{project}-dist", tmp_path / f"{project}-work"
+        started = time.monotonic()
         proc = prebuild_wheel(
             cuda_torch_python,
             *("--arch", "sm_80,sm_90", str(FIXTURES / project)),
             *("--out", str(out), "--build-dir", str(work)),
         )
+        took = time.monotonic() - started
         assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+        (done,) = re.findall(r"sm_80: done in (\d+) s", proc.stderr)
+        assert int(done) <= took + 1, (done, took)  # its own time, not the machine's uptime
         said = " ".join(proc.stdout.split())
         assert "1 wheel in" in said and "no GPU code" in said, said
         assert "the other planned wheels (sm_90) would be the same" in said, said
-        ninja = "its setup.py turns torch's ninja backend off (setup.py line 14)"
+        line = next(
+            n
+            for n, text in enumerate(
+                (FIXTURES / "cpu_ext" / "setup.py").read_text().splitlines(), 1
+            )
+            if "use_ninja=False" in text
+        )
+        ninja = f"its setup.py turns torch's ninja backend off (setup.py line {line})"
         if project == "cuda_host_ext":
             assert "CUDA host code (it links libcudart.so.13" in said, said
             assert "ninja backend off" not in said + proc.stderr

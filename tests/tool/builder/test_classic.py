@@ -511,3 +511,18 @@ def test_cuda_sources_are_told_apart_from_a_builds_outputs(tmp_path):
     assert not has_cuda_sources(project)
     write(project, "csrc/kernels/solve.cuh", "// a kernel\n")
     assert has_cuda_sources(project)
+
+
+def test_a_failed_build_is_read_from_where_its_own_output_starts(tmp_path):
+    """A wheel built again (torch.cuda's answer, or ninja, given up) appends to the same log:
+    the second failure is told by its own output, not by the first's errors."""
+    from prebuild.tool.builder.classic import log_since, log_size
+
+    log = tmp_path / "build.log"
+    assert log_size(log) == 0 and log_since(log, 0) == ""
+    log.write_text("ninja: error: build.ninja:23: multiple rules generate a.o\n")
+    start = log_size(log)
+    with open(log, "a", encoding="utf-8") as f:
+        f.write("a.cpp:3: error: \u00e9 undefined\n")
+    assert log_since(log, start) == "a.cpp:3: error: \u00e9 undefined\n"
+    assert log_since(log, 0).startswith("ninja: error:")

@@ -353,7 +353,7 @@ def test_a_checkout_too_large_to_copy_around_a_project_is_linked_and_said(monkey
 
 
 def test_a_requirement_whose_setup_py_needs_cuda_gets_the_cpu_torch_refusal(monkeypatch, tmp_path):
-    def fail(spec, work, copy_native=False, metadata_env=None):
+    def fail(spec, work, copy_native=False, metadata_env=None, leave_out=()):
         raise DownloadError(
             "pip failed", metadata_failed=True, reason="OSError: CUDA_HOME is not set"
         )

@@ -47,6 +47,37 @@ def test_a_directory_is_copied_without_vcs_data_or_old_build_outputs(tmp_path):
     assert snapshot(user) == before
 
 
+def test_a_workspace_and_wheel_folder_inside_the_project_are_not_copied(tmp_path, monkeypatch):
+    """``cd project; prebuild wheel . --build-dir work --out wheels``: the copy, made in
+    work/source, once copied work into itself without end (RecursionError); now work and the
+    wheels' folder are left out, here and in a checkout's mirror, and nothing else is."""
+    user = tiny_project(tmp_path / "user")
+    (user / "wheels").mkdir()
+    (user / "wheels" / "old-1.0-py3-none-any.whl").write_text("w")
+    (user / "work" / "source").mkdir(parents=True)
+    (user / "work" / "source" / "old.txt").write_text("an earlier run's copy")
+    (user / "workbench.py").write_text("Y = 2\n")  # a name that only starts like the workspace
+    monkeypatch.chdir(user)
+    for spec in (".", str(user)):
+        project = resolve_project(spec, Path("work"), leave_out=(Path("wheels"),))
+        assert sorted(p.name for p in project.source.iterdir()) == [
+            "setup.py",
+            "tiny.py",
+            "workbench.py",
+        ]
+    # the workspace in the checkout around a project in its subdirectory
+    (user / ".git" / "config").unlink()
+    (user / ".git").rmdir()
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    shutil.move(user, repo / "ext")
+    monkeypatch.chdir(repo)
+    project = resolve_project("ext", repo / "work")
+    assert sorted(p.name for p in (repo / "work" / "source").iterdir()) == ["ext"]
+    assert project.source == repo / "work" / "source" / "ext"
+    assert "wheels" in [p.name for p in project.source.iterdir()]  # not asked to leave it out
+
+
 def test_a_project_in_a_checkouts_subdirectory_sees_the_checkout_around_its_copy(tmp_path):
     """tiny-cuda-nn's bindings/torch/setup.py compiles ../../src/*.cu: the copy sits in a
     mirror of the checkout whose other entries are copies (VCS data and build outputs left

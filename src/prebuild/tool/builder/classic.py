@@ -566,6 +566,21 @@ def compiler_errors(log: str, limit: int = 8000) -> str:
     return log[start : end if end >= 0 else None][:limit].rstrip()
 
 
+def log_size(log: Path) -> int:
+    """Where the next run's output will start in ``log`` (it is appended to)."""
+    return log.stat().st_size if log.exists() else 0
+
+
+def log_since(log: Path, offset: int) -> str:
+    """What was added to ``log`` from ``offset`` on (log_size's): one run's output, where a
+    wheel built again appends a second."""
+    if not log.exists():
+        return ""
+    with open(log, "rb") as f:
+        f.seek(offset)
+        return f.read().decode("utf-8", errors="replace")
+
+
 def objects(count: int) -> str:
     """Pure: "1 object", "3 objects"."""
     return f"{count} object" if count == 1 else f"{count} objects"
@@ -722,14 +737,14 @@ class ClassicBuilder:
         answer_error = ""  # how its setup.py failed with torch.cuda answering, if it did
         with tempfile.TemporaryDirectory(dir=wheel_dir, prefix="wheel-") as tmp:
             while True:
-                site = self.site_env(sass)
+                site, log_start = self.site_env(sass), log_size(build_log)
                 try:
                     built = self.project_build(
                         {**env, **site}, build_log, Path(tmp), sass, progress
                     )
                     break
                 except BuildError as exc:
-                    log = build_log.read_text(encoding="utf-8", errors="replace")
+                    log = log_since(build_log, log_start)
                     compiled = [*logged_calls(nvcc_log), *logged_calls(cxx_log)]
                     error = last_error(log)
                     if (
@@ -742,7 +757,7 @@ class ClassicBuilder:
                         # is_bf16_supported(), which needs a device). Built as it would be
                         # without prebuild.
                         self._answer, answer_error = False, error
-                        progress.note(
+                        again = (
                             f"its setup.py failed with torch.cuda answering for a GPU ({error}): "
                             "built again with torch's own answers"
                         )
@@ -750,12 +765,15 @@ class ClassicBuilder:
                         # ninja refused what the build without it takes: built as its setup.py
                         # says, one source at a time.
                         self._ninja = False
-                        progress.note(
+                        again = (
                             f"ninja failed on the project's build ({ninja_failed(log)}): built "
                             "again without it, as its setup.py says"
                         )
                     else:
                         raise kept_objects_error(exc, earlier, self.work) from exc
+                    progress.note(again)
+                    with open(build_log, "a", encoding="utf-8") as f:
+                        f.write(f"\n==== prebuild: {again}\n\n")
             progress.phase("checking the archs in every library")
             libraries = read_wheel_libraries(built)
             shipped = [
@@ -898,6 +916,7 @@ class ClassicBuilder:
             python_executable=sys.executable,
             runner=quiet_runner(build_log, env, progress.step),
         )
+        start = log_size(build_log)  # this build's output: after an earlier one's
         try:
             with warnings_to_log(build_log):
                 # The backend and what it needs first: a backend that does not import cannot
@@ -923,11 +942,7 @@ class ClassicBuilder:
                     raise ToolchainError(missing_requirements_message(missing))
                 return Path(builder.build("wheel", out))
         except (BuildBackendException, BuildException) as exc:
-            text = (
-                build_log.read_text(encoding="utf-8", errors="replace")
-                if build_log.exists()
-                else ""
-            )
+            text = log_since(build_log, start)
             if not text.strip():  # it failed before its backend said a word: say what did
                 text = backend_failure(exc)
             toolchain = self.toolchain

@@ -198,6 +198,7 @@ def build_wheels(request: WheelRequest, report: Reporter) -> BuiltWheels:
                 report,
                 copy=cache_spec is not None,
                 archs=every_arch(planned),
+                leave_out=(request.out_dir,),
             )
             if project.kind == CLASSIC:
                 check_gpu_build(project, planned)
@@ -277,15 +278,19 @@ def resolve(
     report: Reporter,
     copy: bool = False,
     archs: tuple = (),
+    leave_out: tuple[Path, ...] = (),
 ) -> Project:
     """Step 3: the project, copied, unpacked or downloaded into ``work`` (a native directory
     stays where it is, unless ``copy``). ``archs``: what the wheels are for, the GPU
-    torch.cuda answers as where a requirement's setup.py fails without one."""
+    torch.cuda answers as where a requirement's setup.py fails without one. ``leave_out``: the
+    folders a directory's copy leaves out besides ``work`` (the wheels')."""
     if spec is not None and not Path(spec).expanduser().exists():
         report.fetching(spec)
     env = metadata_env(toolchain, os.environ)
     try:
-        project = resolve_project(spec, work, copy_native=copy, metadata_env=env)
+        project = resolve_project(
+            spec, work, copy_native=copy, metadata_env=env, leave_out=leave_out
+        )
     except DownloadError as exc:
         if exc.metadata_failed and toolchain.torch.cuda is None:
             # pip runs the project's setup.py to read its name, and a classic one fails there
@@ -306,7 +311,9 @@ def resolve(
             **classic.site_env(work, env, capability=classic.newest_capability(archs)),
         }
         try:
-            project = resolve_project(spec, work, copy_native=copy, metadata_env=answered)
+            project = resolve_project(
+                spec, work, copy_native=copy, metadata_env=answered, leave_out=leave_out
+            )
         except DownloadError:
             raise exc from None
         report.fetch_note(

@@ -47,6 +47,24 @@ IGNORED = (
 # IGNORED as shutil.copytree's ``ignore`` (which of a folder's entries to leave out); the walks
 # that must skip what the private copy leaves out use it too.
 IGNORE = shutil.ignore_patterns(*IGNORED)
+
+
+def copy_ignore(leave_out: tuple[Path, ...]):
+    """IGNORE, and the folders ``leave_out`` where they lie inside what is copied: prebuild's
+    own workspace and wheel folder (``--build-dir work`` inside the project would otherwise be
+    copied into itself, without end)."""
+    places = {path.resolve() for path in leave_out}
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        skip = set(IGNORE(folder, names))
+        if places:
+            top = Path(folder).resolve()
+            skip.update(name for name in names if top / name in places)
+        return skip
+
+    return ignore
+
+
 SDIST_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
 
 
@@ -386,7 +404,11 @@ def tree_size(paths: list[Path], ignore, limit: int) -> int:
 
 
 def copy_in_checkout(
-    project: Path, root: Path | None, copy: Path, limit: int | None = None
+    project: Path,
+    root: Path | None,
+    copy: Path,
+    limit: int | None = None,
+    leave_out: tuple[Path, ...] = (),
 ) -> tuple[Path, bool]:
     """Copy ``project`` into ``copy``; where its copy is, and whether the checkout around it
     was linked rather than copied. A project in a subdirectory of a checkout (``root``, its
@@ -395,10 +417,12 @@ def copy_in_checkout(
     the build reads outside the project's directory is where pip's in-tree build would find
     it. The mirror's other entries are copies too, unless together they pass ``limit`` bytes:
     then they are symbolic links to the originals (and a build writing outside its directory
-    would write into the checkout). VCS data and build outputs (IGNORED) are left out."""
+    would write into the checkout). VCS data, build outputs (IGNORED) and the folders
+    ``leave_out`` (copy_ignore) are left out."""
     project = project.resolve()
+    ignore = copy_ignore((copy, *leave_out))
     if root is None or root == project:
-        shutil.copytree(project, copy, symlinks=True, ignore=IGNORE)
+        shutil.copytree(project, copy, symlinks=True, ignore=ignore)
         return copy, False
     around: list[tuple[Path, Path]] = []  # (original, its place in the mirror)
     here = root
@@ -406,20 +430,20 @@ def copy_in_checkout(
         mirror = copy / here.relative_to(root)
         mirror.mkdir(parents=True, exist_ok=True)
         names = sorted(entry.name for entry in here.iterdir() if entry.name != part)
-        skip = IGNORE(str(here), names)
+        skip = ignore(str(here), names)
         around += [(here / name, mirror / name) for name in names if name not in skip]
         here = here / part
     limit = MIRROR_COPY_LIMIT if limit is None else limit
-    linked = tree_size([original for original, _ in around], IGNORE, limit) > limit
+    linked = tree_size([original for original, _ in around], ignore, limit) > limit
     for original, place in around:
         if linked:
             place.symlink_to(original)
         elif original.is_dir() and not original.is_symlink():
-            shutil.copytree(original, place, symlinks=True, ignore=IGNORE)
+            shutil.copytree(original, place, symlinks=True, ignore=ignore)
         else:
             shutil.copy2(original, place, follow_symlinks=False)
     place = copy / project.relative_to(root)
-    shutil.copytree(project, place, symlinks=True, ignore=IGNORE)
+    shutil.copytree(project, place, symlinks=True, ignore=ignore)
     return place, linked
 
 
@@ -466,11 +490,13 @@ def resolve_project(
     work: Path,
     copy_native: bool = False,
     metadata_env: dict[str, str] | None = None,
+    leave_out: tuple[Path, ...] = (),
 ) -> Project:
     """The project to build. ``None``: the project around the current directory. A native
     directory is built in place, unless ``copy_native`` (a cached build: the compile commands
     then name the same paths whichever checkout the project came from). ``metadata_env``: the
-    environment of pip's download, which runs the project's setup.py for its metadata.
+    environment of pip's download, which runs the project's setup.py for its metadata. A
+    directory's copy leaves out ``work`` and the folders ``leave_out`` (the wheels' folder).
 
     The copy is made afresh each time, but the objects an earlier build left in it (setuptools'
     ``build/``, marked by classic_objects' record) are carried into the new copy when it is in
@@ -479,7 +505,7 @@ def resolve_project(
     copy = work / "source"
     kept = set_aside_objects(copy, work / "source-objects")
     try:
-        project = _resolve_project(spec, work, copy, copy_native, metadata_env)
+        project = _resolve_project(spec, work, copy, copy_native, metadata_env, (work, *leave_out))
         if kept is not None:
             put_back_objects(kept, copy, project)
     finally:
@@ -530,8 +556,9 @@ def _resolve_project(
     copy: Path,
     copy_native: bool,
     metadata_env: dict[str, str] | None,
+    leave_out: tuple[Path, ...],
 ) -> Project:
-    """resolve_project's project, made afresh in ``copy``."""
+    """resolve_project's project, made afresh in ``copy`` (``leave_out``: copy_ignore's)."""
     if spec is None:
         native = find_native_project(Path.cwd())
         if native is not None:
@@ -546,14 +573,14 @@ def _resolve_project(
         if is_native(path):
             if not copy_native:
                 return Project(NATIVE, path.resolve(), spec)
-            shutil.copytree(path, copy, symlinks=True, ignore=IGNORE)
+            shutil.copytree(path, copy, symlinks=True, ignore=copy_ignore((copy, *leave_out)))
             return Project(NATIVE, copy, spec)
         if not _has_build_files(path):
             raise BuildError(
                 f"{spec} has no setup.py or pyproject.toml: not a project prebuild can build"
             )
         root = enclosing_checkout(path)
-        source, linked = copy_in_checkout(path, root, copy)
+        source, linked = copy_in_checkout(path, root, copy, leave_out=leave_out)
         return Project(
             CLASSIC,
             source,
