@@ -274,7 +274,7 @@ def test_a_temporary_workspace_keeps_only_the_log_the_error_names():
     with pytest.raises(WheelError) as caught:
         with pipeline.workspace(None) as work:
             log = work.path / "cu130.sm90" / "build.log"
-            log.parent.mkdir()
+            log.parent.mkdir(parents=True)
             log.write_text("the compiler's words")
             try:
                 raise BuildError(f"the build failed (full log: {log})", log=log)
@@ -290,11 +290,46 @@ def test_a_temporary_workspace_keeps_only_the_log_the_error_names():
 
 
 def test_a_build_directory_is_the_users_and_stays(tmp_path):
-    log = tmp_path / "build.log"
-    log.write_text("x")
-    with pipeline.workspace(tmp_path) as work:
+    objects = tmp_path / "objects"
+    with pipeline.workspace(objects) as work:
+        log = objects / "cu130.sm90" / "build.log"
+        log.parent.mkdir(parents=True)
+        log.write_text("x")
         assert work.message(BuildError(f"see {log}", log=log)) == f"see {log}"  # nothing moved
-    assert log.is_file() and tmp_path.is_dir()
+    assert log.is_file() and (objects / pipeline.WORKSPACE_MARK).is_file()
+
+
+def test_a_build_directory_holding_what_prebuild_did_not_put_there_is_refused(tmp_path):
+    """``--build-dir .`` in a project (or the home folder): its build would replace a folder
+    named source or download there. Refused before anything is written, naming what is there
+    and another folder; prebuild's own (marked, or made before the mark) and empty ones are
+    used."""
+    project = tmp_path / "project"
+    (project / "source").mkdir(parents=True)
+    (project / "setup.py").write_text("x")
+    before = sorted(p.name for p in project.iterdir())
+    with pytest.raises(WheelError, match="holds what prebuild did not put there") as caught:
+        with pipeline.workspace(project):
+            pytest.fail("the build went on")
+    assert caught.value.exit_code == 2
+    assert "(setup.py)" in str(caught.value)  # source is a name prebuild makes: not named
+    assert f"--build-dir {project / 'prebuild-build'}" in str(caught.value)
+    assert sorted(p.name for p in project.iterdir()) == before  # no mark written
+    many = [f"f{i}" for i in range(8)]
+    assert pipeline.foreign_entries(many) == many
+    # made before the mark: a classic build's, a native build's (its lock left behind)
+    assert pipeline.foreign_entries(["source", "cuda-shim", "cu130.sm90", "build-site"]) == []
+    assert pipeline.foreign_entries(["host", "cuda", "wheels", ".prebuild-wheel.lock"]) == []
+    assert pipeline.foreign_entries([pipeline.WORKSPACE_MARK, "anything"]) == []
+    (tmp_path / "empty").mkdir()
+    with pipeline.workspace(tmp_path / "empty"):
+        (tmp_path / "empty" / "notes.txt").write_text("written by a build")
+    with pipeline.workspace(tmp_path / "empty"):  # marked: its own now
+        pass
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(WheelError, match="is a file, not a folder"):
+        with pipeline.workspace(tmp_path / "a-file"):
+            pass
 
 
 def test_one_build_at_a_time_in_a_build_directory_and_the_next_says_it_waits(tmp_path):

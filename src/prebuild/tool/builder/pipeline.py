@@ -47,11 +47,12 @@ cibuildwheel, ``python -m build``) the same setup.py runs the preflight and the 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -72,6 +73,7 @@ from prebuild.tool.builder.compile_cache import (
     stable_workspace,
 )
 from prebuild.tool.builder.config import read_config
+from prebuild.tool.builder.native import LOCK_NAME as NATIVE_LOCK
 from prebuild.tool.builder.native import NativeBuilder
 from prebuild.tool.builder.outputs import (
     check_lock_target,
@@ -472,6 +474,57 @@ class Workspace:
 # The lock a build holds on its --build-dir: two builds in one would copy the project over each
 # other's, and compile into the same objects (native.LOCK_NAME is the native build's own).
 WORKSPACE_LOCK = ".prebuild.lock"  # DIR's is .DIR.prebuild.lock, beside it
+# What marks a --build-dir as prebuild's: it replaces the folders it makes there (source,
+# download, each wheel's), so it works only in a new or empty folder, or one of its own.
+WORKSPACE_MARK = ".prebuild-build-dir"
+# What a build directory made before the mark holds (classic and native builds).
+_OWN_ENTRIES = re.compile(
+    r"(source|source-objects|download|cuda-shim|build-site|gpu-answer|cu\d+(\..*)?|cpu(\..*)?"
+    rf"|host|host-sanitize|cuda|wheels|{re.escape(NATIVE_LOCK)})"
+)
+
+
+def foreign_entries(names: list[str]) -> list[str]:
+    """Pure: the entries of a --build-dir (``names``) that prebuild did not make, where it holds
+    no WORKSPACE_MARK; [] for one of its own (or an empty one)."""
+    if WORKSPACE_MARK in names:
+        return []
+    return sorted(name for name in names if not _OWN_ENTRIES.fullmatch(name))
+
+
+def check_build_dir(path: Path, given: Path) -> None:
+    """WheelError where ``path`` (the --build-dir ``given``) holds what prebuild did not put
+    there, which its build could replace, or is not a folder."""
+    if path.exists() and not path.is_dir():
+        raise WheelError(f"--build-dir {given} is a file, not a folder", 2)
+    try:
+        names = [entry.name for entry in path.iterdir()] if path.is_dir() else []
+    except OSError as exc:
+        raise WheelError(f"--build-dir {given}: cannot read it ({exc})", 2) from None
+    foreign = foreign_entries(names)
+    if foreign:
+        more = len(foreign) - 5
+        shown = ", ".join(foreign[:5]) + (f" and {more} more" if more > 0 else "")
+        raise WheelError(
+            f"--build-dir {given} holds what prebuild did not put there ({shown}). prebuild "
+            "keeps a build's work in that folder and replaces the folders it makes there "
+            "(the project's copy, downloads, each wheel's objects), so it builds only in a new "
+            "or empty folder, or one an earlier prebuild build made. Name another, for "
+            f"example: --build-dir {given / 'prebuild-build'}",
+            2,
+        )
+
+
+def mark_build_dir(path: Path) -> None:
+    """Mark ``path``, a --build-dir a build made or used, as prebuild's (WORKSPACE_MARK); a
+    folder it cannot write stays unmarked (its entries still say it is prebuild's)."""
+    if path.is_dir() and not (path / WORKSPACE_MARK).exists():
+        with suppress(OSError):
+            (path / WORKSPACE_MARK).write_text(
+                "A prebuild build directory (prebuild wheel --build-dir): the next build reuses its "
+                "objects. Delete the folder to start over.\n",
+                encoding="utf-8",
+            )
 
 
 @contextmanager
@@ -498,7 +551,11 @@ def workspace(
         except OSError as exc:
             raise WheelError(f"--build-dir {build_dir}: cannot lock it ({exc})", 2) from None
         try:
-            yield Workspace(path, temporary=False)
+            check_build_dir(path, build_dir)
+            try:
+                yield Workspace(path, temporary=False)
+            finally:
+                mark_build_dir(path)
         finally:
             lock.release()
         return

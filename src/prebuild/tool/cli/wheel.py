@@ -57,8 +57,9 @@ def wheel(
         "--build-dir",
         metavar="DIR",
         help="Where objects are kept between runs, so that the same command goes on from where "
-        "an interrupted or failed build stopped (default: build/prebuild in a native project; "
-        "another project's private copy and objects are in a temporary directory, gone at the end).",
+        "an interrupted or failed build stopped: a new or empty folder, or one an earlier build "
+        "made (default: build/prebuild in a native project; another project's private copy and "
+        "objects are in a temporary directory, gone at the end).",
     ),
     compress: bool = typer.Option(
         True,
