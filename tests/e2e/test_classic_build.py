@@ -13,8 +13,11 @@ with the CUDA build of torch 2.14.1.
   break), no wheel appears, and a second run fails the
   same way (nothing left locked);
 - jit_ext (compiles at first use with torch.utils.cpp_extension.load): refused with the reason;
-- cuda_host_ext (CUDA host code, no kernel) and cpu_ext (CPU code): one wheel each for every
-  GPU, labelled with no arch, which prebuild install picks with no GPU, and which runs.
+- cuda_host_ext (CUDA host code, no kernel) and cpu_ext (CPU code, PyG's build_ext with ninja
+  off): one wheel each for every GPU, labelled with no arch, which prebuild install picks with
+  no GPU, and which runs; cpu_ext built with ninja turned back on;
+- twin_ext (ninja off, two sources making one object): ninja, turned back on, fails on its
+  own, and the wheel is built again without it.
 
 Every build reaches nvcc as our machines do: through a wrapper script on PATH (not in a
 toolkit's bin/), with CUDA_HOME unset; plain_ext's binding includes CUDA headers
@@ -573,6 +576,36 @@ def test_a_project_that_does_not_compile_shows_the_error_and_leaves_no_wheel(
             and "built again with torch's own answers" in said
         ), said[-3000:]
         assert not out.exists()  # made for the build, removed with its failure
+
+
+def test_where_ninja_turned_back_on_fails_on_its_own_the_wheel_is_built_again_without_it(
+    cuda_torch_python, tmp_path
+):
+    """twin_ext turns ninja off, and two of its sources make one object: ninja, turned back on,
+    refuses that, so the wheel is built again as its setup.py says. That build fails on the
+    project's own mistake (the linker gets the object twice), and the error shown is that
+    build's, not ninja's from the first."""
+    work = tmp_path / "work"
+    proc = prebuild_wheel(
+        cuda_torch_python,
+        *("--arch", "sm_90", str(FIXTURES / "twin_ext")),
+        *("--out", str(tmp_path / "dist"), "--build-dir", str(work)),
+    )
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 1, said[-3000:]
+    assert "its setup.py turns torch's ninja backend off (setup.py line 13)" in said, said
+    assert (
+        "sm_90: ninja failed on the project's build (ninja: error: build.ninja" in said
+        and "multiple rules generate" in said
+        and "built again without it, as its setup.py says" in said
+    ), said[-3000:]
+    error = said[said.index("error: the project's build failed") :]
+    assert "multiple definition of `PyInit_twin_ext'" in error, error
+    assert "ninja: error" not in error, error
+    (log,) = work.glob("*/build.log")
+    first, again = log.read_text().split("==== prebuild: ninja failed")
+    _, second = again.split("\n", 1)  # the marker's line, then the second build's output
+    assert "multiple rules generate" in first and "build.ninja" not in second
 
 
 def test_a_project_that_compiles_at_first_use_is_refused_with_the_reason(fresh_cuda_venv, tmp_path):
