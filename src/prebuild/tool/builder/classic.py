@@ -761,13 +761,13 @@ class ClassicBuilder:
                             f"its setup.py failed with torch.cuda answering for a GPU ({error}): "
                             "built again with torch's own answers"
                         )
-                    elif build_site.ENV_NINJA in site and ninja_failed(log):
+                    elif build_site.ENV_NINJA in site and (refused := ninja_failed(log)):
                         # ninja refused what the build without it takes: built as its setup.py
                         # says, one source at a time.
                         self._ninja = False
                         again = (
-                            f"ninja failed on the project's build ({ninja_failed(log)}): built "
-                            "again without it, as its setup.py says"
+                            f"ninja failed on the project's build ({refused}): built again "
+                            "without it, as its setup.py says"
                         )
                     else:
                         raise kept_objects_error(exc, earlier, self.work) from exc
@@ -1060,7 +1060,7 @@ class ClassicBuilder:
         """What torch.cuda answered in the build (build_switches.gpu_answer_note), after
         ``before``; "" where it answered for itself."""
         line = self.cpu_only_gate()
-        if line is None or self._answer is False:
+        if line is None or self._answer is False:  # answers(), with the line it needs
             return ""
         note = gpu_answer_note(line, newest_capability(archs))
         return f"{before}{note[0].upper()}{note[1:]}"
