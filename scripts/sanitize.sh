@@ -59,9 +59,12 @@ echo "sanitize: running the simt and CPU op tests with $preload preloaded"
 # torch.compile and opcheck tests: they reach the same kernels the eager tests run, through
 # Python (dynamo, inductor, and a compiler inductor starts with the runtimes preloaded), and
 # took 61 of the 300 s (89 of 1147 tests).
+# Nor test_cpu_isa.py: a sanitizer build compiles one copy of the CPU kernels, the baseline
+# (PREBUILD_ONE_CPU_COPY, prebuild/cpu_isa.h); the copies are compared in the normal run.
 # --capture=sys leaves file descriptor 2 alone, so a sanitizer report reaches the terminal.
 LD_PRELOAD="$preload" \
   ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:detect_stack_use_after_return=1" \
   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
   "$VENV/bin/python" -m pytest -p no:cacheprovider --capture=sys -m "not slow" \
-  -k "not opcheck and not torch_compile and not compiles_fullgraph" tests/simt tests/ops "$@"
+  -k "not opcheck and not torch_compile and not compiles_fullgraph" \
+  --ignore=tests/ops/test_cpu_isa.py tests/simt tests/ops "$@"

@@ -255,9 +255,7 @@ PREBUILD_ALWAYS_INLINE void backward_tile(const BackwardArgs& a, const EntryRows
                                 const TileSplats& splats) {                                  \
     backward_tile(a, rows, tile, splats);                                                    \
   }
-PREBUILD_RASTER_COPIES(PREBUILD_BASELINE_COPY, baseline)
-PREBUILD_RASTER_COPIES(PREBUILD_AVX2_COPY, avx2)
-PREBUILD_RASTER_COPIES(PREBUILD_AVX512_COPY, avx512)
+PREBUILD_CPU_COPIES(PREBUILD_RASTER_COPIES)
 #undef PREBUILD_RASTER_COPIES
 
 std::tuple<Tensor, Tensor, Tensor> forward_cpu(Tensor means2d, Tensor conics, Tensor colors,
@@ -276,7 +274,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_cpu(Tensor means2d, Tensor conics, Te
   ForwardOutputs out = allocate_forward(s, means2d, conics, colors, opacities, backgrounds,
                                         isect_offsets, flatten_ids, masks);
   const ForwardArgs a = out.args;
-  const auto tile_fn = pick_isa(&forward_tile_baseline, &forward_tile_avx2, &forward_tile_avx512);
+  const auto tile_fn = PREBUILD_PICK_ISA(forward_tile);
   for_each_tile(a, [&](const Tile& tile, const TileSplats& splats) { tile_fn(a, tile, splats); });
   return {out.render_colors, out.render_alphas, out.last_ids};
 }
@@ -311,7 +309,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cpu(
   const EntryRows rows{geo_rows.mutable_data_ptr<float>(), color_rows.mutable_data_ptr<float>(),
                        n_geo, absgrad};
   const auto tile_fn =
-      pick_isa(&backward_tile_baseline, &backward_tile_avx2, &backward_tile_avx512);
+      PREBUILD_PICK_ISA(backward_tile);
   for_each_tile(a, [&](const Tile& tile, const TileSplats& splats) {
     tile_fn(a, rows, tile, splats);
   });

@@ -318,9 +318,7 @@ PREBUILD_ALWAYS_INLINE void backward_any(const BackwardArgs& a, float* ssim_map,
                                 int64_t end) {                                          \
     backward_any(a, ssim_map, begin, end);                                              \
   }
-PREBUILD_SSIM_COPIES(PREBUILD_BASELINE_COPY, baseline)
-PREBUILD_SSIM_COPIES(PREBUILD_AVX2_COPY, avx2)
-PREBUILD_SSIM_COPIES(PREBUILD_AVX512_COPY, avx512)
+PREBUILD_CPU_COPIES(PREBUILD_SSIM_COPIES)
 #undef PREBUILD_SSIM_COPIES
 
 // Rows per parallel task: enough that a band's halo (the horizontal sums of 10 rows outside
@@ -344,7 +342,7 @@ std::tuple<Tensor, Tensor> forward_cpu(Tensor img1, Tensor img2, bool train, boo
   STD_TORCH_CHECK(img1.is_cpu(), op, ": the CPU kernel got tensors that are not on the CPU");
   ForwardOutputs out = allocate_forward(img1, img2, train, grad_img2);
   if (out.args.planes * out.args.H * out.args.W > 0) {
-    const auto rows = pick_isa(&forward_rows_baseline, &forward_rows_avx2, &forward_rows_avx512);
+    const auto rows = PREBUILD_PICK_ISA(forward_rows);
     run(out.args, [&](int64_t begin, int64_t end) { rows(out.args, begin, end); });
   }
   return {out.ssim_map, out.dS};
@@ -357,7 +355,7 @@ std::tuple<Tensor, Tensor> backward_cpu(Tensor grad_map, Tensor img1, Tensor img
   STD_TORCH_CHECK(img1.is_cpu(), op, ": the CPU kernel got tensors that are not on the CPU");
   BackwardOutputs out = allocate_backward(grad_map_of(grad_map), img1, img2, dS, grad_img2);
   if (out.args.planes * out.args.H * out.args.W > 0) {
-    const auto rows = pick_isa(&backward_rows_baseline, &backward_rows_avx2, &backward_rows_avx512);
+    const auto rows = PREBUILD_PICK_ISA(backward_rows);
     run(out.args, [&](int64_t begin, int64_t end) { rows(out.args, nullptr, begin, end); });
   }
   return {out.grad1, out.grad2};
@@ -373,7 +371,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_backward_cpu(Tensor img1, Tensor img2
   static constexpr float kOne = 1.f;  // dL/dmap of sum(ssim_map), at every pixel
   BackwardOutputs bwd = allocate_backward({&kOne, 0}, img1, img2, fwd.dS, grad_img2);
   if (bwd.args.planes * bwd.args.H * bwd.args.W > 0) {
-    const auto rows = pick_isa(&backward_rows_baseline, &backward_rows_avx2, &backward_rows_avx512);
+    const auto rows = PREBUILD_PICK_ISA(backward_rows);
     float* ssim_map = fwd.args.ssim_map;
     run(bwd.args, [&](int64_t begin, int64_t end) { rows(bwd.args, ssim_map, begin, end); });
   }

@@ -7,6 +7,7 @@ CPU)."""
 from __future__ import annotations
 
 import functools
+import platform
 import re
 import shutil
 import subprocess
@@ -18,6 +19,8 @@ from reference import textured
 
 from prebuild.ops._library import LIBRARY, kernels
 from prebuild.testing import simt
+from prebuild.tool.builder.compile import headers_dir
+from prebuild.tool.builder.toolchain import find_torch
 
 pytestmark = pytest.mark.simt
 
@@ -238,9 +241,6 @@ def test_each_copy_is_compiled_whole_for_its_instruction_set():
     silently run it narrow); each copy uses its own registers: the AVX-512 ones zmm, the AVX2
     ones ymm and no zmm, the baseline ones no VEX-encoded instruction at all."""
     functions = disassembly()
-    sanitized = any(
-        name.startswith(("__asan_", "__ubsan_")) for name in functions
-    )  # scripts/sanitize.sh
     copies = {
         name: body
         for name, body in functions.items()
@@ -254,8 +254,7 @@ def test_each_copy_is_compiled_whole_for_its_instruction_set():
             if target and not target.group(1).endswith("@plt"):
                 callee = re.sub(r"\+0x[0-9a-f]+$", "", target.group(1))
                 assert callee.startswith(name.split(" [clone")[0]), f"{name} calls {callee}"
-        # cold paths (throws); -O1 sanitizer builds do not vectorise
-        if "[clone" in name or sanitized:
+        if "[clone" in name:  # cold paths (throws)
             continue
         mnemonics = [i.split()[0] for i in body if i.split()]
         uses = lambda register, body=body: any(f"%{register}" in i for i in body)  # noqa: E731
@@ -267,3 +266,37 @@ def test_each_copy_is_compiled_whole_for_its_instruction_set():
             assert not any(m.startswith("v") for m in mnemonics), (
                 f"{name} holds VEX (AVX) instructions"
             )
+
+
+COPIED = """
+#include <prebuild/cpu_isa.h>
+namespace {
+PREBUILD_ALWAYS_INLINE int body(int x) { return x * 3; }
+}  // namespace
+#define DEFINE(COPY, isa) \\
+  COPY int twice_##isa(int x) { return body(x) + body(x); }
+PREBUILD_CPU_COPIES(DEFINE)
+int twice(int x) { return PREBUILD_PICK_ISA(twice)(x); }
+"""
+
+
+@pytest.mark.skipif(
+    shutil.which("c++") is None or shutil.which("nm") is None, reason="needs c++, nm"
+)
+@pytest.mark.parametrize("one_copy", [False, True])
+def test_a_sanitizer_build_compiles_the_baseline_copy_alone(tmp_path, one_copy):
+    """PREBUILD_ONE_CPU_COPY (prebuild's build defines it with PREBUILD_SANITIZE): the copies
+    PREBUILD_CPU_COPIES defines and PREBUILD_PICK_ISA picks from are the baseline alone."""
+    source = tmp_path / "copies.cpp"
+    source.write_text(COPIED)
+    include = [f"-I{d}" for d in (headers_dir(), *find_torch().include_dirs)]
+    define = ["-DPREBUILD_ONE_CPU_COPY"] if one_copy else []
+    obj = tmp_path / "copies.o"
+    subprocess.run(
+        ["c++", "-std=c++17", "-O1", "-c", *define, *include, str(source), "-o", str(obj)],
+        check=True,
+    )
+    symbols = subprocess.run(["nm", "-C", str(obj)], capture_output=True, text=True).stdout
+    copies = sorted(set(re.findall(r"twice_(\w+)\(int\)", symbols)))
+    machine = platform.machine() in ("x86_64", "AMD64")
+    assert copies == (["baseline"] if one_copy or not machine else sorted(COPIES))

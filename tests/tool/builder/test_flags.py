@@ -22,6 +22,7 @@ from prebuild.tool.builder.flags import (
     nvcc_threads,
     parallel_jobs,
     ptx_archs_for,
+    sanitizer_flags,
     torch_pin,
     torch_target_define,
 )
@@ -351,3 +352,10 @@ def test_a_host_wheels_label_names_its_torch_and_cuda_but_no_arch():
         Version(f"0.0.10+{label}")  # a valid local version
         key = parse_index_key(label)
         assert key is not None and key.host and key.torch_tag == "pt214"
+
+
+def test_sanitizer_flags_compile_one_cpu_copy_at_o1():
+    assert sanitizer_flags("") == []
+    got = sanitizer_flags("address,undefined")
+    assert "-fsanitize=address,undefined" in got and "-DPREBUILD_ONE_CPU_COPY" in got
+    assert [f for f in got if f.startswith("-O")][-1] == "-O1"

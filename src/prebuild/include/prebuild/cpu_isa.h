@@ -2,7 +2,14 @@
 // the library is compiled for the x86-64 baseline (SSE2); a hot loop that gains from wider
 // vectors is compiled again for AVX2 and for AVX-512 from the same source (wrappers marked
 // PREBUILD_BASELINE_COPY, PREBUILD_AVX2_COPY and PREBUILD_AVX512_COPY, all calling the same
-// inline body), and `pick_isa` chooses the copy per call.
+// inline body, defined by PREBUILD_CPU_COPIES), and `pick_isa` (PREBUILD_PICK_ISA) chooses the
+// copy per call.
+//
+// Only the baseline copy is compiled where no wider one can run (not x86-64, or not GCC or
+// Clang) and in a sanitizer build (PREBUILD_ONE_CPU_COPY, which prebuild's build defines with
+// PREBUILD_SANITIZE): at the sanitizers' -O1 nothing is vectorised, so the wider copies would
+// be the same checked code compiled again (the AVX copies were two thirds of ssim_cpu.cpp's
+// 96 s under ASan).
 //
 // PREBUILD_CPU_ISA=baseline|avx2|avx512 forces a copy (the tests run each one the CPU has and
 // compare them bit for bit; it is also the switch to try if a result ever looks
@@ -25,7 +32,8 @@
 #else
 #define PREBUILD_BASELINE_COPY
 #endif
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(PREBUILD_ONE_CPU_COPY)
 #define PREBUILD_HAVE_WIDE_COPIES 1
 #define PREBUILD_AVX2_COPY __attribute__((target("avx2"), flatten))
 // x86-64-v4's AVX-512 subsets, with 512-bit vectors (compilers otherwise prefer 256-bit ones;
@@ -42,6 +50,21 @@
 #define PREBUILD_HAVE_WIDE_COPIES 0
 #define PREBUILD_AVX2_COPY PREBUILD_BASELINE_COPY
 #define PREBUILD_AVX512_COPY PREBUILD_BASELINE_COPY
+#endif
+
+// PREBUILD_CPU_COPIES(DEFINE) expands DEFINE(ATTRIBUTES, isa) once per copy this build
+// compiles, DEFINE defining `name##_##isa` with the attributes; PREBUILD_PICK_ISA(name) is the
+// copy of `name` to call.
+#if PREBUILD_HAVE_WIDE_COPIES
+#define PREBUILD_CPU_COPIES(DEFINE)           \
+  DEFINE(PREBUILD_BASELINE_COPY, baseline)     \
+  DEFINE(PREBUILD_AVX2_COPY, avx2)             \
+  DEFINE(PREBUILD_AVX512_COPY, avx512)
+#define PREBUILD_PICK_ISA(name) ::prebuild::pick_isa(&name##_baseline, &name##_avx2, &name##_avx512)
+#else
+#define PREBUILD_CPU_COPIES(DEFINE) DEFINE(PREBUILD_BASELINE_COPY, baseline)
+#define PREBUILD_PICK_ISA(name) \
+  ::prebuild::pick_isa(&name##_baseline, &name##_baseline, &name##_baseline)
 #endif
 
 // For the shared body of the copies (documents the intent; `flatten` does the inlining).

@@ -127,8 +127,11 @@ def sanitizer_flags(sanitize: str) -> list[str]:
     if not sanitize:
         return []
     # -O1: what the sanitizers recommend, and half the compile time of -O3 (the last -O wins).
+    # PREBUILD_ONE_CPU_COPY: the CPU kernels' instruction-set copies compiled once
+    # (prebuild/cpu_isa.h): unvectorised at -O1, the wider copies would check the same code.
     return [
         f"-fsanitize={sanitize}",
+        "-DPREBUILD_ONE_CPU_COPY",
         "-fno-sanitize-recover=all",
         "-fno-omit-frame-pointer",
         "-g",
