@@ -50,10 +50,15 @@ def test_pip_config_lines_and_what_uv_is_told():
         "UV_INDEX_URL": "https://mirror.example/simple",
         "UV_EXTRA_INDEX_URL": "file:///opt/pypi/simple file:///opt/more/simple",
         "UV_FIND_LINKS": "/opt/wheels",
+        # pip picks the best match across its indexes; uv only where told
+        "UV_INDEX_STRATEGY": "unsafe-best-match",
     }
     # pip's variables win over its config file; uv's own settings win over both
     assert uv_index_env({"PIP_FIND_LINKS": "/a /b"}, config)["UV_FIND_LINKS"] == "/a,/b"
     assert uv_index_env({"UV_INDEX_URL": "https://uv.example"}, config) == {}
+    strategy = {"UV_INDEX_STRATEGY": "first-index"}
+    assert "UV_INDEX_STRATEGY" not in uv_index_env(strategy, config)
+    assert uv_index_env({}, {"find-links": "/opt/wheels"}) == {"UV_FIND_LINKS": "/opt/wheels"}
     assert uv_index_env({}, {}) == {}
 
 

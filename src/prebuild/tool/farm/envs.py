@@ -112,7 +112,10 @@ def uv_index_env(environ: Mapping[str, str], config: Mapping[str, str]) -> dict[
     """Pure: the ``UV_*`` index settings to give uv so that it installs from where pip is
     configured to (``PIP_*`` variables over pip.conf's ``config``), unless uv has index
     settings of its own. pip separates several values with spaces, uv with spaces too
-    (extra indexes) or commas (find-links)."""
+    (extra indexes) or commas (find-links). With extra indexes, uv is also told to choose among
+    all of them as pip does (``unsafe-best-match``): by default it takes a package only from the
+    first index that has it, so a torch release on the main index but not on a local extra one
+    that holds another release would not be found."""
     own = ("UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS")
     if any(environ.get(name) for name in own):
         return {}
@@ -125,6 +128,8 @@ def uv_index_env(environ: Mapping[str, str], config: Mapping[str, str]) -> dict[
         value = environ.get("PIP_" + option.upper().replace("-", "_")) or config.get(option)
         if value:
             settings[uv_name] = joiner.join(value.split())
+    if "UV_EXTRA_INDEX_URL" in settings and not environ.get("UV_INDEX_STRATEGY"):
+        settings["UV_INDEX_STRATEGY"] = "unsafe-best-match"
     return settings
 
 
