@@ -139,7 +139,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--timeout",
         type=float,
         default=None,
-        help="seconds before a JIT child counts as hung (default 600, quick 60)",
+        help="seconds before a timed child (a JIT build, a start-up) counts as hung (default 600, quick 60)",
     )
     parser.add_argument(
         "--processes", default=None, help="contention process counts (default 1,8,32; quick 1,2)"

@@ -101,10 +101,11 @@ def guarded_site(work: Path) -> Path:
     return site
 
 
-def guard_costs(work: Path, repeats: int) -> dict:
+def guard_costs(work: Path, repeats: int, timeout: float) -> dict:
     """Median seconds of a child adding an empty site directory and one holding a guard, the
     way site adds site-packages at start-up; then of importing torch.utils.cpp_extension
-    (after torch) without and with the guard, which wraps its compile entry points."""
+    (after torch) without and with the guard, which wraps its compile entry points. A child
+    counts as hung after ``timeout`` (--timeout: a niced job's children may wait for a core)."""
     empty, guarded = work / "empty-site", guarded_site(work)
     empty.mkdir(parents=True, exist_ok=True)
     steps = (
@@ -116,7 +117,7 @@ def guard_costs(work: Path, repeats: int) -> dict:
         for which, site in (("without a guard", empty), ("with a classic wheel's guard", guarded)):
             code = GUARD_CHILD.format(site=str(site), before=before, then=then)
             samples = [
-                child_seconds(sys.executable, code, _child_env(), 120) for _ in range(repeats)
+                child_seconds(sys.executable, code, _child_env(), timeout) for _ in range(repeats)
             ]
             rows[f"{label}, {which}"] = stat(samples)
     return rows
@@ -136,7 +137,7 @@ def section_load(cfg: argparse.Namespace, work: Path) -> dict:
     rows = {
         "prebuild (installed library)": stat(
             [
-                child_seconds(sys.executable, OURS_CHILD, _child_env(), 120)
+                child_seconds(sys.executable, OURS_CHILD, _child_env(), cfg.timeout)
                 for _ in range(cfg.repeats)
             ]
         )
@@ -157,4 +158,4 @@ def section_load(cfg: argparse.Namespace, work: Path) -> dict:
         label = "torch/extension.h + pybind11" if flavour == "pybind" else "stable-ABI headers"
         rows[f"JIT load, {label}, cold cache"] = stat(cold)
         rows[f"JIT load, {label}, warm cache"] = stat(warm)
-    return {"rows": rows, "guard": guard_costs(work, max(cfg.repeats, 5))}
+    return {"rows": rows, "guard": guard_costs(work, max(cfg.repeats, 5), cfg.timeout)}
