@@ -308,8 +308,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cpu(
   Tensor color_rows = torch::stable::new_zeros(means2d, {s.n_isects, s.D});
   const EntryRows rows{geo_rows.mutable_data_ptr<float>(), color_rows.mutable_data_ptr<float>(),
                        n_geo, absgrad};
-  const auto tile_fn =
-      PREBUILD_PICK_ISA(backward_tile);
+  const auto tile_fn = PREBUILD_PICK_ISA(backward_tile);
   for_each_tile(a, [&](const Tile& tile, const TileSplats& splats) {
     tile_fn(a, rows, tile, splats);
   });
