@@ -3,6 +3,8 @@ and the PREBUILD_* environment)."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -359,3 +361,37 @@ def test_sanitizer_flags_compile_one_cpu_copy_at_o1():
     got = sanitizer_flags("address,undefined")
     assert "-fsanitize=address,undefined" in got and "-DPREBUILD_ONE_CPU_COPY" in got
     assert [f for f in got if f.startswith("-O")][-1] == "-O1"
+    assert [f for f in got if f.startswith("-g")] == ["-g1"]  # line tables, not full -g
+
+
+PLANTED = """#include <cstdlib>
+int read_past(int i) {
+  int* p = static_cast<int*>(std::malloc(4 * sizeof(int)));
+  int v = p[i];  // line 4: past the end for i >= 4
+  std::free(p);
+  return v;
+}
+int main(int argc, char**) { return read_past(argc + 3); }
+"""
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="needs c++")
+def test_sanitizer_flags_report_an_overflow_with_its_file_and_line(tmp_path):
+    """The flags scripts/sanitize.sh builds with find a planted heap overflow and say where
+    it is, with line tables only (-g1)."""
+    source = tmp_path / "planted.cpp"
+    source.write_text(PLANTED)
+    exe = tmp_path / "planted"
+    flags = sanitizer_flags("address")  # with undefined, UBSan's object-size check is first
+    build = subprocess.run(
+        ["c++", *flags, str(source), "-o", str(exe)], capture_output=True, text=True
+    )
+    if build.returncode and "asan" in build.stderr.lower():
+        pytest.skip(f"this compiler has no AddressSanitizer runtime: {build.stderr[-300:]}")
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run(
+        [str(exe)], capture_output=True, text=True, env={"ASAN_OPTIONS": "detect_leaks=0"}
+    )
+    assert run.returncode != 0
+    assert "heap-buffer-overflow" in run.stderr, run.stderr
+    assert f"in read_past(int) {source}:4" in run.stderr, run.stderr  # the stack names the line
