@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,9 +22,11 @@ from prebuild.tool.builder.toolchain import (
     compile_launcher,
     find_cxx,
     find_nvcc,
+    find_torch,
     nvcc_candidates,
     parse_nvcc_dryrun,
     parse_nvcc_version,
+    read_torch_version_file,
     split_cxx,
 )
 
@@ -314,3 +319,66 @@ def test_the_compile_caches_launcher_replaces_the_users_own():
     assert compile_launcher(None, ("ccache",)) == ("ccache",)
     assert compile_launcher(Path("/w/launcher"), ("ccache",)) == ("/w/launcher",)
     assert compile_launcher(None, ()) == ()
+
+
+# --- torch, found without importing it -------------------------------------------------------
+
+TORCH_214_VERSION_PY = """from typing import Optional
+
+__all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip', 'rocm', 'xpu']
+__version__ = '2.14.1+cu130'
+debug = False
+cuda: Optional[str] = '13.0'
+git_version = '5c4886908584029761b579af026dcfb627c84070'
+hip: Optional[str] = None
+"""
+
+
+def test_torch_version_file_reads_as_torch_writes_it():
+    assert read_torch_version_file(TORCH_214_VERSION_PY) == ("2.14.1+cu130", "13.0")
+    cpu = TORCH_214_VERSION_PY.replace("'2.14.1+cu130'", "'2.13.0+cpu'").replace("'13.0'", "None")
+    assert read_torch_version_file(cpu) == ("2.13.0+cpu", None)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "__version__ = compute()\ncuda = None\n",  # not a literal: torch must be imported
+        "cuda = '13.0'\n",  # no version
+        "__version__ = '2.14.1'\ncuda = 13\n",
+        "__version__ = (\n",  # not Python
+    ],
+)
+def test_torch_version_file_that_does_not_read_so_is_none(text):
+    assert read_torch_version_file(text) is None
+
+
+def test_find_torch_agrees_with_torch_and_does_not_import_it():
+    code = (
+        "import sys, json; from prebuild.tool.builder.toolchain import find_torch; t = find_torch(); "
+        "imported = 'torch' in sys.modules; import torch; "
+        "print(json.dumps([t.version_string, t.cuda, imported, torch.__version__, torch.version.cuda,"
+        " str(t.include_dirs[0].parent) == torch.__path__[0]]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    found, cuda, imported, version, torch_cuda, same_root = json.loads(out.stdout)
+    assert (found, cuda, imported, same_root) == (version, torch_cuda, False, True)
+
+
+def test_find_torch_imports_a_torch_whose_version_file_it_cannot_read(tmp_path):
+    package = tmp_path / "torch"
+    package.mkdir()
+    (package / "version.py").write_text("__version__ = '.'.join(['2', '12', '0'])\ncuda = '12.8'\n")
+    (package / "__init__.py").write_text(
+        "from torch import version\n__version__ = version.__version__\n"
+    )
+    code = "from prebuild.tool.builder.toolchain import find_torch; t = find_torch(); print(t.version, t.cuda)"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.split() == ["2.12.0", "12.8"], out.stderr
+
+
+def test_find_torch_without_torch_says_how_to_install_it(monkeypatch):
+    monkeypatch.setattr(toolchain.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ToolchainError, match="torch is not installed.*--no-build-isolation"):
+        find_torch()

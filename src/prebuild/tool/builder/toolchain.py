@@ -6,6 +6,7 @@ flag and naming logic it feeds is pure (``prebuild.tool.builder.flags``).
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import re
@@ -197,27 +198,64 @@ class Torch:
     library_dir: Path
 
 
-def find_torch() -> Torch:
+def read_torch_version_file(text: str) -> tuple[str, str | None] | None:
+    """Pure: (``__version__``, ``cuda``) as torch/version.py assigns them (literals, which torch's
+    build writes there); None when the file does not read that way."""
     try:
-        # Quietly: torch warns on import when numpy is missing ("Failed to initialize NumPy"),
-        # which says nothing about a build. The build's own imports of torch go to its log.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import torch
-    except ImportError as exc:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    values: dict[str, object] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
+            values[target.id] = value.value
+    version, cuda = values.get("__version__"), values.get("cuda")
+    if not isinstance(version, str) or not (cuda is None or isinstance(cuda, str)):
+        return None
+    return version, cuda
+
+
+def find_torch() -> Torch:
+    """The torch this Python imports, found without importing it: its version and CUDA
+    version read from torch/version.py (an import of torch costs seconds of CPU, in every
+    build); torch imported only where that file does not read as torch's build writes it."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
         raise ToolchainError(
             "torch is not installed in this Python. Install the torch you build for first "
             "(for example `pip install torch==2.13.0`), then build with "
             "`pip install --no-build-isolation` so that this torch is used."
-        ) from exc
-    root = Path(torch.__file__).parent
+        )
+    root = Path(spec.origin).parent
+    try:
+        read = read_torch_version_file((root / "version.py").read_text())
+    except OSError:
+        read = None
+    if read is None:
+        read = _imported_torch_version()
+    version_string, cuda = read
     return Torch(
-        version=Version(torch.__version__.split("+")[0]),
-        version_string=torch.__version__,
-        cuda=torch.version.cuda,
+        version=Version(version_string.split("+")[0]),
+        version_string=version_string,
+        cuda=cuda,
         include_dirs=(root / "include",),
         library_dir=root / "lib",
     )
+
+
+def _imported_torch_version() -> tuple[str, str | None]:
+    # Quietly: torch warns on import when numpy is missing ("Failed to initialize NumPy"),
+    # which says nothing about a build. The build's own imports of torch go to its log.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import torch
+    return torch.__version__, torch.version.cuda
 
 
 def check_cuda_matches_torch(nvcc_version: Version, torch_cuda: str | None) -> None:
