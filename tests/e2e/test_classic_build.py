@@ -129,7 +129,16 @@ def plain_wheels(cuda_torch_python, tmp_path_factory, plain_work) -> list[Path]:
     # The second wheel compiles the kernel for its arch and reuses the binding's object.
     assert compiled(work / "cu130.sm80" / "build.log") == ["binding.cpp", "kernels.cu"]
     assert compiled(work / "cu130.sm90" / "build.log") == ["kernels.cu"]
+    # Its build requirements are asked of its backend once (get_requires_for_build_wheel runs
+    # setup.py's egg_info), not again for the second wheel.
+    asked = [requirements_asked(work / w / "build.log") for w in ("cu130.sm80", "cu130.sm90")]
+    assert asked == [True, False]
     return sorted(out.glob("*.whl"))
+
+
+def requirements_asked(build_log: Path) -> bool:
+    text = build_log.read_text()
+    return "running egg_info" in text[: text.index("running bdist_wheel")]
 
 
 def compiled(build_log: Path) -> list[str]:

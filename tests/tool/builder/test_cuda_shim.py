@@ -19,6 +19,8 @@ from prebuild.tool.builder.cuda_shim import (
     driver_stub_source,
     libnvvm_for_nvlink,
     make_cuda_shim,
+    probe_inputs,
+    probe_key,
     probe_toolkit,
     search_paths,
     unversioned_names,
@@ -259,6 +261,79 @@ def test_the_probe_refuses_a_toolkit_without_crt_naming_the_header(tmp_path, nvi
     message = str(info.value)
     assert "crt/host_config.h" in message and "c10/cuda/CUDAGuard.h" in message
     assert str(tmp_path / "cuda") in message and "CUDA_HOME" in message
+
+
+def counting_cxx(tmp_path: Path) -> tuple[HostCompiler, Path]:
+    """The host compiler behind a script that counts its calls (a line each in the log)."""
+    log = tmp_path / "cxx-calls"
+    script = tmp_path / "bin" / "counting-c++"
+    script.parent.mkdir(parents=True)
+    script.write_text(f'#!/bin/sh\necho call >> {log}\nexec {" ".join(find_cxx().command)} "$@"\n')
+    script.chmod(0o755)
+    return HostCompiler((str(script),)), log
+
+
+def calls(log: Path) -> int:
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def test_the_probes_answer_is_kept_per_toolchain_and_asked_again_when_one_changes(tmp_path, nvidia):
+    """A second build of the same toolchain compiles no probe (seconds of CPU each); another
+    torch, or a kept answer that does not read, is probed again."""
+    toolkit = Nvcc(fake_toolkit(tmp_path / "cuda")).toolkit
+    home = make_cuda_shim(toolkit, tmp_path / "shim")
+    cxx, log = counting_cxx(tmp_path)
+    cache = tmp_path / "cache" / "probes"
+    torch = fake_torch(tmp_path / "torch", True)
+
+    assert probe_toolkit(home, torch, cxx, toolkit, cache) == "c++20"
+    probed = calls(log)
+    assert probed == 2 and len(list(cache.glob("*.json"))) == 1  # c++17 and c++20, kept
+    again = make_cuda_shim(toolkit, tmp_path / "another-build" / "shim")  # another build's shim
+    assert probe_toolkit(again, torch, cxx, toolkit, cache) == "c++20"
+    assert calls(log) == probed  # nothing compiled
+
+    newer = Torch(Version("2.15.0"), "2.15.0+cu130", "13.0", torch.include_dirs, torch.library_dir)
+    assert probe_toolkit(home, newer, cxx, toolkit, cache) == "c++20"
+    assert calls(log) == 2 * probed and len(list(cache.glob("*.json"))) == 2
+
+    for kept in cache.glob("*.json"):
+        kept.write_text('{"standard": "c++98"}')  # not an answer a probe gives
+    assert probe_toolkit(home, torch, cxx, toolkit, cache) == "c++20"
+    assert calls(log) == 3 * probed
+
+
+def test_the_probes_answer_follows_the_headers_and_the_compilers_search_paths(
+    tmp_path, nvidia, monkeypatch
+):
+    toolkit = Nvcc(fake_toolkit(tmp_path / "cuda")).toolkit
+    home = make_cuda_shim(toolkit, tmp_path / "shim")
+    torch = fake_torch(tmp_path / "torch", True)
+    cxx = find_cxx()
+    key = probe_key(probe_inputs(home, torch, cxx, os.environ))
+    assert key == probe_key(probe_inputs(home, torch, cxx, dict(os.environ)))
+    assert key != probe_key(probe_inputs(home, torch, cxx, {**os.environ, "CPATH": "/x"}))
+    assert key != probe_key(probe_inputs(home, torch, HostCompiler(("c++", "-m32")), os.environ))
+    guard = torch.include_dirs[0] / "c10" / "cuda" / "CUDAGuard.h"
+    guard.write_text(guard.read_text() + "// edited in place\n")
+    assert key != probe_key(probe_inputs(home, torch, cxx, os.environ))
+
+
+def test_a_failed_probe_is_not_kept_and_a_cache_that_cannot_be_written_changes_nothing(
+    tmp_path, nvidia
+):
+    broken = Nvcc(fake_toolkit(tmp_path / "broken", crt=False)).toolkit
+    cache = tmp_path / "cache"
+    torch = fake_torch(tmp_path / "torch", True)
+    with pytest.raises(ToolchainError):
+        probe_toolkit(make_cuda_shim(broken, tmp_path / "s1"), torch, find_cxx(), broken, cache)
+    assert not cache.exists()
+
+    toolkit = Nvcc(fake_toolkit(tmp_path / "cuda")).toolkit
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")  # the cache's folder cannot be made under a file
+    home = make_cuda_shim(toolkit, tmp_path / "s2")
+    assert probe_toolkit(home, torch, find_cxx(), toolkit, blocked / "probes") == "c++20"
 
 
 def test_each_versioned_library_gets_its_unversioned_name_for_the_linker():

@@ -117,6 +117,7 @@ from prebuild.tool.inspection import (
     needed_libraries,
 )
 from prebuild.tool.jit_sites import jit_sites
+from prebuild.tool.user_cache import user_cache_dir
 from prebuild.tool.variant_wheels import VARIANT_JSON, WheelArchs, built_variant_problem
 
 # A torch/extension.h translation unit takes 1-3 GiB to compile: torch's MAX_JOBS from this.
@@ -165,7 +166,7 @@ def preflight_classic(archs: tuple[Arch, ...], work: Path) -> ClassicToolchain:
     check_cuda_matches_torch(nvcc.version, torch.cuda)
     shim = make_cuda_shim(nvcc.toolkit, work / "cuda-shim")
     cxx = find_cxx()
-    standard = probe_toolkit(shim, torch, cxx, nvcc.toolkit)
+    standard = probe_toolkit(shim, torch, cxx, nvcc.toolkit, user_cache_dir() / "probes")
     add_driver_stub(shim, cxx)
     return ClassicToolchain(torch, nvcc, shim, standard)
 
@@ -627,6 +628,9 @@ class ClassicBuilder:
         # False once its build failed with ninja turned back on, on ninja's own error: the next
         # wheels are built as its setup.py says.
         self._ninja: bool | None = None
+        # True once the build's requirements were found installed: its wheels share them, so
+        # the next wheels skip the check (a process running its setup.py, seconds of CPU).
+        self._requirements_met = False
 
     @property
     def objects_key(self) -> ObjectsKey:
@@ -919,27 +923,9 @@ class ClassicBuilder:
         start = log_size(build_log)  # this build's output: after an earlier one's
         try:
             with warnings_to_log(build_log):
-                # The backend and what it needs first: a backend that does not import cannot
-                # say what else it needs (hatchling not installed; scikit-build-core without
-                # its pathspec), and its hook fails with nothing in the log.
-                unmet = {
-                    chain
-                    for req in builder.build_system_requires
-                    for chain in check_dependency(req)
-                }
-                if not split_installed(unmet, installed_version)[0]:  # the backend can run
-                    unmet = builder.check_dependencies("wheel")
-                missing, torch_pins = split_torch_pins(unmet)
-                missing, pins = split_installed(missing, installed_version)
-                if torch_pins:
-                    progress.note(torch_pins_note(torch_pins, self.toolchain.torch.version_string))
-                if pins and not missing:
-                    progress.note(
-                        f"its build asks for {', '.join(pins)}: built with the versions "
-                        "installed, as pip install --no-build-isolation would"
-                    )
-                if missing:
-                    raise ToolchainError(missing_requirements_message(missing))
+                if not self._requirements_met:
+                    self.check_requirements(builder, progress)
+                    self._requirements_met = True
                 return Path(builder.build("wheel", out))
         except (BuildBackendException, BuildException) as exc:
             text = log_since(build_log, start)
@@ -957,6 +943,28 @@ class ClassicBuilder:
                 + "".join(f"\n\n{a}" for a in advice if a),
                 log=build_log,
             ) from exc
+
+    def check_requirements(self, builder: ProjectBuilder, progress: BuildProgress) -> None:
+        """ToolchainError naming what the project's build needs and this environment lacks
+        (its backend asked through its get_requires hook, a process that runs its setup.py);
+        ``progress`` hears the pins it asks for that the installed versions do not meet."""
+        # The backend and what it needs first: a backend that does not import cannot say what
+        # else it needs (hatchling not installed; scikit-build-core without its pathspec), and
+        # its hook fails with nothing in the log.
+        unmet = {chain for req in builder.build_system_requires for chain in check_dependency(req)}
+        if not split_installed(unmet, installed_version)[0]:  # the backend can run
+            unmet = builder.check_dependencies("wheel")
+        missing, torch_pins = split_torch_pins(unmet)
+        missing, pins = split_installed(missing, installed_version)
+        if torch_pins:
+            progress.note(torch_pins_note(torch_pins, self.toolchain.torch.version_string))
+        if pins and not missing:
+            progress.note(
+                f"its build asks for {', '.join(pins)}: built with the versions "
+                "installed, as pip install --no-build-isolation would"
+            )
+        if missing:
+            raise ToolchainError(missing_requirements_message(missing))
 
     def source_gaps_advice(self, log: str, archs: tuple[Arch, ...]) -> str:
         """What the failed build's log says the project's source lacks, and where to get it

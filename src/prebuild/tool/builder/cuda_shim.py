@@ -14,13 +14,18 @@ headers need (torch 2.14's need C++20).
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import importlib.util
 import json
+import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from prebuild.tool.builder import processes
@@ -42,6 +47,7 @@ from prebuild.tool.builder.toolchain import (
 
 # The standards a probe tries, oldest first (nvcc 12 and 13 accept these two and older ones).
 PROBE_STANDARDS = ("c++17", "c++20")
+PROBE_CACHE_FORMAT = 1  # raised when what a kept answer means changes
 PROBE_SOURCE = """// prebuild's preflight: what a classic extension's C++ files include.
 #include <cuda_runtime.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -275,9 +281,87 @@ def _compiler_message(output: str, limit: int = 2000) -> str:
     return output[begin : begin + limit].strip()
 
 
-def probe_toolkit(shim: Path, torch: Torch, cxx: HostCompiler, toolkit: CudaToolkit) -> str:
+def probe_inputs(shim: Path, torch: Torch, cxx: HostCompiler, environ: Mapping[str, str]) -> dict:
+    """Everything the probe's answer depends on, as plain data: the compiler (its command and
+    the program it runs, as installed), torch (version, headers), every header folder the shim
+    toolkit holds and where it leads, the search-path variables the compiler reads, and the
+    probe itself. Changing any of these asks again."""
+
+    def installed(path: Path | None) -> list:
+        try:
+            st = path.stat() if path else None
+        except OSError:
+            st = None
+        return [str(path), st.st_size, st.st_mtime_ns] if st else [str(path), None, None]
+
+    program = shutil.which(cxx.command[0], path=environ.get("PATH"))
+    include = shim / "include"
+    entries = sorted(include.iterdir()) if include.is_dir() else []
+    guard = [d / "c10" / "cuda" / "CUDAGuard.h" for d in torch.include_dirs]
+    return {
+        "format": PROBE_CACHE_FORMAT,
+        "probe": [PROBE_SOURCE, *PROBE_STANDARDS],
+        "cxx": [*cxx.command, *installed(Path(program).resolve() if program else None)],
+        "torch": [torch.version_string, *map(str, torch.include_dirs)],
+        "headers": [installed(p) for p in (*guard, (include / "cuda_runtime.h").resolve())],
+        "shim": [[e.name, str(e.resolve())] for e in entries],
+        "env": {k: environ.get(k, "") for k in ("CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH")},
+    }
+
+
+def probe_key(inputs: dict) -> str:
+    """Pure: the name of the probe's answer for these inputs (``probe_inputs``)."""
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def read_probe_answer(path: Path) -> str | None:
+    """The standard a probe of the same inputs found earlier; None where none is kept (or the
+    file does not read as one)."""
+    try:
+        standard = json.loads(path.read_text()).get("standard")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return standard if standard in PROBE_STANDARDS else None
+
+
+def keep_probe_answer(path: Path, standard: str, inputs: dict) -> None:
+    """Written whole (a temporary file renamed) or not at all: a cache that cannot be written
+    (a read-only home) only means the next build probes again."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump({"standard": standard, "inputs": inputs}, f)
+        os.replace(name, path)
+    except BaseException as exc:  # a full disk, or Ctrl-C: no half-written file left behind
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        if not isinstance(exc, OSError):
+            raise
+
+
+def probe_toolkit(
+    shim: Path, torch: Torch, cxx: HostCompiler, toolkit: CudaToolkit, cache: Path | None = None
+) -> str:
     """The oldest C++ standard in which the host compiler compiles ``PROBE_SOURCE`` against
-    this torch through the shim toolkit; ToolchainError, with the compiler's words, if none does."""
+    this torch through the shim toolkit; ToolchainError, with the compiler's words, if none does.
+    ``cache``: a folder where the answer is kept per toolchain (``probe_inputs``), so that the
+    next build with the same one does not compile the probe again (seconds of CPU); a failure
+    is never kept."""
+    inputs = probe_inputs(shim, torch, cxx, os.environ) if cache else {}
+    kept = cache / f"{probe_key(inputs)}.json" if cache else None
+    if kept and (standard := read_probe_answer(kept)):
+        return standard
+    standard = _probe(shim, torch, cxx, toolkit)
+    if kept:
+        keep_probe_answer(kept, standard, inputs)
+    return standard
+
+
+def _probe(shim: Path, torch: Torch, cxx: HostCompiler, toolkit: CudaToolkit) -> str:
     probe = shim / "prebuild-probe.cpp"
     probe.write_text(PROBE_SOURCE)
     includes = [

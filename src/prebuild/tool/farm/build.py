@@ -41,6 +41,7 @@ from prebuild.tool.farm.plan import PLAIN, Job
 from prebuild.tool.farm.recipes import Recipe, Smoke
 from prebuild.tool.farm.site import publish, store
 from prebuild.tool.index_keys import is_host_wheel
+from prebuild.tool.user_cache import user_cache_dir
 from prebuild.tool.variant_wheels import parse_filename
 
 LOG_TAIL = 3000  # characters of a failed job's log kept in the ledger
@@ -391,5 +392,4 @@ def _check(proc: subprocess.CompletedProcess, what: str) -> None:
 def default_work() -> Path:
     """``~/.cache/prebuild/farm`` (``$XDG_CACHE_HOME`` respected): environments, logs, the
     compile cache."""
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "prebuild" / "farm"
+    return user_cache_dir() / "farm"
