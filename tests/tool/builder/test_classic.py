@@ -404,6 +404,33 @@ def test_a_torch_pin_in_the_build_requirements_is_not_followed_and_said_so():
     assert "built against the installed torch 2.14.1+cu130 instead" in note
 
 
+def test_a_run_asks_its_backend_for_the_build_requirements_once(tmp_path):
+    """get_requires_for_build_wheel runs the project's setup.py (seconds, importing torch):
+    its answer holds for every wheel of the run."""
+    from types import SimpleNamespace
+
+    from prebuild.tool.builder.classic import ClassicBuilder
+
+    project, runs = tmp_path / "project", tmp_path / "setup-runs"
+    write(
+        project,
+        "setup.py",
+        f"from setuptools import setup\nopen({str(runs)!r}, 'a').write('run\\n')\n"
+        "setup(name='x', version='1')\n",
+    )
+    toolchain = SimpleNamespace(
+        nvcc=None, cxx_standard="c++17", torch=SimpleNamespace(version_string="2.13.0")
+    )
+    builder = ClassicBuilder(project, toolchain, tmp_path / "work")
+    progress = SimpleNamespace(note=lambda text: None, step=lambda done, total, what: None)
+    for n in range(2):
+        out = tmp_path / f"out{n}"
+        assert builder.project_build(
+            {}, tmp_path / "build.log", out, A("sm_90"), progress
+        ).is_file()
+    assert runs.read_text().split() == ["run"] * 3  # get_requires once, build_wheel twice
+
+
 def test_the_project_build_goes_on_past_a_torch_pin_and_stops_on_another_requirement(tmp_path):
     from types import SimpleNamespace
 
@@ -420,11 +447,15 @@ def test_the_project_build_goes_on_past_a_torch_pin_and_stops_on_another_require
     toolchain = SimpleNamespace(
         nvcc=None, cxx_standard="c++17", torch=SimpleNamespace(version_string="2.13.0")
     )
-    builder = ClassicBuilder(project, toolchain, tmp_path / "work")
+
+    def project_build():  # each variation of the project is a run of its own: a builder each
+        builder = ClassicBuilder(project, toolchain, tmp_path / "work")
+        return builder.project_build({}, log, out, A("sm_90"), progress)
+
+    log, out = tmp_path / "build.log", tmp_path / "out"
     said: list[str] = []
     progress = SimpleNamespace(note=said.append, step=lambda done, total, what: None)
-    log, out = tmp_path / "build.log", tmp_path / "out"
-    built = builder.project_build({}, log, out, A("sm_90"), progress)
+    built = project_build()
     assert built.name == "x-1-py3-none-any.whl" and built.is_file()
     assert len(said) == 1 and "its build asks for torch==0.0.1" in said[0]
     write(
@@ -434,7 +465,7 @@ def test_the_project_build_goes_on_past_a_torch_pin_and_stops_on_another_require
         'build-backend = "setuptools.build_meta"\n',
     )
     with pytest.raises(ToolchainError, match="needs no-such-package-here>=1, not installed"):
-        builder.project_build({}, log, out, A("sm_90"), progress)
+        project_build()
     # A pin an installed package does not meet is for an isolated build: built with what is
     # installed, as pip install --no-build-isolation builds, and said (SageAttention's
     # setuptools<75, wheel<0.44).
@@ -445,7 +476,7 @@ def test_the_project_build_goes_on_past_a_torch_pin_and_stops_on_another_require
         'build-backend = "setuptools.build_meta"\n',
     )
     said.clear()
-    assert builder.project_build({}, log, out, A("sm_90"), progress).is_file()
+    assert project_build().is_file()
     (note,) = said
     assert note.startswith("its build asks for packaging<1 (installed: ") and (
         "setuptools<1 (installed: " in note and "as pip install --no-build-isolation would" in note
@@ -458,7 +489,7 @@ def test_the_project_build_goes_on_past_a_torch_pin_and_stops_on_another_require
         '[build-system]\nrequires = ["no-such-backend>=1"]\nbuild-backend = "no_such_backend"\n',
     )
     with pytest.raises(ToolchainError, match="needs no-such-backend>=1, not installed here. "):
-        builder.project_build({}, log, out, A("sm_90"), progress)
+        project_build()
     # A backend of the project's own that does not import: its words, not an empty error.
     write(project, "in_tree.py", "import no_such_module_of_the_backend\n")
     write(
@@ -468,7 +499,7 @@ def test_the_project_build_goes_on_past_a_torch_pin_and_stops_on_another_require
     )
     log.unlink(missing_ok=True)
     with pytest.raises(BuildError) as failed:
-        builder.project_build({}, log, out, A("sm_90"), progress)
+        project_build()
     said = str(failed.value)
     assert "Backend 'in_tree' is not available." in said
     assert "No module named 'no_such_module_of_the_backend'" in said
