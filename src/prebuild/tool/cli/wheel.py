@@ -130,7 +130,7 @@ def wheel(
 
       prebuild wheel --arch sm_80,sm_90 --variants     # wheels that pick the GPU
 
-      prebuild wheel --arch sm_80,sm_90 --cache ~/.cache/prebuild   # compile once
+      prebuild wheel --cache ~/.cache/prebuild/objects   # compile once
     """
     try:
         from prebuild.tool.builder.pipeline import (
