@@ -19,12 +19,14 @@ from prebuild.tool.builder.compile import (
     LibrarySpec,
     Toolchain,
     compile_libraries,
+    host_library_spec,
     read_compiled,
     run_ninja,
     unity_batches,
     unity_sources,
     write_ninja,
 )
+from prebuild.tool.builder.config import read_config
 from prebuild.tool.builder.toolchain import ToolchainError, Torch, find_cxx, find_torch
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -161,7 +163,6 @@ def test_compile_libraries_given_a_toolchain_runs_no_preflight(tmp_path, monkeyp
     """prebuild wheel's preflight found the toolchain once, for every wheel: compile_libraries
     reuses it; given none (a source build's setup.py), it runs its own."""
     from prebuild.tool.builder import compile as compile_module
-    from prebuild.tool.builder.config import read_config
 
     preflights = []
 
@@ -221,3 +222,42 @@ def test_unity_sources_compile_and_link_like_the_files_they_include(tmp_path):
     assert [u.stat().st_mtime_ns for u in units] == stamps
     run_ninja(build, 2)
     assert "no work to do" in (build / "build.log").read_text()
+
+
+def test_a_unity_build_compiles_the_simt_library_and_a_sanitised_cpu_library_in_units(tmp_path):
+    """[tool.prebuild] unity-build: the simt library's *_simt.cpp files in as many units as
+    compile jobs, and the CPU library's .cpp files too in a sanitised build, the units named
+    apart (the two libraries build in one ninja file), each file in one unit of its own
+    library. The CPU library that ships compiles file by file (its code is the speed users get)."""
+    src = tmp_path / "csrc"
+    cpu_files, simt_files = (
+        ["a.cpp", "b/b.cpp", "c.cpp"],
+        ["x_simt.cpp", "y_simt.cpp", "z_simt.cpp"],
+    )
+    files = write_sources(src, dict(zip(cpu_files + simt_files, [300, 200, 100, 50, 40, 30])))
+    project = replace(read_config(ROOT), sources=src, unity_build=True)
+    options = flags.BuildOptions(archs=(), ptx=False, build_dir=tmp_path / "build")
+    sanitized = replace(options, sanitize="address,undefined")
+    torch, cxx = find_torch(), find_cxx()
+    unity = tmp_path / "build" / "unity"
+
+    def spec_of(simt, options=options, jobs=2, project=project):
+        return host_library_spec(project, torch, cxx, options, simt, jobs, unity)
+
+    def included(units):
+        return sorted(
+            line.split('"')[1]
+            for u in units
+            for line in u.read_text().splitlines()
+            if line.startswith("#include")
+        )
+
+    assert spec_of(False).sources == sorted(files[n] for n in cpu_files)  # the one that ships
+    simt, cpu = spec_of(True), spec_of(False, sanitized)
+    assert [u.name for u in simt.sources] == ["simt_unity_0.cpp", "simt_unity_1.cpp"]
+    assert [u.name for u in cpu.sources] == ["cpu_unity_0.cpp", "cpu_unity_1.cpp"]
+    assert included(simt.sources) == sorted(str(files[n]) for n in simt_files)
+    assert included(cpu.sources) == sorted(str(files[n]) for n in cpu_files)
+    assert spec_of(True, jobs=3).sources == sorted(files[n] for n in simt_files)  # a file a job
+    one_by_one = spec_of(True, project=replace(project, unity_build=False))
+    assert one_by_one.sources == sorted(files[n] for n in simt_files)

@@ -56,7 +56,7 @@ class KernelProject:
     default_ptx: bool
     library: str  # base name: <library>.abi3.so, <library>_cuda.abi3.so, <library>_simt.abi3.so
     selftest: str | None = None  # "package.module:function" returning its SelftestCase list
-    unity_build: bool = False  # the .cu files compiled together, one unit per compile job
+    unity_build: bool = False  # the .cu (and simt) files compiled together, one unit per job
 
     @property
     def cpu_library(self) -> str:
