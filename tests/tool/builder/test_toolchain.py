@@ -345,6 +345,7 @@ def test_torch_version_file_reads_as_torch_writes_it():
     [
         "__version__ = compute()\ncuda = None\n",  # not a literal: torch must be imported
         "cuda = '13.0'\n",  # no version
+        "__version__ = '2.14.1'\n",  # no cuda line (a CPU build writes cuda = None)
         "__version__ = '2.14.1'\ncuda = 13\n",
         "__version__ = (\n",  # not Python
     ],
@@ -382,3 +383,17 @@ def test_find_torch_without_torch_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr(toolchain.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ToolchainError, match="torch is not installed.*--no-build-isolation"):
         find_torch()
+
+
+def test_find_torch_names_a_torch_that_does_not_import_as_missing(tmp_path):
+    package = tmp_path / "torch"
+    package.mkdir()
+    (package / "version.py").write_text("__version__ = compute()\n")
+    (package / "__init__.py").write_text("raise ImportError('libtorch_cpu.so: no such file')\n")
+    code = (
+        "from prebuild.tool.builder.toolchain import ToolchainError, find_torch\n"
+        "try:\n    find_torch()\nexcept ToolchainError as e:\n    print('refused:', e)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.startswith("refused: torch is not installed in this Python"), out.stderr

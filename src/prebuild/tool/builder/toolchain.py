@@ -198,6 +198,13 @@ class Torch:
     library_dir: Path
 
 
+NO_TORCH = (
+    "torch is not installed in this Python. Install the torch you build for first "
+    "(for example `pip install torch==2.13.0`), then build with "
+    "`pip install --no-build-isolation` so that this torch is used."
+)
+
+
 def read_torch_version_file(text: str) -> tuple[str, str | None] | None:
     """Pure: (``__version__``, ``cuda``) as torch/version.py assigns them (literals, which torch's
     build writes there); None when the file does not read that way."""
@@ -215,9 +222,9 @@ def read_torch_version_file(text: str) -> tuple[str, str | None] | None:
             continue
         if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
             values[target.id] = value.value
-    version, cuda = values.get("__version__"), values.get("cuda")
+    version, cuda = values.get("__version__"), values.get("cuda", 0)
     if not isinstance(version, str) or not (cuda is None or isinstance(cuda, str)):
-        return None
+        return None  # no version, or no cuda line (0): not a file torch's build wrote
     return version, cuda
 
 
@@ -227,19 +234,13 @@ def find_torch() -> Torch:
     build); torch imported only where that file does not read as torch's build writes it."""
     spec = importlib.util.find_spec("torch")
     if spec is None or spec.origin is None:
-        raise ToolchainError(
-            "torch is not installed in this Python. Install the torch you build for first "
-            "(for example `pip install torch==2.13.0`), then build with "
-            "`pip install --no-build-isolation` so that this torch is used."
-        )
+        raise ToolchainError(NO_TORCH)
     root = Path(spec.origin).parent
     try:
         read = read_torch_version_file((root / "version.py").read_text())
     except OSError:
         read = None
-    if read is None:
-        read = _imported_torch_version()
-    version_string, cuda = read
+    version_string, cuda = read or _imported_torch_version()
     return Torch(
         version=Version(version_string.split("+")[0]),
         version_string=version_string,
@@ -250,11 +251,14 @@ def find_torch() -> Torch:
 
 
 def _imported_torch_version() -> tuple[str, str | None]:
-    # Quietly: torch warns on import when numpy is missing ("Failed to initialize NumPy"),
-    # which says nothing about a build. The build's own imports of torch go to its log.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import torch
+    try:
+        # Quietly: torch warns on import when numpy is missing ("Failed to initialize NumPy"),
+        # which says nothing about a build. The build's own imports of torch go to its log.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import torch
+    except ImportError as exc:
+        raise ToolchainError(NO_TORCH) from exc
     return torch.__version__, torch.version.cuda
 
 
