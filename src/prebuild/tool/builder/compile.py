@@ -293,8 +293,8 @@ def host_library_spec(
     cxx: HostCompiler,
     options: flags.BuildOptions,
     simt: bool,
-    jobs: int = 1,
-    unity_dir: Path | None = None,
+    jobs: int,
+    unity_dir: Path,
 ) -> LibrarySpec:
     """The CPU library (``simt=False``) or the simt test library (``simt=True``), from the
     project's ``*.cpp`` of that kind, or their unity_sources in ``unity_dir``: with
@@ -304,7 +304,7 @@ def host_library_spec(
     its speed is what users get."""
     sanitize = flags.sanitizer_flags(options.sanitize)
     sources = [s for s in _sources(project, ".cpp") if s.name.endswith(SIMT_SUFFIX) == simt]
-    if project.unity_build and unity_dir is not None and (simt or sanitize):
+    if project.unity_build and (simt or sanitize):
         sources = unity_sources(sources, jobs, unity_dir, "simt_unity" if simt else "cpu_unity")
     return LibrarySpec(
         output=project.simt_library if simt else project.cpu_library,
