@@ -1,8 +1,8 @@
 """The work of test_cuda_torch.py, as a background job (background.py): prebuild's sm_80 wheel
-built by ``python -m build --no-isolation`` in .venv-cuda (torch 2.14.1+cu130), that wheel
-installed into a copy of .venv-cuda, and a script run there: the torch's CUDA version, an SSIM,
-whether the CUDA kernel is registered, the library's CUDA error, whether CUDA was initialised,
-and the torch the manifest says it was built with.
+built by ``python -m build --no-isolation`` in .venv-cuda (torch 2.14.1+cu130) from a copy of
+the checkout, that wheel installed into a copy of .venv-cuda, and a script run there: the
+torch's CUDA version, an SSIM, whether the CUDA kernel is registered, the library's CUDA error,
+whether CUDA was initialised, and the torch the manifest says it was built with.
 
 Usage: python tests/e2e/cuda_torch_job.py WORK (steps in WORK/steps.json, job_steps.py). A step
 that fails ends the job (exit status 0: the steps say what failed)."""
@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from build_helpers import ROOT
+from build_helpers import copy_checkout
 from job_steps import Steps
 from venvs import clone_venv, prepare_cuda_venv
 
@@ -38,7 +38,12 @@ def main(work: Path) -> None:
         "HOME": str(work),
     }
     build = [str(py), "-m", "build", "--wheel", "--no-isolation", "--outdir", str(work / "dist")]
-    if not steps.run("build", [*build, str(ROOT)], build_env, 1200):
+    # From a copy: setuptools writes build/bdist.* in the tree it builds, and `prebuild wheel`s
+    # of the checkout running meanwhile (the shared wheels, gpu_check's dry run) share the
+    # checkout's build/ under their lock, which this build does not take: one's bdist_wheel
+    # removed the other's build/bdist.linux-x86_64/wheel mid-build (2026-11-29).
+    source = copy_checkout(work / "checkout")
+    if not steps.run("build", [*build, str(source)], build_env, 1200):
         return
     (wheel,) = (work / "dist").glob("*.whl")
     # Installed into a copy: .venv-cuda itself stays as the fixture made it (torch, build tools).
