@@ -17,9 +17,9 @@ fi
 # .github/workflows/wheels.yml: the tests validate the workflow's config with it, and an unpinned
 # install broke CI when a newer one was published.
 PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
-# uv installs the packages, a minute faster than pip on 2 cores, from where pip is configured to
-# install from: prebuild's own translation of pip's settings (index-url, extra-index-url,
-# find-links: prebuild.tool.farm.envs.uv_environment, which needs only `packaging`). Bytecode is
+# uv installs the packages, a minute faster than pip on 2 cores, as pip is configured to install
+# here: prebuild's own translation of pip's settings (index-url, extra-index-url, find-links,
+# constraint: prebuild.tool.farm.envs.uv_environment, which needs only `packaging`). Bytecode is
 # compiled as pip compiles it: the tests' children write none. Should uv fail, pip installs.
 "${PIP[@]}" uv==0.13.9 packaging  # uv pinned here only: the farm's tests use it too
 eval "$(PYTHONPATH=src .venv/bin/python -c '

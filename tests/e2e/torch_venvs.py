@@ -43,9 +43,9 @@ UNCAPPED = {
 
 @functools.cache
 def install_env() -> dict[str, str]:
-    """The environment of _install's uv: pip's index settings handed over as the farm does (uv
-    reads no pip.conf, so pip's cap on torch does not reach it), and no cache either."""
-    return {**uv_environment(), **UNCAPPED, "UV_NO_CACHE": "1"}
+    """The environment of _install's uv: pip's settings handed over as the farm does, but
+    for the cap on torch (UNCAPPED's empty constraint file), and no cache either."""
+    return {**uv_environment(UNCAPPED), "UV_NO_CACHE": "1"}
 
 
 def versions_to_check(oldest: str, newest: str) -> list[str]:

@@ -18,7 +18,7 @@ from prebuild.tool.farm.envs import (
     pip_config,
     prebuild_path,
     probe,
-    uv_index_env,
+    uv_pip_settings,
 )
 
 SPEC = EnvSpec("3.11", "2.14", "13.0")
@@ -46,7 +46,7 @@ def test_pip_config_lines_and_what_uv_is_told():
         "global.extra-index-url='file:///opt/pypi/simple file:///opt/more/simple'\n"
         "global.find-links='/opt/wheels'\nnot a setting\n"
     )
-    assert uv_index_env({}, config) == {
+    assert uv_pip_settings({}, config) == {
         "UV_INDEX_URL": "https://mirror.example/simple",
         "UV_EXTRA_INDEX_URL": "file:///opt/pypi/simple file:///opt/more/simple",
         "UV_FIND_LINKS": "/opt/wheels",
@@ -54,12 +54,28 @@ def test_pip_config_lines_and_what_uv_is_told():
         "UV_INDEX_STRATEGY": "unsafe-best-match",
     }
     # pip's variables win over its config file; uv's own settings win over both
-    assert uv_index_env({"PIP_FIND_LINKS": "/a /b"}, config)["UV_FIND_LINKS"] == "/a,/b"
-    assert uv_index_env({"UV_INDEX_URL": "https://uv.example"}, config) == {}
+    assert uv_pip_settings({"PIP_FIND_LINKS": "/a /b"}, config)["UV_FIND_LINKS"] == "/a,/b"
+    assert uv_pip_settings({"UV_INDEX_URL": "https://uv.example"}, config) == {}
     strategy = {"UV_INDEX_STRATEGY": "first-index"}
-    assert "UV_INDEX_STRATEGY" not in uv_index_env(strategy, config)
-    assert uv_index_env({}, {"find-links": "/opt/wheels"}) == {"UV_FIND_LINKS": "/opt/wheels"}
-    assert uv_index_env({}, {}) == {}
+    assert "UV_INDEX_STRATEGY" not in uv_pip_settings(strategy, config)
+    assert uv_pip_settings({}, {"find-links": "/opt/wheels"}) == {"UV_FIND_LINKS": "/opt/wheels"}
+    assert uv_pip_settings({}, {}) == {}
+
+
+def test_pip_s_constraint_files_reach_uv_unless_uv_has_its_own():
+    # a site's pin (here: torch<=2.14.1 in /etc/xdg/pip/pip.conf) binds uv as it binds pip
+    config = {"constraint": "/etc/xdg/pip/constraints.txt", "find-links": "/opt/wheels"}
+    assert uv_pip_settings({}, config) == {
+        "UV_FIND_LINKS": "/opt/wheels",
+        "UV_CONSTRAINT": "/etc/xdg/pip/constraints.txt",
+    }
+    # pip's variable wins over its file, several files stay a space-separated list
+    lifted = uv_pip_settings({"PIP_CONSTRAINT": "/dev/null  /site/more.txt"}, config)
+    assert lifted["UV_CONSTRAINT"] == "/dev/null /site/more.txt"
+    # uv's own constraint wins, and uv's own indexes leave pip's constraint in force
+    assert "UV_CONSTRAINT" not in uv_pip_settings({"UV_CONSTRAINT": "/uv.txt"}, config)
+    own_index = uv_pip_settings({"UV_INDEX_URL": "https://uv.example"}, config)
+    assert own_index == {"UV_CONSTRAINT": "/etc/xdg/pip/constraints.txt"}
 
 
 def test_the_commands_that_make_an_environment(tmp_path):

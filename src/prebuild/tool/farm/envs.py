@@ -9,9 +9,10 @@ build of torch from PyTorch's index for that CUDA release (``--torch-index``), a
 through a folder on ``PYTHONPATH`` that holds only a link to its package (``prebuild_path``),
 so the environment's own torch is the one a build sees.
 
-uv reads its own settings (``UV_*``, uv.toml); where it has no index settings of its own, the
-ones pip is configured with (``PIP_*``, pip.conf) are given to it (``uv_index_env``), so the
-farm installs from the mirror or folders this machine's pip uses.
+uv reads its own settings (``UV_*``, uv.toml) and none of pip's. Where it has none of its own,
+pip's (``PIP_*``, pip.conf) are given to it (``uv_pip_settings``): the indexes and folders, so
+that the farm installs from the mirror or folders this machine's pip uses, and the constraint
+files, so that it installs nothing pip would refuse here (a site's pin of torch).
 """
 
 from __future__ import annotations
@@ -108,28 +109,37 @@ def pip_config(lines: str) -> dict[str, str]:
     return found
 
 
-def uv_index_env(environ: Mapping[str, str], config: Mapping[str, str]) -> dict[str, str]:
-    """Pure: the ``UV_*`` index settings to give uv so that it installs from where pip is
-    configured to (``PIP_*`` variables over pip.conf's ``config``), unless uv has index
-    settings of its own. pip separates several values with spaces, uv with spaces too
-    (extra indexes) or commas (find-links). With extra indexes, uv is also told to choose among
-    all of them as pip does (``unsafe-best-match``): by default it takes a package only from the
-    first index that has it, so a torch release on the main index but not on a local extra one
-    that holds another release would not be found."""
-    own = ("UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS")
-    if any(environ.get(name) for name in own):
-        return {}
+def uv_pip_settings(environ: Mapping[str, str], config: Mapping[str, str]) -> dict[str, str]:
+    """Pure: the ``UV_*`` settings that make uv install as pip is configured to here (``PIP_*``
+    variables over pip.conf's ``config``).
+
+    - Indexes: where pip installs from, unless uv has index settings of its own. pip separates
+      several values with spaces, uv with spaces too (extra indexes) or commas (find-links).
+      With extra indexes, uv is also told to choose among all of them as pip does
+      (``unsafe-best-match``): by default it takes a package only from the first index that
+      has it, so a torch release on the main index but not on a local extra one that holds
+      another release would not be found.
+    - Constraints: pip's constraint files (``constraint``), unless uv has its own
+      (``UV_CONSTRAINT``), both a space-separated list: without them uv would install what pip
+      refuses here, such as a torch above a site's pin."""
     settings = {}
-    for option, uv_name, joiner in (
-        ("index-url", "UV_INDEX_URL", " "),
-        ("extra-index-url", "UV_EXTRA_INDEX_URL", " "),
-        ("find-links", "UV_FIND_LINKS", ","),
-    ):
-        value = environ.get("PIP_" + option.upper().replace("-", "_")) or config.get(option)
-        if value:
-            settings[uv_name] = joiner.join(value.split())
-    if "UV_EXTRA_INDEX_URL" in settings and not environ.get("UV_INDEX_STRATEGY"):
-        settings["UV_INDEX_STRATEGY"] = "unsafe-best-match"
+
+    def pip(option: str) -> str | None:
+        return environ.get("PIP_" + option.upper().replace("-", "_")) or config.get(option)
+
+    own = ("UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS")
+    if not any(environ.get(name) for name in own):
+        for option, uv_name, joiner in (
+            ("index-url", "UV_INDEX_URL", " "),
+            ("extra-index-url", "UV_EXTRA_INDEX_URL", " "),
+            ("find-links", "UV_FIND_LINKS", ","),
+        ):
+            if value := pip(option):
+                settings[uv_name] = joiner.join(value.split())
+        if "UV_EXTRA_INDEX_URL" in settings and not environ.get("UV_INDEX_STRATEGY"):
+            settings["UV_INDEX_STRATEGY"] = "unsafe-best-match"
+    if not environ.get("UV_CONSTRAINT") and (constraint := pip("constraint")):
+        settings["UV_CONSTRAINT"] = " ".join(constraint.split())
     return settings
 
 
@@ -246,9 +256,11 @@ class Environments:
             raise EnvError(f"{what} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
 
 
-def uv_environment() -> dict[str, str]:
-    """This process's environment for uv, with pip's index settings where uv has none."""
-    return {**os.environ, **uv_index_env(os.environ, pip_config(_pip_config_lines()))}
+def uv_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (this process's environment) for uv, with pip's settings where uv has none
+    of its own (``uv_pip_settings``)."""
+    environ = os.environ if environ is None else environ
+    return {**environ, **uv_pip_settings(environ, pip_config(_pip_config_lines()))}
 
 
 def _pip_config_lines() -> str:
