@@ -6,6 +6,7 @@ test_classic_build.py.)"""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from packaging.version import Version
+from sdists import write_sdist
 
 from prebuild.runtime.arch import ArchError, parse_arch_list
 from prebuild.tool.builder import pipeline
@@ -553,24 +555,14 @@ def test_a_relative_build_dir_is_made_absolute(tmp_path, monkeypatch):
 def needs_gpu_sdist(links: Path) -> None:
     """An sdist whose setup.py raises without a GPU, as Deformable-DETR's ops do (``raise
     NotImplementedError('Cuda is not availabel')``), in a find-links directory."""
-    import io
-    import tarfile
-
     setup = (
-        b"import torch\nfrom setuptools import setup\n"
-        b"if not torch.cuda.is_available():\n"
-        b"    raise NotImplementedError('Cuda is not available')\n"
-        b"setup(name='needs_gpu', version='0.1.0')\n"
+        "import torch\nfrom setuptools import setup\n"
+        "if not torch.cuda.is_available():\n"
+        "    raise NotImplementedError('Cuda is not available')\n"
+        "setup(name='needs_gpu', version='0.1.0')\n"
     )
-    links.mkdir()
-    with tarfile.open(links / "needs_gpu-0.1.0.tar.gz", "w:gz") as tar:
-        for name, data in {
-            "setup.py": setup,
-            "PKG-INFO": b"Name: needs_gpu\nVersion: 0.1.0\n",
-        }.items():
-            info = tarfile.TarInfo(f"needs_gpu-0.1.0/{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    pkg_info = "Name: needs_gpu\nVersion: 0.1.0\n"
+    write_sdist(links, "needs_gpu", "0.1.0", {"setup.py": setup, "PKG-INFO": pkg_info})
 
 
 @pytest.mark.parametrize("gpu_visible", [False, True])
@@ -606,4 +598,31 @@ def test_a_requirement_whose_setup_py_fails_without_a_gpu_is_fetched_with_torch_
         "fetch note",
         "pip's metadata step failed with no GPU visible (NotImplementedError: Cuda is not "
         "available); it passed with torch.cuda answering as a GPU of compute capability 9.0 would",
+    )
+
+
+def test_a_release_whose_setup_py_labels_its_version_is_fetched_and_the_user_told(
+    tmp_path, monkeypatch
+):
+    """auto-gptq 0.7.1's setup.py says 0.7.1+cu130: pip refuses the index's 0.7.1 for it, and
+    prebuild fetches that sdist by its URL, saying why (project.relabelled_sdist)."""
+    from types import SimpleNamespace
+
+    setup = "from setuptools import setup\nsetup(name='labelled', version='1.0.0+cu130')\n"
+    links = tmp_path / "links"
+    write_sdist(links, "labelled", "1.0.0", {"setup.py": setup})
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    report = Recorder()
+    work = tmp_path / "work"
+    work.mkdir()
+    toolchain = SimpleNamespace(torch=SimpleNamespace(cuda="13.0"))
+    project = pipeline.resolve("labelled==1.0.0", work, toolchain, report)
+    assert project.kind == "classic" and (project.source / "setup.py").read_text() == setup
+    assert report.events[-1] == (
+        "fetch note",
+        "pip refused the sdist of 1.0.0: its setup.py labels the version 1.0.0+cu130 as it runs, "
+        "which pip calls inconsistent with the index's 1.0.0 (it then takes an older release, or "
+        f"none); fetched by its URL instead ({(links / 'labelled-1.0.0.tar.gz').as_uri()})",
     )

@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from sdists import write_sdist
 
 from prebuild.tool.builder.classic_objects import STATE_FILE as OBJECTS_RECORD
 from prebuild.tool.builder.compile import BuildError
@@ -538,9 +539,61 @@ def test_an_environment_without_pip_is_told_to_install_it_or_give_the_source(mon
     )
     ran = []
     monkeypatch.setattr(project_module.processes, "run", lambda *a, **k: ran.append(a))
+    monkeypatch.setattr(project_module.processes, "popen", lambda *a, **k: ran.append(a))
     with pytest.raises(project_module.DownloadError) as info:
         project_module.download_source("diso==0.1.4", tmp_path / "download")
     said = str(info.value)
     assert said.startswith("cannot get the source of 'diso==0.1.4': prebuild fetches it with pip")
     assert "`uv pip install pip`" in said and "an sdist (.tar.gz)" in said
     assert ran == [] and not info.value.metadata_failed
+
+
+# pip 25's line for auto-gptq 0.7.1, whose setup.py appends the CUDA version to its version.
+PIP_DISCARDED = (
+    "Discarding https://files.example/auto_gptq-0.7.1.tar.gz#sha256=ab12 (from "
+    "https://pypi.org/simple/auto-gptq/) (requires-python:>=3.8.0): Requested auto-gptq==0.7.1 "
+    "from https://files.example/auto_gptq-0.7.1.tar.gz#sha256=ab12 has inconsistent version: "
+    "expected '0.7.1', but metadata has '0.7.1+cu130'\n"
+)
+
+
+def test_an_sdist_refused_only_for_its_setup_py_s_local_label_is_recognised():
+    from prebuild.tool.builder.project import Relabelled, relabelled_sdist
+
+    assert relabelled_sdist(PIP_DISCARDED) == Relabelled(
+        "https://files.example/auto_gptq-0.7.1.tar.gz#sha256=ab12", "0.7.1", "0.7.1+cu130"
+    )
+    # another version altogether, a label on the index's side, or no label: a wrong sdist
+    for expected, got in (("0.7.1", "0.7.2+cu130"), ("0.7.1+a", "0.7.1+b"), ("0.7.1", "0.7.1.0")):
+        line = PIP_DISCARDED.replace("'0.7.1'", f"'{expected}'").replace(
+            "'0.7.1+cu130'", f"'{got}'"
+        )
+        assert relabelled_sdist(line) is None, (expected, got)
+    assert relabelled_sdist(PIP_DISCARDED.replace("'0.7.1+cu130'", "'not a version'")) is None
+    assert relabelled_sdist("Collecting auto-gptq==0.7.1\n") is None
+
+
+@pytest.mark.parametrize("spec", ["labelled", "labelled==1.0.0"])
+def test_the_release_asked_for_is_fetched_although_its_setup_py_labels_its_version(tmp_path, spec):
+    """A setup.py that labels its version as it runs (auto-gptq 0.7.1: ``0.7.1+cu130``) makes
+    pip refuse the sdist as inconsistent, then fetch an older release (unpinned) or fail
+    (pinned, with a misleading "No matching distribution"). Real pip, offline, on a folder
+    holding 1.0.0 (labelling itself) and 0.9.0 (not): 1.0.0 is fetched by its URL."""
+    from pip_env import clean_pip_env
+
+    from prebuild.tool.builder.project import download_source
+
+    links = tmp_path / "links"
+    for version, says in (("1.0.0", "1.0.0+cu130"), ("0.9.0", "0.9.0")):
+        setup = f"from setuptools import setup\nsetup(name='labelled', version={says!r})\n"
+        write_sdist(links, "labelled", version, {"setup.py": setup})
+    env = clean_pip_env(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(links))
+    archive, relabelled = download_source(spec, tmp_path / "download", env)
+    assert archive.name == "labelled-1.0.0.tar.gz"
+    assert [p.name for p in (tmp_path / "download").iterdir()] == [archive.name]
+    assert relabelled is not None
+    assert (relabelled.version, relabelled.labelled) == ("1.0.0", "1.0.0+cu130")
+    assert relabelled.url.split("#")[0] == (links / "labelled-1.0.0.tar.gz").as_uri()
+    # a release pip takes as it is comes with no note
+    archive, relabelled = download_source("labelled==0.9.0", tmp_path / "download", env)
+    assert archive.name == "labelled-0.9.0.tar.gz" and relabelled is None

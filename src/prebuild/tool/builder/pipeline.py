@@ -324,6 +324,14 @@ def resolve(
             f"{classic.newest_capability(archs)} would"
         )
         return project
+    if project.relabelled is not None:
+        found = project.relabelled
+        report.fetch_note(
+            f"pip refused the sdist of {found.version}: its setup.py labels the version "
+            f"{found.labelled} as it runs, which pip calls inconsistent with the index's "
+            f"{found.version} (it then takes an older release, or none); fetched by its URL "
+            f"instead ({found.url.split('#')[0]})"
+        )
     if project.linked_checkout is not None:
         report.fetch_note(
             f"the git checkout around it ({project.linked_checkout}) is over "

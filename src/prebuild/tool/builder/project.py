@@ -13,6 +13,8 @@ import json
 import os
 import re
 import shutil
+import signal
+import subprocess
 import sys
 import tarfile
 import zipfile
@@ -20,6 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit, urlunsplit
+
+from packaging.version import InvalidVersion, Version
 
 from prebuild.runtime.manifest import sha256_file
 from prebuild.tool.builder import processes
@@ -82,6 +86,42 @@ class Project:
     # Which source this is, for the objects a build keeps in its copy (classic_objects): a
     # directory's path, an archive's digest, a git URL. "" for a native project built in place.
     identity: str = ""
+    # The sdist pip refused for the local label its setup.py adds to the version, fetched by
+    # its URL instead (``download_source``).
+    relabelled: Relabelled | None = None
+
+
+@dataclass(frozen=True)
+class Relabelled:
+    """An sdist whose setup.py adds a local label to its version when it runs (auto-gptq 0.7.1
+    says ``0.7.1+cu130``): pip refuses it as "inconsistent" with the index's ``version``, and
+    goes on to older releases."""
+
+    url: str
+    version: str  # the index's (and the archive's name's)
+    labelled: str  # its metadata's
+
+
+# pip's line for such an sdist (pip 23 to 26), one line of its log.
+_INCONSISTENT = re.compile(
+    r"Requested \S+ from (?P<url>\S+) has inconsistent version: "
+    r"expected '(?P<expected>[^']+)', but metadata has '(?P<got>[^']+)'"
+)
+
+
+def relabelled_sdist(line: str) -> Relabelled | None:
+    """Pure: the sdist a line of pip's log says it discarded for a version that is the index's
+    plus a local label; None for any other line (another version altogether is not this)."""
+    found = _INCONSISTENT.search(line)
+    if found is None:
+        return None
+    try:
+        expected, got = Version(found["expected"]), Version(found["got"])
+    except InvalidVersion:
+        return None
+    if expected.local is not None or got.local is None or Version(got.public) != expected:
+        return None
+    return Relabelled(found["url"], found["expected"], found["got"])
 
 
 def is_native(path: Path) -> bool:
@@ -258,11 +298,14 @@ def clone_source(spec: str, dest: Path) -> Path:
     return project
 
 
-def download_source(spec: str, dest: Path, env: dict[str, str] | None = None) -> Path:
+def download_source(
+    spec: str, dest: Path, env: dict[str, str] | None = None
+) -> tuple[Path, Relabelled | None]:
     """``pip download`` the source of ``spec`` (a requirement or a URL: ``fused-ssim==1.0.0``,
     ``git+https://...``) into ``dest``, in ``env`` (default: this process's); returns the
-    archive. Without build isolation: a classic setup.py imports torch even to say its name,
-    and isolation would install another."""
+    archive, and the sdist pip refused for its setup.py's local label, which was then fetched by
+    its URL (``relabelled_sdist``). Without build isolation: a classic setup.py imports torch
+    even to say its name, and isolation would install another."""
     if importlib.util.find_spec("pip") is None:
         raise DownloadError(no_pip_message(spec, sys.prefix), False, "No module named pip")
     # Emptied first: an earlier run's archive (--build-dir) would be a second one.
@@ -280,12 +323,16 @@ def download_source(spec: str, dest: Path, env: dict[str, str] | None = None) ->
         "--disable-pip-version-check",
         "--dest",
         str(dest),
-        spec,
     ]
-    proc = processes.run(command, capture_output=True, text=True, env=env)
+    returncode, output, relabelled = _pip_download([*command, spec], env)
+    if relabelled is not None:
+        # The release asked for, by its URL: pip checks a direct URL's metadata against no
+        # index version. (Left to itself, pip would have fetched an older release, or none.)
+        for archive in dest.iterdir():
+            archive.unlink()
+        returncode, output, _ = _pip_download([*command, relabelled.url], env)
     archives = [p for p in dest.iterdir() if p.name.endswith(SDIST_SUFFIXES)]
-    if proc.returncode != 0 or len(archives) != 1:
-        output = proc.stdout + proc.stderr
+    if returncode != 0 or len(archives) != 1:
         # pip runs the project's setup.py to read its metadata (a classic one imports torch's
         # CUDAExtension there), so a project's own error can stop the download.
         hint = environment_hints(output) or wheels_only_hint(spec, output, env)
@@ -295,7 +342,32 @@ def download_source(spec: str, dest: Path, env: dict[str, str] | None = None) ->
             "metadata-generation-failed" in output,
             last_error(output),
         )
-    return archives[0]
+    return archives[0], relabelled
+
+
+def _pip_download(
+    command: list[str], env: dict[str, str] | None
+) -> tuple[int, str, Relabelled | None]:
+    """Run ``pip download``: its exit status, its output (stderr with stdout) and the first sdist
+    it refused for a local label, at which it is stopped (it would go on to older releases,
+    running each one's setup.py). Stopped with SIGINT, which pip ends on with its temporary
+    folders removed."""
+    lines: list[str] = []
+    with processes.popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            relabelled = relabelled_sdist(line)
+            if relabelled is not None:
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    processes.stop_tree(proc.pid)
+                return proc.wait(), "".join(lines), relabelled
+    return proc.returncode, "".join(lines), None
 
 
 def no_pip_message(spec: str, prefix: str) -> str:
@@ -599,11 +671,11 @@ def _resolve_project(
             raise BuildError(
                 f"{spec} is a file but not a source archive ({', '.join(SDIST_SUFFIXES)})"
             )
-        archive = path
+        archive, relabelled = path, None
     else:
-        archive = download_source(spec, work / "download", metadata_env)
+        archive, relabelled = download_source(spec, work / "download", metadata_env)
     source = unpack(archive, copy)
     if not _has_build_files(source):
         raise BuildError(f"{spec}: the source has no setup.py or pyproject.toml")
     kind = NATIVE if is_native(source) else CLASSIC
-    return Project(kind, source, spec, identity=archive_identity(archive))
+    return Project(kind, source, spec, identity=archive_identity(archive), relabelled=relabelled)
