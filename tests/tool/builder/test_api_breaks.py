@@ -36,6 +36,13 @@ CASES = {
         "argument list:",
     ],
     "cub::Sum": ['cubsum.cu(2): error: namespace "cub" has no member "Sum"'],
+    "debug_synchronous": [
+        # megablocks 0.10.0, whose CUB is in a namespace of its own (CUB_NAMESPACE_BEGIN)
+        "megablocks-0.10.0/csrc/cumsum.h(34): error: no instance of overloaded function "
+        '"megablocks::cub::DeviceScan::ExclusiveSum" matches the argument list',
+        'scan.cu(6): error: no instance of overloaded function "cub::DeviceRadixSort::SortPairs" '
+        "matches the argument list",
+    ],
     "thrust::unary_function": [
         'misc.cu(3): error: namespace "thrust" has no member class "unary_function"'
     ],
@@ -109,6 +116,7 @@ def test_the_cxx20_advice_names_the_torch_that_needs_it():
 def test_no_advice_for_an_error_nobody_knows():
     log = (
         'a.cu(3): error: identifier "my_helper" is undefined\nerror: command failed\n'
+        'a.cu(4): error: no instance of overloaded function "mine::Device::Scan" matches\n'
         "b.cpp:4:2: error: call of overloaded ‘mylerp(float&, float&)’ is ambiguous"
     )
     assert api_breaks_advice(log, "c++20", "2.14.1") == ""
@@ -151,6 +159,36 @@ def test_a_standard_header_the_project_never_included_is_named_with_its_files():
     )
     assert "add #include <cstdint> to those files" in advice[2]
     assert missing_includes("a.cpp:1:1: error: ‘unique_ptr’ is not a member of ‘std’") == {}
+
+
+def test_a_failed_ninja_step_is_shown_from_its_first_error_after_its_command():
+    """megablocks 0.10.0: nvcc warns about torch's own headers (#3189-D, dozens of lines a
+    file) before the project's error, and those warnings filled all that was shown."""
+    from prebuild.tool.builder.classic import compiler_errors
+
+    warning = (
+        'torch/include/torch/python.h(93): warning #3189-D: "module" is parsed as an '
+        "identifier rather than a keyword\n    module.attr(name) = wrapper_class;\n    ^\n\n"
+    )
+    error = CASES["debug_synchronous"][0]
+    log = (
+        "[1/3] c++ -c a.cpp\nFAILED: [code=1] build/csrc/ops.o \n/shim/bin/nvcc -c csrc/ops.cu\n"
+        + warning * 60
+        + f"{error}\n            argument types are: (void *, size_t, short *, bool)\n"
+        + '1 error detected in the compilation of "csrc/ops.cu".\n'
+        + "ninja: build stopped: subcommand failed.\nTraceback (most recent call last):\n"
+    )
+    shown = compiler_errors(log, limit=2000)
+    assert shown.splitlines()[:3] == [
+        "FAILED: [code=1] build/csrc/ops.o ",
+        "/shim/bin/nvcc -c csrc/ops.cu",
+        error,
+    ]
+    assert "argument types are" in shown and "warning #3189-D" not in shown
+    assert "ninja: build stopped" not in shown and "Traceback" not in shown
+    # a step whose output holds no compiler error is shown as it is
+    bare = "FAILED: x.o \nnvcc -c x.cu\nKilled\nninja: build stopped: subcommand failed.\n"
+    assert compiler_errors(bare) == "FAILED: x.o \nnvcc -c x.cu\nKilled"
 
 
 def test_the_log_shown_starts_at_the_first_compiler_error_in_a_build_without_ninja():

@@ -80,6 +80,17 @@ API_BREAKS: tuple[ApiBreak, ...] = (
         "(<cuda/functional>); or build with CUDA 12: an nvcc 12.x and torch's CUDA 12 build",
     ),
     ApiBreak(
+        # nvcc's words only: a cub::Device* call is host code of a .cu file, which its front
+        # end compiles. The argument list that failed is on the next line, not an error line.
+        re.compile(r"no instance of overloaded function \"(?:\w+::)*cub::Device\w+::\w+\""),
+        "a call of a cub::Device* algorithm matches none of CUDA 13's CUB (CCCL 3) signatures: "
+        "CCCL 3 removed the overloads taking a last `bool debug_synchronous` argument "
+        "(deprecated since CUDA 12.0), which older projects pass",
+        "drop that last argument from the project's cub::Device* calls (CUDA_LAUNCH_BLOCKING=1 "
+        "at run time synchronises as it did); or build with CUDA 12: an nvcc 12.x and torch's "
+        "CUDA 12 build",
+    ),
+    ApiBreak(
         re.compile(
             r"namespace \"thrust\" has no member class \"(?:unary|binary)_function\""
             rf"|{_names('unary_function', 'binary_function')}.*{_Q}thrust{_Q}"

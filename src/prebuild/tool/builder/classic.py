@@ -546,25 +546,38 @@ def compiler_errors(log: str, limit: int = 8000) -> str:
     """What to show of a failed build's log: ninja's failed steps (the compiler's own words)
     when there are any, else ninja's own error (an input missing), else, in a build without
     ninja, the compiler's first error on (where the cause is: torch-points-kernels 0.7.0's first
-    is a missing #include, its last a cascade), else the log's end. Each Python traceback is cut
-    to its exception (the frames are setuptools' own: the full log keeps them)."""
+    is a missing #include, its last a cascade), else the log's end. Of ninja's failed steps,
+    the first one's ``FAILED:`` line and command, then the compiler's first error on: the
+    warnings before it (nvcc's on torch's own headers: megablocks 0.10.0's filled the 8000
+    characters shown) are left to the full log. Each Python traceback is cut to its exception
+    (the frames are setuptools' own: the full log keeps them)."""
     start = log.find("FAILED:")
     if start < 0:
         ninja = [line for line in log.splitlines() if line.startswith("ninja: error:")]
         if ninja:
             return "\n".join(ninja)[:limit]
         log = _TRACEBACK.sub("", log)
-        first = _COMPILER_ERROR.search(log)
-        if first is None:
-            return log[-limit:].strip()
-        lines = log[: first.start()].splitlines()
-        context = 0  # the lines that say where the first error is: its function, its includes
-        while context < min(len(lines), 12) and _ERROR_CONTEXT.match(lines[-1 - context]):
-            context += 1
-        head = "\n".join(lines[len(lines) - context :]) + "\n" if context else ""
-        return (head + log[first.start() :])[:limit].strip()
+        return _from_first_error(log, limit) or log[-limit:].strip()
     end = log.find("ninja: build stopped", start)
-    return log[start : end if end >= 0 else None][:limit].rstrip()
+    steps = log[start : end if end >= 0 else None]
+    failed, _, rest = steps.partition("\n")
+    command, _, rest = rest.partition("\n")
+    errors = _from_first_error(rest, limit)
+    return (f"{failed}\n{command}\n{errors}" if errors else steps)[:limit].rstrip()
+
+
+def _from_first_error(log: str, limit: int) -> str:
+    """Pure: ``log`` from its first compiler error on, with the lines before it that place it
+    (its function, its includes); "" where it has none."""
+    first = _COMPILER_ERROR.search(log)
+    if first is None:
+        return ""
+    lines = log[: first.start()].splitlines()
+    context = 0
+    while context < min(len(lines), 12) and _ERROR_CONTEXT.match(lines[-1 - context]):
+        context += 1
+    head = "\n".join(lines[len(lines) - context :]) + "\n" if context else ""
+    return (head + log[first.start() :])[:limit].strip()
 
 
 def log_size(log: Path) -> int:
