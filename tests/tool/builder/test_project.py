@@ -548,7 +548,7 @@ def test_an_environment_without_pip_is_told_to_install_it_or_give_the_source(mon
     assert ran == [] and not info.value.metadata_failed
 
 
-# pip 25's line for auto-gptq 0.7.1, whose setup.py appends the CUDA version to its version.
+# pip 23.2's line for auto-gptq 0.7.1, whose setup.py appends the CUDA version to its version.
 PIP_DISCARDED = (
     "Discarding https://files.example/auto_gptq-0.7.1.tar.gz#sha256=ab12 (from "
     "https://pypi.org/simple/auto-gptq/) (requires-python:>=3.8.0): Requested auto-gptq==0.7.1 "

@@ -102,7 +102,7 @@ class Relabelled:
     labelled: str  # its metadata's
 
 
-# pip's line for such an sdist (pip 23 to 26), one line of its log.
+# pip's line for such an sdist (as pip 23.2 words it), one line of its log.
 _INCONSISTENT = re.compile(
     r"Requested \S+ from (?P<url>\S+) has inconsistent version: "
     r"expected '(?P<expected>[^']+)', but metadata has '(?P<got>[^']+)'"
@@ -363,10 +363,11 @@ def _pip_download(
             if relabelled is not None:
                 proc.send_signal(signal.SIGINT)
                 try:
-                    proc.wait(timeout=30)
+                    rest = proc.communicate(timeout=30)[0]  # what it says as it stops
                 except subprocess.TimeoutExpired:
                     processes.stop_tree(proc.pid)
-                return proc.wait(), "".join(lines), relabelled
+                    rest = ""
+                return proc.wait(), "".join(lines) + (rest or ""), relabelled
     return proc.returncode, "".join(lines), None
 
 
