@@ -635,6 +635,29 @@ def test_a_project_that_compiles_at_first_use_is_refused_with_the_reason(fresh_c
     assert "NumPy" not in said and "nobody asked for" not in said and "Warning" not in said, said
 
 
+def test_a_project_whose_build_installs_into_the_environment_is_told_so(fresh_cuda_venv, tmp_path):
+    """hqq 0.2.8's setup.py installs its CUDA extension itself (`python setup_cuda.py install`
+    from its egg_info command): its wheel holds no library, and the build environment changed.
+    The refusal says what was installed where, and how to remove it, not "pure Python"."""
+    python = fresh_cuda_venv()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    out = tmp_path / "dist"
+    fixture = str(FIXTURES / "self_install_ext")
+    proc = prebuild_wheel(python, "--arch", "sm_90", fixture, "--out", str(out))
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 1, said
+    assert "holds no compiled library: the project's build installed into this environment" in said
+    assert "self_installed_part.py" in said and f"in {site}" in said, said
+    assert "pip uninstall self_installed_part removes them here" in said, said
+    assert "pure Python" not in said and not out.exists()
+    assert (Path(site) / "self_installed_part.py").is_file()  # what the user is told of
+
+
 @pytest.fixture(scope="module")
 def cached_variants_build(
     cuda_torch_python, tmp_path_factory

@@ -47,7 +47,7 @@ from prebuild.runtime.manifest import (
     ProjectManifest,
 )
 from prebuild.runtime.versions import minor
-from prebuild.tool.builder import build_site, flags
+from prebuild.tool.builder import build_site, env_writes, flags
 from prebuild.tool.builder.api_breaks import api_breaks_advice
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, quiet_runner, warnings_to_log
 from prebuild.tool.builder.build_switches import (
@@ -195,11 +195,20 @@ def no_extension_message(
     switches: bool = False,
     answer_error: str = "",
     command: str = "",
+    installed: str = "",
 ) -> str:
     """Why a project's wheel is refused when it holds no shared library at all; ``advice``
     (build_switches.switches_advice): how its setup.py may be asked to build one, given where it
     reads build ``switches``; ``answer_error``: how its setup.py failed with torch.cuda answering
-    for a GPU (then built with torch's own answers), ``command`` the prebuild command."""
+    for a GPU (then built with torch's own answers), ``command`` the prebuild command;
+    ``installed``: what its build installed into the environment instead (env_writes')."""
+    if installed:
+        # It compiled, and put the result elsewhere (hqq 0.2.8): neither pure Python nor JIT.
+        return (
+            f"{wheel_name} holds no compiled library: {installed}. prebuild packages what a "
+            "project's own build puts in its wheel, and this one's puts its extension elsewhere. "
+            "No wheel was written."
+        )
     if sites:
         return (
             f"{wheel_name} holds no compiled library: the project builds no extension at install "
@@ -225,6 +234,12 @@ def no_extension_message(
         "Python, or builds its code some other way), so there is nothing for prebuild to compile: pip install it "
         "as it is. No wheel was written."
     )
+
+
+def installed_by_build(before: env_writes.Snapshot) -> str:
+    """What the build installed into the environment's site-packages since ``before`` (its
+    snapshot of them), said for the user; "" for nothing."""
+    return env_writes.env_writes_message(env_writes.written(before, env_writes.snapshot(before)))
 
 
 def distribution_name(wheel: Path) -> str:
@@ -752,6 +767,7 @@ class ClassicBuilder:
         )
         ships = source_libraries(project)  # before the build writes into its source
         answer_error = ""  # how its setup.py failed with torch.cuda answering, if it did
+        sites_before = env_writes.snapshot(env_writes.site_dirs())
         with tempfile.TemporaryDirectory(dir=wheel_dir, prefix="wheel-") as tmp:
             while True:
                 site, log_start = self.site_env(sass), log_size(build_log)
@@ -787,10 +803,15 @@ class ClassicBuilder:
                             "without it, as its setup.py says"
                         )
                     else:
-                        raise kept_objects_error(exc, earlier, self.work) from exc
+                        error = kept_objects_error(exc, earlier, self.work)
+                        installed = installed_by_build(sites_before)
+                        if installed:
+                            error = BuildError(f"{error}\n\nAlso, {installed}.", log=error.log)
+                        raise error from exc
                     progress.note(again)
                     with open(build_log, "a", encoding="utf-8") as f:
                         f.write(f"\n==== prebuild: {again}\n\n")
+            installed = installed_by_build(sites_before)
             progress.phase("checking the archs in every library")
             libraries = read_wheel_libraries(built)
             shipped = [
@@ -810,8 +831,11 @@ class ClassicBuilder:
                         switches=switches,
                         answer_error=answer_error,
                         command=self.command(sass),
+                        installed=installed,
                     )
                 )
+            if installed:
+                progress.note(installed)
             code, notes = GPU_CODE, ()
             if not any(lib.has_code for lib in libraries):
                 # GPU code the project has and did not compile is lost: refused. With none to
