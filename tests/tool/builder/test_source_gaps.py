@@ -164,6 +164,45 @@ def test_failed_downloads_are_read_from_each_tools_words():
     assert failed_downloads("error: x\nfatal error: glm/glm.hpp: No such file") == []
 
 
+# ctcdecode 1.0.2's setup.py, in pip's metadata step (cut): urllib's error names no URL, the
+# traceback's code line that passed it does.
+URLLIB_TRACEBACK = (
+    "      Traceback (most recent call last):\n"
+    '        File "/usr/lib/python3.11/socket.py", line 962, in getaddrinfo\n'
+    "      socket.gaierror: [Errno -2] Name or service not known\n\n"
+    "      During handling of the above exception, another exception occurred:\n\n"
+    "      Traceback (most recent call last):\n"
+    '        File "/tmp/pip-download-x/ctcdecode/setup.py", line 27, in <module>\n'
+    "          download_extract('https://github.com/parlance/ctcdecode/releases/download/v1.0/"
+    "openfst-1.6.7.tar.gz',\n"
+    '        File "/usr/lib/python3.11/urllib/request.py", line 1351, in do_open\n'
+    "          raise URLError(err)\n      " + URLLIB
+)
+
+
+def test_urllib_s_failed_download_is_named_by_the_url_in_its_traceback():
+    from prebuild.tool.builder.project import METADATA_DOWNLOADS
+    from prebuild.tool.builder.source_gaps import FailedDownload, downloads_advice, failed_downloads
+
+    url = "https://github.com/parlance/ctcdecode/releases/download/v1.0/openfst-1.6.7.tar.gz"
+    assert failed_downloads(URLLIB_TRACEBACK) == [
+        FailedDownload(url, "[Errno -2] Name or service not known")
+    ]
+    # a URL of an earlier traceback is not this error's
+    assert (
+        failed_downloads(
+            f"Traceback (most recent call last):\n  x('{url}')\n"
+            "Traceback (most recent call last):\n" + URLLIB
+        )[0].what
+        == ""
+    )
+    advice = downloads_advice(URLLIB_TRACEBACK, METADATA_DOWNLOADS)
+    assert advice.startswith(
+        "Its setup.py downloads what its source lacks as soon as it runs (pip's metadata step, "
+        f"before anything is built), and that failed here: {url} ([Errno -2] Name or service"
+    )
+
+
 def test_a_failed_download_is_explained_with_what_could_not_be_reached():
     from prebuild.tool.builder.source_gaps import downloads_advice
 

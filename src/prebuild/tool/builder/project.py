@@ -30,7 +30,7 @@ from prebuild.tool.builder import processes
 from prebuild.tool.builder.classic_objects import STATE_FILE as OBJECTS_RECORD
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.config import declares_kernels
-from prebuild.tool.builder.source_gaps import code_host_url
+from prebuild.tool.builder.source_gaps import code_host_url, downloads_advice
 
 NATIVE = "native"
 CLASSIC = "classic"
@@ -335,7 +335,11 @@ def download_source(
     if returncode != 0 or len(archives) != 1:
         # pip runs the project's setup.py to read its metadata (a classic one imports torch's
         # CUDAExtension there), so a project's own error can stop the download.
-        hint = environment_hints(output) or wheels_only_hint(spec, output, env)
+        hint = (
+            environment_hints(output)
+            or downloads_advice(output, METADATA_DOWNLOADS)
+            or wheels_only_hint(spec, output, env)
+        )
         raise DownloadError(
             f"cannot get the source of {spec!r} with pip:\n{output[-4000:]}"
             + (f"\n\n{hint}" if hint else ""),
@@ -369,6 +373,14 @@ def _pip_download(
                     rest = ""
                 return proc.wait(), "".join(lines) + (rest or ""), relabelled
     return proc.returncode, "".join(lines), None
+
+
+# Who downloads, and when, where a setup.py fetches what its source lacks as pip reads its
+# metadata (ctcdecode 1.0.2: openfst and boost, from GitHub and SourceForge).
+METADATA_DOWNLOADS = (
+    "Its setup.py downloads what its source lacks as soon as it runs (pip's metadata step, "
+    "before anything is built)"
+)
 
 
 def no_pip_message(spec: str, prefix: str) -> str:

@@ -52,6 +52,10 @@ _DOWNLOAD_FAILED = re.compile(
 )
 
 
+# A URL in a line of Python (a traceback's code line: ``download_extract('https://...',``).
+_URL = re.compile(r"https?://[^\s'\"()<>,]+")
+
+
 def failed_downloads(log: str) -> list[FailedDownload]:
     """Pure: what a failed build's log says it could not download, in order, once each."""
     found: dict[str, FailedDownload] = {}
@@ -65,8 +69,10 @@ def failed_downloads(log: str) -> list[FailedDownload]:
             what, why = g["curl"], g["curl_why"]
         elif g["requests"]:
             what, why = f"https://{g['requests']}{g['requests_path']}", g["requests_why"]
-        else:  # urllib names no URL
-            what, why = "", g["urllib_why"]
+        else:  # urllib names no URL: the last one in its traceback's code lines, if any
+            start = log.rfind("Traceback (most recent call last):", 0, m.start())
+            urls = _URL.findall(log, start, m.start()) if start >= 0 else []
+            what, why = (urls[-1] if urls else ""), g["urllib_why"]
         got = FailedDownload(what, _short_reason(why))
         found.setdefault(got.what or got.why, got)
     return list(found.values())
@@ -80,9 +86,11 @@ def _short_reason(why: str) -> str:
     return why if len(why) <= 120 else why[:117] + "..."
 
 
-def downloads_advice(log: str) -> str:
+def downloads_advice(
+    log: str, step: str = "The build downloads what its source lacks while it builds"
+) -> str:
     """Pure: what to tell a user whose build failed fetching something over the network; ""
-    where the log shows no failed download."""
+    where the log shows no failed download. ``step``: who downloaded, and when."""
     failed = failed_downloads(log)
     if not failed:
         return ""
@@ -99,7 +107,7 @@ def downloads_advice(log: str) -> str:
         else ""
     )
     return (
-        f"The build downloads what its source lacks while it builds, and that failed here: "
+        f"{step}, and that failed here: "
         f"{said}. This machine does not reach it: build where it does (the wheel then installs "
         f"offline), or put it in place the way the project's build files allow.{fetch_content}"
     )
