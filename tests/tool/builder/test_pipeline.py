@@ -626,3 +626,38 @@ def test_a_release_whose_setup_py_labels_its_version_is_fetched_and_the_user_tol
         "which pip calls inconsistent with the index's 1.0.0 (it then takes an older release, or "
         f"none); fetched by its URL instead ({(links / 'labelled-1.0.0.tar.gz').as_uri()})",
     )
+
+
+def test_what_pip_s_metadata_step_installs_into_the_environment_is_told(tmp_path, monkeypatch):
+    """hqq 0.2.8's setup.py runs `python setup_cuda.py install` from its egg_info command, so
+    pip's metadata step (before prebuild's build) already compiles and installs its extension
+    into the environment. Here the setup.py writes a module into a stand-in site-packages."""
+    from types import SimpleNamespace
+
+    from prebuild.tool.builder import env_writes
+
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    setup = (
+        "import os\nfrom pathlib import Path\nfrom setuptools import setup\n"
+        "Path(os.environ['STAND_IN_SITE'], 'sneaky_ext.py').write_text('')\n"
+        "setup(name='sneaky', version='1.0.0')\n"
+    )
+    write_sdist(tmp_path / "links", "sneaky", "1.0.0", {"setup.py": setup})
+    monkeypatch.setenv("STAND_IN_SITE", str(site))
+    monkeypatch.setattr(env_writes, "site_dirs", lambda: [site])
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "links"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    report = Recorder()
+    work = tmp_path / "work"
+    work.mkdir()
+    toolchain = SimpleNamespace(torch=SimpleNamespace(cuda="13.0"))
+    pipeline.resolve("sneaky==1.0.0", work, toolchain, report)
+    notes = [text for kind, text in report.events if kind == "fetch note"]
+    assert notes == [
+        "pip's metadata step (the project's setup.py, run to read its name) installed into this "
+        f"environment itself, outside its wheel: sneaky_ext.py in {site} (its setup.py runs an "
+        "install of its own, as hqq 0.2.8's `python setup_cuda.py install` does). Other "
+        "environments installing the wheel will not have them"
+    ]

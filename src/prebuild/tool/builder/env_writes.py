@@ -72,14 +72,15 @@ def installed_distributions(changes: Mapping[Path, list[str]]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def env_writes_message(changes: Mapping[Path, list[str]]) -> str:
-    """Pure: what the user is told of a build that installed into its environment; "" for none."""
+def env_writes_message(changes: Mapping[Path, list[str]], who: str = "the project's build") -> str:
+    """Pure: what the user is told of a build (``who``) that installed into its environment; ""
+    for none."""
     if not changes:
         return ""
     where = "; ".join(f"{', '.join(names)} in {folder}" for folder, names in changes.items())
     undo = installed_distributions(changes)
     return (
-        f"the project's build installed into this environment itself, outside its wheel: {where} "
+        f"{who} installed into this environment itself, outside its wheel: {where} "
         "(its setup.py runs an install of its own, as hqq 0.2.8's `python setup_cuda.py install` "
         "does). "
         "Other environments installing the wheel will not have them"

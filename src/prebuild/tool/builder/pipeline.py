@@ -61,7 +61,7 @@ from filelock import FileLock, Timeout
 
 from prebuild.runtime.arch import Arch, ArchError
 from prebuild.runtime.manifest import ProjectManifest
-from prebuild.tool.builder import classic, flags
+from prebuild.tool.builder import classic, env_writes, flags
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, WheelBuilder
 from prebuild.tool.builder.build_switches import distribution_of, no_gpu_refusal
 from prebuild.tool.builder.compile import BuildError, Toolchain, preflight
@@ -289,6 +289,9 @@ def resolve(
     if spec is not None and not Path(spec).expanduser().exists():
         report.fetching(spec)
     env = metadata_env(toolchain, os.environ)
+    # pip's metadata step runs a requirement's setup.py, which may install into this environment
+    # (hqq 0.2.8's runs `python setup_cuda.py install` from egg_info, compiling for every arch)
+    sites = env_writes.snapshot(env_writes.site_dirs())
     try:
         project = resolve_project(
             spec, work, copy_native=copy, metadata_env=env, leave_out=leave_out
@@ -323,7 +326,12 @@ def resolve(
             "torch.cuda answering as a GPU of compute capability "
             f"{classic.newest_capability(archs)} would"
         )
-        return project
+    installed = env_writes.env_writes_message(
+        env_writes.written(sites, env_writes.snapshot(sites)),
+        "pip's metadata step (the project's setup.py, run to read its name)",
+    )
+    if installed:
+        report.fetch_note(installed)
     if project.relabelled is not None:
         found = project.relabelled
         report.fetch_note(
