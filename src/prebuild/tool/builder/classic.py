@@ -236,12 +236,6 @@ def no_extension_message(
     )
 
 
-def installed_by_build(before: env_writes.Snapshot) -> str:
-    """What the build installed into the environment's site-packages since ``before`` (its
-    snapshot of them), said for the user; "" for nothing."""
-    return env_writes.env_writes_message(env_writes.written(before, env_writes.snapshot(before)))
-
-
 def distribution_name(wheel: Path) -> str:
     """The distribution a built wheel is of, as its file name says."""
     return str(parse_wheel_filename(wheel.name)[0])
@@ -804,14 +798,14 @@ class ClassicBuilder:
                         )
                     else:
                         error = kept_objects_error(exc, earlier, self.work)
-                        installed = installed_by_build(sites_before)
+                        installed = env_writes.installed_since(sites_before)
                         if installed:
                             error = BuildError(f"{error}\n\nAlso, {installed}.", log=error.log)
                         raise error from exc
                     progress.note(again)
                     with open(build_log, "a", encoding="utf-8") as f:
                         f.write(f"\n==== prebuild: {again}\n\n")
-            installed = installed_by_build(sites_before)
+            installed = env_writes.installed_since(sites_before)
             progress.phase("checking the archs in every library")
             libraries = read_wheel_libraries(built)
             shipped = [

@@ -86,3 +86,9 @@ def env_writes_message(changes: Mapping[Path, list[str]], who: str = "the projec
         "Other environments installing the wheel will not have them"
         + (f"; pip uninstall {' '.join(undo)} removes them here" if undo else "")
     )
+
+
+def installed_since(before: Snapshot, who: str = "the project's build") -> str:
+    """What ``who`` installed into the folders of ``before`` (their snapshot) since it was taken,
+    said for the user (``env_writes_message``); "" for nothing."""
+    return env_writes_message(written(before, snapshot(before)), who)

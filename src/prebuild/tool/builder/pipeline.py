@@ -326,9 +326,8 @@ def resolve(
             "torch.cuda answering as a GPU of compute capability "
             f"{classic.newest_capability(archs)} would"
         )
-    installed = env_writes.env_writes_message(
-        env_writes.written(sites, env_writes.snapshot(sites)),
-        "pip's metadata step (the project's setup.py, run to read its name)",
+    installed = env_writes.installed_since(
+        sites, "pip's metadata step (the project's setup.py, run to read its name)"
     )
     if installed:
         report.fetch_note(installed)
