@@ -57,3 +57,10 @@ def test_the_message_names_what_was_installed_where_and_how_to_remove_it():
     no_metadata = env_writes_message({Path("/s"): ["loose.py"]})
     assert "pip uninstall" not in no_metadata and "loose.py in /s" in no_metadata
     assert env_writes_message({}) == ""
+
+
+def test_a_failure_or_refusal_is_followed_by_what_was_installed_if_anything():
+    from prebuild.tool.builder.env_writes import with_installed
+
+    assert with_installed("it failed", "") == "it failed"
+    assert with_installed("it failed", "x installed y") == "it failed\n\nAlso, x installed y."

@@ -628,10 +628,14 @@ def test_a_release_whose_setup_py_labels_its_version_is_fetched_and_the_user_tol
     )
 
 
-def test_what_pip_s_metadata_step_installs_into_the_environment_is_told(tmp_path, monkeypatch):
+@pytest.mark.parametrize("then_fails", [False, True])
+def test_what_pip_s_metadata_step_installs_into_the_environment_is_told(
+    tmp_path, monkeypatch, then_fails
+):
     """hqq 0.2.8's setup.py runs `python setup_cuda.py install` from its egg_info command, so
     pip's metadata step (before prebuild's build) already compiles and installs its extension
-    into the environment. Here the setup.py writes a module into a stand-in site-packages."""
+    into the environment. Here the setup.py writes a module into a stand-in site-packages: a
+    note says so, and where the setup.py then fails, the fetch's error does."""
     from types import SimpleNamespace
 
     from prebuild.tool.builder import env_writes
@@ -641,7 +645,8 @@ def test_what_pip_s_metadata_step_installs_into_the_environment_is_told(tmp_path
     setup = (
         "import os\nfrom pathlib import Path\nfrom setuptools import setup\n"
         "Path(os.environ['STAND_IN_SITE'], 'sneaky_ext.py').write_text('')\n"
-        "setup(name='sneaky', version='1.0.0')\n"
+        + ("raise RuntimeError('no GPU, no build')\n" if then_fails else "")
+        + "setup(name='sneaky', version='1.0.0')\n"
     )
     write_sdist(tmp_path / "links", "sneaky", "1.0.0", {"setup.py": setup})
     monkeypatch.setenv("STAND_IN_SITE", str(site))
@@ -653,11 +658,19 @@ def test_what_pip_s_metadata_step_installs_into_the_environment_is_told(tmp_path
     work = tmp_path / "work"
     work.mkdir()
     toolchain = SimpleNamespace(torch=SimpleNamespace(cuda="13.0"))
-    pipeline.resolve("sneaky==1.0.0", work, toolchain, report)
-    notes = [text for kind, text in report.events if kind == "fetch note"]
-    assert notes == [
+    told = (
         "pip's metadata step (the project's setup.py, run to read its name) installed into this "
         f"environment itself, outside its wheel: sneaky_ext.py in {site} (its setup.py runs an "
         "install of its own, as hqq 0.2.8's `python setup_cuda.py install` does). Other "
         "environments installing the wheel will not have them"
-    ]
+    )
+    if then_fails:
+        with pytest.raises(BuildError) as failed:
+            pipeline.resolve("sneaky==1.0.0", work, toolchain, report)
+        said = str(failed.value)
+        assert "RuntimeError: no GPU, no build" in said, said
+        assert said.endswith(f"\n\nAlso, {told}."), said
+        return
+    pipeline.resolve("sneaky==1.0.0", work, toolchain, report)
+    notes = [text for kind, text in report.events if kind == "fetch note"]
+    assert notes == [told]

@@ -799,13 +799,17 @@ class ClassicBuilder:
                     else:
                         error = kept_objects_error(exc, earlier, self.work)
                         installed = env_writes.installed_since(sites_before)
-                        if installed:
-                            error = BuildError(f"{error}\n\nAlso, {installed}.", log=error.log)
-                        raise error from exc
+                        message = env_writes.with_installed(str(error), installed)
+                        raise BuildError(message, log=error.log) from exc
                     progress.note(again)
                     with open(build_log, "a", encoding="utf-8") as f:
                         f.write(f"\n==== prebuild: {again}\n\n")
             installed = env_writes.installed_since(sites_before)
+
+            def refused(message: str) -> BuildError:
+                # The environment changed whatever the wheel's fate: said in every refusal.
+                return BuildError(env_writes.with_installed(message, installed))
+
             progress.phase("checking the archs in every library")
             libraries = read_wheel_libraries(built)
             shipped = [
@@ -814,7 +818,7 @@ class ClassicBuilder:
                 if lib.built_for_torch
             ]
             if shipped:
-                raise BuildError(shipped_message(built.name, shipped, self.source_url()))
+                raise refused(shipped_message(built.name, shipped, self.source_url()))
             if not libraries:
                 advice, switches = self.advice(built, sass)
                 raise BuildError(
@@ -836,7 +840,7 @@ class ClassicBuilder:
                 # compile, its host code serves every GPU: one wheel, labelled with no arch.
                 if has_cuda_sources(project):
                     advice, switches = self.advice(built, sass)
-                    raise BuildError(
+                    raise refused(
                         host_only_message(
                             built.name,
                             libraries,
@@ -857,7 +861,12 @@ class ClassicBuilder:
             remade = calls_by_object(logged)
             calls = [*(c for o, c in reused.nvcc_calls.items() if o not in remade), *logged]
             if code == GPU_CODE:
-                check_archs(built.name, libraries, sass, ptx, device_linked=is_device_linked(calls))
+                try:
+                    check_archs(
+                        built.name, libraries, sass, ptx, device_linked=is_device_linked(calls)
+                    )
+                except BuildError as exc:
+                    raise refused(str(exc)) from exc
             host_calls = {**reused.host_calls, **calls_by_object(logged_calls(cxx_log))}
             raised, raised_host = raised_standards(calls), raised_standards([*host_calls.values()])
             manifest = ProjectManifest(

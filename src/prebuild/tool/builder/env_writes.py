@@ -92,3 +92,9 @@ def installed_since(before: Snapshot, who: str = "the project's build") -> str:
     """What ``who`` installed into the folders of ``before`` (their snapshot) since it was taken,
     said for the user (``env_writes_message``); "" for nothing."""
     return env_writes_message(written(before, snapshot(before)), who)
+
+
+def with_installed(message: str, installed: str) -> str:
+    """Pure: an error ``message`` followed by what was ``installed`` meanwhile
+    (``installed_since``), so that a failure or a refusal still says the environment changed."""
+    return f"{message}\n\nAlso, {installed}." if installed else message

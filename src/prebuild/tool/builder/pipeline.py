@@ -292,6 +292,52 @@ def resolve(
     # pip's metadata step runs a requirement's setup.py, which may install into this environment
     # (hqq 0.2.8's runs `python setup_cuda.py install` from egg_info, compiling for every arch)
     sites = env_writes.snapshot(env_writes.site_dirs())
+    who = "pip's metadata step (the project's setup.py, run to read its name)"
+    try:
+        project = fetch_project(spec, work, toolchain, report, env, copy, archs, leave_out)
+    except BuildError as exc:
+        # A setup.py that installed, then failed (or pip failing after it): still told.
+        message = env_writes.with_installed(str(exc), env_writes.installed_since(sites, who))
+        if message == str(exc):
+            raise
+        raise BuildError(message, log=exc.log) from exc
+    installed = env_writes.installed_since(sites, who)
+    if installed:
+        report.fetch_note(installed)
+    if project.relabelled is not None:
+        found = project.relabelled
+        report.fetch_note(
+            f"pip refused the sdist of {found.version}: its setup.py labels the version "
+            f"{found.labelled} as it runs, which pip calls inconsistent with the index's "
+            f"{found.version} (it then takes an older release, or none); fetched by its URL "
+            f"instead ({found.url.split('#')[0]})"
+        )
+    if project.linked_checkout is not None:
+        report.fetch_note(
+            f"the git checkout around it ({project.linked_checkout}) is over "
+            f"{MIRROR_COPY_LIMIT // 2**20} MiB: its build reads the checkout's other files through "
+            "links, so anything it writes outside its own directory lands in the checkout"
+        )
+    if project.scm_version and SCM_VERSION_ENV not in os.environ:
+        report.fetch_note(
+            f"version {project.scm_version}, read from its git checkout with setuptools_scm "
+            "(the copy prebuild builds has no .git)"
+        )
+    return project
+
+
+def fetch_project(
+    spec: str | None,
+    work: Path,
+    toolchain,
+    report: Reporter,
+    env: dict[str, str],
+    copy: bool,
+    archs: tuple,
+    leave_out: tuple[Path, ...],
+) -> Project:
+    """resolve's fetch: the project through pip's metadata step in ``env``, asked again with
+    torch.cuda answering for a GPU where its setup.py failed, maybe for want of one."""
     try:
         project = resolve_project(
             spec, work, copy_native=copy, metadata_env=env, leave_out=leave_out
@@ -325,30 +371,6 @@ def resolve(
             f"pip's metadata step failed with no GPU visible ({exc.reason}); it passed with "
             "torch.cuda answering as a GPU of compute capability "
             f"{classic.newest_capability(archs)} would"
-        )
-    installed = env_writes.installed_since(
-        sites, "pip's metadata step (the project's setup.py, run to read its name)"
-    )
-    if installed:
-        report.fetch_note(installed)
-    if project.relabelled is not None:
-        found = project.relabelled
-        report.fetch_note(
-            f"pip refused the sdist of {found.version}: its setup.py labels the version "
-            f"{found.labelled} as it runs, which pip calls inconsistent with the index's "
-            f"{found.version} (it then takes an older release, or none); fetched by its URL "
-            f"instead ({found.url.split('#')[0]})"
-        )
-    if project.linked_checkout is not None:
-        report.fetch_note(
-            f"the git checkout around it ({project.linked_checkout}) is over "
-            f"{MIRROR_COPY_LIMIT // 2**20} MiB: its build reads the checkout's other files through "
-            "links, so anything it writes outside its own directory lands in the checkout"
-        )
-    if project.scm_version and SCM_VERSION_ENV not in os.environ:
-        report.fetch_note(
-            f"version {project.scm_version}, read from its git checkout with setuptools_scm "
-            "(the copy prebuild builds has no .git)"
         )
     return project
 
