@@ -597,3 +597,53 @@ def test_the_release_asked_for_is_fetched_although_its_setup_py_labels_its_versi
     # a release pip takes as it is comes with no note
     archive, relabelled = download_source("labelled==0.9.0", tmp_path / "download", env)
     assert archive.name == "labelled-0.9.0.tar.gz" and relabelled is None
+
+
+@pytest.mark.parametrize(
+    ("setup", "told"),
+    [
+        (  # torch-memory-saver 0.0.10
+            "raise RuntimeError('TMS_CUDA_MAJOR env var must be set for CUDA builds')\n",
+            "Its setup.py asks for the environment variable TMS_CUDA_MAJOR (RuntimeError: "
+            "TMS_CUDA_MAJOR env var must be set for CUDA builds). The project's build runs in "
+            "prebuild's environment: set it for the command, as the project's documentation "
+            "says: TMS_CUDA_MAJOR=<value> prebuild wheel ...",
+        ),
+        (  # marlin-kernels 0.3.7's sdist lacks the envs.py its setup.py loads
+            "import os\nopen(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'envs.py'))\n",
+            "Its sdist lacks envs.py, which its setup.py reads as it runs: the sdist was published "
+            "without it (its makers' packaging leaves it out), so it cannot be built as it is, by "
+            "prebuild or pip. Build it from its repository instead, at the release's tag: "
+            "prebuild wheel --arch ... 'git+https://...@TAG'.",
+        ),
+    ],
+    ids=["a variable", "a file"],
+)
+def test_a_setup_py_failing_in_pip_s_metadata_step_on_what_it_lacks_is_told_what(
+    tmp_path, setup, told
+):
+    """Real pip, offline, on a find-links folder: the error ends with what the project's
+    setup.py lacked and what to do."""
+    from pip_env import clean_pip_env
+
+    from prebuild.tool.builder.project import DownloadError, download_source
+
+    links = tmp_path / "links"
+    write_sdist(links, "lacking", "1.0.0", {"setup.py": setup})
+    env = clean_pip_env(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(links))
+    with pytest.raises(DownloadError) as failed:
+        download_source("lacking==1.0.0", tmp_path / "download", env)
+    said = str(failed.value)
+    assert failed.value.metadata_failed and said.endswith(f"\n\n{told}"), said
+
+
+def test_only_an_error_asking_for_a_variable_names_one():
+    from prebuild.tool.builder.project import variable_hint
+
+    environ = "  File 'setup.py', line 3\n    os.environ['FOO_HOME']\nKeyError: 'FOO_HOME'\n"
+    assert "variable FOO_HOME (KeyError: 'FOO_HOME')" in variable_hint(environ)
+    both = variable_hint("OSError: Set the environment variables CUDA_HOME and NVCC_ARCHS.")
+    assert "variables CUDA_HOME, NVCC_ARCHS (" in both and "CUDA_HOME=<value> NVCC_ARCHS=" in both
+    assert variable_hint("KeyError: 'FOO_HOME'\n") == ""  # a dict's, not the environment's
+    assert variable_hint("RuntimeError: CUDA_ERROR_NO_DEVICE: no device\n") == ""
+    assert variable_hint("RuntimeError: env var must be set\n") == ""  # none named

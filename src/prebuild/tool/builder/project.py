@@ -240,10 +240,64 @@ def removed_module_hint(output: str) -> str:
     return " ".join(hints)
 
 
+# An environment variable's name as projects write them (TMS_CUDA_MAJOR, MAX_JOBS), and the words
+# of an error that asks for one.
+_VARIABLE = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b")
+_ASKS_FOR_VARIABLE = re.compile(
+    r"(?i)\benv(?:ironment)?\.? ?var(?:iable)?s?\b|\b(?:is|are) not set\b"
+)
+
+
+def variable_hint(output: str) -> str:
+    """Pure: where a project's setup.py failed asking for an environment variable
+    (torch-memory-saver 0.0.10's: "TMS_CUDA_MAJOR env var must be set for CUDA builds", or a
+    ``KeyError`` of ``os.environ``), which to set and how; "" otherwise."""
+    error = last_error(output)
+    names: list[str] = []
+    if _ASKS_FOR_VARIABLE.search(error):
+        names = list(dict.fromkeys(_VARIABLE.findall(error)))
+    elif (key := re.match(r"KeyError: '([A-Z][A-Z0-9_]*)'$", error)) and "environ" in output:
+        names = [key.group(1)]
+    if not names:
+        return ""
+    setting = " ".join(f"{name}=<value>" for name in names)
+    return (
+        f"Its setup.py asks for the environment variable{'s' if len(names) > 1 else ''} "
+        f"{', '.join(names)} ({error.rstrip('.')}). The project's build runs in prebuild's "
+        f"environment: set {'them' if len(names) > 1 else 'it'} for the command, as the "
+        f"project's documentation says: {setting} prebuild wheel ..."
+    )
+
+
 def environment_hints(output: str) -> str:
     """Pure: what a failed setup.py's output says is missing from the build's environment
-    (``setup_requires_hint``, ``removed_module_hint``), one paragraph each; "" if nothing."""
-    return "\n\n".join(h for h in (setup_requires_hint(output), removed_module_hint(output)) if h)
+    (``setup_requires_hint``, ``removed_module_hint``, ``variable_hint``), one paragraph each;
+    "" if nothing."""
+    hints = (setup_requires_hint(output), removed_module_hint(output), variable_hint(output))
+    return "\n\n".join(h for h in hints if h)
+
+
+# A file pip's metadata step did not find in the sdist it unpacked (pip download's
+# pip-download-*/<name>_<hash>/, pip install's pip-req-build-*/).
+_SDIST_FILE_MISSING = re.compile(
+    r"FileNotFoundError: \[Errno 2\] No such file or directory: '[^']*?/pip-(?:download|req-build)"
+    r"-[^/']+/(?:[^/']+_[0-9a-f]{32}/)?(?P<file>[^']+)'"
+)
+
+
+def incomplete_sdist_hint(output: str) -> str:
+    """Pure: where a requirement's setup.py, run by pip to read its metadata, failed opening a
+    file of its own sdist (marlin-kernels 0.3.7's lacks the envs.py its setup.py imports), that
+    the sdist is incomplete and where to build from; "" otherwise."""
+    found = _SDIST_FILE_MISSING.search(output)
+    if found is None:
+        return ""
+    return (
+        f"Its sdist lacks {found.group('file')}, which its setup.py reads as it runs: the sdist "
+        "was published without it (its makers' packaging leaves it out), so it cannot be built "
+        "as it is, by prebuild or pip. Build it from its repository instead, at the release's "
+        "tag: prebuild wheel --arch ... 'git+https://...@TAG'."
+    )
 
 
 def git_source(spec: str) -> tuple[str, str | None, str] | None:
@@ -337,6 +391,7 @@ def download_source(
         # CUDAExtension there), so a project's own error can stop the download.
         hint = (
             environment_hints(output)
+            or incomplete_sdist_hint(output)
             or downloads_advice(output, METADATA_DOWNLOADS)
             or wheels_only_hint(spec, output, env)
         )
