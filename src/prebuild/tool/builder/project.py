@@ -269,35 +269,69 @@ def variable_hint(output: str) -> str:
     )
 
 
+# distutils' `dry_run` argument, which setuptools 81.0 removed (pypa/setuptools#4872): as the
+# error reads where a caller passes it by name, and where numpy.distutils' new_compiler passes it
+# by position (MinkowskiEngine 0.5.4's setup.py asks numpy.distutils for BLAS).
+_DRY_RUN = re.compile(
+    r"unexpected keyword argument 'dry_run'"
+    r"|Compiler\.__init__\(\) takes from 1 to 3 positional arguments but 4 were given"
+)
+
+
+def dry_run_hint(output: str) -> str:
+    """Pure: where a setup.py (or a build tool it calls: numpy.distutils) failed passing the
+    ``dry_run`` argument setuptools 81 removed, what to do; "" otherwise."""
+    if not _DRY_RUN.search(output):
+        return ""
+    through = (
+        " (through numpy.distutils, which its setup.py uses)" if "numpy/distutils" in output else ""
+    )
+    return (
+        f"Its build passes distutils the `dry_run` argument{through}, which setuptools removed "
+        "in 81.0: install an older setuptools in this environment, then build again: pip "
+        "install 'setuptools>=72.2,<81'."
+    )
+
+
 def environment_hints(output: str) -> str:
     """Pure: what a failed setup.py's output says is missing from the build's environment
-    (``setup_requires_hint``, ``removed_module_hint``, ``variable_hint``), one paragraph each;
-    "" if nothing."""
-    hints = (setup_requires_hint(output), removed_module_hint(output), variable_hint(output))
+    (``setup_requires_hint``, ``removed_module_hint``, ``dry_run_hint``, ``variable_hint``),
+    one paragraph each; "" if nothing."""
+    hints = (
+        setup_requires_hint(output),
+        removed_module_hint(output),
+        dry_run_hint(output),
+        variable_hint(output),
+    )
     return "\n\n".join(h for h in hints if h)
 
 
-# A file pip's metadata step did not find in the sdist it unpacked (pip download's
-# pip-download-*/<name>_<hash>/, pip install's pip-req-build-*/).
-_SDIST_FILE_MISSING = re.compile(
-    r"FileNotFoundError: \[Errno 2\] No such file or directory: '[^']*?/pip-(?:download|req-build)"
-    r"-[^/']+/(?:[^/']+_[0-9a-f]{32}/)?(?P<file>[^']+)'"
+# Where pip unpacks the sdist whose metadata it reads (pip download's
+# pip-download-*/<name>_<hash>/, pip install's pip-req-build-*/), and a file not found.
+_PIP_SOURCE = r"/pip-(?:download|req-build)-[^/'\"]+/(?:[^/'\"]+_[0-9a-f]{32}/)?"
+_NOT_FOUND = re.compile(
+    r"FileNotFoundError: \[Errno 2\] No such file or directory: '(?P<path>[^']+)'"
 )
 
 
 def incomplete_sdist_hint(output: str) -> str:
     """Pure: where a requirement's setup.py, run by pip to read its metadata, failed opening a
-    file of its own sdist (marlin-kernels 0.3.7's lacks the envs.py its setup.py imports), that
-    the sdist is incomplete and where to build from; "" otherwise."""
-    found = _SDIST_FILE_MISSING.search(output)
-    if found is None:
-        return ""
-    return (
-        f"Its sdist lacks {found.group('file')}, which its setup.py reads as it runs: the sdist "
-        "was published without it (its makers' packaging leaves it out), so it cannot be built "
-        "as it is, by prebuild or pip. Build it from its repository instead, at the release's "
-        "tag: prebuild wheel --arch ... 'git+https://...@TAG'."
-    )
+    file of its own sdist (marlin-kernels 0.3.7's lacks the envs.py its setup.py imports, sru
+    2.6.0's the requirements.txt it reads: a path relative to the sdist, pip's working directory
+    there), that the sdist is incomplete and where to build from; "" otherwise."""
+    for found in _NOT_FOUND.finditer(output):
+        path = found.group("path")
+        inside = re.search(_PIP_SOURCE + r"(?P<file>.+)$", path)
+        if inside is None and (path.startswith("/") or not re.search(_PIP_SOURCE, output)):
+            continue  # not the sdist's: a file of the machine, or of another tool
+        name = inside.group("file") if inside else path.removeprefix("./")
+        return (
+            f"Its sdist lacks {name}, which its setup.py reads as it runs: the sdist was "
+            "published without it (its makers' packaging leaves it out), so it cannot be built "
+            "as it is, by prebuild or pip. Build it from its repository instead, at the release's "
+            "tag: prebuild wheel --arch ... 'git+https://...@TAG'."
+        )
+    return ""
 
 
 def git_source(spec: str) -> tuple[str, str | None, str] | None:
@@ -491,12 +525,26 @@ def wheels_only_message(spec: str, report: str) -> str:
     )
 
 
+def names_a_path(spec: str) -> bool:
+    """Pure: whether ``spec`` can only be a path (``./fused-ssim``, ``dist/x-1.0.tar.gz``), never
+    a requirement or a URL: it has a slash or an archive's suffix, and no URL's ``://`` or ``@``."""
+    if "://" in spec or "@" in spec or spec.startswith("git+"):
+        return False
+    return "/" in spec or spec.startswith("~") or spec.endswith((*SDIST_SUFFIXES, ".whl"))
+
+
 def project_kind(spec: str | None) -> str | None:
     """NATIVE or CLASSIC when known before anything is copied or downloaded (a directory;
     ``None``: the current directory); None for an sdist or a requirement, known once unpacked."""
     if spec is None:
         return NATIVE if find_native_project(Path.cwd()) else CLASSIC
     path = Path(spec).expanduser()
+    if not path.exists() and names_a_path(spec):
+        # Else pip is asked for it, and says so in a traceback (a .tar.gz) or not at all.
+        raise BuildError(
+            f"{spec}: no such file or directory. prebuild builds a directory, an sdist "
+            "(.tar.gz, .zip), a requirement (gsplat==1.5.3) or a git URL (git+https://...)."
+        )
     if not path.is_dir():
         return None
     if is_native(path):
