@@ -59,6 +59,15 @@ CASES = {
         'tex.cu(4): error: identifier "cudaBindTexture" is undefined',
     ],
     "warp functions without _sync": ['shfl.cu(1): error: identifier "__shfl_down" is undefined'],
+    "named-tensor overload": [
+        # kaolin (NVIDIAGameWorks/kaolin d52da9f), kaolin/csrc/ops/conversions/mise/mise.cpp
+        "mise.cpp:107:32: error: no matching function for call to ‘zeros(<brace-enclosed "
+        "initializer list>, const std::nullopt_t&, const c10::ScalarType&, const std::nullopt_t&, "
+        "const c10::DeviceType&, const std::nullopt_t&)’",
+        'z.cu(2): error: no instance of overloaded function "at::zeros" matches the argument list'
+        "\n            argument types are: ({...}, const std::nullopt_t, const c10::ScalarType, "
+        "const std::nullopt_t, const c10::DeviceType, const std::nullopt_t)",
+    ],
 }
 
 
@@ -77,6 +86,17 @@ def test_each_break_is_recognised_in_nvcc_and_gxx_wording(name, line):
 
 def test_every_break_in_the_table_has_a_case():
     assert {b.what for b in API_BREAKS} == {break_named(name).what for name in CASES}
+
+
+def test_a_factory_call_that_is_no_named_tensor_overload_is_no_break():
+    """at::zeros(size, dtype, layout, device, pin_memory) failing for another reason (five
+    arguments: the dtype, not the names, is the std::nullopt)."""
+    line = (
+        'z.cu(2): error: no instance of overloaded function "at::zeros" matches the argument list'
+        "\n   argument types are: ({...}, const std::nullopt_t, const int, const c10::Device, "
+        "const bool)"
+    )
+    assert api_breaks(line, "c++20") == []
 
 
 def test_only_error_lines_count():

@@ -126,6 +126,19 @@ API_BREAKS: tuple[ApiBreak, ...] = (
         "the project's code must move to texture objects (cudaTextureObject_t)",
     ),
     ApiBreak(
+        # g++ names the call's argument types in its error line; nvcc on the next one, which
+        # error_lines joins to it. A `std::nullopt` for the names comes second (kaolin's mise.cpp).
+        re.compile(
+            r"\b(?:zeros|ones|empty|rand|randn)\b[^(]*\([^,]*, const (?:std|c10)::nullopt_t&?"
+            r"(?:, [^,)]+){4,5}\)"
+        ),
+        "it calls the named-tensor overload of a factory function (at::zeros(size, names, "
+        "dtype, layout, device, pin_memory), its names `std::nullopt`), which torch 2.13 removed "
+        "(2.12 has it)",
+        "in the project's code, drop the names argument (at::zeros(size, dtype, layout, device, "
+        "pin_memory), or at::zeros(size, options)); or build against torch 2.12 or older",
+    ),
+    ApiBreak(
         re.compile(rf"{_names(_WARP)}.*(?:undefined|not declared)"),
         "it uses warp functions without _sync (__shfl_down, __ballot, ...), which CUDA 9 "
         "replaced and sm_70 and later do not have",
@@ -136,8 +149,16 @@ API_BREAKS: tuple[ApiBreak, ...] = (
 
 
 def error_lines(log: str) -> list[str]:
-    """Pure: the lines of a build log that report an error (the compiler's, ninja's)."""
-    return [line for line in log.splitlines() if "error" in line.lower()]
+    """Pure: the lines of a build log that report an error (the compiler's, ninja's), each with
+    the indented ``argument types are: (...)`` nvcc prints under it."""
+    lines: list[str] = []
+    previous = False  # whether the line before was an error line
+    for line in log.splitlines():
+        if previous and line.lstrip().startswith("argument types are:"):
+            lines[-1] += " " + line.strip()
+        elif previous := "error" in line.lower():
+            lines.append(line)
+    return lines
 
 
 def api_breaks(log: str, cxx_standard: str) -> list[ApiBreak]:
