@@ -655,6 +655,11 @@ def test_only_an_error_asking_for_a_variable_names_one():
     both = variable_hint("OSError: Set the environment variables CUDA_HOME and NVCC_ARCHS.")
     assert "variables CUDA_HOME, NVCC_ARCHS (" in both and "CUDA_HOME=<value> NVCC_ARCHS=" in both
     assert variable_hint("KeyError: 'FOO_HOME'\n") == ""  # a dict's, not the environment's
+    kaolin = (
+        "ImportError: Kaolin requires PyTorch >= 2.5.1, <= 2.12.1, but found version "
+        "2.14.1+cu130. Set IGNORE_TORCH_VER=1 to proceed with this version."
+    )
+    assert variable_hint(kaolin).endswith(": IGNORE_TORCH_VER=1 prebuild wheel ...")
     assert variable_hint("RuntimeError: CUDA_ERROR_NO_DEVICE: no device\n") == ""
     assert variable_hint("RuntimeError: env var must be set\n") == ""  # none named
 

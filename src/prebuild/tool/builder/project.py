@@ -248,24 +248,31 @@ _ASKS_FOR_VARIABLE = re.compile(
 )
 
 
+# "Set IGNORE_TORCH_VER=1 to proceed" (kaolin's setup.py with a torch newer than it knows).
+_SET_VARIABLE = re.compile(r"(?i:\bset)\s+`?([A-Z][A-Z0-9]*_[A-Z0-9_]+)=([^\s`'\",;]*[^\s`'\",;.])")
+
+
 def variable_hint(output: str) -> str:
     """Pure: where a project's setup.py failed asking for an environment variable
-    (torch-memory-saver 0.0.10's: "TMS_CUDA_MAJOR env var must be set for CUDA builds", or a
-    ``KeyError`` of ``os.environ``), which to set and how; "" otherwise."""
+    (torch-memory-saver 0.0.10's: "TMS_CUDA_MAJOR env var must be set for CUDA builds", kaolin's
+    "Set IGNORE_TORCH_VER=1 to proceed", or a ``KeyError`` of ``os.environ``), which to set
+    and how; "" otherwise."""
     error = last_error(output)
-    names: list[str] = []
-    if _ASKS_FOR_VARIABLE.search(error):
-        names = list(dict.fromkeys(_VARIABLE.findall(error)))
+    values: dict[str, str] = dict(_SET_VARIABLE.findall(error))
+    if not values and _ASKS_FOR_VARIABLE.search(error):
+        values = dict.fromkeys(_VARIABLE.findall(error), "<value>")
     elif (key := re.match(r"KeyError: '([A-Z][A-Z0-9_]*)'$", error)) and "environ" in output:
-        names = [key.group(1)]
+        values = {key.group(1): "<value>"}
+    names = list(values)
     if not names:
         return ""
-    setting = " ".join(f"{name}=<value>" for name in names)
+    setting = " ".join(f"{name}={value}" for name, value in values.items())
     return (
         f"Its setup.py asks for the environment variable{'s' if len(names) > 1 else ''} "
         f"{', '.join(names)} ({error.rstrip('.')}). The project's build runs in prebuild's "
-        f"environment: set {'them' if len(names) > 1 else 'it'} for the command, as the "
-        f"project's documentation says: {setting} prebuild wheel ..."
+        f"environment: set {'them' if len(names) > 1 else 'it'} for the command"
+        + (", as the project's documentation says" if "<value>" in setting else "")
+        + f": {setting} prebuild wheel ..."
     )
 
 
