@@ -187,6 +187,12 @@ def answer_failed(answer_error: str, command: str) -> str:
     )
 
 
+def sentence(advice: str) -> str:
+    """Pure: switches_advice's words where they start a sentence ("its setup.py reads ..." ->
+    "Its ..."); a known project's, which start with its name, as they are."""
+    return advice[:1].upper() + advice[1:] if advice.startswith(("its ", "the ")) else advice
+
+
 def no_extension_message(
     wheel_name: str,
     sites: list[str],
@@ -213,8 +219,8 @@ def no_extension_message(
         return (
             f"{wheel_name} holds no compiled library: the project builds no extension at install "
             f"time, it compiles when first used (torch.utils.cpp_extension at {', '.join(sites)}), "
-            f"so there is nothing for prebuild to compile ahead of time as it is. {advice}. No "
-            "wheel was written."
+            "so there is nothing for prebuild to compile ahead of time as it is. "
+            f"{sentence(advice)}. No wheel was written."
         )
     if answer_error:
         # It asks more of the GPU than the answer gives: it is not pure Python.
@@ -226,8 +232,8 @@ def no_extension_message(
     if switches:
         return (
             f"{wheel_name} holds no compiled library: the project compiled nothing at install "
-            f"time as it is. {advice} (if it is pure Python, pip install it as it is). No wheel "
-            "was written."
+            f"time as it is. {sentence(advice)} (if it is pure Python, pip install it as it is). "
+            "No wheel was written."
         )
     return (
         f"{wheel_name} holds no compiled library: the project builds no extension at install time (it is pure "
@@ -312,7 +318,7 @@ def host_only_message(
         + (
             f"{answer_failed(answer_error, command)}{' Or here: ' + advice + '.' if switches else ''}"
             if answer_error
-            else f"{advice}."
+            else f"{sentence(advice)}."
         )
         + f" Full build log: {build_log}. No wheel was written."
     )
