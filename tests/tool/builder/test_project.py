@@ -455,8 +455,8 @@ def test_a_setuptools_scm_project_in_a_checkout_gets_its_checkouts_version(tmp_p
     report = SimpleNamespace(fetching=said.append, fetch_note=said.append)
     pipeline.resolve(str(user), tmp_path / "work", SimpleNamespace(), report)
     assert said == [
-        "version 1.2.3, read from its git checkout with setuptools_scm (the copy prebuild "
-        "builds has no .git)"
+        "version 1.2.3, read by setuptools_scm in its git checkout itself, as pip's in-tree "
+        "build reads it"
     ]
     monkeypatch.setenv(SCM_VERSION_ENV, "9")
     pipeline.resolve(str(user), tmp_path / "work", SimpleNamespace(), report)
@@ -696,3 +696,45 @@ def test_a_path_that_is_not_there_is_said_to_be_missing_before_anything_runs(tmp
     with pytest.raises(BuildError, match=r"sru-2\.6\.0\.tar\.gz: no such file or directory\."):
         project_kind(missing)
     assert project_kind("sru==2.6.0") is None  # a requirement: fetched
+
+
+@pytest.mark.parametrize("detached", [False, True])
+def test_the_copy_of_a_checkout_has_git_data_of_its_own_at_the_checkouts_head(tmp_path, detached):
+    """FlashMLA's setup.py versions itself with `git rev-parse --short HEAD` (else the time of
+    the build, another for each arch's wheel): in the copy, git answers as in the checkout, at
+    its branch or detached HEAD, and nothing is written in the checkout's .git."""
+    repo = tmp_path / "repo"
+    git = git_repo(repo, {"ext/setup.py": "from setuptools import setup\nsetup()\n"})
+    first = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    git_repo(repo, {"ext/kernel.cu": "// kernels\n"})  # a second commit, the one checked out
+    subprocess.run([*git, "checkout", "-q", "-b", "feature"], check=True)
+    if detached:
+        subprocess.run([*git, "checkout", "-q", "--detach"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert head != first
+    before = snapshot(repo / ".git")
+    project = resolve_project(str(repo / "ext"), tmp_path / "work")
+    copy = tmp_path / "work" / "source"
+    assert project.source == copy / "ext"
+
+    def in_copy(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(project.source), *args], capture_output=True)
+        return done.stdout.decode()
+
+    assert in_copy("rev-parse", "HEAD") == head
+    assert in_copy("rev-parse", "--abbrev-ref", "HEAD").strip() == (
+        "HEAD" if detached else "feature"
+    )
+    assert in_copy("status", "--porcelain") == ""  # the copy's files are HEAD's
+    assert in_copy("rev-parse", "--show-toplevel").strip() == str(copy)
+    assert snapshot(repo / ".git") == before
+
+
+def test_a_directory_in_no_git_repository_gets_no_git_data(tmp_path):
+    """A .git that git cannot read (the tests' stand-in checkouts) gives the copy none."""
+    from prebuild.tool.builder.project import copy_git_data
+
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    (tmp_path / "copy").mkdir()
+    assert copy_git_data(tmp_path / "repo", tmp_path / "copy") is False
+    assert list((tmp_path / "copy").iterdir()) == []

@@ -320,8 +320,8 @@ def resolve(
         )
     if project.scm_version and SCM_VERSION_ENV not in os.environ:
         report.fetch_note(
-            f"version {project.scm_version}, read from its git checkout with setuptools_scm "
-            "(the copy prebuild builds has no .git)"
+            f"version {project.scm_version}, read by setuptools_scm in its git checkout itself, "
+            "as pip's in-tree build reads it"
         )
     return project
 

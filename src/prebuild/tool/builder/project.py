@@ -642,6 +642,47 @@ def copy_in_checkout(
     return place, linked
 
 
+def copy_git_data(root: Path, copy: Path) -> bool:
+    """Give ``copy``, the copy of the checkout at ``root``, git data of its own at the
+    checkout's HEAD (its branch, or detached), so that a setup.py running git reads what it
+    would in the checkout: FlashMLA's versions itself ``1.0.0+<git rev-parse --short HEAD>``,
+    else with the time of the build, which differs from one arch's wheel to the next. A clone
+    ``--shared`` (the checkout's objects read in place, nothing written there), its index read
+    from HEAD, its files the copy's. False where git cannot (none installed, no repository)."""
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}
+
+    def git(*args: str, where: Path = root) -> str | None:
+        try:
+            done = processes.run(
+                ["git", "-C", str(where), *args], capture_output=True, text=True, env=env
+            )
+        except OSError:
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    head = git("rev-parse", "--verify", "-q", "HEAD")
+    if head is None:
+        return False
+    branch = git("symbolic-ref", "-q", "HEAD")
+    clone = copy / ".git-data"
+    made = git("clone", "-q", "--shared", "--no-checkout", str(root), str(clone), where=copy)
+    if made is None:
+        shutil.rmtree(clone, ignore_errors=True)
+        return False
+    (clone / ".git").rename(copy / ".git")
+    shutil.rmtree(clone)
+    steps = (
+        [("update-ref", branch, head), ("symbolic-ref", "HEAD", branch)]
+        if branch
+        else [("update-ref", "--no-deref", "HEAD", head)]
+    )
+    for step in (*steps, ("read-tree", "HEAD")):
+        if git(*step, where=copy) is None:
+            shutil.rmtree(copy / ".git")
+            return False
+    return True
+
+
 # What setuptools_scm takes as the version where the source has no git data to read it from.
 SCM_VERSION_ENV = "SETUPTOOLS_SCM_PRETEND_VERSION"
 
@@ -776,6 +817,8 @@ def _resolve_project(
             )
         root = enclosing_checkout(path)
         source, linked = copy_in_checkout(path, root, copy, leave_out=leave_out)
+        if root is not None:
+            copy_git_data(root, copy)
         return Project(
             CLASSIC,
             source,
