@@ -674,3 +674,50 @@ def test_what_pip_s_metadata_step_installs_into_the_environment_is_told(
     pipeline.resolve("sneaky==1.0.0", work, toolchain, report)
     notes = [text for kind, text in report.events if kind == "fetch note"]
     assert notes == [told]
+
+
+def test_a_classic_project_versioning_each_wheel_differently_is_told(tmp_path):
+    """FlashMLA's setup.py, with no git data, versions itself with the time of the build: the
+    sm_80 and sm_90 wheels of one run are two releases. The second wheel's notes say so; a
+    project's own label (auto-gptq's +cu130) that every wheel shares is no difference."""
+    from prebuild.runtime.manifest import ProjectManifest
+    from prebuild.tool.builder.relabel import project_version
+
+    assert project_version("1.0.0+abc.pt214.cu130.sm90") == "1.0.0+abc"
+    assert project_version("1.0.0+pt214.cpu") == project_version("1.0.0") == "1.0.0"
+    manifest = ProjectManifest(
+        kind="classic",
+        torch="2.14.1+cu130",
+        torch_cuda="13.0",
+        cuda="13.0",
+        python_tag="cp311-cp311-linux_x86_64",
+        sass_archs=(),
+        ptx_archs=(),
+        libraries=(),
+    )
+
+    class Timestamped(FakeBuilder):
+        def __init__(self, locals_: list[str]):
+            super().__init__(None)
+            self.locals = locals_
+
+        def build(self, planned, out_dir, progress):
+            arch = planned.archs[0].sm.replace("_", "")
+            label = f"{self.locals.pop(0)}.pt214.cu130.{arch}"
+            path = out_dir / f"flash_mla-1.0.0+{label}-cp311-cp311-linux_x86_64.whl"
+            path.write_bytes(b"")
+            return BuiltWheel(path, planned, planned.archs, (), manifest, 0.1)
+
+    planned = pipeline.plan_request(WheelRequest(None, parse_arch_list("sm_80,sm_90")))
+    wheels = pipeline.build_planned(
+        Timestamped(["2026.12.1.22.33.54", "2026.12.1.22.41.10"]), planned, tmp_path, Recorder()
+    )
+    assert wheels[0].notes == ()
+    assert wheels[1].notes == (
+        "its version of the project is 1.0.0+2026.12.1.22.41.10, the first wheel's "
+        "1.0.0+2026.12.1.22.33.54: the project's build versioned each wheel differently (as a "
+        "setup.py versioning itself with the time of the build does), so pip and an index see a "
+        "release for each, not one release for every arch",
+    )
+    same = pipeline.build_planned(Timestamped(["cu130", "cu130"]), planned, tmp_path, Recorder())
+    assert [w.notes for w in same] == [(), ()]

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Protocol
 
 from filelock import FileLock, Timeout
+from packaging.utils import parse_wheel_filename
 
 from prebuild.runtime.arch import Arch, ArchError
 from prebuild.runtime.manifest import ProjectManifest
@@ -92,6 +93,7 @@ from prebuild.tool.builder.project import (
     project_kind,
     resolve_project,
 )
+from prebuild.tool.builder.relabel import project_version
 from prebuild.tool.builder.toolchain import Nvcc, ToolchainError
 from prebuild.tool.variants_files import write_variants_files
 
@@ -448,8 +450,16 @@ def build_planned(
     wheels: list[BuiltWheel] = []
     for at, wheel in enumerate(planned):
         built = build_one(builder, wheel, out_dir, report)
+        classic_wheel = isinstance(built.manifest, ProjectManifest)
+        # (a native project's version is its pyproject.toml's: the same for every wheel)
+        if (
+            classic_wheel
+            and wheels
+            and (other := other_version(wheels[0].path.name, built.path.name))
+        ):
+            built = replace(built, notes=(*built.notes, other))
         rest = planned[at + 1 :]
-        host = isinstance(built.manifest, ProjectManifest) and built.manifest.host_only
+        host = classic_wheel and built.manifest.host_only
         if host and rest:
             archs = "; ".join(",".join(a.sm for a in w.archs) for w in rest)
             note = f"it serves every arch: the other planned wheels ({archs}) would be the same"
@@ -458,6 +468,22 @@ def build_planned(
         if host:
             break
     return wheels
+
+
+def other_version(first: str, wheel: str) -> str:
+    """Pure: where the wheel named ``wheel`` has another version of the project than the run's
+    first wheel (their labels of torch and arch aside), what that means; "" where they agree.
+    A setup.py that versions itself with the time of the build (FlashMLA's without git data)
+    gives each arch's wheel a release of its own."""
+    theirs, ours = (project_version(str(parse_wheel_filename(n)[1])) for n in (first, wheel))
+    if theirs == ours:
+        return ""
+    return (
+        f"its version of the project is {ours}, the first wheel's {theirs}: the project's "
+        "build versioned each wheel differently (as a setup.py versioning itself with the time "
+        "of the build does), so pip and an index see a release for each, not one release for "
+        "every arch"
+    )
 
 
 def build_one(

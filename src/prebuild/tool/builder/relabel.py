@@ -14,6 +14,7 @@ RECORD) and writes the new one (writing RECORD), so every hash stays valid.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -34,6 +35,15 @@ def add_local_label(version: str, label: str) -> str:
     label stays in front (``1.0.0+abc`` -> ``1.0.0+abc.pt214...``)."""
     v = Version(version)
     return str(Version(f"{v.public}+{v.local}.{label}" if v.local else f"{v.public}+{label}"))
+
+
+def project_version(version: str) -> str:
+    """Pure: a classic wheel's version without the label prebuild added (add_local_label's,
+    which starts with the torch: ``pt214``): ``1.0.0+abc.pt214.cu130.sm90`` -> ``1.0.0+abc``."""
+    public, _, local = version.partition("+")
+    parts = local.split(".") if local else []
+    ours = next((i for i, part in enumerate(parts) if re.fullmatch(r"pt\d+", part)), len(parts))
+    return public + (f"+{'.'.join(parts[:ours])}" if ours else "")
 
 
 def is_torch_requirement(text: str) -> bool:
