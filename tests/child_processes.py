@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,3 +89,20 @@ def child_env_for(tmp_path: Path) -> ChildEnv:
         OMP_NUM_THREADS="1",  # many children on two cores: keep each one single-threaded
     )
     return ChildEnv(workdir, home, extensions, tmp, env)
+
+
+def gone(pid: int, within: float = 10.0) -> bool:
+    """Whether process ``pid`` has exited (gone, or a zombie its parent has not reaped) within
+    ``within`` seconds: one stopped by a signal may still be exiting for a moment (state D, on
+    a busy disk, seen in a full run)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from child_processes import gone
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "classic"
@@ -60,14 +61,6 @@ def start(python: Path, tmp_path: Path, project: str) -> tuple[subprocess.Popen,
 def default_sigint() -> None:
     """Run in the child before exec: SIGINT not inherited ignored (see the module's docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return True
-    return state == "Z"
 
 
 @pytest.mark.parametrize(

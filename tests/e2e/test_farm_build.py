@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from build_helpers import ROOT, nvcc_wrapper
+from child_processes import gone
 from pip_env import clean_pip_env
 from test_classic_interrupts import default_sigint
 
@@ -288,8 +289,7 @@ def test_ctrl_c_stops_the_farm_keeps_what_finished_and_says_how_to_go_on(farm):
     assert farm_process.returncode == 130, stdout + stderr
     assert "interrupted: the jobs that finished are kept in" in stderr and "Traceback" not in stderr
     for pid in map(int, pids.read_text().split()):  # the build and its "compiler": gone
-        stat = Path(f"/proc/{pid}/stat")
-        assert not stat.exists() or stat.read_text().rpartition(") ")[2].startswith("Z"), pid
+        assert gone(pid), f"process {pid} still runs after the farm exited"
     # the lock is free: the next run starts (and is told there is nothing of this plan left to
     # skip but the interrupted job, which it would build again)
     plan = run("plan", sleepy, *FARM, "--index", site)
