@@ -87,6 +87,23 @@ class FakeBuilder:
         return BuiltWheel(path, planned, planned.archs, (), None, 0.1)
 
 
+def classic_manifest(**fields):
+    """A classic wheel's manifest (torch 2.14.1, CUDA 13.0, no libraries), ``fields`` changed."""
+    from prebuild.runtime.manifest import ProjectManifest
+
+    base = dict(
+        kind="classic",
+        torch="2.14.1+cu130",
+        torch_cuda="13.0",
+        cuda="13.0",
+        python_tag="cp311-cp311-linux_x86_64",
+        sass_archs=(),
+        ptx_archs=(),
+        libraries=(),
+    )
+    return ProjectManifest(**{**base, **fields})
+
+
 @pytest.fixture
 def fake_builder(monkeypatch):
     """make_builder returns a FakeBuilder (with the nvcc the real preflight found)."""
@@ -187,19 +204,9 @@ def test_every_wheel_is_built_reported_and_locked(tmp_path, fake_builder):
 def test_a_wheel_with_no_gpu_code_is_built_once_for_every_arch(tmp_path, monkeypatch):
     """A classic project's host code (no GPU code) serves every arch: the first wheel is the
     only one built, and it says why the others were not."""
-    from prebuild.runtime.manifest import CUDA_HOST_CODE, ProjectManifest
+    from prebuild.runtime.manifest import CUDA_HOST_CODE
 
-    host = ProjectManifest(
-        kind="classic",
-        torch="2.14.1+cu130",
-        torch_cuda="13.0",
-        cuda="13.0",
-        python_tag="cp311-cp311-linux_x86_64",
-        sass_archs=(),
-        ptx_archs=(),
-        libraries=(),
-        code=CUDA_HOST_CODE,
-    )
+    host = classic_manifest(code=CUDA_HOST_CODE)
 
     class HostBuilder(FakeBuilder):
         def build(self, planned, out_dir, progress):
@@ -680,21 +687,11 @@ def test_a_classic_project_versioning_each_wheel_differently_is_told(tmp_path):
     """FlashMLA's setup.py, with no git data, versions itself with the time of the build: the
     sm_80 and sm_90 wheels of one run are two releases. The second wheel's notes say so; a
     project's own label (auto-gptq's +cu130) that every wheel shares is no difference."""
-    from prebuild.runtime.manifest import ProjectManifest
     from prebuild.tool.builder.relabel import project_version
 
     assert project_version("1.0.0+abc.pt214.cu130.sm90") == "1.0.0+abc"
     assert project_version("1.0.0+pt214.cpu") == project_version("1.0.0") == "1.0.0"
-    manifest = ProjectManifest(
-        kind="classic",
-        torch="2.14.1+cu130",
-        torch_cuda="13.0",
-        cuda="13.0",
-        python_tag="cp311-cp311-linux_x86_64",
-        sass_archs=(),
-        ptx_archs=(),
-        libraries=(),
-    )
+    manifest = classic_manifest()
 
     class Timestamped(FakeBuilder):
         def __init__(self, locals_: list[str]):
