@@ -718,3 +718,6 @@ def test_a_classic_project_versioning_each_wheel_differently_is_told(tmp_path):
     )
     same = pipeline.build_planned(Timestamped(["cu130", "cu130"]), planned, tmp_path, Recorder())
     assert [w.notes for w in same] == [(), ()]
+    # a variant wheel's name has its label after the platform tag (--variants)
+    plain = "x-1.0.0+lab1.pt214.cu130.sm90-cp311-cp311-linux_x86_64.whl"
+    assert pipeline.other_version(plain, plain.replace(".whl", "-sm90.whl")) == ""

@@ -58,7 +58,6 @@ from pathlib import Path
 from typing import Protocol
 
 from filelock import FileLock, Timeout
-from packaging.utils import parse_wheel_filename
 
 from prebuild.runtime.arch import Arch, ArchError
 from prebuild.runtime.manifest import ProjectManifest
@@ -95,6 +94,7 @@ from prebuild.tool.builder.project import (
 )
 from prebuild.tool.builder.relabel import project_version
 from prebuild.tool.builder.toolchain import Nvcc, ToolchainError
+from prebuild.tool.variant_wheels import parse_filename
 from prebuild.tool.variants_files import write_variants_files
 
 # What a request or a build can fail with, said in one message (anything else is a bug).
@@ -475,7 +475,7 @@ def other_version(first: str, wheel: str) -> str:
     first wheel (their labels of torch and arch aside), what that means; "" where they agree.
     A setup.py that versions itself with the time of the build (FlashMLA's without git data)
     gives each arch's wheel a release of its own."""
-    theirs, ours = (project_version(str(parse_wheel_filename(n)[1])) for n in (first, wheel))
+    theirs, ours = (project_version(str(parse_filename(n)[1])) for n in (first, wheel))
     if theirs == ours:
         return ""
     return (
