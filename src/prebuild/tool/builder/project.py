@@ -356,6 +356,13 @@ def git_source(spec: str) -> tuple[str, str | None, str] | None:
     return urlunsplit(parts._replace(path=path)), rev or None, subdirectory
 
 
+def git_env() -> dict[str, str]:
+    """The environment of every git command prebuild runs, itself or through setuptools_scm:
+    a private repository fails instead of asking for a password, and git refreshes no index
+    in the user's checkout (its optional locks off)."""
+    return {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}
+
+
 def clone_source(spec: str, dest: Path) -> Path:
     """Clone a git requirement's repository into ``dest`` with its submodules, at its
     revision, as pip would, and return the project's directory in it (its subdirectory). The
@@ -367,7 +374,7 @@ def clone_source(spec: str, dest: Path) -> Path:
     repo = dest / "repo"
     shutil.rmtree(repo, ignore_errors=True)
     dest.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}  # a private repository: fail, never ask
+    env = git_env()
     steps = [["git", "clone", "-q", "--recurse-submodules", url, str(repo)]]
     if rev:
         steps += [
@@ -649,7 +656,7 @@ def copy_git_data(root: Path, copy: Path) -> bool:
     else with the time of the build, which differs from one arch's wheel to the next. A clone
     ``--shared`` (the checkout's objects read in place, nothing written there), its index read
     from HEAD, its files the copy's. False where git cannot (none installed, no repository)."""
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}
+    env = git_env()
 
     def git(*args: str, where: Path = root) -> str | None:
         try:
@@ -711,7 +718,7 @@ def scm_version(project: Path) -> str | None:
         done = processes.run(
             [sys.executable, "-m", "setuptools_scm"],
             cwd=project,
-            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+            env=git_env(),
             capture_output=True,
             text=True,
         )
