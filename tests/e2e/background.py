@@ -79,6 +79,33 @@ JOBS: dict[str, Callable[[Path], list[str]]] = {
 }
 
 
+# Fixtures whose work is one long subprocess: its job starts with the session's as soon as a
+# collected test uses the fixture, and the fixture waits for it (conftest.py runs the modules of
+# such tests after the others, so that the job is done by then). In a 25-minute run the tests
+# that built these themselves kept one core busy and left the other idle for the last 13
+# minutes (the marked tests' jobs done), 2026-12-02.
+FIXTURE_JOBS: dict[str, str] = {
+    "shared_objects": "shared-wheels",  # built_wheel's wheels (conftest.py)
+    "plain_job": "classic-plain",  # test_classic_build.py
+    "farm": "farm-build",  # test_farm_build.py
+}
+JOBS.update(
+    {
+        "shared-wheels": lambda work: [
+            sys.executable,
+            str(HERE / "shared_wheels_job.py"),
+            str(work),
+        ],
+        "classic-plain": lambda work: [
+            sys.executable,
+            str(HERE / "classic_plain_job.py"),
+            str(work),
+        ],
+        "farm-build": lambda work: [sys.executable, str(HERE / "farm_job.py"), str(work)],
+    }
+)
+
+
 # The shared venvs each job copies or builds in (venvs.py: "cpu" is .venv-cpu-torch, "cuda"
 # .venv-cuda, each made under a file lock): the job starts once the session has made them at the
 # tests' priority. A job at nice 19 holding that lock for the 5.5 GB install stalled the tests
@@ -89,6 +116,8 @@ NEEDS_VENVS: dict[str, frozenset[str]] = {
     "cuda-torch": frozenset({"cuda"}),
     "new-project": frozenset({"cpu", "cuda"}),
     "source-install": frozenset({"cpu"}),
+    "classic-plain": frozenset({"cuda"}),
+    "farm-build": frozenset({"cuda"}),
 }
 
 # Every job's environment starts from this (the job's own settings win): its torch computes on

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from prebuild.tool.builder.toolchain import find_nvcc
@@ -58,3 +59,33 @@ def docs_block(page: str, heading: str) -> str:
     match = re.search(r"```bash\n(.*?)```", section, re.S)
     assert match, heading
     return match.group(1)
+
+
+def prebuild_wheel(
+    python: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``prebuild wheel ARGS`` run by the CUDA torch venv's python, prebuild from src/, nvcc
+    reached through a wrapper script on PATH, CUDA_HOME unset (``env``: more variables)."""
+    extra = env or {}
+    with tempfile.TemporaryDirectory(prefix="nvcc-wrapper-") as wrapper:
+        env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+        env.update(
+            PYTHONPATH=str(ROOT / "src"),
+            COLUMNS="200",
+            PATH=f"{python.parent}:{nvcc_wrapper(Path(wrapper))}:{os.environ.get('PATH', '')}",
+            **extra,
+        )
+        proc = subprocess.run(
+            [str(python), "-m", "prebuild", "wheel", *args],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            env=env,
+        )
+    if "Building" in proc.stderr:
+        assert f"({wrapper}/nvcc)" in proc.stderr, proc.stderr  # the wrapper is the nvcc it used
+    return proc
+
+
+def tree_snapshot(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))

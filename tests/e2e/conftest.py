@@ -28,10 +28,10 @@ from pathlib import Path
 
 import background
 import pytest
+import shared_wheels_job
 from build_helpers import run_cli
+from job_steps import read_steps
 from venvs import clone_venv, prepare_cpu_venv, prepare_cuda_venv
-
-from prebuild.tool.builder.compile import default_build_dir, host_build_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,28 +73,37 @@ def venv_copy(tmp_path) -> Callable[[Path, str], Path]:
 
 
 @pytest.fixture(scope="session")
-def shared_objects(tmp_path_factory) -> Path:
-    """The build directory of every ``built_wheel``. It starts with the host objects that
-    scripts/bootstrap.sh's editable install compiled in the checkout (build/prebuild/host: the
-    same compiler commands, for this checkout and .venv's torch), so the first wheel compiles
-    only its CUDA code, and ninja compiles again any host file changed since (about 34 s of
-    CPU time saved, 2026-12-01)."""
-    objects = tmp_path_factory.mktemp("shared-objects")
-    bootstrap = host_build_dir(default_build_dir(ROOT))
-    if (bootstrap / ".ninja_log").is_file():
-        shutil.copytree(bootstrap, host_build_dir(objects), symlinks=True)
-    return objects
+def shared_wheels() -> tuple[Path, dict[str, dict]]:
+    """The shared-wheels job's folder and steps (shared_wheels_job.py), once it is done."""
+    job, work = background.result("shared-wheels", timeout=3600)
+    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-6000:]
+    return work, {step["what"]: step for step in read_steps(work)}
 
 
 @pytest.fixture(scope="session")
-def built_wheel(tmp_path_factory, shared_objects) -> Callable[..., Path]:
+def shared_objects(shared_wheels) -> Path:
+    """The build directory of every ``built_wheel``, the shared-wheels job's."""
+    return shared_wheels_job.objects(shared_wheels[0])
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory, shared_wheels, shared_objects) -> Callable[..., Path]:
     """``built_wheel("sm_80")``, ``built_wheel("sm_80,sm_90", "--fat", "--ptx")``: the path of
-    the one wheel ``prebuild wheel --arch ARCHS [FLAGS]`` makes (built on first request)."""
+    the one wheel ``prebuild wheel --arch ARCHS [FLAGS]`` makes: the shared-wheels job's, or
+    built on first request for another configuration."""
+    work, steps = shared_wheels
     cache: dict[tuple[str, ...], Path] = {}
 
     def get(archs: str, *flags: str) -> Path:
         key = (archs, *flags)
-        if key not in cache:
+        if key in cache:
+            return cache[key]
+        if key in shared_wheels_job.SHARED_WHEELS:
+            step = steps[shared_wheels_job.step_name(key)]
+            stdout, stderr = step["stdout"], step["stderr"]
+            assert step["returncode"] == 0, stdout + stderr
+            out = shared_wheels_job.dist(work, key)
+        else:
             out = tmp_path_factory.mktemp("dist")
             proc = run_cli(
                 "wheel",
@@ -106,11 +115,12 @@ def built_wheel(tmp_path_factory, shared_objects) -> Callable[..., Path]:
                 "--build-dir",
                 str(shared_objects),
             )
-            assert proc.returncode == 0, proc.stdout + proc.stderr
-            (wheel,) = out.glob("*.whl")
-            assert "1 wheel in" in proc.stdout, proc.stdout  # the summary
-            cache[key] = wheel
-        return cache[key]
+            stdout, stderr = proc.stdout, proc.stderr
+            assert proc.returncode == 0, stdout + stderr
+        (wheel,) = out.glob("*.whl")
+        assert "1 wheel in" in stdout, stdout  # the summary
+        cache[key] = wheel
+        return wheel
 
     return get
 
@@ -136,10 +146,22 @@ def background_job(item) -> str | None:
     return marker.args[0] if marker else None
 
 
+def fixture_jobs(item) -> set[str]:
+    """The jobs of the fixtures ``item`` uses (background.FIXTURE_JOBS)."""
+    names = getattr(item, "fixturenames", ())
+    return {job for fixture, job in background.FIXTURE_JOBS.items() if fixture in names}
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """The tests that wait for a background job run last: the session's other tests run while
-    the job does (background.py)."""
-    items.sort(key=lambda item: background_job(item) is not None)  # stable: order kept otherwise
+    """The tests that wait for a background job run last, and before them the modules whose
+    tests use a fixture's job, whole (a module's fixtures set up once): the session's other
+    tests run while the jobs do (background.py)."""
+    waiting = {item.path for item in items if fixture_jobs(item)}
+
+    def place(item) -> int:
+        return 2 if background_job(item) else 1 if item.path in waiting else 0
+
+    items.sort(key=place)  # stable: order kept otherwise
 
 
 def pytest_collection_finish(session) -> None:
@@ -159,7 +181,10 @@ def pytest_collection_finish(session) -> None:
     )
     # first: the network's work, beside the venvs made below
     started = [f"torch {v}" for v in (torch_venvs.prefetch(versions) if versions else [])]
-    jobs = sorted({job for item in session.items if (job := background_job(item))})
+    jobs = sorted(
+        {job for item in session.items if (job := background_job(item))}
+        | {job for item in session.items for job in fixture_jobs(item)}
+    )
     fixtures = {name for item in session.items for name in getattr(item, "fixturenames", ())}
     # Each shared venv a job or a test needs is made here, at the tests' priority, and each job
     # starts as soon as the venvs it needs are (background.NEEDS_VENVS).

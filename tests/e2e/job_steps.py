@@ -28,14 +28,18 @@ class Steps:
         proc = subprocess.run(
             command, cwd=cwd or self.work, env=env, capture_output=True, text=True, timeout=timeout
         )
+        return self.record(what, proc, time.monotonic() - started)
+
+    def record(self, what: str, proc: subprocess.CompletedProcess, seconds: float) -> bool:
+        """Record ``proc``, run by the job itself, as step ``what``; whether it succeeded."""
         self.done.append(
             {
                 "what": what,
-                "command": command,
+                "command": [str(arg) for arg in proc.args],
                 "returncode": proc.returncode,
                 "stdout": proc.stdout,
                 "stderr": proc.stderr,
-                "seconds": time.monotonic() - started,
+                "seconds": seconds,
             }
         )
         (self.work / "steps.json").write_text(json.dumps(self.done, indent=1))

@@ -31,12 +31,13 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+import background
 import pytest
-from build_helpers import nvcc_wrapper
+from build_helpers import prebuild_wheel
+from job_steps import read_steps
 from pip_env import clean_pip_env, installed
 from wheel.wheelfile import WheelFile
 
@@ -47,32 +48,6 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "classic"
-
-
-def prebuild_wheel(
-    python: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess:
-    """``prebuild wheel ARGS`` run by the CUDA torch venv's python, prebuild from src/, nvcc
-    reached through a wrapper script on PATH, CUDA_HOME unset (``env``: more variables)."""
-    extra = env or {}
-    with tempfile.TemporaryDirectory(prefix="nvcc-wrapper-") as wrapper:
-        env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
-        env.update(
-            PYTHONPATH=str(ROOT / "src"),
-            COLUMNS="200",
-            PATH=f"{python.parent}:{nvcc_wrapper(Path(wrapper))}:{os.environ.get('PATH', '')}",
-            **extra,
-        )
-        proc = subprocess.run(
-            [str(python), "-m", "prebuild", "wheel", *args],
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            env=env,
-        )
-    if "Building" in proc.stderr:
-        assert f"({wrapper}/nvcc)" in proc.stderr, proc.stderr  # the wrapper is the nvcc it used
-    return proc
 
 
 def prebuild(python: Path, *args: str) -> subprocess.CompletedProcess:
@@ -88,10 +63,6 @@ def all_sass(code) -> list[str]:
     return [a.sm for a in sorted({*code.sass, *code.linked_sass})]
 
 
-def tree_snapshot(path: Path) -> list[str]:
-    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
-
-
 def wheel_contents(wheel: Path) -> tuple[dict, str, dict[str, bytes]]:
     """prebuild.json, METADATA and the shared libraries, read through WheelFile (which checks
     every file against RECORD)."""
@@ -103,37 +74,35 @@ def wheel_contents(wheel: Path) -> tuple[dict, str, dict[str, bytes]]:
 
 
 @pytest.fixture(scope="module")
-def plain_work(tmp_path_factory) -> Path:
-    """plain_wheels' --build-dir: its build logs are checked, and a later run goes on from it."""
-    return tmp_path_factory.mktemp("plain-work")
+def plain_job() -> tuple[Path, dict]:
+    """The plain_ext build's folder and its step (classic_plain_job.py, in the background)."""
+    job, work = background.result("classic-plain", timeout=3600)
+    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-6000:]
+    (step,) = read_steps(work)
+    return work, step
 
 
 @pytest.fixture(scope="module")
-def plain_wheels(cuda_torch_python, tmp_path_factory, plain_work) -> list[Path]:
-    before = tree_snapshot(FIXTURES / "plain_ext")
-    out = tmp_path_factory.mktemp("plain-dist")
-    work = plain_work
-    proc = prebuild_wheel(
-        cuda_torch_python,
-        "--arch",
-        "sm_80,sm_90",
-        str(FIXTURES / "plain_ext"),
-        "--out",
-        str(out),
-        "--build-dir",
-        str(work),
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
-    assert tree_snapshot(FIXTURES / "plain_ext") == before  # built from a private copy
-    assert "2 wheels in" in proc.stdout
+def plain_work(plain_job) -> Path:
+    """plain_wheels' --build-dir: its build logs are checked, and a later run goes on from it."""
+    return plain_job[0] / "build"
+
+
+@pytest.fixture(scope="module")
+def plain_wheels(plain_job, plain_work) -> list[Path]:
+    work, step = plain_job
+    assert step["returncode"] == 0, step["stdout"] + step["stderr"][-6000:]
+    trees = json.loads((work / "trees.json").read_text())
+    assert trees["after"] == trees["before"]  # built from a private copy
+    assert "2 wheels in" in step["stdout"]
     # The second wheel compiles the kernel for its arch and reuses the binding's object.
-    assert compiled(work / "cu130.sm80" / "build.log") == ["binding.cpp", "kernels.cu"]
-    assert compiled(work / "cu130.sm90" / "build.log") == ["kernels.cu"]
+    assert compiled(plain_work / "cu130.sm80" / "build.log") == ["binding.cpp", "kernels.cu"]
+    assert compiled(plain_work / "cu130.sm90" / "build.log") == ["kernels.cu"]
     # Its build requirements are asked of its backend once (get_requires_for_build_wheel runs
     # setup.py's egg_info), not again for the second wheel.
-    asked = [requirements_asked(work / w / "build.log") for w in ("cu130.sm80", "cu130.sm90")]
+    asked = [requirements_asked(plain_work / w / "build.log") for w in ("cu130.sm80", "cu130.sm90")]
     assert asked == [True, False]
-    return sorted(out.glob("*.whl"))
+    return sorted((work / "dist").glob("*.whl"))
 
 
 def requirements_asked(build_log: Path) -> bool:

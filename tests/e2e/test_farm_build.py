@@ -18,9 +18,11 @@ import threading
 from functools import partial
 from pathlib import Path
 
+import background
 import pytest
-from build_helpers import ROOT, nvcc_wrapper
 from child_processes import gone
+from farm_job import FARM, farm_command, farm_env
+from job_steps import read_steps
 from pip_env import clean_pip_env
 from test_classic_interrupts import default_sigint
 
@@ -30,55 +32,37 @@ pytestmark = pytest.mark.slow
 
 UV = Path(sys.executable).parent / "uv"
 FIXTURES = Path(__file__).parent / "fixtures" / "classic"
-FARM = ["--torch", "2.14", "--cuda", "13.0", "--arch", "sm_80,sm_90"]
 PROJECTS = {"gencode-ext": "gencode_ext", "demo": "demo"}
 
 
-def recipes(where: Path, demo: Path) -> Path:
-    where.mkdir()
-    (where / "classic.toml").write_text(
-        f"""
-[[project]]
-name = "gencode_ext"
-source = "{FIXTURES / "gencode_ext"}"
-"""
-    )
-    (where / "native.toml").write_text(f'[[project]]\nname = "demo"\nsource = "{demo}"\n')
-    return where
-
-
 @pytest.fixture(scope="module")
-def farm(cuda_torch_python, small_native_project, tmp_path_factory):
-    """The recipe set, and a function running ``prebuild farm ARGS`` in .venv-cuda."""
-    work = tmp_path_factory.mktemp("farm")
-    demo = small_native_project(work / "demo")
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
-    env.update(
-        PYTHONPATH=str(ROOT / "src"),
-        COLUMNS="200",
-        PATH=f"{cuda_torch_python.parent}:{nvcc_wrapper(work / 'wrapper')}:{env['PATH']}",
-        HOME=str(work / "home"),
-    )
+def farm(cuda_torch_python):
+    """The recipe set, the folder it was built in (the farm-build job's, farm_job.py) and a
+    function running ``prebuild farm ARGS`` in .venv-cuda, as the job ran it."""
+    job, work = background.result("farm-build", timeout=3600)
+    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-6000:]
+    env = farm_env(work, cuda_torch_python)
 
     def run(*args) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [str(cuda_torch_python), "-m", "prebuild", "farm", *map(str, args)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=3000,
-        )
+        command = farm_command(cuda_torch_python, *args)
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=3000)
 
     run.env, run.python = env, cuda_torch_python  # for a test that starts the farm itself
-    return recipes(work / "recipes", demo), work, run
+    return work / "recipes", work, run
 
 
 @pytest.fixture(scope="module")
 def built(farm):
-    recipe_set, work, run = farm
-    site = work / "site"
-    proc = run("build", recipe_set, *FARM, "--out", site, "--work", work / "farm-work")
-    return site, proc
+    """The site the job's ``prebuild farm build`` wrote, and what that command did."""
+    _, work, _ = farm
+    steps = {step["what"]: step for step in read_steps(work)}
+    new = steps["new"]
+    assert new["returncode"] == 0, new["stdout"] + new["stderr"]
+    step = steps["build"]
+    proc = subprocess.CompletedProcess(
+        step["command"], step["returncode"], step["stdout"], step["stderr"]
+    )
+    return work / "site", proc
 
 
 def test_the_plan_is_a_matrix_of_one_job_per_wheel(farm):
