@@ -31,7 +31,8 @@ NICE = 19  # the lowest priority: a background job runs only on a core nothing e
 # (a CUDA venv, prebuild installed, 15 minutes of nvcc) is what the suite's last test waits for
 # (309 s in a 31-minute run, 2026-11-27). Nice 10 outweighs 19 about 7 to 1 in Linux's
 # scheduler weights and still yields to the tests (about 1 to 9 against nice 0).
-JOB_NICE = {"gsplat-wheel": 10}
+# The fixtures' jobs (FIXTURE_JOBS) too: their tests run before the marked ones.
+JOB_NICE = {"gsplat-wheel": 10, "shared-wheels": 10, "classic-plain": 10, "farm-build": 10}
 
 # A marked test's job: its name -> its command, given the job's own folder (removed when the
 # session ends). Run from the checkout, its output kept in that folder.

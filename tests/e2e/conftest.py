@@ -22,6 +22,7 @@ when the tests are collected and these tests run last.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +32,7 @@ import pytest
 import shared_wheels_job
 from build_helpers import run_cli
 from job_steps import read_steps
-from venvs import clone_venv, prepare_cpu_venv, prepare_cuda_venv
+from venvs import MADE_ENV, clone_venv, prepare_cpu_venv, prepare_cuda_venv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -202,8 +203,11 @@ def pytest_collection_finish(session) -> None:
         ("cuda", "cuda_torch_python", prepare_cuda_venv),
     ):
         if fixture in fixtures or any(venv in need for need in needs.values()):
-            prepare()
+            python = prepare()
             made.add(venv)
+            # for the jobs started from now on (venvs.MADE_ENV)
+            done = os.environ.get(MADE_ENV, "").split(os.pathsep)
+            os.environ[MADE_ENV] = os.pathsep.join(filter(None, [*done, str(python.parent.parent)]))
             start_ready()
     if jobs or started:
         ahead = "".join(f", {job} {nice}" for job, nice in background.JOB_NICE.items())

@@ -19,6 +19,7 @@ ask at once) and are never installed into.
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import venv
 from pathlib import Path
@@ -65,10 +66,19 @@ def prepare_cpu_venv() -> Path:
     return _prepare(CPU_VENV, [CPU_TORCH])
 
 
+# The venvs the session has made (paths, os.pathsep between them), which it tells the background
+# jobs it starts after: a job takes them as they are. Each job checked them again, three pip
+# commands under the venv's lock at its nice 19, and a test waiting for one job waited for
+# another's check (2 minutes, the cores busy with other jobs, 2026-12-02).
+MADE_ENV = "PREBUILD_TESTS_VENVS_MADE"
+
+
 def _prepare(path: Path, packages: list[str]) -> Path:
     """The python of the venv at ``path`` with ``packages``, holding none of what tests install
     (an older run or a hand could have left some there, to be shared by every copy)."""
     python = path / "bin" / "python"
+    if str(path) in os.environ.get(MADE_ENV, "").split(os.pathsep):
+        return python
     with FileLock(f"{path}.lock"):
         if not python.exists():
             venv.create(path, with_pip=True)
