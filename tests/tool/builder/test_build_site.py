@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -160,6 +161,37 @@ def test_ninja_is_back_on_whatever_the_setup_py_gives_buildextension(tmp_path):
     )
     assert both.returncode == 0, both.stderr
     assert json.loads(both.stdout) == [True, True, True, True]
+
+
+def test_ninja_back_on_compiles_the_include_directories_setup_py_named(tmp_path, monkeypatch):
+    """torch-batch-svd's include_dirs=["torch_batch_svd/include"]: ninja runs the compiler in
+    the build's temporary directory, so each relative directory (the extension's and the
+    compiler's own) is made absolute where setup.py runs, as a build without ninja reads it."""
+    seen = {}
+
+    class BuildExtension:  # what use_ninja changes of torch's: __init__ and build_extensions
+        def __init__(self, extensions, use_ninja=False):
+            self.extensions, self.use_ninja = extensions, use_ninja
+            self.compiler = types.SimpleNamespace(include_dirs=["cc-inc"])
+
+        def build_extensions(self):
+            seen["compiler"] = self.compiler.include_dirs
+            seen["extensions"] = [e.include_dirs for e in self.extensions]
+
+    module = types.SimpleNamespace(BuildExtension=BuildExtension)
+    build_site.use_ninja(module)
+    extensions = [
+        types.SimpleNamespace(include_dirs=["torch_batch_svd/include", Path("/abs/inc")]),
+        types.SimpleNamespace(include_dirs=[]),
+    ]
+    monkeypatch.chdir(tmp_path)
+    command = module.BuildExtension(extensions, use_ninja=False)
+    command.build_extensions()
+    assert command.use_ninja is True
+    assert seen == {
+        "compiler": [str(tmp_path / "cc-inc")],
+        "extensions": [[str(tmp_path / "torch_batch_svd" / "include"), Path("/abs/inc")], []],
+    }
 
 
 def test_what_is_changed_is_what_the_variables_ask():

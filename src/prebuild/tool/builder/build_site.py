@@ -86,15 +86,32 @@ def answer(cuda, cap: tuple[int, int]) -> None:
 
 def use_ninja(cpp_extension) -> None:
     """Make the module ``cpp_extension`` (torch.utils.cpp_extension) build with ninja, whatever
-    the project's BuildExtension (or its with_options subclass) is given."""
+    the project's BuildExtension (or its with_options subclass) is given. Its include
+    directories are made absolute first: ninja runs the compiler in the build's temporary
+    directory, not where setup.py runs, and a relative one (torch-batch-svd's
+    ``torch_batch_svd/include``) would name nothing there. Without ninja the compiler runs where
+    setup.py does: the same directories."""
     build_extension = cpp_extension.BuildExtension
     init = build_extension.__init__
+    build_extensions = build_extension.build_extensions
 
     def __init__(self, *args, **kwargs):
         kwargs["use_ninja"] = True
         init(self, *args, **kwargs)
 
+    def absolute_includes(self):
+        self.compiler.include_dirs = absolute_paths(self.compiler.include_dirs, os.getcwd())
+        for extension in self.extensions:
+            extension.include_dirs = absolute_paths(extension.include_dirs, os.getcwd())
+        build_extensions(self)
+
     build_extension.__init__ = __init__
+    build_extension.build_extensions = absolute_includes
+
+
+def absolute_paths(paths, where: str) -> list:
+    """Pure: ``paths`` (strings or path objects), each relative one joined to ``where``."""
+    return [p if os.path.isabs(p) else os.path.join(where, p) for p in paths or []]
 
 
 class _Loader(importlib.abc.Loader):
