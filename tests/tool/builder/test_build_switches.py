@@ -14,6 +14,7 @@ from prebuild.tool.builder.build_switches import (
     ninja_failed,
     ninja_note,
     ninja_off_line,
+    switch_value,
     switches_advice,
 )
 
@@ -54,14 +55,38 @@ def test_advice_names_a_known_projects_switches_or_what_its_setup_py_reads():
     assert "first import compiles" in switches_advice("x", [], "prebuild wheel")
 
 
+COLOSSALAI_SETUP = (  # colossalai 0.5.0's setup.py, the lines that read its switches
+    'BUILD_EXT = int(os.environ.get("BUILD_EXT", "0")) == 1\n'
+    'if os.environ.get("WITH_CUDA_KERNELS") == "yes": pass\n'
+)
+
+
+def test_advice_gives_the_value_the_setup_py_compares_a_switch_with():
+    """colossalai 0.5.0 builds its kernels at install time with BUILD_EXT=1: the advice is a
+    command to run, not only a name."""
+    command = "prebuild wheel --arch sm_90 colossalai==0.5.0"
+    one = switches_advice("colossalai", ["BUILD_EXT"], command, {}, COLOSSALAI_SETUP)
+    assert one.endswith(f"at install time: BUILD_EXT=1 {command}"), one
+    two = switches_advice(
+        "colossalai", ["WITH_CUDA_KERNELS", "BUILD_EXT"], command, {}, COLOSSALAI_SETUP
+    )
+    assert "reads WITH_CUDA_KERNELS, BUILD_EXT: one of them" in two
+    assert f"(for example WITH_CUDA_KERNELS=yes {command})" in two
+    assert switch_value(COLOSSALAI_SETUP, "BUILD_EXT") == "1"
+    assert switch_value('os.getenv("X_FORCE_BUILD", "FALSE") == "TRUE"', "X_FORCE_BUILD") == "TRUE"
+    assert switch_value('if os.environ.get("WITH_CUDA"): pass', "WITH_CUDA") == "1"
+
+
 def test_advice_does_not_ask_for_a_variable_the_user_set_already():
     """torch_memory_saver 0.0.10 reads TMS_CUDA_MAJOR, which its build needs set: being told
     to set it, when it was, misled."""
     command = "prebuild wheel --arch sm_90 ./x"
     both = switches_advice("x", ["TMS_CUDA_MAJOR", "WITH_CUDA"], command, {"TMS_CUDA_MAJOR": "13"})
     assert (
-        "reads WITH_CUDA: one of them" in both and "(set here already: TMS_CUDA_MAJOR=13)" in both
+        f"reads WITH_CUDA, which may make it build the extension at install time: WITH_CUDA=1 {command}"
+        in both
     )
+    assert "(set here already: TMS_CUDA_MAJOR=13)" in both
     every = switches_advice("x", ["TMS_CUDA_MAJOR"], command, {"TMS_CUDA_MAJOR": "13"})
     assert every == (
         "the variables its setup.py reads are set here (TMS_CUDA_MAJOR=13), and none made it "
@@ -164,7 +189,8 @@ def test_a_cmake_build_is_told_the_settings_that_make_it_compile_its_cuda_code()
 def test_a_variable_that_skips_the_build_is_never_the_advice_to_build():
     """bitsandbytes' setup.py reads BNB_SKIP_CMAKE: setting it would build less, not more."""
     said = switches_advice("bitsandbytes", ["BNB_SKIP_CMAKE", "WITH_CUDA"], "prebuild wheel")
-    assert said.startswith("its setup.py reads WITH_CUDA: one of them")
+    assert said.startswith("its setup.py reads WITH_CUDA, which may make it build"), said
+    assert "BNB_SKIP_CMAKE" not in said
     skipped = {"BNB_SKIP_CMAKE": "1"}  # set here: said, as the reason nothing was built
     said = switches_advice("bitsandbytes", ["BNB_SKIP_CMAKE"], "prebuild wheel", skipped)
     assert "BNB_SKIP_CMAKE=1" in said

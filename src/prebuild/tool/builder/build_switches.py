@@ -91,13 +91,22 @@ def forced_build_switches(setup_text: str, environ: Mapping[str, str]) -> dict[s
     """Pure: the variables to set so that the project compiles rather than fetches a wheel:
     each ``*_FORCE_BUILD`` its setup.py reads, with the value it compares it to (``"TRUE"``;
     ``"1"`` when it compares with none), unless ``environ`` already sets it."""
-    switches = {}
-    for name in build_variables(setup_text):
-        if not _FORCE_BUILD.fullmatch(name) or name in environ:
-            continue
-        compared = re.search(rf"""['"]{name}['"][^)]*\)\s*==\s*['"]([^'"]+)['"]""", setup_text)
-        switches[name] = compared.group(1) if compared else "1"
-    return switches
+    return {
+        name: switch_value(setup_text, name)
+        for name in build_variables(setup_text)
+        if _FORCE_BUILD.fullmatch(name) and name not in environ
+    }
+
+
+def switch_value(setup_text: str, name: str) -> str:
+    """Pure: the value a setup.py compares the variable ``name`` with (``os.getenv("X", "FALSE")
+    == "TRUE"``: ``TRUE``; ColossalAI's ``int(os.environ.get("BUILD_EXT", "0")) == 1``: ``1``),
+    ``"1"`` where it compares it with none."""
+    compared = re.search(
+        rf"""['"]{re.escape(name)}['"][^)]*\)\s*\)?\s*==\s*(?:['"]([^'"]+)['"]|(\d+)\b)""",
+        setup_text,
+    )
+    return (compared.group(1) or compared.group(2)) if compared else "1"
 
 
 def cuda_gate_line(setup_text: str) -> int | None:
@@ -212,11 +221,16 @@ def has_switches(distribution: str, variables: list[str], environ: Mapping[str, 
 
 
 def switches_advice(
-    distribution: str, variables: list[str], command: str, environ: Mapping[str, str] | None = None
+    distribution: str,
+    variables: list[str],
+    command: str,
+    environ: Mapping[str, str] | None = None,
+    setup_text: str = "",
 ) -> str:
     """What to tell a user whose project built no extension: the known project's switches,
-    else the variables its setup.py reads (those ``environ`` sets named as set, not as advice);
-    ``command`` is the ``prebuild wheel`` command to prefix with them."""
+    else the variables its setup.py (``setup_text``) reads, the first with the value it
+    compares it with (those ``environ`` sets named as set, not as advice); ``command`` is the
+    ``prebuild wheel`` command to prefix with them."""
     known = KNOWN.get(normalize(distribution))
     if known is not None:
         note = f" {known.note}" if known.note else ""
@@ -228,11 +242,14 @@ def switches_advice(
     unset = unset_switches(variables, environ)
     given = ", ".join(f"{name}={environ[name]}" for name in variables if name in environ)
     if unset:
+        first = f"{unset[0]}={switch_value(setup_text, unset[0])} {command}"
         return (
-            f"its setup.py reads {', '.join(unset)}: one of them may make it build the "
-            f"extension at install time; set it when running {command}"
-            + (f" (set here already: {given})" if given else "")
-        )
+            f"its setup.py reads {unset[0]}, which may make it build the extension at "
+            f"install time: {first}"
+            if len(unset) == 1
+            else f"its setup.py reads {', '.join(unset)}: one of them may make it build the "
+            f"extension at install time, set when running the command (for example {first})"
+        ) + (f" (set here already: {given})" if given else "")
     if given:
         return (
             f"the variables its setup.py reads are set here ({given}), and none made it "

@@ -1076,7 +1076,7 @@ class ClassicBuilder:
             if said:
                 return said, True
         distribution, variables = distribution_name(built), build_variables(text)
-        said = switches_advice(distribution, variables, command, os.environ)
+        said = switches_advice(distribution, variables, command, os.environ, text)
         return said + self.gpu_answer_note(archs, ". "), has_switches(
             distribution, variables, os.environ
         )
