@@ -652,6 +652,8 @@ class ClassicBuilder:
         self._first = True  # no wheel built yet by this builder
         # False once the project's setup.py failed with torch.cuda answering for a GPU
         # (build_site.py): the next wheels are built with torch's own answers from the start.
+        # True once its build failed before compiling without the answer, no GPU visible: the
+        # next wheels are built with it. None: as its setup.py's text says (answers()).
         self._answer: bool | None = None
         # False once its build failed with ninja turned back on, on ninja's own error: the next
         # wheels are built as its setup.py says.
@@ -780,9 +782,11 @@ class ClassicBuilder:
                     log = log_since(build_log, log_start)
                     compiled = [*logged_calls(nvcc_log), *logged_calls(cxx_log)]
                     error = last_error(log)
+                    nothing_compiled = all(is_query(c.given) for c in compiled)
                     if (
                         build_site.ENV_CAPABILITY in site
-                        and all(is_query(c.given) for c in compiled)
+                        and self._answer is None
+                        and nothing_compiled
                         and answer_may_explain(error)
                     ):
                         # Its setup.py failed before compiling anything with torch.cuda
@@ -793,6 +797,23 @@ class ClassicBuilder:
                         again = (
                             f"its setup.py failed with torch.cuda answering for a GPU ({error}): "
                             "built again with torch's own answers"
+                        )
+                    elif (
+                        build_site.ENV_CAPABILITY not in site
+                        and self._answer is None
+                        and nothing_compiled
+                        and answer_may_explain(error)
+                        and not self.gpu_visible()
+                    ):
+                        # It failed before compiling with no GPU visible, asking the GPU
+                        # outside its setup.py (colossalai 0.5.0's extensions/utils.py:
+                        # torch.cuda.get_device_capability()): built again with torch.cuda
+                        # answering as a GPU of the newest arch would.
+                        self._answer = True
+                        again = (
+                            f"its build failed with no GPU visible ({error}): built again with "
+                            "torch.cuda answering as a GPU of compute capability "
+                            f"{newest_capability(sass)} would ({build_site.ANSWERED})"
                         )
                     elif build_site.ENV_NINJA in site and (refused := ninja_failed(log)):
                         # ninja refused what the build without it takes: built as its setup.py
@@ -1081,18 +1102,24 @@ class ClassicBuilder:
             distribution, variables, os.environ
         )
 
+    def gpu_visible(self) -> bool:
+        from prebuild.runtime.nvml import any_gpu_visible
+
+        return any_gpu_visible(dict(os.environ))
+
     def cpu_only_gate(self) -> int | None:
         """The line where the project's setup.py chooses CUDA by torch.cuda.is_available(),
         where that would be false (no GPU visible); None otherwise."""
-        from prebuild.runtime.nvml import any_gpu_visible
-
         line = cuda_gate_line(self.setup_text())
-        return None if line is None or any_gpu_visible(dict(os.environ)) else line
+        return None if line is None or self.gpu_visible() else line
 
     def answers(self) -> bool:
         """Whether torch.cuda answers as a GPU would in the build (build_site.py): the project's
-        setup.py asks torch.cuda.is_available(), no GPU is visible, and it has not failed so."""
-        return self.cpu_only_gate() is not None and self._answer is not False
+        setup.py asks torch.cuda.is_available(), no GPU is visible, and it has not failed so;
+        or its build failed without the answer and no GPU visible."""
+        if self._answer is not None:
+            return self._answer
+        return self.cpu_only_gate() is not None
 
     def ninja_line(self) -> int | None:
         """The line where the project's setup.py turns torch's ninja backend off, where the
