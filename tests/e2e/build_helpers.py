@@ -61,6 +61,20 @@ def docs_block(page: str, heading: str) -> str:
     return match.group(1)
 
 
+def prebuild_env(work: Path, python: Path) -> dict[str, str]:
+    """The environment of a prebuild command a job (or its test) runs with ``python``, a CUDA
+    torch venv's: prebuild from src/, the venv's scripts and an nvcc wrapper (in ``work``) first
+    on PATH, CUDA_HOME unset, a home of its own in ``work``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    env.update(
+        PYTHONPATH=str(ROOT / "src"),
+        COLUMNS="200",
+        PATH=f"{python.parent}:{nvcc_wrapper(work / 'wrapper')}:{env['PATH']}",
+        HOME=str(work / "home"),
+    )
+    return env
+
+
 def prebuild_wheel(
     python: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:

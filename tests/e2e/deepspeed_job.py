@@ -17,11 +17,10 @@ Usage: python tests/e2e/deepspeed_job.py WORK (steps in WORK/steps.json, job_ste
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
-from build_helpers import ROOT, nvcc_wrapper
+from build_helpers import prebuild_env
 from job_steps import Steps
 from venvs import clone_venv, prepare_cuda_venv
 
@@ -41,13 +40,7 @@ def main(work: Path) -> None:
     steps = Steps(work)
     cuda_venv = prepare_cuda_venv().parent.parent
     python = clone_venv(cuda_venv, work / "venv-build")
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
-    env.update(
-        PYTHONPATH=str(ROOT / "src"),
-        COLUMNS="200",
-        PATH=f"{python.parent}:{nvcc_wrapper(work / 'wrapper')}:{env['PATH']}",
-        HOME=str(work / "home"),
-    )
+    env = prebuild_env(work, python)
     wheel = [str(python), "-m", "prebuild", "wheel", "--arch", "sm_90", DEEPSPEED]
     ways = {
         "DS_ACCELERATOR=cuda": {"DS_ACCELERATOR": "cuda"},

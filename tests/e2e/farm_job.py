@@ -12,24 +12,12 @@ import os
 import sys
 from pathlib import Path
 
-from build_helpers import PREBUILD, ROOT, nvcc_wrapper
+from build_helpers import PREBUILD, prebuild_env
 from job_steps import Steps
 from venvs import prepare_cuda_venv
 
 FIXTURES = Path(__file__).parent / "fixtures" / "classic"
 FARM = ["--torch", "2.14", "--cuda", "13.0", "--arch", "sm_80,sm_90"]
-
-
-def farm_env(work: Path, python: Path) -> dict[str, str]:
-    """The environment of every ``prebuild farm`` command of the tests, in the job's ``work``."""
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
-    env.update(
-        PYTHONPATH=str(ROOT / "src"),
-        COLUMNS="200",
-        PATH=f"{python.parent}:{nvcc_wrapper(work / 'wrapper')}:{env['PATH']}",
-        HOME=str(work / "home"),
-    )
-    return env
 
 
 def farm_command(python: Path, *args: object) -> list[str]:
@@ -58,7 +46,7 @@ def main(work: Path) -> None:
     recipe_set = recipes(work / "recipes", work / "demo")
     command = farm_command(python, "build", recipe_set, *FARM)
     command += ["--out", str(work / "site"), "--work", str(work / "farm-work")]
-    steps.run("build", command, farm_env(work, python), 3000)
+    steps.run("build", command, prebuild_env(work, python), 3000)
 
 
 if __name__ == "__main__":

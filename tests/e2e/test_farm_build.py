@@ -20,8 +20,9 @@ from pathlib import Path
 
 import background
 import pytest
+from build_helpers import prebuild_env
 from child_processes import gone
-from farm_job import FARM, farm_command, farm_env
+from farm_job import FARM, farm_command
 from job_steps import read_steps
 from pip_env import clean_pip_env
 from test_classic_interrupts import default_sigint
@@ -41,7 +42,7 @@ def farm(cuda_torch_python):
     function running ``prebuild farm ARGS`` in .venv-cuda, as the job ran it."""
     job, work = background.result("farm-build", timeout=3600)
     assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-6000:]
-    env = farm_env(work, cuda_torch_python)
+    env = prebuild_env(work, cuda_torch_python)
 
     def run(*args) -> subprocess.CompletedProcess:
         command = farm_command(cuda_torch_python, *args)
