@@ -17,7 +17,11 @@ import pytest
 
 from prebuild.runtime.arch import parse_arch_list
 from prebuild.tool.builder import build_site
-from prebuild.tool.builder.classic import answer_may_explain, newest_capability
+from prebuild.tool.builder.classic import (
+    answer_may_explain,
+    newest_capability,
+    no_gpu_may_explain,
+)
 
 ASK = """
 import json, sys, torch
@@ -135,6 +139,15 @@ def test_a_missing_module_is_not_blamed_on_the_answer():
     assert not answer_may_explain("ImportError: cannot import name 'x' from 'y'")
     assert answer_may_explain("RuntimeError: Found no NVIDIA driver on your system.")
     assert answer_may_explain("AssertionError: Torch not compiled with CUDA enabled")
+
+
+def test_only_a_failure_naming_the_gpu_is_built_again_with_the_answer():
+    """colossalai 0.5.0 asks the GPU's capability outside its setup.py: with none visible its
+    build fails so, and is built again with the answer; a failure of another kind is not."""
+    assert no_gpu_may_explain("RuntimeError: Found no NVIDIA driver on your system.")
+    assert no_gpu_may_explain("RuntimeError: No CUDA GPUs are available")
+    assert not no_gpu_may_explain("ModuleNotFoundError: No module named 'cuda_helpers'")
+    assert not no_gpu_may_explain("FileNotFoundError: [Errno 2] No such file: 'version.txt'")
 
 
 NINJA = """

@@ -262,6 +262,15 @@ def answer_may_explain(error: str) -> bool:
     return not re.match(r"(?:ModuleNotFoundError|ImportError): ", error.strip())
 
 
+def no_gpu_may_explain(error: str) -> bool:
+    """Pure: whether a build that failed before compiling, with no GPU visible and torch.cuda
+    answering for itself, may have failed for want of a GPU (colossalai 0.5.0: "RuntimeError:
+    Found no NVIDIA driver on your system"), so that a build with the answer may go further."""
+    return answer_may_explain(error) and bool(
+        re.search(r"cuda|gpu|nvidia|driver|device", error, re.I)
+    )
+
+
 def site_env(
     work: Path, environ: Mapping[str, str], capability: str = "", ninja: bool = False
 ) -> dict[str, str]:
@@ -802,7 +811,7 @@ class ClassicBuilder:
                         build_site.ENV_CAPABILITY not in site
                         and self._answer is None
                         and nothing_compiled
-                        and answer_may_explain(error)
+                        and no_gpu_may_explain(error)
                         and not self.gpu_visible()
                     ):
                         # It failed before compiling with no GPU visible, asking the GPU
@@ -1103,6 +1112,7 @@ class ClassicBuilder:
         )
 
     def gpu_visible(self) -> bool:
+        """Whether a GPU is visible to this process (NVML; CUDA_VISIBLE_DEVICES heeded)."""
         from prebuild.runtime.nvml import any_gpu_visible
 
         return any_gpu_visible(dict(os.environ))
