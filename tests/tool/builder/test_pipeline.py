@@ -561,15 +561,20 @@ def test_a_relative_build_dir_is_made_absolute(tmp_path, monkeypatch):
 
 def needs_gpu_sdist(links: Path) -> None:
     """An sdist whose setup.py raises without a GPU, as Deformable-DETR's ops do (``raise
-    NotImplementedError('Cuda is not availabel')``), in a find-links directory."""
-    setup = (
-        "import torch\nfrom setuptools import setup\n"
+    NotImplementedError('Cuda is not availabel')``), in a find-links directory. It asks in a
+    module of its own, as colossalai 0.5.0 does: its setup.py's text names no question."""
+    ask = (
+        "import torch\n"
         "if not torch.cuda.is_available():\n"
         "    raise NotImplementedError('Cuda is not available')\n"
+    )
+    setup = (
+        "import sys\nsys.path.insert(0, '.')\nimport ask_gpu\nfrom setuptools import setup\n"
         "setup(name='needs_gpu', version='0.1.0')\n"
     )
     pkg_info = "Name: needs_gpu\nVersion: 0.1.0\n"
-    write_sdist(links, "needs_gpu", "0.1.0", {"setup.py": setup, "PKG-INFO": pkg_info})
+    files = {"setup.py": setup, "ask_gpu.py": ask, "PKG-INFO": pkg_info}
+    write_sdist(links, "needs_gpu", "0.1.0", files)
 
 
 @pytest.mark.parametrize("gpu_visible", [False, True])
@@ -578,11 +583,13 @@ def test_a_requirement_whose_setup_py_fails_without_a_gpu_is_fetched_with_torch_
 ):
     """pip runs a requirement's setup.py for its metadata before prebuild's build: one that
     raises with no GPU visible is asked again with torch.cuda answering for the wheels' newest
-    arch (its build gets the same answer), and the user is told. With a GPU visible its failure
-    is its own, and stands."""
+    arch (its build gets the same answer from the start), and the user is told. With a GPU
+    visible its failure is its own, and stands."""
     from types import SimpleNamespace
 
     from prebuild.runtime import nvml
+    from prebuild.tool.builder import build_site
+    from prebuild.tool.builder.classic import ClassicToolchain
 
     needs_gpu_sdist(tmp_path / "links")
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "links"))
@@ -606,6 +613,9 @@ def test_a_requirement_whose_setup_py_fails_without_a_gpu_is_fetched_with_torch_
         "pip's metadata step failed with no GPU visible (NotImplementedError: Cuda is not "
         "available); it passed with torch.cuda answering as a GPU of compute capability 9.0 would",
     )
+    classic = ClassicToolchain(toolchain.torch, SimpleNamespace(), work / "shim", "17")
+    builder = pipeline.make_builder(project, classic, SimpleNamespace(jobs=None), [], work)
+    assert builder.site_env(archs)[build_site.ENV_CAPABILITY] == "9.0"
 
 
 def test_a_release_whose_setup_py_labels_its_version_is_fetched_and_the_user_told(

@@ -31,11 +31,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from build import BuildBackendException, BuildException, ProjectBuilder, check_dependency
 from packaging.requirements import Requirement
 from packaging.utils import parse_wheel_filename
 from wheel.wheelfile import WheelFile
 
-from build import BuildBackendException, BuildException, ProjectBuilder, check_dependency
 from prebuild.runtime.arch import Arch, check_supported
 from prebuild.runtime.manifest import (
     CPU_CODE,
@@ -651,6 +651,7 @@ class ClassicBuilder:
         origin: str = "",
         scm_version: str | None = None,
         identity: str = "",
+        answer: bool | None = None,
     ):
         self.project, self.toolchain, self.work, self.jobs = project, toolchain, work, jobs
         self.origin = origin  # what the user named (named again in the guard's messages)
@@ -662,8 +663,9 @@ class ClassicBuilder:
         # False once the project's setup.py failed with torch.cuda answering for a GPU
         # (build_site.py): the next wheels are built with torch's own answers from the start.
         # True once its build failed before compiling without the answer, no GPU visible: the
-        # next wheels are built with it. None: as its setup.py's text says (answers()).
-        self._answer: bool | None = None
+        # next wheels are built with it (or from the start: ``answer``, where pip's metadata
+        # step needed it). None: as its setup.py's text says (answers()).
+        self._answer: bool | None = answer
         # False once its build failed with ninja turned back on, on ninja's own error: the next
         # wheels are built as its setup.py says.
         self._ninja: bool | None = None
@@ -1126,7 +1128,7 @@ class ClassicBuilder:
     def answers(self) -> bool:
         """Whether torch.cuda answers as a GPU would in the build (build_site.py): the project's
         setup.py asks torch.cuda.is_available(), no GPU is visible, and it has not failed so;
-        or its build failed without the answer and no GPU visible."""
+        or its build, or pip's metadata step, failed without the answer and no GPU visible."""
         if self._answer is not None:
             return self._answer
         return self.cpu_only_gate() is not None

@@ -15,9 +15,9 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from build import BuildBackendException, ProjectBuilder
 from filelock import FileLock, Timeout
 
-from build import BuildBackendException, ProjectBuilder
 from prebuild.runtime.manifest import Manifest, ManifestError
 from prebuild.tool.builder import flags, resources
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, quiet_runner, warnings_to_log

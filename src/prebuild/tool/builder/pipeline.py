@@ -374,6 +374,7 @@ def fetch_project(
             "torch.cuda answering as a GPU of compute capability "
             f"{classic.newest_capability(archs)} would"
         )
+        project = replace(project, gpu_answered=True)
     return project
 
 
@@ -438,6 +439,7 @@ def make_builder(
         origin=project.origin,
         scm_version=project.scm_version,
         identity=project.identity,
+        answer=True if project.gpu_answered else None,
     )
 
 

@@ -89,6 +89,9 @@ class Project:
     # The sdist pip refused for the local label its setup.py adds to the version, fetched by
     # its URL instead (``download_source``).
     relabelled: Relabelled | None = None
+    # pip's metadata step passed only with torch.cuda answering for a GPU (none visible): its
+    # build starts with the answer (pipeline.fetch_project).
+    gpu_answered: bool = False
 
 
 @dataclass(frozen=True)
