@@ -18,6 +18,8 @@ with the CUDA build of torch 2.14.1.
   no GPU, and which runs; cpu_ext built with ninja turned back on;
 - twin_ext (ninja off, two sources making one object): ninja, turned back on, fails on its
   own, and the wheel is built again without it.
+- argv_ext (its setup.py reads an option from its command line, as MinkowskiEngine's): told
+  how to give it, then built with it through -C.
 
 Every build reaches nvcc as our machines do: through a wrapper script on PATH (not in a
 toolkit's bin/), with CUDA_HOME unset; plain_ext's binding includes CUDA headers
@@ -32,6 +34,7 @@ import re
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import background
@@ -631,6 +634,28 @@ def test_a_project_whose_build_installs_into_the_environment_is_told_so(fresh_cu
     assert "pip uninstall self_installed_part removes them here" in said, said
     assert "pure Python" not in said and not out.exists()
     assert (Path(site) / "self_installed_part.py").is_file()  # what the user is told of
+
+
+def test_a_setup_py_reading_its_command_line_gets_the_options_given_with_c(
+    cuda_torch_python, tmp_path
+):
+    """MinkowskiEngine 0.5.4 reads --blas=... from its command line, and says so: without it,
+    the error shows how to give it through prebuild (-C, pip's --config-settings); with it, the
+    wheel is built and its library loads."""
+    out = tmp_path / "dist"
+    fixture = str(FIXTURES / "argv_ext")
+    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_90", fixture, "--out", str(out))
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 1 and not out.exists(), said
+    assert "argv_ext: no --with-native given" in said, said
+    command = f"prebuild wheel --arch sm_90 {fixture} -C--global-option=--with-native"
+    assert "asks for --with-native on its command line" in said and command in said, said
+    option = "-C--global-option=--with-native"
+    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_90", option, fixture, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (wheel,) = out.glob("argv_ext-0.1.0+*.whl")
+    with zipfile.ZipFile(wheel) as built:
+        assert any(n.startswith("argv_ext/_native") for n in built.namelist()), built.namelist()
 
 
 @pytest.fixture(scope="module")

@@ -256,3 +256,29 @@ def test_an_interrupted_wheel_build_says_what_was_kept_and_what_the_next_run_reu
         "interrupted: no wheel was written (with --build-dir DIR, a run keeps its objects for "
         "the next)"
     )
+
+
+def test_wheel_hands_config_settings_on_as_pip_reads_them(monkeypatch, tmp_path):
+    """-C and --config-setting give one setting each, a repeated key a list; one naming no key
+    is refused before anything runs."""
+    from prebuild.tool.builder import pipeline
+
+    asked = []
+
+    def build(request, report):
+        asked.append(request)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "build_wheels", build)
+    args = ["wheel", "--arch", "sm_90", str(tmp_path), "--out", str(tmp_path / "dist")]
+    runner = CliRunner()
+    settings = ["-C--build-option=--cpp_ext", "--config-setting", "--build-option=--cuda_ext"]
+    result = runner.invoke(app, [*args, *settings, "--config-setting=verbose"])
+    assert result.exit_code == 130, result.output
+    assert asked[0].config_settings == {
+        "--build-option": ["--cpp_ext", "--cuda_ext"],
+        "verbose": "",
+    }
+    result = runner.invoke(app, [*args, "-C", "=openblas"])
+    assert result.exit_code == 2 and len(asked) == 1, result.output
+    assert "-C '=openblas' names no setting: give KEY=VALUE" in " ".join(result.output.split())

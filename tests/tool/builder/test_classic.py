@@ -559,3 +559,22 @@ def test_a_failed_build_is_read_from_where_its_own_output_starts(tmp_path):
         f.write("a.cpp:3: error: \u00e9 undefined\n")
     assert log_since(log, start) == "a.cpp:3: error: \u00e9 undefined\n"
     assert log_since(log, 0).startswith("ninja: error:")
+
+
+def test_the_command_said_back_gives_the_config_settings_again(tmp_path):
+    """An advice's command (BUILD_EXT=1 prebuild wheel ...) is one the user can run as it is:
+    the -C settings of this build in it, quoted for the shell."""
+    from types import SimpleNamespace
+
+    from prebuild.tool.builder.classic import ClassicBuilder
+
+    settings = {"--build-option": ["--cpp_ext", "--cuda_ext"], "--global-option": "--x=a b"}
+    builder = ClassicBuilder(
+        tmp_path, SimpleNamespace(nvcc=None), tmp_path, origin="apex/", config_settings=settings
+    )
+    assert builder.command(parse_arch_list("sm_80,sm_90")) == (
+        "prebuild wheel --arch sm_80,sm_90 -C--build-option=--cpp_ext -C--build-option=--cuda_ext "
+        "'-C--global-option=--x=a b' apex/"
+    )
+    plain = ClassicBuilder(tmp_path, SimpleNamespace(nvcc=None), tmp_path, origin="apex/")
+    assert plain.command(parse_arch_list("sm_90")) == "prebuild wheel --arch sm_90 apex/"

@@ -731,3 +731,17 @@ def test_a_classic_project_versioning_each_wheel_differently_is_told(tmp_path):
     # a variant wheel's name has its label after the platform tag (--variants)
     plain = "x-1.0.0+lab1.pt214.cu130.sm90-cp311-cp311-linux_x86_64.whl"
     assert pipeline.other_version(plain, plain.replace(".whl", "-sm90.whl")) == ""
+
+
+def test_config_settings_are_refused_for_a_native_project(tmp_path):
+    """-C is for a classic project's own backend: a native project's build reads its
+    pyproject.toml only, and is refused before anything is compiled rather than ignoring it."""
+    from types import SimpleNamespace
+
+    from prebuild.tool.builder.project import Project
+
+    project = Project(kind="native", source=tmp_path, origin="kernels/")
+    request = SimpleNamespace(config_settings={"--build-option": "--cuda_ext"})
+    with pytest.raises(ValueError, match="leave -C out") as error:
+        pipeline.make_builder(project, SimpleNamespace(), request, [], tmp_path)
+    assert "kernels/ is a native project ([tool.prebuild])" in str(error.value)

@@ -72,6 +72,7 @@ from prebuild.tool.builder.classic_objects import (
     read_record,
 )
 from prebuild.tool.builder.compile import BuildError
+from prebuild.tool.builder.config_settings import ConfigSettings, as_options, setup_option_hint
 from prebuild.tool.builder.cuda_shim import (
     add_driver_stub,
     make_cuda_shim,
@@ -652,6 +653,7 @@ class ClassicBuilder:
         scm_version: str | None = None,
         identity: str = "",
         answer: bool | None = None,
+        config_settings: ConfigSettings | None = None,
     ):
         self.project, self.toolchain, self.work, self.jobs = project, toolchain, work, jobs
         self.origin = origin  # what the user named (named again in the guard's messages)
@@ -659,6 +661,9 @@ class ClassicBuilder:
         self.launcher = launcher  # the compile cache's: nvcc and the host compiler run through it
         self.nvcc = toolchain.nvcc
         self.identity = identity or str(project)  # project.Project.identity
+        # -C KEY=VALUE: for its backend's every hook (setuptools: --global-option on every
+        # setup.py command line, --build-option on bdist_wheel's)
+        self.config_settings = config_settings or {}
         self._first = True  # no wheel built yet by this builder
         # False once the project's setup.py failed with torch.cuda answering for a GPU
         # (build_site.py): the next wheels are built with torch's own answers from the start.
@@ -1004,7 +1009,7 @@ class ClassicBuilder:
                 if not self._requirements_met:
                     self.check_requirements(builder, progress)
                     self._requirements_met = True
-                return Path(builder.build("wheel", out))
+                return Path(builder.build("wheel", out, self.config_settings or None))
         except (BuildBackendException, BuildException) as exc:
             text = log_since(build_log, start)
             if not text.strip():  # it failed before its backend said a word: say what did
@@ -1015,6 +1020,7 @@ class ClassicBuilder:
                 self.source_gaps_advice(text, archs),
                 downloads_advice(text),
                 environment_hints(text),
+                setup_option_hint(text, self.command(archs)),
             ]
             raise BuildError(
                 f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}"
@@ -1031,7 +1037,7 @@ class ClassicBuilder:
         # its hook fails with nothing in the log.
         unmet = {chain for req in builder.build_system_requires for chain in check_dependency(req)}
         if not split_installed(unmet, installed_version)[0]:  # the backend can run
-            unmet = builder.check_dependencies("wheel")
+            unmet = builder.check_dependencies("wheel", self.config_settings or None)
         missing, torch_pins = split_torch_pins(unmet)
         missing, pins = split_installed(missing, installed_version)
         if torch_pins:
@@ -1093,7 +1099,9 @@ class ClassicBuilder:
 
     def command(self, archs: tuple[Arch, ...]) -> str:
         """The prebuild command that builds this project for ``archs``."""
-        return f"prebuild wheel --arch {','.join(a.sm for a in archs)} {self.origin}".rstrip()
+        options = " ".join(shlex.quote(o) for o in as_options(self.config_settings))
+        arch = ",".join(a.sm for a in archs)
+        return " ".join(p for p in ("prebuild wheel --arch", arch, options, self.origin) if p)
 
     def advice(self, built: Path, archs: tuple[Arch, ...]) -> tuple[str, bool]:
         """How the project may be asked to build its extensions at install time, and whether

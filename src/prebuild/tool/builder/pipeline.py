@@ -53,7 +53,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -73,6 +73,7 @@ from prebuild.tool.builder.compile_cache import (
     stable_workspace,
 )
 from prebuild.tool.builder.config import read_config
+from prebuild.tool.builder.config_settings import ConfigSettings
 from prebuild.tool.builder.native import LOCK_NAME as NATIVE_LOCK
 from prebuild.tool.builder.native import NativeBuilder
 from prebuild.tool.builder.outputs import (
@@ -122,6 +123,8 @@ class WheelRequest:
     variants: bool = False  # PEP 825 variant wheels and the plain wheel
     plain: bool = False  # the plain wheel only
     cache: str | None = None  # --cache / PREBUILD_CACHE: a directory, redis://..., sccache, off
+    # -C KEY=VALUE, parsed (config_settings.parse_config_settings): a classic project's backend's
+    config_settings: ConfigSettings = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not all(isinstance(a, Arch) for a in self.archs):
@@ -419,6 +422,12 @@ def make_builder(
     """Step 4: the builder for the project's kind; every compile through ``launcher`` (the
     compile cache's) when given."""
     if project.kind == NATIVE:
+        if request.config_settings:
+            raise ValueError(
+                "-C passes settings to a classic project's own build backend (its setup.py); "
+                f"{project.origin} is a native project ([tool.prebuild]), whose build reads "
+                "only its pyproject.toml: leave -C out"
+            )
         return NativeBuilder(
             read_config(project.source),
             toolchain,
@@ -440,6 +449,7 @@ def make_builder(
         scm_version=project.scm_version,
         identity=project.identity,
         answer=True if project.gpu_answered else None,
+        config_settings=request.config_settings,
     )
 
 

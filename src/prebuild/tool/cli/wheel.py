@@ -98,6 +98,16 @@ def wheel(
         "Actions cache, ...); 'off' for none. A cache that fails never fails the build: it goes on "
         "uncached, saying so. Off by default.",
     ),
+    config_setting: list[str] = typer.Option(
+        [],
+        "--config-setting",
+        "-C",
+        metavar="KEY=VALUE",
+        help="A setting for a classic project's own build backend, as pip's --config-settings "
+        "and pypa/build's -C pass it; a key given again makes a list. An option for a setup.py "
+        "that reads its command line: -C--build-option=OPT puts OPT on setup.py bdist_wheel's, "
+        "-C--global-option=OPT on every setup.py command of the build.",
+    ),
 ) -> None:
     """Compile CUDA kernels ahead of time into wheels, one per CUDA arch.
 
@@ -131,8 +141,11 @@ def wheel(
       prebuild wheel --arch sm_80,sm_90 --variants     # wheels that pick the GPU
 
       prebuild wheel --cache ~/.cache/prebuild/objects   # compile once
+
+      prebuild wheel --arch sm_90 -C--build-option=--cuda_ext apex/
     """
     try:
+        from prebuild.tool.builder.config_settings import parse_config_settings
         from prebuild.tool.builder.pipeline import (
             WheelError,
             WheelRequest,
@@ -142,6 +155,10 @@ def wheel(
     except ModuleNotFoundError as exc:
         raise fail(missing_build_extra(exc)) from None
 
+    try:
+        config_settings = parse_config_settings(config_setting)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
     request = WheelRequest(
         project,
         tuple(arch or ()),
@@ -155,6 +172,7 @@ def wheel(
         variants=variants,
         plain=plain,
         cache=cache,
+        config_settings=config_settings,
     )
     console = _WheelConsole()
     previous_sigterm = signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill: as Ctrl-C
