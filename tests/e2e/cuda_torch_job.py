@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from build_helpers import copy_checkout
-from job_steps import Steps
+from job_steps import COMPILE_TIMEOUT, Steps
 from venvs import clone_venv, prepare_cuda_venv
 
 CHECK = """
@@ -43,7 +43,7 @@ def main(work: Path) -> None:
     # checkout's build/ under their lock, which this build does not take: one's bdist_wheel
     # removed the other's build/bdist.linux-x86_64/wheel mid-build (2026-11-29).
     source = copy_checkout(work / "checkout")
-    if not steps.run("build", [*build, str(source)], build_env, 1200):
+    if not steps.run("build", [*build, str(source)], build_env, COMPILE_TIMEOUT):
         return
     (wheel,) = (work / "dist").glob("*.whl")
     # Installed into a copy: .venv-cuda itself stays as the fixture made it (torch, build tools).

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from build_helpers import copy_checkout, docs_block, nvcc_wrapper
-from job_steps import Steps
+from job_steps import COMPILE_TIMEOUT, Steps
 from venvs import clone_venv, prepare_cuda_venv
 
 GSPLAT = "gsplat==1.5.3"
@@ -49,11 +49,11 @@ def main(work: Path) -> None:
     checkout = copy_checkout(work / "prebuild")
     for command in documented_classic_commands(checkout):
         if not steps.run(
-            "install prebuild", ["bash", "-euo", "pipefail", "-c", command], env, 1200
+            "install prebuild", ["bash", "-euo", "pipefail", "-c", command], env, COMPILE_TIMEOUT
         ):
             return
     wheel = [str(bin_dir / "prebuild"), "wheel", "--arch", "sm_90", GSPLAT]
-    steps.run("build the wheel", [*wheel, "--out", str(work / "dist")], env, 3000)
+    steps.run("build the wheel", [*wheel, "--out", str(work / "dist")], env, COMPILE_TIMEOUT)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,12 @@ import subprocess
 import time
 from pathlib import Path
 
+# A job's step that compiles (prebuild's kernels, a project's extension) at nice 19 gets the CPU
+# the tests leave: on a slow machine it ran past 1200 s of wall time behind them (2026-12-02, the
+# suite's CPU time 2.4 times the day before's). The test waiting for the job (its timeout, an
+# hour) is the guard against a hang; a step's own timeout only has to be within it.
+COMPILE_TIMEOUT = 3000
+
 
 class Steps:
     def __init__(self, work: Path):

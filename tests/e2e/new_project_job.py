@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from build_helpers import ROOT
-from job_steps import Steps
+from job_steps import COMPILE_TIMEOUT, Steps
 from venvs import clone_venv, prepare_cpu_venv, prepare_cuda_venv
 
 sys.path.insert(0, str(ROOT / "tests"))
@@ -77,7 +77,7 @@ def main(work: Path) -> None:
         "-e",
         ".",
     ]
-    if not steps.run("editable", editable, env, 1200, cwd=project):
+    if not steps.run("editable", editable, env, COMPILE_TIMEOUT, cwd=project):
         return
     steps.run(
         "tests",

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from build_helpers import copy_checkout, docs_block
-from job_steps import Steps
+from job_steps import COMPILE_TIMEOUT, Steps
 from venvs import clone_venv, prepare_cpu_venv
 
 HEADING = "## Building from source with pip"
@@ -47,7 +47,9 @@ def main(work: Path) -> None:
     }
     steps.run("bare", ["pip", "install", "--no-build-isolation", "."], env, 600, cwd=source)
     block = docs_block("getting-started.md", HEADING)
-    if not steps.run("docs", ["bash", "-euo", "pipefail", "-c", block], env, 1200, cwd=source):
+    if not steps.run(
+        "docs", ["bash", "-euo", "pipefail", "-c", block], env, COMPILE_TIMEOUT, cwd=source
+    ):
         return
     steps.run("check", [str(python), "-c", CHECK], env, 300, cwd=work)
 
