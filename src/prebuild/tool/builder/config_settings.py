@@ -43,8 +43,8 @@ def as_options(settings: ConfigSettings) -> list[str]:
     return options
 
 
-# A setup.py telling its user to pass it an option: "python setup.py install --blas=openblas"
-# (MinkowskiEngine 0.5.4), "pip install --global-option=--cuda_ext ...", "--install-option".
+# A setup.py telling its user to run it with an option: "python setup.py install --blas=openblas"
+# (MinkowskiEngine 0.5.4); the command may be any that takes options after it.
 _SETUP_OPTION = re.compile(
     r"setup\.py\s+(?:install|develop|build_ext|build|bdist_wheel)\s+(?P<option>--[A-Za-z][\w-]*(?:=[^\s\"'`]+)?)"
 )
