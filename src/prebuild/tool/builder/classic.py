@@ -272,6 +272,14 @@ def no_gpu_may_explain(error: str) -> bool:
     )
 
 
+def gpu_visible() -> bool:
+    """Whether a GPU is visible to this process (NVML; CUDA_VISIBLE_DEVICES heeded): where none
+    is, a classic build may need torch.cuda answering for one (build_site.py)."""
+    from prebuild.runtime.nvml import any_gpu_visible  # looked up at each call (tests stand in)
+
+    return any_gpu_visible(dict(os.environ))
+
+
 def site_env(
     work: Path, environ: Mapping[str, str], capability: str = "", ninja: bool = False
 ) -> dict[str, str]:
@@ -819,7 +827,7 @@ class ClassicBuilder:
                         and self._answer is None
                         and nothing_compiled
                         and no_gpu_may_explain(error)
-                        and not self.gpu_visible()
+                        and not gpu_visible()
                     ):
                         # It failed before compiling with no GPU visible, asking the GPU
                         # outside its setup.py (colossalai 0.5.0's extensions/utils.py:
@@ -1121,17 +1129,11 @@ class ClassicBuilder:
             distribution, variables, os.environ
         )
 
-    def gpu_visible(self) -> bool:
-        """Whether a GPU is visible to this process (NVML; CUDA_VISIBLE_DEVICES heeded)."""
-        from prebuild.runtime.nvml import any_gpu_visible
-
-        return any_gpu_visible(dict(os.environ))
-
     def cpu_only_gate(self) -> int | None:
         """The line where the project's setup.py chooses CUDA by torch.cuda.is_available(),
         where that would be false (no GPU visible); None otherwise."""
         line = cuda_gate_line(self.setup_text())
-        return None if line is None or self.gpu_visible() else line
+        return None if line is None or gpu_visible() else line
 
     def answers(self) -> bool:
         """Whether torch.cuda answers as a GPU would in the build (build_site.py): the project's

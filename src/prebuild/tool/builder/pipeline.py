@@ -355,9 +355,7 @@ def fetch_project(
                 f"pip could not even read {spec}'s metadata: its setup.py failed with {exc.reason}"
             )
             raise classic.cpu_torch_error(toolchain.torch, detail) from None
-        from prebuild.runtime.nvml import any_gpu_visible
-
-        if not (exc.metadata_failed and archs and not any_gpu_visible(dict(os.environ))):
+        if not (exc.metadata_failed and archs and not classic.gpu_visible()):
             raise
         # Its setup.py failed with no GPU visible, maybe for want of one (Deformable-DETR's
         # raises unless torch.cuda.is_available()): asked again with torch.cuda answering as a
@@ -385,15 +383,15 @@ def check_gpu_build(project: Project, planned: list[PlannedWheel]) -> None:
     """Step 3, for a classic project: a well-known one that builds for the CPU only where no
     GPU is visible (DeepSpeed, pytorch3d, mmcv) is refused before anything is compiled, naming
     the variable that makes it build its GPU code (build_switches.no_gpu_refusal)."""
-    from prebuild.runtime.nvml import any_gpu_visible
-
     distribution = distribution_of(project.origin, project.source.name)
     if distribution is None:
         return
-    gpu_visible = any_gpu_visible(dict(os.environ))
     archs = ",".join(a.sm for a in every_arch(planned))
     message = no_gpu_refusal(
-        distribution, os.environ, gpu_visible, f"prebuild wheel --arch {archs} {project.origin}"
+        distribution,
+        os.environ,
+        classic.gpu_visible(),
+        f"prebuild wheel --arch {archs} {project.origin}",
     )
     if message is not None:
         raise BuildError(message)
