@@ -34,6 +34,12 @@ NICE = 19  # the lowest priority: a background job runs only on a core nothing e
 # The fixtures' jobs (FIXTURE_JOBS) too: their tests run before the marked ones.
 JOB_NICE = {"gsplat-wheel": 10, "shared-wheels": 10, "classic-plain": 10, "farm-build": 10}
 
+
+def _script_job(script: str) -> Callable[[Path], list[str]]:
+    """A job that is one of this folder's ``*_job.py`` scripts, given the job's folder."""
+    return lambda work: [sys.executable, str(HERE / script), str(work)]
+
+
 # A marked test's job: its name -> its command, given the job's own folder (removed when the
 # session ends). Run from the checkout, its output kept in that folder.
 JOBS: dict[str, Callable[[Path], list[str]]] = {
@@ -44,8 +50,8 @@ JOBS: dict[str, Callable[[Path], list[str]]] = {
         "-q",
         f"--basetemp={work / 'pytest'}",
     ],
-    "gsplat-wheel": lambda work: [sys.executable, str(HERE / "gsplat_wheel_job.py"), str(work)],
-    "deepspeed": lambda work: [sys.executable, str(HERE / "deepspeed_job.py"), str(work)],
+    "gsplat-wheel": _script_job("gsplat_wheel_job.py"),
+    "deepspeed": _script_job("deepspeed_job.py"),
     # gsplat's own tests on prebuild's CPU kernels, the cases without batch dimensions
     "gsplat-suite": lambda work: [
         sys.executable,
@@ -57,9 +63,9 @@ JOBS: dict[str, Callable[[Path], list[str]]] = {
         "--json",
         str(work / "report.json"),
     ],
-    "source-install": lambda work: [sys.executable, str(HERE / "source_install_job.py"), str(work)],
-    "cuda-torch": lambda work: [sys.executable, str(HERE / "cuda_torch_job.py"), str(work)],
-    "new-project": lambda work: [sys.executable, str(HERE / "new_project_job.py"), str(work)],
+    "source-install": _script_job("source_install_job.py"),
+    "cuda-torch": _script_job("cuda_torch_job.py"),
+    "new-project": _script_job("new_project_job.py"),
     # scripts/bench.py at its quick settings (test_bench_run.py). A child it times counts as hung
     # after --timeout: 600 s, not the quick 60, as a job's children may wait for a core.
     "bench-quick": lambda work: [
@@ -92,17 +98,9 @@ FIXTURE_JOBS: dict[str, str] = {
 }
 JOBS.update(
     {
-        "shared-wheels": lambda work: [
-            sys.executable,
-            str(HERE / "shared_wheels_job.py"),
-            str(work),
-        ],
-        "classic-plain": lambda work: [
-            sys.executable,
-            str(HERE / "classic_plain_job.py"),
-            str(work),
-        ],
-        "farm-build": lambda work: [sys.executable, str(HERE / "farm_job.py"), str(work)],
+        "shared-wheels": _script_job("shared_wheels_job.py"),
+        "classic-plain": _script_job("classic_plain_job.py"),
+        "farm-build": _script_job("farm_job.py"),
     }
 )
 

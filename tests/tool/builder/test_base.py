@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from prebuild.tool.builder.base import build_step, quiet_runner
+from prebuild.tool.builder.base import StepReader, build_step, quiet_runner
 
 NVCC = (
     "[3/14] /w/cuda-shim/bin/nvcc --generate-dependencies-with-compile --dependency-output "
@@ -49,6 +49,27 @@ def test_a_compile_command_of_a_build_without_ninja_is_a_step_of_unknown_total()
     assert build_step("g++ -O3 -fPIC -c cpu/src/knn.cpp -o knn.o") == (0, 0, "knn.cpp")
     assert build_step("/w/host-bin/c++ -shared /w/b/knn.o -o /w/lib/x.so") is None  # a link
     assert build_step("note: c++ -c x.cpp") is None
+
+
+def test_the_steps_of_a_log_count_compiles_without_ninja_and_not_ninjas_failed_command():
+    """torchsparse 385f5ce's failed build: under ``FAILED:`` ninja prints the compiler command
+    it ran, which was read as a compile of a build without ninja ("[1/?] hashmap_cpu.cpp")."""
+    reader = StepReader()
+    ninja_log = [
+        "building 'torchsparse.backend' extension",
+        "[8/24] /w/host-bin/c++ -MMD -c -c /s/devoxelize_cpu.cpp -o /b/devoxelize_cpu.o",
+        "FAILED: [code=1] /b/hashmap_cpu.o",
+        "/w/host-bin/c++ -MMD -c -c /s/hashmap_cpu.cpp -o /b/hashmap_cpu.o -O3",
+        "/s/hashmap_cpu.hpp:7:10: fatal error: google/dense_hash_map: No such file or directory",
+    ]
+    steps = [reader.read(line) for line in ninja_log]
+    assert [s for s in steps if s] == [(8, 24, "torchsparse.backend: devoxelize_cpu.cpp")]
+    without_ninja = StepReader()
+    plain = ["g++ -c a.cpp -o a.o", "warning: x", "g++ -c b.cpp -o b.o", "g++ a.o b.o -o x.so"]
+    assert [s for line in plain if (s := without_ninja.read(line))] == [
+        (1, 0, "a.cpp"),
+        (2, 0, "b.cpp"),
+    ]
 
 
 def test_the_runner_logs_everything_and_reports_each_step_with_its_extension(tmp_path):

@@ -115,6 +115,35 @@ def build_step(line: str, extension: str = "") -> tuple[int, int, str] | None:
     return done, total, f"{extension}: {what}" if extension else what
 
 
+class StepReader:
+    """A build log's steps, line by line (pure): ``build_step``'s, with the extension setuptools
+    says it is building in front, and the compiles of a build without ninja counted as they
+    start. Once ninja has counted, a bare compiler command is not a step: it is the command
+    ninja prints under ``FAILED:``."""
+
+    def __init__(self) -> None:
+        self.extension = ""
+        self.commands = 0
+        self.ninja = False
+
+    def read(self, line: str) -> tuple[int, int, str] | None:
+        building = _EXTENSION.match(line)
+        if building:
+            self.extension = building[1]
+            return None
+        found = build_step(line, self.extension)
+        if found is None:
+            return None
+        if found[1]:
+            self.ninja = True
+        elif _COMPILER_COMMAND.match(line):
+            if self.ninja:
+                return None
+            self.commands += 1  # no ninja: the compiles are counted as they start
+            found = (self.commands, 0, found[2])
+        return found
+
+
 def command_target(command: str) -> str:
     """Pure: the file a build command compiles, else the one it links (``-c``, then ``-o``);
     what a CMake status line after ninja's count names (cmake_target)."""
@@ -181,7 +210,7 @@ def follow_steps(
             return
 
     def read_steps() -> None:
-        extension, pending, commands = "", "", 0
+        pending, steps = "", StepReader()
         with open(log_path, encoding="utf-8", errors="replace") as log:
             log.seek(start)
             while True:
@@ -189,13 +218,7 @@ def follow_steps(
                 pending += log.read()
                 *lines, pending = pending.split("\n")
                 for line in lines:
-                    building = _EXTENSION.match(line)
-                    if building:
-                        extension = building[1]
-                    elif (found := build_step(line, extension)) is not None:
-                        if found[1] == 0:  # no ninja: the compiles are counted as they start
-                            commands += 1
-                            found = (commands, 0, found[2])
+                    if (found := steps.read(line)) is not None:
                         step(*found)
                 if stopping:
                     return
