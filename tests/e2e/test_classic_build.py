@@ -20,6 +20,8 @@ with the CUDA build of torch 2.14.1.
   own, and the wheel is built again without it.
 - argv_ext (its setup.py reads an option from its command line, as MinkowskiEngine's): told
   how to give it, then built with it through -C.
+- system_header_ext (a header of its own includes a system library's header the machine
+  lacks, as torchsparse's does): stopped before compiling, naming it; built once it is on CPATH.
 
 Every build reaches nvcc as our machines do: through a wrapper script on PATH (not in a
 toolkit's bin/), with CUDA_HOME unset; plain_ext's binding includes CUDA headers
@@ -656,6 +658,51 @@ def test_a_setup_py_reading_its_command_line_gets_the_options_given_with_c(
     (wheel,) = out.glob("argv_ext-0.1.0+*.whl")
     with zipfile.ZipFile(wheel) as built:
         assert any(n.startswith("argv_ext/_native") for n in built.namelist()), built.namelist()
+
+
+def test_a_known_system_header_the_machine_lacks_stops_the_build_before_compiling(
+    cuda_torch_python, tmp_path
+):
+    """torchsparse 385f5ce compiled for 6 minutes before its hashmap_cpu.hpp met its missing
+    google/dense_hash_map. The fixture's header includes a Boost header no machine has: the
+    build stops before compiling (with torch.cuda answering, not built again without it),
+    naming it, where it is included and what to install; with the header on CPATH it builds.
+    A header that is there but does not compile fails the build with the compiler's words."""
+    out, work = tmp_path / "dist", tmp_path / "work"
+    fixture = str(FIXTURES / "system_header_ext")
+    args = ("--arch", "sm_90", fixture, "--out", str(out), "--build-dir", str(work))
+    proc = prebuild_wheel(cuda_torch_python, *args)
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 1 and not out.exists(), said
+    assert (
+        "prebuild: system_header_ext/include/native.h:4: <boost/prebuild_fixture_absent.hpp> "
+        "is in no include directory of the build" in said
+    ), said
+    assert "Eigen" not in said  # included only #ifdef SYSTEM_HEADER_EXT_WITH_EIGEN
+    assert "of Boost (Debian and Ubuntu: apt install libboost-dev" in said, said
+    assert "built again" not in said and "[1/" not in said, said
+    build_log = work / "cu130.sm90" / "build.log"
+    compile_line = "-c system_header_ext/native.c -o"  # setuptools prints it as it compiles
+    assert compile_line not in build_log.read_text()
+    system = tmp_path / "system"
+    (system / "boost").mkdir(parents=True)
+    header = system / "boost" / "prebuild_fixture_absent.hpp"
+    cpath = ":".join(p for p in (str(system), os.environ.get("CPATH", "")) if p)
+    # found, but it does not compile: gcc's error is the one shown (gcc's compiles are in no
+    # shim's record: the build, which did compile, was once built again without the answer,
+    # and the error became "builds for a GPU only")
+    header.write_text('#error "the fixture header, broken"\n')
+    proc = prebuild_wheel(cuda_torch_python, *args, env={"CPATH": cpath})
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 1 and "the fixture header, broken" in said, said
+    assert "built again" not in said and "builds for a GPU only" not in said, said
+    header.write_text("#define PREBUILD_FIXTURE_VALUE 42\n")
+    proc = prebuild_wheel(cuda_torch_python, *args, env={"CPATH": cpath})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert compile_line in build_log.read_text()
+    (wheel,) = out.glob("system_header_ext-0.1.0+*.whl")
+    with zipfile.ZipFile(wheel) as built:
+        assert any(n.startswith("system_header_ext/_native") for n in built.namelist())
 
 
 @pytest.fixture(scope="module")

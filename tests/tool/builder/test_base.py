@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from prebuild.tool.builder.base import StepReader, build_step, quiet_runner
+from prebuild.tool.builder.base import StepReader, build_step, quiet_runner, shows_a_step
 
 NVCC = (
     "[3/14] /w/cuda-shim/bin/nvcc --generate-dependencies-with-compile --dependency-output "
@@ -70,6 +70,16 @@ def test_the_steps_of_a_log_count_compiles_without_ninja_and_not_ninjas_failed_c
         (1, 0, "a.cpp"),
         (2, 0, "b.cpp"),
     ]
+
+
+def test_a_log_shows_a_step_where_it_shows_a_compile_or_a_link():
+    """setuptools' gcc for a C source runs through no shim of prebuild's: its command in the
+    log is what says the build compiled."""
+    gcc = "gcc -Wall -fPIC -Iinc -I/py/include -c ext/native.c -o build/temp/ext/native.o"
+    assert shows_a_step(f"running build_ext\nbuilding 'ext._native' extension\n{gcc}\n")
+    assert shows_a_step("[1/2] c++ -c a.cpp -o a.o\n")
+    nvcc_version = "/w/cuda-shim/bin/nvcc -V\nCuda compilation tools, release 13.0\n"
+    assert not shows_a_step(f"running egg_info\n{nvcc_version}Traceback\nRuntimeError: no GPU\n")
 
 
 def test_the_runner_logs_everything_and_reports_each_step_with_its_extension(tmp_path):

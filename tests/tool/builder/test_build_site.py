@@ -41,7 +41,7 @@ def site(tmp_path: Path) -> Path:
 
 
 def run(code: str, pythonpath: list[Path], **extra: str) -> subprocess.CompletedProcess:
-    asked = ("PYTHONPATH", build_site.ENV_CAPABILITY, build_site.ENV_NINJA)
+    asked = ("PYTHONPATH", build_site.ENV_CAPABILITY, build_site.ENV_NINJA, build_site.ENV_HEADERS)
     env = {k: v for k, v in os.environ.items() if k not in asked}
     env.update(PYTHONPATH=os.pathsep.join(map(str, pythonpath)), **extra)
     return subprocess.run(
@@ -215,6 +215,18 @@ def test_what_is_changed_is_what_the_variables_ask():
         "torch.cuda",
         "torch.utils.cpp_extension",
     }
+    spec = json.dumps({"pattern": r"boost/.+", "dirs": ["/usr/include"]})
+    assert set(build_site.changes({"PREBUILD_SYSTEM_HEADERS": spec})) == {
+        "setuptools.command.build_ext"
+    }
+    for unreadable in (
+        "{",
+        "[]",
+        '{"dirs": []}',
+        '{"pattern": "("}',
+        '{"pattern": "x", "dirs": 1}',
+    ):
+        assert build_site.changes({"PREBUILD_SYSTEM_HEADERS": unreadable}) == {}, unreadable
 
 
 def test_two_such_sitecustomize_directories_on_the_path_each_run_once(tmp_path):
@@ -232,3 +244,165 @@ def test_two_such_sitecustomize_directories_on_the_path_each_run_once(tmp_path):
     )
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert ran.stdout.split() == ["theirs", "True"]
+
+
+GUARDED_HEADER = """\
+// a header of the project's own
+#pragma once
+#ifndef PROJECT_HASHMAP_H
+#define PROJECT_HASHMAP_H
+#include <google/dense_hash_map>  /* always */
+#include "local.h"
+#ifdef WITH_BOOST
+#include <boost/optional.hpp>
+#endif
+/*
+#include <Eigen/Dense>
+*/
+// #include <png.h>
+#  include   <zlib.h>
+#endif
+#include <mpi.h>
+"""
+
+
+def test_the_includes_that_count_are_those_no_condition_encloses_but_the_include_guard():
+    """torchsparse 385f5ce's hashmap_cpu.hpp includes google/dense_hash_map inside its include
+    guard: counted; an include inside ``#ifdef``, or in a comment, is not (the compiler may never
+    look for it), whatever the macros are."""
+    assert build_site.unconditional_includes(GUARDED_HEADER) == [
+        (5, "google/dense_hash_map", True),
+        (6, "local.h", False),
+        (14, "zlib.h", True),
+        (16, "mpi.h", True),
+    ]
+    not_a_guard = "#ifndef USE_EIGEN\n#define NO_EIGEN\n#include <Eigen/Dense>\n#endif\n"
+    assert build_site.unconditional_includes(not_a_guard) == []
+    other_guard = "#if !defined(X_H)\n#define X_H 1\n#include <png.h>\n#endif\n"
+    assert build_site.unconditional_includes(other_guard) == [(3, "png.h", True)]
+    macro = "#include KERNEL_HEADER\n#include_next <zlib.h>\n"
+    assert build_site.unconditional_includes(macro) == []
+
+
+def test_compiler_flags_name_include_directories_in_each_of_their_forms():
+    flags = ["-O3", "-Ia", "-I", "b", "-isystem", "c", "-idirafter", "d", "--include-path=e"]
+    flags += ["--include-path", "f", 3, "-DI=1", "-I"]  # a trailing -I names nothing
+    assert build_site.flag_include_dirs(flags) == ["a", "b", "c", "d", "e", "f"]
+    assert build_site.flag_include_dirs(None) == []
+
+
+def write(root: Path, name: str, text: str) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_missing_known_headers_are_looked_for_through_the_projects_own_headers(tmp_path):
+    """A source's project header (quoted, beside it; or angled, in an include directory) is
+    read too; a header outside the project (torch's) is not; a known header any directory
+    has is not missing; each missing header is named once, where it is first included."""
+    import re
+
+    project, system, outside = tmp_path / "project", tmp_path / "system", tmp_path / "outside"
+    write(project, "src/a.cpp", '#include "inc.h"\n#include <proj/api.h>\n#include <torch.h>\n')
+    write(project, "src/inc.h", GUARDED_HEADER)
+    write(project, "src/local.h", "#include <boost/any.hpp>\n#include <zlib.h>\n")
+    write(project, "include/proj/api.h", "#include <google/dense_hash_map>\n#include <png.h>\n")
+    write(system, "zlib.h", "")
+    write(system, "png.h", "")
+    write(outside, "torch.h", "#include <mpi.h>\n#include <Eigen/Core>\n")
+    known = re.compile(r"(?:google|sparsehash)/\w+|boost/.+|zlib\.h|png\.h|mpi\.h|Eigen/\w+")
+    dirs = [str(project / "include"), str(system), str(outside)]
+    sources = [str(project / "src" / "a.cpp"), str(project / "src" / "generated.cpp")]
+    missing = build_site.missing_system_headers(sources, dirs, str(project), known)
+    inc, local = str(project / "src" / "inc.h"), str(project / "src" / "local.h")
+    assert missing == [
+        (inc, 5, "google/dense_hash_map"),
+        (inc, 16, "mpi.h"),
+        (local, 1, "boost/any.hpp"),
+    ]
+    write(system, "google/dense_hash_map", "")
+    write(system, "mpi.h", "")
+    write(system, "boost/any.hpp", "")
+    assert build_site.missing_system_headers(sources, dirs, str(project), known) == []
+
+
+NATIVE_C = """\
+#include <Python.h>
+#include "native.h"
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+"""
+HEADERS_SETUP = """\
+from setuptools import Extension, setup
+setup(name="native", ext_modules=[Extension("_native", ["native.c"], include_dirs=["inc"])])
+"""
+
+
+OWN_BUILD_EXT = """\
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+class BuildExt(build_ext):
+    def build_extension(self, ext):
+        ext.include_dirs.append("SYSTEM")
+        super().build_extension(ext)
+setup(name="native", ext_modules=[Extension("_native", ["native.c"], include_dirs=["inc"])],
+      cmdclass={"build_ext": BuildExt})
+"""
+OPTIONAL = """\
+from setuptools import Extension, setup
+setup(name="native",
+      ext_modules=[Extension("_native", ["native.c"], include_dirs=["inc"], optional=True)])
+"""
+
+
+def test_a_setuptools_build_missing_a_known_header_stops_before_compiling(tmp_path):
+    """``python setup.py build_ext`` with the sitecustomize: the header no include directory
+    has is named and nothing is compiled; with the header on CPATH (or no check asked) the
+    extension compiles (Python.h, found in the compiler's own directories, is never missing)."""
+    from prebuild.tool.builder.toolchain import compiler_include_dirs, find_cxx
+
+    project = tmp_path / "project"
+    write(project, "setup.py", HEADERS_SETUP)
+    write(project, "native.c", NATIVE_C)
+    write(project, "inc/native.h", "#include <boost/prebuild_test_absent.hpp>\n")
+    dirs = compiler_include_dirs(find_cxx())
+    assert dirs, "the compiler names the directories it searches"
+    spec = json.dumps({"pattern": r"boost/.+|Python\.h", "dirs": dirs})
+    code = (
+        "import runpy, sys; sys.argv = ['setup.py', 'build_ext', '-i']; runpy.run_path('setup.py')"
+    )
+    checked = [site(tmp_path)]
+
+    def build(**extra: str) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k not in ("CPATH", "PYTHONPATH")}
+        env.update(PYTHONPATH=os.pathsep.join(map(str, checked)), **extra)
+        return subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
+            cwd=project,
+        )  # fmt: skip
+
+    stopped = build(PREBUILD_SYSTEM_HEADERS=spec)
+    assert stopped.returncode == 1, stopped.stdout + stopped.stderr
+    assert stopped.stderr.splitlines()[-2:] == [
+        "prebuild: inc/native.h:1: <boost/prebuild_test_absent.hpp> is in no include directory "
+        "of the build",
+        f"{build_site.STOPPED}: the headers above are missing (where the compiler finds them "
+        "in a directory this check does not see, build with PREBUILD_NO_HEADER_CHECK=1)",
+    ]
+    assert not list(project.rglob("*.o")) and not list(project.glob("_native*.so"))
+    write(tmp_path / "system", "boost/prebuild_test_absent.hpp", "")
+    found = build(PREBUILD_SYSTEM_HEADERS=spec, CPATH=str(tmp_path / "system"))
+    assert found.returncode == 0, found.stderr[-3000:]
+    assert list(project.glob("_native*.so"))
+    # what a project's own build_ext adds to an extension before it compiles counts; an
+    # optional extension is not checked (setuptools skips it if it fails)
+    for setup_py in (OWN_BUILD_EXT, OPTIONAL):
+        shutil.rmtree(project / "build")
+        for library in project.glob("_native*.so"):
+            library.unlink()
+        write(project, "setup.py", setup_py.replace("SYSTEM", str(tmp_path / "system")))
+        ran = build(PREBUILD_SYSTEM_HEADERS=spec)
+        assert ran.returncode == 0 and build_site.STOPPED not in ran.stderr, ran.stderr[-3000:]
+        assert bool(list(project.glob("_native*.so"))) == (setup_py is OWN_BUILD_EXT)

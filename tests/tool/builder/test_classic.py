@@ -320,14 +320,46 @@ def test_where_no_gpu_is_visible_torch_cuda_answers_for_a_gated_setup_py_and_the
     assert note.startswith("No GPU is visible here") and "(setup.py line 3)" in note
     # once its setup.py failed with the answer, the next wheels are built without it
     builder._answer = False
-    assert builder.site_env(archs) == {} and builder.gpu_answer_note(archs, "") == ""
+    assert build_site.ENV_CAPABILITY not in builder.site_env(archs)
+    assert builder.gpu_answer_note(archs, "") == ""
     builder._answer = None
     # a GPU visible, or a setup.py that never asks: nothing answered, nothing said
     monkeypatch.setattr(nvml, "any_gpu_visible", lambda environ: True)
-    assert builder.site_env(archs) == {} and builder.gpu_answer_note(archs, "") == ""
+    assert build_site.ENV_CAPABILITY not in builder.site_env(archs)
+    assert builder.gpu_answer_note(archs, "") == ""
     monkeypatch.setattr(nvml, "any_gpu_visible", lambda environ: False)
     write(project, "setup.py", "import torch\n")
-    assert builder.site_env(archs) == {} and builder.gpu_answer_note(archs, "") == ""
+    assert build_site.ENV_CAPABILITY not in builder.site_env(archs)
+    assert builder.gpu_answer_note(archs, "") == ""
+
+
+def test_every_classic_build_checks_the_known_system_headers_before_compiling(
+    tmp_path, monkeypatch
+):
+    """The sitecustomize is every classic build's (build_site.py): it gets the known headers'
+    pattern and the directories this machine's compiler searches; where the compiler cannot
+    say which, no check (its own headers would be taken for missing)."""
+    import re
+    from types import SimpleNamespace
+
+    from prebuild.tool.builder import build_site
+    from prebuild.tool.builder.classic import ClassicBuilder, headers_spec
+
+    project = tmp_path / "project"
+    write(project, "setup.py", "import torch\n")
+    (tmp_path / "work").mkdir()
+    builder = ClassicBuilder(project, SimpleNamespace(nvcc=None), tmp_path / "work")
+    env = builder.site_env(parse_arch_list("sm_90"))
+    assert (Path(env["PYTHONPATH"].split(":")[0]) / "sitecustomize.py").is_file()
+    spec = build_site.headers_spec(env[build_site.ENV_HEADERS])
+    assert re.compile(spec["pattern"]).fullmatch("google/dense_hash_map")
+    assert "/usr/include" in spec["dirs"]
+    assert headers_spec(None) == ""
+    assert build_site.headers_spec(headers_spec(["/i"]))["dirs"] == ["/i"]
+    # the user's way out, for a directory the check does not see
+    monkeypatch.setenv("PREBUILD_NO_HEADER_CHECK", "1")
+    unchecked = ClassicBuilder(project, SimpleNamespace(nvcc=None), tmp_path / "work")
+    assert build_site.ENV_HEADERS not in unchecked.site_env(parse_arch_list("sm_90"))
 
 
 def test_a_setup_py_that_turns_ninja_off_is_built_with_ninja_unless_ninja_failed(

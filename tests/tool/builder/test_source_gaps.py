@@ -338,6 +338,36 @@ def test_a_system_librarys_header_is_named_with_where_to_get_it():
     )
 
 
+def test_the_header_check_before_compiling_is_read_and_shown_as_the_compilers_words_are():
+    """build_site.py's check stopped torchsparse 385f5ce's build before compiling: the error
+    shows the check's own lines, and the advice is the one g++'s words would have had."""
+    import re
+
+    from prebuild.tool.builder import build_site
+    from prebuild.tool.builder.classic import compiler_errors
+    from prebuild.tool.builder.source_gaps import system_header_pattern
+
+    log = (
+        "copying torchsparse/nn/utils.py -> build/lib/torchsparse/nn\nrunning build_ext\n"
+        "prebuild: torchsparse/backend/others/query_cpu.cpp:6: <google/dense_hash_map> is in no "
+        "include directory of the build\n"
+        "prebuild: my project/b.h:2: <boost/any.hpp> is in no include directory of the build\n"
+        f"{build_site.STOPPED}: the headers above are missing\n"
+    )
+    assert missing_files(log) == ["google/dense_hash_map", "boost/any.hpp"]
+    shown = compiler_errors(log).splitlines()
+    assert len(shown) == 3 and all(line.startswith("prebuild: ") for line in shown)
+    advice = source_gaps_advice(log, SOURCE, "", set(), "", COMMAND)
+    assert "of Google's sparsehash (Debian and Ubuntu: apt install libsparsehash-dev" in advice
+    assert "boost/any.hpp, of Boost" in advice
+    # one pattern for every library's headers, and for nothing else
+    known = re.compile(system_header_pattern())
+    for header in ("klu.h", "libaio.h", "Eigen/Dense", "sparsehash/dense_hash_map", "mpi.h"):
+        assert known.fullmatch(header), header
+    for header in ("mine.h", "glm/glm.hpp", "cuda_runtime.h", "torch/extension.h", "xklu.h"):
+        assert not known.fullmatch(header), header
+
+
 def test_headers_of_a_cuda_library_nowhere_here_are_told_how_to_install():
     """A CUDA library's header the build did not find (the shim toolkit holds those of torch's
     nvidia-* wheels) is named with where its development files come from."""

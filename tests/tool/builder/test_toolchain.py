@@ -20,6 +20,7 @@ from prebuild.tool.builder.toolchain import (
     ToolchainError,
     check_cuda_matches_torch,
     compile_launcher,
+    compiler_include_dirs,
     find_cxx,
     find_nvcc,
     find_torch,
@@ -27,6 +28,7 @@ from prebuild.tool.builder.toolchain import (
     parse_nvcc_dryrun,
     parse_nvcc_version,
     read_torch_version_file,
+    search_dirs,
     split_cxx,
 )
 
@@ -313,6 +315,37 @@ def test_an_unreadable_cxx_is_an_error(tmp_path):
     path = executables(tmp_path / "bin", "g++", "c++")
     with pytest.raises(ToolchainError, match="cannot be read as a command line"):
         find_cxx({"PATH": path, "CXX": "g++ 'unclosed"})
+
+
+GCC_VERBOSE = """\
+ignoring nonexistent directory "/usr/local/include/x86_64-linux-gnu"
+#include "..." search starts here:
+#include <...> search starts here:
+ /usr/include/c++/12
+ /usr/include/x86_64-linux-gnu/c++/12
+ /usr/lib/gcc/x86_64-linux-gnu/12/include
+ /usr/local/include
+ /usr/include
+End of search list.
+"""
+
+
+def test_the_compilers_own_include_directories_are_read_from_its_verbose_output():
+    assert search_dirs(GCC_VERBOSE) == [
+        "/usr/include/c++/12",
+        "/usr/include/x86_64-linux-gnu/c++/12",
+        "/usr/lib/gcc/x86_64-linux-gnu/12/include",
+        "/usr/local/include",
+        "/usr/include",
+    ]
+    clang = GCC_VERBOSE.replace(" /usr/include\n", " /Library/Frameworks (framework directory)\n")
+    assert search_dirs(clang)[-1] == "/Library/Frameworks"
+    assert search_dirs("c++: error: unrecognized option") == []
+    # this machine's compiler, asked; a compiler that cannot say: None
+    dirs = compiler_include_dirs(find_cxx())
+    assert dirs and all(Path(d).is_absolute() for d in dirs)
+    assert compiler_include_dirs(HostCompiler(("false",))) is None
+    assert compiler_include_dirs(HostCompiler(("/nonexistent/c++",))) is None
 
 
 def test_the_compile_caches_launcher_replaces_the_users_own():

@@ -144,6 +144,13 @@ class StepReader:
         return found
 
 
+def shows_a_step(log: str) -> bool:
+    """Pure: whether a build's log shows a compile or link step (StepReader's): a compiler the
+    build ran that prebuild's shims do not log (setuptools' ``gcc`` for a C source) shows so."""
+    reader = StepReader()
+    return any(reader.read(line) is not None for line in log.splitlines())
+
+
 def command_target(command: str) -> str:
     """Pure: the file a build command compiles, else the one it links (``-c``, then ``-o``);
     what a CMake status line after ninja's count names (cmake_target)."""

@@ -22,6 +22,18 @@ a time, and a stopped build starts over. torch's BuildExtension then takes ``use
 whatever it is given: the same compiler commands, run by ninja, ``MAX_JOBS`` at a time, and
 ninja compiles only what is missing when the build goes on.
 
+**Known system headers checked before compiling** (``PREBUILD_SYSTEM_HEADERS``: the headers'
+pattern and the compiler's own include directories, as JSON). Before setuptools' ``build_ext``
+compiles an extension, its sources, and the project's own headers they include, are read for an
+``#include <...>`` of a known system library (source_gaps.SYSTEM_HEADERS) that no include
+directory of the build has: the build stops at once, naming it, instead of failing on it
+minutes later (torchsparse 385f5ce compiled for 6 minutes before ``hashmap_cpu.hpp`` met its
+missing ``google/dense_hash_map``). Only what is included whatever the macros say counts (an
+``#include`` inside ``#if``/``#ifdef`` does not, a header's include guard aside): a header the
+compiler might never look for never stops a build. Any error of the check itself skips it, and
+``PREBUILD_NO_HEADER_CHECK=1`` turns it off (for a directory the compiler searches that the
+check cannot see: a project's ``build_ext`` calling the compiler with flags of its own).
+
 classic.py copies this file as ``sitecustomize.py`` into a directory put first on the build's
 ``PYTHONPATH``; a ``sitecustomize`` the environment had runs after it. Standard library only:
 it runs at the start of every Python process of the build.
@@ -32,11 +44,19 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import json
 import os
+import re
 import sys
 
 ENV_CAPABILITY = "PREBUILD_GPU_ANSWER"  # "9.0": the capability torch.cuda answers with
 ENV_NINJA = "PREBUILD_NINJA"  # "1": torch's BuildExtension builds with ninja
+# JSON {"pattern": the known system headers' regex, "dirs": the compiler's own include dirs}
+ENV_HEADERS = "PREBUILD_SYSTEM_HEADERS"
+# The last line of a build the header check stopped (classic.py builds it again no other way).
+STOPPED = "prebuild: stopped before compiling"
+# Set by the user (to 1): classic.py asks for no header check.
+ENV_NO_CHECK = "PREBUILD_NO_HEADER_CHECK"
 # What answers, as the user is told (build_switches.gpu_answer_note).
 ANSWERED = (
     "is_available, device_count, get_device_capability, is_bf16_supported, current_device, "
@@ -114,6 +134,145 @@ def absolute_paths(paths, where: str) -> list:
     return [p if os.path.isabs(p) else os.path.join(where, p) for p in paths or []]
 
 
+# A preprocessor directive (the name, the rest of its line), and C/C++ comments.
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w+)(.*)$", re.M)
+_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+_INCLUDED = re.compile(r'\s*(?:<([^>\s]+)>|"([^"\s]+)")')
+_GUARD = re.compile(r"^(?:ifndef\s+(\w+)|if\s+!\s*defined\s*\(?\s*(\w+)\s*\)?)\s*$")
+
+
+def unconditional_includes(text: str) -> list[tuple[int, str, bool]]:
+    """Pure: the ``#include``s of a C/C++/CUDA file's text that no ``#if``, ``#ifdef`` or
+    ``#ifndef`` encloses (its include guard aside), comments left out: (line, name, whether in
+    angle brackets)."""
+    text = _COMMENT.sub(lambda m: "\n" * m[0].count("\n"), text)
+    directives, line, at = [], 1, 0
+    for m in _DIRECTIVE.finditer(text):
+        line += text.count("\n", at, m.start())
+        at = m.start()
+        directives.append((line, m[1], m[2].strip()))
+    directives = [d for d in directives if d[1] != "pragma"]  # ``#pragma once`` first
+    guard = None  # the include guard's macro, while its #ifndef is open
+    if len(directives) >= 2:
+        first = _GUARD.match(f"{directives[0][1]} {directives[0][2]}")
+        name = first and (first[1] or first[2])
+        if name and directives[1][1] == "define" and directives[1][2].split()[:1] == [name]:
+            guard = name
+    found, depth = [], 0
+    for at, (line, name, rest) in enumerate(directives):
+        if name in ("if", "ifdef", "ifndef"):
+            depth += 1
+        elif name == "endif":
+            depth -= 1
+        elif name == "include" and depth == (1 if guard else 0):
+            m = _INCLUDED.match(rest)
+            if m:
+                found.append((line, m[1] or m[2], m[1] is not None))
+        if guard and depth == 0 and at > 0:  # past the guard's #endif: nothing is guarded
+            guard = None
+    return found
+
+
+def flag_include_dirs(words) -> list:
+    """Pure: the directories compiler flags add to the include search: ``-I`` (``-Idir`` or
+    ``-I dir``), ``-isystem``, ``-idirafter`` and nvcc's ``--include-path`` (``=dir`` too)."""
+    words, dirs = [w for w in words or [] if isinstance(w, str)], []
+    for at, word in enumerate(words):
+        if word in ("-I", "-isystem", "-idirafter", "--include-path"):
+            dirs += words[at + 1 : at + 2]
+        elif word.startswith("--include-path="):
+            dirs.append(word.split("=", 1)[1])
+        elif word.startswith("-I"):
+            dirs.append(word[2:])
+    return dirs
+
+
+def missing_system_headers(sources, dirs, root: str, pattern, limit: int = 5000) -> list:
+    """The known system headers (``pattern``) that ``sources``, or the headers under ``root``
+    they include, include unconditionally and none of ``dirs`` has: (file, line, header), the
+    first place each is included. Quoted includes are looked for beside their file first."""
+    root = os.path.realpath(root)
+    queue = [os.path.realpath(s) for s in sources if os.path.isfile(s)]
+    seen, missing = set(), {}
+    while queue and len(seen) < limit:
+        path = queue.pop(0)
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError:
+            continue
+        for line, name, angle in unconditional_includes(text):
+            places = dirs if angle else [os.path.dirname(path), *dirs]
+            found = next((c for d in places if os.path.isfile(c := os.path.join(d, name))), None)
+            if found is None:
+                if angle and pattern.fullmatch(name) and name not in missing:
+                    missing[name] = (path, line, name)
+            elif os.path.realpath(found).startswith(root + os.sep):
+                queue.append(os.path.realpath(found))
+    return list(missing.values())
+
+
+def check_headers(build_ext_module, spec: dict) -> None:
+    """Make setuptools' ``build_ext`` (the module ``build_ext_module``) check an extension's
+    known system headers just before it compiles it (after what a project's own ``build_ext``
+    adds to it): a header none of the build's include directories has stops the build, naming
+    it and where it is included. An ``optional`` extension is not checked: setuptools skips it
+    when it does not compile."""
+    command = build_ext_module.build_ext
+    build_extension = command.build_extension
+    pattern = re.compile(spec["pattern"])
+
+    def checked(self, extension):
+        try:
+            missing = [] if extension.optional else _missing_for(self, extension, pattern, spec)
+        except Exception:  # the check's own failure never stops a build
+            missing = []
+        if missing:
+            here = os.getcwd()
+            for path, line, name in missing:
+                shown = os.path.relpath(path, here) if path.startswith(here + os.sep) else path
+                print(
+                    f"prebuild: {shown}:{line}: <{name}> is in no include directory of the build",
+                    file=sys.stderr,
+                )
+            print(
+                f"{STOPPED}: the headers above are missing (where the compiler finds them in a "
+                f"directory this check does not see, build with {ENV_NO_CHECK}=1)",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise SystemExit(1)  # not an Exception: a project's own ``except`` lets it through
+        build_extension(self, extension)
+
+    command.build_extension = checked
+
+
+def _missing_for(command, extension, pattern, spec: dict) -> list:
+    """``missing_system_headers`` of an extension ``command`` (a build_ext) builds, with the
+    include directories the compiler would search for it."""
+    here = os.getcwd()
+    compiler = getattr(command, "compiler", None)
+    args = extension.extra_compile_args
+    flags = [w for v in args.values() for w in v] if isinstance(args, dict) else args
+    dirs = [
+        *(extension.include_dirs or []),
+        *flag_include_dirs(flags),
+        *(getattr(compiler, "include_dirs", None) or []),
+        *(command.include_dirs or []),
+        *flag_include_dirs(getattr(compiler, "compiler_so", None)),
+    ]
+    for name in ("CPPFLAGS", "CFLAGS", "CXXFLAGS"):
+        dirs += flag_include_dirs(os.environ.get(name, "").split())
+    for name in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"):
+        dirs += [d for d in os.environ.get(name, "").split(os.pathsep) if d]
+    dirs += spec.get("dirs") or []
+    sources = absolute_paths(extension.sources, here)
+    return missing_system_headers(sources, absolute_paths(dirs, here), here, pattern)
+
+
 class _Loader(importlib.abc.Loader):
     """A module's own loader, then the change made to it."""
 
@@ -153,7 +312,20 @@ def changes(environ) -> dict:
         asked["torch.cuda"] = lambda cuda: answer(cuda, cap)
     if environ.get(ENV_NINJA) == "1":
         asked["torch.utils.cpp_extension"] = use_ninja
+    spec = headers_spec(environ.get(ENV_HEADERS, ""))
+    if spec is not None:
+        asked["setuptools.command.build_ext"] = lambda module: check_headers(module, spec)
     return asked
+
+
+def headers_spec(value: str) -> dict | None:
+    """Pure: ENV_HEADERS' value read (None for anything but the JSON classic.py writes)."""
+    try:
+        spec = json.loads(value) if value else None
+        re.compile(spec["pattern"])
+    except (ValueError, TypeError, KeyError, re.error):
+        return None
+    return spec if isinstance(spec.get("dirs", []), list) else None
 
 
 def install(environ=os.environ) -> bool:

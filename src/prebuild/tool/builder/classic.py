@@ -18,6 +18,7 @@ interrupted or failed (``prebuild.tool.builder.classic_objects``).
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import re
 import shlex
@@ -29,6 +30,7 @@ import zipfile
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from build import BuildBackendException, BuildException, ProjectBuilder, check_dependency
@@ -49,7 +51,13 @@ from prebuild.runtime.manifest import (
 from prebuild.runtime.versions import minor
 from prebuild.tool.builder import build_site, env_writes, flags
 from prebuild.tool.builder.api_breaks import api_breaks_advice
-from prebuild.tool.builder.base import BuildProgress, BuiltWheel, quiet_runner, warnings_to_log
+from prebuild.tool.builder.base import (
+    BuildProgress,
+    BuiltWheel,
+    quiet_runner,
+    shows_a_step,
+    warnings_to_log,
+)
 from prebuild.tool.builder.build_switches import (
     BUILD_ENV,
     build_variables,
@@ -97,6 +105,7 @@ from prebuild.tool.builder.source_gaps import (
     source_gaps_advice,
     source_url,
     submodule_paths,
+    system_header_pattern,
 )
 from prebuild.tool.builder.toolchain import (
     Nvcc,
@@ -104,6 +113,7 @@ from prebuild.tool.builder.toolchain import (
     Torch,
     available_memory_bytes,
     check_cuda_matches_torch,
+    compiler_include_dirs,
     cpu_count,
     find_cxx,
     find_nvcc,
@@ -281,15 +291,21 @@ def gpu_visible() -> bool:
 
 
 def site_env(
-    work: Path, environ: Mapping[str, str], capability: str = "", ninja: bool = False
+    work: Path,
+    environ: Mapping[str, str],
+    capability: str = "",
+    ninja: bool = False,
+    headers: str = "",
 ) -> dict[str, str]:
-    """The variables that make a process run with them change torch as asked (build_site.py):
-    torch.cuda answering as a GPU of ``capability`` ("9.0") would, and torch's BuildExtension
-    building with ``ninja``; {} where neither is asked. The file is the ``sitecustomize`` of a
-    directory in ``work``, first on PYTHONPATH (the user's own after it)."""
+    """The variables that make a process run with them change its build as asked
+    (build_site.py): torch.cuda answering as a GPU of ``capability`` ("9.0") would, torch's
+    BuildExtension building with ``ninja``, the known system ``headers`` checked before
+    compiling (headers_spec's JSON); {} where none is asked. The file is the ``sitecustomize``
+    of a directory in ``work``, first on PYTHONPATH (the user's own after it)."""
     asked = {
         **({build_site.ENV_CAPABILITY: capability} if capability else {}),
         **({build_site.ENV_NINJA: "1"} if ninja else {}),
+        **({build_site.ENV_HEADERS: headers} if headers else {}),
     }
     if not asked:
         return {}
@@ -298,6 +314,15 @@ def site_env(
     shutil.copyfile(Path(build_site.__file__), site / "sitecustomize.py")
     user = environ.get("PYTHONPATH")
     return {"PYTHONPATH": os.pathsep.join([str(site), *([user] if user else [])]), **asked}
+
+
+def headers_spec(compiler_dirs: list[str] | None) -> str:
+    """Pure: build_site's ENV_HEADERS value: the known system headers and the directories the
+    compiler searches by itself; "" (no check) where the compiler could not say which (a
+    header it finds there would be taken for missing)."""
+    if compiler_dirs is None:
+        return ""
+    return json.dumps({"pattern": system_header_pattern(), "dirs": compiler_dirs})
 
 
 def host_only_message(
@@ -583,7 +608,10 @@ def compiler_errors(log: str, limit: int = 8000) -> str:
     the first one's ``FAILED:`` line and command, then the compiler's first error on: the
     warnings before it (nvcc's on torch's own headers: megablocks 0.10.0's filled the 8000
     characters shown) are left to the full log. Each Python traceback is cut to its exception
-    (the frames are setuptools' own: the full log keeps them)."""
+    (the frames are setuptools' own: the full log keeps them). A build the header check
+    stopped before compiling (build_site.py): the check's own lines."""
+    if build_site.STOPPED in log:
+        return "\n".join(line for line in log.splitlines() if line.startswith("prebuild: "))
     start = log.find("FAILED:")
     if start < 0:
         ninja = [line for line in log.splitlines() if line.startswith("ninja: error:")]
@@ -806,11 +834,15 @@ class ClassicBuilder:
                     log = log_since(build_log, log_start)
                     compiled = [*logged_calls(nvcc_log), *logged_calls(cxx_log)]
                     error = last_error(log)
-                    nothing_compiled = all(is_query(c.given) for c in compiled)
+                    nothing_compiled = all(is_query(c.given) for c in compiled) and not (
+                        shows_a_step(log)
+                    )
+                    # (one the header check stopped would stop the same way again)
+                    may_go_further = nothing_compiled and build_site.STOPPED not in log
                     if (
                         build_site.ENV_CAPABILITY in site
                         and self._answer is None
-                        and nothing_compiled
+                        and may_go_further
                         and answer_may_explain(error)
                     ):
                         # Its setup.py failed before compiling anything with torch.cuda
@@ -825,7 +857,7 @@ class ClassicBuilder:
                     elif (
                         build_site.ENV_CAPABILITY not in site
                         and self._answer is None
-                        and nothing_compiled
+                        and may_go_further
                         and no_gpu_may_explain(error)
                         and not gpu_visible()
                     ):
@@ -1149,15 +1181,26 @@ class ClassicBuilder:
         return None if self._ninja is False else ninja_off_line(self.setup_text())
 
     def site_env(self, archs: tuple[Arch, ...]) -> dict[str, str]:
-        """The build's variables that change torch in it (build_site.py, as its
-        sitecustomize): torch.cuda answering as a GPU of the newest of ``archs`` would
-        (answers), BuildExtension building with ninja (ninja_line); {} for neither."""
+        """The build's variables that change it (build_site.py, as its sitecustomize):
+        torch.cuda answering as a GPU of the newest of ``archs`` would (answers),
+        BuildExtension building with ninja (ninja_line), the known system headers checked
+        before compiling (headers)."""
         return site_env(
             self.work,
             os.environ,
             capability=newest_capability(archs) if self.answers() else "",
             ninja=self.ninja_line() is not None,
+            headers=self.headers,
         )
+
+    @cached_property
+    def headers(self) -> str:
+        """The known system headers checked before compiling (headers_spec), with the
+        directories this machine's compiler searches by itself; "" where the user turned the
+        check off (build_site.ENV_NO_CHECK)."""
+        if os.environ.get(build_site.ENV_NO_CHECK, "") not in ("", "0"):
+            return ""
+        return headers_spec(compiler_include_dirs(find_cxx()))
 
     def gpu_answer_note(self, archs: tuple[Arch, ...], before: str) -> str:
         """What torch.cuda answered in the build (build_switches.gpu_answer_note), after

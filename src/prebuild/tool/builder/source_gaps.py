@@ -19,6 +19,9 @@ _MISSING = re.compile(
     r"ninja: error: '(?P<ninja>[^']+)', needed by '[^']+', missing and no known rule to make it"
     r"|error: (?P<source>[^\s:]+\.(?:c|cc|cpp|cxx|cu)): No such file or directory"
     r"|fatal error: (?P<header>[^\s:]+): No such file or directory"
+    # the check build_site.py makes before compiling
+    r"|^prebuild: .+?:\d+: <(?P<early>[^>\s]+)> is in no include directory of the build$",
+    re.M,
 )
 _SOURCE_HOSTS = ("github.com", "gitlab.com", "bitbucket.org", "codeberg.org")
 
@@ -233,6 +236,12 @@ SYSTEM_HEADERS: tuple[tuple[str, str, str, str, str], ...] = (
     (r"zlib\.h", "zlib", "zlib1g-dev", "", "zlib"),
     (r"Python\.h", "Python's headers", "python3-dev", "", "python"),
 )
+
+
+def system_header_pattern() -> str:
+    """Pure: one regex for the headers of every known system library (SYSTEM_HEADERS), which
+    the build checks for before compiling (build_site.py)."""
+    return "|".join(f"(?:{pattern})" for pattern, *_ in SYSTEM_HEADERS)
 
 
 def system_library_advice(missing: list[str]) -> str:

@@ -289,6 +289,37 @@ class HostCompiler:
     launcher: tuple[str, ...] = ()  # what $CXX puts in front of it: ("ccache",)
 
 
+def search_dirs(verbose: str) -> list[str]:
+    """Pure: the include directories a compiler searches by itself, from what ``-E -v`` prints
+    (GCC's and Clang's ``#include <...> search starts here:`` list)."""
+    _, start, rest = verbose.partition("#include <...> search starts here:")
+    if not start:
+        return []
+    listed = rest.split("End of search list.", 1)[0]
+    # Clang marks a framework directory so; the directories are indented by one space
+    return [
+        line.strip().removesuffix(" (framework directory)")
+        for line in listed.splitlines()
+        if line.startswith(" ") and line.strip()
+    ]
+
+
+def compiler_include_dirs(cxx: HostCompiler) -> list[str] | None:
+    """The include directories ``cxx`` searches by itself (C++); None where it cannot say."""
+    try:
+        proc = subprocess.run(
+            [*cxx.command, "-xc++", "-E", "-v", os.devnull],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    dirs = search_dirs(proc.stderr)
+    return dirs if proc.returncode == 0 and dirs else None
+
+
 def compile_launcher(cache: Path | None, own: tuple[str, ...]) -> tuple[str, ...]:
     """Pure: what a compile runs through: the compile cache's launcher (``--cache``) when the
     build has one, in place of the user's own (``$CXX``'s ccache: a cache behind a cache only
