@@ -359,8 +359,9 @@ setup(name="native",
 
 def test_a_setuptools_build_missing_a_known_header_stops_before_compiling(tmp_path):
     """``python setup.py build_ext`` with the sitecustomize: the header no include directory
-    has is named and nothing is compiled; with the header on CPATH (or no check asked) the
-    extension compiles (Python.h, found in the compiler's own directories, is never missing)."""
+    has is named and nothing is compiled; with the header on CPATH, or in a directory the
+    project's own build_ext adds, the extension compiles (Python.h, in the directory setuptools
+    adds, is never missing); an optional extension is left to setuptools, which skips it."""
     from prebuild.tool.builder.toolchain import compiler_include_dirs, find_cxx
 
     project = tmp_path / "project"
