@@ -667,7 +667,9 @@ def test_a_known_system_header_the_machine_lacks_stops_the_build_before_compilin
     google/dense_hash_map. The fixture's header includes a Boost header no machine has: the
     build stops before compiling (with torch.cuda answering, not built again without it),
     naming it, where it is included and what to install; with the header on CPATH it builds.
-    A header that is there but does not compile fails the build with the compiler's words."""
+    A header that is there but does not compile fails the build with the compiler's words. A
+    library of the machine's that it links is said and recorded (the guard names it where it
+    is missing: tests/runtime/test_classic_guard.py)."""
     out, work = tmp_path / "dist", tmp_path / "work"
     fixture = str(FIXTURES / "system_header_ext")
     args = ("--arch", "sm_90", fixture, "--out", str(out), "--build-dir", str(work))
@@ -697,12 +699,33 @@ def test_a_known_system_header_the_machine_lacks_stops_the_build_before_compilin
     assert proc.returncode == 1 and "the fixture header, broken" in said, said
     assert "built again" not in said and "builds for a GPU only" not in said, said
     header.write_text("#define PREBUILD_FIXTURE_VALUE 42\n")
-    proc = prebuild_wheel(cuda_torch_python, *args, env={"CPATH": cpath})
+    # linking a library of the machine's that nothing installed with the wheel provides
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "fixture.c").write_text("int prebuild_fixture(void) { return 42; }\n")
+    linked = "libprebuildfixture.so.1"
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", f"-Wl,-soname,{linked}", str(lib / "fixture.c"),
+         "-o", str(lib / linked)],
+        check=True, timeout=120,
+    )  # fmt: skip
+    (lib / "libprebuildfixture.so").symlink_to(linked)
+    env = {
+        "CPATH": cpath,
+        "LIBRARY_PATH": str(lib),
+        "LD_LIBRARY_PATH": str(lib),
+        "SYSTEM_HEADER_EXT_LIBRARIES": "prebuildfixture",
+    }
+    proc = prebuild_wheel(cuda_torch_python, *args, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert compile_line in build_log.read_text()
+    said = " ".join(proc.stdout.split())
+    assert f"its libraries link {linked} ({lib / linked}), which neither" in said, said
     (wheel,) = out.glob("system_header_ext-0.1.0+*.whl")
     with zipfile.ZipFile(wheel) as built:
         assert any(n.startswith("system_header_ext/_native") for n in built.namelist())
+    manifest, _, _ = wheel_contents(wheel)
+    assert manifest["system_libraries"] == [linked]
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import ast
 import inspect
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -28,9 +29,11 @@ from prebuild.tool.builder.guard_files import guard_files
 
 
 def project_manifest(
-    torch_version="2.14.1+cu130", torch_cuda="13.0", sass="sm_90", ptx="", code=GPU_CODE
-):
+    torch_version="2.14.1+cu130", torch_cuda="13.0", sass="sm_90", ptx="", code=GPU_CODE,
+    system_libraries=(),
+):  # fmt: skip
     return ProjectManifest(
+        system_libraries=system_libraries,
         code=code,
         kind="classic",
         torch=torch_version,
@@ -166,7 +169,9 @@ def build_adam():
 """
 
 
-def guarded_project(site: Path, name: str, torch_version: str, torch_cuda: str | None) -> None:
+def guarded_project(
+    site: Path, name: str, torch_version: str, torch_cuda: str | None, system_libraries=()
+) -> None:
     """Project ``name`` installed in ``site`` as a guarded classic wheel built for
     ``torch_version``: its prebuilt module ``name.csrc`` (pure Python here: it imports), a
     gsplat-like fallback (``name._backend``), an op it compiles on purpose (``name.ops``), and
@@ -179,7 +184,8 @@ def guarded_project(site: Path, name: str, torch_version: str, torch_cuda: str |
     (package / "csrc.py").write_text("VALUE = 1\n")
     info = site / f"{name}-1.0+pt.dist-info"
     info.mkdir()
-    (info / "prebuild.json").write_text(project_manifest(torch_version, torch_cuda).to_json())
+    manifest = project_manifest(torch_version, torch_cuda, system_libraries=system_libraries)
+    (info / "prebuild.json").write_text(manifest.to_json())
     wheel = site.parent / f"{name}-1.0-cp311-cp311-linux_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr(f"{name}/__init__.py", "")
@@ -366,3 +372,72 @@ def test_at_start_up_the_guard_imports_only_itself(tmp_path):
         "__future__",
     }, added
     assert "_prebuild_guard_fakeproj.classic_guard" in added
+
+
+MISSING_LIBRARY = "libprebuildgone.so.1"
+EXTENSION_C = """\
+#include <Python.h>
+int prebuild_gone(void);
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "csrc", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit_csrc(void) { prebuild_gone(); return PyModule_Create(&module); }
+"""
+
+
+def test_a_system_library_the_build_machine_had_and_this_one_lacks_is_named(tmp_path):
+    """torch-sparse-solve's wheel links the build machine's libklu.so.2: where the dynamic
+    loader finds no such library, the prebuilt module's ImportError names it, what provides it
+    and the build for this machine (not "the install is damaged"); the project's JIT fallback
+    is refused with that reason. A real extension module here, linking a library since gone."""
+    import sysconfig
+
+    cc = shutil.which("cc") or "gcc"
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "gone.c").write_text("int prebuild_gone(void) { return 1; }\n")
+    subprocess.run(
+        [cc, "-xc", "-shared", "-fPIC", f"-Wl,-soname,{MISSING_LIBRARY}", str(lib / "gone.c"),
+         "-o", str(lib / MISSING_LIBRARY)],
+        check=True, timeout=120,
+    )  # fmt: skip
+    (lib / "libprebuildgone.so").symlink_to(MISSING_LIBRARY)
+    site = tmp_path / "site"
+    guarded_project(site, "fakeproj", torch.__version__, torch.version.cuda, (MISSING_LIBRARY,))
+    (site / "fakeproj" / "csrc.py").unlink()
+    (site / "ext.c").write_text(EXTENSION_C)
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    subprocess.run(
+        [cc, "-xc", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}",
+         str(site / "ext.c"), f"-L{lib}", "-lprebuildgone",
+         "-o", str(site / "fakeproj" / f"csrc{suffix}")],
+        check=True, timeout=120,
+    )  # fmt: skip
+    shutil.rmtree(lib)  # gone: the loader finds no libprebuildgone.so.1
+    proc = run(
+        site,
+        """
+        import importlib
+        step("import", lambda: importlib.import_module("fakeproj.csrc"))
+        step("fallback", lambda: importlib.import_module("fakeproj._backend"))
+        """,
+        tmp_path,
+    )
+    done = steps(proc)
+    kind, message = done["import"]["raised"]
+    assert kind == "WheelMisfitError", message
+    assert message.startswith("fakeproj 1.0: fakeproj.csrc cannot load: it links "), message
+    assert f"apt-file search {MISSING_LIBRARY}" in message and "prebuild wheel --arch" in message
+    kind, message = done["fallback"]["raised"]
+    assert kind == "JitRefusedError" and MISSING_LIBRARY in message
+    assert "damaged" not in message and "  " not in message, message
+
+
+def test_only_a_recorded_library_the_loader_misses_is_explained():
+    from prebuild.runtime.classic_guard import system_library_problem
+
+    loader = "libklu.so.2: cannot open shared object file: No such file or directory"
+    said = system_library_problem(("libaio.so.1", "libklu.so.2"), loader, "prebuild wheel X")
+    assert said is not None and said.startswith("it links libklu.so.2, a system library")
+    assert said.endswith("or build the wheel on this machine: prebuild wheel X.")
+    assert system_library_problem(("libaio.so.1",), loader, "x") is None
+    undefined = "undefined symbol: klu_solve (libklu.so.2)"
+    assert system_library_problem(("libklu.so.2",), undefined, "x") is None

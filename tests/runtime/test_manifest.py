@@ -395,3 +395,9 @@ def test_a_project_manifest_says_what_its_libraries_hold():
     data["code"] = "fpga"
     with pytest.raises(ManifestError, match="'fpga'.*upgrade prebuild"):
         ProjectManifest.from_json(json.dumps(data))
+    # the system libraries its libraries link, read back; none in a manifest written before
+    linked = dataclasses.replace(base, system_libraries=("libklu.so.2", "libaio.so.1"))
+    assert ProjectManifest.from_json(linked.to_json()).system_libraries == linked.system_libraries
+    data = json.loads(base.to_json())
+    del data["system_libraries"]
+    assert ProjectManifest.from_json(json.dumps(data)).system_libraries == ()

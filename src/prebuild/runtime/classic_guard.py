@@ -47,11 +47,18 @@ WRAPPED = "__prebuild_guarded__"
 class _Hooked:
     """A module's own loader, with a step before and one after it runs the module."""
 
-    def __init__(self, loader, before=None, after=None):
+    def __init__(self, loader, before=None, after=None, failed=None):
         self._loader, self._before, self._after = loader, before, after
+        self._failed = failed  # an ImportError of the module's own -> the one to raise, or None
 
     def create_module(self, spec):
-        return self._loader.create_module(spec)
+        try:  # an extension module is loaded here (dlopen)
+            return self._loader.create_module(spec)
+        except ImportError as exc:
+            explained = self._failed(spec.name, exc) if self._failed is not None else None
+            if explained is None:
+                raise
+            raise explained from exc
 
     def exec_module(self, module):
         if self._before is not None:
@@ -69,7 +76,7 @@ class _Finder:
     hooks the loader of the spec they return."""
 
     def __init__(self, hooks: dict):
-        self.hooks = hooks  # module name -> (before, after)
+        self.hooks = hooks  # module name -> (before, after[, failed]): _Hooked's
         self._searching: set[str] = set()
 
     def find_spec(self, fullname, path=None, target=None):
@@ -215,7 +222,8 @@ class Guard:
                 f"{self.config['distribution']} tried to compile its extension '{what}' at run "
                 f"time (torch.utils.cpp_extension.{entry}) because its prebuilt module did not "
                 f"import ({why}). This wheel holds it prebuilt ({self.built_for()}) and never "
-                f"compiles. {self._fix()} To compile anyway, set {ALLOW_ENV}=1."
+                f"compiles. {fix + ' ' if (fix := self._fix(why)) else ''}To compile anyway, "
+                f"set {ALLOW_ENV}=1."
             )
         text = (
             f"{self.config['distribution']} compiles '{what}' at run time "
@@ -241,14 +249,32 @@ class Guard:
             stacklevel=4,
         )
 
-    def _fix(self) -> str:
-        """The fix for a prebuilt module that does not import, from what the fit check finds."""
+    def explain(self, module: str, exc: ImportError) -> ImportError | None:
+        """The error to raise for a prebuilt module whose library did not load: where the
+        dynamic loader misses a system library the wheel was built linking, one that says
+        so (WheelMisfitError, an ImportError); None for any other failure."""
+        try:
+            recorded = self.manifest().system_libraries
+        except Exception:  # the loader's own error is raised as it is
+            return None
+        problem = system_library_problem(recorded, str(exc), self.build_command())
+        if problem is None:
+            return None
+        from .errors import WheelMisfitError
+
+        return WheelMisfitError(f"{self.label}: {module} cannot load: {problem}")
+
+    def _fix(self, failures: str = "") -> str:
+        """The fix for a prebuilt module that does not import (``failures``: its errors), from
+        what the fit check finds."""
         try:
             errors, _ = self.problems(strict=False)
         except Exception:  # the message must come out whatever else is broken
             errors = []
         if errors:
             return " ".join(errors)
+        if SYSTEM_LIBRARY_MISSING in failures:  # explain's: its fix is in the failure itself
+            return ""
         return (
             "torch and the GPUs fit it, so the install is damaged: reinstall the wheel "
             f"(pip install --force-reinstall --no-deps <the .whl file>) or build one here: "
@@ -274,6 +300,25 @@ def _guarded(guard: Guard, entry: str, original):
 
     setattr(guarded, WRAPPED, True)
     return guarded
+
+
+SYSTEM_LIBRARY_MISSING = "a system library the machine that built the wheel had"
+
+
+def system_library_problem(recorded, message: str, build_command: str) -> str | None:
+    """Pure: what to say where the dynamic loader's ``message`` (``libklu.so.2: cannot open
+    shared object file: No such file or directory``) names one of the ``recorded`` system
+    libraries the wheel's libraries link (its manifest's); None otherwise."""
+    missing = [lib for lib in recorded if f"{lib}: cannot open shared object file" in message]
+    if not missing:
+        return None
+    names = ", ".join(missing)
+    return (
+        f"it links {names}, {SYSTEM_LIBRARY_MISSING} and this one lacks. Install the package "
+        f"that provides it (Debian and Ubuntu: apt-file search {missing[0]} names it; a library "
+        "you built yourself: its folder on LD_LIBRARY_PATH), or build the wheel on this "
+        f"machine: {build_command}."
+    )
 
 
 def fit_problems(
@@ -366,7 +411,7 @@ def install(config: dict, site_dir: str | None = None) -> Guard | None:
         guard = Guard(config, site_dir)
         hooks = {package: (guard.check_fit, None) for package in guard.packages}
         for module in config.get("modules", ()):  # simple_knn._C, in a namespace package
-            hooks.setdefault(module, (guard.check_fit, None))
+            hooks[module] = (guard.check_fit, None, guard.explain)
         hooks[CPP_EXTENSION] = (None, guard.wrap)
         sys.meta_path.insert(0, _Finder(hooks))
         if CPP_EXTENSION in sys.modules:  # imported before the guard was installed

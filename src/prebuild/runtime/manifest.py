@@ -315,6 +315,8 @@ class ProjectManifest:
     cxx_standard: CxxStandard | None = None
     built_by: str = "prebuild"
     code: str = GPU_CODE  # GPU_CODE, CUDA_HOST_CODE or CPU_CODE
+    # what its libraries link that neither the wheel, torch nor the C/C++ runtimes provide
+    system_libraries: tuple[str, ...] = ()
 
     @property
     def torch_minor(self) -> str:
@@ -363,6 +365,7 @@ class ProjectManifest:
             ],
             "nvcc_calls": [{"given": list(c.given), "run": list(c.run)} for c in self.nvcc_calls],
             "cxx_standard": self.cxx_standard.to_dict() if self.cxx_standard else None,
+            "system_libraries": list(self.system_libraries),
         }
 
     def to_json(self) -> str:
@@ -416,6 +419,8 @@ class ProjectManifest:
                 cxx_standard=CxxStandard.from_dict(data["cxx_standard"])
                 if data.get("cxx_standard")
                 else None,
+                # manifests written before it: none recorded
+                system_libraries=tuple(str(n) for n in data.get("system_libraries", [])),
             )
         except ManifestError:
             raise

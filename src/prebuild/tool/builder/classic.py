@@ -107,6 +107,12 @@ from prebuild.tool.builder.source_gaps import (
     submodule_paths,
     system_header_pattern,
 )
+from prebuild.tool.builder.system_libraries import (
+    found_at,
+    system_libraries_note,
+    system_links,
+    torch_provided,
+)
 from prebuild.tool.builder.toolchain import (
     Nvcc,
     ToolchainError,
@@ -918,6 +924,7 @@ class ClassicBuilder:
             if installed:
                 progress.note(installed)
             code, notes = GPU_CODE, ()
+            needed = wheel_needed_libraries(built)
             if not any(lib.has_code for lib in libraries):
                 # GPU code the project has and did not compile is lost: refused. With none to
                 # compile, its host code serves every GPU: one wheel, labelled with no arch.
@@ -934,7 +941,7 @@ class ClassicBuilder:
                             switches=switches,
                         )
                     )
-                links = cuda_links(wheel_needed_libraries(built))
+                links = cuda_links(needed)
                 code = host_code(links)
                 notes = (host_wheel_note(code, links, torch.version_string, str(nvcc.version)),)
                 sass, ptx = (), ()
@@ -952,6 +959,10 @@ class ClassicBuilder:
                     raise refused(str(exc)) from exc
             host_calls = {**reused.host_calls, **calls_by_object(logged_calls(cxx_log))}
             raised, raised_host = raised_standards(calls), raised_standards([*host_calls.values()])
+            system = system_links(needed, torch_provided(torch.library_dir))
+            if system:
+                found = {name: found_at(name, os.environ) for name in system}
+                notes = (*notes, system_libraries_note(found))
             manifest = ProjectManifest(
                 kind="classic",
                 torch=torch.version_string,
@@ -964,6 +975,7 @@ class ClassicBuilder:
                 nvcc_calls=tuple(calls),
                 cxx_standard=CxxStandard(self.toolchain.cxx_standard, raised, raised_host),
                 code=code,
+                system_libraries=tuple(system),
             )
             progress.phase("writing the wheel")
             # relabel_wheel keeps a project's own local label in front of this one.
