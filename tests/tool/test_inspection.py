@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -310,6 +311,14 @@ def test_inspect_another_projects_wheel(tmp_path, classic_so):
     assert (
         data["libraries"][0]["sass"] == ["sm_80"] and data["libraries"][0]["linked_sass"] == []
     )  # all its own
+    assert data["manifest"]["system_libraries"] == [] and "needs the system" not in result.output
+    # one that links a system library says so
+    linked = dataclasses.replace(classic_manifest(libs), system_libraries=("libklu.so.2",))
+    result = runner.invoke(
+        app, ["inspect", str(make_classic_wheel(tmp_path / "klu.whl", files, linked))],
+        env={"COLUMNS": "250"},
+    )  # fmt: skip
+    assert result.exit_code == 0 and "; needs the system's libklu.so.2" in result.output
     # A manifest claiming sm_90 too: the library holds sm_80 only.
     lying = make_classic_wheel(tmp_path / "lie.whl", files, classic_manifest(libs, "sm_80,sm_90"))
     result = runner.invoke(app, ["inspect", str(lying)], env={"COLUMNS": "250"})

@@ -326,6 +326,11 @@ class Report:
                 f"{self.project} {self.version}: a {m.kind} build by prebuild for torch {m.torch_minor} "
                 f"(built with {m.torch}), CUDA {m.cuda}, {m.python_tag}; manifest: "
                 + (f"{m.holds()}, for every GPU" if m.host_only else archs)
+                + (
+                    f"; needs the system's {', '.join(m.system_libraries)}"
+                    if m.system_libraries
+                    else ""
+                )
             )
         return (
             f"{m.package} {m.package_version}, CUDA {m.cuda_version or 'none'}; manifest: {archs}"
@@ -347,6 +352,7 @@ class Report:
                 "code": m.code,
                 "sass_archs": [a.sm for a in m.sass_archs],
                 "ptx_archs": [a.compute for a in m.ptx_archs],
+                "system_libraries": list(m.system_libraries),
             }
         else:
             about = {
