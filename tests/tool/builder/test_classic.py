@@ -351,11 +351,11 @@ def test_every_classic_build_checks_the_known_system_headers_before_compiling(
     builder = ClassicBuilder(project, SimpleNamespace(nvcc=None), tmp_path / "work")
     env = builder.site_env(parse_arch_list("sm_90"))
     assert (Path(env["PYTHONPATH"].split(":")[0]) / "sitecustomize.py").is_file()
-    spec = build_site.headers_spec(env[build_site.ENV_HEADERS])
+    spec = build_site.read_headers_spec(env[build_site.ENV_HEADERS])
     assert re.compile(spec["pattern"]).fullmatch("google/dense_hash_map")
     assert "/usr/include" in spec["dirs"]
     assert headers_spec(None) == ""
-    assert build_site.headers_spec(headers_spec(["/i"]))["dirs"] == ["/i"]
+    assert build_site.read_headers_spec(headers_spec(["/i"]))["dirs"] == ["/i"]
     # the user's way out, for a directory the check does not see
     monkeypatch.setenv("PREBUILD_NO_HEADER_CHECK", "1")
     unchecked = ClassicBuilder(project, SimpleNamespace(nvcc=None), tmp_path / "work")

@@ -41,6 +41,7 @@ it runs at the start of every Python process of the build.
 
 from __future__ import annotations
 
+import collections
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -192,10 +193,10 @@ def missing_system_headers(sources, dirs, root: str, pattern, limit: int = 5000)
     they include, include unconditionally and none of ``dirs`` has: (file, line, header), the
     first place each is included. Quoted includes are looked for beside their file first."""
     root = os.path.realpath(root)
-    queue = [os.path.realpath(s) for s in sources if os.path.isfile(s)]
+    queue = collections.deque(os.path.realpath(s) for s in sources if os.path.isfile(s))
     seen, missing = set(), {}
     while queue and len(seen) < limit:
-        path = queue.pop(0)
+        path = queue.popleft()
         if path in seen:
             continue
         seen.add(path)
@@ -227,7 +228,8 @@ def check_headers(build_ext_module, spec: dict) -> None:
 
     def checked(self, extension):
         try:
-            missing = [] if extension.optional else _missing_for(self, extension, pattern, spec)
+            optional = getattr(extension, "optional", False)
+            missing = [] if optional else _missing_for(self, extension, pattern, spec)
         except Exception:  # the check's own failure never stops a build
             missing = []
         if missing:
@@ -312,13 +314,13 @@ def changes(environ) -> dict:
         asked["torch.cuda"] = lambda cuda: answer(cuda, cap)
     if environ.get(ENV_NINJA) == "1":
         asked["torch.utils.cpp_extension"] = use_ninja
-    spec = headers_spec(environ.get(ENV_HEADERS, ""))
+    spec = read_headers_spec(environ.get(ENV_HEADERS, ""))
     if spec is not None:
         asked["setuptools.command.build_ext"] = lambda module: check_headers(module, spec)
     return asked
 
 
-def headers_spec(value: str) -> dict | None:
+def read_headers_spec(value: str) -> dict | None:
     """Pure: ENV_HEADERS' value read (None for anything but the JSON classic.py writes)."""
     try:
         spec = json.loads(value) if value else None
