@@ -45,7 +45,8 @@ WRAPPED = "__prebuild_guarded__"
 
 
 class _Hooked:
-    """A module's own loader, with a step before and one after it runs the module."""
+    """A module's own loader, with a step before and one after it runs the module, and the
+    error to raise in place of an ImportError of its loading (``failed``, None: its own)."""
 
     def __init__(self, loader, before=None, after=None, failed=None):
         self._loader, self._before, self._after = loader, before, after

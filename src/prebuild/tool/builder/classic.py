@@ -840,9 +840,9 @@ class ClassicBuilder:
                     log = log_since(build_log, log_start)
                     compiled = [*logged_calls(nvcc_log), *logged_calls(cxx_log)]
                     error = last_error(log)
-                    nothing_compiled = all(is_query(c.given) for c in compiled) and not (
-                        shows_a_step(log)
-                    )
+                    # (gcc, for a C source, runs through no shim: the log shows its commands)
+                    queries_only = all(is_query(c.given) for c in compiled)
+                    nothing_compiled = queries_only and not shows_a_step(log)
                     # (one the header check stopped would stop the same way again)
                     may_go_further = nothing_compiled and build_site.STOPPED not in log
                     if (
