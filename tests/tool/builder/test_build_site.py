@@ -357,32 +357,44 @@ setup(name="native",
 """
 
 
+def headers_check(pattern: str) -> str:
+    """ENV_HEADERS' value for ``pattern``, with this machine's compiler's own directories."""
+    from prebuild.tool.builder.toolchain import compiler_include_dirs, find_cxx
+
+    dirs = compiler_include_dirs(find_cxx())
+    assert dirs, "the compiler names the directories it searches"
+    return json.dumps({"pattern": pattern, "dirs": dirs})
+
+
+def setup_py_build(project: Path, checked: Path):
+    """``python setup.py build_ext -i`` of ``project`` in a fresh interpreter whose
+    sitecustomize is ``checked``'s, with the variables given (CPATH only if given)."""
+    code = (
+        "import runpy, sys; sys.argv = ['setup.py', 'build_ext', '-i']; runpy.run_path('setup.py')"
+    )
+
+    def build(**extra: str) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k not in ("CPATH", "PYTHONPATH")}
+        env.update(PYTHONPATH=str(checked), **extra)
+        return subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
+            cwd=project,
+        )  # fmt: skip
+
+    return build
+
+
 def test_a_setuptools_build_missing_a_known_header_stops_before_compiling(tmp_path):
     """``python setup.py build_ext`` with the sitecustomize: the header no include directory
     has is named and nothing is compiled; with the header on CPATH, or in a directory the
     project's own build_ext adds, the extension compiles (Python.h, in the directory setuptools
     adds, is never missing); an optional extension is left to setuptools, which skips it."""
-    from prebuild.tool.builder.toolchain import compiler_include_dirs, find_cxx
-
     project = tmp_path / "project"
     write(project, "setup.py", HEADERS_SETUP)
     write(project, "native.c", NATIVE_C)
     write(project, "inc/native.h", "#include <boost/prebuild_test_absent.hpp>\n")
-    dirs = compiler_include_dirs(find_cxx())
-    assert dirs, "the compiler names the directories it searches"
-    spec = json.dumps({"pattern": r"boost/.+|Python\.h", "dirs": dirs})
-    code = (
-        "import runpy, sys; sys.argv = ['setup.py', 'build_ext', '-i']; runpy.run_path('setup.py')"
-    )
-    checked = [site(tmp_path)]
-
-    def build(**extra: str) -> subprocess.CompletedProcess:
-        env = {k: v for k, v in os.environ.items() if k not in ("CPATH", "PYTHONPATH")}
-        env.update(PYTHONPATH=os.pathsep.join(map(str, checked)), **extra)
-        return subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
-            cwd=project,
-        )  # fmt: skip
+    spec = headers_check(r"boost/.+|Python\.h")
+    build = setup_py_build(project, site(tmp_path))
 
     stopped = build(PREBUILD_SYSTEM_HEADERS=spec)
     assert stopped.returncode == 1, stopped.stdout + stopped.stderr
@@ -407,3 +419,56 @@ def test_a_setuptools_build_missing_a_known_header_stops_before_compiling(tmp_pa
         ran = build(PREBUILD_SYSTEM_HEADERS=spec)
         assert ran.returncode == 0 and build_site.STOPPED not in ran.stderr, ran.stderr[-3000:]
         assert bool(list(project.glob("_native*.so"))) == (setup_py is OWN_BUILD_EXT)
+
+
+SUBMODULE_SETUP = """\
+from setuptools import Extension, setup
+setup(name="native", ext_modules=[
+    Extension("_native", ["native.c"], include_dirs=["inc"], extra_compile_args=["-Ithird_party/tinylib"])
+])
+"""
+
+
+def test_with_an_empty_include_directory_every_header_nowhere_counts(tmp_path):
+    """diff-gaussian-rasterization names its glm submodule by ``-Ithird_party/glm/``: cloned
+    without its submodules, the directory is there and empty, and its header is no known system
+    library's. The build stops naming the header and the empty directory; with the directory
+    filled it compiles. A directory that is not there at all changes nothing."""
+    project = tmp_path / "project"
+    write(project, "setup.py", SUBMODULE_SETUP)
+    write(project, "native.c", NATIVE_C)
+    write(project, "inc/native.h", '#include <tiny/tiny.h>\n#include "tiny_extra.h"\n')
+    (project / "third_party" / "tinylib").mkdir(parents=True)
+    build = setup_py_build(project, site(tmp_path))
+    spec = headers_check(r"boost/.+")  # tiny/tiny.h is no known header
+    stopped = build(PREBUILD_SYSTEM_HEADERS=spec)
+    assert stopped.returncode == 1, stopped.stderr[-3000:]
+    assert stopped.stderr.splitlines()[-4:-1] == [
+        "prebuild: inc/native.h:1: <tiny/tiny.h> is in no include directory of the build",
+        "prebuild: inc/native.h:2: <tiny_extra.h> is in no include directory of the build",
+        "prebuild: its include directory third_party/tinylib is empty",
+    ]
+    assert not list(project.rglob("*.o"))
+    write(project, "third_party/tinylib/tiny/tiny.h", "")
+    write(project, "third_party/tinylib/tiny_extra.h", "")
+    built = build(PREBUILD_SYSTEM_HEADERS=spec)
+    assert built.returncode == 0, built.stderr[-3000:]
+    # no such directory at all, and the headers found elsewhere: nothing said
+    shutil.rmtree(project / "third_party")
+    write(tmp_path / "system", "tiny/tiny.h", "")
+    write(tmp_path / "system", "tiny_extra.h", "")
+    again = build(PREBUILD_SYSTEM_HEADERS=spec, CPATH=str(tmp_path / "system"))
+    assert again.returncode == 0 and build_site.STOPPED not in again.stderr, again.stderr[-3000:]
+
+
+def test_quoted_includes_count_only_when_asked(tmp_path):
+    import re
+
+    write(tmp_path, "a.c", '#include "absent.h"\n#include <absent_too.h>\n')
+    sources, anything = [str(tmp_path / "a.c")], re.compile(".+")
+    assert build_site.missing_system_headers(sources, [], str(tmp_path), anything) == [
+        (str(tmp_path / "a.c"), 2, "absent_too.h")
+    ]
+    assert [m[2] for m in build_site.missing_system_headers(
+        sources, [], str(tmp_path), anything, quoted=True
+    )] == ["absent.h", "absent_too.h"]  # fmt: skip

@@ -30,7 +30,9 @@ directory of the build has: the build stops at once, naming it, instead of faili
 minutes later (torchsparse 385f5ce compiled for 6 minutes before ``hashmap_cpu.hpp`` met its
 missing ``google/dense_hash_map``). Only what is included whatever the macros say counts (an
 ``#include`` inside ``#if``/``#ifdef`` does not, a header's include guard aside): a header the
-compiler might never look for never stops a build. Any error of the check itself skips it, and
+compiler might never look for never stops a build. Where an include directory of the extension
+inside the project is empty (a git submodule not fetched), every header no directory has
+counts, not only the known ones. Any error of the check itself skips it, and
 ``PREBUILD_NO_HEADER_CHECK=1`` turns it off (for a directory the compiler searches that the
 check cannot see: a project's ``build_ext`` calling the compiler with flags of its own).
 
@@ -52,7 +54,7 @@ import sys
 
 ENV_CAPABILITY = "PREBUILD_GPU_ANSWER"  # "9.0": the capability torch.cuda answers with
 ENV_NINJA = "PREBUILD_NINJA"  # "1": torch's BuildExtension builds with ninja
-# JSON {"pattern": the known system headers' regex, "dirs": the compiler's own include dirs}
+# JSON {"pattern": the known system headers' regex, "dirs": the compilers' own include dirs}
 ENV_HEADERS = "PREBUILD_SYSTEM_HEADERS"
 # The last line of a build the header check stopped (classic.py builds it again no other way).
 STOPPED = "prebuild: stopped before compiling"
@@ -188,10 +190,13 @@ def flag_include_dirs(words) -> list:
     return dirs
 
 
-def missing_system_headers(sources, dirs, root: str, pattern, limit: int = 5000) -> list:
+def missing_system_headers(
+    sources, dirs, root: str, pattern, quoted: bool = False, limit: int = 5000
+) -> list:
     """The known system headers (``pattern``) that ``sources``, or the headers under ``root``
     they include, include unconditionally and none of ``dirs`` has: (file, line, header), the
-    first place each is included. Quoted includes are looked for beside their file first."""
+    first place each is included. Quoted includes are looked for beside their file first, and
+    count only with ``quoted``."""
     root = os.path.realpath(root)
     queue = collections.deque(os.path.realpath(s) for s in sources if os.path.isfile(s))
     seen, missing = set(), {}
@@ -209,7 +214,7 @@ def missing_system_headers(sources, dirs, root: str, pattern, limit: int = 5000)
             places = dirs if angle else [os.path.dirname(path), *dirs]
             found = next((c for d in places if os.path.isfile(c := os.path.join(d, name))), None)
             if found is None:
-                if angle and pattern.fullmatch(name) and name not in missing:
+                if (angle or quoted) and pattern.fullmatch(name) and name not in missing:
                     missing[name] = (path, line, name)
             elif os.path.realpath(found).startswith(root + os.sep):
                 queue.append(os.path.realpath(found))
@@ -229,17 +234,23 @@ def check_headers(build_ext_module, spec: dict) -> None:
     def checked(self, extension):
         try:
             optional = getattr(extension, "optional", False)
-            missing = [] if optional else _missing_for(self, extension, pattern, spec)
+            empty, missing = ([], []) if optional else _missing_for(self, extension, pattern, spec)
         except Exception:  # the check's own failure never stops a build
-            missing = []
+            empty, missing = [], []
         if missing:
             here = os.getcwd()
+
+            def shown(path):
+                return os.path.relpath(path, here) if path.startswith(here + os.sep) else path
+
             for path, line, name in missing:
-                shown = os.path.relpath(path, here) if path.startswith(here + os.sep) else path
                 print(
-                    f"prebuild: {shown}:{line}: <{name}> is in no include directory of the build",
+                    f"prebuild: {shown(path)}:{line}: <{name}> is in no include directory of "
+                    "the build",
                     file=sys.stderr,
                 )
+            for folder in empty:
+                print(f"prebuild: its include directory {shown(folder)} is empty", file=sys.stderr)
             print(
                 f"{STOPPED}: the headers above are missing (where the compiler finds them in a "
                 f"directory this check does not see, build with {ENV_NO_CHECK}=1)",
@@ -252,16 +263,20 @@ def check_headers(build_ext_module, spec: dict) -> None:
     command.build_extension = checked
 
 
-def _missing_for(command, extension, pattern, spec: dict) -> list:
+def _missing_for(command, extension, pattern, spec: dict) -> tuple[list, list]:
     """``missing_system_headers`` of an extension ``command`` (a build_ext) builds, with the
-    include directories the compiler would search for it."""
+    include directories the compiler would search for it; with the project's include
+    directories of it that are empty (a git submodule not fetched:
+    diff-gaussian-rasterization's ``third_party/glm``), every header no directory has counts.
+    (those directories, the missing headers)."""
     here = os.getcwd()
     compiler = getattr(command, "compiler", None)
     args = extension.extra_compile_args
     flags = [w for v in args.values() for w in v] if isinstance(args, dict) else args
+    own = absolute_paths([*(extension.include_dirs or []), *flag_include_dirs(flags)], here)
+    empty = [d for d in dict.fromkeys(own) if _inside(d, here) and _empty(d)]
     dirs = [
-        *(extension.include_dirs or []),
-        *flag_include_dirs(flags),
+        *own,
         *(getattr(compiler, "include_dirs", None) or []),
         *(command.include_dirs or []),
         *flag_include_dirs(getattr(compiler, "compiler_so", None)),
@@ -272,7 +287,25 @@ def _missing_for(command, extension, pattern, spec: dict) -> list:
         dirs += [d for d in os.environ.get(name, "").split(os.pathsep) if d]
     dirs += spec.get("dirs") or []
     sources = absolute_paths(extension.sources, here)
-    return missing_system_headers(sources, absolute_paths(dirs, here), here, pattern)
+    if empty:
+        pattern = re.compile(".+")
+    dirs = absolute_paths(dirs, here)
+    missing = missing_system_headers(sources, dirs, here, pattern, quoted=bool(empty))
+    return (empty if missing else []), missing
+
+
+def _inside(path: str, root: str) -> bool:
+    return os.path.realpath(path).startswith(os.path.realpath(root) + os.sep)
+
+
+def _empty(folder: str) -> bool:
+    """Whether a directory is there and holds nothing, as a git submodule not fetched is (one
+    that is not there at all is as often a directory a setup.py names in vain)."""
+    try:
+        with os.scandir(folder) as entries:
+            return next(entries, None) is None
+    except OSError:
+        return False
 
 
 class _Loader(importlib.abc.Loader):

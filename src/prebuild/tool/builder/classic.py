@@ -1208,11 +1208,14 @@ class ClassicBuilder:
     @cached_property
     def headers(self) -> str:
         """The known system headers checked before compiling (headers_spec), with the
-        directories this machine's compiler searches by itself; "" where the user turned the
-        check off (build_site.ENV_NO_CHECK)."""
+        directories this machine's host compiler and nvcc search by themselves; "" where the
+        user turned the check off (build_site.ENV_NO_CHECK)."""
         if os.environ.get(build_site.ENV_NO_CHECK, "") not in ("", "0"):
             return ""
-        return headers_spec(compiler_include_dirs(find_cxx()))
+        own = compiler_include_dirs(find_cxx())
+        nvcc = getattr(self.toolchain, "nvcc", None)  # nvcc's own: CUDA 13's include/cccl
+        toolkit = [str(d) for d in nvcc.toolkit.include_dirs] if nvcc is not None else []
+        return headers_spec(None if own is None else [*own, *toolkit])
 
     def gpu_answer_note(self, archs: tuple[Arch, ...], before: str) -> str:
         """What torch.cuda answered in the build (build_switches.gpu_answer_note), after
