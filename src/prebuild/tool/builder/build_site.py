@@ -216,7 +216,7 @@ def missing_system_headers(
             if found is None:
                 if (angle or quoted) and pattern.fullmatch(name) and name not in missing:
                     missing[name] = (path, line, name)
-            elif os.path.realpath(found).startswith(root + os.sep):
+            elif _inside(found, root):
                 queue.append(os.path.realpath(found))
     return list(missing.values())
 
@@ -264,11 +264,11 @@ def check_headers(build_ext_module, spec: dict) -> None:
 
 
 def _missing_for(command, extension, pattern, spec: dict) -> tuple[list, list]:
-    """``missing_system_headers`` of an extension ``command`` (a build_ext) builds, with the
-    include directories the compiler would search for it; with the project's include
-    directories of it that are empty (a git submodule not fetched:
-    diff-gaussian-rasterization's ``third_party/glm``), every header no directory has counts.
-    (those directories, the missing headers)."""
+    """The project's include directories of an extension ``command`` (a build_ext) builds
+    that are empty, where headers are missing, and ``missing_system_headers`` of it, with the
+    include directories the compiler would search for it. With such an empty directory (a git
+    submodule not fetched: diff-gaussian-rasterization's ``third_party/glm``) every header no
+    directory has counts, not only the known ones."""
     here = os.getcwd()
     compiler = getattr(command, "compiler", None)
     args = extension.extra_compile_args
@@ -295,6 +295,7 @@ def _missing_for(command, extension, pattern, spec: dict) -> tuple[list, list]:
 
 
 def _inside(path: str, root: str) -> bool:
+    """Whether ``path`` is in the directory ``root`` (links followed)."""
     return os.path.realpath(path).startswith(os.path.realpath(root) + os.sep)
 
 
