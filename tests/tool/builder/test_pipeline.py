@@ -613,7 +613,8 @@ def test_a_requirement_whose_setup_py_fails_without_a_gpu_is_fetched_with_torch_
         "pip's metadata step failed with no GPU visible (NotImplementedError: Cuda is not "
         "available); it passed with torch.cuda answering as a GPU of compute capability 9.0 would",
     )
-    classic = ClassicToolchain(toolchain.torch, SimpleNamespace(), work / "shim", "17")
+    nvcc = SimpleNamespace(toolkit=SimpleNamespace(include_dirs=()))  # the header check's
+    classic = ClassicToolchain(toolchain.torch, nvcc, work / "shim", "17")
     request = SimpleNamespace(jobs=None, config_settings={})
     builder = pipeline.make_builder(project, classic, request, [], work)
     assert builder.site_env(archs)[build_site.ENV_CAPABILITY] == "9.0"
