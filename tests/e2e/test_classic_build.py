@@ -35,6 +35,7 @@ import os
 import re
 import subprocess
 import sys
+import sysconfig
 import time
 import zipfile
 from pathlib import Path
@@ -705,7 +706,8 @@ def test_a_known_system_header_the_machine_lacks_stops_the_build_before_compilin
     (lib / "fixture.c").write_text("int prebuild_fixture(void) { return 42; }\n")
     linked = "libprebuildfixture.so.1"
     subprocess.run(
-        ["cc", "-shared", "-fPIC", f"-Wl,-soname,{linked}", str(lib / "fixture.c"),
+        [sysconfig.get_config_var("CC").split()[0], "-shared", "-fPIC",
+         f"-Wl,-soname,{linked}", str(lib / "fixture.c"),
          "-o", str(lib / linked)],
         check=True, timeout=120,
     )  # fmt: skip

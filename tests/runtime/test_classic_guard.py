@@ -390,7 +390,7 @@ def test_a_system_library_the_build_machine_had_and_this_one_lacks_is_named(tmp_
     is refused with that reason. A real extension module here, linking a library since gone."""
     import sysconfig
 
-    cc = shutil.which("cc") or "gcc"
+    cc = sysconfig.get_config_var("CC").split()[0]  # the C compiler setuptools would use
     lib = tmp_path / "lib"
     lib.mkdir()
     (lib / "gone.c").write_text("int prebuild_gone(void) { return 1; }\n")
