@@ -50,7 +50,8 @@ def test_torch_provides_its_own_libraries_and_those_of_its_nvidia_packages(tmp_p
     ):
         (site / lib).parent.mkdir(parents=True, exist_ok=True)
         (site / lib).write_text("")
-    assert torch_provided(site / "torch" / "lib") == {
+    nvidia = [site / "nvidia" / "cu13" / "lib", site / "nvidia" / "nccl" / "lib"]
+    assert torch_provided(site / "torch" / "lib", nvidia) == {
         "libc10.so",
         "libcublas.so.13",
         "libnccl.so.2",

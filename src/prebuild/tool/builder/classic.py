@@ -84,6 +84,7 @@ from prebuild.tool.builder.config_settings import ConfigSettings, as_options, se
 from prebuild.tool.builder.cuda_shim import (
     add_driver_stub,
     make_cuda_shim,
+    nvidia_dirs,
     probe_toolkit,
     search_paths,
     write_cxx_script,
@@ -959,7 +960,7 @@ class ClassicBuilder:
                     raise refused(str(exc)) from exc
             host_calls = {**reused.host_calls, **calls_by_object(logged_calls(cxx_log))}
             raised, raised_host = raised_standards(calls), raised_standards([*host_calls.values()])
-            system = system_links(needed, torch_provided(torch.library_dir))
+            system = system_links(needed, torch_provided(torch.library_dir, nvidia_dirs("lib")))
             if system:
                 found = {name: found_at(name, os.environ) for name in system}
                 notes = (*notes, system_libraries_note(found))

@@ -4,8 +4,8 @@ must have besides torch, its CUDA packages and the C and C++ runtimes.
 torch-sparse-solve 0.0.5 links the build machine's SuiteSparse (``libklu.so.2``), DeepSpeed's
 async_io ``libaio.so.1``: on a machine without them the wheel's import fails with the dynamic
 loader's "cannot open shared object file". The build says which at once (a note), the manifest
-records them (``system_libraries``), and the wheel's guard names the library and where the
-build found it when that is the import's failure (runtime/classic_guard.py).
+records them (``system_libraries``), and the wheel's guard names the library when the
+loader's failure to open it is the import's (runtime/classic_guard.py).
 """
 
 from __future__ import annotations
@@ -41,11 +41,10 @@ def system_links(needed: Mapping[str, tuple[str, ...]], provided: Iterable[str])
     )
 
 
-def torch_provided(torch_library_dir: Path) -> set[str]:
+def torch_provided(torch_library_dir: Path, nvidia_lib_dirs: Iterable[Path]) -> set[str]:
     """The file names of the libraries torch brings: its own ``lib`` and those of the
-    ``nvidia`` packages beside it (CUDA builds of torch depend on them)."""
-    site = torch_library_dir.parent.parent
-    folders = [torch_library_dir, *site.glob("nvidia/*/lib"), *site.glob("nvidia/*/*/lib")]
+    ``nvidia`` packages it depends on (cuda_shim.nvidia_dirs("lib"))."""
+    folders = [torch_library_dir, *nvidia_lib_dirs]
     return {p.name for folder in folders if folder.is_dir() for p in folder.iterdir()}
 
 
