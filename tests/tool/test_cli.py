@@ -282,3 +282,20 @@ def test_wheel_hands_config_settings_on_as_pip_reads_them(monkeypatch, tmp_path)
     result = runner.invoke(app, [*args, "-C", "=openblas"])
     assert result.exit_code == 2 and len(asked) == 1, result.output
     assert "-C '=openblas' names no setting: give KEY=VALUE" in " ".join(result.output.split())
+
+
+def test_wheel_copies_the_system_libraries_in_unless_told_not_to(monkeypatch, tmp_path):
+    from prebuild.tool.builder import pipeline
+
+    asked = []
+
+    def build(request, report):
+        asked.append(request)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "build_wheels", build)
+    args = ["wheel", "--arch", "sm_90", str(tmp_path), "--out", str(tmp_path / "dist")]
+    runner = CliRunner()
+    assert runner.invoke(app, args).exit_code == 130
+    assert runner.invoke(app, [*args, "--no-bundle"]).exit_code == 130
+    assert [request.bundle for request in asked] == [True, False]

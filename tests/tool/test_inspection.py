@@ -313,12 +313,20 @@ def test_inspect_another_projects_wheel(tmp_path, classic_so):
     )  # all its own
     assert data["manifest"]["system_libraries"] == [] and "needs the system" not in result.output
     # one that links a system library says so
-    linked = dataclasses.replace(classic_manifest(libs), system_libraries=("libklu.so.2",))
-    result = runner.invoke(
-        app, ["inspect", str(make_classic_wheel(tmp_path / "klu.whl", files, linked))],
-        env={"COLUMNS": "250"},
-    )  # fmt: skip
-    assert result.exit_code == 0 and "; needs the system's libklu.so.2" in result.output
+    linked = dataclasses.replace(
+        classic_manifest(libs),
+        system_libraries=("libmpi.so.40",),
+        bundled_libraries=("libklu.so.2",),
+    )
+    klu = make_classic_wheel(tmp_path / "klu.whl", files, linked)
+    result = runner.invoke(app, ["inspect", str(klu)], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert (
+        "; carries the build machine's libklu.so.2; needs the system's libmpi.so.40"
+        in result.output
+    )
+    data = json.loads(runner.invoke(app, ["inspect", str(klu), "--json"]).stdout)
+    assert data["manifest"]["bundled_libraries"] == ["libklu.so.2"]
     # A manifest claiming sm_90 too: the library holds sm_80 only.
     lying = make_classic_wheel(tmp_path / "lie.whl", files, classic_manifest(libs, "sm_80,sm_90"))
     result = runner.invoke(app, ["inspect", str(lying)], env={"COLUMNS": "250"})

@@ -317,6 +317,8 @@ class ProjectManifest:
     code: str = GPU_CODE  # GPU_CODE, CUDA_HOST_CODE or CPU_CODE
     # what its libraries link that neither the wheel, torch nor the C/C++ runtimes provide
     system_libraries: tuple[str, ...] = ()
+    # the build machine's libraries copied into the wheel (their names there: libklu.so.2)
+    bundled_libraries: tuple[str, ...] = ()
 
     @property
     def torch_minor(self) -> str:
@@ -366,6 +368,7 @@ class ProjectManifest:
             "nvcc_calls": [{"given": list(c.given), "run": list(c.run)} for c in self.nvcc_calls],
             "cxx_standard": self.cxx_standard.to_dict() if self.cxx_standard else None,
             "system_libraries": list(self.system_libraries),
+            "bundled_libraries": list(self.bundled_libraries),
         }
 
     def to_json(self) -> str:
@@ -421,6 +424,7 @@ class ProjectManifest:
                 else None,
                 # manifests written before it: none recorded
                 system_libraries=tuple(str(n) for n in data.get("system_libraries", [])),
+                bundled_libraries=tuple(str(n) for n in data.get("bundled_libraries", [])),
             )
         except ManifestError:
             raise

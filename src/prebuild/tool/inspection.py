@@ -81,15 +81,26 @@ def exports_symbol(data: bytes, symbol: str) -> bool:
 def needed_libraries(data: bytes) -> tuple[str, ...]:
     """The libraries an ELF library names as needed (its DT_NEEDED entries), in order; () if
     it is not ELF or has no dynamic section."""
+    return _dynamic_names(data, "DT_NEEDED", "needed")
+
+
+def soname(data: bytes) -> str | None:
+    """The name an ELF library gives itself (its DT_SONAME, what the libraries linking it
+    need); None if it is not ELF or gives none."""
+    names = _dynamic_names(data, "DT_SONAME", "soname")
+    return names[0] if names else None
+
+
+def _dynamic_names(data: bytes, tag_name: str, attribute: str) -> tuple[str, ...]:
     from elftools.elf.dynamic import DynamicSection
 
     try:
         return tuple(
-            tag.needed
+            getattr(tag, attribute)
             for section in ELFFile(io.BytesIO(data)).iter_sections()
             if isinstance(section, DynamicSection)
             for tag in section.iter_tags()
-            if tag.entry.d_tag == "DT_NEEDED"
+            if tag.entry.d_tag == tag_name
         )
     except ELFError:
         return ()
@@ -327,6 +338,11 @@ class Report:
                 f"(built with {m.torch}), CUDA {m.cuda}, {m.python_tag}; manifest: "
                 + (f"{m.holds()}, for every GPU" if m.host_only else archs)
                 + (
+                    f"; carries the build machine's {', '.join(m.bundled_libraries)}"
+                    if m.bundled_libraries
+                    else ""
+                )
+                + (
                     f"; needs the system's {', '.join(m.system_libraries)}"
                     if m.system_libraries
                     else ""
@@ -353,6 +369,7 @@ class Report:
                 "sass_archs": [a.sm for a in m.sass_archs],
                 "ptx_archs": [a.compute for a in m.ptx_archs],
                 "system_libraries": list(m.system_libraries),
+                "bundled_libraries": list(m.bundled_libraries),
             }
         else:
             about = {

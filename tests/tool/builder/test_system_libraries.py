@@ -5,7 +5,14 @@ torchsparse links nothing else)."""
 from __future__ import annotations
 
 from prebuild.tool.builder.system_libraries import (
+    BASE,
+    MACHINE_BOUND,
+    bundle_exclusions,
+    bundled_note,
+    copied_soname,
     found_at,
+    kept_reason,
+    matches,
     system_libraries_note,
     system_links,
     torch_provided,
@@ -70,3 +77,60 @@ def test_where_the_machine_has_a_library_is_said_in_the_note(tmp_path):
         "its libraries link libklu.so.2 (/usr/lib/x86_64-linux-gnu/libklu.so.2), libx.so,"
     )
     assert "a machine installing the wheel needs them too" in note
+
+
+def test_the_runtimes_every_machine_has_are_named_by_globs_auditwheel_takes_too():
+    for name in ("libc.so.6", "libm.so.6", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1",
+                 "libstdc++.so.6", "libgcc_s.so.1", "libcuda.so.1", "libpthread.so.0"):  # fmt: skip
+        assert matches(name, BASE), name
+    for name in ("libklu.so.2", "libcrypto.so.3", "libcudart.so.13", "libmagic.so.1"):
+        assert not matches(name, BASE), name
+
+
+def test_the_machine_s_own_libraries_are_never_copied():
+    for name in ("libmpi.so.40", "libmpi_cxx.so.40", "libibverbs.so.1", "libEGL.so.1",
+                 "libGLX.so.0", "libnvidia-egl-gbm.so.1", "libX11.so.6"):  # fmt: skip
+        assert matches(name, MACHINE_BOUND), name
+    for name in ("libklu.so.2", "libaio.so.1", "libgomp.so.1", "libsparsehash.so"):
+        assert not matches(name, MACHINE_BOUND), name
+
+
+def test_what_auditwheel_leaves_out_torch_s_the_wheel_s_the_runtimes_and_the_machine_s():
+    excluded = bundle_exclusions({"libc10.so", "libcudart.so.13"}, {"_C.so"})
+    assert excluded[:3] == ["_C.so", "libc10.so", "libcudart.so.13"]
+    assert [*BASE, *MACHINE_BOUND] == excluded[3:]
+
+
+def test_a_copied_library_is_named_as_the_build_machine_named_it():
+    assert copied_soname("libklu-8e4bd090.so.2") == "libklu.so.2"
+    assert copied_soname("libopen-rte-0123abcd.so.40.30.2") == "libopen-rte.so.40.30.2"
+    assert copied_soname("libsparse-8e4bd090.so") == "libsparse.so"
+    assert copied_soname("libfoo-notahash.so.1") == "libfoo-notahash.so.1"
+    assert copied_soname("libklu.so.2") == "libklu.so.2"
+
+
+def test_the_notes_say_what_was_copied_and_why_what_is_left_was_not():
+    note = bundled_note(
+        {"libklu.so.2": "/usr/lib/x86_64-linux-gnu/libklu.so.2", "libamd.so.3": None},
+        "torch_sparse_solve.libs",
+        1_234_567,
+    )
+    assert note.startswith(
+        "copied the system libraries its libraries link into the wheel "
+        "(torch_sparse_solve.libs/, 1.2 MB): libklu.so.2 (/usr/lib/x86_64-linux-gnu/libklu.so.2), "
+        "libamd.so.3."
+    ), note
+    assert "--no-bundle leaves them out" in note
+    kept = system_libraries_note({"libmpi.so.40": None}, "the machine's own")
+    assert kept.endswith("; not copied into the wheel: the machine's own")
+    assert "not copied" not in system_libraries_note({"libmpi.so.40": None})
+
+
+def test_why_a_system_library_stays_the_machine_s_is_said():
+    assert kept_reason(["libklu.so.1"], bundle=False) == "--no-bundle"
+    failure = 'Cannot repair wheel, because required library "libx.so" could not be located'
+    assert kept_reason(["libx.so"], bundle=True, failure=failure) == failure
+    assert kept_reason(["libmpi.so.40", "libEGL.so.1"], bundle=True).startswith(
+        "the machine's own (MPI, RDMA"
+    )
+    assert "manylinux's policy" in kept_reason(["libglib-2.0.so.0", "libmpi.so.40"], bundle=True)

@@ -72,6 +72,7 @@ from prebuild.tool.builder.build_switches import (
     ninja_off_line,
     switches_advice,
 )
+from prebuild.tool.builder.bundle import bundle_system_libraries
 from prebuild.tool.builder.classic_objects import (
     ObjectsKey,
     calls_by_object,
@@ -109,7 +110,11 @@ from prebuild.tool.builder.source_gaps import (
     system_header_pattern,
 )
 from prebuild.tool.builder.system_libraries import (
+    MACHINE_BOUND,
+    bundled_note,
     found_at,
+    kept_reason,
+    matches,
     system_libraries_note,
     system_links,
     torch_provided,
@@ -697,8 +702,11 @@ class ClassicBuilder:
         identity: str = "",
         answer: bool | None = None,
         config_settings: ConfigSettings | None = None,
+        bundle: bool = True,
     ):
         self.project, self.toolchain, self.work, self.jobs = project, toolchain, work, jobs
+        # the system libraries its libraries link copied into each wheel (bundle.py)
+        self.bundle = bundle
         self.origin = origin  # what the user named (named again in the guard's messages)
         self.scm_version = scm_version  # project.scm_version: its checkout's, for its copy
         self.launcher = launcher  # the compile cache's: nvcc and the host compiler run through it
@@ -960,10 +968,24 @@ class ClassicBuilder:
                     raise refused(str(exc)) from exc
             host_calls = {**reused.host_calls, **calls_by_object(logged_calls(cxx_log))}
             raised, raised_host = raised_standards(calls), raised_standards([*host_calls.values()])
-            system = system_links(needed, torch_provided(torch.library_dir, nvidia_dirs("lib")))
+            provided = torch_provided(torch.library_dir, nvidia_dirs("lib"))
+            system = system_links(needed, provided)
+            failure, copied = "", {}
+            if self.bundle and any(not matches(name, MACHINE_BOUND) for name in system):
+                progress.phase("copying the system libraries it links into the wheel")
+                bundled = bundle_system_libraries(
+                    built, provided, built.parent / "bundled", os.environ
+                )
+                failure, copied = bundled.failure, bundled.copied
+                if copied:
+                    built = bundled.wheel
+                    libraries = read_wheel_libraries(built)
+                    system = system_links(wheel_needed_libraries(built), provided)
+                    notes = (*notes, bundled_note(copied, bundled.folder, bundled.size))
             if system:
                 found = {name: found_at(name, os.environ) for name in system}
-                notes = (*notes, system_libraries_note(found))
+                why = kept_reason(system, self.bundle, failure)
+                notes = (*notes, system_libraries_note(found, why))
             manifest = ProjectManifest(
                 kind="classic",
                 torch=torch.version_string,
@@ -977,6 +999,7 @@ class ClassicBuilder:
                 cxx_standard=CxxStandard(self.toolchain.cxx_standard, raised, raised_host),
                 code=code,
                 system_libraries=tuple(system),
+                bundled_libraries=tuple(copied),
             )
             progress.phase("writing the wheel")
             # relabel_wheel keeps a project's own local label in front of this one.

@@ -125,6 +125,8 @@ class WheelRequest:
     cache: str | None = None  # --cache / PREBUILD_CACHE: a directory, redis://..., sccache, off
     # -C KEY=VALUE, parsed (config_settings.parse_config_settings): a classic project's backend's
     config_settings: ConfigSettings = field(default_factory=dict)
+    # a classic wheel's system libraries copied into it (--bundle/--no-bundle: bundle.py)
+    bundle: bool = True
 
     def __post_init__(self) -> None:
         if not all(isinstance(a, Arch) for a in self.archs):
@@ -448,6 +450,7 @@ def make_builder(
         identity=project.identity,
         answer=True if project.gpu_answered else None,
         config_settings=request.config_settings,
+        bundle=request.bundle,
     )
 
 

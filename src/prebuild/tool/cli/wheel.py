@@ -108,6 +108,15 @@ def wheel(
         "that reads its command line: -C--build-option=OPT puts OPT on setup.py bdist_wheel's, "
         "-C--global-option=OPT on every setup.py command of the build.",
     ),
+    bundle: bool = typer.Option(
+        True,
+        "--bundle/--no-bundle",
+        help="Copy the system libraries a classic project's libraries link (SuiteSparse, libaio, "
+        "...) into its wheel, as auditwheel repair does, so that a machine without them can "
+        "install and import it; torch's, CUDA's, the C and C++ runtimes' and the machine's own "
+        "(MPI, RDMA, graphics) are never copied. --no-bundle: the wheel needs them installed "
+        "(the build names them, and so does the wheel's import where one is missing).",
+    ),
 ) -> None:
     """Compile CUDA kernels ahead of time into wheels, one per CUDA arch.
 
@@ -173,6 +182,7 @@ def wheel(
         plain=plain,
         cache=cache,
         config_settings=config_settings,
+        bundle=bundle,
     )
     console = _WheelConsole()
     previous_sigterm = signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill: as Ctrl-C
