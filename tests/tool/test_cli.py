@@ -258,18 +258,24 @@ def test_an_interrupted_wheel_build_says_what_was_kept_and_what_the_next_run_reu
     )
 
 
-def test_wheel_hands_config_settings_on_as_pip_reads_them(monkeypatch, tmp_path):
-    """-C and --config-setting give one setting each, a repeated key a list; one naming no key
-    is refused before anything runs."""
+@pytest.fixture
+def asked(monkeypatch) -> list:
+    """The WheelRequests `prebuild wheel` hands its pipeline, which stops at once (Ctrl-C)."""
     from prebuild.tool.builder import pipeline
 
-    asked = []
+    requests = []
 
     def build(request, report):
-        asked.append(request)
+        requests.append(request)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(pipeline, "build_wheels", build)
+    return requests
+
+
+def test_wheel_hands_config_settings_on_as_pip_reads_them(asked, tmp_path):
+    """-C and --config-setting give one setting each, a repeated key a list; one naming no key
+    is refused before anything runs."""
     args = ["wheel", "--arch", "sm_90", str(tmp_path), "--out", str(tmp_path / "dist")]
     runner = CliRunner()
     settings = ["-C--build-option=--cpp_ext", "--config-setting", "--build-option=--cuda_ext"]
@@ -284,16 +290,7 @@ def test_wheel_hands_config_settings_on_as_pip_reads_them(monkeypatch, tmp_path)
     assert "-C '=openblas' names no setting: give KEY=VALUE" in " ".join(result.output.split())
 
 
-def test_wheel_copies_the_system_libraries_in_unless_told_not_to(monkeypatch, tmp_path):
-    from prebuild.tool.builder import pipeline
-
-    asked = []
-
-    def build(request, report):
-        asked.append(request)
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(pipeline, "build_wheels", build)
+def test_wheel_copies_the_system_libraries_in_unless_told_not_to(asked, tmp_path):
     args = ["wheel", "--arch", "sm_90", str(tmp_path), "--out", str(tmp_path / "dist")]
     runner = CliRunner()
     assert runner.invoke(app, args).exit_code == 130
