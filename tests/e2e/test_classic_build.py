@@ -432,12 +432,18 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(
     answered = [" ".join(line.split()) for line in proc.stderr.splitlines() if "answers as" in line]
     assert answered == [
         f"{sm}: No GPU is visible here, and its setup.py asks "
-        "torch.cuda.is_available() (setup.py line 36): in its build, torch.cuda answers as a GPU "
+        "torch.cuda.is_available() (setup.py line 37): in its build, torch.cuda answers as a GPU "
         f"of compute capability {cap} would (is_available, device_count, get_device_capability, "
         "is_bf16_supported, current_device, get_device_properties (major, minor, name), "
-        "get_device_name)"
+        "get_device_name), and so does nvidia-smi (--query-gpu=compute_cap,name,count,index with "
+        "--format=csv, and -L)"
         for sm, cap in (("sm_80", "8.0"), ("sm_90", "9.0"))
     ], proc.stderr[-3000:]
+    for sm, cap in (("sm80", "8.0"), ("sm90", "9.0")):  # and nvidia-smi, on its build's PATH
+        assert (
+            f"gencode_ext: nvidia-smi says {cap}"
+            in (work / f"cu130.{sm}" / "build.log").read_text()
+        )
     # It links -lcuda: where no driver is installed (here), against the shim toolkit's stub.
     assert "-lcuda" in (work / "cu130.sm90" / "build.log").read_text()
     assert (work / "cuda-shim" / "lib64" / "libcuda.so").exists()
@@ -492,7 +498,10 @@ def test_a_kernel_asking_for_sm_90a_keeps_it_and_the_manifest_says_so(cuda_torch
     # again with torch.cuda answering for one (colossalai 0.5.0's kernels).
     said = " ".join(proc.stderr.split())
     assert "sm_90: its build failed with no GPU visible (RuntimeError: " in said, said[-3000:]
-    assert "built again with torch.cuda answering as a GPU of compute capability 9.0" in said
+    assert (
+        "built again with torch.cuda and nvidia-smi answering as a GPU of compute capability 9.0"
+        in said
+    )
     (wheel,) = out.glob("*.whl")
     assert ".sm90a-" in wheel.name and "sm_90a" in proc.stdout, proc.stdout
     assert index_key_of(wheel.name).name == "pt214-cu130-sm90a"

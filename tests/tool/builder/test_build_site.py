@@ -21,6 +21,7 @@ from prebuild.tool.builder.classic import (
     answer_may_explain,
     newest_capability,
     no_gpu_may_explain,
+    site_env,
 )
 
 ASK = """
@@ -472,3 +473,40 @@ def test_quoted_includes_count_only_when_asked(tmp_path):
     assert [m[2] for m in build_site.missing_system_headers(
         sources, [], str(tmp_path), anything, quoted=True
     )] == ["absent.h", "absent_too.h"]  # fmt: skip
+
+
+def test_nvidia_smi_answers_the_capability_for_what_a_setup_py_asks_and_fails_otherwise():
+    cap = (9, 0)
+    name = "a GPU of compute capability 9.0 (prebuild's build-time answer)"
+    smi = build_site.nvidia_smi
+    assert smi(["--query-gpu=compute_cap", "--format=csv,noheader"], cap) == (0, "9.0\n", "")
+    assert smi(["--query-gpu", "compute_cap,name", "--format", "csv"], cap) == (
+        0,
+        f"compute_cap, name\n9.0, {name}\n",
+        "",
+    )
+    assert smi(["--id=0", "--query-gpu=count", "--format=csv,noheader,nounits"], cap)[1] == "1\n"
+    assert smi(["-i", "1", "--query-gpu=compute_cap", "--format=csv"], cap)[0] == 6
+    assert smi(["-L"], cap) == (0, f"GPU 0: {name} (UUID: GPU-prebuild-build-time-answer)\n", "")
+    assert smi([], cap)[0] == 0
+    # what it does not know fails as nvidia-smi does without a driver, saying what it answers
+    for argv in (["-q"], ["--query-gpu=memory.total", "--format=csv"], ["topo", "-m"]):
+        code, out, err = smi(argv, cap)
+        assert code == 9 and not out and "couldn't communicate with the NVIDIA driver" in err
+        assert "--query-gpu=compute_cap,name,count,index" in err
+
+
+def test_the_builds_nvidia_smi_is_first_on_its_path_where_a_gpu_is_answered_for(tmp_path):
+    """site_env's nvidia-smi, run as a setup.py runs it: through PATH, in a shell."""
+    env = site_env(tmp_path, {"PATH": os.environ["PATH"]}, capability="8.6")
+    bin_dir = tmp_path / "build-site" / "bin"
+    assert env["PATH"] == f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    clean = {k: v for k, v in os.environ.items() if k != build_site.ENV_CAPABILITY}
+    asked = subprocess.run(
+        "nvidia-smi --query-gpu=compute_cap --format=csv,noheader",
+        shell=True, capture_output=True, text=True, timeout=60, env={**clean, "PATH": env["PATH"]},
+    )  # fmt: skip
+    assert (asked.returncode, asked.stdout) == (0, "8.6\n"), asked.stderr
+    # no answer asked: no nvidia-smi of prebuild's, the PATH as it was
+    (tmp_path / "b").mkdir()
+    assert "PATH" not in site_env(tmp_path / "b", {"PATH": "/usr/bin"}, ninja=True)

@@ -7,9 +7,9 @@ from prebuild.tool.builder.build_switches import (
     build_variables,
     cmake_advice,
     cmake_switches,
-    cuda_gate_line,
     forced_build_switches,
     gpu_answer_note,
+    gpu_query_line,
     has_switches,
     ninja_failed,
     ninja_note,
@@ -151,10 +151,12 @@ def test_a_setup_py_choosing_cuda_by_a_visible_gpu_is_named_with_its_line():
         "    if torch.cuda.is_available() and CUDA_HOME is not None:\n"
         "        extension = CUDAExtension\n"
     )
-    assert cuda_gate_line(dcn) == 5 and cuda_gate_line(DEEPSPEED_SETUP) is None
+    assert gpu_query_line(dcn) == (5, "torch.cuda.is_available()")
+    assert gpu_query_line(DEEPSPEED_SETUP) is None
     note = gpu_answer_note(5, "9.0")
     assert "its setup.py asks torch.cuda.is_available() (setup.py line 5)" in note
     assert "torch.cuda answers as a GPU of compute capability 9.0 would" in note
+    assert "and so does nvidia-smi (--query-gpu=compute_cap" in note
     # nothing of it in the advice, which names the variables a setup.py reads
     assert "is_available" not in switches_advice("x", ["FORCE_CUDA"], "prebuild wheel")
 
@@ -235,3 +237,20 @@ def test_ninjas_own_error_is_told_from_a_compilers():
     assert ninja_failed(compiler) is None
     dup = "ninja: error: build.ninja:12: multiple rules generate /w/build/temp/csrc/a.o\n"
     assert ninja_failed(compiler + dup) == dup.strip()
+
+
+def test_a_setup_py_asking_nvidia_smi_for_its_arch_is_named_with_its_line():
+    smi = (
+        "import subprocess\n"
+        "# nvidia-smi must be on PATH (a comment)\n"
+        "def arch():\n"
+        "    out = subprocess.check_output(\n"
+        '        ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"])\n'
+    )
+    assert gpu_query_line(smi) == (5, "nvidia-smi")
+    assert gpu_query_line("os.system('nvidia-smi -L')\n") == (1, "nvidia-smi")
+    assert gpu_query_line("NVIDIA_SMI_PATH = find('nvidia-smi-wrapper')\n") is None
+    note = gpu_answer_note(5, "8.0", "nvidia-smi")
+    assert note.startswith(
+        "no GPU is visible here, and its setup.py asks nvidia-smi (setup.py line 5)"
+    )

@@ -331,6 +331,12 @@ def test_where_no_gpu_is_visible_torch_cuda_answers_for_a_gated_setup_py_and_the
     write(project, "setup.py", "import torch\n")
     assert build_site.ENV_CAPABILITY not in builder.site_env(archs)
     assert builder.gpu_answer_note(archs, "") == ""
+    # one asking nvidia-smi for its arch: answered too, the build's own PATH after its script
+    write(project, "setup.py", "import os\narch = os.popen('nvidia-smi -L').read()\n")
+    env = builder.site_env(archs, {"PATH": "/shim/bin:/usr/bin"})
+    assert env[build_site.ENV_CAPABILITY] == "9.0"
+    assert env["PATH"] == f"{tmp_path / 'work' / 'build-site' / 'bin'}:/shim/bin:/usr/bin"
+    assert "its setup.py asks nvidia-smi (setup.py line 2)" in builder.gpu_answer_note(archs, "")
 
 
 def test_every_classic_build_checks_the_known_system_headers_before_compiling(

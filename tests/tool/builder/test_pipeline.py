@@ -611,7 +611,7 @@ def test_a_requirement_whose_setup_py_fails_without_a_gpu_is_fetched_with_torch_
     assert report.events[-1] == (
         "fetch note",
         "pip's metadata step failed with no GPU visible (NotImplementedError: Cuda is not "
-        "available); it passed with torch.cuda answering as a GPU of compute capability 9.0 would",
+        "available); it passed with torch.cuda and nvidia-smi answering as a GPU of compute capability 9.0 would",
     )
     nvcc = SimpleNamespace(toolkit=SimpleNamespace(include_dirs=()))  # the header check's
     classic = ClassicToolchain(toolchain.torch, nvcc, work / "shim", "17")

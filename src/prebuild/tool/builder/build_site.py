@@ -14,6 +14,9 @@ that ask it choose their archs from it, and the nvcc shim compiles for the asked
 capability so; any other property raises AttributeError, saying why), ``get_device_name()`` that
 name. Nothing else of torch.cuda changes: a setup.py that uses the GPU itself still fails, as it
 would on any machine without one (classic.py then builds again with torch's own answers).
+``nvidia-smi`` answers the same (run as a script, this file is the build's nvidia-smi, first on
+its PATH): ``--query-gpu=compute_cap`` (and ``name``, ``count``, ``index``) and ``-L``, for a
+setup.py that asks it for the arch to build; anything else fails as it does with no driver.
 
 **ninja back on** (``PREBUILD_NINJA=1``). A project whose setup.py builds with
 ``BuildExtension.with_options(use_ninja=False)`` (PyG's torch-scatter, torch-cluster,
@@ -73,12 +76,17 @@ def capability(value: str) -> tuple[int, int] | None:
     return (int(major), int(minor)) if dot and major.isdigit() and minor.isdigit() else None
 
 
+def gpu_name(cap: tuple[int, int]) -> str:
+    """The answer's GPU name: what it is, no product it is not."""
+    return f"a GPU of compute capability {cap[0]}.{cap[1]} (prebuild's build-time answer)"
+
+
 class Properties:
     """``get_device_properties()``'s answer: what the capability says, nothing made up."""
 
     def __init__(self, cap: tuple[int, int]):
         self.major, self.minor = cap
-        self.name = f"a GPU of compute capability {cap[0]}.{cap[1]} (prebuild's build-time answer)"
+        self.name = gpu_name(cap)
 
     def __getattr__(self, name: str):
         if name.startswith("__"):
@@ -105,6 +113,50 @@ def answer(cuda, cap: tuple[int, int]) -> None:
     cuda.current_device = lambda: 0
     cuda.get_device_properties = lambda device=None: properties
     cuda.get_device_name = lambda device=None: properties.name
+
+
+# What the build's nvidia-smi answers (as the user is told: build_switches.gpu_answer_note).
+NVIDIA_SMI_ANSWERS = "--query-gpu=compute_cap,name,count,index with --format=csv, and -L"
+# nvidia-smi's own words and exit status where it finds no driver.
+_NO_DRIVER = (
+    9,
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+    f"(prebuild's build-time nvidia-smi answers {NVIDIA_SMI_ANSWERS} only)",
+)
+
+
+def nvidia_smi(argv: list[str], cap: tuple[int, int]) -> tuple[int, str, str]:
+    """Pure: what the build's ``nvidia-smi`` prints (exit status, stdout, stderr) for
+    ``argv`` where no GPU is visible: one GPU of capability ``cap``, as torch.cuda answers. A
+    setup.py asking ``nvidia-smi --query-gpu=compute_cap --format=csv,noheader`` for the arch
+    to build then builds the arch asked for; anything else fails as nvidia-smi does without a
+    driver, so that the setup.py falls back as it would on such a machine."""
+    options, rest, args = {}, [], list(argv)
+    while args:
+        arg = args.pop(0)
+        key, eq, value = arg.partition("=")
+        if key in ("--query-gpu", "--format", "--id", "-i") and not eq and args:
+            value, eq = args.pop(0), "="
+        if key in ("--query-gpu", "--format", "--id", "-i") and eq:
+            options["--id" if key == "-i" else key] = value
+        else:
+            rest.append(arg)
+    if options.get("--id", "0") != "0":
+        return 6, "", "No devices were found"
+    name = gpu_name(cap)
+    if rest in (["-L"], ["--list-gpus"]) and "--query-gpu" not in options:
+        return 0, f"GPU 0: {name} (UUID: GPU-prebuild-build-time-answer)\n", ""
+    if not rest and not options:
+        return 0, f"prebuild's build-time answer: one GPU, {name}\n", ""
+    if rest or "--query-gpu" not in options:
+        return _NO_DRIVER[0], "", _NO_DRIVER[1]
+    values = {"compute_cap": f"{cap[0]}.{cap[1]}", "name": name, "count": "1", "index": "0"}
+    fields = [f.strip() for f in options["--query-gpu"].split(",") if f.strip()]
+    if not fields or any(f not in values for f in fields):
+        return _NO_DRIVER[0], "", _NO_DRIVER[1]
+    form = [f.strip() for f in options.get("--format", "csv").split(",")]
+    header = [] if "noheader" in form else [", ".join(fields)]
+    return 0, "\n".join([*header, ", ".join(values[f] for f in fields)]) + "\n", ""
 
 
 def use_ninja(cpp_extension) -> None:
@@ -389,3 +441,10 @@ def run_next_sitecustomize() -> None:
 if __name__ == "sitecustomize":
     install()
     run_next_sitecustomize()
+elif __name__ == "__main__":  # the build's nvidia-smi (classic.site_env writes its script)
+    cap = capability(os.environ.get(ENV_CAPABILITY, ""))
+    code, out, err = nvidia_smi(sys.argv[1:], cap) if cap else (*_NO_DRIVER[:1], "", _NO_DRIVER[1])
+    sys.stdout.write(out)
+    if err:
+        print(err, file=sys.stderr)
+    sys.exit(code)

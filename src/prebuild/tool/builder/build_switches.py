@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from prebuild.tool.builder.build_site import ANSWERED
+from prebuild.tool.builder.build_site import ANSWERED, NVIDIA_SMI_ANSWERS
 
 # os.environ.get("X"), os.environ["X"] (not assigned), os.getenv("X"), and helpers named
 # like get_env_if_set("X") / is_env_set("X") / env_flag("X").
@@ -109,22 +109,33 @@ def switch_value(setup_text: str, name: str) -> str:
     return (compared.group(1) or compared.group(2)) if compared else "1"
 
 
-def cuda_gate_line(setup_text: str) -> int | None:
-    """Pure: the line of a setup.py whose code (not a comment) asks ``torch.cuda.is_available()``
-    (most do it to choose between CUDAExtension and CppExtension: DCNv2 0.4), None if none does."""
+# What a setup.py asks of the machine's GPU to choose what it builds (its name, as the user is
+# told, and how its code says it): most choose between CUDAExtension and CppExtension by
+# torch.cuda (DCNv2 0.4); some ask nvidia-smi for the arch to build.
+GPU_QUERIES = (
+    ("torch.cuda.is_available()", re.compile(r"\bcuda\.is_available\s*\(\s*\)")),
+    ("nvidia-smi", re.compile(r"""(?:^|[\s"'\[(])nvidia-smi(?:$|[\s"'])""")),
+)
+
+
+def gpu_query_line(setup_text: str) -> tuple[int, str] | None:
+    """Pure: the first line of a setup.py whose code (not a comment) asks the GPU
+    (GPU_QUERIES), with what it asks; None if none does."""
     for number, line in enumerate(setup_text.splitlines(), 1):
-        if re.search(r"\bcuda\.is_available\s*\(\s*\)", line.split("#", 1)[0]):
-            return number
+        code = line.split("#", 1)[0]
+        for asked, pattern in GPU_QUERIES:
+            if pattern.search(code):
+                return number, asked
     return None
 
 
-def gpu_answer_note(line: int, capability: str) -> str:
-    """What the user is told of a build whose setup.py asks ``torch.cuda.is_available()`` at
-    ``line`` on a machine with no GPU visible (build_site.py)."""
+def gpu_answer_note(line: int, capability: str, asked: str = "torch.cuda.is_available()") -> str:
+    """What the user is told of a build whose setup.py asks the GPU (``asked``, at ``line``) on
+    a machine with no GPU visible (build_site.py)."""
     return (
-        f"no GPU is visible here, and its setup.py asks torch.cuda.is_available() "
-        f"(setup.py line {line}): in its build, torch.cuda answers as a GPU of compute "
-        f"capability {capability} would ({ANSWERED})"
+        f"no GPU is visible here, and its setup.py asks {asked} (setup.py line {line}): in its "
+        f"build, torch.cuda answers as a GPU of compute capability {capability} would "
+        f"({ANSWERED}), and so does nvidia-smi ({NVIDIA_SMI_ANSWERS})"
     )
 
 

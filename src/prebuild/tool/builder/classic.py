@@ -63,9 +63,9 @@ from prebuild.tool.builder.build_switches import (
     build_variables,
     cmake_advice,
     cmake_switches,
-    cuda_gate_line,
     forced_build_switches,
     gpu_answer_note,
+    gpu_query_line,
     has_switches,
     ninja_failed,
     ninja_note,
@@ -310,10 +310,12 @@ def site_env(
     headers: str = "",
 ) -> dict[str, str]:
     """The variables that make a process run with them change its build as asked
-    (build_site.py): torch.cuda answering as a GPU of ``capability`` ("9.0") would, torch's
-    BuildExtension building with ``ninja``, the known system ``headers`` checked before
-    compiling (headers_spec's JSON); {} where none is asked. The file is the ``sitecustomize``
-    of a directory in ``work``, first on PYTHONPATH (the user's own after it)."""
+    (build_site.py): torch.cuda and nvidia-smi answering as a GPU of ``capability`` ("9.0")
+    would, torch's BuildExtension building with ``ninja``, the known system ``headers`` checked
+    before compiling (headers_spec's JSON); {} where none is asked. The file is the
+    ``sitecustomize`` of a directory in ``work``, first on PYTHONPATH (the user's own after
+    it); where a GPU is answered for, a script running it is ``nvidia-smi``, first on PATH
+    (``environ``'s after it)."""
     asked = {
         **({build_site.ENV_CAPABILITY: capability} if capability else {}),
         **({build_site.ENV_NINJA: "1"} if ninja else {}),
@@ -325,7 +327,21 @@ def site_env(
     site.mkdir(exist_ok=True)
     shutil.copyfile(Path(build_site.__file__), site / "sitecustomize.py")
     user = environ.get("PYTHONPATH")
-    return {"PYTHONPATH": os.pathsep.join([str(site), *([user] if user else [])]), **asked}
+    env = {"PYTHONPATH": os.pathsep.join([str(site), *([user] if user else [])]), **asked}
+    if capability:
+        bin_dir = site / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        script = bin_dir / "nvidia-smi"
+        # -S: no site, no sitecustomize run: this file runs as the script, standard library only
+        script.write_text(
+            "#!/bin/sh\n"
+            f"{build_site.ENV_CAPABILITY}={shlex.quote(capability)} exec "
+            f"{shlex.quote(sys.executable)} -S {shlex.quote(str(site / 'sitecustomize.py'))} "
+            '"$@"\n'
+        )
+        script.chmod(0o755)
+        env["PATH"] = os.pathsep.join(p for p in (str(bin_dir), environ.get("PATH", "")) if p)
+    return env
 
 
 def headers_spec(compiler_dirs: list[str] | None) -> str:
@@ -839,7 +855,7 @@ class ClassicBuilder:
         sites_before = env_writes.snapshot(env_writes.site_dirs())
         with tempfile.TemporaryDirectory(dir=wheel_dir, prefix="wheel-") as tmp:
             while True:
-                site, log_start = self.site_env(sass), log_size(build_log)
+                site, log_start = self.site_env(sass, env), log_size(build_log)
                 try:
                     built = self.project_build(
                         {**env, **site}, build_log, Path(tmp), sass, progress
@@ -883,8 +899,9 @@ class ClassicBuilder:
                         self._answer = True
                         again = (
                             f"its build failed with no GPU visible ({error}): built again with "
-                            "torch.cuda answering as a GPU of compute capability "
-                            f"{newest_capability(sass)} would ({build_site.ANSWERED})"
+                            "torch.cuda and nvidia-smi answering as a GPU of compute capability "
+                            f"{newest_capability(sass)} would ({build_site.ANSWERED}; nvidia-smi: "
+                            f"{build_site.NVIDIA_SMI_ANSWERS})"
                         )
                     elif build_site.ENV_NINJA in site and (refused := ninja_failed(log)):
                         # ninja refused what the build without it takes: built as its setup.py
@@ -1197,11 +1214,12 @@ class ClassicBuilder:
             distribution, variables, os.environ
         )
 
-    def cpu_only_gate(self) -> int | None:
-        """The line where the project's setup.py chooses CUDA by torch.cuda.is_available(),
-        where that would be false (no GPU visible); None otherwise."""
-        line = cuda_gate_line(self.setup_text())
-        return None if line is None or gpu_visible() else line
+    def cpu_only_gate(self) -> tuple[int, str] | None:
+        """The line where the project's setup.py asks the GPU what to build
+        (build_switches.gpu_query_line), with what it asks, where no GPU is visible to answer;
+        None otherwise."""
+        asked = gpu_query_line(self.setup_text())
+        return None if asked is None or gpu_visible() else asked
 
     def answers(self) -> bool:
         """Whether torch.cuda answers as a GPU would in the build (build_site.py): the project's
@@ -1216,14 +1234,16 @@ class ClassicBuilder:
         build turns it back on (build_switches.ninja_off_line); None otherwise."""
         return None if self._ninja is False else ninja_off_line(self.setup_text())
 
-    def site_env(self, archs: tuple[Arch, ...]) -> dict[str, str]:
+    def site_env(
+        self, archs: tuple[Arch, ...], env: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
         """The build's variables that change it (build_site.py, as its sitecustomize):
-        torch.cuda answering as a GPU of the newest of ``archs`` would (answers),
-        BuildExtension building with ninja (ninja_line), the known system headers checked
-        before compiling (headers)."""
+        torch.cuda and nvidia-smi answering as a GPU of the newest of ``archs`` would
+        (answers), BuildExtension building with ninja (ninja_line), the known system headers
+        checked before compiling (headers); over ``env``, the build's own (its PATH)."""
         return site_env(
             self.work,
-            os.environ,
+            {**os.environ, **(env or {})},
             capability=newest_capability(archs) if self.answers() else "",
             ninja=self.ninja_line() is not None,
             headers=self.headers,
@@ -1244,10 +1264,10 @@ class ClassicBuilder:
     def gpu_answer_note(self, archs: tuple[Arch, ...], before: str) -> str:
         """What torch.cuda answered in the build (build_switches.gpu_answer_note), after
         ``before``; "" where it answered for itself."""
-        line = self.cpu_only_gate()
-        if line is None or self._answer is False:  # answers(), with the line it needs
+        gate = self.cpu_only_gate()
+        if gate is None or self._answer is False:  # answers(), with the line it needs
             return ""
-        note = gpu_answer_note(line, newest_capability(archs))
+        note = gpu_answer_note(gate[0], newest_capability(archs), gate[1])
         return f"{before}{note[0].upper()}{note[1:]}"
 
     def guard(self, built: Path, label: str) -> dict[str, str]:

@@ -364,7 +364,9 @@ def fetch_project(
         # GPU of the wheels' newest arch, as its build will be (classic.py).
         answered = {
             **env,
-            **classic.site_env(work, env, capability=classic.newest_capability(archs)),
+            **classic.site_env(
+                work, {**os.environ, **env}, capability=classic.newest_capability(archs)
+            ),
         }
         try:
             project = resolve_project(
@@ -374,7 +376,7 @@ def fetch_project(
             raise exc from None
         report.fetch_note(
             f"pip's metadata step failed with no GPU visible ({exc.reason}); it passed with "
-            "torch.cuda answering as a GPU of compute capability "
+            "torch.cuda and nvidia-smi answering as a GPU of compute capability "
             f"{classic.newest_capability(archs)} would"
         )
         project = replace(project, gpu_answered=True)
