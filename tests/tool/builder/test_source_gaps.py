@@ -312,6 +312,8 @@ def test_a_system_librarys_header_is_named_with_where_to_get_it():
     both = system_library_advice(["Eigen/Dense", "libaio.h", "Eigen/Sparse", "mine.h"])
     assert "Eigen/Dense, Eigen/Sparse, of Eigen (" in both and "libaio.h, of libaio (" in both
     assert system_library_advice(["mine.h", "glm/glm.hpp"]) == ""
+    assert both.endswith("prebuild copies what the wheel's libraries link of it into the wheel, "
+                         "so a machine installing the wheel needs none of it.")  # fmt: skip
     # DeepEP's kernels include NVSHMEM's InfiniBand transport, which includes rdma-core's verbs
     assert (
         "infiniband/mlx5dv.h, of rdma-core's InfiniBand verbs (Debian and Ubuntu: apt install "
@@ -381,3 +383,29 @@ def test_headers_of_a_cuda_library_nowhere_here_are_told_how_to_install():
         "The build is missing nccl.h, cudnn.h,"
     )
     assert cuda_library_advice(["klu.h"]) == ""  # a system library's: not CUDA's
+
+
+def test_a_system_library_the_linker_cannot_find_is_named_with_where_to_get_it():
+    """MinkowskiEngine 0.5.4 links a BLAS (its --blas=openblas); GNU ld 2.40's words, and an
+    older ld's and lld's."""
+    from prebuild.tool.builder.source_gaps import link_advice, unlinked_libraries
+
+    log = (
+        "g++ -shared build/temp/src/math.o -L/usr/lib -lopenblas -lc10 -o build/lib/ME.so\n"
+        "/usr/bin/ld: cannot find -lopenblas: No such file or directory\n"
+        "/usr/bin/ld: cannot find -lmine: No such file or directory\n"
+        "/usr/bin/ld: cannot find -lboost_system\n"
+        "ld.lld: error: unable to find library -lklu\n"
+        "collect2: error: ld returned 1 exit status\n"
+    )
+    assert unlinked_libraries(log) == ["openblas", "mine", "boost_system", "klu"]
+    advice = source_gaps_advice(log, SOURCE, "", set(), PKG_INFO, COMMAND)
+    assert advice.startswith("The build could not link a system library this machine lacks: ")
+    assert (
+        "-lopenblas, of a BLAS (OpenBLAS) (Debian and Ubuntu: apt install libopenblas-dev; "
+        "conda: conda install -c conda-forge openblas)" in advice
+    )
+    assert "-lboost_system, of Boost (" in advice and "-lklu, of SuiteSparse (" in advice
+    assert "-lmine" not in advice  # a library of the project's own, or unknown: not guessed
+    assert link_advice("/usr/bin/ld: cannot find -lmine\n") == ""
+    assert link_advice("collect2: error: ld returned 1 exit status\n") == ""

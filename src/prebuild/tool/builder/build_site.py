@@ -28,7 +28,7 @@ ninja compiles only what is missing when the build goes on.
 **Known system headers checked before compiling** (``PREBUILD_SYSTEM_HEADERS``: the headers'
 pattern and the compiler's own include directories, as JSON). Before setuptools' ``build_ext``
 compiles an extension, its sources, and the project's own headers they include, are read for an
-``#include <...>`` of a known system library (source_gaps.SYSTEM_HEADERS) that no include
+``#include <...>`` of a known system library (source_gaps.SYSTEM_LIBRARIES) that no include
 directory of the build has: the build stops at once, naming it, instead of failing on it
 minutes later (torchsparse 385f5ce compiled for 6 minutes before ``hashmap_cpu.hpp`` met its
 missing ``google/dense_hash_map``). Only what is included whatever the macros say counts (an

@@ -151,12 +151,13 @@ def source_gaps_advice(
     command: str,
 ) -> str:
     """Pure but for the paths: what to tell a user whose build failed on files its source does
-    not have; "" where the log names none. ``source``: the project's copy, or the root of the
+    not have, or on a known system library the linker did not find; "" where the log names
+    none. ``source``: the project's copy, or the root of the
     checkout's mirror it lies in (the log's paths are under it); ``gitmodules``/``pkg_info``:
     their text ("" if absent); ``command``: the ``prebuild wheel`` command without the project."""
     missing = missing_files(log)
     if not missing:
-        return ""
+        return link_advice(log)
     shown = [_relative(name, source) for name in missing[:3]]
     empty = empty_submodules(gitmodules, present_submodules)
     if empty:
@@ -210,66 +211,134 @@ def cuda_library_advice(missing: list[str]) -> str:
     )
 
 
-# Headers of system libraries classic projects include, and where each comes from: the
-# library, Debian's (and Ubuntu's) package with the directory it puts them in where that is
-# not searched by default, conda-forge's package.
-SYSTEM_HEADERS: tuple[tuple[str, str, str, str, str], ...] = (
-    (
+@dataclass(frozen=True)
+class SystemLibrary:
+    """A system library classic projects build with, and where it comes from."""
+
+    headers: str  # a regex for the headers it installs, as #include names them
+    name: str
+    debian: str  # Debian's (and Ubuntu's) development package
+    include: str  # the directory that package puts the headers in, where not searched
+    conda: str  # conda-forge's package
+    links: str = ""  # a regex for its libraries' -l names ("" for one of headers only)
+
+    def where(self) -> str:
+        also = f", then CPATH={self.include}" if self.include else ""
+        return (
+            f"Debian and Ubuntu: apt install {self.debian}{also}; "
+            f"conda: conda install -c conda-forge {self.conda}"
+        )
+
+
+SYSTEM_LIBRARIES: tuple[SystemLibrary, ...] = (
+    SystemLibrary(
         r"(?:klu|cholmod|umfpack|amd|colamd|SuiteSparse_config)\.h",
         "SuiteSparse",
         "libsuitesparse-dev",
         "/usr/include/suitesparse",
         "suitesparse",
+        r"klu|cholmod|umfpack|amd|camd|colamd|ccolamd|btf|suitesparseconfig|spqr",
     ),
-    (r"libaio\.h", "libaio", "libaio-dev", "", "libaio"),
+    SystemLibrary(r"libaio\.h", "libaio", "libaio-dev", "", "libaio", r"aio"),
     # NVSHMEM's InfiniBand transport headers (DeepEP's kernels include them)
-    (r"infiniband/\w+\.h", "rdma-core's InfiniBand verbs", "libibverbs-dev", "", "rdma-core"),
-    (r"Eigen/\w+", "Eigen", "libeigen3-dev", "/usr/include/eigen3", "eigen"),
+    SystemLibrary(
+        r"infiniband/\w+\.h",
+        "rdma-core's InfiniBand verbs",
+        "libibverbs-dev",
+        "",
+        "rdma-core",
+        r"ibverbs|mlx5|rdmacm",
+    ),  # fmt: skip
+    SystemLibrary(r"Eigen/\w+", "Eigen", "libeigen3-dev", "/usr/include/eigen3", "eigen"),
     # Pointcept's pointgroup_ops includes google/dense_hash_map
-    (r"(?:google|sparsehash)/\w+", "Google's sparsehash", "libsparsehash-dev", "", "sparsehash"),
-    (r"EGL/\w+\.h", "EGL", "libegl-dev", "", "libegl-devel"),
-    (r"GL/\w+\.h", "OpenGL", "libgl-dev", "", "libgl-devel"),
-    (r"mpi\.h", "MPI", "libopenmpi-dev", "", "openmpi"),
-    (r"boost/.+", "Boost", "libboost-dev", "", "libboost-devel"),
-    (r"png\.h", "libpng", "libpng-dev", "", "libpng"),
-    (r"jpeglib\.h", "libjpeg", "libjpeg-dev", "", "libjpeg-turbo"),
-    (r"zlib\.h", "zlib", "zlib1g-dev", "", "zlib"),
-    (r"Python\.h", "Python's headers", "python3-dev", "", "python"),
+    SystemLibrary(
+        r"(?:google|sparsehash)/\w+", "Google's sparsehash", "libsparsehash-dev", "", "sparsehash"
+    ),
+    # MinkowskiEngine 0.5.4 links a BLAS (--blas=openblas)
+    SystemLibrary(
+        r"cblas\.h|lapacke?\.h|openblas/\w+\.h",
+        "a BLAS (OpenBLAS)",
+        "libopenblas-dev",
+        "",
+        "openblas",
+        r"openblas|blas|cblas|lapack|lapacke",
+    ),  # fmt: skip
+    SystemLibrary(r"EGL/\w+\.h", "EGL", "libegl-dev", "", "libegl-devel", r"EGL"),
+    SystemLibrary(r"GL/\w+\.h", "OpenGL", "libgl-dev", "", "libgl-devel", r"GL|GLU|OpenGL"),
+    SystemLibrary(r"mpi\.h", "MPI", "libopenmpi-dev", "", "openmpi", r"mpi|mpi_cxx"),
+    SystemLibrary(r"boost/.+", "Boost", "libboost-dev", "", "libboost-devel", r"boost_\w+"),
+    SystemLibrary(r"png\.h", "libpng", "libpng-dev", "", "libpng", r"png\d*"),
+    SystemLibrary(r"jpeglib\.h", "libjpeg", "libjpeg-dev", "", "libjpeg-turbo", r"jpeg|turbojpeg"),
+    SystemLibrary(r"zlib\.h", "zlib", "zlib1g-dev", "", "zlib", r"z"),
+    SystemLibrary(r"Python\.h", "Python's headers", "python3-dev", "", "python", r"python3\.\d+"),
 )
 
 
 def system_header_pattern() -> str:
-    """Pure: one regex for the headers of every known system library (SYSTEM_HEADERS), which
+    """Pure: one regex for the headers of every known system library (SYSTEM_LIBRARIES), which
     the build checks for before compiling (build_site.py)."""
-    return "|".join(f"(?:{pattern})" for pattern, *_ in SYSTEM_HEADERS)
+    return "|".join(f"(?:{library.headers})" for library in SYSTEM_LIBRARIES)
+
+
+# What the build machine's library is to the wheel, once installed (bundle.py).
+_THEN = (
+    "Install it, then build again: prebuild copies what the wheel's libraries link of it into "
+    "the wheel, so a machine installing the wheel needs none of it."
+)
 
 
 def system_library_advice(missing: list[str]) -> str:
     """Pure: what to tell a user whose build failed on headers of a known system library
     (torch-sparse-solve 0.0.5 includes SuiteSparse's klu.h); "" for any other file."""
-    found: dict[str, list[str]] = {}
-    where: dict[str, str] = {}
-    for name in missing:
-        for pattern, library, debian, include, conda in SYSTEM_HEADERS:
-            if re.fullmatch(pattern, name):
-                found.setdefault(library, []).append(name)
-                also = f", then CPATH={include}" if include else ""
-                where[library] = (
-                    f"Debian and Ubuntu: apt install {debian}{also}; "
-                    f"conda: conda install -c conda-forge {conda}"
-                )
-                break
+    found = _known(missing, lambda library: library.headers)
     if not found:
         return ""
     said = "; ".join(
-        f"{', '.join(headers)}, of {library} ({where[library]})"
+        f"{', '.join(headers)}, of {library.name} ({library.where()})"
         for library, headers in found.items()
     )
     return (
         f"The build is missing headers of a system library the project needs and this machine "
-        f"lacks: {said}. Install it, then build again (the wheel may then need the library "
-        "at run time too: auditwheel show says which)."
+        f"lacks: {said}. {_THEN}"
     )
+
+
+# GNU ld's words (binutils 2.39 and later add ": No such file or directory"), and lld's.
+_UNLINKED = re.compile(
+    r"(?:cannot find|unable to find library) -l(?P<name>[\w.+-]+?)(?::|$|\s)", re.M
+)
+
+
+def unlinked_libraries(log: str) -> list[str]:
+    """Pure: the ``-l`` libraries a failed build's linker could not find, in order, once each."""
+    return list(dict.fromkeys(m["name"] for m in _UNLINKED.finditer(log)))
+
+
+def link_advice(log: str) -> str:
+    """Pure: what to tell a user whose build failed to link a known system library
+    (MinkowskiEngine's -lopenblas); "" where the linker found every library, or none of those
+    it did not find is known."""
+    found = _known(unlinked_libraries(log), lambda library: library.links)
+    if not found:
+        return ""
+    said = "; ".join(
+        f"{', '.join('-l' + n for n in names)}, of {library.name} ({library.where()})"
+        for library, names in found.items()
+    )
+    return f"The build could not link a system library this machine lacks: {said}. {_THEN}"
+
+
+def _known(names: list[str], pattern) -> dict[SystemLibrary, list[str]]:
+    """Pure: ``names`` by the known system library whose ``pattern(library)`` they match."""
+    found: dict[SystemLibrary, list[str]] = {}
+    for name in names:
+        library = next(
+            (lib for lib in SYSTEM_LIBRARIES if pattern(lib) and re.fullmatch(pattern(lib), name)),
+            None,
+        )
+        if library is not None:
+            found.setdefault(library, []).append(name)
+    return found
 
 
 def _relative(name: str, source: Path) -> str:
