@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import zipfile
 from pathlib import Path
@@ -383,34 +384,46 @@ PyMODINIT_FUNC PyInit_csrc(void) { prebuild_gone(); return PyModule_Create(&modu
 """
 
 
+CC = sysconfig.get_config_var("CC").split()[0]  # the C compiler setuptools would use
+
+
+def shared_library(path: Path, source: str, *options: str) -> Path:
+    """``path`` compiled from C ``source`` with ``options``, named by its file (its soname)."""
+    c = path.parent / f"{path.name.split('.')[0]}.c"
+    c.write_text(source)
+    subprocess.run(
+        [CC, "-xc", "-shared", "-fPIC", f"-Wl,-soname,{path.name}", str(c), *options,
+         "-o", str(path)],
+        check=True, timeout=120,
+    )  # fmt: skip
+    return path
+
+
+def guarded_extension(site: Path, *link: str) -> None:
+    """fakeproj's prebuilt module ``fakeproj.csrc`` (EXTENSION_C, calling prebuild_gone()),
+    a real extension module linked with ``link``."""
+    (site / "fakeproj" / "csrc.py").unlink()
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    shared_library(
+        site / "fakeproj" / f"csrc{suffix}",
+        EXTENSION_C,
+        f"-I{sysconfig.get_paths()['include']}",
+        *link,
+    )
+
+
 def test_a_system_library_the_build_machine_had_and_this_one_lacks_is_named(tmp_path):
     """torch-sparse-solve's wheel links the build machine's libklu.so.2: where the dynamic
     loader finds no such library, the prebuilt module's ImportError names it, what provides it
     and the build for this machine (not "the install is damaged"); the project's JIT fallback
     is refused with that reason. A real extension module here, linking a library since gone."""
-    import sysconfig
-
-    cc = sysconfig.get_config_var("CC").split()[0]  # the C compiler setuptools would use
     lib = tmp_path / "lib"
     lib.mkdir()
-    (lib / "gone.c").write_text("int prebuild_gone(void) { return 1; }\n")
-    subprocess.run(
-        [cc, "-xc", "-shared", "-fPIC", f"-Wl,-soname,{MISSING_LIBRARY}", str(lib / "gone.c"),
-         "-o", str(lib / MISSING_LIBRARY)],
-        check=True, timeout=120,
-    )  # fmt: skip
+    shared_library(lib / MISSING_LIBRARY, "int prebuild_gone(void) { return 1; }\n")
     (lib / "libprebuildgone.so").symlink_to(MISSING_LIBRARY)
     site = tmp_path / "site"
     guarded_project(site, "fakeproj", torch.__version__, torch.version.cuda, (MISSING_LIBRARY,))
-    (site / "fakeproj" / "csrc.py").unlink()
-    (site / "ext.c").write_text(EXTENSION_C)
-    suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    subprocess.run(
-        [cc, "-xc", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}",
-         str(site / "ext.c"), f"-L{lib}", "-lprebuildgone",
-         "-o", str(site / "fakeproj" / f"csrc{suffix}")],
-        check=True, timeout=120,
-    )  # fmt: skip
+    guarded_extension(site, f"-L{lib}", "-lprebuildgone")
     shutil.rmtree(lib)  # gone: the loader finds no libprebuildgone.so.1
     proc = run(
         site,
@@ -429,6 +442,66 @@ def test_a_system_library_the_build_machine_had_and_this_one_lacks_is_named(tmp_
     kind, message = done["fallback"]["raised"]
     assert kind == "JitRefusedError" and MISSING_LIBRARY in message
     assert "damaged" not in message and "  " not in message, message
+
+
+def test_a_cpp_runtime_older_than_the_build_machine_s_is_named(tmp_path):
+    """A wheel built with a newer GCC than the libstdc++ loaded where it runs (a conda
+    environment's): the loader's "version `GLIBCXX_...' not found" becomes an error naming the
+    runtime and the fixes, not "the install is damaged". Real here: the module is linked
+    against a libstdc++.so.6 of the test's defining GLIBCXX_3.4.999, and loads the machine's."""
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "versions.map").write_text("GLIBCXX_3.4.999 { global: prebuild_gone; local: *; };\n")
+    shared_library(
+        fake / "libstdc++.so.6",
+        "int prebuild_gone(void) { return 1; }\n",
+        f"-Wl,--version-script={fake / 'versions.map'}",
+    )
+    site = tmp_path / "site"
+    guarded_project(site, "fakeproj", torch.__version__, torch.version.cuda)
+    guarded_extension(site, f"-L{fake}", "-l:libstdc++.so.6")
+    shutil.rmtree(fake)
+    proc = run(
+        site,
+        """
+        import importlib
+        step("import", lambda: importlib.import_module("fakeproj.csrc"))
+        step("fallback", lambda: importlib.import_module("fakeproj._backend"))
+        """,
+        tmp_path,
+    )
+    done = steps(proc)
+    kind, message = done["import"]["raised"]
+    assert kind == "WheelMisfitError", message
+    assert message.startswith(
+        "fakeproj 1.0: fakeproj.csrc cannot load: its libraries need GLIBCXX_3.4.999 of the C++ "
+        "runtime, and the libstdc++ loaded here ("
+    ), message
+    assert "conda install -c conda-forge libstdcxx-ng" in message, message
+    kind, message = done["fallback"]["raised"]
+    assert kind == "JitRefusedError" and "GLIBCXX_3.4.999" in message
+    assert "damaged" not in message, message
+
+
+def test_the_c_library_s_and_the_cpp_runtime_s_versions_are_read_from_the_loader_s_words():
+    from prebuild.runtime.classic_guard import runtime_version_problem
+
+    glibc = (
+        "/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.38' not found (required by "
+        "/venv/lib/python3.11/site-packages/gsplat/csrc.so)"
+    )
+    said = runtime_version_problem(glibc, "prebuild wheel --arch sm_90 gsplat==1.5.3")
+    assert said == (
+        "its libraries need GLIBC_2.38 of the C library, and this machine's "
+        "(/lib/x86_64-linux-gnu/libc.so.6) is older than the one of the machine that built the "
+        "wheel. Build the wheel on this machine, or on one whose glibc is no newer than this "
+        "one's (a manylinux container): prebuild wheel --arch sm_90 gsplat==1.5.3."
+    )
+    conda = "/opt/conda/lib/libstdc++.so.6: version `CXXABI_1.3.15' not found (required by x.so)"
+    assert "need CXXABI_1.3.15 of the C++ runtime" in runtime_version_problem(conda, "p")
+    assert "(/opt/conda/lib/libstdc++.so.6)" in runtime_version_problem(conda, "p")
+    assert runtime_version_problem("undefined symbol: _ZN3c104cuda9SetDeviceEa", "p") is None
+    assert runtime_version_problem("libfoo.so: version `FOO_1' not found", "p") is None
 
 
 def test_only_a_recorded_library_the_loader_misses_is_explained():
