@@ -11,6 +11,7 @@ from prebuild.tool.builder.build_switches import (
     gpu_answer_note,
     gpu_query_line,
     has_switches,
+    host_code_asked,
     ninja_failed,
     ninja_note,
     ninja_off_line,
@@ -224,8 +225,21 @@ def test_a_setup_py_that_turns_ninja_off_is_found_unless_it_compiles_its_own_way
     assert ninja_off_line("x = 1\n") is None
     own = "def _compile(obj, src, ext, cc_args, postargs, pp_opts):\n    pass\n" + pyg
     assert ninja_off_line(own) is None
-    note = ninja_note(3, 2)
-    assert "(setup.py line 3)" in note and "built with ninja (2 at a time" in note
+    note = ninja_note(3, 2, pyg)
+    assert "turns torch's ninja backend off (setup.py line 3)" in note
+    assert "built with ninja (2 at a time" in note
+    # DeepSpeed 0.19.8's: on only where DS_ENABLE_NINJA is set
+    deepspeed = (
+        "if command_exists('ninja'):\n"
+        "    use_ninja = is_env_set('DS_ENABLE_NINJA')\n"
+        "    cmdclass['build_ext'] = get_accelerator().build_extension().with_options("
+        "use_ninja=use_ninja)\n"
+    )
+    assert ninja_off_line(deepspeed) == 3
+    assert "a setting of its own (setup.py line 3); off, the build compiles one source" in (
+        ninja_note(3, 2, deepspeed)
+    )
+    assert ninja_off_line("BuildExtension.with_options(use_ninja = True)") is None
 
 
 def test_ninjas_own_error_is_told_from_a_compilers():
@@ -254,3 +268,14 @@ def test_a_setup_py_asking_nvidia_smi_for_its_arch_is_named_with_its_line():
     assert note.startswith(
         "no GPU is visible here, and its setup.py asks nvidia-smi (setup.py line 5)"
     )
+
+
+def test_host_code_is_what_a_known_project_told_to_build_for_cuda_was_asked():
+    """DeepSpeed's async_io (DS_BUILD_AIO=1) is a CPU op: with DS_ACCELERATOR=cuda (or a GPU
+    visible) a wheel of it holding no GPU code is what was asked, not a CPU build for want of a
+    GPU; a project prebuild knows no such switch of is refused as before."""
+    assert host_code_asked("deepspeed", {"DS_ACCELERATOR": "cuda"}, gpu_visible=False)
+    assert host_code_asked("DeepSpeed", {}, gpu_visible=True)
+    assert not host_code_asked("deepspeed", {}, gpu_visible=False)
+    assert not host_code_asked("deepspeed", {"DS_ACCELERATOR": "cpu"}, gpu_visible=False)
+    assert not host_code_asked("dcnv2", {"FORCE_CUDA": "1"}, gpu_visible=True)

@@ -141,6 +141,12 @@ def gpu_answer_note(line: int, capability: str, asked: str = "torch.cuda.is_avai
 
 # BuildExtension.with_options(use_ninja=False), or {"use_ninja": False} passed on
 _NINJA_OFF = re.compile(r"""\buse_ninja\s*=\s*False\b|["']use_ninja["']\s*:\s*False\b""")
+# ... or a value of its own: DeepSpeed 0.19.8's use_ninja=use_ninja, on only where DS_ENABLE_NINJA
+# is set ("for any pre-installed ops force disable ninja")
+_NINJA_SET = re.compile(
+    r"""\buse_ninja\s*=\s*(?!True\b|False\b)[A-Za-z_][\w.]*\s*[,)]"""
+    r"""|["']use_ninja["']\s*:\s*(?!True\b|False\b)[A-Za-z_][\w.]*\s*[,}]"""
+)
 # A setup.py that replaces the compiler's _compile, which only a build without ninja calls.
 _OWN_COMPILE = re.compile(r"\b_compile\b")
 
@@ -153,16 +159,25 @@ def ninja_off_line(setup_text: str) -> int | None:
     code = [line.split("#", 1)[0] for line in setup_text.splitlines()]
     if any(_OWN_COMPILE.search(line) for line in code):
         return None
-    return next((n for n, line in enumerate(code, 1) if _NINJA_OFF.search(line)), None)
-
-
-def ninja_note(line: int, jobs: int) -> str:
-    """What the user is told of a build whose setup.py turns ninja off at ``line``."""
-    return (
-        f"its setup.py turns torch's ninja backend off (setup.py line {line}), which compiles "
-        f"one source at a time and starts over when stopped: built with ninja ({jobs} at a "
-        "time; the same compiler commands)"
+    off = (
+        n for n, line in enumerate(code, 1) if _NINJA_OFF.search(line) or _NINJA_SET.search(line)
     )
+    return next(off, None)
+
+
+def ninja_note(line: int, jobs: int, setup_text: str = "") -> str:
+    """What the user is told of a build whose setup.py turns ninja off at ``line`` (of
+    ``setup_text``: or passes it a value of its own there)."""
+    lines = setup_text.splitlines()
+    own = line <= len(lines) and not _NINJA_OFF.search(lines[line - 1].split("#", 1)[0])
+    slow = "compiles one source at a time and starts over when stopped"
+    said = (
+        f"its setup.py gives torch's ninja backend a setting of its own (setup.py line {line}); "
+        f"off, the build {slow}"
+        if own
+        else f"its setup.py turns torch's ninja backend off (setup.py line {line}), which {slow}"
+    )
+    return f"{said}: built with ninja ({jobs} at a time; the same compiler commands)"
 
 
 def ninja_failed(build_log: str) -> str | None:
@@ -290,6 +305,19 @@ def no_gpu_refusal(
         f"{distribution} builds its extensions at install time when asked: {known.variables}. "
         f"For example: {known.example} {command}"
     )
+
+
+def host_code_asked(distribution: str, environ: Mapping[str, str], gpu_visible: bool) -> bool:
+    """Pure: whether a well-known project's build that compiled no GPU code compiled what it
+    was asked: its CPU-only choice (KnownSwitches.no_gpu) is ruled out (a GPU visible, or the
+    variable set as no_gpu_refusal asks), so the extensions asked are host code by design
+    (DeepSpeed's async_io and pin_memory ops, DS_BUILD_AIO=1), not a CPU build for want of a
+    GPU."""
+    known = KNOWN.get(normalize(distribution))
+    if known is None or known.no_gpu is None:
+        return False
+    variable, value = known.no_gpu
+    return gpu_visible or {**environ, **BUILD_ENV}.get(variable) == value
 
 
 def distribution_of(origin: str, source_name: str) -> str | None:

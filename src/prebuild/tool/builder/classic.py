@@ -67,6 +67,7 @@ from prebuild.tool.builder.build_switches import (
     gpu_answer_note,
     gpu_query_line,
     has_switches,
+    host_code_asked,
     ninja_failed,
     ninja_note,
     ninja_off_line,
@@ -429,17 +430,24 @@ def host_code(links: list[str]) -> str:
     return CUDA_HOST_CODE if links else CPU_CODE
 
 
-def host_wheel_note(code: str, links: list[str], torch_version: str, cuda: str) -> str:
-    """What the user should know of a wheel with no GPU code: one wheel serves every GPU."""
+def host_wheel_note(
+    code: str, links: list[str], torch_version: str, cuda: str, asked: bool = False
+) -> str:
+    """What the user should know of a wheel with no GPU code: one wheel serves every GPU.
+    ``asked``: the project has CUDA sources, and the extensions asked of it have none
+    (build_switches.host_code_asked)."""
     if code == CUDA_HOST_CODE:
         what = (
             f"CUDA host code (it links {', '.join(links)}) and no GPU code: one wheel serves "
             f"every GPU, with torch {minor(torch_version)} for CUDA {cuda.split('.')[0]}"
         )
     else:
+        why = (
+            "the extensions asked of it are CPU code" if asked else "the project has no CUDA source"
+        )
         what = (
-            "CPU code only (the project has no CUDA source): one wheel serves every GPU and "
-            f"machines with none, with any build of torch {minor(torch_version)}"
+            f"CPU code only ({why}): one wheel serves every GPU and machines with none, with "
+            f"any build of torch {minor(torch_version)}"
         )
     return f"its libraries hold {what}"
 
@@ -830,7 +838,7 @@ class ClassicBuilder:
             progress.note(self.gpu_answer_note(sass, ""))
         ninja = self.ninja_line()
         if ninja is not None:
-            progress.note(ninja_note(ninja, max_jobs))
+            progress.note(ninja_note(ninja, max_jobs, self.setup_text()))
         if forced:
             progress.note(
                 "set "
@@ -953,8 +961,10 @@ class ClassicBuilder:
             needed = wheel_needed_libraries(built)
             if not any(lib.has_code for lib in libraries):
                 # GPU code the project has and did not compile is lost: refused. With none to
-                # compile, its host code serves every GPU: one wheel, labelled with no arch.
-                if has_cuda_sources(project):
+                # compile, or none in the extensions asked (a well-known project told to build
+                # for CUDA), its host code serves every GPU: one wheel, labelled with no arch.
+                by_design = host_code_asked(distribution_name(built), os.environ, gpu_visible())
+                if has_cuda_sources(project) and not by_design:
                     advice, switches = self.advice(built, sass)
                     raise refused(
                         host_only_message(
@@ -969,7 +979,11 @@ class ClassicBuilder:
                     )
                 links = cuda_links(needed)
                 code = host_code(links)
-                notes = (host_wheel_note(code, links, torch.version_string, str(nvcc.version)),)
+                notes = (
+                    host_wheel_note(
+                        code, links, torch.version_string, str(nvcc.version), by_design
+                    ),
+                )
                 sass, ptx = (), ()
             # The kept objects' calls (made for an earlier wheel, or an earlier build of this
             # one) count as this wheel's too; a call compiling an object again replaces its own.
