@@ -452,6 +452,13 @@ def host_wheel_note(
     return f"its libraries hold {what}"
 
 
+def ninja_logged(project: Path) -> bool:
+    """Whether a build of the project's copy ran ninja, whose log (``.ninja_log``, beside
+    torch's ``build.ninja`` in ``build/temp.*``) tells the next what it need not compile."""
+    build = project / "build"
+    return build.is_dir() and any(build.rglob(".ninja_log"))
+
+
 def has_cuda_sources(project: Path) -> bool:
     """Whether the project's source holds any CUDA file (``.cu``, ``.cuh``), its earlier build
     outputs aside."""
@@ -799,6 +806,10 @@ class ClassicBuilder:
         )
         shutil.rmtree(wheel_dir, ignore_errors=True)
         wheel_dir.mkdir(parents=True)
+        # Only ninja's record of what it compiled lets a build skip an object: setuptools
+        # without ninja compiles every source whatever is there (DeepSpeed 0.19.8's build).
+        unused = kept if kept and not ninja_logged(project) else 0
+        kept -= unused
         # The objects an earlier run left: kept by this run's first wheel only (the next ones
         # reuse what it compiled or linked).
         earlier, self._first = (kept if self._first else 0), False
@@ -849,7 +860,14 @@ class ClassicBuilder:
         env["CXX"] = str(
             write_cxx_script(shim, find_cxx(), cxx_log, self.toolchain.cxx_standard, self.launcher)
         )
-        if reused.resumed:
+        if reused.resumed and unused:
+            progress.note(
+                f"{objects(unused)} an earlier run compiled for this wheel in {self.work} "
+                f"{'is' if unused == 1 else 'are'} there, but that run built without ninja, "
+                "whose record of what it compiled is what lets a build go on: every source is "
+                "compiled again"
+            )
+        elif reused.resumed:
             progress.note(
                 f"{objects(kept)} an earlier run compiled for this wheel in {self.work} "
                 f"{'is' if kept == 1 else 'are'} reused: ninja compiles only what is missing or "
