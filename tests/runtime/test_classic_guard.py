@@ -412,6 +412,16 @@ def guarded_extension(site: Path, *link: str) -> None:
     )
 
 
+def import_and_fall_back(site: Path, tmp_path: Path) -> dict[str, dict]:
+    """The steps of importing fakeproj's prebuilt module, then its JIT fallback."""
+    code = """
+        import importlib
+        step("import", lambda: importlib.import_module("fakeproj.csrc"))
+        step("fallback", lambda: importlib.import_module("fakeproj._backend"))
+        """
+    return steps(run(site, code, tmp_path))
+
+
 def test_a_system_library_the_build_machine_had_and_this_one_lacks_is_named(tmp_path):
     """torch-sparse-solve's wheel links the build machine's libklu.so.2: where the dynamic
     loader finds no such library, the prebuilt module's ImportError names it, what provides it
@@ -425,16 +435,7 @@ def test_a_system_library_the_build_machine_had_and_this_one_lacks_is_named(tmp_
     guarded_project(site, "fakeproj", torch.__version__, torch.version.cuda, (MISSING_LIBRARY,))
     guarded_extension(site, f"-L{lib}", "-lprebuildgone")
     shutil.rmtree(lib)  # gone: the loader finds no libprebuildgone.so.1
-    proc = run(
-        site,
-        """
-        import importlib
-        step("import", lambda: importlib.import_module("fakeproj.csrc"))
-        step("fallback", lambda: importlib.import_module("fakeproj._backend"))
-        """,
-        tmp_path,
-    )
-    done = steps(proc)
+    done = import_and_fall_back(site, tmp_path)
     kind, message = done["import"]["raised"]
     assert kind == "WheelMisfitError", message
     assert message.startswith("fakeproj 1.0: fakeproj.csrc cannot load: it links "), message
@@ -461,16 +462,7 @@ def test_a_cpp_runtime_older_than_the_build_machine_s_is_named(tmp_path):
     guarded_project(site, "fakeproj", torch.__version__, torch.version.cuda)
     guarded_extension(site, f"-L{fake}", "-l:libstdc++.so.6")
     shutil.rmtree(fake)
-    proc = run(
-        site,
-        """
-        import importlib
-        step("import", lambda: importlib.import_module("fakeproj.csrc"))
-        step("fallback", lambda: importlib.import_module("fakeproj._backend"))
-        """,
-        tmp_path,
-    )
-    done = steps(proc)
+    done = import_and_fall_back(site, tmp_path)
     kind, message = done["import"]["raised"]
     assert kind == "WheelMisfitError", message
     assert message.startswith(
