@@ -117,7 +117,7 @@ def test_the_notes_say_what_was_copied_and_why_what_is_left_was_not():
     )
     assert note.startswith(
         "copied the system libraries its libraries link into the wheel "
-        "(torch_sparse_solve.libs/, 1.2 MB): libklu.so.2 (/usr/lib/x86_64-linux-gnu/libklu.so.2), "
+        "(torch_sparse_solve.libs/, 1206 KiB): libklu.so.2 (/usr/lib/x86_64-linux-gnu/libklu.so.2), "
         "libamd.so.3."
     ), note
     assert "--no-bundle leaves them out" in note

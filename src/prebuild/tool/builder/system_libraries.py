@@ -59,6 +59,7 @@ MACHINE_BOUND = (
 
 
 def matches(name: str, globs: Iterable[str]) -> bool:
+    """Pure: whether the library file name ``name`` matches one of ``globs``."""
     return any(fnmatch.fnmatchcase(name, glob) for glob in globs)
 
 
@@ -144,9 +145,8 @@ def kept_reason(kept: Iterable[str], bundle: bool, failure: str = "") -> str:
 def system_libraries_note(found: Mapping[str, str | None], why: str = "") -> str:
     """Pure: what the user should know of the system libraries the wheel links and does not
     hold (name -> where the build machine has it); ``why``: why they were not copied in."""
-    said = ", ".join(f"{name} ({where})" if where else name for name, where in found.items())
     return (
-        f"its libraries link {said}, which neither the wheel, torch nor the C and C++ runtimes "
+        f"its libraries link {_with_places(found)}, which neither the wheel, torch nor the C and C++ runtimes "
         "provide: a machine installing the wheel needs them too (its import says which is "
         f"missing){f'; not copied into the wheel: {why}' if why else ''}"
     )
@@ -155,9 +155,13 @@ def system_libraries_note(found: Mapping[str, str | None], why: str = "") -> str
 def bundled_note(copied: Mapping[str, str | None], folder: str, size: int) -> str:
     """Pure: what the user should know of the system libraries copied into the wheel (name ->
     where the build machine had it), into ``folder``, ``size`` bytes in all."""
-    said = ", ".join(f"{name} ({where})" if where else name for name, where in copied.items())
     return (
         f"copied the system libraries its libraries link into the wheel ({folder}/, "
-        f"{size / 1e6:.1f} MB): {said}. A machine installing it needs none of them; "
-        "--no-bundle leaves them out"
+        f"{size / 1024:.0f} KiB): {_with_places(copied)}. A machine installing it needs none of "
+        "them; --no-bundle leaves them out"
     )
+
+
+def _with_places(found: Mapping[str, str | None]) -> str:
+    """Pure: "libklu.so.1 (/lib/x86_64-linux-gnu/libklu.so.1.3.8), libx.so"."""
+    return ", ".join(f"{name} ({where})" if where else name for name, where in found.items())
