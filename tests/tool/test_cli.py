@@ -296,3 +296,15 @@ def test_wheel_copies_the_system_libraries_in_unless_told_not_to(asked, tmp_path
     assert runner.invoke(app, args).exit_code == 130
     assert runner.invoke(app, [*args, "--no-bundle"]).exit_code == 130
     assert [request.bundle for request in asked] == [True, False]
+
+
+def test_a_compilers_words_are_printed_as_they_are(capsys):
+    """rich turns ":100:" into an emoji: openpoints' subsampling error read
+    "wrapper.cpp💯74: error" on the console."""
+    from prebuild.tool.cli.common import fail, out
+
+    words = "cpp_wrappers/src/wrapper.cpp:100:74: error: 'NPY_IN_ARRAY' was not declared"
+    fail(words)
+    out.print(words)
+    captured = capsys.readouterr()
+    assert words in " ".join(captured.err.split()) and words in captured.out

@@ -11,8 +11,9 @@ from rich.markup import escape
 
 from prebuild.runtime.arch import Arch, ArchError, parse_arch_list
 
-out = Console()  # results: what a script reads
-err = Console(stderr=True)  # the story and the errors
+# No emoji codes: a compiler's "wrapper.cpp:100:74: error" would show rich's :100: emoji.
+out = Console(emoji=False)  # results: what a script reads
+err = Console(stderr=True, emoji=False)  # the story and the errors
 # In a file or a CI log a line is never wrapped at 80 columns: it is read, grepped and copied.
 for _console in (out, err):
     _console.soft_wrap = not _console.is_terminal
