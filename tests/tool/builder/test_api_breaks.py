@@ -209,6 +209,20 @@ def test_a_failed_ninja_step_is_shown_from_its_first_error_after_its_command():
     # a step whose output holds no compiler error is shown as it is
     bare = "FAILED: x.o \nnvcc -c x.cu\nKilled\nninja: build stopped: subcommand failed.\n"
     assert compiler_errors(bare) == "FAILED: x.o \nnvcc -c x.cu\nKilled"
+    # VMamba: the steps ninja ran on while it failed (ptxas -v's reports) are not its own
+    parallel = (
+        "FAILED: [code=255] build/bwd.o \n/shim/bin/nvcc -c bwd.cu --ptxas-options=-v\n"
+        'bwd.cu(12): error: namespace "cub" has no member "LaneId"\n'
+        '1 error detected in the compilation of "bwd.cu".\n'
+        "[2/3] /shim/bin/nvcc -c fwd.cu --ptxas-options=-v\n"
+        + "ptxas info    : Compiling entry function 'fwd' for 'sm_90'\n" * 50
+        + "ninja: build stopped: subcommand failed.\n"
+    )
+    shown = compiler_errors(parallel)
+    assert shown.endswith('1 error detected in the compilation of "bwd.cu".'), shown
+    assert "ptxas info" not in shown and "[2/3]" not in shown
+    killed = bare.replace("Killed\n", "Killed\n[2/2] c++ -c y.cpp\nwarning: y\n")
+    assert compiler_errors(killed) == "FAILED: x.o \nnvcc -c x.cu\nKilled"
 
 
 def test_the_log_shown_starts_at_the_first_compiler_error_in_a_build_without_ninja():

@@ -666,8 +666,14 @@ def compiler_errors(log: str, limit: int = 8000) -> str:
     steps = log[start : end if end >= 0 else None]
     failed, _, rest = steps.partition("\n")
     command, _, rest = rest.partition("\n")
-    errors = _from_first_error(rest, limit)
-    return (f"{failed}\n{command}\n{errors}" if errors else steps)[:limit].rstrip()
+    # its own output ends where ninja starts the next step's ("[2/3] nvcc ...": VMamba's
+    # ptxas -v reports of the sources still compiling filled what was shown)
+    rest = rest[: next_step.start()] if (next_step := _NINJA_STEP.search(rest)) else rest
+    errors = _from_first_error(rest, limit) or rest.strip()
+    return f"{failed}\n{command}\n{errors}"[:limit].rstrip()
+
+
+_NINJA_STEP = re.compile(r"^\[\d+/\d+\] ", re.M)
 
 
 def _from_first_error(log: str, limit: int) -> str:
