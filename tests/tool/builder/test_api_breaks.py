@@ -36,6 +36,18 @@ CASES = {
         "argument list:",
     ],
     "cub::Sum": ['cubsum.cu(2): error: namespace "cub" has no member "Sum"'],
+    "cub::LaneId": [
+        # VMamba's kernels/selective_scan (MzeroMiko/VMamba 2ed52ea)
+        'csrc/selective_scan/reverse_scan.cuh(52): error: namespace "cub" has no member "LaneId"',
+        'reverse_scan.cuh(158): error: namespace "cub" has no member "CTA_SYNC"',
+        "w.cpp:3:12: error: ‘WARP_SYNC’ is not a member of ‘cub’",
+    ],
+    "NumPy's old C API": [
+        # openpoints' cpp/subsampling (guochengqian/openpoints 8c115a9), NumPy 2.4.6
+        "wrapper.cpp:100:74: error: ‘NPY_IN_ARRAY’ was not declared in this scope",
+        "wrapper.cpp:135:31: error: cannot convert ‘PyObject*’ {aka ‘_object*’} to ‘const "
+        "PyArrayObject*’ {aka ‘const tagPyArrayObject_fields*’}",
+    ],
     "debug_synchronous": [
         # megablocks 0.10.0, whose CUB is in a namespace of its own (CUB_NAMESPACE_BEGIN)
         "megablocks-0.10.0/csrc/cumsum.h(34): error: no instance of overloaded function "

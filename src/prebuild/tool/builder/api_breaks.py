@@ -1,4 +1,4 @@
-"""What torch and CUDA removed that older classic projects still use, recognised in a failed
+"""What torch, CUDA and NumPy removed that older classic projects still use, recognised in a failed
 build's compiler errors, so that the error says what changed and what to do, not only where
 the compiler stopped. Pure functions over the log's text.
 
@@ -33,6 +33,8 @@ def _names(*words: str) -> str:
 
 _TH = r"THC\w*|TH(?:Arg|Assert|Error|Tensor|Float|Double|Long|Int|Byte)\w*"
 _CUB = "Sum|Max|Min|ArgMax|ArgMin|Equality|Inequality|CastOp"
+_CUB_SYNC = r"LaneId|WarpId|CTA_SYNC\w*|WARP_SYNC|WARP_ANY|WARP_ALL|WARP_BALLOT"
+_NUMPY_OLD = r"NPY_(?:IN|OUT|INOUT)_ARRAY|NPY_(?:C|F)CONTIGUOUS|NPY_CARRAY\w*|NPY_FARRAY\w*"
 _TEXTURE = r"cuda(?:Bind|Unbind)Texture\w*"
 _WARP = r"__(?:shfl\w*|any|all|ballot)"
 
@@ -78,6 +80,18 @@ API_BREAKS: tuple[ApiBreak, ...] = (
         "CUDA 13's CUB (CCCL 3) removed cub::Sum, cub::Max and cub::Min",
         "they become cuda::std::plus<>{}, cuda::maximum<>{} and cuda::minimum<>{} "
         "(<cuda/functional>); or build with CUDA 12: an nvcc 12.x and torch's CUDA 12 build",
+    ),
+    ApiBreak(
+        re.compile(
+            rf"namespace \"cub\" has no member \"(?:{_CUB_SYNC})\"|{_names(_CUB_SYNC)} is not a "
+            rf"member of {_Q}cub{_Q}|{_names(_CUB_SYNC)}.*(?:undefined|not declared)"
+        ),
+        "CUDA 13's CUB (CCCL 3) removed its thread and warp utilities cub::LaneId, cub::CTA_SYNC, "
+        "cub::WARP_SYNC and the like",
+        "CTA_SYNC() becomes __syncthreads(), CTA_SYNC_AND/OR __syncthreads_and/or, "
+        "WARP_SYNC(mask) __syncwarp(mask), WARP_ANY/WARP_ALL __any_sync/__all_sync, LaneId() "
+        "cuda::ptx::get_sreg_laneid() (<cuda/ptx>); or build with CUDA 12: an nvcc 12.x and "
+        "torch's CUDA 12 build",
     ),
     ApiBreak(
         # nvcc's words only: a cub::Device* call is host code of a .cu file, which its front
@@ -137,6 +151,17 @@ API_BREAKS: tuple[ApiBreak, ...] = (
         "(2.12 has it)",
         "in the project's code, drop the names argument (at::zeros(size, dtype, layout, device, "
         "pin_memory), or at::zeros(size, options)); or build against torch 2.12 or older",
+    ),
+    ApiBreak(
+        re.compile(
+            rf"{_names(_NUMPY_OLD)}.*(?:undefined|not declared)"
+            rf"|{_Q}PyObject\*{_Q}.* to {_Q}(?:const )?PyArrayObject\*{_Q}"
+        ),
+        "its C code uses NumPy's old C API (NPY_IN_ARRAY, PyArray_* taking a PyObject*), which "
+        "the NumPy 2 installed here no longer has",
+        "build against NumPy 1.x: pip install 'numpy<2' in this environment, then build again "
+        "(the wheel then needs NumPy 1.x where it runs too); or move the project's code to "
+        "NumPy's current names (NPY_ARRAY_IN_ARRAY, a PyArrayObject* for each PyArray_* call)",
     ),
     ApiBreak(
         re.compile(rf"{_names(_WARP)}.*(?:undefined|not declared)"),
