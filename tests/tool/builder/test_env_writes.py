@@ -64,3 +64,35 @@ def test_a_failure_or_refusal_is_followed_by_what_was_installed_if_anything():
 
     assert with_installed("it failed", "") == "it failed"
     assert with_installed("it failed", "x installed y") == "it failed\n\nAlso, x installed y."
+
+
+def test_a_wheel_prebuild_built_installed_meanwhile_is_not_blamed_on_the_build(tmp_path):
+    """Trials installing one prebuilt wheel while another project built in the same venv:
+    chamfer_dist's build was said to have installed pointnet2_cuda's wheel and its guard."""
+    from prebuild.tool.builder.env_writes import installed_since
+
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    before = snapshot([site])
+    info = site / "pointnet2_cuda-0.0.0+pt214.cu130.sm90.dist-info"
+    info.mkdir()
+    (info / "prebuild.json").write_text("{}")
+    (info / "RECORD").write_text(
+        "pointnet2_cuda.cpython-311-x86_64-linux-gnu.so,sha256=x,1\n"
+        "_prebuild_guard_pointnet2_cuda/__init__.py,sha256=y,1\n"
+        "_prebuild_guard_pointnet2_cuda.pth,sha256=z,1\n"
+        f"{info.name}/RECORD,,\n"
+    )
+    for name in (
+        "pointnet2_cuda.cpython-311-x86_64-linux-gnu.so",
+        "_prebuild_guard_pointnet2_cuda.pth",
+    ):
+        (site / name).write_bytes(b"")
+    (site / "_prebuild_guard_pointnet2_cuda").mkdir()
+    assert installed_since(before) == ""
+    # what the build itself installed is still said
+    (site / "hqq_aten.so").write_bytes(b"")
+    said = installed_since(before)
+    assert said.startswith("the project's build installed into this environment itself") and (
+        "hqq_aten.so in" in said and "pointnet2" not in said
+    ), said

@@ -82,7 +82,7 @@ def env_writes_message(changes: Mapping[Path, list[str]], who: str = "the projec
     return (
         f"{who} installed into this environment itself, outside its wheel: {where} "
         "(its setup.py runs an install of its own, as hqq 0.2.8's `python setup_cuda.py install` "
-        "does). "
+        "does, unless another process installed them meanwhile). "
         "Other environments installing the wheel will not have them"
         + (f"; pip uninstall {' '.join(undo)} removes them here" if undo else "")
     )
@@ -90,8 +90,32 @@ def env_writes_message(changes: Mapping[Path, list[str]], who: str = "the projec
 
 def installed_since(before: Snapshot, who: str = "the project's build") -> str:
     """What ``who`` installed into the folders of ``before`` (their snapshot) since it was taken,
-    said for the user (``env_writes_message``); "" for nothing."""
-    return env_writes_message(written(before, snapshot(before)), who)
+    said for the user (``env_writes_message``); "" for nothing. A wheel prebuild built, installed
+    meanwhile, is the user's doing (another process's pip), never a setup.py's."""
+    changes = {}
+    for folder, names in written(before, snapshot(before)).items():
+        theirs = prebuild_wheel_entries(folder, names)
+        if kept := [name for name in names if name not in theirs]:
+            changes[folder] = kept
+    return env_writes_message(changes, who)
+
+
+def prebuild_wheel_entries(folder: Path, names: Iterable[str]) -> set[str]:
+    """The entries of ``folder`` that belong to a wheel prebuild built among the distributions
+    ``names`` hold (a .dist-info with prebuild.json): it, and the top-level entries its RECORD
+    lists (its packages, its guard and the guard's .pth)."""
+    found: set[str] = set()
+    for name in names:
+        record = folder / name / "RECORD"
+        if not name.endswith(".dist-info") or not (folder / name / "prebuild.json").is_file():
+            continue
+        try:
+            lines = record.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            continue
+        found.add(name)
+        found.update(line.split(",", 1)[0].split("/", 1)[0] for line in lines if line)
+    return found
 
 
 def with_installed(message: str, installed: str) -> str:
