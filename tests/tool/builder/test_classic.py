@@ -204,7 +204,10 @@ def test_a_wheel_without_a_library_is_explained():
     assert advice not in pure
     # a setup.py that reads build switches is not called pure Python: its switches are named
     switched = no_extension_message("tool-1.0-py3-none-any.whl", [], advice, switches=True)
-    assert "compiled nothing at install time as it is. Its setup.py reads" in switched
+    assert (
+        "compiled nothing at install time as it is (if it is pure Python, pip install it as it "
+        "is). Its setup.py reads" in switched
+    )  # the advice last: torch.cuda's answer may follow it
     # NATTEN 0.21.7 asked get_device_properties() of an answer that lacked it, then built
     # nothing with torch's own answers: the failure is quoted, and a GPU machine named
     command = "prebuild wheel --arch sm_90 natten==0.21.7"

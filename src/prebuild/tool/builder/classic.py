@@ -256,7 +256,7 @@ def no_extension_message(
     if switches:
         return (
             f"{wheel_name} holds no compiled library: the project compiled nothing at install "
-            f"time as it is. {sentence(advice)} (if it is pure Python, pip install it as it is). "
+            f"time as it is (if it is pure Python, pip install it as it is). {sentence(advice)}. "
             "No wheel was written."
         )
     return (
