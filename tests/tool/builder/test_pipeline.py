@@ -680,8 +680,9 @@ def test_what_pip_s_metadata_step_installs_into_the_environment_is_told(
     told = (
         "pip's metadata step (the project's setup.py, run to read its name) installed into this "
         f"environment itself, outside its wheel: sneaky_ext.py in {site} (its setup.py runs an "
-        "install of its own, as hqq 0.2.8's `python setup_cuda.py install` does). Other "
-        "environments installing the wheel will not have them"
+        "install of its own, as hqq 0.2.8's `python setup_cuda.py install` does, unless another "
+        "process installed them meanwhile). Other environments installing the wheel will not "
+        "have them"
     )
     if then_fails:
         with pytest.raises(BuildError) as failed:
