@@ -619,18 +619,3 @@ def test_the_command_said_back_gives_the_config_settings_again(tmp_path):
     )
     plain = ClassicBuilder(tmp_path, SimpleNamespace(nvcc=None), tmp_path, origin="apex/")
     assert plain.command(parse_arch_list("sm_90")) == "prebuild wheel --arch sm_90 apex/"
-
-
-def test_only_a_build_that_ran_ninja_leaves_objects_a_build_can_go_on_from(tmp_path):
-    """setuptools without ninja compiles every source whatever is in build/ (DeepSpeed
-    0.19.8's setup.py builds without ninja unless DS_ENABLE_NINJA is set): its objects are
-    not said to be reused."""
-    from prebuild.tool.builder.classic import ninja_logged
-
-    temp = tmp_path / "build" / "temp.linux-x86_64-cpython-311"
-    temp.mkdir(parents=True)
-    (temp / "a.o").write_bytes(b"")
-    assert not ninja_logged(tmp_path)
-    (temp / ".ninja_log").write_text("# ninja log v6\n")
-    assert ninja_logged(tmp_path)
-    assert not ninja_logged(tmp_path / "nowhere")

@@ -265,3 +265,18 @@ def test_a_failed_build_that_reused_an_earlier_runs_objects_says_how_to_start_af
     )
     one = kept_objects_error(error, 1, tmp_path)
     assert f"This build reused 1 object an earlier run compiled in {tmp_path}" in str(one)
+
+
+def test_only_a_build_that_ran_ninja_leaves_objects_a_build_can_go_on_from(tmp_path):
+    """setuptools without ninja compiles every source whatever is in build/ (DeepSpeed
+    0.19.8's setup.py builds without ninja unless DS_ENABLE_NINJA is set): its objects are
+    not said to be reused."""
+    from prebuild.tool.builder.classic_objects import ninja_logged
+
+    temp = tmp_path / "build" / "temp.linux-x86_64-cpython-311"
+    temp.mkdir(parents=True)
+    (temp / "a.o").write_bytes(b"")
+    assert not ninja_logged(tmp_path / "build")
+    (temp / ".ninja_log").write_text("# ninja log v6\n")
+    assert ninja_logged(tmp_path / "build")
+    assert not ninja_logged(tmp_path / "nowhere")

@@ -78,6 +78,7 @@ from prebuild.tool.builder.classic_objects import (
     ObjectsKey,
     calls_by_object,
     logged_calls,
+    ninja_logged,
     prepare_build,
     read_record,
 )
@@ -452,13 +453,6 @@ def host_wheel_note(
     return f"its libraries hold {what}"
 
 
-def ninja_logged(project: Path) -> bool:
-    """Whether a build of the project's copy ran ninja, whose log (``.ninja_log``, beside
-    torch's ``build.ninja`` in ``build/temp.*``) tells the next what it need not compile."""
-    build = project / "build"
-    return build.is_dir() and any(build.rglob(".ninja_log"))
-
-
 def has_cuda_sources(project: Path) -> bool:
     """Whether the project's source holds any CUDA file (``.cu``, ``.cuh``), its earlier build
     outputs aside."""
@@ -814,7 +808,7 @@ class ClassicBuilder:
         wheel_dir.mkdir(parents=True)
         # Only ninja's record of what it compiled lets a build skip an object: setuptools
         # without ninja compiles every source whatever is there (DeepSpeed 0.19.8's build).
-        unused = kept if kept and not ninja_logged(project) else 0
+        unused = kept if kept and not ninja_logged(project / "build") else 0
         kept -= unused
         # The objects an earlier run left: kept by this run's first wheel only (the next ones
         # reuse what it compiled or linked).

@@ -201,6 +201,13 @@ def read_record(build: Path) -> ObjectsRecord | None:
     return ObjectsRecord.from_json(text)
 
 
+def ninja_logged(build: Path) -> bool:
+    """Whether a build in ``build/`` ran ninja, whose log (``.ninja_log``, beside torch's
+    ``build.ninja`` in ``build/temp.*``) tells the next what it need not compile: setuptools
+    without ninja compiles every source whatever objects are there (DeepSpeed 0.19.8)."""
+    return build.is_dir() and any(build.rglob(".ninja_log"))
+
+
 def prepare_build(
     build: Path, key: ObjectsKey, label: str, logs: tuple[Path, Path]
 ) -> tuple[int, Reuse]:
