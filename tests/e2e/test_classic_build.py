@@ -48,6 +48,7 @@ from job_steps import read_steps
 from pip_env import clean_pip_env, installed
 from wheel.wheelfile import WheelFile
 
+from prebuild.tool.builder.runtime_floor import floor_note, torch_runtime, wheel_runtime
 from prebuild.tool.index_keys import index_key_of
 from prebuild.tool.inspection import inspect_path, library_code
 
@@ -427,6 +428,15 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(
         "(recorded in prebuild.json)."
         for sm in ("sm_80", "sm_90")
     ], notes
+    # Built on a machine newer than torch's manylinux_2_28 (this one's glibc and GCC), a wheel
+    # needing more of them than torch does says so, once for both wheels.
+    (torch_lib,) = cuda_torch_python.parent.parent.glob("lib/python*/site-packages/torch/lib")
+    floors = {
+        floor_note(wheel_runtime(w), torch_runtime(torch_lib), "2.14.1+cu130") for w in wheels
+    }
+    said = [" ".join(line.split()) for line in proc.stdout.splitlines() if "itself needs" in line]
+    (floor,) = floors
+    assert said == ([f"note (every wheel): {floor}"] if floor else []), proc.stdout
     # Its setup.py builds CUDA only where torch.cuda.is_available(): with no GPU here, torch.cuda
     # answered (in its build only) as a GPU of each wheel's arch would.
     answered = [" ".join(line.split()) for line in proc.stderr.splitlines() if "answers as" in line]

@@ -17,7 +17,8 @@ from cuobjdump import cuobjdump_code
 from prebuild.runtime.arch import parse_arch_list
 from prebuild.tool.builder.compile import host_build_dir
 from prebuild.tool.builder.resources import read_report, short_name
-from prebuild.tool.builder.toolchain import cpu_count
+from prebuild.tool.builder.runtime_floor import floor_note, torch_runtime, wheel_runtime
+from prebuild.tool.builder.toolchain import cpu_count, find_torch
 from prebuild.tool.inspection import library_code, read_wheel_manifest
 
 pytestmark = pytest.mark.slow
@@ -62,11 +63,20 @@ def test_wheel_name_tags_and_manifest(sm80_wheel, tmp_path):
     assert code.ptx == ()
 
 
-def test_second_run_reuses_objects(sm80_wheel, shared_objects, tmp_path):
+def test_second_run_reuses_objects_and_says_what_the_wheel_needs_of_glibc(
+    sm80_wheel, shared_objects, tmp_path
+):
+    """A second run compiles nothing. Its wheel, built on this machine, needs this machine's
+    glibc and libstdc++ symbol versions: where they are newer than torch's own, a note says so."""
     proc = run_cli(
         "wheel", "--arch", "80", "--out", str(tmp_path), "--build-dir", str(shared_objects)
     )
     assert proc.returncode == 0, proc.stderr
+    (wheel,) = tmp_path.glob("*.whl")
+    torch = find_torch()
+    floor = floor_note(wheel_runtime(wheel), torch_runtime(torch.library_dir), torch.version_string)
+    said = [" ".join(line.split()) for line in proc.stdout.splitlines() if "itself needs" in line]
+    assert said == ([f"note: {floor}"] if floor else []), proc.stdout
     logs = list(shared_objects.glob("cuda/*sm80/build.log")) + [
         host_build_dir(shared_objects) / "build.log"
     ]

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.utils.cpp_extension as cpp_extension
+from c_libraries import shared_library
 
 from prebuild.runtime.arch import parse_arch_list
 from prebuild.runtime.classic_guard import ALLOW_ENV, COMPILE_ENTRY_POINTS, fit_problems
@@ -384,21 +385,6 @@ PyMODINIT_FUNC PyInit_csrc(void) { prebuild_gone(); return PyModule_Create(&modu
 """
 
 
-CC = sysconfig.get_config_var("CC").split()[0]  # the C compiler setuptools would use
-
-
-def shared_library(path: Path, source: str, *options: str) -> Path:
-    """``path`` compiled from C ``source`` with ``options``, named by its file (its soname)."""
-    c = path.parent / f"{path.name.split('.')[0]}.c"
-    c.write_text(source)
-    subprocess.run(
-        [CC, "-xc", "-shared", "-fPIC", f"-Wl,-soname,{path.name}", str(c), *options,
-         "-o", str(path)],
-        check=True, timeout=120,
-    )  # fmt: skip
-    return path
-
-
 def guarded_extension(site: Path, *link: str) -> None:
     """fakeproj's prebuilt module ``fakeproj.csrc`` (EXTENSION_C, calling prebuild_gone()),
     a real extension module linked with ``link``."""
@@ -473,27 +459,6 @@ def test_a_cpp_runtime_older_than_the_build_machine_s_is_named(tmp_path):
     kind, message = done["fallback"]["raised"]
     assert kind == "JitRefusedError" and "GLIBCXX_3.4.999" in message
     assert "damaged" not in message, message
-
-
-def test_the_c_library_s_and_the_cpp_runtime_s_versions_are_read_from_the_loader_s_words():
-    from prebuild.runtime.classic_guard import runtime_version_problem
-
-    glibc = (
-        "/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.38' not found (required by "
-        "/venv/lib/python3.11/site-packages/gsplat/csrc.so)"
-    )
-    said = runtime_version_problem(glibc, "prebuild wheel --arch sm_90 gsplat==1.5.3")
-    assert said == (
-        "its libraries need GLIBC_2.38 of the C library, and this machine's "
-        "(/lib/x86_64-linux-gnu/libc.so.6) is older than the one of the machine that built the "
-        "wheel. Build the wheel on this machine, or on one whose glibc is no newer than this "
-        "one's (a manylinux container): prebuild wheel --arch sm_90 gsplat==1.5.3."
-    )
-    conda = "/opt/conda/lib/libstdc++.so.6: version `CXXABI_1.3.15' not found (required by x.so)"
-    assert "need CXXABI_1.3.15 of the C++ runtime" in runtime_version_problem(conda, "p")
-    assert "(/opt/conda/lib/libstdc++.so.6)" in runtime_version_problem(conda, "p")
-    assert runtime_version_problem("undefined symbol: _ZN3c104cuda9SetDeviceEa", "p") is None
-    assert runtime_version_problem("libfoo.so: version `FOO_1' not found", "p") is None
 
 
 def test_only_a_recorded_library_the_loader_misses_is_explained():

@@ -116,6 +116,22 @@ def test_missing_dependency_is_explained():
     assert "is torch installed correctly" in str(error)
 
 
+def test_a_runtime_older_than_the_build_machine_s_is_explained():
+    """A wheel built on a newer machine than this one (its glibc or libstdc++)."""
+    said = (
+        "/usr/lib64/libstdc++.so.6: version `GLIBCXX_3.4.29' not found (required by "
+        "/venv/lib/python3.11/site-packages/prebuild/_C.abi3.so)"
+    )
+    error = load_failure_error(manifest(), "_C.abi3.so", "2.13.0", said)
+    assert isinstance(error, LibraryLoadError)
+    message = str(error)
+    assert message.startswith(
+        f"cannot load _C.abi3.so: {said}. The wheel is not for this machine: "
+    )
+    assert "need GLIBCXX_3.4.29 of the C++ runtime (GCC 11's or newer)" in message
+    assert "`prebuild wheel` in prebuild's source" in message
+
+
 def test_other_load_failure_keeps_message():
     error = load_failure_error(manifest(), "_C.abi3.so", "2.13.0", "invalid ELF header")
     assert isinstance(error, LibraryLoadError)

@@ -219,6 +219,47 @@ def test_wheel_progress_in_a_log_is_a_line_per_phase_and_a_heartbeat():
     assert line.where() == "compiling (the project's own build), [4/?] knn.cpp"
 
 
+def test_the_summary_says_a_note_every_wheel_has_once(monkeypatch, tmp_path):
+    """The glibc note of a build on a newer machine than torch's is every wheel's: said once
+    after the wheels; a note of one wheel (its kernels spill) stays under it."""
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from prebuild.tool.cli import wheel as wheel_cli
+
+    log = io.StringIO()
+    monkeypatch.setattr(wheel_cli, "out", Console(file=log, width=80, soft_wrap=True))
+    shared, own = "it needs glibc 2.32, newer than what torch 2.13.0 itself needs", "it spills"
+    built = []
+    for sm, notes in (("sm80", (own, shared)), ("sm90", (shared,))):
+        path = tmp_path / f"prebuild-0.1.0+cu130.{sm}-cp310-abi3-linux_x86_64.whl"
+        path.write_bytes(b"wheel")
+        built.append(
+            SimpleNamespace(
+                path=path, sass_archs=(), ptx_archs=(), seconds=1.0, notes=notes, size=5
+            )
+        )
+    result = SimpleNamespace(wheels=built, seconds=2.0, variants_file=None, locks=[], cache=None)
+    console = wheel_cli._WheelConsole(Console(file=io.StringIO()), heartbeat=0.05)
+    console.summary(result, tmp_path)
+    console.close()
+    lines = log.getvalue().splitlines()
+    assert [x.strip() for x in lines if x.strip().startswith("note")] == [
+        f"note: {own}",
+        f"note (every wheel): {shared}",
+    ], lines
+    assert lines[-1] == f"  note (every wheel): {shared}"
+    built.pop()  # one wheel: its notes are its own
+    log.truncate(0), log.seek(0)
+    console.summary(result, tmp_path)
+    assert [x.strip() for x in log.getvalue().splitlines() if x.strip().startswith("note")] == [
+        f"note: {own}",
+        f"note: {shared}",
+    ]
+
+
 def test_an_interrupted_wheel_build_says_what_was_kept_and_what_the_next_run_reuses(
     monkeypatch, tmp_path
 ):

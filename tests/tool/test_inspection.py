@@ -144,6 +144,24 @@ def test_inspect_agreeing_wheel_exits_0(tmp_path, libs):
     assert "match the manifest" in result.output
 
 
+def test_inspect_says_the_c_and_cpp_runtimes_the_libraries_need(tmp_path, libs):
+    """The newest glibc and libstdc++ symbol versions any library references: a machine with
+    older ones cannot load it (a wheel built on a newer machine than torch's manylinux)."""
+    from prebuild.runtime.c_runtimes import describe
+    from prebuild.tool.inspection import runtime_needs
+
+    needs = runtime_needs(CPU_SO.read_bytes())  # prebuild's CPU library, built on this machine
+    assert {"GLIBC", "GLIBCXX"} <= needs.keys(), needs
+    wheel = make_wheel(tmp_path / "ok.whl", libs, manifest_for(libs, "sm_80", "compute_80"))
+    result = runner.invoke(app, ["inspect", str(wheel)], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    said = f"Needs at least {describe(needs)} to load."
+    assert said in " ".join(result.output.split()), result.output
+    data = json.loads(runner.invoke(app, ["inspect", str(wheel), "--json"]).stdout)
+    assert data["runtime"] == needs
+    assert [lib["runtime"] for lib in data["libraries"]] == [needs, needs]  # the same ELF
+
+
 def test_inspect_wheel_whose_manifest_lies_exits_1(tmp_path, libs):
     wheel = make_wheel(tmp_path / "lie.whl", libs, manifest_for(libs, "sm_80,sm_90", "compute_80"))
     result = runner.invoke(app, ["inspect", str(wheel), "--json"])

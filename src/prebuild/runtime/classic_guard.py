@@ -259,9 +259,11 @@ class Guard:
             recorded = self.manifest().system_libraries
         except Exception:  # the loader's own error is raised as it is
             return None
+        from .c_runtimes import machine_glibc, version_problem
+
         problem = system_library_problem(
             recorded, str(exc), self.build_command()
-        ) or runtime_version_problem(str(exc), self.build_command())
+        ) or version_problem(str(exc), self.build_command(), machine_glibc())
         if problem is None:
             return None
         from .errors import WheelMisfitError
@@ -277,7 +279,10 @@ class Guard:
             errors = []
         if errors:
             return " ".join(errors)
-        if any(said in failures for said in EXPLAINED):  # explain's: its fix is in the failure
+        from .c_runtimes import OLDER_RUNTIME
+
+        if any(said in failures for said in (SYSTEM_LIBRARY_MISSING, OLDER_RUNTIME)):
+            # explain's own words: its fix is in the failure
             return ""
         return (
             "torch and the GPUs fit it, so the install is damaged: reinstall the wheel "
@@ -306,10 +311,8 @@ def _guarded(guard: Guard, entry: str, original):
     return guarded
 
 
+# What explain's message says, which _fix recognises in a failure (its fix is in it).
 SYSTEM_LIBRARY_MISSING = "a system library the machine that built the wheel had"
-OLDER_RUNTIME = "older than the one of the machine that built the wheel"
-# What explain's messages say, which _fix recognises in a failure (its fix is in it).
-EXPLAINED = (SYSTEM_LIBRARY_MISSING, OLDER_RUNTIME)
 
 
 def system_library_problem(recorded, message: str, build_command: str) -> str | None:
@@ -325,37 +328,6 @@ def system_library_problem(recorded, message: str, build_command: str) -> str | 
         f"that provides it (Debian and Ubuntu: apt-file search {missing[0]} names it; a library "
         "you built yourself: its folder on LD_LIBRARY_PATH), or build the wheel on this "
         f"machine: {build_command}."
-    )
-
-
-# glibc's loader, where a library needs a symbol version the loaded one lacks:
-# "/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.38' not found (required by .../_C.so)"
-_VERSION_NOT_FOUND = (
-    r"(?P<library>\S+): version `(?P<version>(?P<kind>GLIBCXX|CXXABI|GLIBC)_[\w.]+)' not found"
-)
-
-
-def runtime_version_problem(message: str, build_command: str) -> str | None:
-    """Pure: what to say where the dynamic loader's ``message`` says the C library (glibc) or
-    the C++ runtime (libstdc++) it loaded lacks a symbol version the wheel's libraries need:
-    the wheel was built on a machine with a newer one; None for any other message."""
-    import re  # only once a module failed to load: the guard's start-up imports nothing more
-
-    match = re.search(_VERSION_NOT_FOUND, message)
-    if match is None:
-        return None
-    library, version = match["library"], match["version"]
-    if match["kind"] == "GLIBC":
-        return (
-            f"its libraries need {version} of the C library, and this machine's ({library}) is "
-            f"{OLDER_RUNTIME}. Build the wheel on this machine, or on one whose glibc is no "
-            f"newer than this one's (a manylinux container): {build_command}."
-        )
-    return (
-        f"its libraries need {version} of the C++ runtime, and the libstdc++ loaded here "
-        f"({library}) is {OLDER_RUNTIME} (a conda environment's often is). Put a newer one "
-        "first (conda: conda install -c conda-forge libstdcxx-ng; or LD_PRELOAD the "
-        f"system's libstdc++.so.6), or build the wheel on this machine: {build_command}."
     )
 
 

@@ -50,6 +50,13 @@ def load_failure_error(
         )
     elif "cannot open shared object" in message or "No such file" in message:
         hint = " A library it depends on is missing: is torch installed correctly?"
+    else:
+        from .c_runtimes import machine_glibc, version_problem
+
+        problem = version_problem(
+            message, f"`prebuild wheel` in {manifest.package}'s source", machine_glibc()
+        )
+        hint = f" The wheel is not for this machine: {problem}" if problem else ""
     return LibraryLoadError(f"cannot load {library}: {message}.{hint}")
 
 

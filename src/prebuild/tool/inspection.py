@@ -22,10 +22,12 @@ import json
 import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import BinaryIO
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
+from prebuild.runtime.c_runtimes import combined, newest
 from prebuild.runtime.manifest import (
     MANIFEST_NAME,
     PROJECT_MANIFEST_NAME,
@@ -91,6 +93,25 @@ def soname(data: bytes) -> str | None:
     return names[0] if names else None
 
 
+def runtime_needs(library: bytes | BinaryIO) -> dict[str, str]:
+    """The C and C++ runtime versions an ELF library needs (``{"GLIBC": "2.32", "GLIBCXX":
+    "3.4.29"}``: the newest of each family its symbols reference, ``c_runtimes.newest``); {} if
+    it is not ELF. ``library``: its bytes, or an open file (torch's, read without loading them)."""
+    from elftools.elf.gnuversions import GNUVerNeedSection
+
+    stream = io.BytesIO(library) if isinstance(library, bytes) else library
+    try:
+        return newest(
+            aux.name
+            for section in ELFFile(stream).iter_sections()
+            if isinstance(section, GNUVerNeedSection)
+            for _, auxiliaries in section.iter_versions()
+            for aux in auxiliaries
+        )
+    except ELFError:
+        return {}
+
+
 def _dynamic_names(data: bytes, tag_name: str, attribute: str) -> tuple[str, ...]:
     from elftools.elf.dynamic import DynamicSection
 
@@ -112,6 +133,8 @@ class FoundLibrary:
     sha256: str
     code: EmbeddedCode
     size: int | None = None
+    # the C and C++ runtime versions it needs (runtime_needs)
+    runtime: dict[str, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -303,6 +326,11 @@ class Report:
         return lib.code
 
     @property
+    def runtime(self) -> dict[str, str]:
+        """The C and C++ runtime versions its libraries need together."""
+        return combined(*(lib.runtime for lib in self.libraries))
+
+    @property
     def variant_label(self) -> str | None:
         """The PEP 825 variant this is (its variant.json's one label), None for another wheel."""
         return next(iter((self.variant or {}).get("variants", {})), None)
@@ -383,6 +411,7 @@ class Report:
             "target": str(self.target),
             "ok": self.ok,
             "manifest": about,
+            "runtime": self.runtime,
             "libraries": [
                 {
                     "file": lib.file,
@@ -391,6 +420,7 @@ class Report:
                     "sass": [a.sm for a in code.sass],
                     "ptx": [a.compute for a in code.ptx],
                     "linked_sass": [a.sm for a in code.linked_sass],
+                    "runtime": lib.runtime,
                 }
                 for lib, code in ((lib, self.code_of(lib)) for lib in self.libraries)
             ],
@@ -403,7 +433,13 @@ class Report:
 
 def found_library(name: str, data: bytes) -> FoundLibrary:
     """One library's sha256, archs and size, from its bytes (the one reader of libraries)."""
-    return FoundLibrary(name, hashlib.sha256(data).hexdigest(), library_code(data, name), len(data))
+    return FoundLibrary(
+        name,
+        hashlib.sha256(data).hexdigest(),
+        library_code(data, name),
+        len(data),
+        runtime_needs(data),
+    )
 
 
 def is_shared_library(name: str) -> bool:

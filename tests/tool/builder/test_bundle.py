@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import ctypes
 import os
-import subprocess
 import sysconfig
 import zipfile
 from pathlib import Path
 
 import pytest
+from c_libraries import shared_library
 from wheel.wheelfile import WheelFile
 
 from prebuild.tool.builder.bundle import (
@@ -21,25 +21,6 @@ from prebuild.tool.builder.bundle import (
     failure_line,
 )
 
-CC = sysconfig.get_config_var("CC").split()[0]  # the C compiler setuptools would use
-
-
-def compile_library(path: Path, source: str, *link: str, name: str = "") -> Path:
-    """``path`` compiled of C ``source``, calling itself ``name`` (its file name by default:
-    a link of that name to it otherwise, as distributions install libklu.so.1.3.8)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    c = path.parent / (path.name.split(".")[0] + ".c")
-    c.write_text(source)
-    soname = name or path.name
-    subprocess.run(
-        [CC, "-shared", "-fPIC", f"-Wl,-soname,{soname}", str(c), "-o", str(path), *link],
-        check=True,
-        timeout=120,
-    )
-    if soname != path.name:
-        (path.parent / soname).symlink_to(path.name)
-    return path
-
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> dict[str, Path]:
@@ -48,19 +29,19 @@ def built(tmp_path_factory) -> dict[str, Path]:
     ``torch``, as torch's libraries are: not on any search path of the loader's)."""
     root = tmp_path_factory.mktemp("bundle")
     lib, torch = root / "lib", root / "torch"
-    compile_library(
+    shared_library(
         lib / "libfixturedep.so.1.2.3",
         "int fixture_dep(void) { return 40; }\n",
-        name="libfixturedep.so.1",
+        soname="libfixturedep.so.1",
     )
-    compile_library(
+    shared_library(
         lib / "libfixture.so.1",
         "int fixture_dep(void);\nint fixture(void) { return fixture_dep() + 2; }\n",
         f"-L{lib}",
         "-l:libfixturedep.so.1",
     )
-    compile_library(torch / "libtorchstandin.so", "int torch_standin(void) { return 0; }\n")
-    module = compile_library(
+    shared_library(torch / "libtorchstandin.so", "int torch_standin(void) { return 0; }\n")
+    module = shared_library(
         root / "tree" / "pkg" / "_native.so",
         "int fixture(void);\nint torch_standin(void);\n"
         "int value(void) { return fixture() + torch_standin(); }\n",

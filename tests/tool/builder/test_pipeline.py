@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -506,7 +507,7 @@ def test_a_native_build_runs_the_preflight_once_and_compiles_each_wheel_once(tmp
             packaged.append((parse_arch_list(archs), library_dir))
             Path(out).mkdir(parents=True)
             wheel = Path(out) / f"demo-{version}-py3-none-any.whl"
-            wheel.write_bytes(b"")
+            zipfile.ZipFile(wheel, "w").close()  # a wheel of nothing: the compile is a stand-in
             return str(wheel)
 
     monkeypatch.setattr(pipeline, "preflight", preflight)

@@ -5,11 +5,11 @@ code) is what the builder refuses; a vendored library of neither kind is not."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
+from c_libraries import shared_library
 
 from prebuild.runtime.arch import parse_arch
 from prebuild.runtime.manifest import BuiltLibrary
@@ -20,19 +20,6 @@ from prebuild.tool.builder.shipped import (
     shipped_message,
     source_libraries,
 )
-from prebuild.tool.builder.toolchain import find_cxx
-
-
-def shared_library(path: Path, code: str, *link: str) -> Path:
-    source = path.with_suffix(".c")
-    source.write_text(code)
-    done = subprocess.run(
-        [*find_cxx().command, "-x", "c", "-shared", "-fPIC", str(source), "-o", str(path), *link],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
-    return path
 
 
 @pytest.fixture

@@ -49,7 +49,7 @@ from prebuild.runtime.manifest import (
     ProjectManifest,
 )
 from prebuild.runtime.versions import minor
-from prebuild.tool.builder import build_site, env_writes, flags
+from prebuild.tool.builder import build_site, env_writes, flags, runtime_floor
 from prebuild.tool.builder.api_breaks import api_breaks_advice
 from prebuild.tool.builder.base import (
     BuildProgress,
@@ -1093,6 +1093,8 @@ class ClassicBuilder:
                     torch.version_string,
                 )
             )
+        if floor := runtime_floor.wheel_note(final, torch):
+            notes = (*notes, floor)
         return BuiltWheel(
             final,
             planned,

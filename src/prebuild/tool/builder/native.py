@@ -19,7 +19,7 @@ from build import BuildBackendException, ProjectBuilder
 from filelock import FileLock, Timeout
 
 from prebuild.runtime.manifest import Manifest, ManifestError
-from prebuild.tool.builder import flags, resources
+from prebuild.tool.builder import flags, resources, runtime_floor
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, quiet_runner, warnings_to_log
 from prebuild.tool.builder.compile import (
     BuildError,
@@ -212,6 +212,7 @@ def _build_locked(
         if compiled.resources is not None
         else None
     )
+    floor = runtime_floor.wheel_note(final, toolchain.torch)
     return BuiltWheel(
         final,
         planned,
@@ -219,5 +220,5 @@ def _build_locked(
         manifest.ptx_archs,
         manifest,
         time.monotonic() - start,
-        (spills,) if spills else (),
+        tuple(note for note in (spills, floor) if note),
     )

@@ -29,7 +29,9 @@ def inspect(
     prebuild/_manifest.json in prebuild's own wheels, .dist-info/prebuild.json in another project's
     wheel built by `prebuild wheel --arch ... PROJECT` (which also names the torch and CUDA it was
     built with). In prebuild's own libraries, code that statically linked libraries bring along (the
-    CUDA runtime's own kernels) is shown as "linked" and not compared.
+    CUDA runtime's own kernels) is shown as "linked" and not compared. The newest glibc and
+    libstdc++ symbol versions the libraries reference are shown too: a machine with older ones
+    cannot load them.
 
     Exit codes: 0 everything agrees (or a lone library with no manifest beside it);
     1 the binaries and the manifest disagree; 2 the path or name cannot be read.
@@ -46,6 +48,7 @@ def inspect(
     """
     import json
 
+    from prebuild.runtime.c_runtimes import describe
     from prebuild.runtime.manifest import ManifestError
     from prebuild.tool.inspection import InspectionError, inspect_path
 
@@ -72,6 +75,8 @@ def inspect(
             lib.sha256[:12],
         )
     out.print(table)
+    if needs := describe(report.runtime):
+        out.print(f"Needs at least {needs} to load.", highlight=False)
     if report.variant is not None:
         out.print(
             f"PEP 825 variant: {escape(report.variant_text)}", highlight=False, soft_wrap=True

@@ -337,6 +337,12 @@ class _WheelConsole:
             soft_wrap=True,
         )
         width = max(len(w.path.name) for w in result.wheels)
+        # a note every wheel has (a glibc newer than torch's) is said once, after them
+        shared = (
+            [n for n in result.wheels[0].notes if all(n in w.notes for w in result.wheels)]
+            if len(result.wheels) > 1
+            else []
+        )
         for w in result.wheels:
             archs_text = (
                 ",".join([a.sm for a in w.sass_archs] + [a.compute for a in w.ptx_archs])
@@ -348,7 +354,14 @@ class _WheelConsole:
                 soft_wrap=True,
             )
             for note in w.notes:
-                out.print(f"    [yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
+                if note not in shared:
+                    out.print(
+                        f"    [yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True
+                    )
+        for note in shared:
+            out.print(
+                f"  [yellow]note (every wheel):[/] {escape(note)}", highlight=False, soft_wrap=True
+            )
         if result.variants_file is not None:
             out.print(
                 f"Variants file {result.variants_file}: serve it beside the wheels (prebuild index), or "
