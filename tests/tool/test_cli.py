@@ -211,7 +211,7 @@ def test_wheel_progress_in_a_log_is_a_line_per_phase_and_a_heartbeat():
     lines = log.getvalue().splitlines()
     assert lines[0].startswith("Building 1 wheel with nvcc 13.0") and lines[0].endswith("dist/")
     assert lines[1].startswith(f"{planned.name}: compiling (the project's own build) (")
-    beats = [x for x in lines if "[3/20] rasterize_to_pixels_3dgs_fwd.cu" in x]
+    beats = [x for x in lines if "[3/20] rasterize_to_pixels_3dgs_fwd.cu done" in x]
     assert beats and all(x.startswith(f"{planned.name}: compiling") for x in beats)
     assert lines[-1] == f"{planned.name}: done in 12 s"  # and no heartbeat after it
     # a build without ninja: the compiles are counted, their total is not known

@@ -405,7 +405,9 @@ class _WheelLine:
         self.progress.update(self.task, phase=escape(text), step="")
 
     def step(self, done: int, total: int, what: str) -> None:
-        self.step_text = f"[{done}/{total or '?'}] {what}"
+        # ninja says a step as it finishes (a live line naming it would read as compiling it);
+        # a build without ninja is counted as each compile starts
+        self.step_text = f"[{done}/{total}] {what} done" if total else f"[{done}/?] {what}"
         self.progress.update(
             self.task, completed=done, total=total or None, step=escape(self.step_text[-50:])
         )
