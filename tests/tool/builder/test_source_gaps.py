@@ -409,3 +409,58 @@ def test_a_system_library_the_linker_cannot_find_is_named_with_where_to_get_it()
     assert "-lmine" not in advice  # a library of the project's own, or unknown: not guessed
     assert link_advice("/usr/bin/ld: cannot find -lmine\n") == ""
     assert link_advice("collect2: error: ld returned 1 exit status\n") == ""
+
+
+# CMake 3.25's own words (this machine's), from CMakeLists.txt files asking for each package.
+CMAKE_MODULE = """-- Looking for sgemm_
+-- Could NOT find OpenMP_C (missing: OpenMP_C_FLAGS OpenMP_C_LIB_NAMES)
+CMake Error at /usr/share/cmake-3.25/Modules/FindPackageHandleStandardArgs.cmake:230 (message):
+  Could NOT find BLAS (missing: BLAS_LIBRARIES)
+Call Stack (most recent call first):
+  /usr/share/cmake-3.25/Modules/FindBLAS.cmake:1346 (find_package_handle_standard_args)
+  CMakeLists.txt:3 (find_package)
+"""
+CMAKE_CONFIG = """CMake Error at CMakeLists.txt:3 (find_package):
+  By not providing "FindSomeVeryLongPackageNameForWrapping.cmake" in
+  CMAKE_MODULE_PATH this project has asked CMake to find a package
+  configuration file provided by "SomeVeryLongPackageNameForWrapping", but
+  CMake did not find one.
+
+  Could not find a package configuration file provided by
+  "SomeVeryLongPackageNameForWrapping" with any of the following names:
+
+    SomeVeryLongPackageNameForWrappingConfig.cmake
+CMake Error at CMakeLists.txt:4 (find_package):
+  Could not find a package configuration file provided by "Eigen3" (requested
+  version 3.3) with any of the following names:
+CMake Error at CMakeLists.txt:5 (find_package):
+  Could not find a package configuration file provided by "Torch" with any of
+  the following names:
+"""
+
+
+def test_a_package_cmake_did_not_find_is_named_with_where_to_get_it():
+    """A CMake build (scikit-build-core's, a setup.py running cmake) stops at its configure
+    step where a required package is missing: a find module's words and config mode's, wrapped
+    over lines; an optional package CMake did not find (OpenMP here) is no error."""
+    from prebuild.tool.builder.source_gaps import cmake_advice, cmake_packages
+
+    assert cmake_packages(CMAKE_MODULE) == ["BLAS"]
+    assert cmake_packages(CMAKE_CONFIG) == ["SomeVeryLongPackageNameForWrapping", "Eigen3", "Torch"]
+    advice = source_gaps_advice(CMAKE_MODULE, SOURCE, "", set(), PKG_INFO, COMMAND)
+    assert advice.startswith(
+        "CMake did not find a system library the project needs and this machine lacks: BLAS, "
+        "a BLAS (OpenBLAS) (Debian and Ubuntu: apt install libopenblas-dev; conda: conda "
+        "install -c conda-forge openblas). Install it, then build again"
+    ), advice
+    advice = cmake_advice(CMAKE_CONFIG)
+    assert "lacks: Eigen3, Eigen (Debian and Ubuntu: apt install libeigen3-dev, then " in advice
+    assert "CMAKE_PREFIX_PATH=$(python -c 'import torch.utils; print(torch.utils." in advice
+    assert advice.endswith(
+        "CMake did not find SomeVeryLongPackageNameForWrapping, which the project requires: "
+        "install its development package, or, where it is installed under a prefix of its own, "
+        "name that prefix for the build (CMAKE_PREFIX_PATH=<prefix>, or "
+        "SomeVeryLongPackageNameForWrapping_ROOT=<prefix>, before the prebuild command)."
+    ), advice
+    assert cmake_advice("-- Could NOT find OpenMP_C (missing: OpenMP_C_FLAGS)\n") == ""
+    assert cmake_advice("-- Configuring done\n") == ""

@@ -151,13 +151,13 @@ def source_gaps_advice(
     command: str,
 ) -> str:
     """Pure but for the paths: what to tell a user whose build failed on files its source does
-    not have, or on a known system library the linker did not find; "" where the log names
-    none. ``source``: the project's copy, or the root of the
+    not have, on a known system library the linker did not find, or on a package CMake did not
+    find; "" where the log names none. ``source``: the project's copy, or the root of the
     checkout's mirror it lies in (the log's paths are under it); ``gitmodules``/``pkg_info``:
     their text ("" if absent); ``command``: the ``prebuild wheel`` command without the project."""
     missing = missing_files(log)
     if not missing:
-        return link_advice(log)
+        return link_advice(log) or cmake_advice(log)
     shown = [_relative(name, source) for name in missing[:3]]
     empty = empty_submodules(gitmodules, present_submodules)
     if empty:
@@ -221,6 +221,7 @@ class SystemLibrary:
     include: str  # the directory that package puts the headers in, where not searched
     conda: str  # conda-forge's package
     links: str = ""  # a regex for its libraries' -l names ("" for one of headers only)
+    cmake: str = ""  # a regex for the names CMake's find_package knows it by
 
     def where(self) -> str:
         also = f", then CPATH={self.include}" if self.include else ""
@@ -238,6 +239,7 @@ SYSTEM_LIBRARIES: tuple[SystemLibrary, ...] = (
         "/usr/include/suitesparse",
         "suitesparse",
         r"klu|cholmod|umfpack|amd|camd|colamd|ccolamd|btf|suitesparseconfig|spqr",
+        r"SuiteSparse|KLU|CHOLMOD|UMFPACK|AMD|CXSparse",
     ),
     SystemLibrary(r"libaio\.h", "libaio", "libaio-dev", "", "libaio", r"aio"),
     # NVSHMEM's InfiniBand transport headers (DeepEP's kernels include them)
@@ -249,7 +251,9 @@ SYSTEM_LIBRARIES: tuple[SystemLibrary, ...] = (
         "rdma-core",
         r"ibverbs|mlx5|rdmacm",
     ),  # fmt: skip
-    SystemLibrary(r"Eigen/\w+", "Eigen", "libeigen3-dev", "/usr/include/eigen3", "eigen"),
+    SystemLibrary(
+        r"Eigen/\w+", "Eigen", "libeigen3-dev", "/usr/include/eigen3", "eigen", cmake=r"Eigen3?"
+    ),
     # Pointcept's pointgroup_ops includes google/dense_hash_map
     SystemLibrary(
         r"(?:google|sparsehash)/\w+", "Google's sparsehash", "libsparsehash-dev", "", "sparsehash"
@@ -262,15 +266,30 @@ SYSTEM_LIBRARIES: tuple[SystemLibrary, ...] = (
         "",
         "openblas",
         r"openblas|blas|cblas|lapack|lapacke",
+        r"BLAS|CBLAS|LAPACK|LAPACKE|OpenBLAS",
     ),  # fmt: skip
     SystemLibrary(r"EGL/\w+\.h", "EGL", "libegl-dev", "", "libegl-devel", r"EGL"),
-    SystemLibrary(r"GL/\w+\.h", "OpenGL", "libgl-dev", "", "libgl-devel", r"GL|GLU|OpenGL"),
-    SystemLibrary(r"mpi\.h", "MPI", "libopenmpi-dev", "", "openmpi", r"mpi|mpi_cxx"),
-    SystemLibrary(r"boost/.+", "Boost", "libboost-dev", "", "libboost-devel", r"boost_\w+"),
-    SystemLibrary(r"png\.h", "libpng", "libpng-dev", "", "libpng", r"png\d*"),
-    SystemLibrary(r"jpeglib\.h", "libjpeg", "libjpeg-dev", "", "libjpeg-turbo", r"jpeg|turbojpeg"),
-    SystemLibrary(r"zlib\.h", "zlib", "zlib1g-dev", "", "zlib", r"z"),
-    SystemLibrary(r"Python\.h", "Python's headers", "python3-dev", "", "python", r"python3\.\d+"),
+    SystemLibrary(
+        r"GL/\w+\.h", "OpenGL", "libgl-dev", "", "libgl-devel", r"GL|GLU|OpenGL", r"OpenGL"
+    ),
+    SystemLibrary(r"mpi\.h", "MPI", "libopenmpi-dev", "", "openmpi", r"mpi|mpi_cxx", r"MPI"),
+    SystemLibrary(
+        r"boost/.+", "Boost", "libboost-dev", "", "libboost-devel", r"boost_\w+", r"Boost"
+    ),
+    SystemLibrary(r"png\.h", "libpng", "libpng-dev", "", "libpng", r"png\d*", r"PNG"),
+    SystemLibrary(
+        r"jpeglib\.h", "libjpeg", "libjpeg-dev", "", "libjpeg-turbo", r"jpeg|turbojpeg", r"JPEG"
+    ),
+    SystemLibrary(r"zlib\.h", "zlib", "zlib1g-dev", "", "zlib", r"z", r"ZLIB"),
+    SystemLibrary(
+        r"Python\.h",
+        "Python's headers",
+        "python3-dev",
+        "",
+        "python",
+        r"python3\.\d+",
+        r"Python3?|PythonLibs",
+    ),  # fmt: skip
 )
 
 
@@ -326,6 +345,58 @@ def link_advice(log: str) -> str:
         for library, names in found.items()
     )
     return f"The build could not link a system library this machine lacks: {said}. {_THEN}"
+
+
+# CMake's words where a package the project requires is not found: a find module's (FindBLAS:
+# "Could NOT find BLAS (missing: BLAS_LIBRARIES)", indented under its "CMake Error"; an optional
+# package's "-- Could NOT find ..." is no error), and config mode's, wrapped over lines as CMake
+# wraps its messages ("Could not find a package configuration file provided by "Eigen3"").
+_CMAKE_NOT_FOUND = re.compile(
+    r"^[ \t]+Could NOT find (?P<module>[\w.+-]+)"
+    r'|Could\s+not\s+find\s+a\s+package\s+configuration\s+file\s+provided\s+by\s+"(?P<config>[^"]+)"',
+    re.M,
+)
+
+
+def cmake_packages(log: str) -> list[str]:
+    """Pure: the packages a failed CMake configure required and did not find, in order, once each."""
+    return list(dict.fromkeys(m["module"] or m["config"] for m in _CMAKE_NOT_FOUND.finditer(log)))
+
+
+def cmake_advice(log: str) -> str:
+    """Pure: what to tell a user whose CMake build did not find a package it requires: a known
+    system library's packages; for torch, its prefix; for any other, how to point CMake at it;
+    "" where CMake found everything."""
+    packages = cmake_packages(log)
+    if not packages:
+        return ""
+    found = _known(packages, lambda library: library.cmake)
+    said = []
+    if found:
+        libraries = "; ".join(
+            f"{', '.join(names)}, {library.name} ({library.where()})"
+            for library, names in found.items()
+        )
+        said.append(
+            f"CMake did not find a system library the project needs and this machine lacks: "
+            f"{libraries}. {_THEN}"
+        )
+    others = [p for p in packages if not any(p in names for names in found.values())]
+    if "Torch" in others:
+        said.append(
+            "CMake did not find torch (its TorchConfig.cmake): give the build torch's prefix, "
+            "CMAKE_PREFIX_PATH=$(python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)') "
+            "before the prebuild command."
+        )
+        others.remove("Torch")
+    if others:
+        said.append(
+            f"CMake did not find {', '.join(others)}, which the project requires: install "
+            "its development package, or, where it is installed under a prefix of its own, "
+            f"name that prefix for the build (CMAKE_PREFIX_PATH=<prefix>, or {others[0]}_ROOT"
+            "=<prefix>, before the prebuild command)."
+        )
+    return " ".join(said)
 
 
 def _known(names: list[str], pattern) -> dict[SystemLibrary, list[str]]:
