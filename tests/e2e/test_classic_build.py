@@ -521,9 +521,10 @@ def test_a_kernel_asking_for_sm_90a_keeps_it_and_the_manifest_says_so(cuda_torch
 def test_a_cmake_project_finding_torch_builds_on_a_toolkit_of_nvcc_alone(
     cuda_torch_python, tmp_path
 ):
-    """cmake_torch_ext (scikit-build-core, find_package(Torch)): CMake takes the real toolkit's
-    include folder from nvcc, where torch's ATen/cuda headers missed cusparse.h; the build's
-    CPATH ends with the shim's. The wheel holds sm_90 SASS and its op runs beside torch."""
+    """cmake_torch_ext (scikit-build-core, find_package(Torch) with no prefix of its own: the
+    build's CMAKE_PREFIX_PATH names torch's): CMake takes the real toolkit's include folder
+    from nvcc, where torch's ATen/cuda headers missed cusparse.h; the build's CPATH ends with
+    the shim's. The wheel holds sm_90 SASS and its op runs beside torch."""
     out = tmp_path / "dist"
     proc = prebuild_wheel(
         cuda_torch_python, "--arch", "sm_90", str(FIXTURES / "cmake_torch_ext"), "--out", str(out)

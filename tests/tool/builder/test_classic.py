@@ -619,3 +619,23 @@ def test_the_command_said_back_gives_the_config_settings_again(tmp_path):
     )
     plain = ClassicBuilder(tmp_path, SimpleNamespace(nvcc=None), tmp_path, origin="apex/")
     assert plain.command(parse_arch_list("sm_90")) == "prebuild wheel --arch sm_90 apex/"
+
+
+def test_a_cmake_build_is_given_torch_s_prefix_after_the_user_s():
+    """find_package(Torch) finds the build's torch (TorchConfig.cmake under torch/share/cmake,
+    torch.utils.cmake_prefix_path) with no setting of the user's, and a prefix of theirs first."""
+    from prebuild.tool.builder.classic import cmake_prefix_env
+
+    lib = Path("/venv/lib/python3.11/site-packages/torch/lib")
+    prefix = "/venv/lib/python3.11/site-packages/torch/share/cmake"
+    assert cmake_prefix_env(lib, {}) == {"CMAKE_PREFIX_PATH": prefix}
+    assert cmake_prefix_env(lib, {"CMAKE_PREFIX_PATH": "/opt/eigen:/opt/x"}) == {
+        "CMAKE_PREFIX_PATH": f"/opt/eigen:/opt/x:{prefix}"
+    }
+    import torch
+    import torch.utils
+
+    real = Path(torch.utils.cmake_prefix_path)
+    assert cmake_prefix_env(Path(torch.__file__).parent / "lib", {}) == {
+        "CMAKE_PREFIX_PATH": str(real)
+    }

@@ -346,6 +346,16 @@ def site_env(
     return env
 
 
+def cmake_prefix_env(torch_library_dir: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """Pure: ``CMAKE_PREFIX_PATH`` with the build's torch's CMake prefix (what
+    ``torch.utils.cmake_prefix_path`` names) after the user's own, so that a CMake build's
+    ``find_package(Torch)`` finds it: the setting torch's docs, and such projects' READMEs, have
+    users make by hand."""
+    torch_prefix = str(torch_library_dir.parent / "share" / "cmake")
+    user = environ.get("CMAKE_PREFIX_PATH", "")
+    return {"CMAKE_PREFIX_PATH": os.pathsep.join(p for p in (user, torch_prefix) if p)}
+
+
 def headers_spec(compiler_dirs: list[str] | None) -> str:
     """Pure: build_site's ENV_HEADERS value: the known system headers and the directories the
     compiler searches by itself; "" (no check) where the compiler could not say which (a
@@ -839,6 +849,7 @@ class ClassicBuilder:
             # --cache says, through prebuild's launcher.
             "TORCH_NO_COMPILER_WRAPPER": "1",
             **search_paths(shim, os.environ),
+            **cmake_prefix_env(self.toolchain.torch.library_dir, os.environ),
         }
         # A project that would download its own prebuilt wheel (all archs, its torch) is told to
         # compile: prebuild is asked to build this wheel, and checks what it built.
