@@ -455,7 +455,7 @@ def test_a_package_cmake_did_not_find_is_named_with_where_to_get_it():
     ), advice
     advice = cmake_advice(CMAKE_CONFIG)
     assert "lacks: Eigen3, Eigen (Debian and Ubuntu: apt install libeigen3-dev, then " in advice
-    assert "CMAKE_PREFIX_PATH=$(python -c 'import torch.utils; print(torch.utils." in advice
+    assert "CMake did not find torch (its TorchConfig.cmake), although the build's " in advice
     assert advice.endswith(
         "CMake did not find SomeVeryLongPackageNameForWrapping, which the project requires: "
         "install its development package, or, where it is installed under a prefix of its own, "

@@ -384,9 +384,11 @@ def cmake_advice(log: str) -> str:
     others = [p for p in packages if not any(p in names for names in found.values())]
     if "Torch" in others:
         said.append(
-            "CMake did not find torch (its TorchConfig.cmake): give the build torch's prefix, "
-            "CMAKE_PREFIX_PATH=$(python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)') "
-            "before the prebuild command."
+            "CMake did not find torch (its TorchConfig.cmake), although the build's "
+            "CMAKE_PREFIX_PATH names this torch's CMake prefix: the project's CMakeLists.txt "
+            "looks elsewhere (a Torch_DIR or CMAKE_PREFIX_PATH of its own, or another Python's "
+            "torch); point it at python -c 'import torch.utils; print(torch.utils."
+            "cmake_prefix_path)' of the Python that runs prebuild."
         )
         others.remove("Torch")
     if others:
