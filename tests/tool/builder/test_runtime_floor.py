@@ -63,17 +63,17 @@ def test_a_wheel_s_and_torch_s_needs_are_those_of_all_their_libraries(needing, t
 def test_a_wheel_needing_more_than_torch_is_said_with_what_each_needs():
     ours = {"GLIBC": "2.32", "GLIBCXX": "3.4.29", "CXXABI": "1.3.9", "GCC": "3.0"}
     assert floor_note(ours, TORCH, "2.13.0+cpu") == (
-        "it needs glibc 2.32 and GLIBCXX_3.4.29 (the libstdc++ of GCC 11), newer than what "
-        "torch 2.13.0+cpu itself needs, glibc 2.28 and GLIBCXX_3.4.22 (the libstdc++ of GCC 6): "
-        "machines that run this torch with an older glibc or libstdc++ cannot load it. For a "
-        "wheel that loads wherever torch does, build it in a manylinux_2_28 container, as "
-        "torch's own wheels are built"
+        "it needs glibc 2.32 and GLIBCXX_3.4.29 (the libstdc++ of GCC 11), where torch "
+        "2.13.0+cpu itself needs glibc 2.28 and GLIBCXX_3.4.22 (the libstdc++ of GCC 6): "
+        "machines that run this torch with an older glibc or libstdc++ cannot load it (a "
+        "manylinux_2_28 container, where torch's wheels are built, builds one that loads "
+        "wherever torch does)"
     )
     only_glibc = floor_note({"GLIBC": "2.34", "GLIBCXX": "3.4.21"}, TORCH, "2.14.1+cu130")
-    assert only_glibc.startswith("it needs glibc 2.34, newer than what torch 2.14.1+cu130 ")
+    assert only_glibc.startswith("it needs glibc 2.34, where torch 2.14.1+cu130 itself needs ")
     assert "with an older glibc cannot" in only_glibc
     cxxabi = floor_note({"CXXABI": "1.3.13"}, TORCH, "2.14.1")
-    assert "needs CXXABI_1.3.13 (libstdc++), newer" in cxxabi
+    assert "needs CXXABI_1.3.13 (libstdc++), where torch" in cxxabi
     assert "with an older libstdc++ cannot" in cxxabi
 
 

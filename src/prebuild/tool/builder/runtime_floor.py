@@ -78,9 +78,9 @@ def floor_note(wheel: Needs, torch: Needs, torch_version: str) -> str | None:
         if families & ours.keys()
     )
     return (
-        f"it needs {describe(ours)}, newer than what torch {torch_version} itself needs"
-        + (f", {describe(theirs)}" if theirs else "")
-        + f": machines that run this torch with an older {runtimes} cannot load it. For a "
-        "wheel that loads wherever torch does, build it in a manylinux_2_28 container, as "
-        "torch's own wheels are built"
+        f"it needs {describe(ours)}"
+        + (f", where torch {torch_version} itself needs {describe(theirs)}" if theirs else "")
+        + f": machines that run this torch with an older {runtimes} cannot load it (a "
+        "manylinux_2_28 container, where torch's wheels are built, builds one that loads "
+        "wherever torch does)"
     )
