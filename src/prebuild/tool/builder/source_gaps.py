@@ -365,7 +365,8 @@ def cmake_packages(log: str) -> list[str]:
 
 def cmake_advice(log: str) -> str:
     """Pure: what to tell a user whose CMake build did not find a package it requires: a known
-    system library's packages; for torch, its prefix; for any other, how to point CMake at it;
+    system library's packages; for torch, that the project looks elsewhere than the build's
+    prefix; for any other, how to point CMake at it;
     "" where CMake found everything."""
     packages = cmake_packages(log)
     if not packages:
