@@ -136,7 +136,8 @@ def test_the_advice_names_each_break_once_in_the_tables_order_with_its_fix():
     )
     assert len(lines) == 3
     assert "THC" in lines[1] and "removed in torch 1.11" in lines[1]
-    assert "`x.type()` in each AT_DISPATCH_* call becomes `x.scalar_type()`" in lines[2]
+    assert "`x.type()` in each AT_DISPATCH_* call, and in each call of its own" in lines[2]
+    assert "becomes `x.scalar_type()`" in lines[2]
 
 
 def test_the_cxx20_advice_names_the_torch_that_needs_it():
@@ -235,6 +236,39 @@ def test_a_failed_ninja_step_is_shown_from_its_first_error_after_its_command():
     assert "ptxas info" not in shown and "[2/3]" not in shown
     killed = bare.replace("Killed\n", "Killed\n[2/2] c++ -c y.cpp\nwarning: y\n")
     assert compiler_errors(killed) == "FAILED: x.o \nnvcc -c x.cu\nKilled"
+
+
+def test_each_further_failed_step_is_named_with_its_first_error():
+    """neural_renderer b2a1e6c: its .cu fails on ``.type()`` in AT_DISPATCH, its .cpp on
+    AT_CHECK; only the first step was shown, the second cause left to the full log."""
+    from prebuild.tool.builder.classic import compiler_errors
+
+    cu_error = CASES["tensor.type()"][0]
+    cpp_error = "/s/nr/rasterize.cpp:12:5: error: ‘AT_CHECK’ was not declared in this scope"
+    log = (
+        "[1/4] c++ -c a.cpp\nFAILED: [code=1] /b/rasterize_cuda.o \n/shim/bin/nvcc -c r.cu\n"
+        f"{cu_error}\n1 error detected\n"
+        "FAILED: [code=1] /b/rasterize.o \n/shim/bin/c++ -c rasterize.cpp\n"
+        "/s/nr/rasterize.cpp: In function ‘at::Tensor f()’:\n"
+        f"{cpp_error}\n   12 |     AT_CHECK(x);\n"
+        "FAILED: /b/load.o \n/shim/bin/c++ -c load.cpp\nKilled\n"
+        "ninja: build stopped: subcommand failed.\n"
+    )
+    shown = compiler_errors(log).split("\n\n")
+    assert shown[0] == (
+        f"FAILED: [code=1] /b/rasterize_cuda.o \n/shim/bin/nvcc -c r.cu\n{cu_error}\n1 error detected"
+    )
+    assert shown[1].splitlines() == [
+        "Also failed (the full log has each):",
+        f"  [code=1] /b/rasterize.o: {cpp_error}",
+        "  /b/load.o",
+    ]
+    many = log.replace("ninja: build", "FAILED: /b/x.o \nc++\n" * 7 + "ninja: build")
+    also = compiler_errors(many).split("\n\n")[1].splitlines()
+    assert len(also) == 7 and also[-1] == "  ... and 4 more"
+    # within the limit, the further failures kept whole
+    short = compiler_errors(log, limit=300)
+    assert len(short) <= 300 and short.endswith("  /b/load.o")
 
 
 def test_the_log_shown_starts_at_the_first_compiler_error_in_a_build_without_ninja():

@@ -21,6 +21,12 @@ NVCC = (
 def test_a_ninja_status_line_gives_the_step_and_the_file_it_compiled_or_linked():
     assert build_step(NVCC) == (3, 14, "backward.cu")
     assert build_step(NVCC, "gsplat.csrc") == (3, 14, "gsplat.csrc: backward.cu")
+    # under the project's directory, the file's path there: projects repeat names
+    # (diffoctreerast compiles two ``forward.cu``)
+    assert build_step(NVCC, "", "/w/source") == (3, 14, "gsplat/cuda/csrc/backward.cu")
+    assert build_step(NVCC, "", "/w/source/") == (3, 14, "gsplat/cuda/csrc/backward.cu")
+    assert build_step(NVCC, "", "/w/sour") == (3, 14, "backward.cu")  # not under it
+    assert build_step(NVCC, "", "w/source") == (3, 14, "backward.cu")  # a relative root
     link = "[14/14] c++ /w/build/a.o /w/build/b.o -shared -L/w/lib -lc10 -o /w/build/lib/csrc.so\n"
     assert build_step(link) == (14, 14, "csrc.so")
     assert build_step("[1/1] c++ -c 'unbalanced.cpp") == (1, 1, "'unbalanced.cpp")
@@ -32,21 +38,22 @@ def test_cmakes_status_lines_name_the_file_compiled():
     """NATTEN 0.21.7 builds with CMake's Makefile generator (percentages, no step count);
     CMake's Ninja generator writes ``Building ... object`` after ninja's count."""
     made = "[  5%] Building CUDA object CMakeFiles/natten.dir/autogen/src/cuda/fmha/source_5.cu.o"
-    assert build_step(made) == (0, 0, "source_5.cu (5 %)")
-    assert build_step(made, "natten") == (0, 0, "natten: source_5.cu (5 %)")
+    assert build_step(made) == (0, 0, "autogen/src/cuda/fmha/source_5.cu (5 %)")
+    assert build_step(made, "natten") == (0, 0, "natten: autogen/src/cuda/fmha/source_5.cu (5 %)")
     link = "[100%] Linking CXX shared library libnatten.so"
     assert build_step(link) == (0, 0, "libnatten.so (100 %)")
     assert build_step("[ 97%] Built target natten") is None
     ninja = "[3/14] Building CXX object CMakeFiles/bnb.dir/csrc/cpu_ops.cpp.o"
-    assert build_step(ninja) == (3, 14, "cpu_ops.cpp")
+    assert build_step(ninja) == (3, 14, "csrc/cpu_ops.cpp")
+    assert build_step("[  9%] Building C object odd/a.c.o") == (0, 0, "a.c (9 %)")
 
 
 def test_a_compile_command_of_a_build_without_ninja_is_a_step_of_unknown_total():
     """torch-points-kernels 0.7.0 builds with ``use_ninja=False``: setuptools prints each
     compiler command before running it."""
     nvcc = "/w/cuda-shim/bin/nvcc -Icuda/include -c cuda/src/knn_gpu.cu -o /w/b/knn_gpu.o -O3"
-    assert build_step(nvcc, "tpk.points_cuda") == (0, 0, "tpk.points_cuda: knn_gpu.cu")
-    assert build_step("g++ -O3 -fPIC -c cpu/src/knn.cpp -o knn.o") == (0, 0, "knn.cpp")
+    assert build_step(nvcc, "tpk.points_cuda") == (0, 0, "tpk.points_cuda: cuda/src/knn_gpu.cu")
+    assert build_step("g++ -O3 -fPIC -c ./cpu/src/knn.cpp -o knn.o") == (0, 0, "cpu/src/knn.cpp")
     assert build_step("/w/host-bin/c++ -shared /w/b/knn.o -o /w/lib/x.so") is None  # a link
     assert build_step("note: c++ -c x.cpp") is None
 
@@ -85,7 +92,7 @@ def test_a_log_shows_a_step_where_it_shows_a_compile_or_a_link():
 def test_the_runner_logs_everything_and_reports_each_step_with_its_extension(tmp_path):
     script = (
         "print(\"building 'pkg._C' extension\")\n"
-        "print('[1/2] nvcc -c /s/x.cu -o /b/x.o')\n"
+        f"print('[1/2] nvcc -c {tmp_path}/csrc/x.cu -o /b/x.o')\n"
         "print('x.cu(3): warning: something')\n"
         "print('[2/2] c++ /b/x.o -shared -o /b/_C.so', flush=True)\n"
         "raise SystemExit(3)\n"
@@ -94,12 +101,12 @@ def test_the_runner_logs_everything_and_reports_each_step_with_its_extension(tmp
     heard: list[tuple] = []
     run = quiet_runner(log, {"X_SET": "1"}, lambda *step: heard.append(step))
     with pytest.raises(subprocess.CalledProcessError) as failed:
-        run([sys.executable, "-c", script])
+        run([sys.executable, "-c", script], cwd=str(tmp_path))  # as pyproject-hooks runs it
     assert failed.value.returncode == 3
-    assert heard == [(1, 2, "pkg._C: x.cu"), (2, 2, "pkg._C: _C.so")]
+    assert heard == [(1, 2, "pkg._C: csrc/x.cu"), (2, 2, "pkg._C: _C.so")]
     assert log.read_text().splitlines() == [
         "building 'pkg._C' extension",
-        "[1/2] nvcc -c /s/x.cu -o /b/x.o",
+        f"[1/2] nvcc -c {tmp_path}/csrc/x.cu -o /b/x.o",
         "x.cu(3): warning: something",
         "[2/2] c++ /b/x.o -shared -o /b/_C.so",
     ]

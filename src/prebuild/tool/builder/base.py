@@ -86,19 +86,21 @@ _CMAKE_ACTION = re.compile(
 
 
 def cmake_target(path: str) -> str:
-    """Pure: what a CMake status line names, as the user knows it (``CMakeFiles/x.dir/a.cu.o``:
-    ``a.cu``; ``libx.so``)."""
-    name = os.path.basename(path)
-    return name[: -len(".o")] if name.endswith((".cu.o", ".cpp.o", ".cc.o", ".c.o")) else name
+    """Pure: what a CMake status line names, as the user knows it: an object's source under
+    the project (``CMakeFiles/x.dir/csrc/a.cu.o``: ``csrc/a.cu``), else the file
+    (``libx.so``)."""
+    if path.endswith((".cu.o", ".cpp.o", ".cc.o", ".c.o")):
+        return path.partition(".dir/")[2][: -len(".o")] or os.path.basename(path)[: -len(".o")]
+    return os.path.basename(path)
 
 
-def build_step(line: str, extension: str = "") -> tuple[int, int, str] | None:
+def build_step(line: str, extension: str = "", root: str = "") -> tuple[int, int, str] | None:
     """Pure: ``(done, total, what)`` of a ninja status line of a project's build (``[3/14]
-    nvcc ... -c csrc/backward.cu -o ...``: ``backward.cu``, the file compiled, else the one
-    linked), with the ``extension`` being built in front; ``(0, 0, what)`` for a compile command
-    of a build without ninja, or a CMake Makefile's ``[ 5%] Building CUDA object ...`` (the
-    caller counts them: the total is not known; CMake's percentage is added); None for any
-    other line."""
+    nvcc ... -c /src/csrc/backward.cu -o ...``: ``csrc/backward.cu``, the file compiled under
+    the project's ``root``, else the one linked), with the ``extension`` being built in front;
+    ``(0, 0, what)`` for a compile command of a build without ninja, or a CMake Makefile's
+    ``[ 5%] Building CUDA object ...`` (the caller counts them: the total is not known; CMake's
+    percentage is added); None for any other line."""
     line = line.rstrip("\n")
     m = _NINJA_STATUS.match(line)
     cmake = _CMAKE_STATUS.match(line) if m is None else None
@@ -111,7 +113,7 @@ def build_step(line: str, extension: str = "") -> tuple[int, int, str] | None:
         return None
     else:
         done, total = (int(m[1]), int(m[2])) if m else (0, 0)
-        what = command_target(m[3] if m else line)
+        what = command_target(m[3] if m else line, root)
     return done, total, f"{extension}: {what}" if extension else what
 
 
@@ -119,9 +121,11 @@ class StepReader:
     """A build log's steps, line by line (pure): ``build_step``'s, with the extension setuptools
     says it is building in front, and the compiles of a build without ninja counted as they
     start. Once ninja has counted, a bare compiler command is not a step: it is the command
-    ninja prints under ``FAILED:``."""
+    ninja prints under ``FAILED:``. ``root``: the project's directory, under which the files
+    compiled are named."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: str = "") -> None:
+        self.root = root
         self.extension = ""
         self.commands = 0
         self.ninja = False
@@ -131,7 +135,7 @@ class StepReader:
         if building:
             self.extension = building[1]
             return None
-        found = build_step(line, self.extension)
+        found = build_step(line, self.extension, self.root)
         if found is None:
             return None
         if found[1]:
@@ -151,9 +155,12 @@ def shows_a_step(log: str) -> bool:
     return any(reader.read(line) is not None for line in log.splitlines())
 
 
-def command_target(command: str) -> str:
+def command_target(command: str, root: str = "") -> str:
     """Pure: the file a build command compiles, else the one it links (``-c``, then ``-o``);
-    what a CMake status line after ninja's count names (cmake_target)."""
+    what a CMake status line after ninja's count names (cmake_target). A compiled source is
+    named by its path under ``root`` (the project's directory) or as the command gives it
+    relative, since projects repeat names (``forward.cu`` in two folders); anything else by
+    its file name."""
     action = _CMAKE_ACTION.match(command)
     if action is not None:
         return cmake_target(action[1])
@@ -161,15 +168,20 @@ def command_target(command: str) -> str:
         words = shlex.split(command)
     except ValueError:  # an unbalanced quote: the command as it is
         words = command.split()
-    what = next(  # torch's nvcc commands say ``-c -c FILE``
+    flag, what = next(  # torch's nvcc commands say ``-c -c FILE``
         (
-            words[i + 1]
+            (flag, words[i + 1])
             for flag in ("-c", "-o")
             for i, w in enumerate(words[:-1])
             if w == flag and not words[i + 1].startswith("-")
         ),
-        words[0] if words else "",
+        ("", words[0] if words else ""),
     )
+    if flag == "-c":
+        if not os.path.isabs(what):
+            return os.path.normpath(what)
+        if os.path.isabs(root) and os.path.commonpath([what, root]) == os.path.normpath(root):
+            return os.path.relpath(what, root)
     return os.path.basename(what)
 
 
@@ -187,7 +199,7 @@ def quiet_runner(
         cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None
     ) -> None:
         full_env = {**os.environ, **(extra_environ or {}), **env}
-        with open(log_path, "a", encoding="utf-8") as log, follow_steps(log_path, step):
+        with open(log_path, "a", encoding="utf-8") as log, follow_steps(log_path, step, cwd or ""):
             processes.run(
                 cmd, cwd=cwd, env=full_env, stdout=log, stderr=subprocess.STDOUT, check=True
             )
@@ -197,10 +209,14 @@ def quiet_runner(
 
 @contextmanager
 def follow_steps(
-    log_path: Path, step: Callable[[int, int, str], None] | None, every: float = 0.5
+    log_path: Path,
+    step: Callable[[int, int, str], None] | None,
+    root: str = "",
+    every: float = 0.5,
 ) -> Iterator[None]:
     """While the body runs, a thread reads what is added to the log and tells ``step`` of
-    each ninja status line in it. The output goes to the log file itself, never through a
+    each ninja status line in it (files compiled named under ``root``, the build's directory).
+    The output goes to the log file itself, never through a
     pipe of prebuild's: a process the build leaves running (a compiler cache's server) cannot
     hold the build open. Progress is for show: a ``step`` that raises is not called again,
     and the build goes on."""
@@ -217,7 +233,7 @@ def follow_steps(
             return
 
     def read_steps() -> None:
-        pending, steps = "", StepReader()
+        pending, steps = "", StepReader(root)
         with open(log_path, encoding="utf-8", errors="replace") as log:
             log.seek(start)
             while True:

@@ -654,7 +654,9 @@ def compiler_errors(log: str, limit: int = 8000) -> str:
     is a missing #include, its last a cascade), else the log's end. Of ninja's failed steps,
     the first one's ``FAILED:`` line and command, then the compiler's first error on: the
     warnings before it (nvcc's on torch's own headers: megablocks 0.10.0's filled the 8000
-    characters shown) are left to the full log. Each Python traceback is cut to its exception
+    characters shown) are left to the full log; each further failed step in a line, with its
+    first error (neural_renderer's .cpp and .cu fail each in its own way). Each Python
+    traceback is cut to its exception
     (the frames are setuptools' own: the full log keeps them). A build the header check
     stopped before compiling (build_site.py): the check's own lines."""
     if build_site.STOPPED in log:
@@ -671,13 +673,30 @@ def compiler_errors(log: str, limit: int = 8000) -> str:
     failed, _, rest = steps.partition("\n")
     command, _, rest = rest.partition("\n")
     # its own output ends where ninja starts the next step's ("[2/3] nvcc ...": VMamba's
-    # ptxas -v reports of the sources still compiling filled what was shown)
+    # ptxas -v reports of the sources still compiling filled what was shown), or another failed
     rest = rest[: next_step.start()] if (next_step := _NINJA_STEP.search(rest)) else rest
     errors = _from_first_error(rest, limit) or rest.strip()
-    return f"{failed}\n{command}\n{errors}"[:limit].rstrip()
+    also = _further_failures(steps)[: limit // 2]
+    shown = f"{failed}\n{command}\n{errors}"[: limit - len(also) - 2].rstrip()
+    return f"{shown}\n\n{also}".rstrip() if also else shown
 
 
-_NINJA_STEP = re.compile(r"^\[\d+/\d+\] ", re.M)
+def _further_failures(steps: str, most: int = 5) -> str:
+    """Pure: a line for each failed ninja step after the first in ``steps`` (what ninja printed
+    from the first ``FAILED:`` on): its object and its first compiler error; "" for none."""
+    lines = []
+    for step in steps.split("\nFAILED:")[1:]:
+        target, _, output = step.partition("\n")
+        first = _COMPILER_ERROR.search(output)
+        error = output[first.start() :].partition("\n")[0] if first else ""
+        lines.append(f"  {target.strip()}" + (f": {error}" if error else ""))
+    if not lines:
+        return ""
+    more = f"\n  ... and {len(lines) - most} more" if len(lines) > most else ""
+    return "Also failed (the full log has each):\n" + "\n".join(lines[:most]) + more
+
+
+_NINJA_STEP = re.compile(r"^(?:\[\d+/\d+\] |FAILED:)", re.M)  # a step's output ends there
 
 
 def _from_first_error(log: str, limit: int) -> str:
@@ -1093,16 +1112,14 @@ class ClassicBuilder:
                 variant,
                 files=self.guard(built, label),
             )
-        if raised or raised_host:
-            progress.note(
-                raised_note(
-                    (
-                        ("nvcc", raised, sum(1 for c in calls if not is_query(c.given))),
-                        ("the host compiler", raised_host, len(host_calls)),
-                    ),
-                    self.toolchain.cxx_standard,
-                    torch.version_string,
-                )
+        if raised or raised_host:  # in the summary: it changes what was compiled
+            raised_compilers = (
+                ("nvcc", raised, sum(1 for c in calls if not is_query(c.given))),
+                ("the host compiler", raised_host, len(host_calls)),
+            )
+            notes = (
+                *notes,
+                raised_note(raised_compilers, self.toolchain.cxx_standard, torch.version_string),
             )
         if floor := runtime_floor.wheel_note(final, torch):
             notes = (*notes, floor)
