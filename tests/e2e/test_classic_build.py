@@ -384,6 +384,8 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(
         str(out),
         "--build-dir",
         str(work),
+        # nvcc's own variable: part of each call, its arch rewritten as the command's
+        env={"NVCC_APPEND_FLAGS": "-arch=sm_75 -lineinfo"},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
     wheels = sorted(out.glob("*.whl"))
@@ -402,6 +404,10 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(
         ]
         assert "-gencode=arch=compute_75,code=sm_75" in call["given"]
         assert "-gencode=arch=compute_75,code=sm_75" not in call["run"]
+        assert (
+            call["given"][-2:] == ["-arch=sm_75", "-lineinfo"] and "-arch=sm_75" not in call["run"]
+        )
+        assert "-lineinfo" in call["run"]
         assert {
             "--use_fast_math",
             "--maxrregcount=40",

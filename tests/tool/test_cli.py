@@ -217,6 +217,10 @@ def test_wheel_progress_in_a_log_is_a_line_per_phase_and_a_heartbeat():
     # a build without ninja: the compiles are counted, their total is not known
     line.step(4, 0, "knn.cpp")
     assert line.where() == "compiling (the project's own build), [4/?] knn.cpp"
+    line.step(5, 20, "correlation_kernel.cu", True)  # ninja's FAILED: after its line
+    assert (
+        line.where() == "compiling (the project's own build), [5/20] correlation_kernel.cu failed"
+    )
 
 
 def test_the_summary_says_a_note_every_wheel_has_once(monkeypatch, tmp_path):

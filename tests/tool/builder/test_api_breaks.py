@@ -35,6 +35,16 @@ CASES = {
         'lerp.cu(5): error: more than one instance of overloaded function "lerp" matches the '
         "argument list:",
     ],
+    "copy of fmt": [
+        # tiny-cuda-nn's torch bindings (NVlabs/tiny-cuda-nn 6ee3546, its fmt 9.0), nvcc 13.0:
+        # the front end, then g++ as nvcc runs it
+        "include/tiny-cuda-nn/gpu_memory.h(455): error: call to consteval function "
+        '"fmt::v9::basic_format_string<Char, Args...>::basic_format_string(const S &) [with '
+        'Char=char, Args=<const char *>, S=char [95], <unnamed>=0]" did not produce a valid '
+        "constant expression",
+        "dependencies/fmt/include/fmt/core.h:344:14: error: call to non-‘constexpr’ function "
+        "‘void fmt::v9::detail::ignore_unused(const T& ...) [with T = {bool}]’",
+    ],
     "cub::Sum": ['cubsum.cu(2): error: namespace "cub" has no member "Sum"'],
     "cub::LaneId": [
         # VMamba's kernels/selective_scan (MzeroMiko/VMamba 2ed52ea)
@@ -140,6 +150,12 @@ def test_the_advice_names_each_break_once_in_the_tables_order_with_its_fix():
     assert "becomes `x.scalar_type()`" in lines[2]
 
 
+def test_an_old_fmt_under_nvcc_is_told_the_define_fmt_10_1_sets():
+    advice = api_breaks_advice(CASES["copy of fmt"][1], "c++20", "2.14.1+cu130")
+    assert "`NVCC_APPEND_FLAGS=-DFMT_USE_CONSTEXPR=1` before the prebuild wheel command" in advice
+    assert api_breaks(CASES["copy of fmt"][0], "c++17") == []
+
+
 def test_the_cxx20_advice_names_the_torch_that_needs_it():
     advice = api_breaks_advice(CASES["lerp()"][0], "c++20", "2.14.1+cu130")
     assert "(torch 2.14.1+cu130's headers need c++20)" in advice
@@ -234,6 +250,14 @@ def test_a_failed_ninja_step_is_shown_from_its_first_error_after_its_command():
     shown = compiler_errors(parallel)
     assert shown.endswith('1 error detected in the compilation of "bwd.cu".'), shown
     assert "ptxas info" not in shown and "[2/3]" not in shown
+    # tiny-cuda-nn's cpp_api.cu: nvcc's front end failing its own assertion, after warnings
+    crash = (
+        "FAILED: [code=134] /b/cpp_api.o \n/shim/bin/nvcc -c cpp_api.cu\n"
+        'fmt/core.h(286): warning #1675-D: unrecognized GCC pragma\n  #pragma GCC optimize("Og")\n'
+        "object.h(666): internal error: assertion failed: gen_expr: bad expr node kind\n"
+        '1 catastrophic error detected in the compilation of "cpp_api.cu".\n'
+    )
+    assert compiler_errors(crash).splitlines()[2].startswith("object.h(666): internal error")
     killed = bare.replace("Killed\n", "Killed\n[2/2] c++ -c y.cpp\nwarning: y\n")
     assert compiler_errors(killed) == "FAILED: x.o \nnvcc -c x.cu\nKilled"
 

@@ -60,17 +60,25 @@ def test_a_compile_command_of_a_build_without_ninja_is_a_step_of_unknown_total()
 
 def test_the_steps_of_a_log_count_compiles_without_ninja_and_not_ninjas_failed_command():
     """torchsparse 385f5ce's failed build: under ``FAILED:`` ninja prints the compiler command
-    it ran, which was read as a compile of a build without ninja ("[1/?] hashmap_cpu.cpp")."""
+    it ran, which was read as a compile of a build without ninja ("[1/?] hashmap_cpu.cpp").
+    ninja prints a step's line as the step ends, then ``FAILED:`` if it failed (DPVO's
+    failed file was said to be done): that step again, failed."""
     reader = StepReader()
     ninja_log = [
         "building 'torchsparse.backend' extension",
-        "[8/24] /w/host-bin/c++ -MMD -c -c /s/devoxelize_cpu.cpp -o /b/devoxelize_cpu.o",
+        "[7/24] /w/host-bin/c++ -MMD -c -c /s/devoxelize_cpu.cpp -o /b/devoxelize_cpu.o",
+        "[8/24] /w/host-bin/c++ -MMD -c -c /s/hashmap_cpu.cpp -o /b/hashmap_cpu.o -O3",
         "FAILED: [code=1] /b/hashmap_cpu.o",
         "/w/host-bin/c++ -MMD -c -c /s/hashmap_cpu.cpp -o /b/hashmap_cpu.o -O3",
         "/s/hashmap_cpu.hpp:7:10: fatal error: google/dense_hash_map: No such file or directory",
+        "FAILED: [code=1] /b/other.o",  # no step line before it: nothing to say
     ]
     steps = [reader.read(line) for line in ninja_log]
-    assert [s for s in steps if s] == [(8, 24, "torchsparse.backend: devoxelize_cpu.cpp")]
+    assert [s for s in steps if s] == [
+        (7, 24, "torchsparse.backend: devoxelize_cpu.cpp"),
+        (8, 24, "torchsparse.backend: hashmap_cpu.cpp"),
+        (8, 24, "torchsparse.backend: hashmap_cpu.cpp", True),
+    ]
     without_ninja = StepReader()
     plain = ["g++ -c a.cpp -o a.o", "warning: x", "g++ -c b.cpp -o b.o", "g++ a.o b.o -o x.so"]
     assert [s for line in plain if (s := without_ninja.read(line))] == [

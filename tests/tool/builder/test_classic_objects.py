@@ -166,7 +166,11 @@ def test_reuse_keeps_all_for_the_same_wheel_host_objects_for_another_nothing_for
     assert not other.resumed and other.nvcc_wrote == [tmp_path / "k.o"]
     assert other.nvcc_calls == {} and other.host_calls == {str(tmp_path / "b.o"): host}
 
-    for key in (replace(KEY, torch="2.14.0+cu130"), replace(KEY, project="/home/me/other")):
+    for key in (
+        replace(KEY, torch="2.14.0+cu130"),
+        replace(KEY, project="/home/me/other"),
+        replace(KEY, nvcc_env_flags="NVCC_APPEND_FLAGS=-DFMT_USE_CONSTEXPR=1"),
+    ):
         assert reuse(record, key, "cu130.sm90") == reuse(None, KEY, "cu130.sm90")
     assert reuse(None, KEY, "cu130.sm90").nvcc_wrote is None  # nothing kept
 
@@ -249,6 +253,36 @@ def test_the_wheel_an_earlier_run_left_unfinished_is_built_first(tmp_path):
     assert builder.order(planned) == [planned[1], planned[0], planned[2]]
     other = ClassicBuilder(tmp_path / "source", toolchain, tmp_path, identity="/home/me/other")
     assert other.order(planned) == planned  # another project's objects: nothing to resume
+
+
+def test_nvcc_s_own_flag_variables_are_part_of_the_objects_key(monkeypatch, tmp_path):
+    """The shim adds NVCC_APPEND_FLAGS to each call after ninja compared its command: objects
+    made with other values are not for this build (the record of a build without them reads
+    as one)."""
+    from types import SimpleNamespace
+
+    from packaging.version import Version
+
+    from prebuild.tool.builder.classic import ClassicBuilder
+
+    toolkit = SimpleNamespace(root=Path("/usr/local/cuda"))
+    nvcc = SimpleNamespace(path=Path("/x/nvcc"), toolkit=toolkit, version=Version("13.0"))
+    toolchain = SimpleNamespace(
+        nvcc=nvcc, cxx_standard="c++20", torch=SimpleNamespace(version_string="2.14.1+cu130")
+    )
+    builder = ClassicBuilder(tmp_path / "source", toolchain, tmp_path, identity="/home/me/ext")
+    monkeypatch.delenv("NVCC_PREPEND_FLAGS", raising=False)
+    monkeypatch.delenv("NVCC_APPEND_FLAGS", raising=False)
+    plain = builder.objects_key
+    assert plain.nvcc_env_flags == ""
+    old = json.loads(ObjectsRecord(plain, "cu130.sm90").to_json())
+    del old["key"]["nvcc_env_flags"]  # as a prebuild before the field wrote it
+    assert ObjectsRecord.from_json(json.dumps(old)).key == plain
+    monkeypatch.setenv("NVCC_APPEND_FLAGS", "-DFMT_USE_CONSTEXPR=1")
+    appended = builder.objects_key
+    assert appended.nvcc_env_flags == "NVCC_APPEND_FLAGS=-DFMT_USE_CONSTEXPR=1"
+    monkeypatch.setenv("NVCC_PREPEND_FLAGS", "-O2")
+    assert builder.objects_key not in (plain, appended)
 
 
 def test_a_failed_build_that_reused_an_earlier_runs_objects_says_how_to_start_afresh(tmp_path):

@@ -261,3 +261,48 @@ def test_a_unity_build_compiles_the_simt_library_and_a_sanitised_cpu_library_in_
     assert spec_of(True, jobs=3).sources == sorted(files[n] for n in simt_files)  # a file a job
     one_by_one = spec_of(True, project=replace(project, unity_build=False))
     assert one_by_one.sources == sorted(files[n] for n in simt_files)
+
+
+def test_nvcc_s_flag_variables_are_written_into_the_commands(tmp_path, monkeypatch):
+    """NVCC_PREPEND_FLAGS and NVCC_APPEND_FLAGS go into the CUDA library's compile and link
+    commands, where nvcc would add them, and out of ninja's environment: ninja compiles again
+    when they change (it compares commands), the manifest's flags hold them, and nvcc does not
+    add them a second time."""
+    from types import SimpleNamespace
+
+    from prebuild.tool.builder.compile import cuda_library_spec
+
+    project = read_config(ROOT)
+    options = flags.BuildOptions(archs=parse_arch_list("sm_90"), ptx=False, build_dir=tmp_path)
+    nvcc = SimpleNamespace(path=Path("/cuda/bin/nvcc"))
+    monkeypatch.delenv("NVCC_PREPEND_FLAGS", raising=False)
+    monkeypatch.delenv("NVCC_APPEND_FLAGS", raising=False)
+    plain = cuda_library_spec(project, find_torch(), nvcc, options, [])
+    monkeypatch.setenv("NVCC_PREPEND_FLAGS", "-O2")
+    monkeypatch.setenv("NVCC_APPEND_FLAGS", '-DX="a b" -lineinfo')
+    given = cuda_library_spec(project, find_torch(), nvcc, options, [])
+    for made, was in (
+        (given.compile_flags, plain.compile_flags),
+        (given.link_flags, plain.link_flags),
+    ):
+        assert made == ["-O2", *was, '-DX="a b"', "-lineinfo"]
+
+    (tmp_path / "build.ninja").write_text(
+        'rule env\n  command = echo "[$$NVCC_PREPEND_FLAGS$$NVCC_APPEND_FLAGS]" > $out\n'
+        "build seen: env\n"
+    )
+    run_ninja(tmp_path, 1)
+    assert (tmp_path / "seen").read_text().strip() == "[]"
+
+
+def test_a_failed_step_is_reported_failed(tmp_path):
+    """ninja prints a step's line as the step ends, then FAILED: if it failed."""
+    (tmp_path / "build.ninja").write_text(
+        "rule ok\n  command = touch $out\n  description = ok $out\n"
+        "rule bad\n  command = exit 1\n  description = bad $out\n"
+        "build a: ok\nbuild b: bad\n"
+    )
+    steps = []
+    with pytest.raises(BuildError, match="FAILED"):
+        run_ninja(tmp_path, 1, lambda *step: steps.append(step))
+    assert steps == [(1, 2, "ok a"), (2, 2, "bad b"), (2, 2, "bad b", True)]

@@ -250,6 +250,48 @@ def test_unchanged_calls_are_logged_too_and_the_standard_is_raised(tmp_path):
     assert (tmp_path / "called").read_text().split() == entries[1]["run"]
 
 
+def test_nvcc_s_flag_variables_are_split_as_nvcc_splits_them():
+    from prebuild.tool.builder.nvcc_shim import env_flags
+
+    assert env_flags({}) == ([], [])
+    environ = {"NVCC_PREPEND_FLAGS": " -O2 ", "NVCC_APPEND_FLAGS": "-DX=\"a b\"  -DY='c d'"}
+    assert env_flags(environ) == (["-O2"], ['-DX="a b"', "-DY='c", "d'"])
+
+
+def test_nvcc_s_flag_variables_become_part_of_the_call(tmp_path):
+    """NVCC_PREPEND_FLAGS and NVCC_APPEND_FLAGS are added where nvcc adds them and taken out
+    of its environment (not added twice): the arch rewrite and the standard raise reach them,
+    and the log holds them. The host compiler's calls are left alone."""
+    fake = tmp_path / "nvcc"
+    fake.write_text(
+        '#!/bin/sh\nprintf \'%s\\n\' "$@" "[$NVCC_PREPEND_FLAGS$NVCC_APPEND_FLAGS]" '
+        '> "$(dirname "$0")/called"\n'
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    log = tmp_path / "log.jsonl"
+    env = {
+        **os.environ,
+        SHIM_ENV_REAL: str(fake),
+        SHIM_ENV_GENCODE: json.dumps(WANT),
+        SHIM_ENV_LOG: str(log),
+        SHIM_ENV_MIN_STD: "c++20",
+        "NVCC_PREPEND_FLAGS": "-arch=sm_75",
+        "NVCC_APPEND_FLAGS": "-std=c++17 -DFMT_USE_CONSTEXPR=1",
+    }
+    given = ["-c", "a.cu", "-o", "/b/a.o"]
+    shim = [sys.executable, "-m", "prebuild.tool.builder.nvcc_shim"]
+    assert subprocess.run([*shim, *given], env=env).returncode == 0
+    run = ["-c", "a.cu", "-o", "/b/a.o", "-std=c++20", "-DFMT_USE_CONSTEXPR=1", *WANT]
+    assert (tmp_path / "called").read_text().split() == [*run, "[]"]
+    assert [json.loads(line) for line in log.read_text().splitlines()] == [
+        {"given": ["-arch=sm_75", *given, "-std=c++17", "-DFMT_USE_CONSTEXPR=1"], "run": run}
+    ]
+    host = {k: v for k, v in env.items() if k != SHIM_ENV_GENCODE}
+    assert subprocess.run([*shim, "-c", "m.cpp"], env=host).returncode == 0
+    called = (tmp_path / "called").read_text().split()
+    assert called == ["-c", "m.cpp", "[-arch=sm_75-std=c++17"] + ["-DFMT_USE_CONSTEXPR=1]"]
+
+
 def test_a_compile_cache_gets_diag_options_joined_to_their_values(tmp_path):
     """sccache reads "-diag-suppress 20012,186" (gsplat's) as two input files and caches
     nothing; through the launcher the value is joined, as nvcc also reads it. Without a cache

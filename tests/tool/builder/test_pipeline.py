@@ -54,7 +54,7 @@ class Recorder:
     def phase(self, text):
         self.events.append(("phase", text))
 
-    def step(self, done, total, what):
+    def step(self, done, total, what, failed=False):
         pass
 
     def note(self, text):

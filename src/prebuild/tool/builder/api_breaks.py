@@ -76,6 +76,18 @@ API_BREAKS: tuple[ApiBreak, ...] = (
         cxx20=True,
     ),
     ApiBreak(
+        # nvcc's front end on a consteval format string, and the host compiler nvcc runs on
+        # the functions fmt then calls (fmt 9.0's, in tiny-cuda-nn)
+        re.compile(rf"call to (?:consteval|non-{_Q}?constexpr{_Q}?) function .{{0,24}}fmt::"),
+        "its copy of fmt, older than 10.1, does not compile in C++20 under nvcc: there it turns "
+        "constexpr off (FMT_USE_CONSTEXPR 0), which C++20's compile-time format strings need",
+        "set what fmt 10.1 sets for nvcc in C++20 for the build, with "
+        "`NVCC_APPEND_FLAGS=-DFMT_USE_CONSTEXPR=1` before the prebuild wheel command (or update "
+        "the project's fmt to 10.1 or later, or build against torch 2.13 or older, whose headers "
+        "compile in C++17)",
+        cxx20=True,
+    ),
+    ApiBreak(
         re.compile(
             rf"namespace \"cub\" has no member \"(?:{_CUB})\"|{_names(_CUB)} is not a member of "
             rf"{_Q}cub{_Q}"

@@ -49,9 +49,9 @@ class BuildProgress(Protocol):
     def phase(self, text: str) -> None:
         """The build moved on: "compiling", "packaging", "waiting for another build (...)"."""
 
-    def step(self, done: int, total: int, what: str) -> None:
+    def step(self, done: int, total: int, what: str, failed: bool = False) -> None:
         """A compile step finished (``done`` of ``total``; ``total`` 0: not known, a classic
-        build without ninja, whose compiles are counted as they start)."""
+        build without ninja, whose compiles are counted as they start), or ``failed``."""
 
     def note(self, text: str) -> None:
         """Something the user should know of this wheel (a raised C++ standard)."""
@@ -121,16 +121,21 @@ class StepReader:
     """A build log's steps, line by line (pure): ``build_step``'s, with the extension setuptools
     says it is building in front, and the compiles of a build without ninja counted as they
     start. Once ninja has counted, a bare compiler command is not a step: it is the command
-    ninja prints under ``FAILED:``. ``root``: the project's directory, under which the files
-    compiled are named."""
+    ninja prints under ``FAILED:``, which says that the step just read failed (ninja prints a
+    step's line as it ends, then ``FAILED:`` if it did): that step again, with ``True``.
+    ``root``: the project's directory, under which the files compiled are named."""
 
     def __init__(self, root: str = "") -> None:
         self.root = root
         self.extension = ""
         self.commands = 0
         self.ninja = False
+        self.last: tuple[int, int, str] | None = None  # ninja's step on the line before
 
-    def read(self, line: str) -> tuple[int, int, str] | None:
+    def read(self, line: str) -> tuple[int, int, str] | tuple[int, int, str, bool] | None:
+        last, self.last = self.last, None
+        if line.startswith("FAILED:"):
+            return (*last, True) if last is not None else None
         building = _EXTENSION.match(line)
         if building:
             self.extension = building[1]
@@ -140,6 +145,7 @@ class StepReader:
             return None
         if found[1]:
             self.ninja = True
+            self.last = found
         elif _COMPILER_COMMAND.match(line):
             if self.ninja:
                 return None

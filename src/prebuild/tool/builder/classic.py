@@ -94,7 +94,12 @@ from prebuild.tool.builder.cuda_shim import (
     write_nvcc_script,
 )
 from prebuild.tool.builder.guard_files import guard_files
-from prebuild.tool.builder.nvcc_shim import is_device_link, is_query, requested_std
+from prebuild.tool.builder.nvcc_shim import (
+    NVCC_ENV_FLAGS,
+    is_device_link,
+    is_query,
+    requested_std,
+)
 from prebuild.tool.builder.plan import PlannedWheel
 from prebuild.tool.builder.project import SCM_VERSION_ENV, environment_hints, last_error
 from prebuild.tool.builder.relabel import (
@@ -576,7 +581,8 @@ _TRACEBACK = re.compile(r"^Traceback \(most recent call last\):\n(?:[ \t].*\n)*"
 # A compiler's error line (g++ ``file:line:col: error:``, nvcc ``file(line): error:``), and
 # the lines before one that place it.
 _COMPILER_ERROR = re.compile(
-    r"^\S.*?(?::\d+(?::\d+)?: (?:fatal )?error|\(\d+\): (?:catastrophic )?error)\b", re.M
+    r"^\S.*?(?::\d+(?::\d+)?: (?:fatal )?error|\(\d+\): (?:catastrophic |internal )?error)\b",
+    re.M,
 )
 _ERROR_CONTEXT = re.compile(r"In file included from |\s+from \S+:\d+|\S+: In \w+")
 
@@ -799,6 +805,9 @@ class ClassicBuilder:
             nvcc=f"{self.nvcc.toolkit.root} {self.nvcc.version}",
             python=f"{sys.executable} {sys.version}",
             cxx_standard=self.toolchain.cxx_standard,
+            nvcc_env_flags=" ".join(
+                f"{name}={os.environ[name]}" for name in NVCC_ENV_FLAGS if os.environ.get(name)
+            ),
         )
 
     def wheel_label(self, planned: PlannedWheel) -> str:

@@ -8,8 +8,8 @@ in ``build/`` (``STATE_FILE``) says which wheel nvcc's objects are for, and whic
 objects there. It is written before a wheel's compiles start and names the logs the shim
 appends each call to as it starts, so it holds however the build ended (Ctrl-C, a kill, a
 compile error). Whatever the record cannot vouch for is deleted: objects made for another
-wheel's archs, by another torch, nvcc, Python or C++ standard (``ObjectsKey``), or of another
-project.
+wheel's archs, by another torch, nvcc, Python, C++ standard or NVCC_APPEND_FLAGS
+(``ObjectsKey``), or of another project.
 """
 
 from __future__ import annotations
@@ -106,6 +106,9 @@ class ObjectsKey:
     nvcc: str  # its toolkit's root and version
     python: str  # the interpreter that builds (its path and version)
     cxx_standard: str
+    # NVCC_PREPEND_FLAGS and NVCC_APPEND_FLAGS: the shim adds them to each nvcc call, after
+    # ninja compared its command (empty in the records of prebuilds before them)
+    nvcc_env_flags: str = ""
 
     def to_dict(self) -> dict[str, str]:
         return dict(self.__dict__)

@@ -40,6 +40,7 @@ from packaging.version import Version
 from prebuild.runtime.arch import check_supported
 from prebuild.tool.builder import flags, processes, resources
 from prebuild.tool.builder.config import KernelProject
+from prebuild.tool.builder.nvcc_shim import NVCC_ENV_FLAGS, env_flags
 from prebuild.tool.builder.toolchain import (
     HostCompiler,
     Nvcc,
@@ -57,8 +58,8 @@ from prebuild.tool.builder.toolchain import (
 # Sources named *_simt.cpp run the CUDA kernel bodies on the CPU: test library only.
 SIMT_SUFFIX = "_simt.cpp"
 
-# (steps done, steps total, what is being done) -> None
-ProgressCallback = Callable[[int, int, str], None]
+# (steps done, steps total, the step, whether it failed (optional)) -> None: BuildProgress.step
+ProgressCallback = Callable[..., None]
 
 
 class BuildError(RuntimeError):
@@ -328,47 +329,65 @@ def cuda_library_spec(
     options: flags.BuildOptions,
     sources: list[Path],
 ) -> LibrarySpec:
-    """The CUDA library, from ``sources``: the project's ``*.cu``, or their unity_sources."""
+    """The CUDA library, from ``sources``: the project's ``*.cu``, or their unity_sources.
+    What nvcc's own variables add (NVCC_APPEND_FLAGS) is written into its commands (and taken
+    out of ninja's environment: run_ninja), so that ninja compiles again when they change and
+    the manifest's flags hold them."""
     sass, ptx = options.archs, options.ptx_archs
+    prepend, append = env_flags(os.environ)
     threads = flags.nvcc_threads(len(sass) + len(ptx), cpu_count())
     arch_names = ",".join(a.sm for a in sass) + (f"+{ptx[0].compute}" if ptx else "")
     return LibrarySpec(
         output=project.cuda_library,
         what=f"nvcc [{arch_names}]",
         compiler=(str(nvcc.path),),
-        compile_flags=flags.nvcc_flags(
-            include_dirs(project, torch),
-            sass,
-            ptx,
-            threads,
-            options.compress,
-            project.torch_target,
-            project.package,
-        ),
+        compile_flags=[
+            *prepend,
+            *flags.nvcc_flags(
+                include_dirs(project, torch),
+                sass,
+                ptx,
+                threads,
+                options.compress,
+                project.torch_target,
+                project.package,
+            ),
+            *append,
+        ],
         depfile="--generate-dependencies-with-compile --dependency-output $out.d",
-        link_flags=["-cudart=static", *flags.link_flags(torch.library_dir)],
+        link_flags=[*prepend, "-cudart=static", *flags.link_flags(torch.library_dir), *append],
         sources=sources,
         resource_report=True,
     )
 
 
 def run_ninja(build_dir: Path, jobs: int, on_progress: ProgressCallback | None = None) -> None:
-    """Run ninja in ``build_dir``; report each started step; BuildError with the output on
-    failure (the full log is kept in ``build_dir/build.log``)."""
+    """Run ninja in ``build_dir``; report each step as ninja ends it (and the step ninja's
+    ``FAILED:`` follows as failed); BuildError with the output on failure (the full log is
+    kept in ``build_dir/build.log``)."""
     env = dict(os.environ, NINJA_STATUS="[%f/%t] ")
+    for name in NVCC_ENV_FLAGS:  # in the commands already (cuda_library_spec)
+        env.pop(name, None)
     cmd = [find_ninja(), "-C", str(build_dir), "-j", str(jobs)]
     lines: list[str] = []
     with processes.popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     ) as proc:
         assert proc.stdout is not None
+        last = None  # the step on the line before
         for line in proc.stdout:
             lines.append(line)
-            if on_progress and line.startswith("[") and "] " in line:
+            before, last = last, None
+            if on_progress is None:
+                continue
+            if line.startswith("FAILED:") and before is not None:
+                on_progress(*before, True)
+            elif line.startswith("[") and "] " in line:
                 status, _, what = line.partition("] ")
                 done, _, total = status[1:].partition("/")
                 if done.isdigit() and total.isdigit():
-                    on_progress(int(done), int(total), what.strip())
+                    last = (int(done), int(total), what.strip())
+                    on_progress(*last)
     (build_dir / "build.log").write_text("".join(lines), encoding="utf-8")
     if proc.returncode != 0:
         failed = "".join(lines)

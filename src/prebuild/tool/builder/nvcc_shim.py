@@ -32,6 +32,7 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Mapping
 
 SHIM_ENV_REAL = (
     "PREBUILD_NVCC_REAL"  # the real nvcc (or host compiler, flags of $CXX's too), shell words
@@ -50,6 +51,13 @@ SHIM_ENV_LAUNCHER = "PREBUILD_NVCC_LAUNCHER"
 # The nvcc that runs device links ("-dlink"), where the real one's nvlink cannot find libnvvm
 # (cuda_shim.device_link_toolkit), shell words; "" or unset: the real one.
 SHIM_ENV_DEVICE_LINK = "PREBUILD_NVCC_DEVICE_LINK"
+# nvcc's own variables: flags it reads before and after every command line. The shim makes
+# them part of the call (and takes them out of nvcc's environment), so that the arch rewrite and
+# the standard raise reach them too, and the log and a compile cache's key hold them.
+NVCC_ENV_FLAGS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
+# How nvcc splits them (checked with nvcc 13.0): at whitespace, where double quotes group and
+# stay ("-DX=\"a b\"" defines X as "a b"); single quotes and backslashes are plain characters.
+_NVCC_ENV_WORD = re.compile(r'(?:[^\s"]|"[^"]*"?)+')
 # Options that make a call a device link (nvlink runs, and loads libnvvm for -dlto).
 DEVICE_LINK_OPTIONS = ("-dlink", "--device-link")
 
@@ -214,6 +222,13 @@ def joined_values(args: list[str], options: tuple[str, ...] = CACHE_JOINED_OPTIO
     return out
 
 
+def env_flags(environ: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """Pure: the flags nvcc adds before and after a command line, from ``environ``'s
+    NVCC_PREPEND_FLAGS and NVCC_APPEND_FLAGS, split as nvcc splits them."""
+    prepend, append = (_NVCC_ENV_WORD.findall(environ.get(name, "")) for name in NVCC_ENV_FLAGS)
+    return prepend, append
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     real = shlex.split(os.environ.get(SHIM_ENV_REAL, ""))
@@ -224,6 +239,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"prebuild nvcc shim: {SHIM_ENV_REAL} is not set", file=sys.stderr)
         return 2
     gencode = os.environ.get(SHIM_ENV_GENCODE)  # unset: the host compiler, no arch to choose
+    if gencode is not None:  # nvcc: what its variables add is part of the call, logged as given
+        prepend, append = env_flags(os.environ)
+        args = [*prepend, *args, *append]
+        for name in NVCC_ENV_FLAGS:
+            os.environ.pop(name, None)
     given = rewrite_args(args, json.loads(gencode)) if gencode is not None else args
     command = [*real, *raise_std(given, os.environ.get(SHIM_ENV_MIN_STD))]
     log = os.environ.get(SHIM_ENV_LOG)

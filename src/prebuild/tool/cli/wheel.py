@@ -404,10 +404,11 @@ class _WheelLine:
             self.say(text)
         self.progress.update(self.task, phase=escape(text), step="")
 
-    def step(self, done: int, total: int, what: str) -> None:
+    def step(self, done: int, total: int, what: str, failed: bool = False) -> None:
         # ninja says a step as it finishes (a live line naming it would read as compiling it);
         # a build without ninja is counted as each compile starts
-        self.step_text = f"[{done}/{total}] {what} done" if total else f"[{done}/?] {what}"
+        ended = "failed" if failed else "done"
+        self.step_text = f"[{done}/{total}] {what} {ended}" if total else f"[{done}/?] {what}"
         self.progress.update(
             self.task, completed=done, total=total or None, step=escape(self.step_text[-50:])
         )
