@@ -29,6 +29,17 @@ from prebuild.tool.builder.nvcc_shim import (
 WANT = ["-gencode=arch=compute_90,code=sm_90"]
 
 
+def recording_compiler(path, *words: str, status: int = 0):
+    """A compiler at ``path`` that writes its arguments (and ``words``, shell words it expands)
+    one a line to ``called`` beside it, and exits with ``status``."""
+    extra = "".join(f" {w}" for w in words)
+    path.write_text(
+        f'#!/bin/sh\nprintf \'%s\\n\' "$@"{extra} > "$(dirname "$0")/called"\nexit {status}\n'
+    )
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
 def test_hard_coded_gencodes_are_replaced_and_other_flags_kept():
     given_args = [
         "-c",
@@ -111,9 +122,7 @@ def test_property_no_arch_option_survives_and_the_rest_keeps_its_order(groups):
 
 
 def test_the_shim_runs_the_real_nvcc_with_the_rewritten_command(tmp_path):
-    fake = tmp_path / "nvcc"
-    fake.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$(dirname "$0")/called"\nexit 7\n')
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    fake = recording_compiler(tmp_path / "nvcc", status=7)
     log = tmp_path / "log.jsonl"
     env = {
         **os.environ,
@@ -222,9 +231,7 @@ def test_unchanged_calls_are_logged_too_and_the_standard_is_raised(tmp_path):
     """A project passing its own -std leaves torch's -gencode last and right: the call is not
     changed by the arch rewrite, and must be logged all the same (what nvcc wrote is read from
     the log); its C++17 is raised to the C++20 torch 2.14's headers need."""
-    fake = tmp_path / "nvcc"
-    fake.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$(dirname "$0")/called"\n')
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    fake = recording_compiler(tmp_path / "nvcc")
     log = tmp_path / "log.jsonl"
     env = {
         **os.environ,
@@ -262,12 +269,7 @@ def test_nvcc_s_flag_variables_become_part_of_the_call(tmp_path):
     """NVCC_PREPEND_FLAGS and NVCC_APPEND_FLAGS are added where nvcc adds them and taken out
     of its environment (not added twice): the arch rewrite and the standard raise reach them,
     and the log holds them. The host compiler's calls are left alone."""
-    fake = tmp_path / "nvcc"
-    fake.write_text(
-        '#!/bin/sh\nprintf \'%s\\n\' "$@" "[$NVCC_PREPEND_FLAGS$NVCC_APPEND_FLAGS]" '
-        '> "$(dirname "$0")/called"\n'
-    )
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    fake = recording_compiler(tmp_path / "nvcc", '"[$NVCC_PREPEND_FLAGS$NVCC_APPEND_FLAGS]"')
     log = tmp_path / "log.jsonl"
     env = {
         **os.environ,
@@ -326,9 +328,7 @@ def test_a_compile_cache_gets_diag_options_joined_to_their_values(tmp_path):
 def test_without_a_gencode_list_it_is_the_host_compiler(tmp_path):
     """As the build's $CXX: no arch option is added or dropped (a host compiler has none), the
     project's older standard is raised in its own dialect, and the call is logged."""
-    fake = tmp_path / "c++"
-    fake.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$(dirname "$0")/called"\n')
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    fake = recording_compiler(tmp_path / "c++")
     log = tmp_path / "cxx.jsonl"
     env = {k: v for k, v in os.environ.items() if k != SHIM_ENV_GENCODE}
     env.update({SHIM_ENV_REAL: str(fake), SHIM_ENV_LOG: str(log), SHIM_ENV_MIN_STD: "c++20"})
