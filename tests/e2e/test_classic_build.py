@@ -408,6 +408,9 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(
             call["given"][-2:] == ["-arch=sm_75", "-lineinfo"] and "-arch=sm_75" not in call["run"]
         )
         assert "-lineinfo" in call["run"]
+        # -march=native is left out, for nvcc's host compiler and for the host compiler
+        assert "-Xcompiler=-march=native" in call["given"]
+        assert not any("native" in a for a in call["run"])
         assert {
             "--use_fast_math",
             "--maxrregcount=40",
@@ -440,12 +443,25 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(
         "compiler for -std=c++17 (1 of its 1 calls); torch 2.14.1+cu130's headers need C++20: "
         "raised to it (recorded in prebuild.json)."
     ], proc.stdout
+    # the host compiler's calls as the shim logged them in the wheel's workspace
+    logged = (work / "cu130.sm80" / "cxx-calls.jsonl").read_text().splitlines()
+    host = [json.loads(line) for line in logged if "-march=native" in line]
+    assert host and not any("native" in a for c in host for a in c["run"])
+    native = [
+        " ".join(line.split()) for line in proc.stdout.splitlines() if "-march=native" in line
+    ]
+    assert native == [
+        "note (every wheel): The project asks for -march=native (2 compiler calls): left out, "
+        "since the wheel would run only on CPUs with every instruction set of this machine's "
+        "(prebuild.json has each nvcc call as given and as run). An explicit target "
+        "(-march=x86-64-v3) is kept."
+    ], proc.stdout
     # Its setup.py builds CUDA only where torch.cuda.is_available(): with no GPU here, torch.cuda
     # answered (in its build only) as a GPU of each wheel's arch would.
     answered = [" ".join(line.split()) for line in proc.stderr.splitlines() if "answers as" in line]
     assert answered == [
         f"{sm}: No GPU is visible here, and its setup.py asks "
-        "torch.cuda.is_available() (setup.py line 37): in its build, torch.cuda answers as a GPU "
+        "torch.cuda.is_available() (setup.py line 38): in its build, torch.cuda answers as a GPU "
         f"of compute capability {cap} would (is_available, device_count, get_device_capability, "
         "is_bf16_supported, current_device, get_device_properties (major, minor, name), "
         "get_device_name), and so does nvidia-smi (--query-gpu=compute_cap,name,count,index with "

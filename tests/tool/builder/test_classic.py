@@ -639,3 +639,19 @@ def test_a_cmake_build_is_given_torch_s_prefix_after_the_user_s():
     assert cmake_prefix_env(Path(torch.__file__).parent / "lib", {}) == {
         "CMAKE_PREFIX_PATH": str(real)
     }
+
+
+def test_calls_asking_for_a_native_cpu_target_are_counted_and_said():
+    from prebuild.runtime.manifest import CompilerCall
+    from prebuild.tool.builder.classic import native_cpu_calls, native_cpu_note
+
+    calls = [
+        CompilerCall(("-c", "a.cpp", "-march=native"), ("-c", "a.cpp")),
+        CompilerCall(("-c", "b.cu", "-Xcompiler=-march=native"), ("-c", "b.cu")),
+        CompilerCall(("-c", "c.cpp", "-march=x86-64-v3"), ("-c", "c.cpp", "-march=x86-64-v3")),
+        CompilerCall(("--version",), ("--version",)),
+    ]
+    assert native_cpu_calls(calls) == 2
+    assert native_cpu_calls(calls[2:]) == 0
+    assert native_cpu_note(1).startswith("The project asks for -march=native (1 compiler call):")
+    assert "(2 compiler calls)" in native_cpu_note(2)

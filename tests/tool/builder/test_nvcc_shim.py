@@ -372,3 +372,29 @@ def test_a_call_asking_for_an_arch_specific_variant_keeps_it_for_that_arch():
     assert keep_specific(["-gencode=arch=compute_100,code=sm_100"], {"100": "f"}) == [
         "-gencode=arch=compute_100f,code=sm_100f"
     ]
+
+
+def test_a_native_cpu_target_is_dropped_wherever_it_is_given_and_an_explicit_one_kept():
+    """s4's kernels: -march=native put AVX-512 into a wheel (SIGILL on a CPU without it)."""
+    from prebuild.tool.builder.nvcc_shim import drop_native
+
+    assert drop_native(["-O3", "-march=native", "-c", "a.cpp"]) == ["-O3", "-c", "a.cpp"]
+    assert drop_native(["-Xcompiler", "-march=native", "-c", "a.cu"]) == ["-c", "a.cu"]
+    given = ["-Xcompiler", "'-fPIC',-march=native", "--compiler-options=-march=native"]
+    given += ["-Xcompiler=-O2,-mcpu=native", "-march=x86-64-v3", "-mtune=native"]
+    assert drop_native(given) == [
+        "-Xcompiler", "'-fPIC'", "-Xcompiler=-O2", "-march=x86-64-v3", "-mtune=native",
+    ]  # fmt: skip
+    assert drop_native(["-Xcompiler"]) == ["-Xcompiler"]  # a dangling option, as given
+
+
+def test_the_shim_runs_the_compiler_without_a_native_cpu_target(tmp_path):
+    fake = recording_compiler(tmp_path / "c++")
+    env = {k: v for k, v in os.environ.items() if k != SHIM_ENV_GENCODE}
+    env.update({SHIM_ENV_REAL: str(fake), SHIM_ENV_LOG: str(tmp_path / "cxx.jsonl")})
+    given = ["-c", "m.cpp", "-march=native", "-O3"]
+    shim = [sys.executable, "-m", "prebuild.tool.builder.nvcc_shim"]
+    assert subprocess.run([*shim, *given], env=env).returncode == 0
+    assert (tmp_path / "called").read_text().split() == ["-c", "m.cpp", "-O3"]
+    (entry,) = [json.loads(line) for line in (tmp_path / "cxx.jsonl").read_text().splitlines()]
+    assert entry == {"given": given, "run": ["-c", "m.cpp", "-O3"]}

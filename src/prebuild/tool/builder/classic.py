@@ -96,6 +96,7 @@ from prebuild.tool.builder.cuda_shim import (
 from prebuild.tool.builder.guard_files import guard_files
 from prebuild.tool.builder.nvcc_shim import (
     NVCC_ENV_FLAGS,
+    drop_native,
     is_device_link,
     is_query,
     requested_std,
@@ -205,6 +206,21 @@ def raised_standards(calls: list[CompilerCall]) -> tuple[tuple[str, int], ...]:
     """The standards the project asked for that the shim raised, each with its number of calls."""
     pairs = ((requested_std(list(c.given)), requested_std(list(c.run))) for c in calls)
     return tuple(sorted(Counter(given for given, run in pairs if given != run).items()))
+
+
+def native_cpu_calls(calls: list[CompilerCall]) -> int:
+    """How many of the calls asked for a native CPU target, which the shim left out."""
+    return sum(1 for c in calls if drop_native(list(c.given)) != list(c.given))
+
+
+def native_cpu_note(calls: int) -> str:
+    """Pure: the note of a build whose ``calls`` asked for ``-march=native``."""
+    return (
+        f"The project asks for -march=native ({calls} compiler {'call' if calls == 1 else 'calls'}"
+        "): left out, since the wheel would run only on CPUs with every instruction set of this "
+        "machine's (prebuild.json has each nvcc call as given and as run). An explicit "
+        "target (-march=x86-64-v3) is kept."
+    )
 
 
 def answer_failed(answer_error: str, command: str) -> str:
@@ -1130,6 +1146,8 @@ class ClassicBuilder:
                 *notes,
                 raised_note(raised_compilers, self.toolchain.cxx_standard, torch.version_string),
             )
+        if native := native_cpu_calls([*calls, *host_calls.values()]):
+            notes = (*notes, native_cpu_note(native))
         if floor := runtime_floor.wheel_note(final, torch):
             notes = (*notes, floor)
         return BuiltWheel(

@@ -11,7 +11,8 @@ as run. With a compile cache, each compile runs through its launcher, with the o
 value sccache cannot tell from an input file written as one argument. A ``-std`` older than the
 one torch's headers need (a project asking for C++17 from a torch that needs C++20) is raised to
 it, in its own dialect (``gnu++17`` to ``gnu++20``); a standard is never lowered, and none is
-added.
+added. A native CPU target (``-march=native``, also through ``-Xcompiler``) is dropped: it would
+make the wheel need the build machine's CPU; an explicit one (``-march=x86-64-v3``) is kept.
 
 The same program is the build's ``$CXX`` (torch's BuildExtension compiles every C++ file with
 it): without a gencode list (``PREBUILD_NVCC_GENCODE`` unset) it changes no arch option, and
@@ -121,6 +122,40 @@ def option_value(args: list[str], options: tuple[str, ...]) -> str | None:
 def requested_std(args: list[str]) -> str | None:
     """The standard a call asks for, None if none."""
     return option_value(args, STD_OPTIONS)
+
+
+# A CPU target of "this machine": a wheel built with it runs only on CPUs with every instruction
+# set of the build machine's (s4's kernels: AVX-512 from -march=native, SIGILL on a Zen 3).
+NATIVE_CPU = ("-march=native", "-mcpu=native")
+# How nvcc passes options to the host compiler: "-Xcompiler A,B" or "-Xcompiler=A,B".
+HOST_OPTIONS = ("-Xcompiler", "--compiler-options")
+
+
+def drop_native(args: list[str]) -> list[str]:
+    """Pure: ``args`` without a native CPU target, given to the compiler itself or through
+    nvcc's ``-Xcompiler`` lists (torch quotes their items: ``'-fPIC'``); the rest unchanged."""
+
+    def kept(items: str) -> str:
+        return ",".join(x for x in items.split(",") if x.strip("'\"") not in NATIVE_CPU)
+
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        joined = next((o for o in HOST_OPTIONS if arg.startswith(f"{o}=")), None)
+        if arg in NATIVE_CPU:
+            pass
+        elif arg in HOST_OPTIONS and i + 1 < len(args):
+            if rest := kept(args[i + 1]):
+                out += [arg, rest]
+            i += 1
+        elif joined is not None:
+            if rest := kept(arg[len(joined) + 1 :]):
+                out.append(f"{joined}={rest}")
+        else:
+            out.append(arg)
+        i += 1
+    return out
 
 
 def raise_std(args: list[str], minimum: str | None) -> list[str]:
@@ -245,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in NVCC_ENV_FLAGS:
             os.environ.pop(name, None)
     given = rewrite_args(args, json.loads(gencode)) if gencode is not None else args
-    command = [*real, *raise_std(given, os.environ.get(SHIM_ENV_MIN_STD))]
+    command = [*real, *raise_std(drop_native(given), os.environ.get(SHIM_ENV_MIN_STD))]
     log = os.environ.get(SHIM_ENV_LOG)
     if log:  # every call, changed or not: what nvcc wrote is read from here (classic.nvcc_outputs)
         # One write with O_APPEND: calls running at once (ninja -j) never interleave their lines.
