@@ -207,7 +207,7 @@ def test_the_same_command_goes_on_from_the_objects_an_earlier_run_left(
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
     assert compiled(plain_work / "cu130.sm90" / "build.log") == ["kernels.cu"]
     said = " ".join((proc.stdout + proc.stderr).split())
-    assert f"1 object an earlier run compiled for this wheel in {plain_work} is reused" in said
+    assert f"1 object an earlier run compiled for this wheel in {plain_work} is kept" in said
     (wheel,) = out.glob("*.whl")
     manifest, _, libraries = wheel_contents(wheel)
     (name,) = libraries

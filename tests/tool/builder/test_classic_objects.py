@@ -294,11 +294,11 @@ def test_a_failed_build_that_reused_an_earlier_runs_objects_says_how_to_start_af
     said = kept_objects_error(error, 3, tmp_path)
     assert said.log == error.log and str(said).startswith("the project's build failed\n\n")
     assert str(said).endswith(
-        f"This build reused 3 objects an earlier run compiled in {tmp_path}: to compile "
+        f"This build kept 3 objects an earlier run compiled in {tmp_path}: to compile "
         f"everything afresh, delete {tmp_path} first."
     )
     one = kept_objects_error(error, 1, tmp_path)
-    assert f"This build reused 1 object an earlier run compiled in {tmp_path}" in str(one)
+    assert f"This build kept 1 object an earlier run compiled in {tmp_path}" in str(one)
 
 
 def test_only_a_build_that_ran_ninja_leaves_objects_a_build_can_go_on_from(tmp_path):

@@ -756,12 +756,12 @@ def objects(count: int) -> str:
 
 
 def kept_objects_error(error: BuildError, earlier: int, work: Path) -> BuildError:
-    """``error``, saying that the build reused ``earlier`` objects an earlier run left in the
+    """``error``, saying that the build kept ``earlier`` objects an earlier run left in the
     workspace ``work`` (--build-dir), and how to build without them."""
     if not earlier:
         return error
     return BuildError(
-        f"{error}\n\nThis build reused {objects(earlier)} an earlier run compiled in {work}: "
+        f"{error}\n\nThis build kept {objects(earlier)} an earlier run compiled in {work}: "
         f"to compile everything afresh, delete {work} first.",
         log=error.log,
     )
@@ -925,11 +925,11 @@ class ClassicBuilder:
         elif reused.resumed:
             progress.note(
                 f"{objects(kept)} an earlier run compiled for this wheel in {self.work} "
-                f"{'is' if kept == 1 else 'are'} reused: ninja compiles only what is missing or "
-                "changed since"
+                f"{'is' if kept == 1 else 'are'} kept: ninja compiles again only what is missing, "
+                "or whose source or command changed since"
             )
         progress.phase(
-            "compiling (the project's own build" + (f", {objects(kept)} reused)" if kept else ")")
+            "compiling (the project's own build" + (f", {objects(kept)} kept)" if kept else ")")
         )
         ships = source_libraries(project)  # before the build writes into its source
         answer_error = ""  # how its setup.py failed with torch.cuda answering, if it did
