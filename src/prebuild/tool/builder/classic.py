@@ -223,13 +223,40 @@ def native_cpu_note(calls: int) -> str:
     )
 
 
-def answer_failed(answer_error: str, command: str) -> str:
+# setuptools runs setup.py with exec(): its frames in a traceback are "<string>"'s.
+_SETUP_FRAME = re.compile(
+    r'^\s*File "(?:<string>|[^"]*\bsetup\.py)", line (\d+), in <module>$', re.M
+)
+
+
+def setup_py_line(log: str, setup_text: str) -> tuple[int, str] | None:
+    """Pure: the line of setup.py where the last traceback in ``log`` left it, with its code
+    (SparseConvNet's ``assert torch.matmul(torch.ones(...).cuda(), ...)``); None if none."""
+    frames = _SETUP_FRAME.findall(log)
+    lines = setup_text.splitlines()
+    if not frames or not 0 < int(frames[-1]) <= len(lines):
+        return None
+    number = int(frames[-1])
+    code = lines[number - 1].strip()
+    return number, code if len(code) <= 100 else code[:97] + "..."
+
+
+def answer_failed(answer_error: str, command: str, where: tuple[int, str] | None = None) -> str:
     """Pure: what a refusal says of a setup.py that failed with torch.cuda answering for a GPU
-    (``answer_error``) and, built again with torch's own answers, compiled no GPU code."""
+    (``answer_error``, at its line ``where`` if known) and, built again with torch's own
+    answers, compiled no GPU code."""
+    at = f" at its line {where[0]} (`{where[1]}`)" if where else ""
+    line = (
+        " That line asks more of a GPU than torch.cuda's answers give (it may run CUDA while it "
+        "builds): with it removed or guarded, the project may build here."
+        if where
+        else ""
+    )
     return (
-        f"Its setup.py failed with torch.cuda answering for a GPU ({answer_error}), and built "
-        "again with torch's own answers (no GPU is visible here) it compiled no GPU code. Where "
-        f"a GPU is visible its setup.py may find what it asks: run `{command}` on such a machine."
+        f"Its setup.py failed with torch.cuda answering for a GPU{at} ({answer_error}), and "
+        "built again with torch's own answers (no GPU is visible here) it compiled no GPU "
+        f"code.{line} Where a GPU is visible its setup.py may find what it asks: run "
+        f"`{command}` on such a machine."
     )
 
 
@@ -248,6 +275,7 @@ def no_extension_message(
     answer_error: str = "",
     command: str = "",
     installed: str = "",
+    answer_where: tuple[int, str] | None = None,
 ) -> str:
     """Why a project's wheel is refused when it holds no shared library at all; ``advice``
     (build_switches.switches_advice): how its setup.py may be asked to build one, given where it
@@ -271,7 +299,8 @@ def no_extension_message(
     if answer_error:
         # It asks more of the GPU than the answer gives: it is not pure Python.
         return (
-            f"{wheel_name} holds no compiled library. {answer_failed(answer_error, command)}"
+            f"{wheel_name} holds no compiled library. "
+            f"{answer_failed(answer_error, command, answer_where)}"
             + (f" Or here: {advice}." if switches else "")
             + " No wheel was written."
         )
@@ -395,6 +424,7 @@ def host_only_message(
     command: str = "",
     *,
     switches: bool = True,
+    answer_where: tuple[int, str] | None = None,
 ) -> str:
     """Why a wheel whose libraries hold no GPU code at all, of a project with CUDA sources, is
     refused: the project's build chose not to compile them. Quotes what its build log says
@@ -416,11 +446,13 @@ def host_only_message(
             said.append(line)
     quoted = f" Its build log says: {' | '.join(said[:3])}." if said else ""
     return (
-        f"{wheel_name}: its libraries ({', '.join(lib.file for lib in libraries)}) hold no GPU code "
+        f"The wheel its build made ({wheel_name}, not kept): its libraries "
+        f"({', '.join(lib.file for lib in libraries)}) hold no GPU code "
         "(SASS none, PTX none): the project's build compiled them for the host only, which its "
         f"build decides (with no GPU visible, some pick a CPU build).{quoted} "
         + (
-            f"{answer_failed(answer_error, command)}{' Or here: ' + advice + '.' if switches else ''}"
+            f"{answer_failed(answer_error, command, answer_where)}"
+            f"{' Or here: ' + advice + '.' if switches else ''}"
             if answer_error
             else f"{sentence(advice)}."
         )
@@ -933,6 +965,7 @@ class ClassicBuilder:
         )
         ships = source_libraries(project)  # before the build writes into its source
         answer_error = ""  # how its setup.py failed with torch.cuda answering, if it did
+        answer_where: tuple[int, str] | None = None  # and at which of its lines
         sites_before = env_writes.snapshot(env_writes.site_dirs())
         with tempfile.TemporaryDirectory(dir=wheel_dir, prefix="wheel-") as tmp:
             while True:
@@ -962,6 +995,7 @@ class ClassicBuilder:
                         # is_bf16_supported(), which needs a device). Built as it would be
                         # without prebuild.
                         self._answer, answer_error = False, error
+                        answer_where = setup_py_line(log, self.setup_text())
                         again = (
                             f"its setup.py failed with torch.cuda answering for a GPU ({error}): "
                             "built again with torch's own answers"
@@ -1026,6 +1060,7 @@ class ClassicBuilder:
                         answer_error=answer_error,
                         command=self.command(sass),
                         installed=installed,
+                        answer_where=answer_where,
                     )
                 )
             if installed:
@@ -1048,6 +1083,7 @@ class ClassicBuilder:
                             answer_error,
                             self.command(sass),
                             switches=switches,
+                            answer_where=answer_where,
                         )
                     )
                 links = cuda_links(needed)
