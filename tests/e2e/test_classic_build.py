@@ -447,6 +447,12 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(
     logged = (work / "cu130.sm80" / "cxx-calls.jsonl").read_text().splitlines()
     host = [json.loads(line) for line in logged if "-march=native" in line]
     assert host and not any("native" in a for c in host for a in c["run"])
+    asked = [" ".join(line.split()) for line in proc.stdout.splitlines() if "itself" in line]
+    assert asked == [
+        "note: The project asks nvcc for sm_75 itself (1 of its 1 calls): compiled for this "
+        f"wheel's {sm} instead (prebuild.json has each call as given and as run)."
+        for sm in ("sm_80", "sm_90")
+    ], proc.stdout
     native = [
         " ".join(line.split()) for line in proc.stdout.splitlines() if "-march=native" in line
     ]

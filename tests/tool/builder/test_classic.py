@@ -696,3 +696,21 @@ def test_the_setup_py_line_that_failed_with_the_answer_is_named_with_its_code(tm
     assert text.startswith("The wheel its build made (sparseconvnet-0.2-cp311.whl, not kept)")
     assert "answering for a GPU at its line 12 (`assert torch.matmul(...)`) (RuntimeError" in text
     assert "with it removed or guarded, the project may build here" in text
+
+
+def test_the_archs_a_project_asks_nvcc_for_itself_are_named_where_the_wheel_replaced_them():
+    """BEVFusion hard-codes -gencode for sm_70 to sm_86; torch adds the wheel's own."""
+    from prebuild.runtime.arch import parse_arch_list
+    from prebuild.runtime.manifest import CompilerCall
+    from prebuild.tool.builder.classic import replaced_archs
+
+    own = "-gencode=arch=compute_90,code=sm_90"
+    calls = [
+        CompilerCall(("-c", "a.cu", "-gencode", "arch=compute_70,code=sm_70", own), ()),
+        CompilerCall(("-c", "b.cu", "-gencode=arch=compute_86,code=[sm_86,compute_86]"), ()),
+        CompilerCall(("-c", "c.cu", own, "-arch=sm_90a"), ()),
+        CompilerCall(("--version", "-arch=sm_75"), ()),  # NVCC_APPEND_FLAGS reach queries too
+    ]
+    assert replaced_archs(calls, parse_arch_list("sm_90")) == (["sm_70", "sm_86"], 2)
+    assert replaced_archs(calls[2:], parse_arch_list("sm_90")) == ([], 0)
+    assert replaced_archs(calls[2:], parse_arch_list("sm_80")) == (["sm_90", "sm_90a"], 1)

@@ -95,10 +95,12 @@ from prebuild.tool.builder.cuda_shim import (
 )
 from prebuild.tool.builder.guard_files import guard_files
 from prebuild.tool.builder.nvcc_shim import (
+    ARCH_OPTIONS,
     NVCC_ENV_FLAGS,
     drop_native,
     is_device_link,
     is_query,
+    option_values,
     requested_std,
 )
 from prebuild.tool.builder.plan import PlannedWheel
@@ -206,6 +208,27 @@ def raised_standards(calls: list[CompilerCall]) -> tuple[tuple[str, int], ...]:
     """The standards the project asked for that the shim raised, each with its number of calls."""
     pairs = ((requested_std(list(c.given)), requested_std(list(c.run))) for c in calls)
     return tuple(sorted(Counter(given for given, run in pairs if given != run).items()))
+
+
+_ARCH_NUMBER = re.compile(r"(?:sm|compute)_(\d+[af]?)")
+
+
+def replaced_archs(calls: list[CompilerCall], wheel: tuple[Arch, ...]) -> tuple[list[str], int]:
+    """Pure: the archs the project's nvcc calls asked for themselves that are not the wheel's
+    (BEVFusion's hard-coded sm_70 to sm_86), in order, and how many calls asked for one."""
+    own = {a.sm.removeprefix("sm_").rstrip("af") for a in wheel}
+    found: list[str] = []
+    asking = 0
+    for call in (c for c in calls if not is_query(c.given)):
+        named = [
+            n
+            for value in option_values(list(call.given), ARCH_OPTIONS)
+            for n in _ARCH_NUMBER.findall(value)
+            if n.rstrip("af") not in own
+        ]
+        asking += bool(named)
+        found += [arch for arch in dict.fromkeys(f"sm_{n}" for n in named) if arch not in found]
+    return found, asking
 
 
 def native_cpu_calls(calls: list[CompilerCall]) -> int:
@@ -1181,6 +1204,15 @@ class ClassicBuilder:
             notes = (
                 *notes,
                 raised_note(raised_compilers, self.toolchain.cxx_standard, torch.version_string),
+            )
+        replaced, asking = replaced_archs(calls, sass)
+        if replaced:
+            notes = (
+                *notes,
+                f"The project asks nvcc for {', '.join(replaced)} itself ({asking} of its "
+                f"{sum(1 for c in calls if not is_query(c.given))} calls): compiled for this "
+                f"wheel's {', '.join(a.sm for a in sass)} instead (prebuild.json has each call "
+                "as given and as run).",
             )
         if native := native_cpu_calls([*calls, *host_calls.values()]):
             notes = (*notes, native_cpu_note(native))
