@@ -40,6 +40,18 @@ def recording_compiler(path, *words: str, status: int = 0):
     return path
 
 
+def nvcc_env(fake, log, **more: str) -> dict[str, str]:
+    """The shim's environment as nvcc: ``fake`` behind it, the wheel's gencode, its log, C++20."""
+    return {
+        **os.environ,
+        SHIM_ENV_REAL: str(fake),
+        SHIM_ENV_GENCODE: json.dumps(WANT),
+        SHIM_ENV_LOG: str(log),
+        SHIM_ENV_MIN_STD: "c++20",
+        **more,
+    }
+
+
 def test_hard_coded_gencodes_are_replaced_and_other_flags_kept():
     given_args = [
         "-c",
@@ -233,13 +245,7 @@ def test_unchanged_calls_are_logged_too_and_the_standard_is_raised(tmp_path):
     the log); its C++17 is raised to the C++20 torch 2.14's headers need."""
     fake = recording_compiler(tmp_path / "nvcc")
     log = tmp_path / "log.jsonl"
-    env = {
-        **os.environ,
-        SHIM_ENV_REAL: str(fake),
-        SHIM_ENV_GENCODE: json.dumps(WANT),
-        SHIM_ENV_LOG: str(log),
-        SHIM_ENV_MIN_STD: "c++20",
-    }
+    env = nvcc_env(fake, log)
     for args in (
         ["-c", "a.cu", "-o", "/b/a.o", "-std=c++20", *WANT],
         ["-c", "b.cu", "-o", "/b/b.o", "-std=c++17", *WANT],
@@ -271,15 +277,12 @@ def test_nvcc_s_flag_variables_become_part_of_the_call(tmp_path):
     and the log holds them. The host compiler's calls are left alone."""
     fake = recording_compiler(tmp_path / "nvcc", '"[$NVCC_PREPEND_FLAGS$NVCC_APPEND_FLAGS]"')
     log = tmp_path / "log.jsonl"
-    env = {
-        **os.environ,
-        SHIM_ENV_REAL: str(fake),
-        SHIM_ENV_GENCODE: json.dumps(WANT),
-        SHIM_ENV_LOG: str(log),
-        SHIM_ENV_MIN_STD: "c++20",
-        "NVCC_PREPEND_FLAGS": "-arch=sm_75",
-        "NVCC_APPEND_FLAGS": "-std=c++17 -DFMT_USE_CONSTEXPR=1",
-    }
+    env = nvcc_env(
+        fake,
+        log,
+        NVCC_PREPEND_FLAGS="-arch=sm_75",
+        NVCC_APPEND_FLAGS="-std=c++17 -DFMT_USE_CONSTEXPR=1",
+    )
     given = ["-c", "a.cu", "-o", "/b/a.o"]
     shim = [sys.executable, "-m", "prebuild.tool.builder.nvcc_shim"]
     assert subprocess.run([*shim, *given], env=env).returncode == 0
