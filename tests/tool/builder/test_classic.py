@@ -714,3 +714,25 @@ def test_the_archs_a_project_asks_nvcc_for_itself_are_named_where_the_wheel_repl
     assert replaced_archs(calls, parse_arch_list("sm_90")) == (["sm_70", "sm_86"], 2)
     assert replaced_archs(calls[2:], parse_arch_list("sm_90")) == ([], 0)
     assert replaced_archs(calls[2:], parse_arch_list("sm_80")) == (["sm_90", "sm_90a"], 1)
+
+
+def test_each_change_the_shims_made_is_one_note_in_order():
+    from prebuild.runtime.arch import parse_arch_list
+    from prebuild.runtime.manifest import CompilerCall
+    from prebuild.tool.builder.classic import shim_notes
+
+    nvcc = [
+        CompilerCall(("-c", "a.cu", "-std=c++17", "-arch=sm_75"), ()),
+        CompilerCall(("--version",), ()),
+    ]
+    host = [CompilerCall(("-c", "b.cpp", "-march=native"), ())]
+    raised = ((("c++17", 1),), ())
+    notes = shim_notes(nvcc, host, parse_arch_list("sm_90"), raised, "c++20", "2.14.1+cu130")
+    starts = (
+        "The project asks nvcc for -std",
+        "The project asks nvcc for sm_75",
+        "The project asks for -march",
+    )
+    assert len(notes) == 3 and all(n.startswith(w) for n, w in zip(notes, starts))
+    assert "(1 of its 1 calls)" in notes[0] and "sm_75 itself (1 of its 1 calls)" in notes[1]
+    assert shim_notes(nvcc[1:], [], parse_arch_list("sm_90"), ((), ()), "c++20", "2.14") == ()

@@ -231,6 +231,37 @@ def replaced_archs(calls: list[CompilerCall], wheel: tuple[Arch, ...]) -> tuple[
     return found, asking
 
 
+def shim_notes(
+    calls: list[CompilerCall],
+    host_calls: list[CompilerCall],
+    wheel: tuple[Arch, ...],
+    raised: tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]],
+    needed: str,
+    torch_version: str,
+) -> tuple[str, ...]:
+    """Pure: a note for each way the shims changed what the project asked its compilers for
+    (nvcc's ``calls``, the host compiler's, for the ``wheel``'s archs; ``raised``: the standards
+    raised in each, raised_standards'): in the summary, since each changes what was compiled."""
+    compiles = sum(1 for c in calls if not is_query(c.given))
+    notes = []
+    if any(raised):
+        compilers = (
+            ("nvcc", raised[0], compiles),
+            ("the host compiler", raised[1], len(host_calls)),
+        )
+        notes.append(raised_note(compilers, needed, torch_version))
+    replaced, asking = replaced_archs(calls, wheel)
+    if replaced:
+        notes.append(
+            f"The project asks nvcc for {', '.join(replaced)} itself ({asking} of its {compiles} "
+            f"calls): compiled for this wheel's {', '.join(a.sm for a in wheel)} instead "
+            "(prebuild.json has each call as given and as run)."
+        )
+    if native := native_cpu_calls([*calls, *host_calls]):
+        notes.append(native_cpu_note(native))
+    return tuple(notes)
+
+
 def native_cpu_calls(calls: list[CompilerCall]) -> int:
     """How many of the calls asked for a native CPU target, which the shim left out."""
     return sum(1 for c in calls if drop_native(list(c.given)) != list(c.given))
@@ -1196,26 +1227,17 @@ class ClassicBuilder:
                 variant,
                 files=self.guard(built, label),
             )
-        if raised or raised_host:  # in the summary: it changes what was compiled
-            raised_compilers = (
-                ("nvcc", raised, sum(1 for c in calls if not is_query(c.given))),
-                ("the host compiler", raised_host, len(host_calls)),
-            )
-            notes = (
-                *notes,
-                raised_note(raised_compilers, self.toolchain.cxx_standard, torch.version_string),
-            )
-        replaced, asking = replaced_archs(calls, sass)
-        if replaced:
-            notes = (
-                *notes,
-                f"The project asks nvcc for {', '.join(replaced)} itself ({asking} of its "
-                f"{sum(1 for c in calls if not is_query(c.given))} calls): compiled for this "
-                f"wheel's {', '.join(a.sm for a in sass)} instead (prebuild.json has each call "
-                "as given and as run).",
-            )
-        if native := native_cpu_calls([*calls, *host_calls.values()]):
-            notes = (*notes, native_cpu_note(native))
+        notes = (
+            *notes,
+            *shim_notes(
+                calls,
+                [*host_calls.values()],
+                sass,
+                (raised, raised_host),
+                self.toolchain.cxx_standard,
+                torch.version_string,
+            ),
+        )
         if floor := runtime_floor.wheel_note(final, torch):
             notes = (*notes, floor)
         return BuiltWheel(
