@@ -318,3 +318,46 @@ def test_the_log_shown_starts_at_the_first_compiler_error_in_a_build_without_nin
         compiler_errors("a\nCMake Error at x.cmake:1\nend", limit=12)
         == "Error at x.cmake:1\nend"[-12:]
     )
+
+
+# point-transformer's pointops (10d43ab): six .cpp files include THC/THC.h and use nothing of it.
+THC_INCLUDED = "#include <torch/serialize/tensor.h>\n#include <THC/THC.h>\n#include <vector>\n"
+THC_USED = (
+    '#include "THC/THCAtomics.cuh"\n// THCState is gone\nextern THCState *state;\n'
+    "void f() { THCudaCheck(cudaGetLastError()); }\n"
+)
+
+
+def test_th_uses_tells_the_files_that_include_from_those_that_use():
+    from prebuild.tool.builder.api_breaks import th_uses
+
+    sources = {
+        "src/b/b_cuda.cpp": THC_INCLUDED,
+        "src/a/a_cuda.cpp": THC_INCLUDED,
+        "src/dcn.cu": THC_USED,
+        # a macro that starts with TH, and the names in comments only: no use
+        "src/k.cu": "#define THREADS 256\n/* THCState once */ // THCudaCheck\n",
+    }
+    assert th_uses(sources) == (
+        ["src/a/a_cuda.cpp", "src/b/b_cuda.cpp", "src/dcn.cu"],
+        ["src/dcn.cu"],
+    )
+
+
+def test_a_project_that_only_includes_thc_is_told_to_delete_the_includes():
+    log = CASES["THC"][0]
+    sources = {f"src/op{i}/op{i}_cuda.cpp": THC_INCLUDED for i in range(8)}
+    advice = api_breaks_advice(log, "c++20", "2.14.1", sources)
+    assert "uses nothing of TH/THC but these #include lines: delete them" in advice
+    assert "src/op0/op0_cuda.cpp, src/op1/op1_cuda.cpp" in advice
+    assert "src/op5/op5_cuda.cpp and 2 more" in advice
+    assert "must move to ATen" not in advice
+
+
+def test_a_project_that_uses_thc_is_told_the_port_and_the_files():
+    log = CASES["THC"][0]
+    advice = api_breaks_advice(log, "c++20", "2.14.1", {"a.cpp": THC_INCLUDED, "dcn.cu": THC_USED})
+    assert "must move to ATen and c10" in advice
+    assert "The files that use TH/THC names: dcn.cu." in advice
+    # without the sources, the port as the table says it
+    assert "The files that use" not in api_breaks_advice(log, "c++20", "2.14.1")

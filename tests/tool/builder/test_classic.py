@@ -587,6 +587,21 @@ def test_cuda_sources_are_told_apart_from_a_builds_outputs(tmp_path):
     assert has_cuda_sources(project)
 
 
+def test_native_sources_are_the_projects_own_files_with_their_text(tmp_path):
+    from prebuild.tool.builder.classic import native_sources
+
+    project = tmp_path / "project"
+    write(project, "src/op/op_cuda.cpp", "#include <THC/THC.h>\n")
+    write(project, "src/op/op.cu", "// kernel\n")
+    write(project, "src/op/op.py", "# not native\n")
+    write(project, "lib/build/temp/op.o.cpp", "// an earlier build's copy\n")
+    write(project, ".eggs/dep/x.h", "// a build requirement's\n")
+    assert native_sources(project) == {
+        "src/op/op.cu": "// kernel\n",
+        "src/op/op_cuda.cpp": "#include <THC/THC.h>\n",
+    }
+
+
 def test_a_failed_build_is_read_from_where_its_own_output_starts(tmp_path):
     """A wheel built again (torch.cuda's answer, or ninja, given up) appends to the same log:
     the second failure is told by its own output, not by the first's errors."""

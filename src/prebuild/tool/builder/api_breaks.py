@@ -10,6 +10,7 @@ read, so a deprecation warning naming the same thing does not count.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 # g++ quotes names with ‘’ in a UTF-8 locale and with '' in the C locale.
@@ -38,17 +39,19 @@ _NUMPY_OLD = r"NPY_(?:IN|OUT|INOUT)_ARRAY|NPY_(?:C|F)CONTIGUOUS|NPY_CARRAY\w*|NP
 _TEXTURE = r"cuda(?:Bind|Unbind)Texture\w*"
 _WARP = r"__(?:shfl\w*|any|all|ballot)"
 
-API_BREAKS: tuple[ApiBreak, ...] = (
-    ApiBreak(
-        re.compile(
-            rf"\bTHC?/\w+\.c?u?h: No such file|{_names(_TH)}.*(?:undefined|not declared|name a type)"
-        ),
-        "it uses TH/THC (THC/THC.h, THCState, THCudaCheck), PyTorch's old C backend, removed "
-        "in torch 1.11: no torch that prebuild builds against (2.10 or later) has it",
-        "the project's code must move to ATen and c10 (C10_CUDA_CHECK for THCudaCheck, "
-        "at::cuda::getCurrentCUDAStream() for THCState's stream, c10::cuda::CUDACachingAllocator "
-        "for THCudaMalloc); look for a release or a fork of the project that did",
+TH_BREAK = ApiBreak(
+    re.compile(
+        rf"\bTHC?/\w+\.c?u?h: No such file|{_names(_TH)}.*(?:undefined|not declared|name a type)"
     ),
+    "it uses TH/THC (THC/THC.h, THCState, THCudaCheck), PyTorch's old C backend, removed "
+    "in torch 1.11: no torch that prebuild builds against (2.10 or later) has it",
+    "the project's code must move to ATen and c10 (C10_CUDA_CHECK for THCudaCheck, "
+    "at::cuda::getCurrentCUDAStream() for THCState's stream, c10::cuda::CUDACachingAllocator "
+    "for THCudaMalloc); look for a release or a fork of the project that did",
+)
+
+API_BREAKS: tuple[ApiBreak, ...] = (
+    TH_BREAK,
     ApiBreak(
         re.compile(r"DeprecatedTypeProperties"),
         "it passes `tensor.type()` to an AT_DISPATCH macro (or a dispatch macro of its own "
@@ -233,8 +236,56 @@ def missing_includes(log: str) -> dict[str, tuple[list[str], list[str]]]:
     return found
 
 
-def api_breaks_advice(log: str, cxx_standard: str, torch_version: str) -> str:
-    """Pure: what to tell the user about the breaks the log shows; "" where none is known."""
+# TH's and THC's headers as a source includes them, and their names in its code.
+TH_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]THC?/[\w.]+[>"].*$', re.M)
+_TH_NAME = re.compile(rf"\b(?:{_TH})\b")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+# Files named in an advice line, the rest counted: BEVFusion-sized projects have dozens.
+_FILES_NAMED = 6
+
+
+def th_uses(sources: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """Pure: of ``sources`` (a project's C++ and CUDA files, path -> text), the files that
+    include a TH or THC header, and those whose code (includes and comments aside) uses a
+    TH/THC name; each sorted."""
+    including = sorted(path for path, text in sources.items() if TH_INCLUDE.search(text))
+    using = sorted(
+        path
+        for path, text in sources.items()
+        if _TH_NAME.search(_COMMENT.sub("", TH_INCLUDE.sub("", text)))
+    )
+    return including, using
+
+
+def named_files(files: list[str]) -> str:
+    """Pure: ``files`` as an advice names them: the first few, the rest counted."""
+    shown = ", ".join(files[:_FILES_NAMED])
+    rest = len(files) - _FILES_NAMED
+    return shown + (f" and {rest} more" if rest > 0 else "")
+
+
+def th_fix(known_fix: str, sources: Mapping[str, str]) -> str:
+    """Pure: what to do about TH/THC, given the project's ``sources``: where the includes are
+    all it uses (point-transformer's pointops, six files), deleting them is the whole fix;
+    else the port, with the files that need it (``known_fix`` where ``sources`` say nothing)."""
+    including, using = th_uses(sources)
+    if including and not using:
+        return (
+            "its code uses nothing of TH/THC but these #include lines: delete them (in "
+            f"{named_files(including)}); should a name they brought in then be missing, include "
+            "its ATen header instead (<ATen/cuda/CUDAContext.h> for the current stream)"
+        )
+    if using:
+        return f"{known_fix}. The files that use TH/THC names: {named_files(using)}"
+    return known_fix
+
+
+def api_breaks_advice(
+    log: str, cxx_standard: str, torch_version: str, sources: Mapping[str, str] | None = None
+) -> str:
+    """Pure: what to tell the user about the breaks the log shows; "" where none is known.
+    ``sources``: the project's C++ and CUDA files (path -> text), for what the log cannot say
+    (a build stops at the first missing THC header, before any use of it)."""
     found = api_breaks(log, cxx_standard)
     includes = missing_includes(log)
     if not found and not includes:
@@ -247,7 +298,8 @@ def api_breaks_advice(log: str, cxx_standard: str, torch_version: str) -> str:
         why = known.what + (
             f" (torch {torch_version}'s headers need {cxx_standard})" if known.cxx20 else ""
         )
-        lines.append(f"- {why}. What to do: {known.fix}.")
+        fix = th_fix(known.fix, sources or {}) if known is TH_BREAK else known.fix
+        lines.append(f"- {why}. What to do: {fix}.")
     for header, (names, files) in includes.items():
         lines.append(
             f"- it uses {', '.join(names)} without #include {header} ({', '.join(files)}): "

@@ -50,7 +50,7 @@ from prebuild.runtime.manifest import (
 )
 from prebuild.runtime.versions import minor
 from prebuild.tool.builder import build_site, env_writes, flags, runtime_floor
-from prebuild.tool.builder.api_breaks import api_breaks_advice
+from prebuild.tool.builder.api_breaks import TH_BREAK, api_breaks, api_breaks_advice
 from prebuild.tool.builder.base import (
     BuildProgress,
     BuiltWheel,
@@ -149,7 +149,7 @@ from prebuild.tool.inspection import (
     is_shared_library,
     needed_libraries,
 )
-from prebuild.tool.jit_sites import jit_sites
+from prebuild.tool.jit_sites import BUILD_OUTPUTS, jit_sites
 from prebuild.tool.user_cache import user_cache_dir
 from prebuild.tool.variant_wheels import VARIANT_JSON, WheelArchs, built_variant_problem
 
@@ -570,14 +570,34 @@ def host_wheel_note(
     return f"its libraries hold {what}"
 
 
+# The C, C++ and CUDA files whose text a failed build's advice may read.
+NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".inl")
+
+
+def source_files(project: Path, suffixes: tuple[str, ...]) -> list[Path]:
+    """The project's files whose names end in one of ``suffixes``, sorted; an earlier build's
+    outputs (in a build/, dist/ or .eggs folder at any depth) are no source."""
+    return [
+        path
+        for path in sorted(project.rglob("*"))
+        if path.suffix in suffixes
+        and not set(path.relative_to(project).parts[:-1]) & set(BUILD_OUTPUTS)
+        and path.is_file()
+    ]
+
+
 def has_cuda_sources(project: Path) -> bool:
-    """Whether the project's source holds any CUDA file (``.cu``, ``.cuh``), its earlier build
-    outputs aside."""
-    return any(
-        "build" not in path.relative_to(project).parts[:-1]
-        for pattern in ("*.cu", "*.cuh")
-        for path in project.rglob(pattern)
-    )
+    """Whether the project's source holds any CUDA file (``.cu``, ``.cuh``)."""
+    return bool(source_files(project, (".cu", ".cuh")))
+
+
+def native_sources(project: Path) -> dict[str, str]:
+    """The project's C, C++ and CUDA files (its path -> text): what a failed build's log
+    cannot say (api_breaks.th_fix)."""
+    return {
+        str(path.relative_to(project)): path.read_text(encoding="utf-8", errors="replace")
+        for path in source_files(project, NATIVE_SUFFIXES)
+    }
 
 
 def wheel_needed_libraries(wheel: Path) -> dict[str, tuple[str, ...]]:
@@ -1287,8 +1307,12 @@ class ClassicBuilder:
             if not text.strip():  # it failed before its backend said a word: say what did
                 text = backend_failure(exc)
             toolchain = self.toolchain
+            breaks = api_breaks(text, toolchain.cxx_standard)
+            sources = native_sources(self.project) if TH_BREAK in breaks else None
             advice = [
-                api_breaks_advice(text, toolchain.cxx_standard, toolchain.torch.version_string),
+                api_breaks_advice(
+                    text, toolchain.cxx_standard, toolchain.torch.version_string, sources
+                ),
                 self.source_gaps_advice(text, archs),
                 downloads_advice(text),
                 environment_hints(text),
