@@ -43,7 +43,7 @@ from pathlib import Path
 
 import background
 import pytest
-from build_helpers import prebuild_wheel
+from build_helpers import prebuild_wheel, tree_snapshot
 from job_steps import read_steps
 from pip_env import clean_pip_env, installed
 from wheel.wheelfile import WheelFile
@@ -645,20 +645,33 @@ def test_where_ninja_turned_back_on_fails_on_its_own_the_wheel_is_built_again_wi
 
 
 def test_a_project_that_compiles_at_first_use_is_refused_with_the_reason(fresh_cuda_venv, tmp_path):
-    """Also quiet: in a venv without numpy (torch warns at every import then) and with a setup.py
-    that warns, prebuild's output holds neither warning: the build's chatter goes to its log."""
+    """Its setup.py imports the package, which compiles at import (KNN_CUDA): the refusal says
+    the compile ran during the build and what to change; that compile wrote in the workspace,
+    not in the user's JIT cache. Also quiet: in a venv without numpy (torch warns at every
+    import then) and with a setup.py that warns, prebuild's output holds neither warning: the
+    build's chatter goes to its log."""
     python = fresh_cuda_venv()
     subprocess.run(
         [str(python), "-m", "pip", "uninstall", "--quiet", "--yes", "numpy"],
         check=True,
         timeout=300,
     )
-    out = tmp_path / "dist"
-    proc = prebuild_wheel(python, "--arch", "sm_90", str(FIXTURES / "jit_ext"), "--out", str(out))
+    out, work, user_cache = tmp_path / "dist", tmp_path / "work", tmp_path / "torch_extensions"
+    proc = prebuild_wheel(
+        python,
+        *("--arch", "sm_90", str(FIXTURES / "jit_ext"), "--out", str(out)),
+        *("--build-dir", str(work)),
+        env={"TORCH_EXTENSIONS_DIR": str(user_cache)},
+    )
     said = " ".join(proc.stderr.split())
     assert proc.returncode == 1, said
-    assert "builds no extension at install time" in said and "jit_ext/__init__.py:7" in said, said
+    assert "builds no extension at install time" in said and "jit_ext/__init__.py:9" in said, said
+    assert "imports that code (line 7: `from jit_ext import __version__`)" in said, said
+    assert "the compile ran during this build (1 object compiled)" in said, said
+    assert "`ext_modules=[CUDAExtension(name, sources)]`" in said, said
     assert "no shared library at all" not in said and not out.exists()
+    assert not user_cache.exists()
+    assert list(work.glob("*/torch-extensions/jit_ext_ops/jit_ext_ops.so")), tree_snapshot(work)
     assert "NumPy" not in said and "nobody asked for" not in said and "Warning" not in said, said
 
 

@@ -69,3 +69,38 @@ def jit_sites(source: Path, limit: int = 3) -> list[str]:
         and not any(part.endswith(".egg-info") for part in p.relative_to(source).parts)
     )
     return jit_sites_in(files, source, limit)
+
+
+def site_module(site: str) -> str:
+    """Pure: the module a JIT site (``file:line``) lies in: ``knn_cuda/__init__.py:26`` ->
+    ``knn_cuda``; a ``src/`` layout's folder is no part of the name."""
+    parts = site.rsplit(":", 1)[0].removesuffix(".py").split("/")
+    if parts[-1] == "__init__":
+        parts.pop()
+    if parts and parts[0] == "src":
+        parts.pop(0)
+    return ".".join(parts)
+
+
+_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\s+([\w\s,()]+)|import\s+([\w.\s,]+))")
+
+
+def setup_imports_jit(setup_text: str, sites: list[str]) -> tuple[int, str] | None:
+    """Pure: the first line of a setup.py that imports a module compiling when imported (one of
+    ``sites``' modules, or a package or submodule of one, as ``from knn_cuda import
+    __version__`` runs ``knn_cuda/__init__.py``), with its code; None if none does. Such a
+    build runs that compile itself, into its copy of the project."""
+    jit = {site_module(site) for site in sites}
+    for number, line in enumerate(setup_text.splitlines(), 1):
+        m = _IMPORT.match(line.split("#", 1)[0])
+        if not m:
+            continue
+        if m[1]:  # from X import a, b: X, and X.a, X.b where they are submodules
+            names = [m[1], *(f"{m[1]}.{n}" for n in re.findall(r"\w+", m[2]))]
+        else:
+            names = [n.split(" as ")[0].strip() for n in m[3].split(",")]
+        # importing a.b.c runs a, a.b and a.b.c
+        runs = {".".join(n.split(".")[: i + 1]) for n in names for i in range(n.count(".") + 1)}
+        if runs & jit:
+            return number, line.strip()
+    return None

@@ -224,6 +224,58 @@ def test_a_wheel_without_a_library_is_explained():
     assert "pure Python" not in failed and failed.endswith("No wheel was written.")
 
 
+# KNN_CUDA (unlimblue/KNN_CUDA 619617b): setup.py's third line imports the package for its
+# version, whose __init__.py calls load() at import: its build ran the JIT compile itself.
+KNN_SETUP = "import os\nfrom setuptools import setup\nfrom knn_cuda import __version__\n"
+
+
+@pytest.mark.parametrize(
+    ("setup_text", "sites", "line"),
+    [
+        (KNN_SETUP, ["knn_cuda/__init__.py:26"], 3),
+        ("import pkg.ops as o\n", ["pkg/ops.py:3"], 1),  # importing pkg.ops runs it
+        ("import os\nfrom pkg import ops\n", ["pkg/ops.py:3"], 2),  # a submodule imported
+        ("from pkg.ops import x\n", ["pkg/__init__.py:3"], 1),  # its package runs first
+        ("from pkg import ops\n", ["src/pkg/ops.py:3"], 1),  # a src layout
+        ("from pkg import version\n", ["pkg/ops.py:3"], None),  # another module of pkg
+        ("# from knn_cuda import __version__\n", ["knn_cuda/__init__.py:26"], None),
+        ("import knn_cudax\n", ["knn_cuda/__init__.py:26"], None),
+    ],
+)
+def test_a_setup_py_importing_code_that_compiles_at_import_is_found(setup_text, sites, line):
+    from prebuild.tool.jit_sites import setup_imports_jit
+
+    found = setup_imports_jit(setup_text, sites)
+    assert (found[0] if found else None) == line
+
+
+def test_a_jit_project_whose_build_ran_its_compile_is_told_so_and_what_to_change():
+    command = "prebuild wheel --arch sm_90 ."
+    advice = "its setup.py reads no variable that looks like a build switch"
+    text = no_extension_message(
+        "knn_cuda-0.2-py3-none-any.whl",
+        ["knn_cuda/__init__.py:26"],
+        advice,
+        command=command,
+        imported=(3, "from knn_cuda import __version__"),
+        compiled=2,
+    )
+    assert "Its setup.py imports that code (line 3: `from knn_cuda import __version__`)" in text
+    assert "the compile ran during this build (2 objects compiled)" in text
+    assert "none of it is in the wheel" in text
+    assert "`ext_modules=[CUDAExtension(name, sources)]`" in text
+    assert "its setup.py not importing it for its version" in text
+    assert f"then `{command}` builds it. No wheel was written." in text
+    # imported, nothing compiled (its compile failed or was skipped): not said to have run
+    quiet = no_extension_message(
+        "k-0.2-py3-none-any.whl", ["k/__init__.py:2"], advice, imported=(1, "import k")
+    )
+    assert "which compiles when imported" in quiet and "ran during this build" not in quiet
+    # a project with switches of its own is told those, not to port
+    switched = no_extension_message("d-1-py3-none-any.whl", ["d/op.py:9"], advice, switches=True)
+    assert "CUDAExtension" not in switched and "its setup.py not importing" not in switched
+
+
 def test_libraries_without_gpu_code_are_explained_with_the_build_logs_words(tmp_path):
     """DeepSpeed with no GPU visible picks its CPU accelerator and builds host-only ops: the
     refusal says so, quotes the log and names it."""

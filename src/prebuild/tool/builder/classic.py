@@ -149,7 +149,7 @@ from prebuild.tool.inspection import (
     is_shared_library,
     needed_libraries,
 )
-from prebuild.tool.jit_sites import BUILD_OUTPUTS, jit_sites
+from prebuild.tool.jit_sites import BUILD_OUTPUTS, jit_sites, setup_imports_jit
 from prebuild.tool.user_cache import user_cache_dir
 from prebuild.tool.variant_wheels import VARIANT_JSON, WheelArchs, built_variant_problem
 
@@ -330,12 +330,16 @@ def no_extension_message(
     command: str = "",
     installed: str = "",
     answer_where: tuple[int, str] | None = None,
+    imported: tuple[int, str] | None = None,
+    compiled: int = 0,
 ) -> str:
     """Why a project's wheel is refused when it holds no shared library at all; ``advice``
     (build_switches.switches_advice): how its setup.py may be asked to build one, given where it
     reads build ``switches``; ``answer_error``: how its setup.py failed with torch.cuda answering
     for a GPU (then built with torch's own answers), ``command`` the prebuild command;
-    ``installed``: what its build installed into the environment instead (env_writes')."""
+    ``installed``: what its build installed into the environment instead (env_writes');
+    ``imported``: the line of its setup.py that imports code compiling at first use
+    (jit_sites.setup_imports_jit), ``compiled`` the objects its build compiled."""
     if installed:
         # It compiled, and put the result elsewhere (hqq 0.2.8): neither pure Python nor JIT.
         return (
@@ -344,11 +348,30 @@ def no_extension_message(
             "No wheel was written."
         )
     if sites:
+        ran = ""
+        if imported:
+            ran = f" Its setup.py imports that code (line {imported[0]}: `{imported[1]}`)" + (
+                f", so the compile ran during this build ({objects(compiled)} compiled), into "
+                "the build's copy of the project: none of it is in the wheel."
+                if compiled
+                else ", which compiles when imported."
+            )
+        # With switches the project has a build of its own to ask for (DeepSpeed's ops).
+        port = (
+            ""
+            if switches
+            else " To build it ahead of time, its setup.py would declare those sources as an "
+            "extension (`ext_modules=[CUDAExtension(name, sources)]` with "
+            "`cmdclass={'build_ext': BuildExtension}`), and its code import the built module "
+            "where it calls load()"
+            + (", its setup.py not importing it for its version" if imported else "")
+            + f": then `{command}` builds it."
+        )
         return (
             f"{wheel_name} holds no compiled library: the project builds no extension at install "
             f"time, it compiles when first used (torch.utils.cpp_extension at {', '.join(sites)}), "
-            "so there is nothing for prebuild to compile ahead of time as it is. "
-            f"{sentence(advice)}. No wheel was written."
+            f"so there is nothing for prebuild to compile ahead of time as it is.{ran} "
+            f"{sentence(advice)}.{port} No wheel was written."
         )
     if answer_error:
         # It asks more of the GPU than the answer gives: it is not pure Python.
@@ -998,6 +1021,10 @@ class ClassicBuilder:
             # cannot tell the shim nvcc is one ("Compiler not supported"), and the cache is what
             # --cache says, through prebuild's launcher.
             "TORCH_NO_COMPILER_WRAPPER": "1",
+            # A JIT compile the build runs (KNN_CUDA's setup.py imports its package, which calls
+            # load()) writes and locks in the workspace: never in the user's JIT cache, where a
+            # stale lock would hang it and its module, built with the shim's archs, be reused.
+            "TORCH_EXTENSIONS_DIR": str(wheel_dir / "torch-extensions"),
             **search_paths(shim, os.environ),
             **cmake_prefix_env(self.toolchain.torch.library_dir, os.environ),
         }
@@ -1125,16 +1152,20 @@ class ClassicBuilder:
                 raise refused(shipped_message(built.name, shipped, self.source_url()))
             if not libraries:
                 advice, switches = self.advice(built, sass)
+                sites = jit_sites(project)
+                calls = [*logged_calls(nvcc_log), *logged_calls(cxx_log)]
                 raise BuildError(
                     no_extension_message(
                         built.name,
-                        jit_sites(project),
+                        sites,
                         advice,
                         switches=switches,
                         answer_error=answer_error,
                         command=self.command(sass),
                         installed=installed,
                         answer_where=answer_where,
+                        imported=setup_imports_jit(self.setup_text(), sites),
+                        compiled=len(calls_by_object(calls)),
                     )
                 )
             if installed:
