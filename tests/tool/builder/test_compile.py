@@ -113,6 +113,54 @@ def test_compiles_run_through_the_users_launcher_unless_the_build_has_a_cache(tm
     assert ctypes.CDLL(str(build / "liba.so")).two() == len("two.cpp")
 
 
+def test_a_compiler_the_kernel_killed_is_told_as_memory_with_fewer_jobs(tmp_path):
+    """g++'s cc1plus killed by SIGKILL (as the out-of-memory killer does), through g++'s own
+    -wrapper: the error says what killed it, and how many jobs to build with instead."""
+    src, build = tmp_path / "csrc", tmp_path / "build"
+    (build / "obj").mkdir(parents=True)
+    files = write_sources(src, {"one.cpp": 10})
+    killer = tmp_path / "wrap" / "cc1plus"  # g++ names the program it ran: this one
+    killer.parent.mkdir()
+    killer.write_text('#!/bin/sh\ncase "$1" in *cc1plus) kill -9 $$;; esac\nexec "$@"\n')
+    killer.chmod(0o755)
+    launcher = tmp_path / "launcher"
+    launcher.write_text(f'#!/bin/sh\nexec "$@" -wrapper {killer}\n')
+    launcher.chmod(0o755)
+    write_ninja(
+        src, build, [replace(spec("liba.so", list(files.values())), launcher=(str(launcher),))]
+    )
+    with pytest.raises(BuildError) as error:
+        run_ninja(build, 4)
+    said = str(error.value)
+    assert "Killed signal terminated program" in said  # g++'s own words, shown
+    assert "The compiler (cc1plus) was killed (signal 9)" in said
+    assert "4 compiles at once" in said and "--jobs 2" in said
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("nvcc error   : 'cicc' died due to signal 9 (Kill signal)", "(cicc) was killed"),
+        ("nvcc error   : 'cudafe++' died due to signal 9 (Kill signal)", "(cudafe++) was killed"),
+        ("c++: fatal error: Killed signal terminated program cc1plus", "(cc1plus) was killed"),
+        ("g++: internal compiler error: Killed (program cc1plus)", "(cc1plus) was killed"),
+        (
+            "error: command '/usr/local/cuda/bin/nvcc' failed with exit code -9",
+            "(nvcc) was killed",
+        ),
+        ("nvcc error   : 'ptxas' died due to signal 11 (Invalid memory reference)", "crashed"),
+    ],
+)
+def test_each_compilers_words_for_a_kill_are_read(line, said):
+    from prebuild.tool.builder.compile import killed_compiler_advice
+
+    advice = killed_compiler_advice(f"[3/9] nvcc ...\n{line}\nninja: build stopped\n", 8)
+    assert said in advice
+    assert ("--jobs 4" in advice) == ("killed" in said)
+    assert "this compile alone" in killed_compiler_advice(line, 1) or "crashed" in said
+    assert killed_compiler_advice("error: command 'g++' failed with exit code 1", 8) == ""
+
+
 def test_libraries_built_together_must_not_share_an_object_name(tmp_path):
     files = write_sources(tmp_path, {"x.cpp": 10})
     (tmp_path / "obj").mkdir()

@@ -82,7 +82,7 @@ from prebuild.tool.builder.classic_objects import (
     prepare_build,
     read_record,
 )
-from prebuild.tool.builder.compile import BuildError
+from prebuild.tool.builder.compile import BuildError, killed_compiler_advice
 from prebuild.tool.builder.config_settings import ConfigSettings, as_options, setup_option_hint
 from prebuild.tool.builder.cuda_shim import (
     add_driver_stub,
@@ -1346,6 +1346,7 @@ class ClassicBuilder:
                 ),
                 self.source_gaps_advice(text, archs),
                 downloads_advice(text),
+                killed_compiler_advice(text, int(env.get("MAX_JOBS", "1"))),
                 environment_hints(text),
                 setup_option_hint(text, self.command(archs)),
             ]

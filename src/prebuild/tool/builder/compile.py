@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -361,6 +362,46 @@ def cuda_library_spec(
     )
 
 
+# A compiler killed by a signal, in nvcc's words for its own stages (cicc, cudafe++, ptxas),
+# in g++'s for its cc1plus, and in setuptools' for a command without ninja (a negative code).
+_KILLED = re.compile(
+    r"nvcc error\s*: '(?P<stage>[\w+]+)' died due to signal (?P<signal>\d+)"
+    r"|fatal error: Killed signal terminated program (?:\S*/)?(?P<gcc>[\w+.-]+)"
+    r"|internal compiler error: Killed \(program (?P<ice>\w+)\)"
+    r"|command '(?:[^']*/)?(?P<command>[^'/]+)' failed with exit code -(?P<code>\d+)"
+)
+SIGKILL = 9
+
+
+def killed_compiler_advice(log: str, jobs: int) -> str:
+    """Pure: what a build log whose compiler was killed says to do; "" where none was. Killed
+    (signal 9) is the kernel's out-of-memory killer, nearly always: fewer compiles at once
+    (``jobs`` ran); another signal (11) is the compiler crashing on the code."""
+    m = _KILLED.search(log)
+    if m is None:
+        return ""
+    program = m["stage"] or m["gcc"] or m["ice"] or m["command"]
+    signal = int(m["signal"] or m["code"] or SIGKILL)
+    if signal != SIGKILL:
+        return (
+            f"The compiler ({program}) crashed (signal {signal}) as it compiled: a bug of the "
+            "compiler on this code, not of the build. Another CUDA version's nvcc (or another "
+            "host compiler) may compile it; the full log names the file."
+        )
+    fewer = max(1, jobs // 2)
+    return (
+        f"The compiler ({program}) was killed (signal 9) as it compiled: nearly always the "
+        "kernel's out-of-memory killer, the machine's memory spent by "
+        + (f"{jobs} compiles at once" if jobs > 1 else "this compile alone")
+        + " (a torch/extension.h source takes 1-3 GiB, a CUTLASS kernel more). "
+        + (
+            f"Build with fewer at once: --jobs {fewer} (with --build-dir, what compiled is kept)."
+            if jobs > 1
+            else "Free memory (or add swap) and build again."
+        )
+    )
+
+
 def run_ninja(build_dir: Path, jobs: int, on_progress: ProgressCallback | None = None) -> None:
     """Run ninja in ``build_dir``; report each step as ninja ends it (and the step ninja's
     ``FAILED:`` follows as failed); BuildError with the output on failure (the full log is
@@ -392,9 +433,11 @@ def run_ninja(build_dir: Path, jobs: int, on_progress: ProgressCallback | None =
     if proc.returncode != 0:
         failed = "".join(lines)
         start = failed.find("FAILED:")
+        killed = killed_compiler_advice(failed, jobs)
         raise BuildError(
             f"the build failed in {build_dir} (full log: {build_dir / 'build.log'}):\n"
-            + (failed[start:] if start >= 0 else failed)[-8000:],
+            + (failed[start:] if start >= 0 else failed)[-8000:]
+            + (f"\n\n{killed}" if killed else ""),
             log=build_dir / "build.log",
         )
 
