@@ -78,6 +78,12 @@ def test_installed_projects_finds_every_distribution_with_a_prebuild_manifest(
         ("fake_ext._bisect",),
         "",
     )
+    # what its libraries need of the C runtime, read from their symbol versions: for doctor
+    from prebuild.runtime.c_runtimes import combined
+    from prebuild.tool.inspection import runtime_needs
+
+    assert found.runtime_needs["GLIBC"]
+    assert found.runtime_needs == combined(*(runtime_needs(d) for d in files.values()))
     (site / "fake_ext" / "libhelper.so").write_bytes(b"\x7fELF broken")
     (damaged,) = loaded_projects()
     assert (
@@ -124,6 +130,7 @@ def test_installed_native_projects_are_found_checked_and_loaded_by_their_own_loa
     monkeypatch.setenv("PYTHONPATH", str(site))
     (found,) = [p for p in loaded_projects() if p.name == "demo"]
     assert isinstance(found.manifest, Manifest) and found.problem == "" and found.load_error == ""
+    assert found.runtime_needs["GLIBC"]  # its library's symbol versions, read
     (package / "_C.abi3.so").write_bytes(data[:-1])
     (damaged,) = [p for p in loaded_projects() if p.name == "demo"]
     assert "_C.abi3.so" in damaged.problem and damaged.load_error is None

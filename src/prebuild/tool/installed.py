@@ -13,7 +13,8 @@ import importlib.machinery
 import importlib.metadata
 import importlib.util
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -87,6 +88,8 @@ class InstalledProject:
     load_error: str | None = None  # None: not checked; "": imported fine
     variant: str | None = None  # a PEP 825 variant wheel's label
     package_dir: Path | None = None  # a native project's: where its _manifest.json is
+    # the C and C++ runtime versions its libraries need together ({"GLIBC": "2.36"})
+    runtime_needs: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     @property
     def title(self) -> str:
@@ -143,7 +146,14 @@ def installed_projects() -> list[InstalledProject]:
                 )
             )
         found[canonicalize_name(name)] = InstalledProject(
-            name, dist.version, manifest, problem, modules, None, report.variant_label
+            name,
+            dist.version,
+            manifest,
+            problem,
+            modules,
+            None,
+            report.variant_label,
+            runtime_needs=report.runtime,
         )
     return sorted(found.values(), key=lambda p: canonicalize_name(p.name))
 
@@ -217,4 +227,5 @@ def installed_native_project(dist) -> InstalledProject | None:
         None,
         report.variant_label,
         directory,
+        report.runtime,
     )

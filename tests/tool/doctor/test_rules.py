@@ -376,3 +376,24 @@ def test_a_host_wheel_is_checked_for_its_torch_not_for_code_per_gpu():
     )
     assert [c.status for c in other] == [OK, FAIL, OK]  # the driver is no concern of CPU code
     assert "built for torch 2.14" in other[1].message
+
+
+def test_a_wheel_built_on_a_newer_glibc_fails_before_anything_loads():
+    """A wheel built on Ubuntu 24.04 (glibc 2.39) installed where glibc is 2.35: said without
+    loading it, with the fix; the C++ runtime is the load check's (it depends on the process)."""
+    t = TorchInfo("2.14.1+cu130", "13.0", True)
+    needs = {"GLIBC": "2.38", "GLIBCXX": "3.4.32"}
+    for made in (project, native):
+        checks = project_checks(made(runtime_needs=needs), t, gpus((9, 0)), "2.35")
+        (row,) = [c for c in checks if c.status == FAIL]
+        assert "need glibc 2.38 (GLIBC_2.38), and this machine's is 2.35" in row.message
+        assert "version `GLIBC_2.38' not found" in row.message
+        assert "no newer than 2.35 (a manylinux_2_28 container" in row.fix
+        assert "prebuild wheel" in row.fix
+        # the same glibc or a newer one, or a machine that is not glibc (musl), is fine
+        for glibc in ("2.38", "2.39", None):
+            checks = project_checks(made(runtime_needs=needs), t, gpus((9, 0)), glibc)
+            assert all(c.status == OK for c in checks), checks
+    # diagnose passes the machine's glibc on
+    rows = diagnose(facts((9, 0), projects=[project(runtime_needs=needs)], glibc="2.31"))
+    assert any("this machine's is 2.31" in c.message for c in rows if c.status == FAIL)

@@ -70,6 +70,7 @@ def gather(env: dict[str, str] | None = None, check_load: bool = True) -> Facts:
     None); with ``check_load``, prebuild's and every other project's libraries are also loaded,
     each in a child process."""
     from prebuild.ops import OPS
+    from prebuild.runtime.c_runtimes import machine_glibc
     from prebuild.runtime.loader import STRICT_ENV
     from prebuild.tool.gpus import query_gpus, torch_info
 
@@ -99,4 +100,5 @@ def gather(env: dict[str, str] | None = None, check_load: bool = True) -> Facts:
         variant=variant,
         extension_dirs=[(root, network_filesystem(root, mounts)) for root in roots],
         first_use=installed_compilers(),
+        glibc=machine_glibc(),
     )

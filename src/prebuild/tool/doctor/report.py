@@ -64,7 +64,7 @@ def doctor_json(facts: Facts, checks: list[Check], verdicts: list[OpVerdict]) ->
                 "manifest": _project_manifest_dict(p.manifest),
                 "checks": [
                     {"status": c.status, "message": c.message, "fix": c.fix}
-                    for c in project_checks(p, facts.torch, facts.gpus)
+                    for c in project_checks(p, facts.torch, facts.gpus, facts.glibc)
                 ],
             }
             for p in facts.projects

@@ -6,11 +6,13 @@ op and device, what code runs there. Nothing here reads the machine.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from prebuild.runtime import compat
 from prebuild.runtime.arch import CodeKind, arch_for_capability, format_capability, select_code
+from prebuild.runtime.c_runtimes import GLIBC, beyond
 from prebuild.runtime.manifest import Manifest
 from prebuild.runtime.versions import release
 from prebuild.tool.builder.config import MIN_TORCH_TARGET
@@ -50,6 +52,7 @@ class Facts:
     # torch's JIT extension directories, each with its network file system type ("" if local)
     extension_dirs: list[tuple[Path, str]] = field(default_factory=list)
     first_use: list[CompilesAtFirstUse] = field(default_factory=list)  # will compile when used
+    glibc: str | None = None  # this machine's C library's version ("2.36"), None if not glibc
 
 
 @dataclass(frozen=True)
@@ -280,8 +283,31 @@ def diagnose(facts: Facts) -> list[Check]:
             )
         )
     for project in facts.projects:
-        checks.extend(project_checks(project, t, g))
+        checks.extend(project_checks(project, t, g, facts.glibc))
     return checks
+
+
+def c_runtime_check(
+    area: str, needs: Mapping[str, str], glibc: str | None, rebuild: str
+) -> list[Check]:
+    """Pure: a FAIL row where a project's libraries need a newer glibc than this machine's
+    (built on a newer distribution): the loader would refuse them with "version `GLIBC_2.38'
+    not found". The C++ runtime is left to the load check: which libstdc++ loads depends on the
+    process (a conda environment's comes first)."""
+    need = needs.get(GLIBC)
+    if need is None or glibc is None or not beyond({GLIBC: need}, {GLIBC: glibc}):
+        return []
+    return [
+        Check(
+            area,
+            FAIL,
+            f"its libraries need glibc {need} (GLIBC_{need}), and this machine's is {glibc}: "
+            f'importing fails with "version `GLIBC_{need}\' not found" (the wheel was built on '
+            "a newer distribution)",
+            f"build it on this machine, or on one whose glibc is no newer than {glibc} (a "
+            f"manylinux_2_28 container, as torch's own wheels are built): {rebuild}",
+        )
+    ]
 
 
 def _driver_check(area: str, wheel_cuda: str | None, gpus: GpuQuery) -> list[Check]:
@@ -302,10 +328,13 @@ def _driver_check(area: str, wheel_cuda: str | None, gpus: GpuQuery) -> list[Che
     ]
 
 
-def project_checks(p: InstalledProject, torch: TorchInfo, gpus: GpuQuery) -> list[Check]:
+def project_checks(
+    p: InstalledProject, torch: TorchInfo, gpus: GpuQuery, glibc: str | None = None
+) -> list[Check]:
     """Pure: whether another project's prebuilt wheel runs here. Its libraries use torch's C++
     ABI, so they need the torch minor release they were built against, a CUDA build of it
-    with the same CUDA major, a driver for that CUDA, and SASS (or PTX) for every GPU."""
+    with the same CUDA major, a driver for that CUDA, SASS (or PTX) for every GPU, and a glibc
+    no older than they need (``glibc``: this machine's)."""
     if not isinstance(p, InstalledProject):
         raise TypeError(f"project_checks takes an InstalledProject, got {type(p).__name__}")
     area = p.name
@@ -317,7 +346,7 @@ def project_checks(p: InstalledProject, torch: TorchInfo, gpus: GpuQuery) -> lis
     if m is None:
         return [Check(area, FAIL, f"{p.name} {p.version}: {p.problem}", reinstall)]
     if isinstance(m, Manifest):
-        return native_checks(p, m, torch, gpus, reinstall)
+        return native_checks(p, m, torch, gpus, reinstall, glibc)
     archs = m.holds() or "none"
     checks = [
         Check(
@@ -375,6 +404,7 @@ def project_checks(p: InstalledProject, torch: TorchInfo, gpus: GpuQuery) -> lis
                 f"install a torch {m.torch_minor} for CUDA {m.cuda}, or build it with this torch: {rebuild}",
             )
         )
+    checks += c_runtime_check(area, p.runtime_needs, glibc, rebuild)
     if not m.needs_cuda:  # CPU code: no CUDA, no driver, no GPU to check
         return checks + _load_check(area, p, rebuild)
     checks += _driver_check(area, m.cuda, gpus)
@@ -424,10 +454,15 @@ def _load_check(area: str, p: InstalledProject, rebuild: str) -> list[Check]:
 
 
 def native_checks(
-    p: InstalledProject, m: Manifest, torch: TorchInfo, gpus: GpuQuery, reinstall: str
+    p: InstalledProject,
+    m: Manifest,
+    torch: TorchInfo,
+    gpus: GpuQuery,
+    reinstall: str,
+    glibc: str | None = None,
 ) -> list[Check]:
     """Pure: a native project's stable-ABI wheel, by its own loader's rules (torch from the
-    target on, the CUDA major, the driver, code per GPU)."""
+    target on, the CUDA major, the driver, code per GPU), and the glibc it needs."""
     if not isinstance(p, InstalledProject) or not isinstance(m, Manifest):
         raise TypeError("native_checks takes an InstalledProject and its native Manifest")
     area = p.name
@@ -465,6 +500,7 @@ def native_checks(
     cuda_error = compat.cuda_major_error(m, torch.cuda)
     if cuda_error:
         checks.append(Check(area, FAIL, str(cuda_error), f"prebuild install {p.name} --from SITE"))
+    checks += c_runtime_check(area, p.runtime_needs, glibc, f"prebuild wheel in {p.name}'s source")
     checks += _driver_check(area, m.cuda_version, gpus)
     for gpu in gpus.gpus:
         device = f"cuda:{gpu.index} {gpu.name} ({format_capability(gpu.capability)})"
