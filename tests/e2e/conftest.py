@@ -30,7 +30,7 @@ from pathlib import Path
 import background
 import pytest
 import shared_wheels_job
-from build_helpers import run_cli
+from build_helpers import prebuild_wheel, run_cli
 from job_steps import read_steps
 from venvs import MADE_ENV, clone_venv, prepare_cpu_venv, prepare_cuda_venv
 
@@ -71,6 +71,18 @@ def venv_copy(tmp_path) -> Callable[[Path, str], Path]:
     """``venv_copy(template, name)`` -> the python of a hard-linked copy of the venv ``template``
     (a venv made once and kept, such as ``.venv-torch-2.10.0``), to install into freely."""
     return lambda template, name="venv": clone_venv(template, tmp_path / name)
+
+
+@pytest.fixture(scope="session")
+def stable_ext_wheel(cuda_torch_python, tmp_path_factory) -> tuple[Path, str]:
+    """The classic fixture stable_ext (a setup.py project on the stable ABI) built for sm_90
+    against torch 2.14.1: its wheel and what ``prebuild wheel`` printed."""
+    out = tmp_path_factory.mktemp("stable-ext")
+    project = Path(__file__).resolve().parent / "fixtures" / "classic" / "stable_ext"
+    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_90", str(project), "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+    (wheel,) = out.glob("*.whl")
+    return wheel, proc.stdout
 
 
 @pytest.fixture(scope="session")

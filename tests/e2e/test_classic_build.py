@@ -22,6 +22,8 @@ with the CUDA build of torch 2.14.1.
   how to give it, then built with it through -C.
 - system_header_ext (a header of its own includes a system library's header the machine
   lacks, as torchsparse's does): stopped before compiling, naming it; built once it is on CPATH.
+- stable_ext (a setup.py project on PyTorch's stable ABI alone): one wheel for every torch
+  from its target on, labelled and pinned so, which pip installs beside another torch.
 
 Every build reaches nvcc as our machines do: through a wrapper script on PATH (not in a
 toolkit's bin/), with CUDA_HOME unset; plain_ext's binding includes CUDA headers
@@ -369,6 +371,68 @@ def test_host_code_gets_one_wheel_for_every_gpu_which_installs_and_runs(
     doctor = json.loads(prebuild(python, "doctor", "--json").stdout)
     checks = {p["name"]: [c["status"] for c in p["checks"]] for p in doctor["projects"]}
     assert checks == {"cuda_host_ext": ["ok", "ok"], "cpu_ext": ["ok", "ok"]}, doctor["projects"]
+
+
+def test_a_stable_abi_project_gets_one_wheel_for_every_torch_from_its_target(
+    stable_ext_wheel, fresh_cuda_venv, fresh_venv, tmp_path
+):
+    """stable_ext, a setup.py project on the stable ABI alone (every compile targeting torch
+    2.10), built against torch 2.14.1: no torch in its label, torch>=2.10 as its pin, said so;
+    it runs beside 2.14.1, and next to the CPU torch 2.13 pip installs it and its guard says
+    that a CUDA build of torch >= 2.10 is needed (test_torch_versions.py runs it in 2.15.0)."""
+    wheel, said = stable_ext_wheel
+    said = " ".join(said.split())
+    assert wheel.name == "stable_ext-0.1.0+cu130.sm90-cp310-abi3-linux_x86_64.whl"
+    assert (
+        "its libraries use only PyTorch's stable ABI: the wheel requires torch>=2.10 and "
+        "serves every torch from 2.10 on (its CUDA 13 builds), not 2.14 alone"
+    ) in said, said
+    manifest, metadata, libraries = wheel_contents(wheel)
+    assert (manifest["torch_abi"], manifest["torch_target"]) == ("stable", "2.10")
+    assert manifest["torch"] == "2.14.1+cu130" and manifest["sass_archs"] == ["sm_90"]
+    requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    assert requires == ["Requires-Dist: torch>=2.10"], requires
+    assert list(libraries) == ["stable_ext/_C.abi3.so"]
+    key = index_key_of(wheel.name)
+    assert key is not None and key.torch_tag == "" and key.cuda_tag == "cu130"
+    python = fresh_cuda_venv()
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-index", str(wheel)],
+        capture_output=True, text=True, timeout=600, env=clean_pip_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    script = (
+        "import torch, stable_ext\n"
+        "print(stable_ext.scale(torch.arange(3.0), 2.5).tolist(), torch.cuda.is_initialized())"
+    )
+    ran = subprocess.run(
+        [str(python), "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split("\n")[-2] == "[0.0, 2.5, 5.0] False"
+    inspected = prebuild(python, "inspect", "stable-ext")
+    assert inspected.returncode == 0, inspected.stdout + inspected.stderr
+    assert "for torch >= 2.10 (the stable ABI, built with 2.14.1+cu130)" in " ".join(
+        inspected.stdout.split()
+    )
+    doctor = json.loads(prebuild(python, "doctor", "--json").stdout)
+    (found,) = doctor["projects"]
+    assert [c["status"] for c in found["checks"]] == ["ok", "ok"], found["checks"]
+    # A classic wheel tied to torch 2.14 is refused by pip next to torch 2.13 (the plain test
+    # above); this one installs, and its guard says what it needs.
+    other = fresh_venv()
+    done = subprocess.run(
+        [str(other), "-m", "pip", "install", "--quiet", "--no-index", str(wheel)],
+        capture_output=True, text=True, timeout=600, env=clean_pip_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    refused = subprocess.run(
+        [str(other), "-c", "import stable_ext"], capture_output=True, text=True, timeout=300
+    )
+    error = " ".join(refused.stderr.split())
+    assert refused.returncode != 0 and "WheelMisfitError" in error, error
+    assert "torch 2.13.0+cpu is a CPU build" in error, error
+    assert "pip install 'torch>=2.10' --index-url https://download.pytorch.org/whl/cu130" in error
 
 
 def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(

@@ -105,11 +105,14 @@ def test_the_target_is_the_oldest_release_the_headers_allow():
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_the_wheel_runs_in_torch(version, built_wheel, reference, venv_copy, tmp_path):
+def test_the_wheel_runs_in_torch(
+    version, built_wheel, stable_ext_wheel, reference, venv_copy, tmp_path
+):
     wheel = built_wheel("sm_80")
     python = venv_copy(ensure(version).parent.parent)
     try:
         check_the_wheel(version, wheel, python, reference, tmp_path)
+        check_a_stable_classic_wheel(stable_ext_wheel[0], python, tmp_path)
     finally:
         # The copy's hard links would keep the template's gigabytes on disk after it is removed.
         shutil.rmtree(python.parent.parent)
@@ -166,3 +169,40 @@ def check_the_wheel(
             name,
             result["values"],
         )
+
+
+def check_a_stable_classic_wheel(wheel: Path, python: Path, tmp_path: Path) -> None:
+    """The same promise for another project's wheel: stable_ext, a setup.py project on the
+    stable ABI that prebuild built against torch 2.14.1 (its pin: torch>=2.10), runs its op in
+    this torch where the CUDA major is its own (13), and its guard says why not elsewhere."""
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-index", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=UNCAPPED,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    script = (
+        "import json, torch, stable_ext\n"
+        "print(json.dumps({'cuda': torch.version.cuda, 'out': stable_ext.scale("
+        "torch.arange(3.0), 2.5).tolist(), 'cuda_kernel': torch._C._dispatch_has_kernel_for_"
+        "dispatch_key('stable_ext::scale', 'CUDA'), 'initialized': torch.cuda.is_initialized()}))"
+    )
+    ran = subprocess.run(
+        [str(python), "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
+    cuda = subprocess.run(
+        [str(python), "-c", "import torch; print(torch.version.cuda)"],
+        capture_output=True, text=True, timeout=300,
+    ).stdout.strip()  # fmt: skip
+    if cuda.startswith("13."):
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        result = json.loads(ran.stdout.strip().splitlines()[-1])
+        assert result == {
+            "cuda": cuda, "out": [0.0, 2.5, 5.0], "cuda_kernel": True, "initialized": False
+        }, result  # fmt: skip
+    else:
+        error = " ".join(ran.stderr.split())
+        assert ran.returncode != 0 and "WheelMisfitError" in error, error
+        assert f"uses CUDA {cuda}, and the extension was built with CUDA 13.0" in error, error

@@ -7,6 +7,7 @@ a JIT fallback that deletes the lock in the extensions directory before compilin
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import json
 import os
@@ -25,7 +26,13 @@ from c_libraries import shared_library
 
 from prebuild.runtime.arch import parse_arch_list
 from prebuild.runtime.classic_guard import ALLOW_ENV, COMPILE_ENTRY_POINTS, fit_problems
-from prebuild.runtime.manifest import CPU_CODE, CUDA_HOST_CODE, GPU_CODE, ProjectManifest
+from prebuild.runtime.manifest import (
+    CPU_CODE,
+    CUDA_HOST_CODE,
+    GPU_CODE,
+    STABLE_ABI,
+    ProjectManifest,
+)
 from prebuild.runtime.nvml import Gpu
 from prebuild.tool.builder.guard_files import guard_files
 
@@ -113,6 +120,24 @@ def test_a_host_wheel_runs_on_any_gpu_and_a_cpu_code_one_with_any_build_of_its_t
         assert problems(cpu_code, torch_version, torch_cuda, gpus=[RTX5090]) == ([], [])
     (minor,), _ = problems(cpu_code, torch_version="2.13.0+cpu", torch_cuda=None)
     assert "torch 2.13.0+cpu is installed" in minor
+
+
+def test_a_stable_abi_wheel_runs_with_every_torch_from_its_target_of_its_cuda_major():
+    """Its libraries use only the stable ABI (a setup.py project on torch/csrc/stable): any
+    torch from the target on loads them; an older one is told to upgrade; the CUDA major and
+    the GPUs are checked as for any classic wheel."""
+    stable = dataclasses.replace(project_manifest(), torch_abi=STABLE_ABI, torch_target="2.10")
+    for torch_version, torch_cuda in (("2.10.0+cu130", "13.0"), ("2.15.0+cu132", "13.2")):
+        assert problems(stable, torch_version, torch_cuda, gpus=[H100]) == ([], [])
+    (old,), _ = problems(stable, torch_version="2.9.1+cu130", gpus=[H100])
+    assert "stable ABI of torch 2.10, which torch 2.9.1+cu130 predates" in old
+    assert "pip install 'torch>=2.10' --index-url https://download.pytorch.org/whl/cu130" in old
+    (cpu,), _ = problems(stable, torch_version="2.15.0+cpu", torch_cuda=None)
+    assert "a CUDA build of torch >= 2.10" in cpu and "'torch>=2.10'" in cpu
+    (other,), _ = problems(stable, torch_version="2.12.0+cu128", torch_cuda="12.8")
+    assert "CUDA 12.8" in other and "CUDA 13.0" in other
+    (gpu,), _ = problems(stable, torch_version="2.15.0+cu132", torch_cuda="13.2", gpus=[RTX5090])
+    assert "prebuild wheel --arch sm_120 gsplat==1.5.3" in gpu
 
 
 # ---------------------------------------------------------- torch's names the guard relies on

@@ -409,3 +409,40 @@ def test_a_project_manifest_says_what_its_libraries_hold():
     )
     del data["bundled_libraries"]
     assert ProjectManifest.from_json(json.dumps(data)).bundled_libraries == ()
+
+
+def test_a_project_manifest_says_which_torch_abi_its_libraries_use():
+    """The C++ ABI (the default, and what manifests written before mean): its torch minor
+    release alone; the stable ABI: its target and every later torch. Unknown: the fix."""
+    from prebuild.runtime.manifest import CXX_ABI, STABLE_ABI, ProjectManifest
+
+    base = ProjectManifest(
+        kind="classic",
+        torch="2.14.1+cu130",
+        torch_cuda="13.0",
+        cuda="13.0",
+        python_tag="cp39-abi3-linux_x86_64",
+        sass_archs=(),
+        ptx_archs=(),
+        libraries=(),
+    )
+    assert base.torch_abi == CXX_ABI and not base.stable_abi and base.torch_needed == "2.14"
+    assert [base.torch_fits(v) for v in ("2.14.0", "2.14.1+cpu", "2.13.0", "2.15.0")] == [
+        True, True, False, False,
+    ]  # fmt: skip
+    stable = dataclasses.replace(base, torch_abi=STABLE_ABI, torch_target="2.10")
+    read = ProjectManifest.from_json(stable.to_json())
+    assert read == stable and read.stable_abi and read.torch_needed == ">= 2.10"
+    assert [read.torch_fits(v) for v in ("2.9.1", "2.10.0", "2.14.1", "2.15.0+cu132", "3.0")] == [
+        False, True, True, True, True,
+    ]  # fmt: skip
+    data = json.loads(base.to_json())
+    del data["torch_abi"], data["torch_target"]
+    assert ProjectManifest.from_json(json.dumps(data)).torch_abi == CXX_ABI
+    data["torch_abi"] = "abi4"
+    with pytest.raises(ManifestError, match="'abi4'.*upgrade prebuild"):
+        ProjectManifest.from_json(json.dumps(data))
+    data = json.loads(stable.to_json())
+    data["torch_target"] = "newest"
+    with pytest.raises(ManifestError, match="torch_target"):
+        ProjectManifest.from_json(json.dumps(data))

@@ -132,7 +132,8 @@ class Guard:
 
     def built_for(self) -> str:
         m = self.manifest()
-        return f"torch {m.torch}, CUDA {m.cuda}, {m.holds() or 'no GPU arch'}"
+        torch = f"torch {m.torch_needed} (the stable ABI)" if m.stable_abi else f"torch {m.torch}"
+        return f"{torch}, CUDA {m.cuda}, {m.holds() or 'no GPU arch'}"
 
     def build_command(self, arch: str = "sm_XY") -> str:
         return f"prebuild wheel --arch {arch} {self.config['build']}"
@@ -348,15 +349,23 @@ def fit_problems(
     builds the project for an arch."""
     from .arch import arch_for_capability, format_capability
     from .compat import cuda_torch_command, gpu_verdict, same_cuda_major
-    from .versions import release
 
     errors: list[str] = []
     wheel_cuda = manifest.torch_cuda or manifest.cuda
-    get_torch = cuda_torch_command(wheel_cuda, manifest.torch_minor, same_minor=True)
+    stable = manifest.stable_abi
+    get_torch = cuda_torch_command(
+        wheel_cuda, manifest.torch_target if stable else manifest.torch_minor, not stable
+    )
     here = "sm_XY"
     if gpus:
         here = arch_for_capability(gpus[0].capability).sm
-    if release(torch_version)[:2] != release(manifest.torch)[:2]:
+    if not manifest.torch_fits(torch_version) and stable:
+        errors.append(
+            f"its libraries use PyTorch's stable ABI of torch {manifest.torch_target}, which "
+            f"torch {torch_version} predates. Upgrade torch ({get_torch}) or build "
+            f"{distribution} for your torch: {build_command(here)}."
+        )
+    elif not manifest.torch_fits(torch_version):
         errors.append(
             f"a classic extension runs only with the torch minor release it was built against "
             f"({manifest.torch_minor}), and torch {torch_version} is installed. Install that "
@@ -368,7 +377,7 @@ def fit_problems(
     elif manifest.torch_cuda and torch_cuda is None:
         errors.append(
             f"torch {torch_version} is a CPU build, and the extension needs torch's CUDA "
-            f"libraries. Install the CUDA build of torch {manifest.torch_minor}: {get_torch}."
+            f"libraries. Install a CUDA build of torch {manifest.torch_needed}: {get_torch}."
         )
     elif manifest.torch_cuda and not same_cuda_major(manifest.torch_cuda, torch_cuda):
         errors.append(

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .arch import Arch, ArchError, parse_arch
-from .versions import is_version, minor
+from .versions import is_version, minor, release
 
 MANIFEST_NAME = "_manifest.json"
 SCHEMA_VERSION = 1
@@ -296,6 +296,10 @@ class CxxStandard:
 # the driver's memory API), or CPU code only (torch-sparse-solve: SuiteSparse's KLU).
 GPU_CODE, CUDA_HOST_CODE, CPU_CODE = "gpu", "cuda-host", "cpu"
 CODES = (GPU_CODE, CUDA_HOST_CODE, CPU_CODE)
+# Which of torch's ABIs a classic wheel's libraries use (ProjectManifest.torch_abi): its C++ ABI,
+# which holds within one minor release, or only the stable ABI's C shim, which every torch from
+# the target on keeps (a setup.py project written against torch/csrc/stable).
+CXX_ABI, STABLE_ABI = "cxx", "stable"
 
 
 @dataclass(frozen=True)
@@ -319,11 +323,31 @@ class ProjectManifest:
     system_libraries: tuple[str, ...] = ()
     # the build machine's libraries copied into the wheel (their names there: libklu.so.2)
     bundled_libraries: tuple[str, ...] = ()
+    torch_abi: str = CXX_ABI  # CXX_ABI or STABLE_ABI
+    torch_target: str | None = None  # STABLE_ABI's: the oldest torch it loads in, "2.10"
 
     @property
     def torch_minor(self) -> str:
-        """``"2.14"``: the release whose C++ ABI the libraries need."""
+        """``"2.14"``: the release it was built against (the one a C++-ABI wheel needs)."""
         return minor(self.torch)
+
+    @property
+    def stable_abi(self) -> bool:
+        """Its libraries use only torch's stable ABI: every torch from ``torch_target`` on."""
+        return self.torch_abi == STABLE_ABI
+
+    @property
+    def torch_needed(self) -> str:
+        """For messages: ``2.14`` (its minor release alone) or ``>= 2.10`` (the stable ABI)."""
+        return f">= {self.torch_target}" if self.stable_abi else self.torch_minor
+
+    def torch_fits(self, torch_version: str) -> bool:
+        """Whether its libraries link against ``torch_version``'s: the same minor release, or
+        the target or a newer one for the stable ABI."""
+        have = release(torch_version)[:2]
+        if self.stable_abi:
+            return have >= release(self.torch_target or self.torch)[:2]
+        return have == release(self.torch)[:2]
 
     @property
     def host_only(self) -> bool:
@@ -369,6 +393,8 @@ class ProjectManifest:
             "cxx_standard": self.cxx_standard.to_dict() if self.cxx_standard else None,
             "system_libraries": list(self.system_libraries),
             "bundled_libraries": list(self.bundled_libraries),
+            "torch_abi": self.torch_abi,
+            "torch_target": self.torch_target,
         }
 
     def to_json(self) -> str:
@@ -425,11 +451,25 @@ class ProjectManifest:
                 # manifests written before it: none recorded
                 system_libraries=tuple(str(n) for n in data.get("system_libraries", [])),
                 bundled_libraries=tuple(str(n) for n in data.get("bundled_libraries", [])),
+                **_torch_abi(data),
             )
         except ManifestError:
             raise
         except (ValueError, KeyError, TypeError, AttributeError, ArchError) as exc:
             raise ManifestError(f"{PROJECT_MANIFEST_NAME} is malformed: {exc!r}") from exc
+
+
+def _torch_abi(data: dict) -> dict:
+    """A manifest's torch ABI and target (manifests written before it: the C++ ABI)."""
+    abi = data.get("torch_abi", CXX_ABI)
+    if abi not in (CXX_ABI, STABLE_ABI):
+        raise ManifestError(
+            f"{PROJECT_MANIFEST_NAME} says its libraries use torch's {abi!r} ABI, which this "
+            "prebuild does not know: upgrade prebuild"
+        )
+    if abi == CXX_ABI:
+        return {"torch_abi": abi}
+    return {"torch_abi": abi, "torch_target": _version_text(data["torch_target"], "torch_target")}
 
 
 def _relative_file(value: object) -> str:

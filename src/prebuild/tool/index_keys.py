@@ -40,7 +40,8 @@ class IndexKey:
     cuda_tag: str  # "cu130"; "cpu" for a wheel of CPU code only
     sass: tuple[Arch, ...]
     ptx: tuple[Arch, ...]
-    torch_tag: str = ""  # "pt214"; "" for wheels that serve every torch from their target on
+    # "pt214"; "" for wheels that serve every torch from their target on (the stable ABI's)
+    torch_tag: str = ""
 
     @property
     def host(self) -> bool:

@@ -80,6 +80,22 @@ def exports_symbol(data: bytes, symbol: str) -> bool:
         return False
 
 
+def undefined_symbols(data: bytes) -> frozenset[str]:
+    """The names an ELF library needs from others (its undefined dynamic symbols, without
+    their version: ``aoti_torch_get_numel``, ``_ZN3c105ErrorC2E...``); empty if it is not ELF."""
+    try:
+        table = ELFFile(io.BytesIO(data)).get_section_by_name(".dynsym")
+        if table is None:
+            return frozenset()
+        return frozenset(
+            s.name
+            for s in table.iter_symbols()  # type: ignore[attr-defined]
+            if s.name and s["st_shndx"] == "SHN_UNDEF"
+        )
+    except ELFError:
+        return frozenset()
+
+
 def needed_libraries(data: bytes) -> tuple[str, ...]:
     """The libraries an ELF library names as needed (its DT_NEEDED entries), in order; () if
     it is not ELF or has no dynamic section."""
@@ -362,8 +378,13 @@ class Report:
         )
         if isinstance(m, ProjectManifest):
             return (
-                f"{self.project} {self.version}: a {m.kind} build by prebuild for torch {m.torch_minor} "
-                f"(built with {m.torch}), CUDA {m.cuda}, {m.python_tag}; manifest: "
+                f"{self.project} {self.version}: a {m.kind} build by prebuild for torch "
+                + (
+                    f"{m.torch_needed} (the stable ABI, built with {m.torch})"
+                    if m.stable_abi
+                    else f"{m.torch_minor} (built with {m.torch})"
+                )
+                + f", CUDA {m.cuda}, {m.python_tag}; manifest: "
                 + (f"{m.holds()}, for every GPU" if m.host_only else archs)
                 + (
                     f"; carries the build machine's {', '.join(m.bundled_libraries)}"
@@ -398,6 +419,8 @@ class Report:
                 "ptx_archs": [a.compute for a in m.ptx_archs],
                 "system_libraries": list(m.system_libraries),
                 "bundled_libraries": list(m.bundled_libraries),
+                "torch_abi": m.torch_abi,
+                "torch_target": m.torch_target,
             }
         else:
             about = {

@@ -356,6 +356,26 @@ def test_a_host_wheels_label_names_its_torch_and_cuda_but_no_arch():
         assert key is not None and key.host and key.torch_tag == "pt214"
 
 
+def test_a_stable_abi_wheels_label_names_no_torch_and_its_pin_has_no_ceiling():
+    """Its libraries use only the stable ABI: every torch from the target on, so the label is a
+    native wheel's (its index key serves every torch) and the pin a floor."""
+    from packaging.requirements import Requirement
+
+    from prebuild.tool.builder.flags import classic_host_label
+    from prebuild.tool.index_keys import parse_index_key
+
+    label = classic_local_label(None, CU130, A("sm_90"), ())
+    assert label == "cu130.sm90"
+    key = parse_index_key(label)
+    assert key is not None and key.torch_tag == "" and [a.sm for a in key.sass] == ["sm_90"]
+    assert classic_host_label(None, CU130) == "cu130.host"
+    assert classic_host_label(None, None) == "cpu"
+    pin = Requirement(torch_pin("2.14.1+cu130", "2.10")).specifier
+    assert [pin.contains(v) for v in ("2.9.1", "2.10.0", "2.14.1", "2.15.0", "3.1.0")] == [
+        False, True, True, True, True,
+    ]  # fmt: skip
+
+
 def test_sanitizer_flags_compile_one_cpu_copy_at_o1():
     assert sanitizer_flags("") == []
     got = sanitizer_flags("address,undefined")

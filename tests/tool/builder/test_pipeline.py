@@ -705,6 +705,9 @@ def test_a_classic_project_versioning_each_wheel_differently_is_told(tmp_path):
 
     assert project_version("1.0.0+abc.pt214.cu130.sm90") == "1.0.0+abc"
     assert project_version("1.0.0+pt214.cpu") == project_version("1.0.0") == "1.0.0"
+    # a stable-ABI wheel's label names no torch
+    assert project_version("1.0.0+abc.cu130.sm90.ptx90") == "1.0.0+abc"
+    assert project_version("1.0.0+cu130.host") == project_version("1.0.0+cpu") == "1.0.0"
     manifest = classic_manifest()
 
     class Timestamped(FakeBuilder):

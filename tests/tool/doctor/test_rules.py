@@ -397,3 +397,27 @@ def test_a_wheel_built_on_a_newer_glibc_fails_before_anything_loads():
     # diagnose passes the machine's glibc on
     rows = diagnose(facts((9, 0), projects=[project(runtime_needs=needs)], glibc="2.31"))
     assert any("this machine's is 2.31" in c.message for c in rows if c.status == FAIL)
+
+
+def test_a_stable_abi_project_fits_every_torch_from_its_target():
+    """A classic wheel whose libraries use only the stable ABI: doctor checks torch >= its
+    target, not its minor release, and still the CUDA major and the GPUs."""
+    from dataclasses import replace
+
+    p = project()
+    p = replace(p, manifest=replace(p.manifest, torch_abi="stable", torch_target="2.10"))
+    for version in ("2.10.0+cu130", "2.15.0+cu132"):
+        checks = project_checks(p, TorchInfo(version, "13.0", True), gpus((9, 0)))
+        assert [c.status for c in checks] == [OK] * len(checks), checks
+        assert "classic build for torch >= 2.10 (the stable ABI, built with 2.14.1+cu130)" in (
+            checks[0].message
+        )
+    checks = project_checks(p, TorchInfo("2.9.1+cu130", "13.0", True), gpus((9, 0)))
+    (old,) = [c for c in checks if c.status == FAIL]
+    assert "stable ABI of torch 2.10; torch 2.9.1+cu130 predates it" in old.message
+    assert "pip install 'torch>=2.10'" in old.fix
+    checks = project_checks(p, TorchInfo("2.15.0+cpu", None, False), gpus((9, 0)))
+    (cpu,) = [c for c in checks if c.status == FAIL]
+    assert "CPU build" in cpu.message and "'torch>=2.10' --index-url" in cpu.fix
+    checks = project_checks(p, TorchInfo(None, None, False), gpus((9, 0)))
+    assert checks[-1].fix == "pip install 'torch>=2.10'"

@@ -141,6 +141,7 @@ from prebuild.tool.builder.toolchain import (
     find_nvcc,
     find_torch,
 )
+from prebuild.tool.builder.torch_abi import cxx_note, stable_note, torch_abi
 from prebuild.tool.builder.variant_twin import variant_json
 from prebuild.tool.inspection import (
     InspectionError,
@@ -148,6 +149,7 @@ from prebuild.tool.inspection import (
     found_library,
     is_shared_library,
     needed_libraries,
+    undefined_symbols,
 )
 from prebuild.tool.jit_sites import BUILD_OUTPUTS, jit_sites, setup_imports_jit
 from prebuild.tool.user_cache import user_cache_dir
@@ -628,6 +630,16 @@ def wheel_needed_libraries(wheel: Path) -> dict[str, tuple[str, ...]]:
     with zipfile.ZipFile(wheel) as zf:
         return {
             name: needed_libraries(zf.read(name))
+            for name in sorted(zf.namelist())
+            if is_shared_library(name)
+        }
+
+
+def wheel_undefined_symbols(wheel: Path) -> dict[str, frozenset[str]]:
+    """Each shared library of the wheel, and the symbols it needs from others."""
+    with zipfile.ZipFile(wheel) as zf:
+        return {
+            name: undefined_symbols(zf.read(name))
             for name in sorted(zf.namelist())
             if is_shared_library(name)
         }
@@ -1231,6 +1243,16 @@ class ClassicBuilder:
                 found = {name: found_at(name, os.environ) for name in system}
                 why = kept_reason(system, self.bundle, failure)
                 notes = (*notes, system_libraries_note(found, why))
+            abi = torch_abi(
+                wheel_undefined_symbols(built),
+                [c.run for c in (*calls, *host_calls.values())],
+                torch.version_string,
+            )
+            if abi.stable:
+                cuda_major = str(nvcc.version.major) if code != CPU_CODE else None
+                notes = (*notes, stable_note(abi, torch.version_string, cuda_major))
+            elif why := cxx_note(abi, torch.version_string):
+                notes = (*notes, why)
             manifest = ProjectManifest(
                 kind="classic",
                 torch=torch.version_string,
@@ -1245,17 +1267,21 @@ class ClassicBuilder:
                 code=code,
                 system_libraries=tuple(system),
                 bundled_libraries=tuple(copied),
+                torch_abi=abi.kind,
+                torch_target=abi.target,
             )
             progress.phase("writing the wheel")
-            # relabel_wheel keeps a project's own local label in front of this one.
+            # relabel_wheel keeps a project's own local label in front of this one. A
+            # stable-ABI wheel's names no torch: it serves every torch from its target on.
+            torch_label = None if manifest.stable_abi else torch.version_string
             if manifest.host_only:
                 cuda = nvcc.version if manifest.needs_cuda else None
-                label = flags.classic_host_label(torch.version_string, cuda)
+                label = flags.classic_host_label(torch_label, cuda)
             else:
                 # The archs the manifest records (sm_90a where a library holds that variant
                 # alone): an index key then serves only the GPUs the code runs on.
                 label = flags.classic_local_label(
-                    torch.version_string,
+                    torch_label,
                     nvcc.version,
                     manifest.sass_archs,
                     ptx,
@@ -1272,7 +1298,7 @@ class ClassicBuilder:
                 built,
                 out_dir,
                 label,
-                flags.torch_pin(torch.version_string),
+                flags.torch_pin(torch.version_string, manifest.torch_target),
                 manifest.to_json(),
                 files,
                 variant,

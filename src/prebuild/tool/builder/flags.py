@@ -168,31 +168,36 @@ def cuda_tag(cuda: Version) -> str:
     return f"cu{cuda.major}{cuda.minor}"
 
 
-def classic_host_label(torch_version: str, cuda: Version | None) -> str:
+def classic_host_label(torch_version: str | None, cuda: Version | None) -> str:
     """``pt214.cu130.host`` (host code calling CUDA) or ``pt214.cpu`` (``cuda`` None: CPU code
-    only): the label of a classic wheel with no GPU code, which serves every GPU."""
-    if cuda is None:
-        return f"{torch_tag(torch_version)}.{CPU_TAG}"
-    return f"{torch_tag(torch_version)}.{cuda_tag(cuda)}.{HOST_TAG}"
+    only): the label of a classic wheel with no GPU code, which serves every GPU.
+    ``torch_version`` None: a stable-ABI wheel's, which names no torch (``cu130.host``)."""
+    tail = CPU_TAG if cuda is None else f"{cuda_tag(cuda)}.{HOST_TAG}"
+    return tail if torch_version is None else f"{torch_tag(torch_version)}.{tail}"
 
 
-def torch_pin(torch_version: str) -> str:
+def torch_pin(torch_version: str, stable_target: str | None = None) -> str:
     """``torch>=2.14,<2.15``: a classic (``torch/extension.h``) extension uses torch's C++ ABI,
-    which holds within one minor release only."""
+    which holds within one minor release only; ``torch>=2.10`` for one whose libraries use only
+    the stable ABI, targeting ``stable_target``."""
+    if stable_target is not None:
+        return f"torch>={stable_target}"
     v = Version(torch_version)
     return f"torch>={v.major}.{v.minor},<{v.major}.{v.minor + 1}"
 
 
 def classic_local_label(
-    torch_version: str,
+    torch_version: str | None,
     cuda: Version,
     sass: tuple[Arch, ...],
     ptx: tuple[Arch, ...],
     archs: bool = True,
 ) -> str:
     """``pt214.cu130.sm90``: what a classic project's wheel needs (``relabel.add_local_label``
-    keeps the project's own label in front); ``archs=False``: ``pt214.cu130`` (variant wheels)."""
-    return f"{torch_tag(torch_version)}.{local_version_label(cuda, sass, ptx, archs)}"
+    keeps the project's own label in front); ``archs=False``: ``pt214.cu130`` (variant wheels).
+    ``torch_version`` None: a stable-ABI wheel's, which names no torch (``cu130.sm90``)."""
+    label = local_version_label(cuda, sass, ptx, archs)
+    return label if torch_version is None else f"{torch_tag(torch_version)}.{label}"
 
 
 @dataclass(frozen=True)

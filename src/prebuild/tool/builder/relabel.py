@@ -39,11 +39,22 @@ def add_local_label(version: str, label: str) -> str:
 
 def project_version(version: str) -> str:
     """Pure: a classic wheel's version without the label prebuild added (add_local_label's,
-    which starts with the torch: ``pt214``): ``1.0.0+abc.pt214.cu130.sm90`` -> ``1.0.0+abc``."""
+    which starts with the torch, ``pt214``, or for a stable-ABI wheel with the CUDA, ``cu130``):
+    ``1.0.0+abc.pt214.cu130.sm90`` and ``1.0.0+abc.cu130.sm90`` -> ``1.0.0+abc``."""
     public, _, local = version.partition("+")
     parts = local.split(".") if local else []
-    ours = next((i for i, part in enumerate(parts) if re.fullmatch(r"pt\d+", part)), len(parts))
+    ours = next((i for i in range(len(parts)) if _is_our_label(parts[i:])), len(parts))
     return public + (f"+{'.'.join(parts[:ours])}" if ours else "")
+
+
+def _is_our_label(parts: list[str]) -> bool:
+    if re.fullmatch(r"pt\d+", parts[0]):
+        return True
+    if parts == ["cpu"]:
+        return True
+    return bool(re.fullmatch(r"cu\d+", parts[0])) and all(
+        re.fullmatch(r"sm\d+[a-z]?|ptx\d+[a-z]?|host", part) for part in parts[1:]
+    )
 
 
 def is_torch_requirement(text: str) -> bool:

@@ -14,7 +14,6 @@ from prebuild.runtime import compat
 from prebuild.runtime.arch import CodeKind, arch_for_capability, format_capability, select_code
 from prebuild.runtime.c_runtimes import GLIBC, beyond
 from prebuild.runtime.manifest import Manifest
-from prebuild.runtime.versions import release
 from prebuild.tool.builder.config import MIN_TORCH_TARGET
 from prebuild.tool.doctor.first_use import CompilesAtFirstUse
 from prebuild.tool.doctor.jit_locks import JitLock, clear_command
@@ -332,9 +331,10 @@ def project_checks(
     p: InstalledProject, torch: TorchInfo, gpus: GpuQuery, glibc: str | None = None
 ) -> list[Check]:
     """Pure: whether another project's prebuilt wheel runs here. Its libraries use torch's C++
-    ABI, so they need the torch minor release they were built against, a CUDA build of it
-    with the same CUDA major, a driver for that CUDA, SASS (or PTX) for every GPU, and a glibc
-    no older than they need (``glibc``: this machine's)."""
+    ABI, so they need the torch minor release they were built against (using only the stable
+    ABI: its target or a newer torch), a CUDA build of it with the same CUDA major, a driver
+    for that CUDA, SASS (or PTX) for every GPU, and a glibc no older than they need
+    (``glibc``: this machine's)."""
     if not isinstance(p, InstalledProject):
         raise TypeError(f"project_checks takes an InstalledProject, got {type(p).__name__}")
     area = p.name
@@ -352,8 +352,9 @@ def project_checks(
         Check(
             area,
             FAIL if p.problem else OK,
-            f"{p.title}: {m.kind} build for torch {m.torch_minor} (built with {m.torch}), "
-            f"CUDA {m.cuda}, "
+            f"{p.title}: {m.kind} build for torch {m.torch_needed}"
+            + (" (the stable ABI, " if m.stable_abi else " (")
+            + f"built with {m.torch}), CUDA {m.cuda}, "
             + (archs if m.host_only else f"archs {archs}")
             + (f"; {p.problem}" if p.problem else ""),
             reinstall if p.problem else "",
@@ -363,17 +364,29 @@ def project_checks(
         ",".join(sorted({arch_for_capability(g.capability).sm for g in gpus.gpus})) or "sm_XX"
     )
     rebuild = f"prebuild wheel --arch {need_archs} {p.name}"
+    spec = f">={m.torch_target}" if m.stable_abi else f"=={m.torch_minor}.*"
+    get_torch = compat.cuda_torch_command(m.cuda, m.torch_target or m.torch_minor, not m.stable_abi)
     if torch.version is None:
         checks.append(
             Check(
                 area,
                 FAIL,
-                f"torch is not installed; {p.name} needs torch {m.torch_minor}",
-                f"pip install 'torch=={m.torch_minor}.*'",
+                f"torch is not installed; {p.name} needs torch {m.torch_needed}",
+                f"pip install 'torch{spec}'",
             )
         )
         return checks
-    if release(torch.version)[:2] != release(m.torch)[:2]:
+    if m.stable_abi and not m.torch_fits(torch.version):
+        checks.append(
+            Check(
+                area,
+                FAIL,
+                f"built for PyTorch's stable ABI of torch {m.torch_target}; torch {torch.version} "
+                "predates it, so importing fails (undefined symbol)",
+                f"pip install 'torch{spec}', or build it for this torch: {rebuild}",
+            )
+        )
+    elif not m.torch_fits(torch.version):
         checks.append(
             Check(
                 area,
@@ -392,7 +405,7 @@ def project_checks(
                 FAIL,
                 f"torch {torch.version} is a CPU build: {p.name}'s CUDA extension links torch's CUDA "
                 "libraries and cannot load with it",
-                compat.cuda_torch_command(m.cuda, m.torch_minor, same_minor=True),
+                get_torch,
             )
         )
     elif not compat.same_cuda_major(m.cuda, torch.cuda):
@@ -401,7 +414,7 @@ def project_checks(
                 area,
                 FAIL,
                 f"built with CUDA {m.cuda}; torch uses CUDA {torch.cuda} (the majors must match)",
-                f"install a torch {m.torch_minor} for CUDA {m.cuda}, or build it with this torch: {rebuild}",
+                f"install a torch {m.torch_needed} for CUDA {m.cuda}, or build it with this torch: {rebuild}",
             )
         )
     checks += c_runtime_check(area, p.runtime_needs, glibc, rebuild)

@@ -1,0 +1,141 @@
+"""Which of torch's ABIs a classic project's libraries use, read from what they link.
+
+A classic ``torch/extension.h`` extension calls torch's C++ functions (``c10::``, ``at::``,
+``torch::``), whose mangled names and layouts change between minor releases: its wheel needs the
+torch minor release it was built against. A project written against PyTorch's stable ABI
+(``torch/csrc/stable``, PyTorch's own extension-cpp example, FA3) calls only its C shim
+(``aoti_torch_*``, ``torch_*``), which every later torch keeps: its wheel serves every torch from
+its target on, the version ``-DTORCH_TARGET_VERSION`` names (the headers default to the torch
+they come with). The symbols decide, not the flags: one C++ call ties the wheel to its torch.
+
+Pure functions over symbol names and compiler calls; the builder reads them from the wheel
+(``inspection.undefined_symbols``) and from the shims' logs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from prebuild.runtime.manifest import CXX_ABI, STABLE_ABI
+from prebuild.runtime.versions import minor, release
+
+# A mangled name that reaches into torch's C++ namespaces: a nested name (N, its qualifiers)
+# starting with c10, at, torch or caffe2, anywhere in the name (a parameter's type counts).
+_TORCH_CXX = re.compile(r"N[rVK]*[RO]?(?:3c10|2at|5torch|6caffe2)")
+# torch's Python bindings (libtorch_python): THPVariable_Wrap, THPVariableClass.
+_TORCH_PYTHON = re.compile(r"^(?:THP|_Z\d+THP)")
+# The stable ABI's C shim: plain C names.
+_STABLE = re.compile(r"^(?:aoti_torch_|torch_)\w+$")
+TARGET_MACRO = "TORCH_TARGET_VERSION"
+_TARGET_DEFINE = re.compile(rf"^(?:-D|--define-macro=)?{TARGET_MACRO}=(.+)$")
+
+
+def cxx_symbols(undefined: Iterable[str]) -> list[str]:
+    """The names among ``undefined`` that use torch's C++ ABI, sorted."""
+    return sorted(s for s in undefined if _TORCH_CXX.search(s) or _TORCH_PYTHON.match(s))
+
+
+def stable_symbols(undefined: Iterable[str]) -> list[str]:
+    """The names among ``undefined`` from the stable ABI's C shim, sorted."""
+    return sorted(s for s in undefined if _STABLE.match(s))
+
+
+def target_value(text: str) -> str | None:
+    """``0x020a000000000000`` (or with a ``ULL`` suffix, or in decimal) -> ``"2.10"``: the
+    major and minor release in the top two bytes; None for what does not parse as one."""
+    text = text.strip().strip("'\"").rstrip("uUlL")
+    try:
+        value = int(text, 0)
+    except ValueError:
+        return None
+    major, minor_ = (value >> 56) & 0xFF, (value >> 48) & 0xFF
+    return f"{major}.{minor_}" if major else None
+
+
+def call_target(args: Sequence[str]) -> str | None:
+    """The stable-ABI target a compiler call sets (``-DTORCH_TARGET_VERSION=0x...``, also
+    ``-D TORCH_TARGET_VERSION=...`` and nvcc's ``--define-macro``); None where it sets none."""
+    found = None
+    for i, arg in enumerate(args):
+        if arg in ("-D", "--define-macro", "-define-macro") and i + 1 < len(args):
+            arg = f"-D{args[i + 1]}"
+        match = _TARGET_DEFINE.match(arg)
+        if match:
+            found = target_value(match.group(1))  # the last definition wins, as for a compiler
+    return found
+
+
+def is_compile(args: Sequence[str]) -> bool:
+    """A call that compiles a source to an object (``-c``), not a link or a query."""
+    return "-c" in args or "--compile" in args
+
+
+@dataclass(frozen=True)
+class TorchAbi:
+    """What a classic wheel's libraries need of torch: ``kind`` CXX_ABI (its minor release) or
+    STABLE_ABI (``target`` and every later torch). ``cxx``: for a C++-ABI wheel whose build asked
+    for a stable-ABI target, one symbol that ties it and its library (why it is not stable);
+    ``untargeted``: the compile calls that set no target (they compile for the build's torch)."""
+
+    kind: str
+    target: str | None = None
+    cxx: tuple[str, str] | None = None  # (library, symbol)
+    untargeted: int = 0
+    compiles: int = 0
+
+    @property
+    def stable(self) -> bool:
+        return self.kind == STABLE_ABI
+
+
+def torch_abi(
+    undefined: Mapping[str, Iterable[str]], calls: Iterable[Sequence[str]], torch_version: str
+) -> TorchAbi:
+    """Pure: the ABI a wheel's libraries (``undefined``: each library's undefined symbols) use,
+    given the compiler calls of its build (nvcc's and the host compiler's, as run) and the torch
+    it was built against. Stable only where no library uses a C++ symbol of torch's and one
+    uses the stable shim; its target is the newest any compile call sets, a call that sets none
+    counting as the build torch's release (what the headers then compile for)."""
+    compiles = [args for args in calls if is_compile(args)]
+    targets = [call_target(args) for args in compiles]
+    asked = [t for t in targets if t is not None]
+    untargeted = len(targets) - len(asked)
+    libraries = {name: set(symbols) for name, symbols in undefined.items()}
+    tied = [(name, found[0]) for name, s in sorted(libraries.items()) if (found := cxx_symbols(s))]
+    if tied or not any(stable_symbols(s) for s in libraries.values()):
+        return TorchAbi(CXX_ABI, cxx=tied[0] if tied and asked else None)
+    built = minor(torch_version)
+    floor = [built] if untargeted or not asked else []
+    target = max([*asked, *floor], key=release)
+    return TorchAbi(STABLE_ABI, target, untargeted=untargeted, compiles=len(compiles))
+
+
+def stable_note(abi: TorchAbi, torch_version: str, cuda_major: str | None) -> str:
+    """The summary's note on a stable-ABI wheel: what it requires and why that release."""
+    builds = f" (its CUDA {cuda_major} builds)" if cuda_major else ""
+    note = (
+        f"its libraries use only PyTorch's stable ABI: the wheel requires torch>={abi.target} "
+        f"and serves every torch from {abi.target} on{builds}, not {minor(torch_version)} alone"
+    )
+    if abi.untargeted and abi.target == minor(torch_version):
+        note += (
+            f"; {abi.untargeted} of its {abi.compiles} compile calls set no "
+            f"-D{TARGET_MACRO}, so they compile for torch {minor(torch_version)}'s stable ABI "
+            "(set it in every call, nvcc's included, for an older torch)"
+        )
+    return note
+
+
+def cxx_note(abi: TorchAbi, torch_version: str) -> str | None:
+    """Where the build asked for a stable-ABI target and a library still calls torch's C++
+    functions: which, and that the wheel is tied to this torch's minor release; None else."""
+    if abi.cxx is None:
+        return None
+    library, symbol = abi.cxx
+    return (
+        f"its build sets -D{TARGET_MACRO}, but {library} calls torch's C++ ABI ({symbol}), so "
+        f"the wheel needs torch {minor(torch_version)} exactly; with the stable ABI alone "
+        "(torch/csrc/stable, no ATen or torch/extension.h) it would serve every later torch too"
+    )

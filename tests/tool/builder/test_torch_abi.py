@@ -1,0 +1,131 @@
+"""Which of torch's ABIs a classic wheel's libraries use (builder/torch_abi.py), from the symbols
+they need: the wheel's torch pin, label and manifest follow from it."""
+
+from __future__ import annotations
+
+import pytest
+from c_libraries import shared_library
+from hypothesis import given
+from hypothesis import strategies as st
+
+from prebuild.tool.builder.torch_abi import (
+    call_target,
+    cxx_note,
+    cxx_symbols,
+    stable_note,
+    stable_symbols,
+    target_value,
+    torch_abi,
+)
+from prebuild.tool.inspection import undefined_symbols
+
+# Real names: a torch/extension.h extension's (c10::Error's constructor, at::Tensor in a
+# parameter, a const member, torch_python's wrapper) and a stable-ABI one's (the C shim).
+CXX = [
+    "_ZN3c105ErrorC2ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE",
+    "_ZNK2at10TensorBase5numelEv",
+    "_Z16THPVariable_WrapRKN2at10TensorBaseE",
+    "_ZN5torch8autograd12VariableInfoC1Ev",
+    "THPVariableClass",
+]
+STABLE = ["aoti_torch_get_numel", "torch_call_dispatcher", "aoti_torch_get_current_cuda_stream"]
+NEUTRAL = [
+    "_ZNSt12atomic_flag5clearEv",  # "2at" inside std's atomic_flag: not at::
+    "_ZNKSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEE4findEPKcmm",
+    "__cudaRegisterFatBinary",
+    "PyModule_Create2",
+    "memcpy",
+]
+TARGET_210 = "-DTORCH_TARGET_VERSION=0x020a000000000000"
+
+
+def test_torch_cxx_names_are_told_from_the_stable_shim_and_everything_else():
+    assert cxx_symbols(CXX + STABLE + NEUTRAL) == sorted(CXX)
+    assert stable_symbols(CXX + STABLE + NEUTRAL) == sorted(STABLE)
+
+
+@pytest.mark.parametrize(
+    ("text", "release"),
+    [
+        ("0x020a000000000000", "2.10"),
+        ("0x020A000000000000ULL", "2.10"),
+        (str(0x020D << 48), "2.13"),  # decimal
+        ("0x0300000000000000", "3.0"),
+        ("TORCH_VERSION_2_10_0", None),  # a macro: not read
+        ("0", None),
+    ],
+)
+def test_the_target_macro_reads_as_a_release(text, release):
+    assert target_value(text) == release
+
+
+def test_a_call_sets_a_target_in_each_way_a_compiler_takes_a_definition():
+    assert call_target(["nvcc", "-c", "k.cu", TARGET_210]) == "2.10"
+    assert call_target(["g++", "-D", "TORCH_TARGET_VERSION=0x020b000000000000", "-c"]) == "2.11"
+    assert call_target(["nvcc", "--define-macro=TORCH_TARGET_VERSION=0x020c000000000000"]) == "2.12"
+    assert call_target(["nvcc", "--define-macro", "TORCH_TARGET_VERSION=0x020c000000000000"]) == (
+        "2.12"
+    )
+    # the last definition wins, as for the compiler
+    assert call_target([TARGET_210, "-DTORCH_TARGET_VERSION=0x020d000000000000"]) == "2.13"
+    assert call_target(["g++", "-c", "-DTORCH_API_INCLUDE_EXTENSION_H"]) is None
+
+
+def test_a_wheel_calling_only_the_stable_shim_serves_every_torch_from_its_target():
+    libraries = {"pkg/_C.abi3.so": STABLE + NEUTRAL, "pkg/libhelper.so": NEUTRAL}
+    calls = [
+        ["nvcc", "-c", "k.cu", "-o", "k.o", TARGET_210],
+        ["c++", "-c", "b.cpp", "-o", "b.o", TARGET_210],
+        ["c++", "-shared", "k.o", "b.o", "-o", "_C.abi3.so"],  # a link: no definition needed
+    ]
+    abi = torch_abi(libraries, calls, "2.14.1+cu130")
+    assert (abi.stable, abi.target, abi.untargeted, abi.compiles) == (True, "2.10", 0, 2)
+    note = stable_note(abi, "2.14.1+cu130", "13")
+    assert "requires torch>=2.10 and serves every torch from 2.10 on (its CUDA 13 builds)" in note
+    assert "compile calls set no" not in note
+    # one compile call with no target compiles for the build's torch: the wheel needs that one
+    abi = torch_abi(libraries, [*calls, ["nvcc", "-c", "x.cu", "-o", "x.o"]], "2.14.1+cu130")
+    assert (abi.stable, abi.target, abi.untargeted, abi.compiles) == (True, "2.14", 1, 3)
+    note = stable_note(abi, "2.14.1+cu130", None)
+    assert "requires torch>=2.14" in note and "CUDA" not in note.split(";")[0]
+    assert "1 of its 3 compile calls set no -DTORCH_TARGET_VERSION" in note
+    # no target anywhere: the build's torch
+    assert torch_abi(libraries, [["c++", "-c", "b.cpp"]], "2.13.0+cpu").target == "2.13"
+    # the newest target asked wins
+    newer = [*calls, ["c++", "-c", "c.cpp", "-DTORCH_TARGET_VERSION=0x020c000000000000"]]
+    assert torch_abi(libraries, newer, "2.14.1").target == "2.12"
+
+
+def test_one_cxx_symbol_ties_the_wheel_to_its_torch_and_says_where_it_asked_otherwise():
+    mixed = {"pkg/_C.so": STABLE + NEUTRAL, "pkg/_ops.so": [CXX[1], *NEUTRAL]}
+    abi = torch_abi(mixed, [["c++", "-c", "b.cpp", TARGET_210]], "2.14.1+cu130")
+    assert (abi.stable, abi.target, abi.cxx) == (False, None, ("pkg/_ops.so", CXX[1]))
+    note = cxx_note(abi, "2.14.1+cu130")
+    assert note is not None
+    assert "pkg/_ops.so calls torch's C++ ABI (_ZNK2at10TensorBase5numelEv)" in note
+    assert "needs torch 2.14 exactly" in note
+    # a classic build that never asked for the stable ABI is not told about it
+    plain = torch_abi(mixed, [["c++", "-c", "b.cpp"]], "2.14.1+cu130")
+    assert (plain.stable, plain.cxx, cxx_note(plain, "2.14.1+cu130")) == (False, None, None)
+    # no torch symbol at all (a library loaded by ctypes): left tied, as before
+    assert not torch_abi({"pkg/lib.so": NEUTRAL}, [], "2.14.1").stable
+
+
+@given(st.lists(st.sampled_from(CXX + STABLE + NEUTRAL), max_size=12))
+def test_the_verdict_is_stable_exactly_when_no_cxx_and_some_shim_symbol(symbols):
+    abi = torch_abi({"x.so": symbols}, [], "2.14.1")
+    assert abi.stable == (not set(symbols) & set(CXX) and bool(set(symbols) & set(STABLE)))
+
+
+def test_undefined_symbols_are_read_from_a_real_library(tmp_path):
+    """A library that calls a shim function and a c10 one (any C name will do for the linker)
+    and defines one of its own: its needs, not its definitions."""
+    library = shared_library(
+        tmp_path / "libneeds.so",
+        f"void aoti_torch_get_numel(void); void {CXX[0]}(void);\n"
+        f"void mine(void) {{ aoti_torch_get_numel(); {CXX[0]}(); }}\n",
+    )
+    found = undefined_symbols(library.read_bytes())
+    assert {"aoti_torch_get_numel", CXX[0]} <= found and "mine" not in found
+    assert undefined_symbols(b"not an ELF file") == frozenset()
+    assert not torch_abi({"libneeds.so": found}, [], "2.14.1").stable
