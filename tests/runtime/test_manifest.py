@@ -369,12 +369,11 @@ def test_check_libraries_reads_no_library_bytes(sized_package, monkeypatch):
     check_libraries(directory, manifest)
 
 
-def test_a_project_manifest_says_what_its_libraries_hold():
-    """``code``: GPU code (the default, and what manifests written before host wheels mean),
-    CUDA host code or CPU code; an unknown one names the fix."""
-    from prebuild.runtime.manifest import CODES, GPU_CODE, ProjectManifest
+def classic_manifest():
+    """A classic wheel's manifest with no libraries, built against torch 2.14.1+cu130."""
+    from prebuild.runtime.manifest import ProjectManifest
 
-    base = ProjectManifest(
+    return ProjectManifest(
         kind="classic",
         torch="2.14.1+cu130",
         torch_cuda="13.0",
@@ -384,6 +383,14 @@ def test_a_project_manifest_says_what_its_libraries_hold():
         ptx_archs=(),
         libraries=(),
     )
+
+
+def test_a_project_manifest_says_what_its_libraries_hold():
+    """``code``: GPU code (the default, and what manifests written before host wheels mean),
+    CUDA host code or CPU code; an unknown one names the fix."""
+    from prebuild.runtime.manifest import CODES, GPU_CODE, ProjectManifest
+
+    base = classic_manifest()
     assert base.code == GPU_CODE and not base.host_only
     for code in CODES:
         m = ProjectManifest.from_json(dataclasses.replace(base, code=code).to_json())
@@ -416,16 +423,7 @@ def test_a_project_manifest_says_which_torch_abi_its_libraries_use():
     release alone; the stable ABI: its target and every later torch. Unknown: the fix."""
     from prebuild.runtime.manifest import CXX_ABI, STABLE_ABI, ProjectManifest
 
-    base = ProjectManifest(
-        kind="classic",
-        torch="2.14.1+cu130",
-        torch_cuda="13.0",
-        cuda="13.0",
-        python_tag="cp39-abi3-linux_x86_64",
-        sass_archs=(),
-        ptx_archs=(),
-        libraries=(),
-    )
+    base = classic_manifest()
     assert base.torch_abi == CXX_ABI and not base.stable_abi and base.torch_needed == "2.14"
     assert [base.torch_fits(v) for v in ("2.14.0", "2.14.1+cpu", "2.13.0", "2.15.0")] == [
         True, True, False, False,

@@ -129,7 +129,8 @@ def wheel(
     Another project (a classic torch/extension.h CUDAExtension, unmodified): every nvcc call of its
     build produces exactly the archs asked for, whatever its setup.py says; the archs are read back
     from every library; the version gains +pt214.cu130.sm90 and the wheel requires that torch minor
-    release.
+    release. One whose libraries use PyTorch's stable ABI alone (torch/csrc/stable) gains
+    +cu130.sm90 and requires torch>= its TORCH_TARGET_VERSION: every later torch too.
 
     Examples:
 
