@@ -80,20 +80,26 @@ def exports_symbol(data: bytes, symbol: str) -> bool:
         return False
 
 
-def undefined_symbols(data: bytes) -> frozenset[str]:
-    """The names an ELF library needs from others (its undefined dynamic symbols, without
-    their version: ``aoti_torch_get_numel``, ``_ZN3c105ErrorC2E...``); empty if it is not ELF."""
+def dynamic_symbols(data: bytes) -> tuple[frozenset[str], frozenset[str]]:
+    """The names an ELF library defines for others and those it needs from others (its dynamic
+    symbols, without their version: ``aoti_torch_get_numel``, ``_ZN3c105ErrorC2E...``); empty
+    if it is not ELF."""
     try:
         table = ELFFile(io.BytesIO(data)).get_section_by_name(".dynsym")
         if table is None:
-            return frozenset()
-        return frozenset(
-            s.name
-            for s in table.iter_symbols()  # type: ignore[attr-defined]
-            if s.name and s["st_shndx"] == "SHN_UNDEF"
-        )
+            return frozenset(), frozenset()
+        defined, undefined = set(), set()
+        for s in table.iter_symbols():  # type: ignore[attr-defined]
+            if s.name:
+                (undefined if s["st_shndx"] == "SHN_UNDEF" else defined).add(s.name)
+        return frozenset(defined), frozenset(undefined)
     except ELFError:
-        return frozenset()
+        return frozenset(), frozenset()
+
+
+def undefined_symbols(data: bytes) -> frozenset[str]:
+    """The names an ELF library needs from others (``dynamic_symbols``)."""
+    return dynamic_symbols(data)[1]
 
 
 def needed_libraries(data: bytes) -> tuple[str, ...]:

@@ -129,3 +129,31 @@ def test_undefined_symbols_are_read_from_a_real_library(tmp_path):
     assert {"aoti_torch_get_numel", CXX[0]} <= found and "mine" not in found
     assert undefined_symbols(b"not an ELF file") == frozenset()
     assert not torch_abi({"libneeds.so": found}, [], "2.14.1").stable
+
+
+def test_a_name_another_library_of_the_wheel_defines_is_not_torch_s(tmp_path):
+    """A wheel whose extension calls a C function named torch_... that its own helper library
+    defines (nothing of torch's): not read as the stable shim, so the wheel stays tied to its
+    torch; the shim function it does call from torch still is."""
+    import zipfile
+
+    from prebuild.tool.builder.classic import wheel_undefined_symbols
+
+    helper = shared_library(
+        tmp_path / "libhelper.so", "int torch_scatter_sum(int a) { return a + 1; }\n"
+    )
+    extension = shared_library(
+        tmp_path / "_C.so",
+        "int torch_scatter_sum(int); void aoti_torch_get_numel(void);\n"
+        "int entry(int a) { aoti_torch_get_numel(); return torch_scatter_sum(a); }\n",
+    )
+    wheel = tmp_path / "pkg-1.0-cp311-cp311-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.write(helper, "pkg/libhelper.so")
+        zf.write(extension, "pkg/_C.so")
+    needs = wheel_undefined_symbols(wheel)
+    assert "torch_scatter_sum" not in needs["pkg/_C.so"]
+    assert "aoti_torch_get_numel" in needs["pkg/_C.so"]
+    only_own = {"pkg/_C.so": needs["pkg/_C.so"] - {"aoti_torch_get_numel"}}
+    assert not torch_abi(only_own, [], "2.14.1").stable
+    assert torch_abi(needs, [], "2.14.1").stable

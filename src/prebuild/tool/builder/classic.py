@@ -146,10 +146,10 @@ from prebuild.tool.builder.variant_twin import variant_json
 from prebuild.tool.inspection import (
     InspectionError,
     built_library,
+    dynamic_symbols,
     found_library,
     is_shared_library,
     needed_libraries,
-    undefined_symbols,
 )
 from prebuild.tool.jit_sites import BUILD_OUTPUTS, jit_sites, setup_imports_jit
 from prebuild.tool.user_cache import user_cache_dir
@@ -636,13 +636,16 @@ def wheel_needed_libraries(wheel: Path) -> dict[str, tuple[str, ...]]:
 
 
 def wheel_undefined_symbols(wheel: Path) -> dict[str, frozenset[str]]:
-    """Each shared library of the wheel, and the symbols it needs from others."""
+    """Each shared library of the wheel, and the symbols it needs from outside the wheel (those
+    another of its libraries defines left out)."""
     with zipfile.ZipFile(wheel) as zf:
-        return {
-            name: undefined_symbols(zf.read(name))
+        symbols = {
+            name: dynamic_symbols(zf.read(name))
             for name in sorted(zf.namelist())
             if is_shared_library(name)
         }
+    own = frozenset().union(*(defined for defined, _ in symbols.values()))
+    return {name: undefined - own for name, (_, undefined) in symbols.items()}
 
 
 def read_wheel_libraries(wheel: Path) -> tuple[BuiltLibrary, ...]:
