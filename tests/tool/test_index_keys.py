@@ -26,15 +26,18 @@ from prebuild.tool.index_keys import parse_index_key
             "lab1.pt214.cu130.sm80.sm90.ptx90",
             ("pt214-cu130-sm80-sm90", "sm_80,sm_90", "compute_90"),
         ),
-        ("lab1.cu130.sm90", None),
+        # a stable-ABI classic wheel names no torch, behind the project's own label
+        ("lab1.cu130.sm90", ("cu130-sm90", "sm_90", "")),
         ("pt214.sm90", None),
         ("pt214.cu130", None),
         ("pt214.cu130.foo", None),
-        # host wheels (no GPU code): always another project's, so tied to a torch
+        # host wheels (no GPU code): always another project's, tied to a torch or (CUDA host
+        # code on the stable ABI alone) to none; CPU code on the stable ABI is prebuild's +cpu
         ("pt214.cu130.host", ("pt214-cu130-host", "", "")),
         ("pt214.cpu", ("pt214-cpu", "", "")),
         ("lab1.pt214.cpu", ("pt214-cpu", "", "")),
-        ("cu130.host", None),
+        ("cu130.host", ("cu130-host", "", "")),
+        ("lab1.cu130.host", ("cu130-host", "", "")),
         ("pt214.cu130.host.sm90", None),
         ("pt214.cpu.sm90", None),
         ("pt214.cu130.sm90.host", None),

@@ -83,7 +83,8 @@ def _is_tag(part: str, prefix: str) -> bool:
 def parse_index_key(local: str | None) -> IndexKey | None:
     """The index key in a local version label; None for a label that names none (``cpu``,
     ``cu130``). ``[own.][ptNNN.]cuNNN.smXY[.smXY...][.ptxXY]``, or a host wheel's
-    ``[own.]ptNNN.cuNNN.host`` or ``[own.]ptNNN.cpu``: a project's own label may stand in front."""
+    ``[own.][ptNNN.]cuNNN.host`` or ``[own.]ptNNN.cpu``: a project's own label may stand in
+    front."""
     if not local:
         return None
     parts = local.lower().split(".")
@@ -92,13 +93,15 @@ def parse_index_key(local: str | None) -> IndexKey | None:
         at = len(parts) - 1
     if at is None:
         return None
+    # a project's own label may stand in front of a stable-ABI classic wheel's too (no torch)
     torch_tag = parts[at - 1] if at > 0 and _is_tag(parts[at - 1], "pt") else ""
-    if at > 0 and not torch_tag:
-        return None  # only a torch tag may stand right before the CUDA tag
     host = parts[at + 1 :] == ([] if parts[at] == CPU_TAG else [HOST_TAG])
     if parts[at] == CPU_TAG or host:
-        # a host wheel is always another project's (tied to a torch); prebuild's own +cpu is not
-        return IndexKey(parts[at], (), (), torch_tag) if host and torch_tag else None
+        # A host wheel is another project's: tied to a torch, or on the stable ABI alone
+        # (``cu130.host``); prebuild's own CPU wheel (``+cpu``) and such a project's are keyless.
+        if host and (torch_tag or parts[at] != CPU_TAG):
+            return IndexKey(parts[at], (), (), torch_tag)
+        return None
     sass, ptx = [], []
     try:
         for part in parts[at + 1 :]:

@@ -140,3 +140,55 @@ def test_jobs_differing_in_archs_share_a_build_dir_removed_once_all_of_them_are_
     )
     assert len(result.built) == 2 and len(result.failed) == 1
     assert not build.objects_dir(work, sm80).exists() and build.objects_dir(work, other).is_dir()
+
+
+def test_a_stable_abi_wheel_is_built_once_for_the_newer_torch_jobs_it_serves(tmp_path, monkeypatch):
+    """A classic project whose libraries use the stable ABI alone (target 2.10): the oldest
+    torch's job that builds it (2.12; 2.9's build is tied to 2.9) serves the 2.14 job, recorded
+    with its wheel, not built again (the two would share one name); a C++-ABI project's jobs
+    are each built. Jobs run oldest torch first, by release, not by text ("2.9" < "2.12")."""
+    import dataclasses
+
+    from prebuild.runtime.manifest import STABLE_ABI, ProjectManifest
+
+    built: list[str] = []
+
+    def run_job(job, recipe, python, work, wheels_dir, cache, gpu_archs=()):
+        built.append(job.title)
+        stable = job.project == "sabi" and job.torch != "2.9"
+        label = "cu130.sm80" if stable else f"pt{job.torch.replace('.', '')}.cu130.sm80"
+        name = write_wheel(wheels_dir, job.project, f"1.0+{label}")
+        manifest = ProjectManifest(
+            "classic", f"{job.torch}.0+cu130", "13.0", "13.0", TAGS, (), (), (),
+            torch_abi=STABLE_ABI if stable else "cxx", torch_target="2.10" if stable else None,
+        )  # fmt: skip
+        with zipfile.ZipFile(wheels_dir / name, "a") as zf:
+            zf.writestr(f"{job.project}-1.0.dist-info/prebuild.json", manifest.to_json())
+        return Entry(job, BUILT, (name,))
+
+    monkeypatch.setattr(build, "run_job", run_job)
+    monkeypatch.setattr(build, "uv_binary", lambda: "uv")
+    monkeypatch.setattr(build, "publish", lambda site, ledger: None)
+    jobs = [
+        dataclasses.replace(job(project, "sm_80"), torch=torch)
+        for project in ("sabi", "plain")
+        for torch in ("2.14", "2.9", "2.12")
+    ]
+    report = Report()
+    build.run_farm(
+        jobs, {"sabi": None, "plain": None}, tmp_path / "site", tmp_path / "work",
+        Environments(), report,
+    )  # fmt: skip
+    assert built == [
+        "sabi pt29 cu130 cp311 sm_80",
+        "plain pt29 cu130 cp311 sm_80",
+        "sabi pt212 cu130 cp311 sm_80",
+        "plain pt212 cu130 cp311 sm_80",
+        "plain pt214 cu130 cp311 sm_80",
+    ]
+    (again,) = [e for e in report.finished if e.job.title == "sabi pt214 cu130 cp311 sm_80"]
+    assert again.status == BUILT and again.wheels == (f"sabi-1.0+cu130.sm80-{TAGS}.whl",)
+    assert "not built again: sabi pt212 cu130 cp311 sm_80's wheel uses PyTorch's stable" in (
+        again.smoke
+    )
+    assert "from 2.10 on" in again.smoke

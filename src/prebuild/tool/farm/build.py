@@ -26,6 +26,7 @@ from typing import Protocol
 from filelock import FileLock, Timeout
 from packaging.utils import canonicalize_name
 
+from prebuild.runtime.versions import release
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.project import last_error
 from prebuild.tool.farm.envs import (
@@ -108,10 +109,12 @@ def run_farm(
         (work / "logs").mkdir(parents=True, exist_ok=True)
         environments.log = work / "logs" / "environments.log"
         built, failed = [], []
-        # jobs sharing an environment run one after another, so each is made or found once
-        ordered = sorted(jobs, key=lambda j: (j.python, j.torch, j.cuda))
+        # jobs sharing an environment run one after another, so each is made or found once;
+        # the oldest torch first (a stable-ABI wheel built there serves the newer ones)
+        ordered = sorted(jobs, key=lambda j: (j.python, release(j.torch), j.cuda))
         pythons: dict[tuple, Path | EnvError] = {}
         host_built: dict[str, Entry] = {}  # a host wheel's job, by its arch_free_key
+        stable_built: dict[str, tuple[Entry, str]] = {}  # and its target, by torch_free_key
         for number, job in enumerate(ordered, 1):
             report.job_started(number, len(ordered), job)
             spec = EnvSpec(job.python, job.torch, job.cuda)
@@ -126,6 +129,7 @@ def run_farm(
                 pythons[spec, job.build_requires] = exc
                 python = exc
             same = host_built.get(job.arch_free_key)
+            stable, target = stable_built.get(job.torch_free_key, (None, ""))
             if same is not None:
                 entry = Entry(
                     job,
@@ -134,6 +138,15 @@ def run_farm(
                     smoke=f"not built again: {same.job.title}'s wheel holds no GPU code and "
                     "serves this arch too",
                     log=same.log,
+                )
+            elif stable is not None and release(job.torch)[:2] >= release(target)[:2]:
+                entry = Entry(
+                    job,
+                    BUILT,
+                    stable.wheels,
+                    smoke=f"not built again: {stable.job.title}'s wheel uses PyTorch's stable "
+                    f"ABI alone and serves every torch from {target} on",
+                    log=stable.log,
                 )
             elif isinstance(python, EnvError):
                 entry = Entry(job, FAILED, error=str(python), log=str(environments.log))
@@ -147,6 +160,8 @@ def run_farm(
                 shutil.rmtree(objects_dir(work, job), ignore_errors=True)
             if entry.status == BUILT and all(is_host_wheel(w) for w in entry.wheels):
                 host_built.setdefault(job.arch_free_key, entry)
+            if entry.status == BUILT and (target := stable_target(wheels_dir, entry)):
+                stable_built.setdefault(job.torch_free_key, (entry, target))
             entry = Entry(**{**entry.__dict__, "finished": _now()})
             ledger.record(entry)
             write_ledger(ledger, site)
@@ -222,6 +237,24 @@ def run_job(
     shutil.move(str(wheel), wheels_dir / wheel.name)
     shutil.rmtree(out, ignore_errors=True)
     return Entry(job, BUILT, (wheel.name,), time.monotonic() - started, smoke=smoke, log=str(log))
+
+
+def stable_target(wheels_dir: Path, entry: Entry) -> str:
+    """The torch from which a job's wheel serves every torch (its libraries use PyTorch's
+    stable ABI alone: ``ProjectManifest.torch_target``); "" for one tied to its torch."""
+    from prebuild.runtime.manifest import ManifestError, ProjectManifest
+    from prebuild.tool.inspection import InspectionError, inspect_wheel
+
+    targets = []
+    for name in entry.wheels:
+        try:
+            manifest = inspect_wheel(wheels_dir / name).manifest
+        except (InspectionError, ManifestError, OSError):
+            return ""
+        if not isinstance(manifest, ProjectManifest) or not manifest.stable_abi:
+            return ""
+        targets.append(manifest.torch_target or "")
+    return max(targets, key=release, default="")
 
 
 def objects_dir(work: Path, job: Job) -> Path:

@@ -116,6 +116,14 @@ class Job:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @property
+    def torch_free_key(self) -> str:
+        """The key of what decides the output but the torch: jobs sharing it build the same
+        wheel where the project uses PyTorch's stable ABI alone (from its target on)."""
+        facts = {k: v for k, v in self.decides().items() if k != "torch"}
+        text = json.dumps(facts, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
     def title(self) -> str:
         """``gsplat pt214 cu130 cp311 sm_90``: the job in a line."""
         parts = [self.project, self.torch_tag, self.cuda_tag, self.python_tag, self.wheel]
