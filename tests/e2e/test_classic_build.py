@@ -396,11 +396,12 @@ def test_a_stable_abi_project_gets_one_wheel_for_every_torch_from_its_target(
     key = index_key_of(wheel.name)
     assert key is not None and key.torch_tag == "" and key.cuda_tag == "cu130"
     python = fresh_cuda_venv()
-    done = subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "--no-index", str(wheel)],
-        capture_output=True, text=True, timeout=600, env=clean_pip_env(),
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    # prebuild install takes it for this torch: its index key names none
+    chosen = prebuild(
+        python, "install", "stable-ext", "--from", str(wheel.parent), "--arch", "sm_90", "--json"
+    )
+    assert chosen.returncode == 0, chosen.stdout + chosen.stderr
+    assert json.loads(chosen.stdout)["chosen"]["wheel"] == wheel.name
     script = (
         "import torch, stable_ext\n"
         "print(stable_ext.scale(torch.arange(3.0), 2.5).tolist(), torch.cuda.is_initialized())"
