@@ -19,7 +19,8 @@ with the CUDA build of torch 2.14.1.
 - twin_ext (ninja off, two sources making one object): ninja, turned back on, fails on its
   own, and the wheel is built again without it.
 - argv_ext (its setup.py reads an option from its command line, as MinkowskiEngine's): told
-  how to give it, then built with it through -C.
+  how to give it, then built with it through -C; optin_ext (builds its extension only when an
+  option on its command line asks, as Uni-Core's): the refusal names the option and the command.
 - system_header_ext (a header of its own includes a system library's header the machine
   lacks, as torchsparse's does): stopped before compiling, naming it; built once it is on CPATH.
 - stable_ext (a setup.py project on PyTorch's stable ABI alone): one wheel for every torch
@@ -783,6 +784,29 @@ def test_a_setup_py_reading_its_command_line_gets_the_options_given_with_c(
     (wheel,) = out.glob("argv_ext-0.1.0+*.whl")
     with zipfile.ZipFile(wheel) as built:
         assert any(n.startswith("argv_ext/_native") for n in built.namelist()), built.namelist()
+
+
+def test_a_setup_py_building_its_extension_only_when_asked_on_its_command_line_is_told_how(
+    cuda_torch_python, tmp_path
+):
+    """Uni-Core builds its CUDA extensions only with --enable-cuda-ext on its setup.py's
+    command line, and builds a pure-Python wheel without: the refusal names the option, its
+    line and the prebuild command that gives it, which builds the wheel."""
+    out = tmp_path / "dist"
+    fixture = str(FIXTURES / "optin_ext")
+    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_90", fixture, "--out", str(out))
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 1 and not out.exists(), said
+    assert "holds no compiled library" in said, said
+    assert "looks for --with-native-ext (line 10) on its command line" in said, said
+    command = f"prebuild wheel --arch sm_90 {fixture} -C--global-option=--with-native-ext"
+    assert command in said, said
+    option = "-C--global-option=--with-native-ext"
+    proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_90", fixture, option, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (wheel,) = out.glob("optin_ext-0.1.0+*.whl")
+    with zipfile.ZipFile(wheel) as built:
+        assert any(n.startswith("optin_ext/_native") for n in built.namelist()), built.namelist()
 
 
 def test_a_known_system_header_the_machine_lacks_stops_the_build_before_compiling(

@@ -279,3 +279,38 @@ def test_host_code_is_what_a_known_project_told_to_build_for_cuda_was_asked():
     assert not host_code_asked("deepspeed", {}, gpu_visible=False)
     assert not host_code_asked("deepspeed", {"DS_ACCELERATOR": "cpu"}, gpu_visible=False)
     assert not host_code_asked("dcnv2", {"FORCE_CUDA": "1"}, gpu_visible=True)
+
+
+def test_options_a_setup_py_looks_for_on_its_command_line_are_found_with_their_line():
+    """Uni-Core's loop (``arg == "--enable-cuda-ext"``), apex's old ``"--cpp_ext" in sys.argv``
+    with ``sys.argv.remove``, MinkowskiEngine's ``startswith("--blas")``; generic options,
+    options in a setup.py that never reads sys.argv, and one that does not parse: none."""
+    from prebuild.tool.builder.build_switches import argv_advice, argv_switches
+
+    unicore = (
+        "import sys\n"
+        "DISABLE = True\n"
+        "filtered = []\n"
+        "for arg in sys.argv:\n"
+        '    if arg == "--enable-cuda-ext":\n'
+        "        DISABLE = False\n"
+        "        continue\n"
+        "    filtered.append(arg)\n"
+    )
+    assert argv_switches(unicore) == [("--enable-cuda-ext", 5)]
+    apex = (
+        "import sys\n"
+        'if "--help" in sys.argv: pass\n'
+        'if "--cpp_ext" in sys.argv:\n'
+        '    sys.argv.remove("--cpp_ext")\n'
+        'if "--cuda_ext" not in sys.argv: pass\n'
+        'blas = [a for a in sys.argv if a.startswith("--blas=")]\n'
+    )
+    assert argv_switches(apex) == [("--cpp_ext", 3), ("--cuda_ext", 5), ("--blas", 6)]
+    assert argv_switches('if os.environ.get("X") == "--cpp_ext": pass\n') == []
+    assert argv_switches('print "sys.argv"; x == "--cpp_ext"\n') == []  # Python 2: unparsable
+    advice = argv_advice([("--enable-cuda-ext", 5)], "prebuild wheel --arch sm_90 ./Uni-Core")
+    assert "looks for --enable-cuda-ext (line 5) on its command line" in advice
+    assert advice.endswith(
+        "prebuild wheel --arch sm_90 ./Uni-Core -C--global-option=--enable-cuda-ext"
+    )

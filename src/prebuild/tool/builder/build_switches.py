@@ -6,7 +6,9 @@ enough (DeepSpeed names its per-op variables through its op builders). Pure func
 
 from __future__ import annotations
 
+import ast
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -231,6 +233,61 @@ def cmake_advice(settings: list[str], command: str) -> str:
         f"its CMakeLists.txt builds its CUDA code only with {joined}, which a CMake-driven build "
         f"(scikit-build-core, most setup.py wrappers) reads from CMAKE_ARGS: "
         f"CMAKE_ARGS='{joined}' {command}"
+    )
+
+
+# Options any command takes, never a project's build switch.
+_GENERIC_OPTIONS = {"--help", "--version", "--verbose", "--quiet", "--user", "--prefix", "--force"}
+
+
+def argv_switches(setup_text: str) -> list[tuple[str, int]]:
+    """Pure: the options a setup.py looks for on its own command line (``sys.argv``), with the
+    line of the first look: ``arg == "--enable-cuda-ext"`` in a loop over it (Uni-Core),
+    ``"--cuda_ext" in sys.argv`` and ``sys.argv.remove("--cuda_ext")`` (apex before its
+    variables), ``arg.startswith("--blas")``. Only in a setup.py that reads ``sys.argv``."""
+    if "sys.argv" not in setup_text:
+        return []
+    try:
+        tree = ast.parse(setup_text)
+    except (SyntaxError, ValueError):
+        return []
+    found: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and all(
+            isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops
+        ):
+            operands = [node.left, *node.comparators]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("remove", "index", "count", "startswith")
+        ):
+            operands = list(node.args[:1])
+        else:
+            continue
+        for operand in operands:
+            if (
+                isinstance(operand, ast.Constant)
+                and isinstance(operand.value, str)
+                and re.fullmatch(r"--[A-Za-z][\w-]*=?", operand.value)
+                and operand.value.rstrip("=") not in _GENERIC_OPTIONS
+            ):
+                option = operand.value.rstrip("=")
+                found[option] = min(found.get(option, node.lineno), node.lineno)
+    return sorted(found.items(), key=lambda item: item[1])
+
+
+def argv_advice(switches: list[tuple[str, int]], command: str) -> str:
+    """What to tell a user whose project built no extension and whose setup.py looks for
+    options on its command line (``argv_switches``): the first, handed to it by prebuild as
+    pip's --config-settings would, on every setup.py command (config_settings.setup_option_hint:
+    a setup.py may look for it at its top, when asked for its requirements too)."""
+    options = ", ".join(f"{option} (line {line})" for option, line in switches)
+    first = shlex.quote(f"-C--global-option={switches[0][0]}")
+    return (
+        f"its setup.py looks for {options} on its command line, which may make it build the "
+        f"extension at install time: give it through prebuild, which hands -C settings to its "
+        f"backend as pip's --config-settings does: {command} {first}"
     )
 
 

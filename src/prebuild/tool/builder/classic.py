@@ -60,6 +60,8 @@ from prebuild.tool.builder.base import (
 )
 from prebuild.tool.builder.build_switches import (
     BUILD_ENV,
+    argv_advice,
+    argv_switches,
     build_variables,
     cmake_advice,
     cmake_switches,
@@ -1473,10 +1475,16 @@ class ClassicBuilder:
             if said:
                 return said, True
         distribution, variables = distribution_name(built), build_variables(text)
+        switches = has_switches(distribution, variables, os.environ)
         said = switches_advice(distribution, variables, command, os.environ, text)
-        return said + self.gpu_answer_note(archs, ". "), has_switches(
-            distribution, variables, os.environ
-        )
+        given = " ".join(as_options(self.config_settings))
+        if argv := [(o, line) for o, line in argv_switches(text) if o not in given]:
+            # Options on its own command line (Uni-Core's --enable-cuda-ext), said in place of
+            # "no variable" or after the variables' advice.
+            options = argv_advice(argv, command)
+            said = f"{said}; or {options}" if switches else options
+            switches = True
+        return said + self.gpu_answer_note(archs, ". "), switches
 
     def cpu_only_gate(self) -> tuple[int, str] | None:
         """The line where the project's setup.py asks the GPU what to build
