@@ -221,6 +221,17 @@ def test_wheel_progress_in_a_log_is_a_line_per_phase_and_a_heartbeat():
     assert (
         line.where() == "compiling (the project's own build), [5/20] correlation_kernel.cu failed"
     )
+    # a phase that began just before the heartbeat is not said again by it
+    line.finished = False
+    line.phase("writing the wheel")
+    line.beat(60.0)
+    line.beat(60.0)
+    assert log.getvalue().splitlines()[-1].startswith(f"{planned.name}: writing the wheel (")
+    assert sum("writing the wheel" in x for x in log.getvalue().splitlines()) == 1
+    line.said = (line.said[0], line.said[1] - 31.0)  # half a beat later: said again
+    line.beat(60.0)
+    assert sum("writing the wheel" in x for x in log.getvalue().splitlines()) == 2
+    line.finished = True
 
 
 def test_the_summary_says_a_note_every_wheel_has_once(monkeypatch, tmp_path):

@@ -280,8 +280,7 @@ class _WheelConsole:
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.heartbeat):
             for line in self.lines:
-                if not line.finished:
-                    line.say(line.where(), elapsed=True)
+                line.beat(self.heartbeat)
 
     def wheel(self, planned) -> _WheelLine:
         self.tasks[planned] = self.progress.add_task(
@@ -389,12 +388,21 @@ class _WheelLine:
     step_text: str = ""
     started: float = field(default_factory=time.monotonic)
     finished: bool = False
+    said: tuple[str, float] = ("", 0.0)  # the last text said, and when
 
     def say(self, text: str, elapsed: bool = True) -> None:
         took = f" ({time.monotonic() - self.started:.0f} s)" if elapsed else ""
+        self.said = (text, time.monotonic())
         self.progress.console.print(
             f"{self.name}: {escape(text)}{took}", highlight=False, soft_wrap=True
         )
+
+    def beat(self, every: float) -> None:
+        """The heartbeat's line: where the build is, unless that was just said (a phase that
+        began within half a beat: the log would hold the same line twice)."""
+        text, when = self.said
+        if not self.finished and (text != self.where() or time.monotonic() - when > every / 2):
+            self.say(self.where(), elapsed=True)
 
     def where(self) -> str:
         return ", ".join(t for t in (self.phase_text, self.step_text) if t) or "starting"
