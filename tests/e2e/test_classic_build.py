@@ -69,6 +69,14 @@ def prebuild(python: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+def python_c(python: Path, script: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``python -c script`` in ``cwd`` (not the checkout, whose src/ would shadow what is
+    installed), its output captured."""
+    return subprocess.run(
+        [str(python), "-c", script], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+
+
 def all_sass(code) -> list[str]:
     """Named or not: without -lineinfo nvcc names no source in the fatbin entries."""
     return [a.sm for a in sorted({*code.sass, *code.linked_sass})]
@@ -241,9 +249,7 @@ def test_plain_wheel_installs_and_runs_next_to_its_torch_and_is_refused_next_to_
         "import torch, plain_ext\n"
         "print(plain_ext.add_one(torch.arange(3.0)).tolist(), torch.cuda.is_initialized())"
     )
-    ran = subprocess.run(
-        [str(python), "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300
-    )
+    ran = python_c(python, script, tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split("\n")[-2] == "[1.0, 2.0, 3.0] False"  # a CPU function; no GPU touched
     # Installed, inspect finds it by name and doctor checks it against this torch.
@@ -361,9 +367,7 @@ def test_host_code_gets_one_wheel_for_every_gpu_which_installs_and_runs(
         "count, error = cuda_host_ext.device_count()\n"
         "print(count, error.startswith('cuda'), cpu_ext.add(2, 3), torch.cuda.is_initialized())"
     )
-    ran = subprocess.run(
-        [str(python), "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300
-    )
+    ran = python_c(python, script, tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split("\n")[-2] == "0 True 5 False"  # no GPU here: the runtime says so
     inspected = prebuild(python, "inspect", "cuda-host-ext")
@@ -407,9 +411,7 @@ def test_a_stable_abi_project_gets_one_wheel_for_every_torch_from_its_target(
         "import torch, stable_ext\n"
         "print(stable_ext.scale(torch.arange(3.0), 2.5).tolist(), torch.cuda.is_initialized())"
     )
-    ran = subprocess.run(
-        [str(python), "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300
-    )
+    ran = python_c(python, script, tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split("\n")[-2] == "[0.0, 2.5, 5.0] False"
     inspected = prebuild(python, "inspect", "stable-ext")
