@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import background
@@ -83,6 +86,40 @@ def stable_ext_wheel(cuda_torch_python, tmp_path_factory) -> tuple[Path, str]:
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
     (wheel,) = out.glob("*.whl")
     return wheel, proc.stdout
+
+
+@dataclass(frozen=True)
+class FixtureBuild:
+    """One ``prebuild wheel`` run on a classic fixture: its wheel, the run, its --build-dir
+    and its wall time."""
+
+    wheel: Path
+    proc: subprocess.CompletedProcess
+    work: Path
+    took: float
+
+
+@pytest.fixture(scope="session")
+def host_code_wheels(cuda_torch_python, tmp_path_factory) -> dict[str, FixtureBuild]:
+    """The classic fixtures of host code only, cuda_host_ext (CUDA host code) and cpu_ext (CPU
+    code), each built with ``--arch sm_80,sm_90`` against torch 2.14.1 (neither calls anything
+    of torch's: one wheel each, for every torch)."""
+    fixtures = Path(__file__).resolve().parent / "fixtures" / "classic"
+    built = {}
+    for project in ("cuda_host_ext", "cpu_ext"):
+        root = tmp_path_factory.mktemp(project)
+        out, work = root / "dist", root / "work"
+        started = time.monotonic()
+        proc = prebuild_wheel(
+            cuda_torch_python,
+            *("--arch", "sm_80,sm_90", str(fixtures / project)),
+            *("--out", str(out), "--build-dir", str(work)),
+        )
+        took = time.monotonic() - started
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+        (wheel,) = out.glob("*.whl")
+        built[project] = FixtureBuild(wheel, proc, work, took)
+    return built
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,8 @@ CPU torch 2.13.0 for the stable-ABI target (torch-target in pyproject.toml), ins
 other torch releases, loads its CPU and (where torch's CUDA major is the wheel's) CUDA libraries
 there (no GPU needed to load), every stable-ABI function it needs is exported there, and it
 gives fused_ssim and rasterization, forward and backward, the values it gives in torch 2.13.
+Two other projects' wheels built against torch 2.14.1 come along: one on the stable ABI
+(stable_ext) and one calling nothing of torch's (cuda_host_ext).
 
 Every run checks the oldest release the target allows and the newest one (both CUDA builds,
 gigabytes: torch_venvs.py makes them, in the background from the session's start where the
@@ -106,13 +108,14 @@ def test_the_target_is_the_oldest_release_the_headers_allow():
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_wheel_runs_in_torch(
-    version, built_wheel, stable_ext_wheel, reference, venv_copy, tmp_path
+    version, built_wheel, stable_ext_wheel, host_code_wheels, reference, venv_copy, tmp_path
 ):
     wheel = built_wheel("sm_80")
     python = venv_copy(ensure(version).parent.parent)
     try:
         check_the_wheel(version, wheel, python, reference, tmp_path)
         check_a_stable_classic_wheel(stable_ext_wheel[0], python, tmp_path)
+        check_a_torch_free_classic_wheel(host_code_wheels["cuda_host_ext"].wheel, python, tmp_path)
     finally:
         # The copy's hard links would keep the template's gigabytes on disk after it is removed.
         shutil.rmtree(python.parent.parent)
@@ -206,3 +209,38 @@ def check_a_stable_classic_wheel(wheel: Path, python: Path, tmp_path: Path) -> N
         error = " ".join(ran.stderr.split())
         assert ran.returncode != 0 and "WheelMisfitError" in error, error
         assert f"uses CUDA {cuda}, and the extension was built with CUDA 13.0" in error, error
+
+
+def check_a_torch_free_classic_wheel(wheel: Path, python: Path, tmp_path: Path) -> None:
+    """And for one whose libraries call nothing of torch's: cuda_host_ext (CUDA host code on
+    Python's and CUDA's C APIs), built against torch 2.14.1 with no torch pin, installs beside
+    any torch and runs where torch's CUDA major is its own (its libcudart.so.13 is there); its
+    guard says why not elsewhere, naming no torch release to install."""
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=UNCAPPED,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    script = (
+        "import torch, cuda_host_ext\n"
+        "count, error = cuda_host_ext.device_count()\n"
+        "print(torch.version.cuda, count, error.startswith('cuda'), torch.cuda.is_initialized())"
+    )
+    ran = subprocess.run(
+        [str(python), "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
+    cuda = subprocess.run(
+        [str(python), "-c", "import torch; print(torch.version.cuda)"],
+        capture_output=True, text=True, timeout=300,
+    ).stdout.strip()  # fmt: skip
+    if cuda.startswith("13."):
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        assert ran.stdout.split("\n")[-2] == f"{cuda} 0 True False"  # no GPU here
+    else:
+        error = " ".join(ran.stderr.split())
+        assert ran.returncode != 0 and "WheelMisfitError" in error, error
+        assert f"uses CUDA {cuda}, and the extension was built with CUDA 13.0" in error, error
+        assert "pip install 'torch' --index-url https://download.pytorch.org/whl/cu130" in error

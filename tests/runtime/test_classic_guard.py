@@ -30,6 +30,7 @@ from prebuild.runtime.manifest import (
     CPU_CODE,
     CUDA_HOST_CODE,
     GPU_CODE,
+    NO_TORCH_ABI,
     STABLE_ABI,
     ProjectManifest,
 )
@@ -138,6 +139,25 @@ def test_a_stable_abi_wheel_runs_with_every_torch_from_its_target_of_its_cuda_ma
     assert "CUDA 12.8" in other and "CUDA 13.0" in other
     (gpu,), _ = problems(stable, torch_version="2.15.0+cu132", torch_cuda="13.2", gpus=[RTX5090])
     assert "prebuild wheel --arch sm_120 gsplat==1.5.3" in gpu
+
+
+def test_a_wheel_calling_nothing_of_torch_s_runs_with_every_torch_of_its_cuda_major():
+    """Its libraries call nothing of torch's (loaded by ctypes, as bitsandbytes'; or CUDA host
+    code on Python's C API): any torch release loads them, older than the build's or newer;
+    the CUDA major, a CPU build of torch and the GPUs are checked as for any classic wheel, and
+    the torch to install names no release."""
+    free = dataclasses.replace(project_manifest(), torch_abi=NO_TORCH_ABI)
+    for torch_version, torch_cuda in (("2.9.1+cu130", "13.0"), ("2.15.0+cu132", "13.2")):
+        assert problems(free, torch_version, torch_cuda, gpus=[H100]) == ([], [])
+    (cpu,), _ = problems(free, torch_version="2.15.0+cpu", torch_cuda=None)
+    assert "CPU build" in cpu and "CUDA 13.0 libraries a CUDA build of torch brings" in cpu
+    assert "pip install 'torch' --index-url https://download.pytorch.org/whl/cu130" in cpu
+    (other,), _ = problems(free, torch_version="2.12.0+cu128", torch_cuda="12.8")
+    assert "CUDA 12.8" in other and "CUDA 13.0" in other and "'torch' --index-url" in other
+    (gpu,), _ = problems(free, torch_version="2.15.0+cu132", torch_cuda="13.2", gpus=[RTX5090])
+    assert "prebuild wheel --arch sm_120 gsplat==1.5.3" in gpu
+    host = dataclasses.replace(free, code=CUDA_HOST_CODE)
+    assert problems(host, "2.11.0+cu130", "13.0", gpus=[RTX5090]) == ([], [])
 
 
 # ---------------------------------------------------------- torch's names the guard relies on

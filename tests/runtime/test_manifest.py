@@ -420,8 +420,9 @@ def test_a_project_manifest_says_what_its_libraries_hold():
 
 def test_a_project_manifest_says_which_torch_abi_its_libraries_use():
     """The C++ ABI (the default, and what manifests written before mean): its torch minor
-    release alone; the stable ABI: its target and every later torch. Unknown: the fix."""
-    from prebuild.runtime.manifest import CXX_ABI, STABLE_ABI, ProjectManifest
+    release alone; the stable ABI: its target and every later torch; no torch ABI: any torch.
+    Unknown: the fix."""
+    from prebuild.runtime.manifest import CXX_ABI, NO_TORCH_ABI, STABLE_ABI, ProjectManifest
 
     base = classic_manifest()
     assert base.torch_abi == CXX_ABI and not base.stable_abi and base.torch_needed == "2.14"
@@ -440,6 +441,12 @@ def test_a_project_manifest_says_which_torch_abi_its_libraries_use():
     data["torch_abi"] = "abi4"
     with pytest.raises(ManifestError, match="'abi4'.*upgrade prebuild"):
         ProjectManifest.from_json(json.dumps(data))
+    free = dataclasses.replace(base, torch_abi=NO_TORCH_ABI)
+    read = ProjectManifest.from_json(free.to_json())
+    assert read == free and read.torch_free and not read.stable_abi
+    assert (read.torch_needed, read.torch_spec, read.torch_target) == ("of any release", "", None)
+    assert all(read.torch_fits(v) for v in ("1.13.1", "2.9.1", "2.14.1+cpu", "3.0"))
+    assert (base.torch_spec, stable.torch_spec) == ("==2.14.*", ">=2.10")
     data = json.loads(stable.to_json())
     data["torch_target"] = "newest"
     with pytest.raises(ManifestError, match="torch_target"):

@@ -31,8 +31,11 @@ from prebuild.tool.index_keys import parse_index_key
         ("pt214.sm90", None),
         ("pt214.cu130", None),
         ("pt214.cu130.foo", None),
-        # host wheels (no GPU code): always another project's, tied to a torch or (CUDA host
-        # code on the stable ABI alone) to none; CPU code on the stable ABI is prebuild's +cpu
+        # host wheels (no GPU code): always another project's, tied to a torch or (the stable
+        # ABI alone, or no torch ABI) to none: CPU code then says cpu.host (+cpu is prebuild's)
+        ("cpu.host", ("cpu", "", "")),
+        ("lab1.cpu.host", ("cpu", "", "")),
+        ("cpu.host.sm90", None),
         ("pt214.cu130.host", ("pt214-cu130-host", "", "")),
         ("pt214.cpu", ("pt214-cpu", "", "")),
         ("lab1.pt214.cpu", ("pt214-cpu", "", "")),
@@ -69,6 +72,12 @@ def test_host_keys_serve_every_index_of_their_torch_and_cuda():
         "pt213.cu130.sm90": (False, False),  # another torch's C++ ABI
         "cu130.sm90": (False, False),  # prebuild's own stable-ABI wheels' index
     }
+    # one that names no torch serves every torch's index of its CUDA (CPU code: every one)
+    untied_host, untied_cpu = parse_index_key("cu130.host"), parse_index_key("cpu.host")
+    assert [
+        (untied_host.serves(parse_index_key(local)), untied_cpu.serves(parse_index_key(local)))
+        for local in ("pt214.cu130.sm90", "pt213.cu130.sm90", "cu130.sm90", "pt214.cu128.sm80")
+    ] == [(True, True), (True, True), (True, True), (False, True)]
     # a GPU wheel's key serves its own index only
     gpu = parse_index_key("pt214.cu130.sm90")
     assert gpu.serves(gpu) and not gpu.serves(parse_index_key("pt214.cu130.sm80"))

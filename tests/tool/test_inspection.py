@@ -345,6 +345,18 @@ def test_inspect_another_projects_wheel(tmp_path, classic_so):
     )
     data = json.loads(runner.invoke(app, ["inspect", str(klu), "--json"]).stdout)
     assert data["manifest"]["bundled_libraries"] == ["libklu.so.2"]
+    # one whose libraries call nothing of torch's serves any torch
+    free = make_classic_wheel(
+        tmp_path / "free.whl", files, dataclasses.replace(classic_manifest(libs), torch_abi="none")
+    )
+    result = runner.invoke(app, ["inspect", str(free)], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert (
+        "a classic build by prebuild for torch of any release (no torch ABI, built with "
+        "2.14.1+cu130)" in " ".join(result.output.split())
+    )
+    data = json.loads(runner.invoke(app, ["inspect", str(free), "--json"]).stdout)
+    assert data["manifest"]["torch_abi"] == "none"
     # A manifest claiming sm_90 too: the library holds sm_80 only.
     lying = make_classic_wheel(tmp_path / "lie.whl", files, classic_manifest(libs, "sm_80,sm_90"))
     result = runner.invoke(app, ["inspect", str(lying)], env={"COLUMNS": "250"})

@@ -132,7 +132,13 @@ class Guard:
 
     def built_for(self) -> str:
         m = self.manifest()
-        torch = f"torch {m.torch_needed} (the stable ABI)" if m.stable_abi else f"torch {m.torch}"
+        torch = (
+            "any torch (its libraries call nothing of torch's)"
+            if m.torch_free
+            else f"torch {m.torch_needed} (the stable ABI)"
+            if m.stable_abi
+            else f"torch {m.torch}"
+        )
         return f"{torch}, CUDA {m.cuda}, {m.holds() or 'no GPU arch'}"
 
     def build_command(self, arch: str = "sm_XY") -> str:
@@ -354,7 +360,9 @@ def fit_problems(
     wheel_cuda = manifest.torch_cuda or manifest.cuda
     stable = manifest.stable_abi
     get_torch = cuda_torch_command(
-        wheel_cuda, manifest.torch_target if stable else manifest.torch_minor, not stable
+        wheel_cuda,
+        "" if manifest.torch_free else manifest.torch_target if stable else manifest.torch_minor,
+        not stable,
     )
     here = "sm_XY"
     if gpus:
@@ -378,6 +386,9 @@ def fit_problems(
         errors.append(
             f"torch {torch_version} is a CPU build, and the extension needs torch's CUDA "
             f"libraries. Install a CUDA build of torch {manifest.torch_needed}: {get_torch}."
+            if not manifest.torch_free
+            else f"torch {torch_version} is a CPU build, and the extension needs the CUDA "
+            f"{wheel_cuda} libraries a CUDA build of torch brings. Install one: {get_torch}."
         )
     elif manifest.torch_cuda and not same_cuda_major(manifest.torch_cuda, torch_cuda):
         errors.append(

@@ -298,8 +298,11 @@ GPU_CODE, CUDA_HOST_CODE, CPU_CODE = "gpu", "cuda-host", "cpu"
 CODES = (GPU_CODE, CUDA_HOST_CODE, CPU_CODE)
 # Which of torch's ABIs a classic wheel's libraries use (ProjectManifest.torch_abi): its C++ ABI,
 # which holds within one minor release, or only the stable ABI's C shim, which every torch from
-# the target on keeps (a setup.py project written against torch/csrc/stable).
-CXX_ABI, STABLE_ABI = "cxx", "stable"
+# the target on keeps (a setup.py project written against torch/csrc/stable), or none at all
+# (libraries loaded by ctypes, or on Python's and CUDA's APIs alone: bitsandbytes,
+# torch_memory_saver), which any torch leaves alone.
+CXX_ABI, STABLE_ABI, NO_TORCH_ABI = "cxx", "stable", "none"
+TORCH_ABIS = (CXX_ABI, STABLE_ABI, NO_TORCH_ABI)
 
 
 @dataclass(frozen=True)
@@ -323,7 +326,7 @@ class ProjectManifest:
     system_libraries: tuple[str, ...] = ()
     # the build machine's libraries copied into the wheel (their names there: libklu.so.2)
     bundled_libraries: tuple[str, ...] = ()
-    torch_abi: str = CXX_ABI  # CXX_ABI or STABLE_ABI
+    torch_abi: str = CXX_ABI  # one of TORCH_ABIS
     torch_target: str | None = None  # STABLE_ABI's: the oldest torch it loads in, "2.10"
 
     @property
@@ -337,14 +340,31 @@ class ProjectManifest:
         return self.torch_abi == STABLE_ABI
 
     @property
+    def torch_free(self) -> bool:
+        """Its libraries call nothing of torch's: any torch release serves them."""
+        return self.torch_abi == NO_TORCH_ABI
+
+    @property
     def torch_needed(self) -> str:
-        """For messages: ``2.14`` (its minor release alone) or ``>= 2.10`` (the stable ABI)."""
+        """For messages: ``2.14`` (its minor release alone), ``>= 2.10`` (the stable ABI) or
+        ``of any release`` (no torch ABI)."""
+        if self.torch_free:
+            return "of any release"
         return f">= {self.torch_target}" if self.stable_abi else self.torch_minor
 
+    @property
+    def torch_spec(self) -> str:
+        """The pip specifier of the torch it needs: ``==2.14.*``, ``>=2.10`` or "" (any)."""
+        if self.torch_free:
+            return ""
+        return f">={self.torch_target}" if self.stable_abi else f"=={self.torch_minor}.*"
+
     def torch_fits(self, torch_version: str) -> bool:
-        """Whether its libraries link against ``torch_version``'s: the same minor release, or
-        the target or a newer one for the stable ABI."""
+        """Whether its libraries link against ``torch_version``'s: the same minor release, the
+        target or a newer one for the stable ABI, any for a wheel that calls nothing of torch's."""
         have = release(torch_version)[:2]
+        if self.torch_free:
+            return True
         if self.stable_abi:
             return have >= release(self.torch_target or self.torch)[:2]
         return have == release(self.torch)[:2]
@@ -462,12 +482,12 @@ class ProjectManifest:
 def _torch_abi(data: dict) -> dict:
     """A manifest's torch ABI and target (manifests written before it: the C++ ABI)."""
     abi = data.get("torch_abi", CXX_ABI)
-    if abi not in (CXX_ABI, STABLE_ABI):
+    if abi not in TORCH_ABIS:
         raise ManifestError(
             f"{PROJECT_MANIFEST_NAME} says its libraries use torch's {abi!r} ABI, which this "
             "prebuild does not know: upgrade prebuild"
         )
-    if abi == CXX_ABI:
+    if abi != STABLE_ABI:
         return {"torch_abi": abi}
     return {"torch_abi": abi, "torch_target": _version_text(data["torch_target"], "torch_target")}
 

@@ -66,12 +66,13 @@ class IndexKey:
 
     def serves(self, other: IndexKey) -> bool:
         """Whether a wheel of this key belongs in ``other``'s index as well: a host wheel in
-        every index of its torch (a CUDA host one: of its CUDA too)."""
+        every index of its torch, or of every torch where it names none (a CUDA host one: of
+        its CUDA too)."""
         if other.name == self.name:  # one index: its wheels may differ in PTX
             return True
         return (
             self.host
-            and self.torch_tag == other.torch_tag
+            and self.torch_tag in ("", other.torch_tag)
             and (self.cuda_tag == CPU_TAG or self.cuda_tag == other.cuda_tag)
         )
 
@@ -83,25 +84,24 @@ def _is_tag(part: str, prefix: str) -> bool:
 def parse_index_key(local: str | None) -> IndexKey | None:
     """The index key in a local version label; None for a label that names none (``cpu``,
     ``cu130``). ``[own.][ptNNN.]cuNNN.smXY[.smXY...][.ptxXY]``, or a host wheel's
-    ``[own.][ptNNN.]cuNNN.host`` or ``[own.]ptNNN.cpu``: a project's own label may stand in
-    front."""
+    ``[own.][ptNNN.]cuNNN.host``, ``[own.]ptNNN.cpu`` or ``[own.]cpu.host``: a project's own
+    label may stand in front."""
     if not local:
         return None
     parts = local.lower().split(".")
     at = next((i for i, part in enumerate(parts) if _is_tag(part, "cu")), None)
-    if at is None and parts[-1] == CPU_TAG:
-        at = len(parts) - 1
+    if at is None and CPU_TAG in parts[-2:]:
+        at = len(parts) - 1 - parts[::-1].index(CPU_TAG)
     if at is None:
         return None
     # a project's own label may stand in front of a stable-ABI classic wheel's too (no torch)
     torch_tag = parts[at - 1] if at > 0 and _is_tag(parts[at - 1], "pt") else ""
-    host = parts[at + 1 :] == ([] if parts[at] == CPU_TAG else [HOST_TAG])
+    tail = parts[at + 1 :]
+    host = tail == [HOST_TAG] or (parts[at] == CPU_TAG and not tail and bool(torch_tag))
     if parts[at] == CPU_TAG or host:
-        # A host wheel is another project's: tied to a torch, or on the stable ABI alone
-        # (``cu130.host``); prebuild's own CPU wheel (``+cpu``) and such a project's are keyless.
-        if host and (torch_tag or parts[at] != CPU_TAG):
-            return IndexKey(parts[at], (), (), torch_tag)
-        return None
+        # A host wheel is another project's: tied to a torch (``pt214.cpu``), or not
+        # (``cu130.host``, ``cpu.host``); prebuild's own CPU wheel (``+cpu``) is keyless.
+        return IndexKey(parts[at], (), (), torch_tag) if host else None
     sass, ptx = [], []
     try:
         for part in parts[at + 1 :]:

@@ -386,7 +386,9 @@ class Report:
             return (
                 f"{self.project} {self.version}: a {m.kind} build by prebuild for torch "
                 + (
-                    f"{m.torch_needed} (the stable ABI, built with {m.torch})"
+                    f"{m.torch_needed} (no torch ABI, built with {m.torch})"
+                    if m.torch_free
+                    else f"{m.torch_needed} (the stable ABI, built with {m.torch})"
                     if m.stable_abi
                     else f"{m.torch_minor} (built with {m.torch})"
                 )

@@ -369,7 +369,11 @@ def test_a_stable_abi_wheels_label_names_no_torch_and_its_pin_has_no_ceiling():
     key = parse_index_key(label)
     assert key is not None and key.torch_tag == "" and [a.sm for a in key.sass] == ["sm_90"]
     assert classic_host_label(None, CU130) == "cu130.host"
-    assert classic_host_label(None, None) == "cpu"
+    # CPU code not tied to a torch: keyed as a host wheel, unlike prebuild's own ``+cpu``
+    assert classic_host_label(None, None) == "cpu.host"
+    cpu = parse_index_key("cpu.host")
+    assert cpu is not None and cpu.host and cpu.cuda_version is None and cpu.torch_tag == ""
+    assert parse_index_key("cpu") is None
     pin = Requirement(torch_pin("2.14.1+cu130", "2.10")).specifier
     assert [pin.contains(v) for v in ("2.9.1", "2.10.0", "2.14.1", "2.15.0", "3.1.0")] == [
         False, True, True, True, True,

@@ -708,6 +708,7 @@ def test_a_classic_project_versioning_each_wheel_differently_is_told(tmp_path):
     # a stable-ABI wheel's label names no torch
     assert project_version("1.0.0+abc.cu130.sm90.ptx90") == "1.0.0+abc"
     assert project_version("1.0.0+cu130.host") == project_version("1.0.0+cpu") == "1.0.0"
+    assert project_version("1.0.0+abc.cpu.host") == "1.0.0+abc"  # CPU code tied to no torch
     manifest = classic_manifest()
 
     class Timestamped(FakeBuilder):

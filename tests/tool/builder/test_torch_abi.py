@@ -8,6 +8,7 @@ from c_libraries import shared_library
 from hypothesis import given
 from hypothesis import strategies as st
 
+from prebuild.runtime.manifest import CXX_ABI, NO_TORCH_ABI, STABLE_ABI
 from prebuild.tool.builder.torch_abi import (
     call_target,
     cxx_note,
@@ -16,6 +17,7 @@ from prebuild.tool.builder.torch_abi import (
     stable_symbols,
     target_value,
     torch_abi,
+    torch_free_note,
 )
 from prebuild.tool.inspection import undefined_symbols
 
@@ -107,14 +109,32 @@ def test_one_cxx_symbol_ties_the_wheel_to_its_torch_and_says_where_it_asked_othe
     # a classic build that never asked for the stable ABI is not told about it
     plain = torch_abi(mixed, [["c++", "-c", "b.cpp"]], "2.14.1+cu130")
     assert (plain.stable, plain.cxx, cxx_note(plain, "2.14.1+cu130")) == (False, None, None)
-    # no torch symbol at all (a library loaded by ctypes): left tied, as before
-    assert not torch_abi({"pkg/lib.so": NEUTRAL}, [], "2.14.1").stable
+
+
+def test_a_wheel_calling_nothing_of_torch_s_serves_every_torch():
+    """Libraries loaded by ctypes (bitsandbytes'), or on Python's and CUDA's C APIs alone: no
+    symbol of torch's, so no torch ABI; a library whose symbols could not be read (none found)
+    says nothing, and the wheel stays tied."""
+    libraries = {"pkg/libkernels.so": NEUTRAL, "pkg/_C.so": ["PyModule_Create2", "memcpy"]}
+    abi = torch_abi(libraries, [["nvcc", "-c", "k.cu"]], "2.14.1+cu130")
+    assert (abi.kind, abi.target, abi.cxx, abi.compiles) == (NO_TORCH_ABI, None, None, 1)
+    assert torch_abi({**libraries, "pkg/odd.so": []}, [], "2.14.1").kind == CXX_ABI
+    assert torch_abi({}, [], "2.14.1").kind == CXX_ABI
+    note = torch_free_note("2.14.1+cu130", "13")
+    assert (
+        "call nothing of torch's" in note
+        and "serves every torch release (its CUDA 13 builds)" in note
+    )
+    assert "not 2.14 alone" in note and "CUDA" not in torch_free_note("2.14.1", None)
 
 
 @given(st.lists(st.sampled_from(CXX + STABLE + NEUTRAL), max_size=12))
 def test_the_verdict_is_stable_exactly_when_no_cxx_and_some_shim_symbol(symbols):
+    symbols = [*symbols, "memcpy"]  # a library always needs something
     abi = torch_abi({"x.so": symbols}, [], "2.14.1")
-    assert abi.stable == (not set(symbols) & set(CXX) and bool(set(symbols) & set(STABLE)))
+    cxx, shim = bool(set(symbols) & set(CXX)), bool(set(symbols) & set(STABLE))
+    assert abi.stable == (not cxx and shim)
+    assert abi.kind == (CXX_ABI if cxx else STABLE_ABI if shim else NO_TORCH_ABI)
 
 
 def test_undefined_symbols_are_read_from_a_real_library(tmp_path):
@@ -133,8 +153,8 @@ def test_undefined_symbols_are_read_from_a_real_library(tmp_path):
 
 def test_a_name_another_library_of_the_wheel_defines_is_not_torch_s(tmp_path):
     """A wheel whose extension calls a C function named torch_... that its own helper library
-    defines (nothing of torch's): not read as the stable shim, so the wheel stays tied to its
-    torch; the shim function it does call from torch still is."""
+    defines (nothing of torch's): not read as the stable shim, so without the shim function it
+    calls from torch the wheel needs no torch ABI at all; with it, the stable ABI."""
     import zipfile
 
     from prebuild.tool.builder.classic import wheel_undefined_symbols
@@ -155,5 +175,5 @@ def test_a_name_another_library_of_the_wheel_defines_is_not_torch_s(tmp_path):
     assert "torch_scatter_sum" not in needs["pkg/_C.so"]
     assert "aoti_torch_get_numel" in needs["pkg/_C.so"]
     only_own = {"pkg/_C.so": needs["pkg/_C.so"] - {"aoti_torch_get_numel"}}
-    assert not torch_abi(only_own, [], "2.14.1").stable
+    assert torch_abi(only_own, [], "2.14.1").kind == NO_TORCH_ABI
     assert torch_abi(needs, [], "2.14.1").stable

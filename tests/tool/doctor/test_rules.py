@@ -399,6 +399,30 @@ def test_a_wheel_built_on_a_newer_glibc_fails_before_anything_loads():
     assert any("this machine's is 2.31" in c.message for c in rows if c.status == FAIL)
 
 
+def test_a_project_calling_nothing_of_torch_s_fits_every_torch_of_its_cuda_major():
+    """A classic wheel whose libraries call nothing of torch's (ctypes, CUDA host code): doctor
+    checks no torch release, still the CUDA major and a CPU build; the fixes name no release."""
+    from dataclasses import replace
+
+    p = project()
+    p = replace(p, manifest=replace(p.manifest, torch_abi="none"))
+    for version in ("2.9.1+cu130", "2.15.0+cu132"):
+        checks = project_checks(p, TorchInfo(version, "13.0", True), gpus((9, 0)))
+        assert [c.status for c in checks] == [OK] * len(checks), checks
+        assert (
+            "classic build for torch of any release (no torch ABI, built with 2.14.1+cu130)"
+            in checks[0].message
+        )
+    checks = project_checks(p, TorchInfo("2.15.0+cpu", None, False), gpus((9, 0)))
+    (cpu,) = [c for c in checks if c.status == FAIL]
+    assert "CPU build" in cpu.message and "'torch' --index-url" in cpu.fix
+    checks = project_checks(p, TorchInfo("2.15.0+cu128", "12.8", True), gpus((9, 0)))
+    (other,) = [c for c in checks if c.status == FAIL]
+    assert "torch uses CUDA 12.8" in other.message
+    checks = project_checks(p, TorchInfo(None, None, False), gpus((9, 0)))
+    assert checks[-1].fix == "pip install 'torch'"
+
+
 def test_a_stable_abi_project_fits_every_torch_from_its_target():
     """A classic wheel whose libraries use only the stable ABI: doctor checks torch >= its
     target, not its minor release, and still the CUDA major and the GPUs."""

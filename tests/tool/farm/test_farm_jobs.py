@@ -192,3 +192,48 @@ def test_a_stable_abi_wheel_is_built_once_for_the_newer_torch_jobs_it_serves(tmp
         again.smoke
     )
     assert "from 2.10 on" in again.smoke
+
+
+def test_a_wheel_calling_nothing_of_torch_s_is_built_once_for_every_torch_job(
+    tmp_path, monkeypatch
+):
+    """A classic project whose libraries call nothing of torch's (bitsandbytes' ctypes library):
+    the first torch's job builds the wheel, which serves the other torches' jobs of its CUDA,
+    Python and arch; a job of another arch is built."""
+    import dataclasses
+
+    from prebuild.runtime.manifest import NO_TORCH_ABI, ProjectManifest
+
+    built: list[str] = []
+
+    def run_job(job, recipe, python, work, wheels_dir, cache, gpu_archs=()):
+        built.append(job.title)
+        arch = job.wheel.replace("_", "")
+        name = write_wheel(wheels_dir, job.project, f"1.0+cu130.{arch}")
+        manifest = ProjectManifest(
+            "classic", f"{job.torch}.0+cu130", "13.0", "13.0", TAGS, (), (), (),
+            torch_abi=NO_TORCH_ABI,
+        )  # fmt: skip
+        with zipfile.ZipFile(wheels_dir / name, "a") as zf:
+            zf.writestr(f"{job.project}-1.0.dist-info/prebuild.json", manifest.to_json())
+        return Entry(job, BUILT, (name,))
+
+    monkeypatch.setattr(build, "run_job", run_job)
+    monkeypatch.setattr(build, "uv_binary", lambda: "uv")
+    monkeypatch.setattr(build, "publish", lambda site, ledger: None)
+    jobs = [
+        dataclasses.replace(job("free", arch), torch=torch)
+        for arch in ("sm_80", "sm_90")
+        for torch in ("2.14", "2.9", "2.12")
+    ]
+    report = Report()
+    build.run_farm(
+        jobs, {"free": None}, tmp_path / "site", tmp_path / "work", Environments(), report
+    )
+    assert built == ["free pt29 cu130 cp311 sm_80", "free pt29 cu130 cp311 sm_90"]
+    again = [e for e in report.finished if e.job.title not in built]
+    assert len(again) == 4 and all(e.status == BUILT for e in again)
+    for entry in again:
+        arch = entry.job.wheel.replace("_", "")
+        assert entry.wheels == (f"free-1.0+cu130.{arch}-{TAGS}.whl",)
+        assert "calls nothing of torch's and serves every torch" in entry.smoke

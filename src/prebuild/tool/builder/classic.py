@@ -43,6 +43,7 @@ from prebuild.runtime.manifest import (
     CPU_CODE,
     CUDA_HOST_CODE,
     GPU_CODE,
+    NO_TORCH_ABI,
     BuiltLibrary,
     CompilerCall,
     CxxStandard,
@@ -143,7 +144,7 @@ from prebuild.tool.builder.toolchain import (
     find_nvcc,
     find_torch,
 )
-from prebuild.tool.builder.torch_abi import cxx_note, stable_note, torch_abi
+from prebuild.tool.builder.torch_abi import cxx_note, stable_note, torch_abi, torch_free_note
 from prebuild.tool.builder.variant_twin import variant_json
 from prebuild.tool.inspection import (
     InspectionError,
@@ -1253,9 +1254,11 @@ class ClassicBuilder:
                 [c.run for c in (*calls, *host_calls.values())],
                 torch.version_string,
             )
+            cuda_major = str(nvcc.version.major) if code != CPU_CODE else None
             if abi.stable:
-                cuda_major = str(nvcc.version.major) if code != CPU_CODE else None
                 notes = (*notes, stable_note(abi, torch.version_string, cuda_major))
+            elif abi.kind == NO_TORCH_ABI:
+                notes = (*notes, torch_free_note(torch.version_string, cuda_major))
             elif why := cxx_note(abi, torch.version_string):
                 notes = (*notes, why)
             manifest = ProjectManifest(
@@ -1277,8 +1280,10 @@ class ClassicBuilder:
             )
             progress.phase("writing the wheel")
             # relabel_wheel keeps a project's own local label in front of this one. A
-            # stable-ABI wheel's names no torch: it serves every torch from its target on.
-            torch_label = None if manifest.stable_abi else torch.version_string
+            # stable-ABI wheel's names no torch: it serves every torch from its target on (and
+            # one that calls nothing of torch's, every torch).
+            tied = not (manifest.stable_abi or manifest.torch_free)
+            torch_label = torch.version_string if tied else None
             if manifest.host_only:
                 cuda = nvcc.version if manifest.needs_cuda else None
                 label = flags.classic_host_label(torch_label, cuda)
@@ -1303,7 +1308,9 @@ class ClassicBuilder:
                 built,
                 out_dir,
                 label,
-                flags.torch_pin(torch.version_string, manifest.torch_target),
+                None
+                if manifest.torch_free
+                else flags.torch_pin(torch.version_string, manifest.torch_target),
                 manifest.to_json(),
                 files,
                 variant,

@@ -171,9 +171,13 @@ def cuda_tag(cuda: Version) -> str:
 def classic_host_label(torch_version: str | None, cuda: Version | None) -> str:
     """``pt214.cu130.host`` (host code calling CUDA) or ``pt214.cpu`` (``cuda`` None: CPU code
     only): the label of a classic wheel with no GPU code, which serves every GPU.
-    ``torch_version`` None: a stable-ABI wheel's, which names no torch (``cu130.host``)."""
+    ``torch_version`` None: the label of one not tied to a torch (the stable ABI, or none),
+    which names no torch: ``cu130.host``, ``cpu.host`` (not prebuild's own ``cpu``: that one
+    has no index key)."""
+    if torch_version is None:
+        return f"{CPU_TAG if cuda is None else cuda_tag(cuda)}.{HOST_TAG}"
     tail = CPU_TAG if cuda is None else f"{cuda_tag(cuda)}.{HOST_TAG}"
-    return tail if torch_version is None else f"{torch_tag(torch_version)}.{tail}"
+    return f"{torch_tag(torch_version)}.{tail}"
 
 
 def torch_pin(torch_version: str, stable_target: str | None = None) -> str:

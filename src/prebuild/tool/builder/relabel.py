@@ -50,7 +50,7 @@ def project_version(version: str) -> str:
 def _is_our_label(parts: list[str]) -> bool:
     if re.fullmatch(r"pt\d+", parts[0]):
         return True
-    if parts == ["cpu"]:
+    if parts in (["cpu"], ["cpu", "host"]):
         return True
     return bool(re.fullmatch(r"cu\d+", parts[0])) and all(
         re.fullmatch(r"sm\d+[a-z]?|ptx\d+[a-z]?|host", part) for part in parts[1:]
@@ -91,7 +91,7 @@ def relabel_wheel(
     wheel: Path,
     out_dir: Path,
     label: str,
-    torch_requirement: str,
+    torch_requirement: str | None,
     manifest_json: str,
     dist_info_files: Mapping[str, str] | None = None,
     variant_label: str | None = None,

@@ -7,6 +7,8 @@ torch minor release it was built against. A project written against PyTorch's st
 (``aoti_torch_*``, ``torch_*``), which every later torch keeps: its wheel serves every torch from
 its target on, the version ``-DTORCH_TARGET_VERSION`` names (the headers default to the torch
 they come with). The symbols decide, not the flags: one C++ call ties the wheel to its torch.
+Libraries that call nothing of torch's (loaded by ctypes, as bitsandbytes'; or on Python's and
+CUDA's C APIs alone) serve every torch release: only the CUDA major still matters.
 
 Pure functions over symbol names and compiler calls; the builder reads them from the wheel
 (``inspection.undefined_symbols``) and from the shims' logs.
@@ -18,7 +20,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from prebuild.runtime.manifest import CXX_ABI, STABLE_ABI
+from prebuild.runtime.manifest import CXX_ABI, NO_TORCH_ABI, STABLE_ABI
 from prebuild.runtime.versions import minor, release
 
 # A mangled name that reaches into torch's C++ namespaces: a nested name (N, its qualifiers)
@@ -74,10 +76,11 @@ def is_compile(args: Sequence[str]) -> bool:
 
 @dataclass(frozen=True)
 class TorchAbi:
-    """What a classic wheel's libraries need of torch: ``kind`` CXX_ABI (its minor release) or
-    STABLE_ABI (``target`` and every later torch). ``cxx``: for a C++-ABI wheel whose build asked
-    for a stable-ABI target, one symbol that ties it and its library (why it is not stable);
-    ``untargeted``: the compile calls that set no target (they compile for the build's torch)."""
+    """What a classic wheel's libraries need of torch: ``kind`` CXX_ABI (its minor release),
+    STABLE_ABI (``target`` and every later torch) or NO_TORCH_ABI (nothing: any torch).
+    ``cxx``: for a C++-ABI wheel whose build asked for a stable-ABI target, one symbol that ties
+    it and its library (why it is not stable); ``untargeted``: the compile calls that set no
+    target (they compile for the build's torch)."""
 
     kind: str
     target: str | None = None
@@ -95,16 +98,21 @@ def torch_abi(
 ) -> TorchAbi:
     """Pure: the ABI a wheel's libraries (``undefined``: each library's undefined symbols) use,
     given the compiler calls of its build (nvcc's and the host compiler's, as run) and the torch
-    it was built against. Stable only where no library uses a C++ symbol of torch's and one
-    uses the stable shim; its target is the newest any compile call sets, a call that sets none
-    counting as the build torch's release (what the headers then compile for)."""
+    it was built against. None where no library uses a symbol of torch's; stable where none
+    uses a C++ symbol of torch's and one uses the stable shim; its target is the newest any
+    compile call sets, a call that sets none counting as the build torch's release (what the
+    headers then compile for)."""
     compiles = [args for args in calls if is_compile(args)]
     targets = [call_target(args) for args in compiles]
     asked = [t for t in targets if t is not None]
     untargeted = len(targets) - len(asked)
     libraries = {name: set(symbols) for name, symbols in undefined.items()}
     tied = [(name, found[0]) for name, s in sorted(libraries.items()) if (found := cxx_symbols(s))]
-    if tied or not any(stable_symbols(s) for s in libraries.values()):
+    shim = any(stable_symbols(s) for s in libraries.values())
+    # Every library read (one whose symbols could not be read says nothing: stays tied).
+    if not tied and not shim and libraries and all(libraries.values()):
+        return TorchAbi(NO_TORCH_ABI, compiles=len(compiles))
+    if tied or not shim:
         return TorchAbi(CXX_ABI, cxx=tied[0] if tied and asked else None)
     built = minor(torch_version)
     floor = [built] if untargeted or not asked else []
@@ -126,6 +134,16 @@ def stable_note(abi: TorchAbi, torch_version: str, cuda_major: str | None) -> st
             "(set it in every call, nvcc's included, for an older torch)"
         )
     return note
+
+
+def torch_free_note(torch_version: str, cuda_major: str | None) -> str:
+    """The summary's note on a wheel whose libraries call nothing of torch's."""
+    builds = f" (its CUDA {cuda_major} builds)" if cuda_major else ""
+    return (
+        "its libraries call nothing of torch's (no symbol of its C++ or stable ABI): the wheel "
+        f"keeps the project's own torch requirement and serves every torch release{builds}, not "
+        f"{minor(torch_version)} alone"
+    )
 
 
 def cxx_note(abi: TorchAbi, torch_version: str) -> str | None:

@@ -130,7 +130,9 @@ def wheel(
     build produces exactly the archs asked for, whatever its setup.py says; the archs are read back
     from every library; the version gains +pt214.cu130.sm90 and the wheel requires that torch minor
     release. One whose libraries use PyTorch's stable ABI alone (torch/csrc/stable) gains
-    +cu130.sm90 and requires torch>= its TORCH_TARGET_VERSION: every later torch too.
+    +cu130.sm90 and requires torch>= its TORCH_TARGET_VERSION: every later torch too; one whose
+    libraries call nothing of torch's (ctypes libraries) gains +cu130.sm90 and keeps its own
+    torch requirement: every torch.
 
     Examples:
 

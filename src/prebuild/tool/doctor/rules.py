@@ -353,7 +353,13 @@ def project_checks(
             area,
             FAIL if p.problem else OK,
             f"{p.title}: {m.kind} build for torch {m.torch_needed}"
-            + (" (the stable ABI, " if m.stable_abi else " (")
+            + (
+                " (no torch ABI, "
+                if m.torch_free
+                else " (the stable ABI, "
+                if m.stable_abi
+                else " ("
+            )
             + f"built with {m.torch}), CUDA {m.cuda}, "
             + (archs if m.host_only else f"archs {archs}")
             + (f"; {p.problem}" if p.problem else ""),
@@ -364,8 +370,10 @@ def project_checks(
         ",".join(sorted({arch_for_capability(g.capability).sm for g in gpus.gpus})) or "sm_XX"
     )
     rebuild = f"prebuild wheel --arch {need_archs} {p.name}"
-    spec = f">={m.torch_target}" if m.stable_abi else f"=={m.torch_minor}.*"
-    get_torch = compat.cuda_torch_command(m.cuda, m.torch_target or m.torch_minor, not m.stable_abi)
+    spec = m.torch_spec
+    get_torch = compat.cuda_torch_command(
+        m.cuda, "" if m.torch_free else m.torch_target or m.torch_minor, not m.stable_abi
+    )
     if torch.version is None:
         checks.append(
             Check(
@@ -403,8 +411,8 @@ def project_checks(
             Check(
                 area,
                 FAIL,
-                f"torch {torch.version} is a CPU build: {p.name}'s CUDA extension links torch's CUDA "
-                "libraries and cannot load with it",
+                f"torch {torch.version} is a CPU build: {p.name}'s CUDA extension links the CUDA "
+                "libraries a CUDA build of torch brings, and cannot load with it",
                 get_torch,
             )
         )

@@ -114,7 +114,8 @@ def run_farm(
         ordered = sorted(jobs, key=lambda j: (j.python, release(j.torch), j.cuda))
         pythons: dict[tuple, Path | EnvError] = {}
         host_built: dict[str, Entry] = {}  # a host wheel's job, by its arch_free_key
-        stable_built: dict[str, tuple[Entry, str]] = {}  # and its target, by torch_free_key
+        # a wheel not tied to its torch's job, and the torch it serves from, by torch_free_key
+        stable_built: dict[str, tuple[Entry, str]] = {}
         for number, job in enumerate(ordered, 1):
             report.job_started(number, len(ordered), job)
             spec = EnvSpec(job.python, job.torch, job.cuda)
@@ -140,12 +141,16 @@ def run_farm(
                     log=same.log,
                 )
             elif stable is not None and release(job.torch)[:2] >= release(target)[:2]:
+                why = (
+                    f"uses PyTorch's stable ABI alone and serves every torch from {target} on"
+                    if target
+                    else "calls nothing of torch's and serves every torch"
+                )
                 entry = Entry(
                     job,
                     BUILT,
                     stable.wheels,
-                    smoke=f"not built again: {stable.job.title}'s wheel uses PyTorch's stable "
-                    f"ABI alone and serves every torch from {target} on",
+                    smoke=f"not built again: {stable.job.title}'s wheel {why}",
                     log=stable.log,
                 )
             elif isinstance(python, EnvError):
@@ -160,7 +165,8 @@ def run_farm(
                 shutil.rmtree(objects_dir(work, job), ignore_errors=True)
             if entry.status == BUILT and all(is_host_wheel(w) for w in entry.wheels):
                 host_built.setdefault(job.arch_free_key, entry)
-            if entry.status == BUILT and (target := stable_target(wheels_dir, entry)):
+            target = stable_target(wheels_dir, entry) if entry.status == BUILT else None
+            if target is not None:
                 stable_built.setdefault(job.torch_free_key, (entry, target))
             entry = Entry(**{**entry.__dict__, "finished": _now()})
             ledger.record(entry)
@@ -239,9 +245,10 @@ def run_job(
     return Entry(job, BUILT, (wheel.name,), time.monotonic() - started, smoke=smoke, log=str(log))
 
 
-def stable_target(wheels_dir: Path, entry: Entry) -> str:
-    """The torch from which a job's wheel serves every torch (its libraries use PyTorch's
-    stable ABI alone: ``ProjectManifest.torch_target``); "" for one tied to its torch."""
+def stable_target(wheels_dir: Path, entry: Entry) -> str | None:
+    """The torch from which a job's wheels serve every torch (their libraries use PyTorch's
+    stable ABI alone: ``ProjectManifest.torch_target``), "" where they serve every torch (their
+    libraries call nothing of torch's); None for wheels tied to their torch."""
     from prebuild.runtime.manifest import ManifestError, ProjectManifest
     from prebuild.tool.inspection import InspectionError, inspect_wheel
 
@@ -250,11 +257,16 @@ def stable_target(wheels_dir: Path, entry: Entry) -> str:
         try:
             manifest = inspect_wheel(wheels_dir / name).manifest
         except (InspectionError, ManifestError, OSError):
-            return ""
-        if not isinstance(manifest, ProjectManifest) or not manifest.stable_abi:
-            return ""
-        targets.append(manifest.torch_target or "")
-    return max(targets, key=release, default="")
+            return None
+        if not isinstance(manifest, ProjectManifest):
+            return None
+        if manifest.torch_free:
+            targets.append("")
+        elif manifest.stable_abi and manifest.torch_target:
+            targets.append(manifest.torch_target)
+        else:
+            return None
+    return max(targets, key=release) if targets else None
 
 
 def objects_dir(work: Path, job: Job) -> Path:
