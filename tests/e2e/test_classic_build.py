@@ -26,6 +26,8 @@ with the CUDA build of torch 2.14.1.
   lacks, as torchsparse's does): stopped before compiling, naming it; built once it is on CPATH.
 - stable_ext (a setup.py project on PyTorch's stable ABI alone): one wheel for every torch
   from its target on, labelled and pinned so, which pip installs beside another torch.
+- ctypes_ext (a CUDA library loaded by ctypes, as bitsandbytes'): one wheel for every Python
+  (py310-none) and every torch.
 
 Every build reaches nvcc as our machines do: through a wrapper script on PATH (not in a
 toolkit's bin/), with CUDA_HOME unset; plain_ext's binding includes CUDA headers
@@ -444,6 +446,81 @@ def test_a_stable_abi_project_gets_one_wheel_for_every_torch_from_its_target(
     assert refused.returncode != 0 and "WheelMisfitError" in error, error
     assert "torch 2.13.0+cpu is a CPU build" in error, error
     assert "pip install 'torch>=2.10' --index-url https://download.pytorch.org/whl/cu130" in error
+
+
+def test_a_ctypes_library_gets_one_wheel_for_every_python_and_torch(
+    cuda_torch_python, fresh_cuda_venv, fresh_venv, tmp_path
+):
+    """ctypes_ext, a CUDA library loaded by ctypes as bitsandbytes' is (no Python C API, nothing
+    of torch's, though built as a CUDAExtension): tagged py310-none (pip takes it for every
+    Python from 3.10 on), labelled with no torch and not pinned, each said; it runs beside
+    torch 2.14.1, and beside the CPU torch 2.13 pip installs it and its guard says which torch
+    to install."""
+    out = tmp_path / "dist"
+    proc = prebuild_wheel(
+        cuda_torch_python, "--arch", "sm_90", str(FIXTURES / "ctypes_ext"), "--out", str(out)
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+    (wheel,) = out.glob("*.whl")
+    assert wheel.name == "ctypes_ext-0.1.0+cu130.sm90-py310-none-linux_x86_64.whl"
+    said = " ".join(proc.stdout.split())
+    assert (
+        "its libraries use nothing of Python's C API (none is an extension module): tagged "
+        "py310-none, for every Python from 3.10 on, not cp311 alone"
+    ) in said, said
+    assert "its libraries call nothing of torch's" in said, said
+    manifest, metadata, libraries = wheel_contents(wheel)  # RECORD checked
+    assert list(libraries) == ["ctypes_ext/_kernels.so"]
+    assert manifest["python_tag"] == "py310-none-linux_x86_64"
+    assert (manifest["torch_abi"], manifest["sass_archs"]) == ("none", ["sm_90"])
+    requires = [x for x in metadata.splitlines() if x.startswith("Requires-Dist:")]
+    assert requires == ["Requires-Dist: torch"], requires
+    with zipfile.ZipFile(wheel) as zf:
+        info = zf.read("ctypes_ext-0.1.0+cu130.sm90.dist-info/WHEEL").decode()
+    assert [x for x in info.splitlines() if x.startswith("Tag:")] == [
+        "Tag: py310-none-linux_x86_64"
+    ]
+    python = fresh_cuda_venv()
+
+    def pip_takes(version: str) -> bool:  # pip's own tag check for another Python
+        return (
+            subprocess.run(
+                [str(python), "-m", "pip", "install", "--dry-run", "--quiet", "--no-index",
+                 "--no-deps", "--only-binary=:all:", "--python-version", version,
+                 "--target", str(tmp_path / "target"), str(wheel)],
+                capture_output=True, text=True, timeout=300, env=clean_pip_env(),
+            ).returncode
+            == 0
+        )  # fmt: skip
+
+    assert [pip_takes(v) for v in ("3.9", "3.10", "3.13", "3.14")] == [False, True, True, True]
+    chosen = prebuild(
+        python, "install", "ctypes-ext", "--from", str(out), "--arch", "sm_90", "--json"
+    )
+    assert chosen.returncode == 0, chosen.stdout + chosen.stderr
+    assert json.loads(chosen.stdout)["chosen"]["wheel"] == wheel.name
+    ran = python_c(
+        python,
+        "import ctypes_ext, torch; print(ctypes_ext.add(2, 3), torch.cuda.is_initialized())",
+        tmp_path,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split("\n")[-2] == "5 False"
+    doctor = json.loads(prebuild(python, "doctor", "--json").stdout)
+    (found,) = doctor["projects"]
+    assert {c["status"] for c in found["checks"]} == {"ok"}, found["checks"]
+    assert "for torch of any release (no torch ABI" in found["checks"][0]["message"]
+    other = fresh_venv()
+    done = subprocess.run(
+        [str(other), "-m", "pip", "install", "--quiet", "--no-index", str(wheel)],
+        capture_output=True, text=True, timeout=600, env=clean_pip_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr  # no torch pin: beside torch 2.13 too
+    refused = python_c(other, "import ctypes_ext", tmp_path)
+    error = " ".join(refused.stderr.split())
+    assert refused.returncode != 0 and "WheelMisfitError" in error, error
+    assert "torch 2.13.0+cpu is a CPU build" in error, error
+    assert "pip install 'torch' --index-url https://download.pytorch.org/whl/cu130" in error
 
 
 def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(

@@ -98,6 +98,27 @@ def test_relabel_wheel(tmp_path):
         assert mode & stat.S_IXUSR
 
 
+def test_a_wheel_retagged_for_every_python_says_so_in_its_name_and_wheel_file(tmp_path):
+    """No torch pin (a wheel calling nothing of torch's keeps the project's requirement) and a
+    new tag: the name's and WHEEL's, RECORD still right."""
+    out = relabel_wheel(
+        make_wheel(tmp_path / "dist"), tmp_path / "out", "cu130.sm90", None, "{}\n",
+        tag="py310-none-linux_x86_64",
+    )  # fmt: skip
+    assert out.name == "fused_ssim-1.0.0+cu130.sm90-py310-none-linux_x86_64.whl"
+    with WheelFile(out) as wf:
+        for name in wf.namelist():
+            wf.read(name)
+        info = "fused_ssim-1.0.0+cu130.sm90.dist-info"
+        wheel_info = wf.read(f"{info}/WHEEL").decode()
+        metadata = wf.read(f"{info}/METADATA").decode()
+    assert [x for x in wheel_info.splitlines() if x.startswith("Tag:")] == [
+        "Tag: py310-none-linux_x86_64"
+    ]
+    assert "Root-Is-Purelib: false" in wheel_info
+    assert metadata == METADATA.replace("Version: 1.0.0", "Version: 1.0.0+cu130.sm90")
+
+
 def test_relabel_refuses_a_wheel_whose_record_does_not_match(tmp_path):
     original = make_wheel(tmp_path / "dist")
     tampered = tmp_path / "tampered.whl"

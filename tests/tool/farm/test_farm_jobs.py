@@ -237,3 +237,69 @@ def test_a_wheel_calling_nothing_of_torch_s_is_built_once_for_every_torch_job(
         arch = entry.job.wheel.replace("_", "")
         assert entry.wheels == (f"free-1.0+cu130.{arch}-{TAGS}.whl",)
         assert "calls nothing of torch's and serves every torch" in entry.smoke
+
+
+def test_a_wheel_for_every_python_is_built_once_for_the_python_jobs_it_serves(
+    tmp_path, monkeypatch
+):
+    """Libraries that use nothing of Python's C API (py310-none): the first Python's job
+    serves the later Pythons' from 3.10 on (not 3.9's); a torch-tied one (a torch op library
+    loaded by torch.ops.load_library) still builds once per torch, one calling nothing of
+    torch's once in all."""
+    import dataclasses
+
+    from prebuild.runtime.manifest import CXX_ABI, NO_TORCH_ABI, ProjectManifest
+
+    built: list[str] = []
+    any_python = "py310-none-linux_x86_64"
+
+    def run_job(job, recipe, python, work, wheels_dir, cache, gpu_archs=()):
+        built.append(job.title)
+        free = job.project == "free"
+        label = "cu130.sm80" if free else f"pt{job.torch.replace('.', '')}.cu130.sm80"
+        tags = TAGS if job.python == "3.9" else any_python
+        filename = f"{job.project}-1.0+{label}-{tags}.whl"
+        manifest = ProjectManifest(
+            "classic", f"{job.torch}.0+cu130", "13.0", "13.0", tags, (), (), (),
+            torch_abi=NO_TORCH_ABI if free else CXX_ABI,
+        )  # fmt: skip
+        with zipfile.ZipFile(wheels_dir / filename, "w") as zf:
+            zf.writestr(f"{job.project}-1.0.dist-info/prebuild.json", manifest.to_json())
+        return Entry(job, BUILT, (filename,))
+
+    monkeypatch.setattr(build, "run_job", run_job)
+    monkeypatch.setattr(build, "uv_binary", lambda: "uv")
+    monkeypatch.setattr(build, "publish", lambda site, ledger: None)
+    jobs = [
+        dataclasses.replace(job(project, "sm_80"), torch=torch, python=python)
+        for project in ("free", "ops")
+        for torch in ("2.14", "2.12")
+        for python in ("3.12", "3.11", "3.9")
+    ]
+    report = Report()
+    build.run_farm(
+        jobs, {"free": None, "ops": None}, tmp_path / "site", tmp_path / "work",
+        Environments(), report,
+    )  # fmt: skip
+    assert sorted(built) == [
+        "free pt212 cu130 cp311 sm_80",
+        "free pt212 cu130 cp39 sm_80",  # 3.9: older than the py310 wheel serves
+        "ops pt212 cu130 cp311 sm_80",
+        "ops pt212 cu130 cp39 sm_80",
+        "ops pt214 cu130 cp311 sm_80",  # tied to its torch
+        "ops pt214 cu130 cp39 sm_80",
+    ]
+    finished = {e.job.title: e for e in report.finished}
+    assert len(finished) == 12 and all(e.status == BUILT for e in finished.values())
+    assert finished["free pt214 cu130 cp312 sm_80"].smoke == (
+        "not built again: free pt212 cu130 cp311 sm_80's wheel calls nothing of torch's and "
+        "serves every torch; it serves every Python from 3.10 on"
+    )
+    assert finished["ops pt214 cu130 cp312 sm_80"].smoke == (
+        "not built again: ops pt214 cu130 cp311 sm_80's wheel serves every Python from 3.10 on"
+    )
+    assert finished["ops pt214 cu130 cp312 sm_80"].wheels == (
+        f"ops-1.0+pt214.cu130.sm80-{any_python}.whl",
+    )
+    # a wheel of one Python's tag serves that Python's jobs alone: here, every torch's
+    assert finished["free pt214 cu130 cp39 sm_80"].wheels == (f"free-1.0+cu130.sm80-{TAGS}.whl",)

@@ -108,6 +108,7 @@ from prebuild.tool.builder.nvcc_shim import (
 )
 from prebuild.tool.builder.plan import PlannedWheel
 from prebuild.tool.builder.project import SCM_VERSION_ENV, environment_hints, last_error
+from prebuild.tool.builder.python_tag import any_python_note, any_python_tag, uses_python_api
 from prebuild.tool.builder.relabel import (
     add_local_label,
     is_torch_requirement,
@@ -638,9 +639,9 @@ def wheel_needed_libraries(wheel: Path) -> dict[str, tuple[str, ...]]:
         }
 
 
-def wheel_undefined_symbols(wheel: Path) -> dict[str, frozenset[str]]:
-    """Each shared library of the wheel, and the symbols it needs from outside the wheel (those
-    another of its libraries defines left out)."""
+def wheel_symbols(wheel: Path) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+    """Each shared library of the wheel, the symbols it defines, and those it needs from outside
+    the wheel (those another of its libraries defines left out)."""
     with zipfile.ZipFile(wheel) as zf:
         symbols = {
             name: dynamic_symbols(zf.read(name))
@@ -648,7 +649,12 @@ def wheel_undefined_symbols(wheel: Path) -> dict[str, frozenset[str]]:
             if is_shared_library(name)
         }
     own = frozenset().union(*(defined for defined, _ in symbols.values()))
-    return {name: undefined - own for name, (_, undefined) in symbols.items()}
+    return {name: (defined, undefined - own) for name, (defined, undefined) in symbols.items()}
+
+
+def wheel_undefined_symbols(wheel: Path) -> dict[str, frozenset[str]]:
+    """Each shared library of the wheel, and the symbols it needs from outside the wheel."""
+    return {name: undefined for name, (_, undefined) in wheel_symbols(wheel).items()}
 
 
 def read_wheel_libraries(wheel: Path) -> tuple[BuiltLibrary, ...]:
@@ -1249,11 +1255,25 @@ class ClassicBuilder:
                 found = {name: found_at(name, os.environ) for name in system}
                 why = kept_reason(system, self.bundle, failure)
                 notes = (*notes, system_libraries_note(found, why))
+            symbols = wheel_symbols(built)
+            undefined = {name: needs for name, (_, needs) in symbols.items()}
             abi = torch_abi(
-                wheel_undefined_symbols(built),
+                undefined,
                 [c.run for c in (*calls, *host_calls.values())],
                 torch.version_string,
             )
+            # A wheel whose libraries use nothing of Python's (ctypes libraries) serves every
+            # Python: tagged so, as such projects' own wheels are (bitsandbytes' py3-none).
+            built_tag = "-".join(built.name[: -len(".whl")].split("-")[-3:])
+            tag = None
+            if not uses_python_api(
+                undefined,
+                {name: defines for name, (defines, _) in symbols.items()},
+                wheel_needed_libraries(built),
+            ):
+                tag = any_python_tag(built_tag)
+                if tag is not None:
+                    notes = (*notes, any_python_note(built_tag, tag))
             cuda_major = str(nvcc.version.major) if code != CPU_CODE else None
             if abi.stable:
                 notes = (*notes, stable_note(abi, torch.version_string, cuda_major))
@@ -1266,7 +1286,7 @@ class ClassicBuilder:
                 torch=torch.version_string,
                 torch_cuda=torch.cuda,
                 cuda=str(nvcc.version),
-                python_tag="-".join(built.name[: -len(".whl")].split("-")[-3:]),
+                python_tag=tag or built_tag,
                 sass_archs=recorded_sass(libraries, sass),
                 ptx_archs=tuple(sorted(ptx)),
                 libraries=libraries,
@@ -1315,6 +1335,7 @@ class ClassicBuilder:
                 files,
                 variant,
                 files=self.guard(built, label),
+                tag=tag,
             )
         notes = (
             *notes,

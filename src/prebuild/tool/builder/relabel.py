@@ -96,10 +96,12 @@ def relabel_wheel(
     dist_info_files: Mapping[str, str] | None = None,
     variant_label: str | None = None,
     files: Mapping[str, str] | None = None,
+    tag: str | None = None,
 ) -> Path:
     """Write the relabelled copy of ``wheel``, with ``manifest_json`` as its .dist-info's
-    prebuild.json (and ``dist_info_files``, and ``files`` added beside the project's), into
-    ``out_dir`` (atomically) and return it."""
+    prebuild.json (and ``dist_info_files``, and ``files`` added beside the project's, and
+    ``tag``, python-abi-platform, instead of its own), into ``out_dir`` (atomically) and return
+    it."""
     version = add_local_label(str(parse_wheel_filename(wheel.name)[1]), label)
     return rewrite_wheel(
         wheel,
@@ -109,6 +111,7 @@ def relabel_wheel(
         dist_info_files={PROJECT_MANIFEST_NAME: manifest_json, **(dist_info_files or {})},
         variant_label=variant_label,
         files=files,
+        tag=tag,
     )
 
 
@@ -127,10 +130,12 @@ def rewrite_wheel(
     dist_info_files: Mapping[str, str] | None = None,
     variant_label: str | None = None,
     files: Mapping[str, str] | None = None,
+    tag: str | None = None,
 ) -> Path:
-    """A copy of ``wheel`` in ``out_dir`` (placed atomically): its version and torch requirement
-    replaced when given, ``dist_info_files`` (name -> text) added to its .dist-info, ``files``
-    (path in the wheel -> text) replaced, and ``variant_label`` after its platform tag."""
+    """A copy of ``wheel`` in ``out_dir`` (placed atomically): its version, torch requirement
+    and tag (python-abi-platform: the name's and WHEEL's) replaced when given,
+    ``dist_info_files`` (name -> text) added to its .dist-info, ``files`` (path in the wheel ->
+    text) replaced, and ``variant_label`` after its platform tag."""
     old_version = str(parse_wheel_filename(wheel.name)[1])
     new_version = version or old_version
     with tempfile.TemporaryDirectory(prefix="prebuild-relabel-") as tmp:
@@ -164,7 +169,11 @@ def rewrite_wheel(
         for name, text in (files or {}).items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_text(text, encoding="utf-8")
-        tag = "-".join(wheel.name[: -len(".whl")].split("-")[-3:])  # python-abi-platform, as built
+        if tag is not None:
+            info = new_info / "WHEEL"
+            info.write_text(retagged_wheel_info(info.read_text(encoding="utf-8"), tag))
+        else:
+            tag = "-".join(wheel.name[: -len(".whl")].split("-")[-3:])  # python-abi-platform
         filename = (
             f"{stem}-{new_version}-{tag}.whl"  # (a build tag, if any, belonged to the old version)
         )
@@ -174,6 +183,12 @@ def rewrite_wheel(
         return place_atomically(
             built, out_dir, variant_filename(filename, variant_label) if variant_label else None
         )
+
+
+def retagged_wheel_info(text: str, tag: str) -> str:
+    """Pure: a WHEEL file whose ``Tag`` lines are replaced by one, ``tag``."""
+    lines = [line for line in text.splitlines() if not line.startswith("Tag:")]
+    return "\n".join([*lines, f"Tag: {tag}"]) + "\n"
 
 
 def place_atomically(built: Path, out_dir: Path, filename: str | None = None) -> Path:

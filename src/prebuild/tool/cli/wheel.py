@@ -132,7 +132,8 @@ def wheel(
     release. One whose libraries use PyTorch's stable ABI alone (torch/csrc/stable) gains
     +cu130.sm90 and requires torch>= its TORCH_TARGET_VERSION: every later torch too; one whose
     libraries call nothing of torch's (ctypes libraries) gains +cu130.sm90 and keeps its own
-    torch requirement: every torch.
+    torch requirement: every torch. One whose libraries use nothing of Python's C API is tagged
+    py310-none: every Python from 3.10 on.
 
     Examples:
 

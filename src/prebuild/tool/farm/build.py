@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -114,8 +115,8 @@ def run_farm(
         ordered = sorted(jobs, key=lambda j: (j.python, release(j.torch), j.cuda))
         pythons: dict[tuple, Path | EnvError] = {}
         host_built: dict[str, Entry] = {}  # a host wheel's job, by its arch_free_key
-        # a wheel not tied to its torch's job, and the torch it serves from, by torch_free_key
-        stable_built: dict[str, tuple[Entry, str]] = {}
+        # jobs whose wheels serve other torches or Pythons too, by torch_python_free_key
+        wide_built: dict[str, list[tuple[Entry, Reach]]] = {}
         for number, job in enumerate(ordered, 1):
             report.job_started(number, len(ordered), job)
             spec = EnvSpec(job.python, job.torch, job.cuda)
@@ -130,7 +131,14 @@ def run_farm(
                 pythons[spec, job.build_requires] = exc
                 python = exc
             same = host_built.get(job.arch_free_key)
-            stable, target = stable_built.get(job.torch_free_key, (None, ""))
+            wide = next(
+                (
+                    (entry, reach)
+                    for entry, reach in wide_built.get(job.torch_python_free_key, ())
+                    if reach.serves(entry.job, job)
+                ),
+                None,
+            )
             if same is not None:
                 entry = Entry(
                     job,
@@ -140,18 +148,14 @@ def run_farm(
                     "serves this arch too",
                     log=same.log,
                 )
-            elif stable is not None and release(job.torch)[:2] >= release(target)[:2]:
-                why = (
-                    f"uses PyTorch's stable ABI alone and serves every torch from {target} on"
-                    if target
-                    else "calls nothing of torch's and serves every torch"
-                )
+            elif wide is not None:
+                built_by, reach = wide
                 entry = Entry(
                     job,
                     BUILT,
-                    stable.wheels,
-                    smoke=f"not built again: {stable.job.title}'s wheel {why}",
-                    log=stable.log,
+                    built_by.wheels,
+                    smoke=f"not built again: {built_by.job.title}'s wheel {reach.why(built_by.job, job)}",
+                    log=built_by.log,
                 )
             elif isinstance(python, EnvError):
                 entry = Entry(job, FAILED, error=str(python), log=str(environments.log))
@@ -165,9 +169,9 @@ def run_farm(
                 shutil.rmtree(objects_dir(work, job), ignore_errors=True)
             if entry.status == BUILT and all(is_host_wheel(w) for w in entry.wheels):
                 host_built.setdefault(job.arch_free_key, entry)
-            target = stable_target(wheels_dir, entry) if entry.status == BUILT else None
-            if target is not None:
-                stable_built.setdefault(job.torch_free_key, (entry, target))
+            reach = wheel_reach(wheels_dir, entry) if entry.status == BUILT else None
+            if reach is not None and reach.wide:
+                wide_built.setdefault(job.torch_python_free_key, []).append((entry, reach))
             entry = Entry(**{**entry.__dict__, "finished": _now()})
             ledger.record(entry)
             write_ledger(ledger, site)
@@ -245,14 +249,51 @@ def run_job(
     return Entry(job, BUILT, (wheel.name,), time.monotonic() - started, smoke=smoke, log=str(log))
 
 
-def stable_target(wheels_dir: Path, entry: Entry) -> str | None:
-    """The torch from which a job's wheels serve every torch (their libraries use PyTorch's
-    stable ABI alone: ``ProjectManifest.torch_target``), "" where they serve every torch (their
-    libraries call nothing of torch's); None for wheels tied to their torch."""
+@dataclass(frozen=True)
+class Reach:
+    """What a built job's wheels serve beyond its own torch and Python."""
+
+    torch_from: str | None  # every torch from this one on ("": every torch); None: its own
+    python_from: str | None  # every Python from this one on (py310-none, cp39-abi3); None: its own
+
+    @property
+    def wide(self) -> bool:
+        return self.torch_from is not None or self.python_from is not None
+
+    def serves(self, built: Job, job: Job) -> bool:
+        """Whether the wheels ``built`` made serve ``job`` (same but for torch and Python)."""
+        torch = job.torch == built.torch or (
+            self.torch_from is not None and release(job.torch)[:2] >= release(self.torch_from)[:2]
+        )
+        python = job.python == built.python or (
+            self.python_from is not None
+            and release(job.python)[:2] >= release(self.python_from)[:2]
+        )
+        return torch and python
+
+    def why(self, built: Job, job: Job) -> str:
+        """``uses PyTorch's stable ABI alone and serves every torch from 2.10 on``."""
+        reasons = []
+        if job.torch != built.torch:
+            reasons.append(
+                f"uses PyTorch's stable ABI alone and serves every torch from {self.torch_from} on"
+                if self.torch_from
+                else "calls nothing of torch's and serves every torch"
+            )
+        if job.python != built.python:
+            reasons.append(f"serves every Python from {self.python_from} on")
+        return "; it ".join(reasons)
+
+
+def wheel_reach(wheels_dir: Path, entry: Entry) -> Reach | None:
+    """What a built job's wheels serve beyond its own torch and Python, read from their
+    manifests: every torch from a target on (PyTorch's stable ABI alone, ``torch_target``) or
+    every torch (nothing of torch's), every Python from one on (``py310-none``, ``cp39-abi3``);
+    None where one cannot be read or is not another project's."""
     from prebuild.runtime.manifest import ManifestError, ProjectManifest
     from prebuild.tool.inspection import InspectionError, inspect_wheel
 
-    targets = []
+    targets, pythons = [], []
     for name in entry.wheels:
         try:
             manifest = inspect_wheel(wheels_dir / name).manifest
@@ -265,8 +306,18 @@ def stable_target(wheels_dir: Path, entry: Entry) -> str | None:
         elif manifest.stable_abi and manifest.torch_target:
             targets.append(manifest.torch_target)
         else:
-            return None
-    return max(targets, key=release) if targets else None
+            targets.append(None)
+        pythons.append(python_floor(manifest.python_tag))
+    torch_from = None if None in targets else max(targets, key=release, default=None)
+    python_from = None if None in pythons else max(pythons, key=release, default=None)
+    return Reach(torch_from, python_from)
+
+
+def python_floor(tag: str) -> str | None:
+    """Pure: the oldest Python a wheel's tag serves with every later one: ``3.10`` for
+    ``py310-none-...``, ``3.9`` for ``cp39-abi3-...``; None for one Python's (``cp311-cp311``)."""
+    match = re.match(r"^(?:py3(\d+)-none|cp3(\d+)-abi3)-", tag)
+    return f"3.{match.group(1) or match.group(2)}" if match else None
 
 
 def objects_dir(work: Path, job: Job) -> Path:

@@ -116,10 +116,11 @@ class Job:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @property
-    def torch_free_key(self) -> str:
-        """The key of what decides the output but the torch: jobs sharing it build the same
-        wheel where the project uses PyTorch's stable ABI alone (from its target on)."""
-        facts = {k: v for k, v in self.decides().items() if k != "torch"}
+    def torch_python_free_key(self) -> str:
+        """The key of what decides the output but the torch and the Python: jobs sharing it
+        build the same wheel where the project's libraries use PyTorch's stable ABI alone
+        (from its target on) or nothing of torch's, and nothing of Python's C API."""
+        facts = {k: v for k, v in self.decides().items() if k not in ("torch", "python")}
         text = json.dumps(facts, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
