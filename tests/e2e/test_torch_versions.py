@@ -174,48 +174,9 @@ def check_the_wheel(
         )
 
 
-def check_a_stable_classic_wheel(wheel: Path, python: Path, tmp_path: Path) -> None:
-    """The same promise for another project's wheel: stable_ext, a setup.py project on the
-    stable ABI that prebuild built against torch 2.14.1 (its pin: torch>=2.10), runs its op in
-    this torch where the CUDA major is its own (13), and its guard says why not elsewhere."""
-    installed = subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "--no-index", str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=UNCAPPED,
-    )
-    assert installed.returncode == 0, installed.stderr[-3000:]
-    script = (
-        "import json, torch, stable_ext\n"
-        "print(json.dumps({'cuda': torch.version.cuda, 'out': stable_ext.scale("
-        "torch.arange(3.0), 2.5).tolist(), 'cuda_kernel': torch._C._dispatch_has_kernel_for_"
-        "dispatch_key('stable_ext::scale', 'CUDA'), 'initialized': torch.cuda.is_initialized()}))"
-    )
-    ran = subprocess.run(
-        [str(python), "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300
-    )
-    cuda = subprocess.run(
-        [str(python), "-c", "import torch; print(torch.version.cuda)"],
-        capture_output=True, text=True, timeout=300,
-    ).stdout.strip()  # fmt: skip
-    if cuda.startswith("13."):
-        assert ran.returncode == 0, ran.stderr[-3000:]
-        result = json.loads(ran.stdout.strip().splitlines()[-1])
-        assert result == {
-            "cuda": cuda, "out": [0.0, 2.5, 5.0], "cuda_kernel": True, "initialized": False
-        }, result  # fmt: skip
-    else:
-        error = " ".join(ran.stderr.split())
-        assert ran.returncode != 0 and "WheelMisfitError" in error, error
-        assert f"uses CUDA {cuda}, and the extension was built with CUDA 13.0" in error, error
-
-
-def check_a_torch_free_classic_wheel(wheel: Path, python: Path, tmp_path: Path) -> None:
-    """And for one whose libraries call nothing of torch's: cuda_host_ext (CUDA host code on
-    Python's and CUDA's C APIs), built against torch 2.14.1 with no torch pin, installs beside
-    any torch and runs where torch's CUDA major is its own (its libcudart.so.13 is there); its
-    guard says why not elsewhere, naming no torch release to install."""
+def install_and_run(wheel: Path, python: Path, script: str, cwd: Path):
+    """pip installs another project's ``wheel`` (no index, no dependencies: torch is there) and
+    runs ``script``: this torch's CUDA version, and the run."""
     installed = subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", str(wheel)],
         capture_output=True,
@@ -224,23 +185,59 @@ def check_a_torch_free_classic_wheel(wheel: Path, python: Path, tmp_path: Path) 
         env=UNCAPPED,
     )
     assert installed.returncode == 0, installed.stderr[-3000:]
-    script = (
-        "import torch, cuda_host_ext\n"
-        "count, error = cuda_host_ext.device_count()\n"
-        "print(torch.version.cuda, count, error.startswith('cuda'), torch.cuda.is_initialized())"
-    )
     ran = subprocess.run(
-        [str(python), "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300
+        [str(python), "-c", script], capture_output=True, text=True, cwd=cwd, timeout=300
     )
     cuda = subprocess.run(
         [str(python), "-c", "import torch; print(torch.version.cuda)"],
         capture_output=True, text=True, timeout=300,
     ).stdout.strip()  # fmt: skip
+    return cuda, ran
+
+
+def refused_for_its_cuda(ran: subprocess.CompletedProcess, cuda: str) -> str:
+    """The guard's refusal of a CUDA 13 wheel beside a torch of another CUDA major."""
+    error = " ".join(ran.stderr.split())
+    assert ran.returncode != 0 and "WheelMisfitError" in error, error
+    assert f"uses CUDA {cuda}, and the extension was built with CUDA 13.0" in error, error
+    return error
+
+
+def check_a_stable_classic_wheel(wheel: Path, python: Path, tmp_path: Path) -> None:
+    """The same promise for another project's wheel: stable_ext, a setup.py project on the
+    stable ABI that prebuild built against torch 2.14.1 (its pin: torch>=2.10), runs its op in
+    this torch where the CUDA major is its own (13), and its guard says why not elsewhere."""
+    script = (
+        "import json, torch, stable_ext\n"
+        "print(json.dumps({'cuda': torch.version.cuda, 'out': stable_ext.scale("
+        "torch.arange(3.0), 2.5).tolist(), 'cuda_kernel': torch._C._dispatch_has_kernel_for_"
+        "dispatch_key('stable_ext::scale', 'CUDA'), 'initialized': torch.cuda.is_initialized()}))"
+    )
+    cuda, ran = install_and_run(wheel, python, script, tmp_path)
+    if cuda.startswith("13."):
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        result = json.loads(ran.stdout.strip().splitlines()[-1])
+        assert result == {
+            "cuda": cuda, "out": [0.0, 2.5, 5.0], "cuda_kernel": True, "initialized": False
+        }, result  # fmt: skip
+    else:
+        refused_for_its_cuda(ran, cuda)
+
+
+def check_a_torch_free_classic_wheel(wheel: Path, python: Path, tmp_path: Path) -> None:
+    """And for one whose libraries call nothing of torch's: cuda_host_ext (CUDA host code on
+    Python's and CUDA's C APIs), built against torch 2.14.1 with no torch pin, installs beside
+    any torch and runs where torch's CUDA major is its own (its libcudart.so.13 is there); its
+    guard says why not elsewhere, naming no torch release to install."""
+    script = (
+        "import torch, cuda_host_ext\n"
+        "count, error = cuda_host_ext.device_count()\n"
+        "print(torch.version.cuda, count, error.startswith('cuda'), torch.cuda.is_initialized())"
+    )
+    cuda, ran = install_and_run(wheel, python, script, tmp_path)
     if cuda.startswith("13."):
         assert ran.returncode == 0, ran.stderr[-3000:]
         assert ran.stdout.split("\n")[-2] == f"{cuda} 0 True False"  # no GPU here
     else:
-        error = " ".join(ran.stderr.split())
-        assert ran.returncode != 0 and "WheelMisfitError" in error, error
-        assert f"uses CUDA {cuda}, and the extension was built with CUDA 13.0" in error, error
+        error = refused_for_its_cuda(ran, cuda)
         assert "pip install 'torch' --index-url https://download.pytorch.org/whl/cu130" in error

@@ -142,6 +142,34 @@ def test_jobs_differing_in_archs_share_a_build_dir_removed_once_all_of_them_are_
     assert not build.objects_dir(work, sm80).exists() and build.objects_dir(work, other).is_dir()
 
 
+def run_fake_farm(tmp_path, monkeypatch, jobs, describe) -> tuple[list[str], Report]:
+    """``run_farm`` over ``jobs`` whose builds each write a wheel holding its prebuild.json
+    alone: ``describe(job)`` -> (its local label, its tags, ProjectManifest's keyword arguments).
+    The titles of the jobs built, in order, and the report."""
+    from prebuild.runtime.manifest import ProjectManifest
+
+    built: list[str] = []
+
+    def run_job(job, recipe, python, work, wheels_dir, cache, gpu_archs=()):
+        built.append(job.title)
+        label, tags, abi = describe(job)
+        filename = f"{job.project}-1.0+{label}-{tags}.whl"
+        manifest = ProjectManifest(
+            "classic", f"{job.torch}.0+cu130", "13.0", "13.0", tags, (), (), (), **abi
+        )
+        with zipfile.ZipFile(wheels_dir / filename, "w") as zf:
+            zf.writestr(f"{job.project}-1.0.dist-info/prebuild.json", manifest.to_json())
+        return Entry(job, BUILT, (filename,))
+
+    monkeypatch.setattr(build, "run_job", run_job)
+    monkeypatch.setattr(build, "uv_binary", lambda: "uv")
+    monkeypatch.setattr(build, "publish", lambda site, ledger: None)
+    report = Report()
+    projects = {j.project: None for j in jobs}
+    build.run_farm(jobs, projects, tmp_path / "site", tmp_path / "work", Environments(), report)
+    return built, report
+
+
 def test_a_stable_abi_wheel_is_built_once_for_the_newer_torch_jobs_it_serves(tmp_path, monkeypatch):
     """A classic project whose libraries use the stable ABI alone (target 2.10): the oldest
     torch's job that builds it (2.12; 2.9's build is tied to 2.9) serves the 2.14 job, recorded
@@ -149,36 +177,19 @@ def test_a_stable_abi_wheel_is_built_once_for_the_newer_torch_jobs_it_serves(tmp
     are each built. Jobs run oldest torch first, by release, not by text ("2.9" < "2.12")."""
     import dataclasses
 
-    from prebuild.runtime.manifest import STABLE_ABI, ProjectManifest
+    from prebuild.runtime.manifest import CXX_ABI, STABLE_ABI
 
-    built: list[str] = []
+    def describe(job):
+        if job.project == "sabi" and job.torch != "2.9":
+            return "cu130.sm80", TAGS, {"torch_abi": STABLE_ABI, "torch_target": "2.10"}
+        return f"pt{job.torch.replace('.', '')}.cu130.sm80", TAGS, {"torch_abi": CXX_ABI}
 
-    def run_job(job, recipe, python, work, wheels_dir, cache, gpu_archs=()):
-        built.append(job.title)
-        stable = job.project == "sabi" and job.torch != "2.9"
-        label = "cu130.sm80" if stable else f"pt{job.torch.replace('.', '')}.cu130.sm80"
-        name = write_wheel(wheels_dir, job.project, f"1.0+{label}")
-        manifest = ProjectManifest(
-            "classic", f"{job.torch}.0+cu130", "13.0", "13.0", TAGS, (), (), (),
-            torch_abi=STABLE_ABI if stable else "cxx", torch_target="2.10" if stable else None,
-        )  # fmt: skip
-        with zipfile.ZipFile(wheels_dir / name, "a") as zf:
-            zf.writestr(f"{job.project}-1.0.dist-info/prebuild.json", manifest.to_json())
-        return Entry(job, BUILT, (name,))
-
-    monkeypatch.setattr(build, "run_job", run_job)
-    monkeypatch.setattr(build, "uv_binary", lambda: "uv")
-    monkeypatch.setattr(build, "publish", lambda site, ledger: None)
     jobs = [
         dataclasses.replace(job(project, "sm_80"), torch=torch)
         for project in ("sabi", "plain")
         for torch in ("2.14", "2.9", "2.12")
     ]
-    report = Report()
-    build.run_farm(
-        jobs, {"sabi": None, "plain": None}, tmp_path / "site", tmp_path / "work",
-        Environments(), report,
-    )  # fmt: skip
+    built, report = run_fake_farm(tmp_path, monkeypatch, jobs, describe)
     assert built == [
         "sabi pt29 cu130 cp311 sm_80",
         "plain pt29 cu130 cp311 sm_80",
@@ -194,112 +205,53 @@ def test_a_stable_abi_wheel_is_built_once_for_the_newer_torch_jobs_it_serves(tmp
     assert "from 2.10 on" in again.smoke
 
 
-def test_a_wheel_calling_nothing_of_torch_s_is_built_once_for_every_torch_job(
+def test_a_wheel_for_every_torch_or_python_is_built_once_for_the_jobs_it_serves(
     tmp_path, monkeypatch
 ):
-    """A classic project whose libraries call nothing of torch's (bitsandbytes' ctypes library):
-    the first torch's job builds the wheel, which serves the other torches' jobs of its CUDA,
-    Python and arch; a job of another arch is built."""
+    """Libraries that call nothing of torch's (bitsandbytes' ctypes library) and nothing of
+    Python's C API (py310-none): the first job of an arch serves the other torches' and the
+    later Pythons' from 3.10 on (not 3.9's), of its CUDA and arch; a torch-tied one (a torch
+    op library loaded by torch.ops.load_library) still builds once per torch."""
     import dataclasses
 
-    from prebuild.runtime.manifest import NO_TORCH_ABI, ProjectManifest
+    from prebuild.runtime.manifest import CXX_ABI, NO_TORCH_ABI
 
-    built: list[str] = []
-
-    def run_job(job, recipe, python, work, wheels_dir, cache, gpu_archs=()):
-        built.append(job.title)
-        arch = job.wheel.replace("_", "")
-        name = write_wheel(wheels_dir, job.project, f"1.0+cu130.{arch}")
-        manifest = ProjectManifest(
-            "classic", f"{job.torch}.0+cu130", "13.0", "13.0", TAGS, (), (), (),
-            torch_abi=NO_TORCH_ABI,
-        )  # fmt: skip
-        with zipfile.ZipFile(wheels_dir / name, "a") as zf:
-            zf.writestr(f"{job.project}-1.0.dist-info/prebuild.json", manifest.to_json())
-        return Entry(job, BUILT, (name,))
-
-    monkeypatch.setattr(build, "run_job", run_job)
-    monkeypatch.setattr(build, "uv_binary", lambda: "uv")
-    monkeypatch.setattr(build, "publish", lambda site, ledger: None)
-    jobs = [
-        dataclasses.replace(job("free", arch), torch=torch)
-        for arch in ("sm_80", "sm_90")
-        for torch in ("2.14", "2.9", "2.12")
-    ]
-    report = Report()
-    build.run_farm(
-        jobs, {"free": None}, tmp_path / "site", tmp_path / "work", Environments(), report
-    )
-    assert built == ["free pt29 cu130 cp311 sm_80", "free pt29 cu130 cp311 sm_90"]
-    again = [e for e in report.finished if e.job.title not in built]
-    assert len(again) == 4 and all(e.status == BUILT for e in again)
-    for entry in again:
-        arch = entry.job.wheel.replace("_", "")
-        assert entry.wheels == (f"free-1.0+cu130.{arch}-{TAGS}.whl",)
-        assert "calls nothing of torch's and serves every torch" in entry.smoke
-
-
-def test_a_wheel_for_every_python_is_built_once_for_the_python_jobs_it_serves(
-    tmp_path, monkeypatch
-):
-    """Libraries that use nothing of Python's C API (py310-none): the first Python's job
-    serves the later Pythons' from 3.10 on (not 3.9's); a torch-tied one (a torch op library
-    loaded by torch.ops.load_library) still builds once per torch, one calling nothing of
-    torch's once in all."""
-    import dataclasses
-
-    from prebuild.runtime.manifest import CXX_ABI, NO_TORCH_ABI, ProjectManifest
-
-    built: list[str] = []
     any_python = "py310-none-linux_x86_64"
 
-    def run_job(job, recipe, python, work, wheels_dir, cache, gpu_archs=()):
-        built.append(job.title)
-        free = job.project == "free"
-        label = "cu130.sm80" if free else f"pt{job.torch.replace('.', '')}.cu130.sm80"
+    def describe(job):
         tags = TAGS if job.python == "3.9" else any_python
-        filename = f"{job.project}-1.0+{label}-{tags}.whl"
-        manifest = ProjectManifest(
-            "classic", f"{job.torch}.0+cu130", "13.0", "13.0", tags, (), (), (),
-            torch_abi=NO_TORCH_ABI if free else CXX_ABI,
-        )  # fmt: skip
-        with zipfile.ZipFile(wheels_dir / filename, "w") as zf:
-            zf.writestr(f"{job.project}-1.0.dist-info/prebuild.json", manifest.to_json())
-        return Entry(job, BUILT, (filename,))
+        if job.project == "free":
+            return f"cu130.{job.wheel.replace('_', '')}", tags, {"torch_abi": NO_TORCH_ABI}
+        return f"pt{job.torch.replace('.', '')}.cu130.sm80", tags, {"torch_abi": CXX_ABI}
 
-    monkeypatch.setattr(build, "run_job", run_job)
-    monkeypatch.setattr(build, "uv_binary", lambda: "uv")
-    monkeypatch.setattr(build, "publish", lambda site, ledger: None)
     jobs = [
-        dataclasses.replace(job(project, "sm_80"), torch=torch, python=python)
-        for project in ("free", "ops")
+        dataclasses.replace(job(project, arch), torch=torch, python=python)
+        for project, arch in (("free", "sm_80"), ("free", "sm_90"), ("ops", "sm_80"))
         for torch in ("2.14", "2.12")
         for python in ("3.12", "3.11", "3.9")
     ]
-    report = Report()
-    build.run_farm(
-        jobs, {"free": None, "ops": None}, tmp_path / "site", tmp_path / "work",
-        Environments(), report,
-    )  # fmt: skip
+    built, report = run_fake_farm(tmp_path, monkeypatch, jobs, describe)
     assert sorted(built) == [
         "free pt212 cu130 cp311 sm_80",
+        "free pt212 cu130 cp311 sm_90",  # another arch
         "free pt212 cu130 cp39 sm_80",  # 3.9: older than the py310 wheel serves
+        "free pt212 cu130 cp39 sm_90",
         "ops pt212 cu130 cp311 sm_80",
         "ops pt212 cu130 cp39 sm_80",
         "ops pt214 cu130 cp311 sm_80",  # tied to its torch
         "ops pt214 cu130 cp39 sm_80",
     ]
     finished = {e.job.title: e for e in report.finished}
-    assert len(finished) == 12 and all(e.status == BUILT for e in finished.values())
-    assert finished["free pt214 cu130 cp312 sm_80"].smoke == (
-        "not built again: free pt212 cu130 cp311 sm_80's wheel calls nothing of torch's and "
+    assert len(finished) == 18 and all(e.status == BUILT for e in finished.values())
+    assert finished["free pt214 cu130 cp312 sm_90"].smoke == (
+        "not built again: free pt212 cu130 cp311 sm_90's wheel calls nothing of torch's and "
         "serves every torch; it serves every Python from 3.10 on"
+    )
+    assert finished["free pt214 cu130 cp312 sm_90"].wheels == (
+        f"free-1.0+cu130.sm90-{any_python}.whl",
     )
     assert finished["ops pt214 cu130 cp312 sm_80"].smoke == (
         "not built again: ops pt214 cu130 cp311 sm_80's wheel serves every Python from 3.10 on"
-    )
-    assert finished["ops pt214 cu130 cp312 sm_80"].wheels == (
-        f"ops-1.0+pt214.cu130.sm80-{any_python}.whl",
     )
     # a wheel of one Python's tag serves that Python's jobs alone: here, every torch's
     assert finished["free pt214 cu130 cp39 sm_80"].wheels == (f"free-1.0+cu130.sm80-{TAGS}.whl",)
