@@ -13,6 +13,7 @@ from prebuild.tool.builder.torch_abi import (
     call_target,
     cxx_note,
     cxx_symbols,
+    shim_versions,
     stable_note,
     stable_symbols,
     target_value,
@@ -177,3 +178,66 @@ def test_a_name_another_library_of_the_wheel_defines_is_not_torch_s(tmp_path):
     only_own = {"pkg/_C.so": needs["pkg/_C.so"] - {"aoti_torch_get_numel"}}
     assert torch_abi(only_own, [], "2.14.1").kind == NO_TORCH_ABI
     assert torch_abi(needs, [], "2.14.1").stable
+
+
+HEADER = """
+#include <stdint.h>
+AOTI_TORCH_EXPORT AOTITorchError aoti_torch_get_numel(AtenTensorHandle t, int64_t* out);
+#if TORCH_FEATURE_VERSION >= TORCH_VERSION_2_10_0
+AOTI_TORCH_EXPORT AOTITorchError
+torch_call_dispatcher(const char* name, StableIValue* stack, uint64_t version);
+#ifdef __cplusplus
+AOTI_TORCH_EXPORT int32_t torch_in_cplusplus();
+#endif
+#if TORCH_FEATURE_VERSION >= TORCH_VERSION_2_11_0
+AOTI_TORCH_EXPORT AOTITorchError torch_from_blob(void* data, AtenTensorHandle* ret);
+#else
+AOTI_TORCH_EXPORT AOTITorchError torch_older_way(void* data);
+#endif // TORCH_FEATURE_VERSION >= TORCH_VERSION_2_11_0
+#endif
+AOTI_TORCH_EXPORT int32_t torch_late(); // unguarded again below
+"""
+
+
+def test_the_headers_guards_say_which_torch_brought_each_shim_function():
+    """Nested guards: the newest feature version open counts; an #else branch drops its own
+    guard (torches older than it: the outer guards still count); a function declared unguarded
+    anywhere predates the versions."""
+    later = "#if TORCH_FEATURE_VERSION >= TORCH_VERSION_2_12_0\nint32_t torch_late();\n#endif\n"
+    assert shim_versions([HEADER, later]) == {
+        "torch_call_dispatcher": "2.10",
+        "torch_in_cplusplus": "2.10",
+        "torch_from_blob": "2.11",
+        "torch_older_way": "2.10",
+    }
+
+
+def test_the_installed_torch_s_headers_date_its_shim_functions():
+    """The CPU torch 2.13 of this venv: what its stable-ABI headers guard, none after 2.13."""
+    from pathlib import Path
+
+    import torch
+
+    from prebuild.runtime.versions import release
+    from prebuild.tool.builder.classic import shim_headers
+
+    found = shim_versions(shim_headers((Path(torch.__file__).parent / "include",)))
+    assert found["torch_call_dispatcher"] == "2.10" and found["torch_from_blob"] == "2.11"
+    assert "aoti_torch_get_numel" not in found  # older than the versions
+    assert max(map(release, found.values())) == (2, 13)
+
+
+def test_a_function_newer_than_the_target_asked_raises_it_and_is_named():
+    """A library calling torch_from_blob (2.11) though every compile call targets 2.10 (a
+    compile call the shims did not log, or a declaration of its own): it needs 2.11."""
+    libraries = {"pkg/_C.abi3.so": ["torch_from_blob", *STABLE, *NEUTRAL]}
+    calls = [["nvcc", "-c", "k.cu", TARGET_210]]
+    introduced = {"torch_from_blob": "2.11", "torch_call_dispatcher": "2.10"}
+    abi = torch_abi(libraries, calls, "2.14.1+cu130", introduced)
+    assert (abi.stable, abi.target, abi.newest) == (True, "2.11", ("torch_from_blob", "2.11"))
+    note = stable_note(abi, "2.14.1+cu130", "13")
+    assert "requires torch>=2.11" in note
+    assert "it calls torch_from_blob, which torch 2.11's stable ABI introduced" in note
+    # functions no newer than the target change nothing
+    older = torch_abi({"pkg/_C.abi3.so": STABLE + NEUTRAL}, calls, "2.14.1", introduced)
+    assert (older.target, older.newest) == ("2.10", None)

@@ -145,7 +145,14 @@ from prebuild.tool.builder.toolchain import (
     find_nvcc,
     find_torch,
 )
-from prebuild.tool.builder.torch_abi import cxx_note, stable_note, torch_abi, torch_free_note
+from prebuild.tool.builder.torch_abi import (
+    SHIM_HEADER_DIRS,
+    cxx_note,
+    shim_versions,
+    stable_note,
+    torch_abi,
+    torch_free_note,
+)
 from prebuild.tool.builder.variant_twin import variant_json
 from prebuild.tool.inspection import (
     InspectionError,
@@ -637,6 +644,17 @@ def wheel_needed_libraries(wheel: Path) -> dict[str, tuple[str, ...]]:
             for name in sorted(zf.namelist())
             if is_shared_library(name)
         }
+
+
+def shim_headers(include_dirs: tuple[Path, ...]) -> list[str]:
+    """The texts of torch's stable-ABI C headers (``torch_abi.SHIM_HEADER_DIRS``) under its
+    include directories; [] for a torch that has none."""
+    return [
+        header.read_text(encoding="utf-8", errors="replace")
+        for root in include_dirs
+        for folder in SHIM_HEADER_DIRS
+        for header in sorted((root / folder).glob("*.h"))
+    ]
 
 
 def wheel_symbols(wheel: Path) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
@@ -1261,6 +1279,7 @@ class ClassicBuilder:
                 undefined,
                 [c.run for c in (*calls, *host_calls.values())],
                 torch.version_string,
+                shim_versions(shim_headers(torch.include_dirs)),
             )
             # A wheel whose libraries use nothing of Python's (ctypes libraries) serves every
             # Python: tagged so, as such projects' own wheels are (bitsandbytes' py3-none).

@@ -31,6 +31,17 @@ _TORCH_PYTHON = re.compile(r"^(?:THP|_Z\d+THP)")
 # The stable ABI's C shim: plain C names.
 _STABLE = re.compile(r"^(?:aoti_torch_|torch_)\w+$")
 TARGET_MACRO = "TORCH_TARGET_VERSION"
+# The stable ABI's C declarations, under an include directory of torch's: each function the
+# headers guard with ``#if TORCH_FEATURE_VERSION >= TORCH_VERSION_2_11_0`` came with that torch.
+SHIM_HEADER_DIRS = (
+    "torch/csrc/stable/c",
+    "torch/csrc/inductor/aoti_torch/c",
+    "torch/csrc/inductor/aoti_torch/generated",
+)
+_FEATURE_GUARD = re.compile(
+    r"^#\s*if\b.*TORCH_FEATURE_VERSION\s*>=\s*TORCH_VERSION_(\d+)_(\d+)_\d+"
+)
+_DECLARED = re.compile(r"\b((?:aoti_torch|torch)_\w+)\s*\(")
 _TARGET_DEFINE = re.compile(rf"^(?:-D|--define-macro=)?{TARGET_MACRO}=(.+)$")
 
 
@@ -69,6 +80,38 @@ def call_target(args: Sequence[str]) -> str | None:
     return found
 
 
+def shim_versions(headers: Iterable[str]) -> dict[str, str]:
+    """Pure: each shim function the headers' texts declare under a feature-version guard, and
+    the release that guard names (``torch_from_blob`` -> ``"2.11"``); a function declared
+    unguarded (in any of them) predates the stable ABI's versions and is left out. An ``#else``
+    branch drops its own guard (it is for older torches), not the guards around it."""
+    found: dict[str, str] = {}
+    unguarded: set[str] = set()
+    for text in headers:
+        stack: list[str | None] = []  # each open #if: the release it guards, or None
+        for line in text.splitlines():
+            stripped = line.strip()
+            if stripped.startswith("#"):
+                directive = stripped[1:].lstrip()
+                if directive.startswith("if"):
+                    guard = _FEATURE_GUARD.match(stripped)
+                    stack.append(f"{guard.group(1)}.{guard.group(2)}" if guard else None)
+                elif directive.startswith(("else", "elif")) and stack:
+                    stack[-1] = None
+                elif directive.startswith("endif") and stack:
+                    stack.pop()
+                continue
+            versions = [v for v in stack if v is not None]
+            if not versions:
+                unguarded.update(_DECLARED.findall(line))
+                continue
+            version = max(versions, key=release)
+            for name in _DECLARED.findall(line):
+                if name not in found or release(version) < release(found[name]):
+                    found[name] = version
+    return {name: version for name, version in found.items() if name not in unguarded}
+
+
 def is_compile(args: Sequence[str]) -> bool:
     """A call that compiles a source to an object (``-c``), not a link or a query."""
     return "-c" in args or "--compile" in args
@@ -80,13 +123,17 @@ class TorchAbi:
     STABLE_ABI (``target`` and every later torch) or NO_TORCH_ABI (nothing: any torch).
     ``cxx``: for a C++-ABI wheel whose build asked for a stable-ABI target, one symbol that ties
     it and its library (why it is not stable); ``untargeted``: the compile calls that set no
-    target (they compile for the build's torch)."""
+    target (they compile for the build's torch); ``newest``: (function, release) where a shim
+    function called came after the compile calls' target, which it raises."""
 
     kind: str
     target: str | None = None
     cxx: tuple[str, str] | None = None  # (library, symbol)
     untargeted: int = 0
     compiles: int = 0
+    # where the functions called need a newer torch than the compile calls target: the newest
+    # one, and the release that introduced it
+    newest: tuple[str, str] | None = None
 
     @property
     def stable(self) -> bool:
@@ -94,14 +141,19 @@ class TorchAbi:
 
 
 def torch_abi(
-    undefined: Mapping[str, Iterable[str]], calls: Iterable[Sequence[str]], torch_version: str
+    undefined: Mapping[str, Iterable[str]],
+    calls: Iterable[Sequence[str]],
+    torch_version: str,
+    introduced: Mapping[str, str] | None = None,
 ) -> TorchAbi:
     """Pure: the ABI a wheel's libraries (``undefined``: each library's undefined symbols) use,
     given the compiler calls of its build (nvcc's and the host compiler's, as run) and the torch
     it was built against. None where no library uses a symbol of torch's; stable where none
     uses a C++ symbol of torch's and one uses the stable shim; its target is the newest any
     compile call sets, a call that sets none counting as the build torch's release (what the
-    headers then compile for)."""
+    headers then compile for), or newer where a shim function called came later
+    (``introduced``: ``shim_versions`` of the build torch's headers; a compile call the shims
+    did not see cannot hide that)."""
     compiles = [args for args in calls if is_compile(args)]
     targets = [call_target(args) for args in compiles]
     asked = [t for t in targets if t is not None]
@@ -117,7 +169,20 @@ def torch_abi(
     built = minor(torch_version)
     floor = [built] if untargeted or not asked else []
     target = max([*asked, *floor], key=release)
-    return TorchAbi(STABLE_ABI, target, untargeted=untargeted, compiles=len(compiles))
+    called = sorted(
+        (release(introduced[name]), name)
+        for names in libraries.values()
+        for name in stable_symbols(names)
+        if name in (introduced or {})
+    )
+    newest = None
+    if called and called[-1][0][:2] > release(target)[:2]:
+        name = called[-1][1]
+        newest = (name, (introduced or {})[name])
+        target = newest[1]
+    return TorchAbi(
+        STABLE_ABI, target, untargeted=untargeted, compiles=len(compiles), newest=newest
+    )
 
 
 def stable_note(abi: TorchAbi, torch_version: str, cuda_major: str | None) -> str:
@@ -127,7 +192,13 @@ def stable_note(abi: TorchAbi, torch_version: str, cuda_major: str | None) -> st
         f"its libraries use only PyTorch's stable ABI: the wheel requires torch>={abi.target} "
         f"and serves every torch from {abi.target} on{builds}, not {minor(torch_version)} alone"
     )
-    if abi.untargeted and abi.target == minor(torch_version):
+    if abi.newest is not None:
+        name, version = abi.newest
+        note += (
+            f"; it calls {name}, which torch {version}'s stable ABI introduced, so the wheel "
+            f"needs {version} whatever -D{TARGET_MACRO} its compile calls set"
+        )
+    elif abi.untargeted and abi.target == minor(torch_version):
         note += (
             f"; {abi.untargeted} of its {abi.compiles} compile calls set no "
             f"-D{TARGET_MACRO}, so they compile for torch {minor(torch_version)}'s stable ABI "
