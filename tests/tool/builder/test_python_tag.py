@@ -11,6 +11,7 @@ from prebuild.tool.builder.python_tag import (
     any_python_note,
     any_python_tag,
     python_api_symbols,
+    python_suffixed,
     uses_python_api,
 )
 from prebuild.tool.builder.relabel import retagged_wheel_info
@@ -89,3 +90,16 @@ def test_the_wheel_file_s_tags_are_replaced_by_one():
         "Wheel-Version: 1.0\nGenerator: setuptools\nRoot-Is-Purelib: false\n"
         "Tag: py310-none-linux_x86_64\n"
     )
+
+
+def test_a_library_named_for_one_python_keeps_the_wheel_s_tag():
+    """A package may find its library by the running Python's extension suffixes: one named
+    for CPython 3.11 would not be found by 3.12's."""
+    names = [
+        "pkg/_C.cpython-311-x86_64-linux-gnu.so",
+        "pkg/_D.cpython-313t-x86_64-linux-gnu.so",
+        "pkg/_kernels.so",
+        "pkg/_ops.abi3.so",
+        "pkg/libbitsandbytes_cuda130.so",
+    ]
+    assert python_suffixed(names) == names[:2]

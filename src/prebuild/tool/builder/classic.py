@@ -108,7 +108,12 @@ from prebuild.tool.builder.nvcc_shim import (
 )
 from prebuild.tool.builder.plan import PlannedWheel
 from prebuild.tool.builder.project import SCM_VERSION_ENV, environment_hints, last_error
-from prebuild.tool.builder.python_tag import any_python_note, any_python_tag, uses_python_api
+from prebuild.tool.builder.python_tag import (
+    any_python_note,
+    any_python_tag,
+    python_suffixed,
+    uses_python_api,
+)
 from prebuild.tool.builder.relabel import (
     add_local_label,
     is_torch_requirement,
@@ -1285,7 +1290,7 @@ class ClassicBuilder:
             # Python: tagged so, as such projects' own wheels are (bitsandbytes' py3-none).
             built_tag = "-".join(built.name[: -len(".whl")].split("-")[-3:])
             tag = None
-            if not uses_python_api(
+            if not python_suffixed(symbols) and not uses_python_api(
                 undefined,
                 {name: defines for name, (defines, _) in symbols.items()},
                 wheel_needed_libraries(built),

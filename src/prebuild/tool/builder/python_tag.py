@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 _PYTHON_API = re.compile(r"^_?Py[A-Z_]")
 # A CPython-specific tag as a build makes it: cp311-cp311 (or cp313-cp313t), not abi3.
 _CPYTHON_TAG = re.compile(r"^cp3\d+-cp3\d+t?-(.+)$")
+_ONE_PYTHON_SUFFIX = re.compile(r"\.cpython-\d+[a-z]*-[^/]*\.so$")
 ANY_PYTHON = "py310"  # the oldest Python prebuild's guard runs on (requires-python >= 3.10)
 
 
@@ -42,6 +43,13 @@ def uses_python_api(
         or any(n.startswith("PyInit_") for names in defined.values() for n in names)
         or any(n.startswith("libpython") for names in needed.values() for n in names)
     )
+
+
+def python_suffixed(libraries: Iterable[str]) -> list[str]:
+    """The libraries named for one Python (``_C.cpython-311-x86_64-linux-gnu.so``), sorted: a
+    package may find such a file by the running Python's extension suffixes (torchvision's
+    ``_get_extension_path``), which another Python's do not match, so its wheel keeps its tag."""
+    return sorted(name for name in libraries if _ONE_PYTHON_SUFFIX.search(name))
 
 
 def any_python_tag(tag: str) -> str | None:
