@@ -487,6 +487,42 @@ def package_manifests(names: list[str]) -> list[str]:
     ]
 
 
+def _manifest_path(names: list[str], wheel_name: str) -> str:
+    """Where a wheel's manifest is: its native package's ``_manifest.json``, or its
+    ``.dist-info/prebuild.json`` (another project's); ManifestError for neither or two."""
+    native = package_manifests(names)
+    if len(native) > 1:
+        raise ManifestError(
+            f"{wheel_name} holds {len(native)} package manifests ({', '.join(native)}): "
+            "one wheel, one native package"
+        )
+    theirs = [
+        n for n in names if n.count("/") == 1 and n.endswith(f".dist-info/{PROJECT_MANIFEST_NAME}")
+    ]
+    if not native and not theirs:
+        raise ManifestError(
+            f"{wheel_name} has no package {MANIFEST_NAME} and no .dist-info/{PROJECT_MANIFEST_NAME}: "
+            "prebuild did not build it"
+        )
+    return native[0] if native else theirs[0]
+
+
+def _read_manifest(zf: zipfile.ZipFile, path: str) -> AnyManifest:
+    text = zf.read(path).decode()
+    if path.endswith(f".dist-info/{PROJECT_MANIFEST_NAME}"):
+        return ProjectManifest.from_json(text)
+    return Manifest.from_json(text)
+
+
+def wheel_manifest(wheel: Path) -> AnyManifest:
+    """A wheel's manifest alone, its libraries not read (``inspect_wheel`` checks them)."""
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            return _read_manifest(zf, _manifest_path(sorted(zf.namelist()), wheel.name))
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise InspectionError(f"{wheel} is not a readable wheel: {exc}") from exc
+
+
 def inspect_wheel(wheel: Path) -> Report:
     """Every library in a wheel against the wheel's manifest: a native project's (the
     libraries beside its package's ``_manifest.json``) or another project's
@@ -497,17 +533,12 @@ def inspect_wheel(wheel: Path) -> Report:
         raise InspectionError(f"{wheel} is not a readable wheel: {exc}") from exc
     with zf:
         names = sorted(zf.namelist())
-        native = package_manifests(names)
-        if len(native) > 1:
-            raise ManifestError(
-                f"{wheel.name} holds {len(native)} package manifests ({', '.join(native)}): "
-                "one wheel, one native package"
-            )
+        path = _manifest_path(names, wheel.name)
         variant = _read_variant_json(zf, names, wheel.name)
         label = split_filename(wheel.name)[1]
-        if native:
-            package_dir = native[0][: -len(MANIFEST_NAME)]
-            manifest: AnyManifest = Manifest.from_json(zf.read(native[0]).decode())
+        manifest = _read_manifest(zf, path)
+        if isinstance(manifest, Manifest):
+            package_dir = path[: -len(MANIFEST_NAME)]
             found = [
                 found_library(name[len(package_dir) :], zf.read(name))
                 for name in names
@@ -518,19 +549,8 @@ def inspect_wheel(wheel: Path) -> Report:
             return with_variant(
                 Report(wheel, manifest, found, compare(manifest, found)), variant, label
             )
-        theirs = [
-            n
-            for n in names
-            if n.count("/") == 1 and n.endswith(f".dist-info/{PROJECT_MANIFEST_NAME}")
-        ]
-        if not theirs:
-            raise ManifestError(
-                f"{wheel.name} has no package {MANIFEST_NAME} and no .dist-info/{PROJECT_MANIFEST_NAME}: "
-                "prebuild did not build it"
-            )
-        manifest = ProjectManifest.from_json(zf.read(theirs[0]).decode())
         found = [found_library(name, zf.read(name)) for name in names if is_shared_library(name)]
-    project, version = theirs[0][: -len(f".dist-info/{PROJECT_MANIFEST_NAME}")].rsplit("-", 1)
+    project, version = path[: -len(f".dist-info/{PROJECT_MANIFEST_NAME}")].rsplit("-", 1)
     return with_variant(
         Report(wheel, manifest, found, compare(manifest, found), project, version), variant, label
     )

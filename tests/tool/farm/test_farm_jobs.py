@@ -255,3 +255,29 @@ def test_a_wheel_for_every_torch_or_python_is_built_once_for_the_jobs_it_serves(
     )
     # a wheel of one Python's tag serves that Python's jobs alone: here, every torch's
     assert finished["free pt214 cu130 cp39 sm_80"].wheels == (f"free-1.0+cu130.sm80-{TAGS}.whl",)
+
+
+def test_a_later_run_s_new_torch_is_served_by_an_earlier_run_s_stable_abi_wheel(
+    tmp_path, monkeypatch
+):
+    """The site's ledger holds a stable-ABI wheel built for torch 2.12 by an earlier run: a
+    later run's 2.14 job is recorded with it, not built again; a 2.9 job (older than its
+    target) is built."""
+    import dataclasses
+
+    from prebuild.runtime.manifest import CXX_ABI, STABLE_ABI
+
+    def describe(job):
+        if job.torch != "2.9":
+            return "cu130.sm80", TAGS, {"torch_abi": STABLE_ABI, "torch_target": "2.10"}
+        return "pt29.cu130.sm80", TAGS, {"torch_abi": CXX_ABI}
+
+    first = [dataclasses.replace(job("sabi", "sm_80"), torch="2.12")]
+    built, _ = run_fake_farm(tmp_path, monkeypatch, first, describe)
+    assert built == ["sabi pt212 cu130 cp311 sm_80"]
+    later = [dataclasses.replace(job("sabi", "sm_80"), torch=t) for t in ("2.14", "2.9")]
+    built, report = run_fake_farm(tmp_path, monkeypatch, later, describe)
+    assert built == ["sabi pt29 cu130 cp311 sm_80"]
+    (again,) = [e for e in report.finished if e.job.torch == "2.14"]
+    assert again.wheels == (f"sabi-1.0+cu130.sm80-{TAGS}.whl",)
+    assert again.smoke.startswith("not built again: sabi pt212 cu130 cp311 sm_80's wheel uses")

@@ -115,8 +115,16 @@ def run_farm(
         ordered = sorted(jobs, key=lambda j: (j.python, release(j.torch), j.cuda))
         pythons: dict[tuple, Path | EnvError] = {}
         host_built: dict[str, Entry] = {}  # a host wheel's job, by its arch_free_key
-        # jobs whose wheels serve other torches or Pythons too, by torch_python_free_key
+        # jobs whose wheels serve other torches or Pythons too, by torch_python_free_key: this
+        # run's and, for its projects, earlier runs' (a torch added later costs no build)
         wide_built: dict[str, list[tuple[Entry, Reach]]] = {}
+        projects = {j.project for j in jobs}
+        for earlier in ledger.entries.values():
+            if earlier.status == BUILT and earlier.job.project in projects:
+                reach = wheel_reach(wheels_dir, earlier)
+                if reach is not None and reach.wide:
+                    key = earlier.job.torch_python_free_key
+                    wide_built.setdefault(key, []).append((earlier, reach))
         for number, job in enumerate(ordered, 1):
             report.job_started(number, len(ordered), job)
             spec = EnvSpec(job.python, job.torch, job.cuda)
@@ -291,12 +299,12 @@ def wheel_reach(wheels_dir: Path, entry: Entry) -> Reach | None:
     every torch (nothing of torch's), every Python from one on (``py310-none``, ``cp39-abi3``);
     None where one cannot be read or is not another project's."""
     from prebuild.runtime.manifest import ManifestError, ProjectManifest
-    from prebuild.tool.inspection import InspectionError, inspect_wheel
+    from prebuild.tool.inspection import InspectionError, wheel_manifest
 
     targets, pythons = [], []
     for name in entry.wheels:
         try:
-            manifest = inspect_wheel(wheels_dir / name).manifest
+            manifest = wheel_manifest(wheels_dir / name)
         except (InspectionError, ManifestError, OSError):
             return None
         if not isinstance(manifest, ProjectManifest):
