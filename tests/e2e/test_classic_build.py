@@ -27,7 +27,7 @@ with the CUDA build of torch 2.14.1.
 - stable_ext (a setup.py project on PyTorch's stable ABI alone): one wheel for every torch
   from its target on, labelled and pinned so, which pip installs beside another torch.
 - ctypes_ext (a CUDA library loaded by ctypes, as bitsandbytes'): one wheel for every Python
-  (py310-none) and every torch.
+  (py310-none) and every torch; its C++17 code, which C++20 refuses, compiled as asked.
 
 Every build reaches nvcc as our machines do: through a wrapper script on PATH (not in a
 toolkit's bin/), with CUDA_HOME unset; plain_ext's binding includes CUDA headers
@@ -453,9 +453,9 @@ def test_a_ctypes_library_gets_one_wheel_for_every_python_and_torch(
 ):
     """ctypes_ext, a CUDA library loaded by ctypes as bitsandbytes' is (no Python C API, nothing
     of torch's, though built as a CUDAExtension): tagged py310-none (pip takes it for every
-    Python from 3.10 on), labelled with no torch and not pinned, each said; it runs beside
-    torch 2.14.1, and beside the CPU torch 2.13 pip installs it and its guard says which torch
-    to install."""
+    Python from 3.10 on), labelled with no torch and not pinned, each said; its C++17 code,
+    which C++20 refuses, compiled as asked, said; it runs beside torch 2.14.1, and beside the
+    CPU torch 2.13 pip installs it and its guard says which torch to install."""
     out = tmp_path / "dist"
     proc = prebuild_wheel(
         cuda_torch_python, "--arch", "sm_90", str(FIXTURES / "ctypes_ext"), "--out", str(out)
@@ -469,7 +469,14 @@ def test_a_ctypes_library_gets_one_wheel_for_every_python_and_torch(
         "py310-none, for every Python from 3.10 on, not cp311 alone"
     ) in said, said
     assert "its libraries call nothing of torch's" in said, said
+    # its C++17 code fails in the C++20 the shim raises it to: compiled as asked
+    assert (
+        "Compiled as the project asks, not in C++20: nvcc's -std=c++17 (1 call), whose code "
+        "does not compile in C++20"
+    ) in said, said
     manifest, metadata, libraries = wheel_contents(wheel)  # RECORD checked
+    (compiled,) = [c for c in manifest["nvcc_calls"] if "-c" in c["given"]]
+    assert "-std=c++17" in compiled["run"] and "-std=c++20" not in compiled["run"]
     assert list(libraries) == ["ctypes_ext/_kernels.so"]
     assert manifest["python_tag"] == "py310-none-linux_x86_64"
     assert (manifest["torch_abi"], manifest["sass_archs"]) == ("none", ["sm_90"])
@@ -501,11 +508,14 @@ def test_a_ctypes_library_gets_one_wheel_for_every_python_and_torch(
     assert json.loads(chosen.stdout)["chosen"]["wheel"] == wheel.name
     ran = python_c(
         python,
-        "import ctypes_ext, torch; print(ctypes_ext.add(2, 3), torch.cuda.is_initialized())",
+        "import ctypes, ctypes_ext, torch\n"
+        "ctypes_ext._lib.ctypes_ext_name.restype = ctypes.c_char_p\n"
+        "print(ctypes_ext.add(2, 3), ctypes_ext._lib.ctypes_ext_name().decode(),"
+        " torch.cuda.is_initialized())",
         tmp_path,
     )
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.split("\n")[-2] == "5 False"
+    assert ran.stdout.split("\n")[-2] == "5 ctypes_ext False"
     doctor = json.loads(prebuild(python, "doctor", "--json").stdout)
     (found,) = doctor["projects"]
     assert {c["status"] for c in found["checks"]} == {"ok"}, found["checks"]
@@ -691,7 +701,7 @@ def test_a_kernel_asking_for_sm_90a_keeps_it_and_the_manifest_says_so(cuda_torch
     )
     (wheel,) = out.glob("*.whl")
     assert ".sm90a-" in wheel.name and "sm_90a" in proc.stdout, proc.stdout
-    assert index_key_of(wheel.name).name == "pt214-cu130-sm90a"
+    assert index_key_of(wheel.name).name == "cu130-sm90a"  # Python's C API alone: no torch
     manifest, _, libraries = wheel_contents(wheel)
     (name,) = libraries
     assert all_sass(library_code(libraries[name], name)) == ["sm_90a"]

@@ -803,3 +803,32 @@ def test_each_change_the_shims_made_is_one_note_in_order():
     assert len(notes) == 3 and all(n.startswith(w) for n, w in zip(notes, starts))
     assert "(1 of its 1 calls)" in notes[0] and "sm_75 itself (1 of its 1 calls)" in notes[1]
     assert shim_notes(nvcc[1:], [], parse_arch_list("sm_90"), ((), ()), "c++20", "2.14") == ()
+
+
+def test_calls_compiled_as_asked_after_the_raised_standard_failed_are_a_note():
+    """The shim compiled them with the project's older standard (run = given there): counted
+    per standard and compiler; calls it raised, calls asking for C++20 and links are not."""
+    from prebuild.runtime.arch import parse_arch_list
+    from prebuild.runtime.manifest import CompilerCall
+    from prebuild.tool.builder.classic import kept_standards, shim_notes
+
+    nvcc = [
+        CompilerCall(("-c", "fmt.cu", "-std=c++17"), ("-c", "fmt.cu", "-std=c++17")),
+        CompilerCall(("-c", "os.cu", "-std=c++17"), ("-c", "os.cu", "-std=c++17")),
+        CompilerCall(("-c", "ops.cu", "-std=c++17"), ("-c", "ops.cu", "-std=c++20")),
+        CompilerCall(("-c", "new.cu", "-std=c++20"), ("-c", "new.cu", "-std=c++20")),
+        CompilerCall(("-o", "lib.so", "-std=c++17"), ("-o", "lib.so", "-std=c++17")),
+    ]
+    host = [CompilerCall(("-c", "a.cpp", "-std=gnu++14"), ("-c", "a.cpp", "-std=gnu++14"))]
+    assert kept_standards(nvcc, "c++20") == (("c++17", 2),)
+    assert kept_standards(host, "c++20") == (("gnu++14", 1),)
+    assert kept_standards(nvcc, "c++17") == ()
+    (raised, kept) = shim_notes(
+        nvcc, host, parse_arch_list("sm_90"), ((("c++17", 1),), ()), "c++20", "2.14.1+cu130"
+    )
+    assert raised.startswith("The project asks nvcc for -std=c++17 (1 of its 5 calls)")
+    assert kept == (
+        "Compiled as the project asks, not in C++20: nvcc's -std=c++17 (2 calls) and the host "
+        "compiler's -std=gnu++14 (1 call), whose code does not compile in C++20 (it includes "
+        "none of torch's headers, which alone need it; prebuild.json has each call as run)."
+    )

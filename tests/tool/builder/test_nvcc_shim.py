@@ -401,3 +401,59 @@ def test_the_shim_runs_the_compiler_without_a_native_cpu_target(tmp_path):
     assert (tmp_path / "called").read_text().split() == ["-c", "m.cpp", "-O3"]
     (entry,) = [json.loads(line) for line in (tmp_path / "cxx.jsonl").read_text().splitlines()]
     assert entry == {"given": given, "run": ["-c", "m.cpp", "-O3"]}
+
+
+def picky_compiler(path, refuses: str):
+    """A compiler that fails, saying so on stderr and stdout, when an argument is ``refuses``
+    (a standard its code does not compile in); records its arguments like recording_compiler."""
+    path.write_text(
+        "#!/bin/sh\n"
+        'printf \'%s\\n\' "$@" >> "$(dirname "$0")/called"\n'
+        f'for a in "$@"; do if [ "$a" = "{refuses}" ]; then\n'
+        f'  echo "a.cu(3): error: not in {refuses}" >&2; echo "stdout of {refuses}"; exit 2\n'
+        "fi; done\n"
+        "echo compiled\n"
+    )
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def test_a_compile_failing_in_the_raised_standard_runs_again_as_asked(tmp_path):
+    """A file whose own code does not compile in C++20 (and includes no torch header, else it
+    would fail as asked too): compiled as the project asked, that call logged, the raised
+    run's error not shown; a call asking for no older standard runs once."""
+    fake = picky_compiler(tmp_path / "nvcc", "-std=c++20")
+    log = tmp_path / "log.jsonl"
+    args = ["-c", "a.cu", "-o", "/b/a.o", "-std=c++17"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "prebuild.tool.builder.nvcc_shim", *args],
+        env=nvcc_env(fake, log), capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "error" not in proc.stderr and proc.stdout == "compiled\n"
+    (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entry == {"given": args, "run": [*args, *WANT]}
+    calls = (tmp_path / "called").read_text().split("-c\n")[1:]
+    assert ["-std=c++20" in c for c in calls] == [True, False]  # raised first, then as asked
+
+
+def test_a_compile_failing_both_ways_shows_the_raised_standard_s_error(tmp_path):
+    """Where the file fails as asked too (it includes torch's headers, which need C++20), the
+    raised run's output is what the build shows, its exit status what it gets, its call what
+    is logged."""
+    fake = recording_compiler(tmp_path / "nvcc", status=3)
+    picky = picky_compiler(tmp_path / "picky", "-std=c++20")
+    log = tmp_path / "log.jsonl"
+    args = ["-c", "a.cu", "-std=c++17"]
+    both = f"{picky} -std=c++20"  # refuses C++20 and, through its last word, every call
+    for real, status in ((str(fake), 3), (both, 2)):
+        log.unlink(missing_ok=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "prebuild.tool.builder.nvcc_shim", *args],
+            env={**nvcc_env(fake, log), SHIM_ENV_REAL: real}, capture_output=True, text=True,
+        )  # fmt: skip
+        assert proc.returncode == status
+        (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
+        assert "-std=c++20" in entry["run"] and "-std=c++17" not in entry["run"]
+    assert "a.cu(3): error: not in -std=c++20" in proc.stderr
+    assert proc.stdout == "stdout of -std=c++20\n"

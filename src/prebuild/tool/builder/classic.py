@@ -101,10 +101,12 @@ from prebuild.tool.builder.nvcc_shim import (
     ARCH_OPTIONS,
     NVCC_ENV_FLAGS,
     drop_native,
+    is_compile,
     is_device_link,
     is_query,
     option_values,
     requested_std,
+    std_year,
 )
 from prebuild.tool.builder.plan import PlannedWheel
 from prebuild.tool.builder.project import SCM_VERSION_ENV, environment_hints, last_error
@@ -228,6 +230,22 @@ def raised_standards(calls: list[CompilerCall]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(Counter(given for given, run in pairs if given != run).items()))
 
 
+def kept_standards(calls: list[CompilerCall], needed: str) -> tuple[tuple[str, int], ...]:
+    """The standards older than ``needed`` that calls ran with all the same (their code failed
+    in the raised one: the shim compiled them as asked), each with its number of calls."""
+    floor = std_year(needed)
+    kept = (
+        asked
+        for c in calls
+        if (asked := requested_std(list(c.given))) is not None
+        and floor is not None
+        and (std_year(asked) or floor) < floor
+        and requested_std(list(c.run)) == asked
+        and is_compile(c.given)
+    )
+    return tuple(sorted(Counter(kept).items()))
+
+
 _ARCH_NUMBER = re.compile(r"(?:sm|compute)_(\d+[af]?)")
 
 
@@ -268,6 +286,17 @@ def shim_notes(
             ("the host compiler", raised[1], len(host_calls)),
         )
         notes.append(raised_note(compilers, needed, torch_version))
+    kept = [
+        f"{name}'s -std={std} ({n} {'call' if n == 1 else 'calls'})"
+        for name, made in (("nvcc", calls), ("the host compiler", host_calls))
+        for std, n in kept_standards(made, needed)
+    ]
+    if kept:
+        notes.append(
+            f"Compiled as the project asks, not in {needed.upper()}: {' and '.join(kept)}, "
+            f"whose code does not compile in {needed.upper()} (it includes none of torch's "
+            "headers, which alone need it; prebuild.json has each call as run)."
+        )
     replaced, asking = replaced_archs(calls, wheel)
     if replaced:
         notes.append(

@@ -11,8 +11,12 @@ as run. With a compile cache, each compile runs through its launcher, with the o
 value sccache cannot tell from an input file written as one argument. A ``-std`` older than the
 one torch's headers need (a project asking for C++17 from a torch that needs C++20) is raised to
 it, in its own dialect (``gnu++17`` to ``gnu++20``); a standard is never lowered, and none is
-added. A native CPU target (``-march=native``, also through ``-Xcompiler``) is dropped: it would
-make the wheel need the build machine's CPU; an explicit one (``-march=x86-64-v3``) is kept.
+added. Where a compile fails in the raised standard, it runs again as asked: a file that does
+not include torch's headers needs no C++20, and its code may not compile there (fmt 9 under
+nvcc, ``u8`` literals as ``char``); the call that succeeded is the one logged, and where both
+fail the raised standard's output is shown. A native CPU target (``-march=native``, also
+through ``-Xcompiler``) is dropped: it would make the wheel need the build machine's CPU; an
+explicit one (``-march=x86-64-v3``) is kept.
 
 The same program is the build's ``$CXX`` (torch's BuildExtension compiles every C++ file with
 it): without a gencode list (``PREBUILD_NVCC_GENCODE`` unset) it changes no arch option, and
@@ -32,6 +36,7 @@ import json
 import os
 import re
 import shlex
+import subprocess
 import sys
 from collections.abc import Mapping
 
@@ -280,20 +285,52 @@ def main(argv: list[str] | None = None) -> int:
         for name in NVCC_ENV_FLAGS:
             os.environ.pop(name, None)
     given = rewrite_args(args, json.loads(gencode)) if gencode is not None else args
+    as_asked = [*real, *drop_native(given)]
     command = [*real, *raise_std(drop_native(given), os.environ.get(SHIM_ENV_MIN_STD))]
-    log = os.environ.get(SHIM_ENV_LOG)
-    if log:  # every call, changed or not: what nvcc wrote is read from here (classic.nvcc_outputs)
-        # One write with O_APPEND: calls running at once (ninja -j) never interleave their lines.
-        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, (json.dumps({"given": args, "run": command[1:]}) + "\n").encode())
-        finally:
-            os.close(fd)
     launcher = shlex.split(os.environ.get(SHIM_ENV_LAUNCHER, ""))
-    if launcher and not is_query(args):
-        os.execvp(launcher[0], [*launcher, command[0], *joined_values(command[1:])])
-    os.execvp(command[0], command)
+
+    def invocation(cmd: list[str]) -> list[str]:
+        if launcher and not is_query(args):
+            return [*launcher, cmd[0], *joined_values(cmd[1:])]
+        return cmd
+
+    if command != as_asked and is_compile(args):
+        # Raised: run it, and where it fails, as asked (the output of the raised standard's
+        # run shown only where that fails too).
+        first = subprocess.run(invocation(command), capture_output=True)
+        shown = first
+        if first.returncode != 0:
+            again = subprocess.run(invocation(as_asked), capture_output=True)
+            if again.returncode == 0:
+                command, shown = as_asked, again
+        sys.stdout.buffer.write(shown.stdout)
+        sys.stdout.flush()
+        sys.stderr.buffer.write(shown.stderr)
+        log_call(args, command[1:])
+        return shown.returncode
+    log_call(args, command[1:])
+    cmd = invocation(command)
+    os.execvp(cmd[0], cmd)
     return 0  # not reached
+
+
+def is_compile(args: list[str] | tuple[str, ...]) -> bool:
+    """A call that compiles a source to an object (``-c``), not a link or a query."""
+    return "-c" in args or "--compile" in args
+
+
+def log_call(given: list[str], run: list[str]) -> None:
+    """Every call, changed or not, as given and as run: what nvcc wrote is read from here
+    (classic.nvcc_outputs). One write with O_APPEND: calls running at once (ninja -j) never
+    interleave their lines."""
+    log = os.environ.get(SHIM_ENV_LOG)
+    if not log:
+        return
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps({"given": given, "run": run}) + "\n").encode())
+    finally:
+        os.close(fd)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from prebuild.runtime.manifest import CXX_ABI, NO_TORCH_ABI, STABLE_ABI
 from prebuild.runtime.versions import minor, release
+from prebuild.tool.builder.nvcc_shim import is_compile
 
 # A mangled name that reaches into torch's C++ namespaces: a nested name (N, its qualifiers)
 # starting with c10, at, torch or caffe2, anywhere in the name (a parameter's type counts).
@@ -110,11 +111,6 @@ def shim_versions(headers: Iterable[str]) -> dict[str, str]:
                 if name not in found or release(version) < release(found[name]):
                     found[name] = version
     return {name: version for name, version in found.items() if name not in unguarded}
-
-
-def is_compile(args: Sequence[str]) -> bool:
-    """A call that compiles a source to an object (``-c``), not a link or a query."""
-    return "-c" in args or "--compile" in args
 
 
 @dataclass(frozen=True)
