@@ -297,12 +297,15 @@ def main(argv: list[str] | None = None) -> int:
     if command != as_asked and is_compile(args):
         # Raised: run it, and where it fails, as asked (the output of the raised standard's
         # run shown only where that fails too).
-        first = subprocess.run(invocation(command), capture_output=True)
-        shown = first
-        if first.returncode != 0:
-            again = subprocess.run(invocation(as_asked), capture_output=True)
-            if again.returncode == 0:
-                command, shown = as_asked, again
+        try:
+            first = subprocess.run(invocation(command), capture_output=True)
+            shown = first
+            if first.returncode != 0:
+                again = subprocess.run(invocation(as_asked), capture_output=True)
+                if again.returncode == 0:
+                    command, shown = as_asked, again
+        except KeyboardInterrupt:  # Ctrl-C reached the compiler too: stop as it did, quietly
+            return 130
         sys.stdout.buffer.write(shown.stdout)
         sys.stdout.flush()
         sys.stderr.buffer.write(shown.stderr)
