@@ -158,7 +158,7 @@ def test_a_name_another_library_of_the_wheel_defines_is_not_torch_s(tmp_path):
     calls from torch the wheel needs no torch ABI at all; with it, the stable ABI."""
     import zipfile
 
-    from prebuild.tool.builder.classic import wheel_undefined_symbols
+    from prebuild.tool.builder.classic import wheel_symbols
 
     helper = shared_library(
         tmp_path / "libhelper.so", "int torch_scatter_sum(int a) { return a + 1; }\n"
@@ -172,7 +172,7 @@ def test_a_name_another_library_of_the_wheel_defines_is_not_torch_s(tmp_path):
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.write(helper, "pkg/libhelper.so")
         zf.write(extension, "pkg/_C.so")
-    needs = wheel_undefined_symbols(wheel)
+    needs = {name: undefined for name, (_, undefined) in wheel_symbols(wheel).items()}
     assert "torch_scatter_sum" not in needs["pkg/_C.so"]
     assert "aoti_torch_get_numel" in needs["pkg/_C.so"]
     only_own = {"pkg/_C.so": needs["pkg/_C.so"] - {"aoti_torch_get_numel"}}

@@ -704,9 +704,19 @@ def wheel_symbols(wheel: Path) -> dict[str, tuple[frozenset[str], frozenset[str]
     return {name: (defined, undefined - own) for name, (defined, undefined) in symbols.items()}
 
 
-def wheel_undefined_symbols(wheel: Path) -> dict[str, frozenset[str]]:
-    """Each shared library of the wheel, and the symbols it needs from outside the wheel."""
-    return {name: undefined for name, (_, undefined) in wheel_symbols(wheel).items()}
+def any_python_retag(
+    wheel: Path, tag: str, symbols: dict[str, tuple[frozenset[str], frozenset[str]]]
+) -> str | None:
+    """The tag for every Python of a wheel (``tag`` as built) whose libraries (``symbols``:
+    wheel_symbols') use nothing of Python's and are named for none, as such projects' own
+    wheels are tagged (bitsandbytes' py3-none); None where it keeps its own."""
+    if python_suffixed(symbols):
+        return None
+    undefined = {name: needs for name, (_, needs) in symbols.items()}
+    defined = {name: defines for name, (defines, _) in symbols.items()}
+    if uses_python_api(undefined, defined, wheel_needed_libraries(wheel)):
+        return None
+    return any_python_tag(tag)
 
 
 def read_wheel_libraries(wheel: Path) -> tuple[BuiltLibrary, ...]:
@@ -1315,18 +1325,10 @@ class ClassicBuilder:
                 torch.version_string,
                 shim_versions(shim_headers(torch.include_dirs)),
             )
-            # A wheel whose libraries use nothing of Python's (ctypes libraries) serves every
-            # Python: tagged so, as such projects' own wheels are (bitsandbytes' py3-none).
             built_tag = "-".join(built.name[: -len(".whl")].split("-")[-3:])
-            tag = None
-            if not python_suffixed(symbols) and not uses_python_api(
-                undefined,
-                {name: defines for name, (defines, _) in symbols.items()},
-                wheel_needed_libraries(built),
-            ):
-                tag = any_python_tag(built_tag)
-                if tag is not None:
-                    notes = (*notes, any_python_note(built_tag, tag))
+            tag = any_python_retag(built, built_tag, symbols)
+            if tag is not None:
+                notes = (*notes, any_python_note(built_tag, tag))
             cuda_major = str(nvcc.version.major) if code != CPU_CODE else None
             if abi.stable:
                 notes = (*notes, stable_note(abi, torch.version_string, cuda_major))
