@@ -340,11 +340,14 @@ def test_host_code_that_calls_cuda_is_told_apart_from_cpu_code():
     ]
     assert host_code(cuda_links(needed)) == CUDA_HOST_CODE
     assert host_code(cuda_links(cpu_build)) == CPU_CODE
-    note = host_wheel_note(CUDA_HOST_CODE, cuda_links(needed), "2.14.1+cu130", "13.0")
+    note = host_wheel_note(CUDA_HOST_CODE, cuda_links(needed), "2.14", "13.0")
     assert "CUDA host code (it links libcuda.so.1, libcudart.so.13)" in note
     assert "every GPU, with torch 2.14 for CUDA 13" in note
-    note = host_wheel_note(CPU_CODE, [], "2.14.1+cu130", "13.0")
+    note = host_wheel_note(CPU_CODE, [], "2.14", "13.0")
     assert "CPU code only" in note and "any build of torch 2.14" in note
+    # one not tied to its torch says so (ProjectManifest.torch_needed)
+    note = host_wheel_note(CUDA_HOST_CODE, ["libcuda.so.1"], "of any release", "13.0")
+    assert "every GPU, with torch of any release for CUDA 13" in note
 
 
 def test_where_no_gpu_is_visible_torch_cuda_answers_for_a_gated_setup_py_and_the_errors_say_so(

@@ -49,7 +49,6 @@ from prebuild.runtime.manifest import (
     CxxStandard,
     ProjectManifest,
 )
-from prebuild.runtime.versions import minor
 from prebuild.tool.builder import build_site, env_writes, flags, runtime_floor
 from prebuild.tool.builder.api_breaks import TH_BREAK, api_breaks, api_breaks_advice
 from prebuild.tool.builder.base import (
@@ -619,15 +618,16 @@ def host_code(links: list[str]) -> str:
 
 
 def host_wheel_note(
-    code: str, links: list[str], torch_version: str, cuda: str, asked: bool = False
+    code: str, links: list[str], torch_needed: str, cuda: str, asked: bool = False
 ) -> str:
-    """What the user should know of a wheel with no GPU code: one wheel serves every GPU.
-    ``asked``: the project has CUDA sources, and the extensions asked of it have none
-    (build_switches.host_code_asked)."""
+    """What the user should know of a wheel with no GPU code: one wheel serves every GPU, with
+    the torch it needs (``ProjectManifest.torch_needed``: ``2.14``, ``>= 2.10``, ``of any
+    release``). ``asked``: the project has CUDA sources, and the extensions asked of it have
+    none (build_switches.host_code_asked)."""
     if code == CUDA_HOST_CODE:
         what = (
             f"CUDA host code (it links {', '.join(links)}) and no GPU code: one wheel serves "
-            f"every GPU, with torch {minor(torch_version)} for CUDA {cuda.split('.')[0]}"
+            f"every GPU, with torch {torch_needed} for CUDA {cuda.split('.')[0]}"
         )
     else:
         why = (
@@ -635,7 +635,7 @@ def host_wheel_note(
         )
         what = (
             f"CPU code only ({why}): one wheel serves every GPU and machines with none, with "
-            f"any build of torch {minor(torch_version)}"
+            f"any build of torch {torch_needed}"
         )
     return f"its libraries hold {what}"
 
@@ -1257,6 +1257,7 @@ class ClassicBuilder:
             if installed:
                 progress.note(installed)
             code, notes = GPU_CODE, ()
+            links, by_design = [], False
             needed = wheel_needed_libraries(built)
             if not any(lib.has_code for lib in libraries):
                 # GPU code the project has and did not compile is lost: refused. With none to
@@ -1279,11 +1280,6 @@ class ClassicBuilder:
                     )
                 links = cuda_links(needed)
                 code = host_code(links)
-                notes = (
-                    host_wheel_note(
-                        code, links, torch.version_string, str(nvcc.version), by_design
-                    ),
-                )
                 sass, ptx = (), ()
             # The kept objects' calls (made for an earlier wheel, or an earlier build of this
             # one) count as this wheel's too; a call compiling an object again replaces its own.
@@ -1353,6 +1349,11 @@ class ClassicBuilder:
                 torch_abi=abi.kind,
                 torch_target=abi.target,
             )
+            if manifest.host_only:  # first: what the wheel is
+                host = host_wheel_note(
+                    code, links, manifest.torch_needed, str(nvcc.version), by_design
+                )
+                notes = (host, *notes)
             progress.phase("writing the wheel")
             # relabel_wheel keeps a project's own local label in front of this one. A
             # stable-ABI wheel's names no torch: it serves every torch from its target on (and
