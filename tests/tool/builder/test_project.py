@@ -516,8 +516,18 @@ def test_a_requirement_published_as_wheels_only_is_told_where_its_source_is(monk
     )
     (command,) = asked
     assert {"--dry-run", "--only-binary", "--report"} <= set(command)  # nothing installed
+    # with a pip constraint on it (this machine's pip.conf caps torchvision), pip says so as a
+    # conflict (torchvision 0.29.1 has wheels only)
+    constrained = (
+        "ERROR: Cannot install torchvision==0.29.1 because these package versions have "
+        "conflicting dependencies.\nThe conflict is caused by:\n    The user requested "
+        "torchvision==0.29.1\n    The user requested (constraint) torchvision<=0.29.1\n"
+        "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/...\n"
+    )
+    assert project_module.wheels_only_hint("torchvision==0.29.1", constrained, None)
+    assert len(asked) == 2
     assert project_module.wheels_only_hint("x", "ERROR: Could not install", None) == ""
-    assert len(asked) == 1  # another failure: pip is not asked again
+    assert len(asked) == 2  # another failure: pip is not asked again
     no_url = {"install": [{**REPORT["install"][0], "metadata": {"name": "x", "version": "1"}}]}
     assert project_module.wheels_only_message("x", json.dumps(no_url)).endswith(
         "build it from its repository (a git URL: git+https://...@TAG)."

@@ -500,12 +500,19 @@ def no_pip_message(spec: str, prefix: str) -> str:
     )
 
 
+# How pip says that it found no source it may use: no distribution at all, or (with a pip
+# constraint on the requirement) a conflict between the request and the constraint.
+_NO_SOURCE = ("No matching distribution found", "ResolutionImpossible", "conflicting dependencies")
+
+
 def wheels_only_hint(spec: str, output: str, env: dict[str, str] | None) -> str:
     """Where pip found no source distribution of ``spec``: if the index has a wheel of it (its
     makers publish wheels only: bitsandbytes 0.50.2), say so and where its source lives; ""
     otherwise. pip is asked for the wheel it would install (its metadata only, nothing
-    installed)."""
-    if "No matching distribution found" not in output:
+    installed). Under a pip constraint on it (``PIP_CONSTRAINT``, pip.conf's ``constraint``:
+    ``torchvision<=0.29.1``), pip says the same as a conflict (ResolutionImpossible): the
+    download asks for no dependency, so only the requirement itself can conflict there."""
+    if not any(said in output for said in _NO_SOURCE):
         return ""
     command = [
         sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--ignore-installed",
