@@ -406,7 +406,7 @@ def clone_source(spec: str, dest: Path) -> Path:
 def download_source(
     spec: str, dest: Path, env: dict[str, str] | None = None
 ) -> tuple[Path, Relabelled | None]:
-    """``pip download`` the source of ``spec`` (a requirement or a URL: ``fused-ssim==1.0.0``,
+    """``pip download`` the source of ``spec`` (a requirement or a URL: ``gsplat==1.5.3``,
     ``git+https://...``) into ``dest``, in ``env`` (default: this process's); returns the
     archive, and the sdist pip refused for its setup.py's local label, which was then fetched by
     its URL (``relabelled_sdist``). Without build isolation: a classic setup.py imports torch

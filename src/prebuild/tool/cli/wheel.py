@@ -23,7 +23,7 @@ def wheel(
         metavar="[PROJECT]",
         show_default=False,
         help="What to build: a source directory, an sdist, or a pip requirement or URL "
-        "(fused-ssim==1.0.0, git+https://...). Default: the project around the current "
+        "(gsplat==1.5.3, git+https://...). Default: the project around the current "
         "directory. A native project (\\[tool.prebuild] in its pyproject.toml, as prebuild's own "
         "kernels) is built in place; another (classic) project from a private copy, by its own "
         "build backend, in this environment: it needs a CUDA build of torch.",
