@@ -11,6 +11,7 @@ from prebuild.tool.builder.python_tag import (
     any_python_note,
     any_python_tag,
     python_api_symbols,
+    python_floor,
     python_suffixed,
     uses_python_api,
 )
@@ -103,3 +104,16 @@ def test_a_library_named_for_one_python_keeps_the_wheel_s_tag():
         "pkg/libbitsandbytes_cuda130.so",
     ]
     assert python_suffixed(names) == names[:2]
+
+
+@pytest.mark.parametrize(
+    ("tag", "floor"),
+    [
+        ("py310-none-linux_x86_64", "3.10"),
+        ("cp39-abi3-linux_x86_64", "3.9"),
+        ("cp311-cp311-linux_x86_64", None),
+        ("py3-none-any", None),  # not one prebuild makes: its floor is not in the tag
+    ],
+)
+def test_the_oldest_python_a_tag_serves_with_every_later_one(tag, floor):
+    assert python_floor(tag) == floor

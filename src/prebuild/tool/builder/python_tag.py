@@ -67,3 +67,10 @@ def any_python_note(built_tag: str, tag: str) -> str:
         f"{tag.rsplit('-', 1)[0]}, for every Python from 3.10 on, not "
         f"{built_tag.split('-', 1)[0]} alone"
     )
+
+
+def python_floor(tag: str) -> str | None:
+    """The oldest Python a wheel's tag serves with every later one: ``3.10`` for
+    ``py310-none-...``, ``3.9`` for ``cp39-abi3-...``; None for one Python's (``cp311-cp311``)."""
+    match = re.match(r"^(?:py3(\d+)-none|cp3(\d+)-abi3)-", tag)
+    return f"3.{match.group(1) or match.group(2)}" if match else None

@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import re
 import shutil
 import subprocess
 import time
@@ -30,6 +29,7 @@ from packaging.utils import canonicalize_name
 from prebuild.runtime.versions import release
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.project import last_error
+from prebuild.tool.builder.python_tag import python_floor
 from prebuild.tool.farm.envs import (
     EnvError,
     Environments,
@@ -319,13 +319,6 @@ def wheel_reach(wheels_dir: Path, entry: Entry) -> Reach | None:
     torch_from = None if None in targets else max(targets, key=release, default=None)
     python_from = None if None in pythons else max(pythons, key=release, default=None)
     return Reach(torch_from, python_from)
-
-
-def python_floor(tag: str) -> str | None:
-    """Pure: the oldest Python a wheel's tag serves with every later one: ``3.10`` for
-    ``py310-none-...``, ``3.9`` for ``cp39-abi3-...``; None for one Python's (``cp311-cp311``)."""
-    match = re.match(r"^(?:py3(\d+)-none|cp3(\d+)-abi3)-", tag)
-    return f"3.{match.group(1) or match.group(2)}" if match else None
 
 
 def objects_dir(work: Path, job: Job) -> Path:
