@@ -452,8 +452,8 @@ def test_a_ctypes_library_gets_one_wheel_for_every_python_and_torch(
     cuda_torch_python, fresh_cuda_venv, fresh_venv, tmp_path
 ):
     """ctypes_ext, a CUDA library loaded by ctypes as bitsandbytes' is (no Python C API, nothing
-    of torch's, though built as a CUDAExtension): tagged py310-none (pip takes it for every
-    Python from 3.10 on), labelled with no torch and not pinned, each said; its C++17 code,
+    of torch's, though built as a CUDAExtension): tagged py310-none (pip and uv take it for
+    every Python from 3.10 on), labelled with no torch and not pinned, each said; its C++17 code,
     which C++20 refuses, compiled as asked, said; it runs beside torch 2.14.1, and beside the
     CPU torch 2.13 pip installs it and its guard says which torch to install."""
     out = tmp_path / "dist"
@@ -501,6 +501,19 @@ def test_a_ctypes_library_gets_one_wheel_for_every_python_and_torch(
         )  # fmt: skip
 
     assert [pip_takes(v) for v in ("3.9", "3.10", "3.13", "3.14")] == [False, True, True, True]
+
+    def uv_takes(version: str) -> bool:  # and uv's (bootstrap's, in .venv)
+        return (
+            subprocess.run(
+                [str(ROOT / ".venv" / "bin" / "uv"), "pip", "install", "--dry-run", "--no-deps",
+                 "--no-index", "--find-links", str(out), "--python-version", version,
+                 "--python", str(python), "--target", str(tmp_path / "uv-target"), "ctypes_ext"],
+                capture_output=True, text=True, timeout=300, env={**os.environ, "UV_NO_CACHE": "1"},
+            ).returncode
+            == 0
+        )  # fmt: skip
+
+    assert [uv_takes(v) for v in ("3.9", "3.10", "3.13", "3.14")] == [False, True, True, True]
     chosen = prebuild(
         python, "install", "ctypes-ext", "--from", str(out), "--arch", "sm_90", "--json"
     )
