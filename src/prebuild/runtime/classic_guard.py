@@ -132,13 +132,7 @@ class Guard:
 
     def built_for(self) -> str:
         m = self.manifest()
-        torch = (
-            "any torch (its libraries call nothing of torch's)"
-            if m.torch_free
-            else f"torch {m.torch_needed} (the stable ABI)"
-            if m.stable_abi
-            else f"torch {m.torch}"
-        )
+        torch = f"torch {m.torch_needed} ({m.abi_name})" if m.abi_name else f"torch {m.torch}"
         return f"{torch}, CUDA {m.cuda}, {m.holds() or 'no GPU arch'}"
 
     def build_command(self, arch: str = "sm_XY") -> str:
@@ -354,16 +348,12 @@ def fit_problems(
     one of CPU code only with any build of its torch. ``build_command(arch)``: the command that
     builds the project for an arch."""
     from .arch import arch_for_capability, format_capability
-    from .compat import cuda_torch_command, gpu_verdict, same_cuda_major
+    from .compat import gpu_verdict, same_cuda_major, torch_command
 
     errors: list[str] = []
     wheel_cuda = manifest.torch_cuda or manifest.cuda
     stable = manifest.stable_abi
-    get_torch = cuda_torch_command(
-        wheel_cuda,
-        "" if manifest.torch_free else manifest.torch_target if stable else manifest.torch_minor,
-        not stable,
-    )
+    get_torch = torch_command(wheel_cuda, manifest.torch_spec)
     here = "sm_XY"
     if gpus:
         here = arch_for_capability(gpus[0].capability).sm

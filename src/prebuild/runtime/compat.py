@@ -92,12 +92,17 @@ def cuda_major_error(manifest: Manifest, torch_cuda: str | None) -> PrebuildErro
 
 
 def cuda_torch_command(wheel_cuda: str, torch_target: str, same_minor: bool = False) -> str:
-    """How to get a torch that runs a CUDA ``wheel_cuda`` wheel: PyTorch's own index for that
-    CUDA release (``.../whl/cu130``) serves CUDA builds of every torch release. ``same_minor``:
-    exactly that minor release (a classic extension's), not it or newer; ``torch_target`` "":
-    any release."""
+    """How to get a torch that runs a CUDA ``wheel_cuda`` wheel: ``torch_command`` for
+    ``torch_target`` or newer, or (``same_minor``) exactly that minor release (a classic
+    extension's)."""
+    return torch_command(wheel_cuda, f"=={torch_target}.*" if same_minor else f">={torch_target}")
+
+
+def torch_command(wheel_cuda: str, spec: str) -> str:
+    """``pip install 'torch<spec>'`` from PyTorch's own index for that CUDA release
+    (``.../whl/cu130``), which serves CUDA builds of every torch release; ``spec`` a pip
+    specifier (``>=2.10``, ``==2.14.*``, "" for any release: ``ProjectManifest.torch_spec``)."""
     tag = "cu" + "".join(str(n) for n in release(wheel_cuda)[:2])
-    spec = "" if not torch_target else f"=={torch_target}.*" if same_minor else f">={torch_target}"
     return f"pip install 'torch{spec}' --index-url https://download.pytorch.org/whl/{tag}"
 
 

@@ -353,6 +353,13 @@ class ProjectManifest:
         return f">= {self.torch_target}" if self.stable_abi else self.torch_minor
 
     @property
+    def abi_name(self) -> str | None:
+        """For messages: ``the stable ABI``, ``no torch ABI``; None for torch's C++ ABI."""
+        if self.torch_free:
+            return "no torch ABI"
+        return "the stable ABI" if self.stable_abi else None
+
+    @property
     def torch_spec(self) -> str:
         """The pip specifier of the torch it needs: ``==2.14.*``, ``>=2.10`` or "" (any)."""
         if self.torch_free:

@@ -386,10 +386,8 @@ class Report:
             return (
                 f"{self.project} {self.version}: a {m.kind} build by prebuild for torch "
                 + (
-                    f"{m.torch_needed} (no torch ABI, built with {m.torch})"
-                    if m.torch_free
-                    else f"{m.torch_needed} (the stable ABI, built with {m.torch})"
-                    if m.stable_abi
+                    f"{m.torch_needed} ({m.abi_name}, built with {m.torch})"
+                    if m.abi_name
                     else f"{m.torch_minor} (built with {m.torch})"
                 )
                 + f", CUDA {m.cuda}, {m.python_tag}; manifest: "

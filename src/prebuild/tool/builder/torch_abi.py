@@ -150,6 +150,7 @@ def torch_abi(
     headers then compile for), or newer where a shim function called came later
     (``introduced``: ``shim_versions`` of the build torch's headers; a compile call the shims
     did not see cannot hide that)."""
+    introduced = introduced or {}
     compiles = [args for args in calls if is_compile(args)]
     targets = [call_target(args) for args in compiles]
     asked = [t for t in targets if t is not None]
@@ -169,12 +170,12 @@ def torch_abi(
         (release(introduced[name]), name)
         for names in libraries.values()
         for name in stable_symbols(names)
-        if name in (introduced or {})
+        if name in introduced
     )
     newest = None
     if called and called[-1][0][:2] > release(target)[:2]:
         name = called[-1][1]
-        newest = (name, (introduced or {})[name])
+        newest = (name, introduced[name])
         target = newest[1]
     return TorchAbi(
         STABLE_ABI, target, untargeted=untargeted, compiles=len(compiles), newest=newest

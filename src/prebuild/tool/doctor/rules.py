@@ -353,13 +353,7 @@ def project_checks(
             area,
             FAIL if p.problem else OK,
             f"{p.title}: {m.kind} build for torch {m.torch_needed}"
-            + (
-                " (no torch ABI, "
-                if m.torch_free
-                else " (the stable ABI, "
-                if m.stable_abi
-                else " ("
-            )
+            + (f" ({m.abi_name}, " if m.abi_name else " (")
             + f"built with {m.torch}), CUDA {m.cuda}, "
             + (archs if m.host_only else f"archs {archs}")
             + (f"; {p.problem}" if p.problem else ""),
@@ -371,9 +365,7 @@ def project_checks(
     )
     rebuild = f"prebuild wheel --arch {need_archs} {p.name}"
     spec = m.torch_spec
-    get_torch = compat.cuda_torch_command(
-        m.cuda, "" if m.torch_free else m.torch_target or m.torch_minor, not m.stable_abi
-    )
+    get_torch = compat.torch_command(m.cuda, spec)
     if torch.version is None:
         checks.append(
             Check(
