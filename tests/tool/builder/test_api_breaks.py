@@ -213,7 +213,7 @@ def test_a_standard_header_the_project_never_included_is_named_with_its_files():
 def test_a_failed_ninja_step_is_shown_from_its_first_error_after_its_command():
     """megablocks 0.10.0: nvcc warns about torch's own headers (#3189-D, dozens of lines a
     file) before the project's error, and those warnings filled all that was shown."""
-    from prebuild.tool.builder.classic import compiler_errors
+    from prebuild.tool.builder.build_log import compiler_errors
 
     warning = (
         'torch/include/torch/python.h(93): warning #3189-D: "module" is parsed as an '
@@ -265,7 +265,7 @@ def test_a_failed_ninja_step_is_shown_from_its_first_error_after_its_command():
 def test_each_further_failed_step_is_named_with_its_first_error():
     """neural_renderer b2a1e6c: its .cu fails on ``.type()`` in AT_DISPATCH, its .cpp on
     AT_CHECK; only the first step was shown, the second cause left to the full log."""
-    from prebuild.tool.builder.classic import compiler_errors
+    from prebuild.tool.builder.build_log import compiler_errors
 
     cu_error = CASES["tensor.type()"][0]
     cpp_error = "/s/nr/rasterize.cpp:12:5: error: ‘AT_CHECK’ was not declared in this scope"
@@ -298,7 +298,7 @@ def test_each_further_failed_step_is_named_with_its_first_error():
 def test_the_log_shown_starts_at_the_first_compiler_error_in_a_build_without_ninja():
     """torch-points-kernels 0.7.0 builds without ninja: its log's end is a cascade of errors
     from the same missing header, its first error (with g++'s note) is the cause."""
-    from prebuild.tool.builder.classic import compiler_errors
+    from prebuild.tool.builder.build_log import compiler_errors
 
     log = (
         "running build_ext\ng++ -c cpu/src/knn.cpp -o knn.o\nIn file included from cpu/src/knn.cpp:2:\n"

@@ -1,6 +1,7 @@
-"""prebuild.tool.builder.classic, the parts that need no CUDA torch: the arch check on a built
-wheel's libraries, why a wheel without a library is refused (JIT or pure Python), the C++
-standards the shim raised, TORCH_CUDA_ARCH_LIST and the preflight refusing a CPU torch."""
+"""prebuild.tool.builder.classic and the refusals it writes (classic_messages), the parts that
+need no CUDA torch: why a wheel without a library is refused (JIT or pure Python) or one of host
+code only, TORCH_CUDA_ARCH_LIST, the preflight refusing a CPU torch, torch.cuda's answer, ninja
+and the header check asked of a build, its requirements asked once."""
 
 from __future__ import annotations
 
@@ -8,16 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from prebuild.runtime.arch import parse_arch, parse_arch_list
-from prebuild.runtime.manifest import BuiltLibrary, CompilerCall
-from prebuild.tool.builder.classic import (
-    check_archs,
-    no_extension_message,
-    preflight_classic,
-    raised_note,
-    raised_standards,
-    torch_cuda_arch_list,
-)
+from prebuild.runtime.arch import parse_arch_list
+from prebuild.runtime.manifest import BuiltLibrary
+from prebuild.tool.builder.classic import preflight_classic, torch_cuda_arch_list
+from prebuild.tool.builder.classic_messages import no_extension_message
 from prebuild.tool.builder.compile import BuildError
 from prebuild.tool.builder.toolchain import ToolchainError
 from prebuild.tool.jit_sites import jit_sites
@@ -29,78 +24,6 @@ def test_torch_cuda_arch_list():
     assert torch_cuda_arch_list(A("sm_80,sm_90"), ()) == "8.0;9.0"
     assert torch_cuda_arch_list(A("sm_80,sm_90"), A("compute_90")) == "8.0;9.0+PTX"
     assert torch_cuda_arch_list(A("sm_90a"), ()) == "9.0a"
-
-
-def lib(file, sass=(), ptx=()):
-    return BuiltLibrary(
-        file, "0" * 64, 1, tuple(parse_arch(a) for a in sass), tuple(parse_arch(a) for a in ptx)
-    )
-
-
-def test_check_archs_accepts_exactly_the_request_and_cpu_only_libraries():
-    check_archs("x.whl", [lib("ext.so", ["sm_90"]), lib("cpu_helper.so")], A("sm_90"), ())
-    check_archs(
-        "x.whl",
-        [lib("ext.so", ["sm_80", "sm_90"], ["compute_90"])],
-        A("sm_80,sm_90"),
-        A("compute_90"),
-    )
-
-
-@pytest.mark.parametrize(
-    "libraries, fragment",
-    [
-        (
-            [lib("fused_ssim_cuda.so", ["sm_75", "sm_80", "sm_89"])],
-            "fused_ssim_cuda.so: SASS sm_75, sm_80, sm_89",
-        ),
-        ([lib("a.so", ["sm_90"]), lib("b.so", ["sm_80"])], "b.so: SASS sm_80"),
-        ([lib("a.so", ["sm_90"], ["compute_90"])], "PTX compute_90"),
-        ([lib("cpu_only.so")], "cpu_only.so: SASS none, PTX none"),
-        ([], "no shared library at all"),
-    ],
-)
-def test_check_archs_refuses_anything_else_naming_each_library(libraries, fragment):
-    with pytest.raises(BuildError, match="No wheel was written") as info:
-        check_archs("x.whl", libraries, A("sm_90"), ())
-    assert fragment in str(info.value)
-
-
-def test_an_arch_specific_variant_the_project_compiled_counts_as_its_arch_and_is_recorded():
-    """A kernel compiled for sm_90a where sm_90 was asked (nvcc_shim.keep_specific) fits the
-    request; the manifest records sm_90a, so that the guard holds GPUs to its rule."""
-    from prebuild.tool.builder.classic import as_asked, recorded_sass
-
-    hopper = lib("ext.so", ["sm_80", "sm_90a"])
-    check_archs("x.whl", [hopper], A("sm_80,sm_90"), ())
-    assert as_asked(hopper.sass, A("sm_80,sm_90")) == A("sm_80,sm_90")
-    assert as_asked(hopper.sass, A("sm_80")) == A("sm_80,sm_90a")  # not asked: itself
-    assert recorded_sass((hopper,), A("sm_80,sm_90")) == A("sm_80,sm_90a")
-    both = (lib("a.so", ["sm_90"]), lib("b.so", ["sm_90", "sm_90a"]))
-    assert recorded_sass(both, A("sm_90")) == A("sm_90")  # every library holds sm_90 itself
-    assert recorded_sass((*both, lib("c.so", ["sm_90a"])), A("sm_90")) == A("sm_90a")
-    with pytest.raises(BuildError, match="SASS sm_90a"):
-        check_archs("x.whl", [lib("ext.so", ["sm_90a"])], A("sm_80,sm_90"), ())
-
-
-def test_ptx_a_device_link_cannot_keep_is_explained():
-    """Relocatable device code (dlink=True, -rdc=true) is device-linked, which keeps SASS only:
-    a wheel asked to carry PTX is refused saying why, and only where that is the cause."""
-    from prebuild.runtime.manifest import CompilerCall
-    from prebuild.tool.builder.classic import is_device_linked
-
-    calls = [
-        CompilerCall(("-rdc=true", "-c", "a.cu"), ()),
-        CompilerCall(("a.o", "-o", "dlink.o", "-dlink", "-dlto"), ()),
-    ]
-    assert is_device_linked(calls) and not is_device_linked(calls[:1])
-    sass_only = [lib("ext.so", ["sm_80", "sm_90"])]
-    with pytest.raises(BuildError, match="a device link keeps the SASS of each arch, never PTX"):
-        check_archs("x.whl", sass_only, A("sm_80,sm_90"), A("compute_90"), device_linked=True)
-    for libraries, device_linked in ((sass_only, False), ([lib("ext.so", ["sm_80"])], True)):
-        with pytest.raises(BuildError) as info:
-            check_archs("x.whl", libraries, A("sm_80,sm_90"), A("compute_90"), device_linked)
-        assert "device-linked" not in str(info.value)
 
 
 def test_preflight_refuses_a_cpu_torch_naming_the_torch_to_install(monkeypatch):
@@ -117,34 +40,6 @@ def test_preflight_refuses_a_cpu_torch_naming_the_torch_to_install(monkeypatch):
     with pytest.raises(ToolchainError, match="2.13.0.cpu is a CPU build") as info:
         preflight_classic(A("sm_90"), Path("/nowhere"))
     assert "CUDA build of torch" in str(info.value) and "pip install" in str(info.value)
-
-
-def test_raised_standards_counts_the_calls_whose_standard_changed():
-    calls = [
-        CompilerCall(("-c", "a.cu", "-std=c++17"), ("-c", "a.cu", "-std=c++20")),
-        CompilerCall(("-c", "b.cu", "-std", "c++17"), ("-c", "b.cu", "-std", "c++20")),
-        CompilerCall(("-c", "c.cu", "-std=c++20"), ("-c", "c.cu", "-std=c++20")),
-        CompilerCall(("-c", "d.cu", "-std=c++14"), ("-c", "d.cu", "-std=c++20")),
-        CompilerCall(("--version",), ("--version",)),
-    ]
-    assert raised_standards(calls) == (("c++14", 1), ("c++17", 2))
-    assert raised_standards(calls[2:3]) == ()
-    note = raised_note(
-        (("nvcc", (("c++17", 2),), 5), ("the host compiler", (), 2)), "c++20", "2.14.1+cu130"
-    )
-    assert note == (
-        "The project asks nvcc for -std=c++17 (2 of its 5 calls); torch 2.14.1+cu130's headers need "
-        "C++20: raised to it (recorded in prebuild.json)."
-    )
-    both = raised_note(
-        (("nvcc", (("c++17", 2),), 5), ("the host compiler", (("gnu++14", 1), ("c++17", 1)), 3)),
-        "c++20",
-        "2.14.1+cu130",
-    )
-    assert both.startswith(
-        "The project asks nvcc for -std=c++17 (2 of its 5 calls) and the host compiler for "
-        "-std=gnu++14 (1 of its 3 calls), -std=c++17 (1 of its 3 calls); torch 2.14.1+cu130's"
-    )
 
 
 def write(root: Path, name: str, text: str) -> None:
@@ -279,8 +174,7 @@ def test_a_jit_project_whose_build_ran_its_compile_is_told_so_and_what_to_change
 def test_libraries_without_gpu_code_are_explained_with_the_build_logs_words(tmp_path):
     """DeepSpeed with no GPU visible picks its CPU accelerator and builds host-only ops: the
     refusal says so, quotes the log and names it."""
-    from prebuild.runtime.manifest import BuiltLibrary
-    from prebuild.tool.builder.classic import host_only_message
+    from prebuild.tool.builder.classic_messages import host_only_message
 
     log = tmp_path / "build.log"
     log.write_text("running build_ext\n[WARNING] Setting accelerator to CPU. If you have GPU...\n")
@@ -318,36 +212,6 @@ def test_libraries_without_gpu_code_are_explained_with_the_build_logs_words(tmp_
     )
     text = host_only_message("bitsandbytes-0.50.1.whl", (lib,), log, "CMAKE_ARGS=...")
     assert "Its build log says" not in text and "cuda-shim" not in text
-
-
-def test_host_code_that_calls_cuda_is_told_apart_from_cpu_code():
-    """torch_memory_saver 0.0.10 calls the driver's memory API from C++ and has no kernels: its
-    libraries link libcuda and libcudart, so its one wheel is CUDA host code (for every GPU of
-    its CUDA major); a library linking no CUDA library is CPU code."""
-    from prebuild.runtime.manifest import CPU_CODE, CUDA_HOST_CODE
-    from prebuild.tool.builder.classic import cuda_links, host_code, host_wheel_note
-
-    needed = {
-        "tms_preload_cu13.abi3.so": ("libcuda.so.1", "libcudart.so.13", "libstdc++.so.6"),
-        "tms_torch_cu13.abi3.so": ("libcudart.so.13", "libc.so.6"),
-    }
-    assert cuda_links(needed) == ["libcuda.so.1", "libcudart.so.13"]
-    cpu_build = {"fused_adam_op.so": ("libc10.so", "libtorch.so", "libtorch_cpu.so")}
-    assert cuda_links(cpu_build) == []
-    assert cuda_links({"x.so": ("libtorch_cuda.so", "libc10_cuda.so")}) == [
-        "libtorch_cuda.so",
-        "libc10_cuda.so",
-    ]
-    assert host_code(cuda_links(needed)) == CUDA_HOST_CODE
-    assert host_code(cuda_links(cpu_build)) == CPU_CODE
-    note = host_wheel_note(CUDA_HOST_CODE, cuda_links(needed), "2.14", "13.0")
-    assert "CUDA host code (it links libcuda.so.1, libcudart.so.13)" in note
-    assert "every GPU, with torch 2.14 for CUDA 13" in note
-    note = host_wheel_note(CPU_CODE, [], "2.14", "13.0")
-    assert "CPU code only" in note and "any build of torch 2.14" in note
-    # one not tied to its torch says so (ProjectManifest.torch_needed)
-    note = host_wheel_note(CUDA_HOST_CODE, ["libcuda.so.1"], "of any release", "13.0")
-    assert "every GPU, with torch of any release for CUDA 13" in note
 
 
 def test_where_no_gpu_is_visible_torch_cuda_answers_for_a_gated_setup_py_and_the_errors_say_so(
@@ -488,20 +352,6 @@ def test_the_builder_reads_the_projects_submodules_and_sdist_metadata_for_the_ad
     assert "prebuild wheel --arch sm_80,sm_90 git+https://github.com/o/x@<its tag" in advice
 
 
-def test_a_torch_pin_in_the_build_requirements_is_not_followed_and_said_so():
-    """``torch==2.5.1`` in build-system.requires is for an isolated build; prebuild builds
-    against the torch installed, so it is set apart from what must be installed."""
-    from prebuild.tool.builder.classic import split_torch_pins, torch_pins_note
-
-    unmet = {("torch==2.5.1",), ("numpy<2",), ("helper", "Torch[opt]>=9")}
-    rest, pins = split_torch_pins(unmet)
-    assert rest == {("numpy<2",)} and pins == ["Torch[opt]>=9", "torch==2.5.1"]
-    assert split_torch_pins({("torchvision==0.1",)}) == ({("torchvision==0.1",)}, [])
-    note = torch_pins_note(["torch==2.5.1"], "2.14.1+cu130")
-    assert note.startswith("its build asks for torch==2.5.1 (what pip would install")
-    assert "built against the installed torch 2.14.1+cu130 instead" in note
-
-
 def test_a_run_asks_its_backend_for_the_build_requirements_once(tmp_path):
     """get_requires_for_build_wheel runs the project's setup.py (seconds, importing torch):
     its answer holds for every wheel of the run."""
@@ -603,31 +453,6 @@ def test_the_project_build_goes_on_past_a_torch_pin_and_stops_on_another_require
     assert "No module named 'no_such_module_of_the_backend'" in said
 
 
-def test_unmet_build_requirements_installed_at_another_version_are_set_apart():
-    from prebuild.tool.builder.classic import split_installed
-
-    versions = {"setuptools": "80.9.0", "pathspec": "0.10.1"}
-    absent, pins = split_installed(
-        {("setuptools<75",), ("scikit-build-core", "pathspec>=0.12"), ("cmake>=3.26",)},
-        versions.get,
-    )
-    assert absent == {("cmake>=3.26",)}
-    assert pins == ["pathspec>=0.12 (installed: 0.10.1)", "setuptools<75 (installed: 80.9.0)"]
-
-
-def test_unmet_build_requirements_are_named_with_what_needs_them():
-    from prebuild.tool.builder.classic import missing_requirements_message
-
-    said = missing_requirements_message(
-        {("pathspec>=0.12.0",), ("scikit-build-core", "pathspec>=0.12.0"), ("cmake>=3.26",)}
-    )
-    assert said == (
-        "the project's build needs cmake>=3.26, pathspec>=0.12.0, not installed here "
-        "(pathspec>=0.12.0 for scikit-build-core). prebuild builds without isolation (so that "
-        "this torch is used): pip install 'cmake>=3.26' 'pathspec>=0.12.0'"
-    )
-
-
 def test_cuda_sources_are_told_apart_from_a_builds_outputs(tmp_path):
     """A project with CUDA sources whose libraries hold no GPU code lost them (refused); one
     with none (torch-sparse-solve 0.0.5, SuiteSparse's KLU) is a CPU extension. An earlier
@@ -655,21 +480,6 @@ def test_native_sources_are_the_projects_own_files_with_their_text(tmp_path):
         "src/op/op.cu": "// kernel\n",
         "src/op/op_cuda.cpp": "#include <THC/THC.h>\n",
     }
-
-
-def test_a_failed_build_is_read_from_where_its_own_output_starts(tmp_path):
-    """A wheel built again (torch.cuda's answer, or ninja, given up) appends to the same log:
-    the second failure is told by its own output, not by the first's errors."""
-    from prebuild.tool.builder.classic import log_since, log_size
-
-    log = tmp_path / "build.log"
-    assert log_size(log) == 0 and log_since(log, 0) == ""
-    log.write_text("ninja: error: build.ninja:23: multiple rules generate a.o\n")
-    start = log_size(log)
-    with open(log, "a", encoding="utf-8") as f:
-        f.write("a.cpp:3: error: \u00e9 undefined\n")
-    assert log_since(log, start) == "a.cpp:3: error: \u00e9 undefined\n"
-    assert log_since(log, 0).startswith("ninja: error:")
 
 
 def test_the_command_said_back_gives_the_config_settings_again(tmp_path):
@@ -709,129 +519,3 @@ def test_a_cmake_build_is_given_torch_s_prefix_after_the_user_s():
     assert cmake_prefix_env(Path(torch.__file__).parent / "lib", {}) == {
         "CMAKE_PREFIX_PATH": str(real)
     }
-
-
-def test_calls_asking_for_a_native_cpu_target_are_counted_and_said():
-    from prebuild.runtime.manifest import CompilerCall
-    from prebuild.tool.builder.classic import native_cpu_calls, native_cpu_note
-
-    calls = [
-        CompilerCall(("-c", "a.cpp", "-march=native"), ("-c", "a.cpp")),
-        CompilerCall(("-c", "b.cu", "-Xcompiler=-march=native"), ("-c", "b.cu")),
-        CompilerCall(("-c", "c.cpp", "-march=x86-64-v3"), ("-c", "c.cpp", "-march=x86-64-v3")),
-        CompilerCall(("--version",), ("--version",)),
-    ]
-    assert native_cpu_calls(calls) == 2
-    assert native_cpu_calls(calls[2:]) == 0
-    assert native_cpu_note(1).startswith("The project asks for -march=native (1 compiler call):")
-    assert "(2 compiler calls)" in native_cpu_note(2)
-
-
-# The traceback of SparseConvNet cf251d0's setup.py with torch.cuda answering (the frames above
-# it setuptools' and pyproject-hooks', cut): its line 12 multiplies tensors on the GPU.
-SETUP_TRACEBACK = """Traceback (most recent call last):
-  File "/v/lib/python3.11/site-packages/setuptools/build_meta.py", line 317, in run_setup
-    exec(code, locals())
-  File "<string>", line 12, in <module>
-  File "/v/lib/python3.11/site-packages/torch/cuda/__init__.py", line 591, in _lazy_init
-    torch._C._cuda_init()
-RuntimeError: Found no NVIDIA driver on your system.
-"""
-
-
-def test_the_setup_py_line_that_failed_with_the_answer_is_named_with_its_code(tmp_path):
-    from prebuild.runtime.manifest import BuiltLibrary
-    from prebuild.tool.builder.classic import host_only_message, setup_py_line
-
-    setup = (
-        "import torch\n" * 11 + "    assert torch.matmul(torch.ones(2, 2).cuda(), x) " + "#" * 80
-    )
-    number, code = setup_py_line(SETUP_TRACEBACK, setup)
-    assert number == 12 and code.startswith("assert torch.matmul(") and len(code) == 100
-    assert setup_py_line(SETUP_TRACEBACK, "import torch\n") is None  # not a line of it
-    assert setup_py_line("RuntimeError: no traceback", setup) is None
-    log = tmp_path / "build.log"
-    log.write_text(SETUP_TRACEBACK)
-    lib = BuiltLibrary("sparseconvnet/SCN.cpython-311-x86_64-linux-gnu.so", "0", 1)
-    text = host_only_message(
-        "sparseconvnet-0.2-cp311.whl",
-        (lib,),
-        log,
-        "none",
-        "RuntimeError: Found no NVIDIA driver on your system.",
-        "prebuild wheel --arch sm_90 ./SparseConvNet",
-        switches=False,
-        answer_where=(12, "assert torch.matmul(...)"),
-    )
-    assert text.startswith("The wheel its build made (sparseconvnet-0.2-cp311.whl, not kept)")
-    assert "answering for a GPU at its line 12 (`assert torch.matmul(...)`) (RuntimeError" in text
-    assert "with it removed or guarded, the project may build here" in text
-
-
-def test_the_archs_a_project_asks_nvcc_for_itself_are_named_where_the_wheel_replaced_them():
-    """BEVFusion hard-codes -gencode for sm_70 to sm_86; torch adds the wheel's own."""
-    from prebuild.runtime.arch import parse_arch_list
-    from prebuild.runtime.manifest import CompilerCall
-    from prebuild.tool.builder.classic import replaced_archs
-
-    own = "-gencode=arch=compute_90,code=sm_90"
-    calls = [
-        CompilerCall(("-c", "a.cu", "-gencode", "arch=compute_70,code=sm_70", own), ()),
-        CompilerCall(("-c", "b.cu", "-gencode=arch=compute_86,code=[sm_86,compute_86]"), ()),
-        CompilerCall(("-c", "c.cu", own, "-arch=sm_90a"), ()),
-        CompilerCall(("--version", "-arch=sm_75"), ()),  # NVCC_APPEND_FLAGS reach queries too
-    ]
-    assert replaced_archs(calls, parse_arch_list("sm_90")) == (["sm_70", "sm_86"], 2)
-    assert replaced_archs(calls[2:], parse_arch_list("sm_90")) == ([], 0)
-    assert replaced_archs(calls[2:], parse_arch_list("sm_80")) == (["sm_90", "sm_90a"], 1)
-
-
-def test_each_change_the_shims_made_is_one_note_in_order():
-    from prebuild.runtime.arch import parse_arch_list
-    from prebuild.runtime.manifest import CompilerCall
-    from prebuild.tool.builder.classic import shim_notes
-
-    nvcc = [
-        CompilerCall(("-c", "a.cu", "-std=c++17", "-arch=sm_75"), ()),
-        CompilerCall(("--version",), ()),
-    ]
-    host = [CompilerCall(("-c", "b.cpp", "-march=native"), ())]
-    raised = ((("c++17", 1),), ())
-    notes = shim_notes(nvcc, host, parse_arch_list("sm_90"), raised, "c++20", "2.14.1+cu130")
-    starts = (
-        "The project asks nvcc for -std",
-        "The project asks nvcc for sm_75",
-        "The project asks for -march",
-    )
-    assert len(notes) == 3 and all(n.startswith(w) for n, w in zip(notes, starts))
-    assert "(1 of its 1 calls)" in notes[0] and "sm_75 itself (1 of its 1 calls)" in notes[1]
-    assert shim_notes(nvcc[1:], [], parse_arch_list("sm_90"), ((), ()), "c++20", "2.14") == ()
-
-
-def test_calls_compiled_as_asked_after_the_raised_standard_failed_are_a_note():
-    """The shim compiled them with the project's older standard (run = given there): counted
-    per standard and compiler; calls it raised, calls asking for C++20 and links are not."""
-    from prebuild.runtime.arch import parse_arch_list
-    from prebuild.runtime.manifest import CompilerCall
-    from prebuild.tool.builder.classic import kept_standards, shim_notes
-
-    nvcc = [
-        CompilerCall(("-c", "fmt.cu", "-std=c++17"), ("-c", "fmt.cu", "-std=c++17")),
-        CompilerCall(("-c", "os.cu", "-std=c++17"), ("-c", "os.cu", "-std=c++17")),
-        CompilerCall(("-c", "ops.cu", "-std=c++17"), ("-c", "ops.cu", "-std=c++20")),
-        CompilerCall(("-c", "new.cu", "-std=c++20"), ("-c", "new.cu", "-std=c++20")),
-        CompilerCall(("-o", "lib.so", "-std=c++17"), ("-o", "lib.so", "-std=c++17")),
-    ]
-    host = [CompilerCall(("-c", "a.cpp", "-std=gnu++14"), ("-c", "a.cpp", "-std=gnu++14"))]
-    assert kept_standards(nvcc, "c++20") == (("c++17", 2),)
-    assert kept_standards(host, "c++20") == (("gnu++14", 1),)
-    assert kept_standards(nvcc, "c++17") == ()
-    (raised, kept) = shim_notes(
-        nvcc, host, parse_arch_list("sm_90"), ((("c++17", 1),), ()), "c++20", "2.14.1+cu130"
-    )
-    assert raised.startswith("The project asks nvcc for -std=c++17 (1 of its 5 calls)")
-    assert kept == (
-        "Compiled as the project asks, not in C++20: nvcc's -std=c++17 (2 calls) and the host "
-        "compiler's -std=gnu++14 (1 call), whose code does not compile in C++20 (it includes "
-        "none of torch's headers, which alone need it; prebuild.json has each call as run)."
-    )

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from prebuild.runtime.manifest import CompilerCall
-from prebuild.tool.builder.classic import raised_standards
 from prebuild.tool.builder.classic_objects import (
     STATE_FILE,
     ObjectsKey,
@@ -25,6 +24,7 @@ from prebuild.tool.builder.classic_objects import (
     read_record,
     reuse,
 )
+from prebuild.tool.builder.shim_calls import raised_standards
 
 
 def test_nvcc_outputs_reads_every_spelling_and_refuses_what_it_cannot_place():
@@ -286,7 +286,7 @@ def test_nvcc_s_own_flag_variables_are_part_of_the_objects_key(monkeypatch, tmp_
 
 
 def test_a_failed_build_that_reused_an_earlier_runs_objects_says_how_to_start_afresh(tmp_path):
-    from prebuild.tool.builder.classic import kept_objects_error
+    from prebuild.tool.builder.classic_messages import kept_objects_error
     from prebuild.tool.builder.compile import BuildError
 
     error = BuildError("the project's build failed", log=tmp_path / "build.log")

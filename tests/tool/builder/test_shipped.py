@@ -13,13 +13,13 @@ from c_libraries import shared_library
 
 from prebuild.runtime.arch import parse_arch
 from prebuild.runtime.manifest import BuiltLibrary
-from prebuild.tool.builder.classic import read_wheel_libraries
 from prebuild.tool.builder.shipped import (
     ShippedLibrary,
     shipped_libraries,
     shipped_message,
     source_libraries,
 )
+from prebuild.tool.builder.wheel_libraries import read_wheel_libraries
 
 
 @pytest.fixture

@@ -88,7 +88,7 @@ def test_nothing_is_said_where_nothing_is_missing_or_a_directory_lacks_a_header(
 def test_the_error_shown_is_ninjas_own_line_where_no_step_failed():
     """fast-hadamard-transform's build stopped before compiling: ninja's line, not the
     setuptools traceback after it, is what the user reads."""
-    from prebuild.tool.builder.classic import compiler_errors
+    from prebuild.tool.builder.build_log import compiler_errors
 
     log = f"running build_ext\n{NINJA}\nTraceback (most recent call last):\n  File ...\n"
     assert compiler_errors(log) == NINJA
@@ -223,7 +223,7 @@ def test_a_failed_download_is_explained_with_what_could_not_be_reached():
 
 
 def test_the_log_end_shown_has_each_python_traceback_cut_to_its_exception():
-    from prebuild.tool.builder.classic import compiler_errors
+    from prebuild.tool.builder.build_log import compiler_errors
 
     log = (
         "gmake: *** [Makefile:101: all] Error 2\nTraceback (most recent call last):\n"
@@ -346,7 +346,7 @@ def test_the_header_check_before_compiling_is_read_and_shown_as_the_compilers_wo
     import re
 
     from prebuild.tool.builder import build_site
-    from prebuild.tool.builder.classic import compiler_errors
+    from prebuild.tool.builder.build_log import compiler_errors
     from prebuild.tool.builder.source_gaps import system_header_pattern
 
     log = (

@@ -158,7 +158,7 @@ def test_a_name_another_library_of_the_wheel_defines_is_not_torch_s(tmp_path):
     calls from torch the wheel needs no torch ABI at all; with it, the stable ABI."""
     import zipfile
 
-    from prebuild.tool.builder.classic import wheel_symbols
+    from prebuild.tool.builder.wheel_libraries import wheel_symbols
 
     helper = shared_library(
         tmp_path / "libhelper.so", "int torch_scatter_sum(int a) { return a + 1; }\n"

@@ -17,7 +17,6 @@ interrupted or failed (``prebuild.tool.builder.classic_objects``).
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import re
@@ -26,26 +25,20 @@ import shutil
 import sys
 import tempfile
 import time
-import zipfile
-from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 from build import BuildBackendException, BuildException, ProjectBuilder, check_dependency
-from packaging.requirements import Requirement
 from packaging.utils import parse_wheel_filename
 from wheel.wheelfile import WheelFile
 
 from prebuild.runtime.arch import Arch, check_supported
 from prebuild.runtime.manifest import (
     CPU_CODE,
-    CUDA_HOST_CODE,
     GPU_CODE,
     NO_TORCH_ABI,
-    BuiltLibrary,
-    CompilerCall,
     CxxStandard,
     ProjectManifest,
 )
@@ -57,6 +50,20 @@ from prebuild.tool.builder.base import (
     quiet_runner,
     shows_a_step,
     warnings_to_log,
+)
+from prebuild.tool.builder.build_log import (
+    backend_failure,
+    compiler_errors,
+    log_since,
+    log_size,
+    setup_py_line,
+)
+from prebuild.tool.builder.build_requirements import (
+    installed_version,
+    missing_requirements_message,
+    split_installed,
+    split_torch_pins,
+    torch_pins_note,
 )
 from prebuild.tool.builder.build_switches import (
     BUILD_ENV,
@@ -76,6 +83,15 @@ from prebuild.tool.builder.build_switches import (
     switches_advice,
 )
 from prebuild.tool.builder.bundle import bundle_system_libraries
+from prebuild.tool.builder.classic_messages import (
+    cpu_torch_error,
+    host_only_message,
+    host_wheel_note,
+    kept_objects_error,
+    no_extension_message,
+    objects,
+    variant_refusal,
+)
 from prebuild.tool.builder.classic_objects import (
     ObjectsKey,
     calls_by_object,
@@ -97,30 +113,20 @@ from prebuild.tool.builder.cuda_shim import (
 )
 from prebuild.tool.builder.guard_files import guard_files
 from prebuild.tool.builder.nvcc_shim import (
-    ARCH_OPTIONS,
     NVCC_ENV_FLAGS,
-    drop_native,
-    is_compile,
-    is_device_link,
     is_query,
-    option_values,
-    requested_std,
-    std_year,
 )
 from prebuild.tool.builder.plan import PlannedWheel
 from prebuild.tool.builder.project import SCM_VERSION_ENV, environment_hints, last_error
 from prebuild.tool.builder.python_tag import (
     any_python_note,
-    any_python_tag,
-    python_suffixed,
-    uses_python_api,
 )
 from prebuild.tool.builder.relabel import (
     add_local_label,
-    is_torch_requirement,
     relabel_wheel,
     relabelled_dist_info,
 )
+from prebuild.tool.builder.shim_calls import is_device_linked, raised_standards, shim_notes
 from prebuild.tool.builder.shipped import shipped_libraries, shipped_message, source_libraries
 from prebuild.tool.builder.source_gaps import (
     downloads_advice,
@@ -160,13 +166,16 @@ from prebuild.tool.builder.torch_abi import (
     torch_free_note,
 )
 from prebuild.tool.builder.variant_twin import variant_json
-from prebuild.tool.inspection import (
-    InspectionError,
-    built_library,
-    dynamic_symbols,
-    found_library,
-    is_shared_library,
-    needed_libraries,
+from prebuild.tool.builder.wheel_libraries import (
+    any_python_retag,
+    check_archs,
+    cuda_links,
+    distribution_name,
+    host_code,
+    read_wheel_libraries,
+    recorded_sass,
+    wheel_needed_libraries,
+    wheel_symbols,
 )
 from prebuild.tool.jit_sites import BUILD_OUTPUTS, jit_sites, setup_imports_jit
 from prebuild.tool.user_cache import user_cache_dir
@@ -182,17 +191,6 @@ def torch_cuda_arch_list(sass: tuple[Arch, ...], ptx: tuple[Arch, ...]) -> str:
     ptx_caps = {(a.major, a.minor) for a in ptx}
     return ";".join(
         f"{item}+PTX" if (a.major, a.minor) in ptx_caps else item for item, a in zip(items, sass)
-    )
-
-
-def cpu_torch_error(torch: Torch, detail: str = "") -> ToolchainError:
-    """The refusal of a CPU torch for a classic project (``detail``: what it already caused)."""
-    return ToolchainError(
-        f"torch {torch.version_string} is a CPU build: a classic CUDAExtension links against "
-        "torch's CUDA libraries, so it needs a CUDA build of torch in this environment, the "
-        "torch its wheels will require. Install one, e.g. pip install 'torch==2.14.1' "
-        "(a CUDA 13.0 build) or pip install torch --index-url https://download.pytorch.org/whl/cu130"
-        + (f". ({detail})" if detail else "")
     )
 
 
@@ -221,228 +219,6 @@ def preflight_classic(archs: tuple[Arch, ...], work: Path) -> ClassicToolchain:
     standard = probe_toolkit(shim, torch, cxx, nvcc.toolkit, user_cache_dir() / "probes")
     add_driver_stub(shim, cxx)
     return ClassicToolchain(torch, nvcc, shim, standard)
-
-
-def raised_standards(calls: list[CompilerCall]) -> tuple[tuple[str, int], ...]:
-    """The standards the project asked for that the shim raised, each with its number of calls."""
-    pairs = ((requested_std(list(c.given)), requested_std(list(c.run))) for c in calls)
-    return tuple(sorted(Counter(given for given, run in pairs if given != run).items()))
-
-
-def kept_standards(calls: list[CompilerCall], needed: str) -> tuple[tuple[str, int], ...]:
-    """The standards older than ``needed`` that calls ran with all the same (their code failed
-    in the raised one: the shim compiled them as asked), each with its number of calls."""
-    floor = std_year(needed)
-    kept = (
-        asked
-        for c in calls
-        if (asked := requested_std(list(c.given))) is not None
-        and floor is not None
-        and (std_year(asked) or floor) < floor
-        and requested_std(list(c.run)) == asked
-        and is_compile(c.given)
-    )
-    return tuple(sorted(Counter(kept).items()))
-
-
-_ARCH_NUMBER = re.compile(r"(?:sm|compute)_(\d+[af]?)")
-
-
-def replaced_archs(calls: list[CompilerCall], wheel: tuple[Arch, ...]) -> tuple[list[str], int]:
-    """Pure: the archs the project's nvcc calls asked for themselves that are not the wheel's
-    (BEVFusion's hard-coded sm_70 to sm_86), in order, and how many calls asked for one."""
-    own = {a.sm.removeprefix("sm_").rstrip("af") for a in wheel}
-    found: list[str] = []
-    asking = 0
-    for call in (c for c in calls if not is_query(c.given)):
-        named = [
-            n
-            for value in option_values(list(call.given), ARCH_OPTIONS)
-            for n in _ARCH_NUMBER.findall(value)
-            if n.rstrip("af") not in own
-        ]
-        asking += bool(named)
-        found += [arch for arch in dict.fromkeys(f"sm_{n}" for n in named) if arch not in found]
-    return found, asking
-
-
-def shim_notes(
-    calls: list[CompilerCall],
-    host_calls: list[CompilerCall],
-    wheel: tuple[Arch, ...],
-    raised: tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]],
-    needed: str,
-    torch_version: str,
-) -> tuple[str, ...]:
-    """Pure: a note for each way the shims changed what the project asked its compilers for
-    (nvcc's ``calls``, the host compiler's, for the ``wheel``'s archs; ``raised``: the standards
-    raised in each, raised_standards'): in the summary, since each changes what was compiled."""
-    compiles = sum(1 for c in calls if not is_query(c.given))
-    notes = []
-    if any(raised):
-        compilers = (
-            ("nvcc", raised[0], compiles),
-            ("the host compiler", raised[1], len(host_calls)),
-        )
-        notes.append(raised_note(compilers, needed, torch_version))
-    kept = [
-        f"{name}'s -std={std} ({n} {'call' if n == 1 else 'calls'})"
-        for name, made in (("nvcc", calls), ("the host compiler", host_calls))
-        for std, n in kept_standards(made, needed)
-    ]
-    if kept:
-        notes.append(
-            f"Compiled as the project asks, not in {needed.upper()}: {' and '.join(kept)}, "
-            f"whose code does not compile in {needed.upper()} (it includes none of torch's "
-            "headers, which alone need it; prebuild.json has each call as run)."
-        )
-    replaced, asking = replaced_archs(calls, wheel)
-    if replaced:
-        notes.append(
-            f"The project asks nvcc for {', '.join(replaced)} itself ({asking} of its {compiles} "
-            f"calls): compiled for this wheel's {', '.join(a.sm for a in wheel)} instead "
-            "(prebuild.json has each call as given and as run)."
-        )
-    if native := native_cpu_calls([*calls, *host_calls]):
-        notes.append(native_cpu_note(native))
-    return tuple(notes)
-
-
-def native_cpu_calls(calls: list[CompilerCall]) -> int:
-    """How many of the calls asked for a native CPU target, which the shim left out."""
-    return sum(1 for c in calls if drop_native(list(c.given)) != list(c.given))
-
-
-def native_cpu_note(calls: int) -> str:
-    """Pure: the note of a build whose ``calls`` asked for ``-march=native``."""
-    return (
-        f"The project asks for -march=native ({calls} compiler {'call' if calls == 1 else 'calls'}"
-        "): left out, since the wheel would run only on CPUs with every instruction set of this "
-        "machine's (prebuild.json has each nvcc call as given and as run). An explicit "
-        "target (-march=x86-64-v3) is kept."
-    )
-
-
-# setuptools runs setup.py with exec(): its frames in a traceback are "<string>"'s.
-_SETUP_FRAME = re.compile(
-    r'^\s*File "(?:<string>|[^"]*\bsetup\.py)", line (\d+), in <module>$', re.M
-)
-
-
-def setup_py_line(log: str, setup_text: str) -> tuple[int, str] | None:
-    """Pure: the line of setup.py where the last traceback in ``log`` left it, with its code
-    (SparseConvNet's ``assert torch.matmul(torch.ones(...).cuda(), ...)``); None if none."""
-    frames = _SETUP_FRAME.findall(log)
-    lines = setup_text.splitlines()
-    if not frames or not 0 < int(frames[-1]) <= len(lines):
-        return None
-    number = int(frames[-1])
-    code = lines[number - 1].strip()
-    return number, code if len(code) <= 100 else code[:97] + "..."
-
-
-def answer_failed(answer_error: str, command: str, where: tuple[int, str] | None = None) -> str:
-    """Pure: what a refusal says of a setup.py that failed with torch.cuda answering for a GPU
-    (``answer_error``, at its line ``where`` if known) and, built again with torch's own
-    answers, compiled no GPU code."""
-    at = f" at its line {where[0]} (`{where[1]}`)" if where else ""
-    line = (
-        " That line asks more of a GPU than torch.cuda's answers give (it may run CUDA while it "
-        "builds): with it removed or guarded, the project may build here."
-        if where
-        else ""
-    )
-    return (
-        f"Its setup.py failed with torch.cuda answering for a GPU{at} ({answer_error}), and "
-        "built again with torch's own answers (no GPU is visible here) it compiled no GPU "
-        f"code.{line} Where a GPU is visible its setup.py may find what it asks: run "
-        f"`{command}` on such a machine."
-    )
-
-
-def sentence(advice: str) -> str:
-    """Pure: switches_advice's words where they start a sentence ("its setup.py reads ..." ->
-    "Its ..."); a known project's, which start with its name, as they are."""
-    return advice[:1].upper() + advice[1:] if advice.startswith(("its ", "the ")) else advice
-
-
-def no_extension_message(
-    wheel_name: str,
-    sites: list[str],
-    advice: str,
-    *,
-    switches: bool = False,
-    answer_error: str = "",
-    command: str = "",
-    installed: str = "",
-    answer_where: tuple[int, str] | None = None,
-    imported: tuple[int, str] | None = None,
-    compiled: int = 0,
-) -> str:
-    """Why a project's wheel is refused when it holds no shared library at all; ``advice``
-    (build_switches.switches_advice): how its setup.py may be asked to build one, given where it
-    reads build ``switches``; ``answer_error``: how its setup.py failed with torch.cuda answering
-    for a GPU (then built with torch's own answers), ``command`` the prebuild command;
-    ``installed``: what its build installed into the environment instead (env_writes');
-    ``imported``: the line of its setup.py that imports code compiling at first use
-    (jit_sites.setup_imports_jit), ``compiled`` the objects its build compiled."""
-    if installed:
-        # It compiled, and put the result elsewhere (hqq 0.2.8): neither pure Python nor JIT.
-        return (
-            f"{wheel_name} holds no compiled library: {installed}. prebuild packages what a "
-            "project's own build puts in its wheel, and this one's puts its extension elsewhere. "
-            "No wheel was written."
-        )
-    if sites:
-        ran = ""
-        if imported:
-            ran = f" Its setup.py imports that code (line {imported[0]}: `{imported[1]}`)" + (
-                f", so the compile ran during this build ({objects(compiled)} compiled), into "
-                "the build's copy of the project: none of it is in the wheel."
-                if compiled
-                else ", which compiles when imported."
-            )
-        # With switches the project has a build of its own to ask for (DeepSpeed's ops).
-        port = (
-            ""
-            if switches
-            else " To build it ahead of time, its setup.py would declare those sources as an "
-            "extension (`ext_modules=[CUDAExtension(name, sources)]` with "
-            "`cmdclass={'build_ext': BuildExtension}`), and its code import the built module "
-            "where it calls load()"
-            + (", its setup.py not importing it for its version" if imported else "")
-            + f": then `{command}` builds it."
-        )
-        return (
-            f"{wheel_name} holds no compiled library: the project builds no extension at install "
-            f"time, it compiles when first used (torch.utils.cpp_extension at {', '.join(sites)}), "
-            f"so there is nothing for prebuild to compile ahead of time as it is.{ran} "
-            f"{sentence(advice)}.{port} No wheel was written."
-        )
-    if answer_error:
-        # It asks more of the GPU than the answer gives: it is not pure Python.
-        return (
-            f"{wheel_name} holds no compiled library. "
-            f"{answer_failed(answer_error, command, answer_where)}"
-            + (f" Or here: {advice}." if switches else "")
-            + " No wheel was written."
-        )
-    if switches:
-        return (
-            f"{wheel_name} holds no compiled library: the project compiled nothing at install "
-            f"time as it is (if it is pure Python, pip install it as it is). {sentence(advice)}. "
-            "No wheel was written."
-        )
-    return (
-        f"{wheel_name} holds no compiled library: the project builds no extension at install time (it is pure "
-        "Python, or builds its code some other way), so there is nothing for prebuild to compile: pip install it "
-        "as it is. No wheel was written."
-    )
-
-
-def distribution_name(wheel: Path) -> str:
-    """The distribution a built wheel is of, as its file name says."""
-    return str(parse_wheel_filename(wheel.name)[0])
 
 
 def newest_capability(archs: tuple[Arch, ...]) -> str:
@@ -538,108 +314,6 @@ def headers_spec(compiler_dirs: list[str] | None) -> str:
     return json.dumps({"pattern": system_header_pattern(), "dirs": compiler_dirs})
 
 
-def host_only_message(
-    wheel_name: str,
-    libraries: tuple[BuiltLibrary, ...],
-    build_log: Path,
-    advice: str,
-    answer_error: str = "",
-    command: str = "",
-    *,
-    switches: bool = True,
-    answer_where: tuple[int, str] | None = None,
-) -> str:
-    """Why a wheel whose libraries hold no GPU code at all, of a project with CUDA sources, is
-    refused: the project's build chose not to compile them. Quotes what its build log says
-    about it (``advice``: the project's switches, if ``switches`` it names some), and how its
-    setup.py failed with torch.cuda answering for a GPU, if it did (answer_failed): then the
-    advice is an alternative only where it names switches."""
-    log = build_log.read_text(encoding="utf-8", errors="replace") if build_log.exists() else ""
-    said: list[str] = []
-    for line in log.splitlines():
-        # (prebuild's own shim toolkit, cuda-shim/, is named in the lines of CMake's checks)
-        if not re.search(
-            r"(?i)accelerator|\bcuda\b.{0,40}(?:not|skip|disabl|unavailable)",
-            line.replace("cuda-shim", ""),
-        ):
-            continue
-        line = re.sub(r"^(\[[^\]]*\]\s*)+", "", line.strip())  # timestamps, levels, places
-        line = line if len(line) <= 160 else line[:157] + "..."
-        if line not in said:
-            said.append(line)
-    quoted = f" Its build log says: {' | '.join(said[:3])}." if said else ""
-    return (
-        f"The wheel its build made ({wheel_name}, not kept): its libraries "
-        f"({', '.join(lib.file for lib in libraries)}) hold no GPU code "
-        "(SASS none, PTX none): the project's build compiled them for the host only, which its "
-        f"build decides (with no GPU visible, some pick a CPU build).{quoted} "
-        + (
-            f"{answer_failed(answer_error, command, answer_where)}"
-            f"{' Or here: ' + advice + '.' if switches else ''}"
-            if answer_error
-            else f"{sentence(advice)}."
-        )
-        + f" Full build log: {build_log}. No wheel was written."
-    )
-
-
-def variant_refusal(wheel_name: str, problem: str, planned: PlannedWheel) -> str:
-    """Why a ``--variants`` wheel is refused once its libraries are read back (``problem``,
-    ``variant_wheels.built_variant_problem``), and the build that works."""
-    archs = ",".join(a.sm for a in planned.archs)
-    return (
-        f"{wheel_name}: the project compiled other GPU code than the variant {planned.label!r} "
-        f"says: {problem}. Build it without --variants (prebuild wheel --arch {archs} ...): its "
-        "wheel is then labelled with the archs its libraries hold, and `prebuild install` and "
-        "the index keys offer it only to the GPUs that code runs on. No wheel was written."
-    )
-
-
-# What a library links to call CUDA from the host: the driver, the runtime and its libraries,
-# torch's CUDA parts.
-_CUDA_LINKS = re.compile(
-    r"lib(?:cuda|cudart|nvrtc|cublas\w*|cufft\w*|curand|cusolver\w*|cusparse\w*|nccl"
-    r"|torch_cuda|c10_cuda)\.so\b"
-)
-
-
-def cuda_links(needed: dict[str, tuple[str, ...]]) -> list[str]:
-    """Pure: the CUDA libraries that any of the libraries (file -> its DT_NEEDED) link, in the
-    order first met."""
-    return list(
-        dict.fromkeys(n for names in needed.values() for n in names if _CUDA_LINKS.match(n))
-    )
-
-
-def host_code(links: list[str]) -> str:
-    """Pure: what a wheel with no GPU code holds, by the CUDA libraries it links: CUDA host code
-    (torch_memory_saver: the driver's memory API) or CPU code (torch-sparse-solve)."""
-    return CUDA_HOST_CODE if links else CPU_CODE
-
-
-def host_wheel_note(
-    code: str, links: list[str], torch_needed: str, cuda: str, asked: bool = False
-) -> str:
-    """What the user should know of a wheel with no GPU code: one wheel serves every GPU, with
-    the torch it needs (``ProjectManifest.torch_needed``: ``2.14``, ``>= 2.10``, ``of any
-    release``). ``asked``: the project has CUDA sources, and the extensions asked of it have
-    none (build_switches.host_code_asked)."""
-    if code == CUDA_HOST_CODE:
-        what = (
-            f"CUDA host code (it links {', '.join(links)}) and no GPU code: one wheel serves "
-            f"every GPU, with torch {torch_needed} for CUDA {cuda.split('.')[0]}"
-        )
-    else:
-        why = (
-            "the extensions asked of it are CPU code" if asked else "the project has no CUDA source"
-        )
-        what = (
-            f"CPU code only ({why}): one wheel serves every GPU and machines with none, with "
-            f"any build of torch {torch_needed}"
-        )
-    return f"its libraries hold {what}"
-
-
 # The C, C++ and CUDA files whose text a failed build's advice may read.
 NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".inl")
 
@@ -670,16 +344,6 @@ def native_sources(project: Path) -> dict[str, str]:
     }
 
 
-def wheel_needed_libraries(wheel: Path) -> dict[str, tuple[str, ...]]:
-    """Each shared library of the wheel, and the libraries it names as needed."""
-    with zipfile.ZipFile(wheel) as zf:
-        return {
-            name: needed_libraries(zf.read(name))
-            for name in sorted(zf.namelist())
-            if is_shared_library(name)
-        }
-
-
 def shim_headers(include_dirs: tuple[Path, ...]) -> list[str]:
     """The texts of torch's stable-ABI C headers (``torch_abi.SHIM_HEADER_DIRS``) under its
     include directories; [] for a torch that has none."""
@@ -689,297 +353,6 @@ def shim_headers(include_dirs: tuple[Path, ...]) -> list[str]:
         for folder in SHIM_HEADER_DIRS
         for header in sorted((root / folder).glob("*.h"))
     ]
-
-
-def wheel_symbols(wheel: Path) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
-    """Each shared library of the wheel, the symbols it defines, and those it needs from outside
-    the wheel (those another of its libraries defines left out)."""
-    with zipfile.ZipFile(wheel) as zf:
-        symbols = {
-            name: dynamic_symbols(zf.read(name))
-            for name in sorted(zf.namelist())
-            if is_shared_library(name)
-        }
-    own = frozenset().union(*(defined for defined, _ in symbols.values()))
-    return {name: (defined, undefined - own) for name, (defined, undefined) in symbols.items()}
-
-
-def any_python_retag(
-    wheel: Path, tag: str, symbols: dict[str, tuple[frozenset[str], frozenset[str]]]
-) -> str | None:
-    """The tag for every Python of a wheel (``tag`` as built) whose libraries (``symbols``:
-    wheel_symbols') use nothing of Python's and are named for none, as such projects' own
-    wheels are tagged (bitsandbytes' py3-none); None where it keeps its own."""
-    if python_suffixed(symbols):
-        return None
-    undefined = {name: needs for name, (_, needs) in symbols.items()}
-    defined = {name: defines for name, (defines, _) in symbols.items()}
-    if uses_python_api(undefined, defined, wheel_needed_libraries(wheel)):
-        return None
-    return any_python_tag(tag)
-
-
-def read_wheel_libraries(wheel: Path) -> tuple[BuiltLibrary, ...]:
-    """Every shared library in the wheel with its sha256, size and the archs inside it."""
-    found = []
-    with zipfile.ZipFile(wheel) as zf:
-        for name in sorted(n for n in zf.namelist() if is_shared_library(n)):
-            try:
-                found.append(built_library(found_library(name, zf.read(name))))
-            except InspectionError as exc:
-                raise BuildError(f"{wheel.name}: {exc}") from exc
-    return tuple(found)
-
-
-def check_archs(
-    wheel_name: str,
-    libraries: tuple[BuiltLibrary, ...],
-    sass: tuple[Arch, ...],
-    ptx: tuple[Arch, ...],
-    device_linked: bool = False,
-) -> None:
-    """Every library with GPU code holds exactly the requested SASS and PTX, and one has some;
-    ``device_linked``: the build ran a device link (is_device_linked), which keeps no PTX."""
-    with_code = [lib for lib in libraries if lib.has_code]
-    wrong = [
-        lib
-        for lib in with_code
-        if as_asked(lib.sass, sass) != tuple(sorted(sass)) or lib.ptx != tuple(sorted(ptx))
-    ]
-    if not with_code or wrong:
-        held = (
-            "; ".join(
-                f"{lib.file}: SASS {', '.join(a.sm for a in lib.sass) or 'none'}, "
-                f"PTX {', '.join(a.compute for a in lib.ptx) or 'none'}"
-                for lib in libraries
-            )
-            or "no shared library at all"
-        )
-        only_ptx_lost = all(
-            as_asked(lib.sass, sass) == tuple(sorted(sass)) and not lib.ptx for lib in with_code
-        )
-        why = (
-            " Its device code is relocatable and device-linked (nvcc -dlink: dlink=True or "
-            "-rdc=true in its setup.py), and a device link keeps the SASS of each arch, never "
-            "PTX: build its wheels without PTX (no --ptx; per-arch wheels, not --variants, whose "
-            "plain wheel carries it)."
-            if device_linked and ptx and with_code and only_ptx_lost
-            else ""
-        )
-        raise BuildError(
-            f"{wheel_name} does not hold the archs asked for (SASS {', '.join(a.sm for a in sass)}, PTX "
-            f"{', '.join(a.compute for a in ptx) or 'none'}): {held}.{why} No wheel was written."
-        )
-
-
-def as_asked(found: tuple[Arch, ...], asked: tuple[Arch, ...]) -> tuple[Arch, ...]:
-    """Pure: the SASS archs a library holds, each arch-specific one (sm_90a) counted as the arch
-    asked for (sm_90) where the project compiled its code in that variant (nvcc_shim's
-    ``keep_specific``; the manifest records the variant, ``recorded_sass``); sorted, without
-    repeats."""
-
-    def counted(arch: Arch) -> Arch:
-        plain = Arch(*arch.capability)
-        return plain if arch.suffix and plain in asked else arch
-
-    return tuple(sorted({counted(a) for a in found}))
-
-
-def recorded_sass(libraries: tuple[BuiltLibrary, ...], asked: tuple[Arch, ...]) -> tuple[Arch, ...]:
-    """Pure: the SASS archs a wheel's manifest records, which its guard holds every GPU to: each
-    arch asked for, or its specific variant where a library holds that variant alone (sm_90a:
-    compute capability 9.0 only, where sm_90 would also run on a later 9.x)."""
-    recorded = []
-    for arch in sorted(asked):
-        alone = sorted(
-            v
-            for lib in libraries
-            if lib.has_code and arch not in lib.sass
-            for v in lib.sass
-            if v.suffix and v.capability == arch.capability
-        )
-        recorded.append(alone[0] if alone else arch)
-    return tuple(recorded)
-
-
-def is_device_linked(calls: list[CompilerCall]) -> bool:
-    """Whether one of a build's nvcc calls was a device link (of relocatable device code)."""
-    return any(is_device_link(call.given) for call in calls)
-
-
-# A Python traceback's heading and frames (indented), up to the exception's line.
-_TRACEBACK = re.compile(r"^Traceback \(most recent call last\):\n(?:[ \t].*\n)*", re.M)
-# A compiler's error line (g++ ``file:line:col: error:``, nvcc ``file(line): error:``), and
-# the lines before one that place it.
-_COMPILER_ERROR = re.compile(
-    r"^\S.*?(?::\d+(?::\d+)?: (?:fatal )?error|\(\d+\): (?:catastrophic |internal )?error)\b",
-    re.M,
-)
-_ERROR_CONTEXT = re.compile(r"In file included from |\s+from \S+:\d+|\S+: In \w+")
-
-
-def split_torch_pins(
-    unmet: set[tuple[str, ...]],
-) -> tuple[set[tuple[str, ...]], list[str]]:
-    """Pure: the build requirements not met here (``ProjectBuilder.check_dependencies``: each a
-    chain from the project's requirement to the one unmet), less those on torch itself, and
-    those torch requirements. A project's ``torch==2.5.1`` is for an isolated build, which pip
-    gives that torch; prebuild builds against the torch installed (the one the wheel is for:
-    it pins it), so installing the one asked for would build a wheel for another torch."""
-    torch = {chain for chain in unmet if chain and is_torch_requirement(chain[-1])}
-    return unmet - torch, sorted({chain[-1] for chain in torch})
-
-
-def split_installed(
-    unmet: set[tuple[str, ...]], installed_version: Callable[[str], str | None]
-) -> tuple[set[tuple[str, ...]], list[str]]:
-    """Pure but for ``installed_version`` (a distribution's version, None if absent): the unmet
-    build requirements that are absent, and those installed at another version, each said with
-    that version. The latter are pins for an isolated build (SageAttention's setuptools<75):
-    pip install --no-build-isolation builds with what is installed, and so does prebuild."""
-    other = {}
-    for chain in unmet:
-        version = installed_version(Requirement(chain[-1]).name)
-        if version is not None:
-            other[chain] = f"{chain[-1]} (installed: {version})"
-    return unmet - set(other), sorted(set(other.values()))
-
-
-def missing_requirements_message(missing: set[tuple[str, ...]]) -> str:
-    """Pure: the error for build requirements not met here, each a chain from the project's
-    requirement to the one unmet (``build.check_dependency``): the unmet ones are what to
-    install, each named with what needs it where that is not the project itself."""
-    needed = sorted({chain[-1] for chain in missing})
-    parents = sorted({f"{chain[-1]} for {chain[-2]}" for chain in missing if len(chain) > 1})
-    return (
-        f"the project's build needs {', '.join(needed)}, not installed here"
-        + (f" ({'; '.join(parents)})" if parents else "")
-        + ". prebuild builds without isolation (so that this torch is used): "
-        f"pip install {' '.join(shlex.quote(n) for n in needed)}"
-    )
-
-
-def backend_failure(exc: BuildBackendException | BuildException) -> str:
-    """Pure: what a build that failed before writing to its log says: ``build``'s words and,
-    for a backend that did not import, the last line of its traceback (the module missing)."""
-    inner = getattr(exc, "exception", None)
-    trace = str(getattr(inner, "traceback", "") or "").strip().splitlines()
-    return "\n".join(filter(None, [str(exc), trace[-1] if trace else ""]))
-
-
-def installed_version(name: str) -> str | None:
-    """The version of distribution ``name`` installed in this environment, None if none is."""
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def torch_pins_note(pins: list[str], torch_version: str) -> str:
-    """Pure: the note for a build whose torch requirements the installed torch does not meet."""
-    return (
-        f"its build asks for {', '.join(pins)} (what pip would install in an isolated build): "
-        f"built against the installed torch {torch_version} instead, the torch the wheel is "
-        "for and pins"
-    )
-
-
-def compiler_errors(log: str, limit: int = 8000) -> str:
-    """What to show of a failed build's log: ninja's failed steps (the compiler's own words)
-    when there are any, else ninja's own error (an input missing), else, in a build without
-    ninja, the compiler's first error on (where the cause is: torch-points-kernels 0.7.0's first
-    is a missing #include, its last a cascade), else the log's end. Of ninja's failed steps,
-    the first one's ``FAILED:`` line and command, then the compiler's first error on: the
-    warnings before it (nvcc's on torch's own headers: megablocks 0.10.0's filled the 8000
-    characters shown) are left to the full log; each further failed step in a line, with its
-    first error (neural_renderer's .cpp and .cu fail each in its own way). Each Python
-    traceback is cut to its exception
-    (the frames are setuptools' own: the full log keeps them). A build the header check
-    stopped before compiling (build_site.py): the check's own lines."""
-    if build_site.STOPPED in log:
-        return "\n".join(line for line in log.splitlines() if line.startswith("prebuild: "))
-    start = log.find("FAILED:")
-    if start < 0:
-        ninja = [line for line in log.splitlines() if line.startswith("ninja: error:")]
-        if ninja:
-            return "\n".join(ninja)[:limit]
-        log = _TRACEBACK.sub("", log)
-        return _from_first_error(log, limit) or log[-limit:].strip()
-    end = log.find("ninja: build stopped", start)
-    steps = log[start : end if end >= 0 else None]
-    failed, _, rest = steps.partition("\n")
-    command, _, rest = rest.partition("\n")
-    # its own output ends where ninja starts the next step's ("[2/3] nvcc ...": VMamba's
-    # ptxas -v reports of the sources still compiling filled what was shown), or another failed
-    rest = rest[: next_step.start()] if (next_step := _NINJA_STEP.search(rest)) else rest
-    errors = _from_first_error(rest, limit) or rest.strip()
-    also = _further_failures(steps)[: limit // 2]
-    shown = f"{failed}\n{command}\n{errors}"[: limit - len(also) - 2].rstrip()
-    return f"{shown}\n\n{also}".rstrip() if also else shown
-
-
-def _further_failures(steps: str, most: int = 5) -> str:
-    """Pure: a line for each failed ninja step after the first in ``steps`` (what ninja printed
-    from the first ``FAILED:`` on): its object and its first compiler error; "" for none."""
-    lines = []
-    for step in steps.split("\nFAILED:")[1:]:
-        target, _, output = step.partition("\n")
-        first = _COMPILER_ERROR.search(output)
-        error = output[first.start() :].partition("\n")[0] if first else ""
-        lines.append(f"  {target.strip()}" + (f": {error}" if error else ""))
-    if not lines:
-        return ""
-    more = f"\n  ... and {len(lines) - most} more" if len(lines) > most else ""
-    return "Also failed (the full log has each):\n" + "\n".join(lines[:most]) + more
-
-
-_NINJA_STEP = re.compile(r"^(?:\[\d+/\d+\] |FAILED:)", re.M)  # a step's output ends there
-
-
-def _from_first_error(log: str, limit: int) -> str:
-    """Pure: ``log`` from its first compiler error on, with the lines before it that place it
-    (its function, its includes); "" where it has none."""
-    first = _COMPILER_ERROR.search(log)
-    if first is None:
-        return ""
-    lines = log[: first.start()].splitlines()
-    context = 0
-    while context < min(len(lines), 12) and _ERROR_CONTEXT.match(lines[-1 - context]):
-        context += 1
-    head = "\n".join(lines[len(lines) - context :]) + "\n" if context else ""
-    return (head + log[first.start() :])[:limit].strip()
-
-
-def log_size(log: Path) -> int:
-    """Where the next run's output will start in ``log`` (it is appended to)."""
-    return log.stat().st_size if log.exists() else 0
-
-
-def log_since(log: Path, offset: int) -> str:
-    """What was added to ``log`` from ``offset`` on (log_size's): one run's output, where a
-    wheel built again appends a second."""
-    if not log.exists():
-        return ""
-    with open(log, "rb") as f:
-        f.seek(offset)
-        return f.read().decode("utf-8", errors="replace")
-
-
-def objects(count: int) -> str:
-    """Pure: "1 object", "3 objects"."""
-    return f"{count} object" if count == 1 else f"{count} objects"
-
-
-def kept_objects_error(error: BuildError, earlier: int, work: Path) -> BuildError:
-    """``error``, saying that the build kept ``earlier`` objects an earlier run left in the
-    workspace ``work`` (--build-dir), and how to build without them."""
-    if not earlier:
-        return error
-    return BuildError(
-        f"{error}\n\nThis build kept {objects(earlier)} an earlier run compiled in {work}: "
-        f"to compile everything afresh, delete {work} first.",
-        log=error.log,
-    )
 
 
 class ClassicBuilder:
@@ -1638,22 +1011,3 @@ class ClassicBuilder:
             relabelled_dist_info(dist_info, add_local_label(str(version), label)),
             self.origin,
         )
-
-
-def raised_note(
-    compilers: tuple[tuple[str, tuple[tuple[str, int], ...], int], ...],
-    needed: str,
-    torch_version: str,
-) -> str:
-    """One line: which standards were raised in how many of each compiler's calls, and why;
-    ``compilers``: (its name, the standards raised with their calls, its compiles)."""
-    asked = " and ".join(
-        f"{name} for "
-        + ", ".join(f"-std={std} ({calls} of its {total} calls)" for std, calls in raised)
-        for name, raised, total in compilers
-        if raised
-    )
-    return (
-        f"The project asks {asked}; torch {torch_version}'s headers need {needed.upper()}: raised to "
-        "it (recorded in prebuild.json)."
-    )

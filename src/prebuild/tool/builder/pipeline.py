@@ -64,6 +64,7 @@ from prebuild.runtime.manifest import ProjectManifest
 from prebuild.tool.builder import classic, env_writes, flags
 from prebuild.tool.builder.base import BuildProgress, BuiltWheel, WheelBuilder
 from prebuild.tool.builder.build_switches import distribution_of, no_gpu_refusal
+from prebuild.tool.builder.classic_messages import cpu_torch_error
 from prebuild.tool.builder.compile import BuildError, Toolchain, preflight
 from prebuild.tool.builder.compile_cache import (
     CacheReport,
@@ -356,7 +357,7 @@ def fetch_project(
             detail = (
                 f"pip could not even read {spec}'s metadata: its setup.py failed with {exc.reason}"
             )
-            raise classic.cpu_torch_error(toolchain.torch, detail) from None
+            raise cpu_torch_error(toolchain.torch, detail) from None
         if not (exc.metadata_failed and archs and not classic.gpu_visible()):
             raise
         # Its setup.py failed with no GPU visible, maybe for want of one (Deformable-DETR's

@@ -1,0 +1,145 @@
+"""What the shims changed of the compiler calls a classic project asked for (read from the
+calls they logged, as given and as run): the C++ standards raised or kept, the archs replaced,
+``-march=native`` left out; and the summary's note on each."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from prebuild.runtime.arch import Arch
+from prebuild.runtime.manifest import CompilerCall
+from prebuild.tool.builder.nvcc_shim import (
+    ARCH_OPTIONS,
+    drop_native,
+    is_compile,
+    is_device_link,
+    is_query,
+    option_values,
+    requested_std,
+    std_year,
+)
+
+
+def raised_standards(calls: list[CompilerCall]) -> tuple[tuple[str, int], ...]:
+    """The standards the project asked for that the shim raised, each with its number of calls."""
+    pairs = ((requested_std(list(c.given)), requested_std(list(c.run))) for c in calls)
+    return tuple(sorted(Counter(given for given, run in pairs if given != run).items()))
+
+
+def kept_standards(calls: list[CompilerCall], needed: str) -> tuple[tuple[str, int], ...]:
+    """The standards older than ``needed`` that calls ran with all the same (their code failed
+    in the raised one: the shim compiled them as asked), each with its number of calls."""
+    floor = std_year(needed)
+    kept = (
+        asked
+        for c in calls
+        if (asked := requested_std(list(c.given))) is not None
+        and floor is not None
+        and (std_year(asked) or floor) < floor
+        and requested_std(list(c.run)) == asked
+        and is_compile(c.given)
+    )
+    return tuple(sorted(Counter(kept).items()))
+
+
+_ARCH_NUMBER = re.compile(r"(?:sm|compute)_(\d+[af]?)")
+
+
+def replaced_archs(calls: list[CompilerCall], wheel: tuple[Arch, ...]) -> tuple[list[str], int]:
+    """Pure: the archs the project's nvcc calls asked for themselves that are not the wheel's
+    (BEVFusion's hard-coded sm_70 to sm_86), in order, and how many calls asked for one."""
+    own = {a.sm.removeprefix("sm_").rstrip("af") for a in wheel}
+    found: list[str] = []
+    asking = 0
+    for call in (c for c in calls if not is_query(c.given)):
+        named = [
+            n
+            for value in option_values(list(call.given), ARCH_OPTIONS)
+            for n in _ARCH_NUMBER.findall(value)
+            if n.rstrip("af") not in own
+        ]
+        asking += bool(named)
+        found += [arch for arch in dict.fromkeys(f"sm_{n}" for n in named) if arch not in found]
+    return found, asking
+
+
+def shim_notes(
+    calls: list[CompilerCall],
+    host_calls: list[CompilerCall],
+    wheel: tuple[Arch, ...],
+    raised: tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]],
+    needed: str,
+    torch_version: str,
+) -> tuple[str, ...]:
+    """Pure: a note for each way the shims changed what the project asked its compilers for
+    (nvcc's ``calls``, the host compiler's, for the ``wheel``'s archs; ``raised``: the standards
+    raised in each, raised_standards'): in the summary, since each changes what was compiled."""
+    compiles = sum(1 for c in calls if not is_query(c.given))
+    notes = []
+    if any(raised):
+        compilers = (
+            ("nvcc", raised[0], compiles),
+            ("the host compiler", raised[1], len(host_calls)),
+        )
+        notes.append(raised_note(compilers, needed, torch_version))
+    kept = [
+        f"{name}'s -std={std} ({n} {'call' if n == 1 else 'calls'})"
+        for name, made in (("nvcc", calls), ("the host compiler", host_calls))
+        for std, n in kept_standards(made, needed)
+    ]
+    if kept:
+        notes.append(
+            f"Compiled as the project asks, not in {needed.upper()}: {' and '.join(kept)}, "
+            f"whose code does not compile in {needed.upper()} (it includes none of torch's "
+            "headers, which alone need it; prebuild.json has each call as run)."
+        )
+    replaced, asking = replaced_archs(calls, wheel)
+    if replaced:
+        notes.append(
+            f"The project asks nvcc for {', '.join(replaced)} itself ({asking} of its {compiles} "
+            f"calls): compiled for this wheel's {', '.join(a.sm for a in wheel)} instead "
+            "(prebuild.json has each call as given and as run)."
+        )
+    if native := native_cpu_calls([*calls, *host_calls]):
+        notes.append(native_cpu_note(native))
+    return tuple(notes)
+
+
+def native_cpu_calls(calls: list[CompilerCall]) -> int:
+    """How many of the calls asked for a native CPU target, which the shim left out."""
+    return sum(1 for c in calls if drop_native(list(c.given)) != list(c.given))
+
+
+def native_cpu_note(calls: int) -> str:
+    """Pure: the note of a build whose ``calls`` asked for ``-march=native``."""
+    return (
+        f"The project asks for -march=native ({calls} compiler {'call' if calls == 1 else 'calls'}"
+        "): left out, since the wheel would run only on CPUs with every instruction set of this "
+        "machine's (prebuild.json has each nvcc call as given and as run). An explicit "
+        "target (-march=x86-64-v3) is kept."
+    )
+
+
+def is_device_linked(calls: list[CompilerCall]) -> bool:
+    """Whether one of a build's nvcc calls was a device link (of relocatable device code)."""
+    return any(is_device_link(call.given) for call in calls)
+
+
+def raised_note(
+    compilers: tuple[tuple[str, tuple[tuple[str, int], ...], int], ...],
+    needed: str,
+    torch_version: str,
+) -> str:
+    """One line: which standards were raised in how many of each compiler's calls, and why;
+    ``compilers``: (its name, the standards raised with their calls, its compiles)."""
+    asked = " and ".join(
+        f"{name} for "
+        + ", ".join(f"-std={std} ({calls} of its {total} calls)" for std, calls in raised)
+        for name, raised, total in compilers
+        if raised
+    )
+    return (
+        f"The project asks {asked}; torch {torch_version}'s headers need {needed.upper()}: raised to "
+        "it (recorded in prebuild.json)."
+    )

@@ -1,0 +1,123 @@
+"""prebuild.tool.builder.shim_calls: what the shims changed of the calls a project asked for
+(standards raised or kept, archs replaced, -march=native left out), each a note."""
+
+from __future__ import annotations
+
+from prebuild.runtime.arch import parse_arch_list
+from prebuild.runtime.manifest import CompilerCall
+from prebuild.tool.builder.shim_calls import raised_note, raised_standards
+
+A = parse_arch_list
+
+
+def test_raised_standards_counts_the_calls_whose_standard_changed():
+    calls = [
+        CompilerCall(("-c", "a.cu", "-std=c++17"), ("-c", "a.cu", "-std=c++20")),
+        CompilerCall(("-c", "b.cu", "-std", "c++17"), ("-c", "b.cu", "-std", "c++20")),
+        CompilerCall(("-c", "c.cu", "-std=c++20"), ("-c", "c.cu", "-std=c++20")),
+        CompilerCall(("-c", "d.cu", "-std=c++14"), ("-c", "d.cu", "-std=c++20")),
+        CompilerCall(("--version",), ("--version",)),
+    ]
+    assert raised_standards(calls) == (("c++14", 1), ("c++17", 2))
+    assert raised_standards(calls[2:3]) == ()
+    note = raised_note(
+        (("nvcc", (("c++17", 2),), 5), ("the host compiler", (), 2)), "c++20", "2.14.1+cu130"
+    )
+    assert note == (
+        "The project asks nvcc for -std=c++17 (2 of its 5 calls); torch 2.14.1+cu130's headers need "
+        "C++20: raised to it (recorded in prebuild.json)."
+    )
+    both = raised_note(
+        (("nvcc", (("c++17", 2),), 5), ("the host compiler", (("gnu++14", 1), ("c++17", 1)), 3)),
+        "c++20",
+        "2.14.1+cu130",
+    )
+    assert both.startswith(
+        "The project asks nvcc for -std=c++17 (2 of its 5 calls) and the host compiler for "
+        "-std=gnu++14 (1 of its 3 calls), -std=c++17 (1 of its 3 calls); torch 2.14.1+cu130's"
+    )
+
+
+def test_calls_asking_for_a_native_cpu_target_are_counted_and_said():
+    from prebuild.runtime.manifest import CompilerCall
+    from prebuild.tool.builder.shim_calls import native_cpu_calls, native_cpu_note
+
+    calls = [
+        CompilerCall(("-c", "a.cpp", "-march=native"), ("-c", "a.cpp")),
+        CompilerCall(("-c", "b.cu", "-Xcompiler=-march=native"), ("-c", "b.cu")),
+        CompilerCall(("-c", "c.cpp", "-march=x86-64-v3"), ("-c", "c.cpp", "-march=x86-64-v3")),
+        CompilerCall(("--version",), ("--version",)),
+    ]
+    assert native_cpu_calls(calls) == 2
+    assert native_cpu_calls(calls[2:]) == 0
+    assert native_cpu_note(1).startswith("The project asks for -march=native (1 compiler call):")
+    assert "(2 compiler calls)" in native_cpu_note(2)
+
+
+def test_the_archs_a_project_asks_nvcc_for_itself_are_named_where_the_wheel_replaced_them():
+    """BEVFusion hard-codes -gencode for sm_70 to sm_86; torch adds the wheel's own."""
+    from prebuild.runtime.arch import parse_arch_list
+    from prebuild.runtime.manifest import CompilerCall
+    from prebuild.tool.builder.shim_calls import replaced_archs
+
+    own = "-gencode=arch=compute_90,code=sm_90"
+    calls = [
+        CompilerCall(("-c", "a.cu", "-gencode", "arch=compute_70,code=sm_70", own), ()),
+        CompilerCall(("-c", "b.cu", "-gencode=arch=compute_86,code=[sm_86,compute_86]"), ()),
+        CompilerCall(("-c", "c.cu", own, "-arch=sm_90a"), ()),
+        CompilerCall(("--version", "-arch=sm_75"), ()),  # NVCC_APPEND_FLAGS reach queries too
+    ]
+    assert replaced_archs(calls, parse_arch_list("sm_90")) == (["sm_70", "sm_86"], 2)
+    assert replaced_archs(calls[2:], parse_arch_list("sm_90")) == ([], 0)
+    assert replaced_archs(calls[2:], parse_arch_list("sm_80")) == (["sm_90", "sm_90a"], 1)
+
+
+def test_each_change_the_shims_made_is_one_note_in_order():
+    from prebuild.runtime.arch import parse_arch_list
+    from prebuild.runtime.manifest import CompilerCall
+    from prebuild.tool.builder.shim_calls import shim_notes
+
+    nvcc = [
+        CompilerCall(("-c", "a.cu", "-std=c++17", "-arch=sm_75"), ()),
+        CompilerCall(("--version",), ()),
+    ]
+    host = [CompilerCall(("-c", "b.cpp", "-march=native"), ())]
+    raised = ((("c++17", 1),), ())
+    notes = shim_notes(nvcc, host, parse_arch_list("sm_90"), raised, "c++20", "2.14.1+cu130")
+    starts = (
+        "The project asks nvcc for -std",
+        "The project asks nvcc for sm_75",
+        "The project asks for -march",
+    )
+    assert len(notes) == 3 and all(n.startswith(w) for n, w in zip(notes, starts))
+    assert "(1 of its 1 calls)" in notes[0] and "sm_75 itself (1 of its 1 calls)" in notes[1]
+    assert shim_notes(nvcc[1:], [], parse_arch_list("sm_90"), ((), ()), "c++20", "2.14") == ()
+
+
+def test_calls_compiled_as_asked_after_the_raised_standard_failed_are_a_note():
+    """The shim compiled them with the project's older standard (run = given there): counted
+    per standard and compiler; calls it raised, calls asking for C++20 and links are not."""
+    from prebuild.runtime.arch import parse_arch_list
+    from prebuild.runtime.manifest import CompilerCall
+    from prebuild.tool.builder.shim_calls import kept_standards, shim_notes
+
+    nvcc = [
+        CompilerCall(("-c", "fmt.cu", "-std=c++17"), ("-c", "fmt.cu", "-std=c++17")),
+        CompilerCall(("-c", "os.cu", "-std=c++17"), ("-c", "os.cu", "-std=c++17")),
+        CompilerCall(("-c", "ops.cu", "-std=c++17"), ("-c", "ops.cu", "-std=c++20")),
+        CompilerCall(("-c", "new.cu", "-std=c++20"), ("-c", "new.cu", "-std=c++20")),
+        CompilerCall(("-o", "lib.so", "-std=c++17"), ("-o", "lib.so", "-std=c++17")),
+    ]
+    host = [CompilerCall(("-c", "a.cpp", "-std=gnu++14"), ("-c", "a.cpp", "-std=gnu++14"))]
+    assert kept_standards(nvcc, "c++20") == (("c++17", 2),)
+    assert kept_standards(host, "c++20") == (("gnu++14", 1),)
+    assert kept_standards(nvcc, "c++17") == ()
+    (raised, kept) = shim_notes(
+        nvcc, host, parse_arch_list("sm_90"), ((("c++17", 1),), ()), "c++20", "2.14.1+cu130"
+    )
+    assert raised.startswith("The project asks nvcc for -std=c++17 (1 of its 5 calls)")
+    assert kept == (
+        "Compiled as the project asks, not in C++20: nvcc's -std=c++17 (2 calls) and the host "
+        "compiler's -std=gnu++14 (1 call), whose code does not compile in C++20 (it includes "
+        "none of torch's headers, which alone need it; prebuild.json has each call as run)."
+    )
