@@ -39,6 +39,7 @@ from prebuild.runtime.manifest import (
     CPU_CODE,
     GPU_CODE,
     NO_TORCH_ABI,
+    BuiltLibrary,
     CxxStandard,
     ProjectManifest,
 )
@@ -355,6 +356,26 @@ def shim_headers(include_dirs: tuple[Path, ...]) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class _CallLogs:
+    """Where one wheel's shims log the compiler calls they ran (JSON lines)."""
+
+    nvcc: Path
+    cxx: Path
+
+
+@dataclass
+class _BuildRun:
+    """One wheel's run of the project's build: the wheel it built; how its setup.py failed
+    with torch.cuda answering for a GPU, and where, if it did (then built again without the
+    answer); what the build installed into the environment (env_writes.installed_since)."""
+
+    built: Path = Path()
+    answer_error: str = ""
+    answer_where: tuple[int, str] | None = None
+    installed: str = ""
+
+
 class ClassicBuilder:
     """Builds the wheels of one classic project (prebuild's private copy), one per arch set,
     one after another: each reuses the host objects of the one before, and a wheel an earlier
@@ -433,18 +454,13 @@ class ClassicBuilder:
         its phases and what the user should know of it (a raised C++ standard)."""
         start = time.monotonic()
         sass, ptx = planned.archs, flags.ptx_archs_for(planned.archs, planned.ptx)
-        torch, nvcc, shim, project = (
-            self.toolchain.torch,
-            self.toolchain.nvcc,
-            self.toolchain.shim,
-            self.project,
-        )
+        torch, nvcc, project = self.toolchain.torch, self.toolchain.nvcc, self.project
         wheel_label = self.wheel_label(planned)
         wheel_dir = self.work / wheel_label
-        nvcc_log, cxx_log = wheel_dir / "nvcc-calls.jsonl", wheel_dir / "cxx-calls.jsonl"
+        logs = _CallLogs(wheel_dir / "nvcc-calls.jsonl", wheel_dir / "cxx-calls.jsonl")
         # Before the logs go: the record of an earlier build of this wheel names them.
         kept, reused = prepare_build(
-            project / "build", self.objects_key, wheel_label, (nvcc_log, cxx_log)
+            project / "build", self.objects_key, wheel_label, (logs.nvcc, logs.cxx)
         )
         shutil.rmtree(wheel_dir, ignore_errors=True)
         wheel_dir.mkdir(parents=True)
@@ -456,57 +472,7 @@ class ClassicBuilder:
         # reuse what it compiled or linked).
         earlier, self._first = (kept if self._first else 0), False
         build_log = wheel_dir / "build.log"
-        # One shim path for every wheel: the include paths in the host compiler's commands (and
-        # so ninja's view of its objects) stay the same from one wheel to the next.
-        write_nvcc_script(
-            shim,
-            nvcc.path,
-            flags.gencode_flags(sass, ptx),
-            nvcc_log,
-            self.toolchain.cxx_standard,
-            self.launcher,
-        )
-        max_jobs = self.jobs or flags.parallel_jobs(
-            cpu_count(), available_memory_bytes(), CLASSIC_MEMORY_PER_JOB
-        )
-        env = {
-            "CUDA_HOME": str(shim),
-            "CUDA_PATH": str(shim),
-            "PATH": f"{shim / 'bin'}:{os.environ.get('PATH', '')}",
-            "TORCH_CUDA_ARCH_LIST": torch_cuda_arch_list(sass, ptx),
-            "MAX_JOBS": str(max_jobs),
-            **BUILD_ENV,  # FORCE_CUDA=1: projects that skip CUDA when no GPU is visible
-            # torch (2.14) puts a ccache or sccache found on PATH in front of every compiler: it
-            # cannot tell the shim nvcc is one ("Compiler not supported"), and the cache is what
-            # --cache says, through prebuild's launcher.
-            "TORCH_NO_COMPILER_WRAPPER": "1",
-            # A JIT compile the build runs (KNN_CUDA's setup.py imports its package, which calls
-            # load()) writes and locks in the workspace: never in the user's JIT cache, where a
-            # stale lock would hang it and its module, built with the shim's archs, be reused.
-            "TORCH_EXTENSIONS_DIR": str(wheel_dir / "torch-extensions"),
-            **search_paths(shim, os.environ),
-            **cmake_prefix_env(self.toolchain.torch.library_dir, os.environ),
-        }
-        # A project that would download its own prebuilt wheel (all archs, its torch) is told to
-        # compile: prebuild is asked to build this wheel, and checks what it built.
-        forced = forced_build_switches(self.setup_text(), os.environ)
-        env.update(forced)
-        env.update(self.scm_env(os.environ))
-        if self.answers():
-            progress.note(self.gpu_answer_note(sass, ""))
-        ninja = self.ninja_line()
-        if ninja is not None:
-            progress.note(ninja_note(ninja, max_jobs, self.setup_text()))
-        if forced:
-            progress.note(
-                "set "
-                + " ".join(f"{k}={v}" for k, v in forced.items())
-                + ": the project's setup.py would otherwise download a prebuilt wheel of its own "
-                "instead of compiling"
-            )
-        env["CXX"] = str(
-            write_cxx_script(shim, find_cxx(), cxx_log, self.toolchain.cxx_standard, self.launcher)
-        )
+        env = self.build_env(sass, ptx, wheel_dir, logs, progress)
         if reused.resumed and unused:
             progress.note(
                 f"{objects(unused)} an earlier run compiled for this wheel in {self.work} "
@@ -524,81 +490,13 @@ class ClassicBuilder:
             "compiling (the project's own build" + (f", {objects(kept)} kept)" if kept else ")")
         )
         ships = source_libraries(project)  # before the build writes into its source
-        answer_error = ""  # how its setup.py failed with torch.cuda answering, if it did
-        answer_where: tuple[int, str] | None = None  # and at which of its lines
-        sites_before = env_writes.snapshot(env_writes.site_dirs())
         with tempfile.TemporaryDirectory(dir=wheel_dir, prefix="wheel-") as tmp:
-            while True:
-                site, log_start = self.site_env(sass, env), log_size(build_log)
-                try:
-                    built = self.project_build(
-                        {**env, **site}, build_log, Path(tmp), sass, progress
-                    )
-                    break
-                except BuildError as exc:
-                    log = log_since(build_log, log_start)
-                    compiled = [*logged_calls(nvcc_log), *logged_calls(cxx_log)]
-                    error = last_error(log)
-                    # (gcc, for a C source, runs through no shim: the log shows its commands)
-                    queries_only = all(is_query(c.given) for c in compiled)
-                    nothing_compiled = queries_only and not shows_a_step(log)
-                    # (one the header check stopped would stop the same way again)
-                    may_go_further = nothing_compiled and build_site.STOPPED not in log
-                    if (
-                        build_site.ENV_CAPABILITY in site
-                        and self._answer is None
-                        and may_go_further
-                        and answer_may_explain(error)
-                    ):
-                        # Its setup.py failed before compiling anything with torch.cuda
-                        # answering: it asks more of the GPU (DeepSpeed 0.19.8 once asked
-                        # is_bf16_supported(), which needs a device). Built as it would be
-                        # without prebuild.
-                        self._answer, answer_error = False, error
-                        answer_where = setup_py_line(log, self.setup_text())
-                        again = (
-                            f"its setup.py failed with torch.cuda answering for a GPU ({error}): "
-                            "built again with torch's own answers"
-                        )
-                    elif (
-                        build_site.ENV_CAPABILITY not in site
-                        and self._answer is None
-                        and may_go_further
-                        and no_gpu_may_explain(error)
-                        and not gpu_visible()
-                    ):
-                        # It failed before compiling with no GPU visible, asking the GPU
-                        # outside its setup.py (colossalai 0.5.0's extensions/utils.py:
-                        # torch.cuda.get_device_capability()): built again with torch.cuda
-                        # answering as a GPU of the newest arch would.
-                        self._answer = True
-                        again = (
-                            f"its build failed with no GPU visible ({error}): built again with "
-                            "torch.cuda and nvidia-smi answering as a GPU of compute capability "
-                            f"{newest_capability(sass)} would ({build_site.ANSWERED}; nvidia-smi: "
-                            f"{build_site.NVIDIA_SMI_ANSWERS})"
-                        )
-                    elif build_site.ENV_NINJA in site and (refused := ninja_failed(log)):
-                        # ninja refused what the build without it takes: built as its setup.py
-                        # says, one source at a time.
-                        self._ninja = False
-                        again = (
-                            f"ninja failed on the project's build ({refused}): built again "
-                            "without it, as its setup.py says"
-                        )
-                    else:
-                        error = kept_objects_error(exc, earlier, self.work)
-                        installed = env_writes.installed_since(sites_before)
-                        message = env_writes.with_installed(str(error), installed)
-                        raise BuildError(message, log=error.log) from exc
-                    progress.note(again)
-                    with open(build_log, "a", encoding="utf-8") as f:
-                        f.write(f"\n==== prebuild: {again}\n\n")
-            installed = env_writes.installed_since(sites_before)
+            run = self.run_build(env, build_log, Path(tmp), sass, logs, earlier, progress)
+            built = run.built
 
             def refused(message: str) -> BuildError:
                 # The environment changed whatever the wheel's fate: said in every refusal.
-                return BuildError(env_writes.with_installed(message, installed))
+                return BuildError(env_writes.with_installed(message, run.installed))
 
             progress.phase("checking the archs in every library")
             libraries = read_wheel_libraries(built)
@@ -612,25 +510,24 @@ class ClassicBuilder:
             if not libraries:
                 advice, switches = self.advice(built, sass)
                 sites = jit_sites(project)
-                calls = [*logged_calls(nvcc_log), *logged_calls(cxx_log)]
+                calls = [*logged_calls(logs.nvcc), *logged_calls(logs.cxx)]
                 raise BuildError(
                     no_extension_message(
                         built.name,
                         sites,
                         advice,
                         switches=switches,
-                        answer_error=answer_error,
+                        answer_error=run.answer_error,
                         command=self.command(sass),
-                        installed=installed,
-                        answer_where=answer_where,
+                        installed=run.installed,
+                        answer_where=run.answer_where,
                         imported=setup_imports_jit(self.setup_text(), sites),
                         compiled=len(calls_by_object(calls)),
                     )
                 )
-            if installed:
-                progress.note(installed)
-            code, notes = GPU_CODE, ()
-            links, by_design = [], False
+            if run.installed:
+                progress.note(run.installed)
+            code, links, by_design = GPU_CODE, [], False
             needed = wheel_needed_libraries(built)
             if not any(lib.has_code for lib in libraries):
                 # GPU code the project has and did not compile is lost: refused. With none to
@@ -645,10 +542,10 @@ class ClassicBuilder:
                             libraries,
                             build_log,
                             advice,
-                            answer_error,
+                            run.answer_error,
                             self.command(sass),
                             switches=switches,
-                            answer_where=answer_where,
+                            answer_where=run.answer_where,
                         )
                     )
                 links = cuda_links(needed)
@@ -656,7 +553,7 @@ class ClassicBuilder:
                 sass, ptx = (), ()
             # The kept objects' calls (made for an earlier wheel, or an earlier build of this
             # one) count as this wheel's too; a call compiling an object again replaces its own.
-            logged = logged_calls(nvcc_log)
+            logged = logged_calls(logs.nvcc)
             remade = calls_by_object(logged)
             calls = [*(c for o, c in reused.nvcc_calls.items() if o not in remade), *logged]
             if code == GPU_CODE:
@@ -666,26 +563,11 @@ class ClassicBuilder:
                     )
                 except BuildError as exc:
                     raise refused(str(exc)) from exc
-            host_calls = {**reused.host_calls, **calls_by_object(logged_calls(cxx_log))}
+            host_calls = {**reused.host_calls, **calls_by_object(logged_calls(logs.cxx))}
             raised, raised_host = raised_standards(calls), raised_standards([*host_calls.values()])
-            provided = torch_provided(torch.library_dir, nvidia_dirs("lib"))
-            system = system_links(needed, provided)
-            failure, copied = "", {}
-            if self.bundle and any(not matches(name, MACHINE_BOUND) for name in system):
-                progress.phase("copying the system libraries it links into the wheel")
-                bundled = bundle_system_libraries(
-                    built, provided, built.parent / "bundled", os.environ
-                )
-                failure, copied = bundled.failure, bundled.copied
-                if copied:
-                    built = bundled.wheel
-                    libraries = read_wheel_libraries(built)
-                    system = system_links(wheel_needed_libraries(built), provided)
-                    notes = (*notes, bundled_note(copied, bundled.folder, bundled.size))
-            if system:
-                found = {name: found_at(name, os.environ) for name in system}
-                why = kept_reason(system, self.bundle, failure)
-                notes = (*notes, system_libraries_note(found, why))
+            built, libraries, system, copied, notes = self.system_libraries(
+                built, libraries, needed, progress
+            )
             symbols = wheel_symbols(built)
             undefined = {name: needs for name, (_, needs) in symbols.items()}
             abi = torch_abi(
@@ -728,24 +610,7 @@ class ClassicBuilder:
                 )
                 notes = (host, *notes)
             progress.phase("writing the wheel")
-            # relabel_wheel keeps a project's own local label in front of this one. A
-            # stable-ABI wheel's names no torch: it serves every torch from its target on (and
-            # one that calls nothing of torch's, every torch).
-            tied = not (manifest.stable_abi or manifest.torch_free)
-            torch_label = torch.version_string if tied else None
-            if manifest.host_only:
-                cuda = nvcc.version if manifest.needs_cuda else None
-                label = flags.classic_host_label(torch_label, cuda)
-            else:
-                # The archs the manifest records (sm_90a where a library holds that variant
-                # alone): an index key then serves only the GPUs the code runs on.
-                label = flags.classic_local_label(
-                    torch_label,
-                    nvcc.version,
-                    manifest.sass_archs,
-                    ptx,
-                    planned.archs_in_version,
-                )
+            label = self.local_label(manifest, planned)
             variant = planned.label if not manifest.host_only else None
             if variant is not None:
                 built_archs = WheelArchs(manifest.sass_archs, manifest.ptx_archs)
@@ -787,6 +652,211 @@ class ClassicBuilder:
             manifest,
             time.monotonic() - start,
             notes,
+        )
+
+    def build_env(
+        self,
+        sass: tuple[Arch, ...],
+        ptx: tuple[Arch, ...],
+        wheel_dir: Path,
+        logs: _CallLogs,
+        progress: BuildProgress,
+    ) -> dict[str, str]:
+        """The variables one wheel's build runs with (over this process's): the shim toolkit,
+        its nvcc and host compiler scripts written for the wheel's archs and logging to
+        ``logs``, the jobs, and what the project reads; ``progress`` hears what the build will
+        do that its setup.py would not (torch.cuda's answer, ninja, a forced build)."""
+        shim = self.toolchain.shim
+        # One shim path for every wheel: the include paths in the host compiler's commands (and
+        # so ninja's view of its objects) stay the same from one wheel to the next.
+        write_nvcc_script(
+            shim,
+            self.nvcc.path,
+            flags.gencode_flags(sass, ptx),
+            logs.nvcc,
+            self.toolchain.cxx_standard,
+            self.launcher,
+        )
+        max_jobs = self.jobs or flags.parallel_jobs(
+            cpu_count(), available_memory_bytes(), CLASSIC_MEMORY_PER_JOB
+        )
+        env = {
+            "CUDA_HOME": str(shim),
+            "CUDA_PATH": str(shim),
+            "PATH": f"{shim / 'bin'}:{os.environ.get('PATH', '')}",
+            "TORCH_CUDA_ARCH_LIST": torch_cuda_arch_list(sass, ptx),
+            "MAX_JOBS": str(max_jobs),
+            **BUILD_ENV,  # FORCE_CUDA=1: projects that skip CUDA when no GPU is visible
+            # torch (2.14) puts a ccache or sccache found on PATH in front of every compiler: it
+            # cannot tell the shim nvcc is one ("Compiler not supported"), and the cache is what
+            # --cache says, through prebuild's launcher.
+            "TORCH_NO_COMPILER_WRAPPER": "1",
+            # A JIT compile the build runs (KNN_CUDA's setup.py imports its package, which calls
+            # load()) writes and locks in the workspace: never in the user's JIT cache, where a
+            # stale lock would hang it and its module, built with the shim's archs, be reused.
+            "TORCH_EXTENSIONS_DIR": str(wheel_dir / "torch-extensions"),
+            **search_paths(shim, os.environ),
+            **cmake_prefix_env(self.toolchain.torch.library_dir, os.environ),
+        }
+        # A project that would download its own prebuilt wheel (all archs, its torch) is told to
+        # compile: prebuild is asked to build this wheel, and checks what it built.
+        forced = forced_build_switches(self.setup_text(), os.environ)
+        env.update(forced)
+        env.update(self.scm_env(os.environ))
+        if self.answers():
+            progress.note(self.gpu_answer_note(sass, ""))
+        ninja = self.ninja_line()
+        if ninja is not None:
+            progress.note(ninja_note(ninja, max_jobs, self.setup_text()))
+        if forced:
+            progress.note(
+                "set "
+                + " ".join(f"{k}={v}" for k, v in forced.items())
+                + ": the project's setup.py would otherwise download a prebuilt wheel of its own "
+                "instead of compiling"
+            )
+        env["CXX"] = str(
+            write_cxx_script(shim, find_cxx(), logs.cxx, self.toolchain.cxx_standard, self.launcher)
+        )
+        return env
+
+    def run_build(
+        self,
+        env: dict[str, str],
+        build_log: Path,
+        out: Path,
+        sass: tuple[Arch, ...],
+        logs: _CallLogs,
+        earlier: int,
+        progress: BuildProgress,
+    ) -> _BuildRun:
+        """The project's build of one wheel into ``out`` (project_build), run again where it
+        failed in a way a change of prebuild's may mend (rebuild_reason); BuildError, saying the
+        ``earlier`` objects it kept and what it installed into the environment, where not."""
+        run = _BuildRun()
+        sites_before = env_writes.snapshot(env_writes.site_dirs())
+        while True:
+            site, log_start = self.site_env(sass, env), log_size(build_log)
+            try:
+                run.built = self.project_build({**env, **site}, build_log, out, sass, progress)
+                break
+            except BuildError as exc:
+                again = self.rebuild_reason(run, site, log_since(build_log, log_start), logs, sass)
+                if again is None:
+                    error = kept_objects_error(exc, earlier, self.work)
+                    installed = env_writes.installed_since(sites_before)
+                    message = env_writes.with_installed(str(error), installed)
+                    raise BuildError(message, log=error.log) from exc
+                progress.note(again)
+                with open(build_log, "a", encoding="utf-8") as f:
+                    f.write(f"\n==== prebuild: {again}\n\n")
+        run.installed = env_writes.installed_since(sites_before)
+        return run
+
+    def rebuild_reason(
+        self,
+        run: _BuildRun,
+        site: Mapping[str, str],
+        log: str,
+        logs: _CallLogs,
+        sass: tuple[Arch, ...],
+    ) -> str | None:
+        """Why a build that failed (``log``: its output, with the variables ``site`` changed)
+        is run again, and how (this builder's ``_answer`` or ``_ninja`` changed for it and
+        the next wheels; ``run`` told how its setup.py failed with torch.cuda answering); None
+        where it is not."""
+        compiled = [*logged_calls(logs.nvcc), *logged_calls(logs.cxx)]
+        error = last_error(log)
+        # (gcc, for a C source, runs through no shim: the log shows its commands)
+        nothing_compiled = all(is_query(c.given) for c in compiled) and not shows_a_step(log)
+        # (one the header check stopped would stop the same way again)
+        may_go_further = nothing_compiled and build_site.STOPPED not in log
+        answered = build_site.ENV_CAPABILITY in site
+        if answered and self._answer is None and may_go_further and answer_may_explain(error):
+            # Its setup.py failed before compiling anything with torch.cuda answering: it asks
+            # more of the GPU (DeepSpeed 0.19.8 once asked is_bf16_supported(), which needs a
+            # device). Built as it would be without prebuild.
+            self._answer, run.answer_error = False, error
+            run.answer_where = setup_py_line(log, self.setup_text())
+            return (
+                f"its setup.py failed with torch.cuda answering for a GPU ({error}): "
+                "built again with torch's own answers"
+            )
+        if (
+            not answered
+            and self._answer is None
+            and may_go_further
+            and no_gpu_may_explain(error)
+            and not gpu_visible()
+        ):
+            # It failed before compiling with no GPU visible, asking the GPU outside its
+            # setup.py (colossalai 0.5.0's extensions/utils.py:
+            # torch.cuda.get_device_capability()): built again with torch.cuda answering as a
+            # GPU of the newest arch would.
+            self._answer = True
+            return (
+                f"its build failed with no GPU visible ({error}): built again with "
+                "torch.cuda and nvidia-smi answering as a GPU of compute capability "
+                f"{newest_capability(sass)} would ({build_site.ANSWERED}; nvidia-smi: "
+                f"{build_site.NVIDIA_SMI_ANSWERS})"
+            )
+        if build_site.ENV_NINJA in site and (refused := ninja_failed(log)):
+            # ninja refused what the build without it takes: built as its setup.py says, one
+            # source at a time.
+            self._ninja = False
+            return (
+                f"ninja failed on the project's build ({refused}): built again without it, as "
+                "its setup.py says"
+            )
+        return None
+
+    def system_libraries(
+        self,
+        built: Path,
+        libraries: tuple[BuiltLibrary, ...],
+        needed: dict[str, tuple[str, ...]],
+        progress: BuildProgress,
+    ) -> tuple[Path, tuple[BuiltLibrary, ...], list[str], dict, tuple[str, ...]]:
+        """The system libraries the wheel's libraries (``needed``: wheel_needed_libraries')
+        link beyond torch's and the runtimes: copied into the wheel where asked and possible
+        (bundle.py). Returns the wheel and its libraries (those of the copy, where one was
+        made), the system libraries still linked, those copied, and the notes saying so."""
+        provided = torch_provided(self.toolchain.torch.library_dir, nvidia_dirs("lib"))
+        system = system_links(needed, provided)
+        failure, copied, notes = "", {}, ()
+        if self.bundle and any(not matches(name, MACHINE_BOUND) for name in system):
+            progress.phase("copying the system libraries it links into the wheel")
+            bundled = bundle_system_libraries(built, provided, built.parent / "bundled", os.environ)
+            failure, copied = bundled.failure, bundled.copied
+            if copied:
+                built = bundled.wheel
+                libraries = read_wheel_libraries(built)
+                system = system_links(wheel_needed_libraries(built), provided)
+                notes = (bundled_note(copied, bundled.folder, bundled.size),)
+        if system:
+            found = {name: found_at(name, os.environ) for name in system}
+            why = kept_reason(system, self.bundle, failure)
+            notes = (*notes, system_libraries_note(found, why))
+        return built, libraries, system, copied, notes
+
+    def local_label(self, manifest: ProjectManifest, planned: PlannedWheel) -> str:
+        """The wheel's local version label, by what its manifest says it holds. A stable-ABI
+        wheel's names no torch: it serves every torch from its target on (and one that calls
+        nothing of torch's, every torch)."""
+        torch = self.toolchain.torch.version_string
+        torch_label = None if manifest.stable_abi or manifest.torch_free else torch
+        if manifest.host_only:
+            cuda = self.nvcc.version if manifest.needs_cuda else None
+            return flags.classic_host_label(torch_label, cuda)
+        # The archs the manifest records (sm_90a where a library holds that variant alone): an
+        # index key then serves only the GPUs the code runs on. (relabel_wheel keeps a
+        # project's own local label in front of this one.)
+        return flags.classic_local_label(
+            torch_label,
+            self.nvcc.version,
+            manifest.sass_archs,
+            manifest.ptx_archs,
+            planned.archs_in_version,
         )
 
     def scm_env(self, environ: Mapping[str, str]) -> dict[str, str]:
