@@ -416,6 +416,11 @@ def test_a_project_manifest_says_what_its_libraries_hold():
     )
     del data["bundled_libraries"]
     assert ProjectManifest.from_json(json.dumps(data)).bundled_libraries == ()
+    # and the changes prebuild made to its code to build it (api_mends.py)
+    mended = dataclasses.replace(base, source_changes=("a.cu:80: x.type() -> x.scalar_type()",))
+    assert ProjectManifest.from_json(mended.to_json()).source_changes == mended.source_changes
+    del data["source_changes"]
+    assert ProjectManifest.from_json(json.dumps(data)).source_changes == ()
 
 
 def test_a_project_manifest_says_which_torch_abi_its_libraries_use():

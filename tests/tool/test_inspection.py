@@ -335,16 +335,19 @@ def test_inspect_another_projects_wheel(tmp_path, classic_so):
         classic_manifest(libs),
         system_libraries=("libmpi.so.40",),
         bundled_libraries=("libklu.so.2",),
+        source_changes=("a.cu:80: x.type() -> x.scalar_type()", "a.cu:90: AT_CHECK -> TORCH_CHECK"),
     )
     klu = make_classic_wheel(tmp_path / "klu.whl", files, linked)
     result = runner.invoke(app, ["inspect", str(klu)], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     assert (
-        "; carries the build machine's libklu.so.2; needs the system's libmpi.so.40"
-        in result.output
+        "; carries the build machine's libklu.so.2; needs the system's libmpi.so.40; its code "
+        "changed by prebuild in 2 places to build (source_changes)"
+        in " ".join(result.output.split())
     )
     data = json.loads(runner.invoke(app, ["inspect", str(klu), "--json"]).stdout)
     assert data["manifest"]["bundled_libraries"] == ["libklu.so.2"]
+    assert data["manifest"]["source_changes"][1] == "a.cu:90: AT_CHECK -> TORCH_CHECK"
     # one whose libraries call nothing of torch's serves any torch
     free = make_classic_wheel(
         tmp_path / "free.whl", files, dataclasses.replace(classic_manifest(libs), torch_abi="none")

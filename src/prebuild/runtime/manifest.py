@@ -328,6 +328,8 @@ class ProjectManifest:
     bundled_libraries: tuple[str, ...] = ()
     torch_abi: str = CXX_ABI  # one of TORCH_ABIS
     torch_target: str | None = None  # STABLE_ABI's: the oldest torch it loads in, "2.10"
+    # the changes prebuild made to the project's code to build it (api_mends.py): "a.cu:80: ..."
+    source_changes: tuple[str, ...] = ()
 
     @property
     def torch_minor(self) -> str:
@@ -422,6 +424,7 @@ class ProjectManifest:
             "bundled_libraries": list(self.bundled_libraries),
             "torch_abi": self.torch_abi,
             "torch_target": self.torch_target,
+            "source_changes": list(self.source_changes),
         }
 
     def to_json(self) -> str:
@@ -478,6 +481,7 @@ class ProjectManifest:
                 # manifests written before it: none recorded
                 system_libraries=tuple(str(n) for n in data.get("system_libraries", [])),
                 bundled_libraries=tuple(str(n) for n in data.get("bundled_libraries", [])),
+                source_changes=tuple(str(c) for c in data.get("source_changes", [])),
                 **_torch_abi(data),
             )
         except ManifestError:

@@ -402,6 +402,13 @@ class Report:
                     if m.system_libraries
                     else ""
                 )
+                + (
+                    f"; its code changed by prebuild in {len(m.source_changes)} "
+                    f"{'place' if len(m.source_changes) == 1 else 'places'} to build "
+                    "(source_changes)"
+                    if m.source_changes
+                    else ""
+                )
             )
         return (
             f"{m.package} {m.package_version}, CUDA {m.cuda_version or 'none'}; manifest: {archs}"
@@ -425,6 +432,7 @@ class Report:
                 "ptx_archs": [a.compute for a in m.ptx_archs],
                 "system_libraries": list(m.system_libraries),
                 "bundled_libraries": list(m.bundled_libraries),
+                "source_changes": list(m.source_changes),
                 "torch_abi": m.torch_abi,
                 "torch_target": m.torch_target,
             }

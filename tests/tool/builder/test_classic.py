@@ -519,3 +519,40 @@ def test_a_cmake_build_is_given_torch_s_prefix_after_the_user_s():
     assert cmake_prefix_env(Path(torch.__file__).parent / "lib", {}) == {
         "CMAKE_PREFIX_PATH": str(real)
     }
+
+
+def test_a_failed_build_whose_log_shows_a_mendable_break_is_mended_and_built_again(tmp_path):
+    """rebuild_reason: the log shows `x.type()` given to AT_DISPATCH_* (ngp_pl's vren): every
+    source of the copy is mended, the changes kept for the wheel's manifest, and the build goes
+    again; the same failure again has nothing left to mend, and with --no-mend nothing is."""
+    from types import SimpleNamespace
+
+    from prebuild.tool.builder.classic import ClassicBuilder, _BuildRun, _CallLogs
+
+    project = tmp_path / "project"
+    write(project, "setup.py", "")
+    dispatch = 'AT_DISPATCH_FLOATING_TYPES(x.type(), "f", [&] {});\n'
+    write(project, "csrc/a.cu", dispatch)
+    write(project, "csrc/b.cpp", dispatch)
+    log = (
+        f'{project}/csrc/a.cu(1): error: no suitable conversion function from "const '
+        'at::DeprecatedTypeProperties" to "c10::ScalarType" exists\n'
+    )
+    logs = _CallLogs(tmp_path / "nvcc.jsonl", tmp_path / "cxx.jsonl")
+    toolchain = SimpleNamespace(nvcc=None, cxx_standard="c++20")
+    off = ClassicBuilder(project, toolchain, tmp_path / "work", mend=False)
+    assert off.rebuild_reason(_BuildRun(), {}, log, logs, A("sm_90")) is None
+    assert (project / "csrc/a.cu").read_text() == dispatch
+    builder = ClassicBuilder(project, toolchain, tmp_path / "work")
+    again = builder.rebuild_reason(_BuildRun(), {}, log, logs, A("sm_90"))
+    assert again == (
+        "its code meets APIs that were removed, each with an exact replacement: 2 changes in 2 "
+        "files of prebuild's copy (said with the wheel), built again"
+    )
+    for name in ("csrc/a.cu", "csrc/b.cpp"):
+        assert (project / name).read_text() == dispatch.replace("x.type()", "x.scalar_type()")
+    assert [str(c) for c in builder.source_changes] == [
+        "csrc/a.cu:1: x.type() -> x.scalar_type()",
+        "csrc/b.cpp:1: x.type() -> x.scalar_type()",
+    ]
+    assert builder.rebuild_reason(_BuildRun(), {}, log, logs, A("sm_90")) is None

@@ -50,22 +50,26 @@ TH_BREAK = ApiBreak(
     "for THCudaMalloc); look for a release or a fork of the project that did",
 )
 
+TYPE_BREAK = ApiBreak(
+    re.compile(r"DeprecatedTypeProperties"),
+    "it passes `tensor.type()` to an AT_DISPATCH macro (or a dispatch macro of its own "
+    "built on them), which takes a scalar type: no torch that prebuild builds against "
+    "(2.10 or later) converts one to the other",
+    "in the project's code, `x.type()` in each AT_DISPATCH_* call, and in each call of its "
+    "own dispatch macros (lietorch's DISPATCH_GROUP_AND_FLOATING_TYPES), becomes "
+    "`x.scalar_type()`",
+)
+
+AT_CHECK_BREAK = ApiBreak(
+    re.compile(rf"{_names('AT_CHECK')}.*(?:undefined|not declared)"),
+    "it uses AT_CHECK, gone from torch for years",
+    "in the project's code, AT_CHECK becomes TORCH_CHECK (the same arguments)",
+)
+
 API_BREAKS: tuple[ApiBreak, ...] = (
     TH_BREAK,
-    ApiBreak(
-        re.compile(r"DeprecatedTypeProperties"),
-        "it passes `tensor.type()` to an AT_DISPATCH macro (or a dispatch macro of its own "
-        "built on them), which takes a scalar type: no torch that prebuild builds against "
-        "(2.10 or later) converts one to the other",
-        "in the project's code, `x.type()` in each AT_DISPATCH_* call, and in each call of its "
-        "own dispatch macros (lietorch's DISPATCH_GROUP_AND_FLOATING_TYPES), becomes "
-        "`x.scalar_type()`",
-    ),
-    ApiBreak(
-        re.compile(rf"{_names('AT_CHECK')}.*(?:undefined|not declared)"),
-        "it uses AT_CHECK, gone from torch for years",
-        "in the project's code, AT_CHECK becomes TORCH_CHECK (the same arguments)",
-    ),
+    TYPE_BREAK,
+    AT_CHECK_BREAK,
     ApiBreak(
         re.compile(
             r"\blerp\(.*(?:conflicts with a previous declaration|is ambiguous)"

@@ -45,6 +45,7 @@ from prebuild.runtime.manifest import (
 )
 from prebuild.tool.builder import build_site, env_writes, flags, runtime_floor
 from prebuild.tool.builder.api_breaks import TH_BREAK, api_breaks, api_breaks_advice
+from prebuild.tool.builder.api_mends import SourceChange, mend_sources, mended_note
 from prebuild.tool.builder.base import (
     BuildProgress,
     BuiltWheel,
@@ -394,10 +395,14 @@ class ClassicBuilder:
         answer: bool | None = None,
         config_settings: ConfigSettings | None = None,
         bundle: bool = True,
+        mend: bool = True,
     ):
         self.project, self.toolchain, self.work, self.jobs = project, toolchain, work, jobs
         # the system libraries its libraries link copied into each wheel (bundle.py)
         self.bundle = bundle
+        # its code mended where it meets a removed API with an exact replacement (api_mends.py)
+        self.mend = mend
+        self.source_changes: list[SourceChange] = []  # the mends made in the copy, in order
         self.origin = origin  # what the user named (named again in the guard's messages)
         self.scm_version = scm_version  # project.scm_version: its checkout's, for its copy
         self.launcher = launcher  # the compile cache's: nvcc and the host compiler run through it
@@ -603,7 +608,10 @@ class ClassicBuilder:
                 bundled_libraries=tuple(copied),
                 torch_abi=abi.kind,
                 torch_target=abi.target,
+                source_changes=tuple(str(c) for c in self.source_changes),
             )
+            if self.source_changes:
+                notes = (*notes, mended_note(self.source_changes))
             if manifest.host_only:  # first: what the wheel is
                 host = host_wheel_note(
                     code, links, manifest.torch_needed, str(nvcc.version), by_design
@@ -746,6 +754,8 @@ class ClassicBuilder:
                     error = kept_objects_error(exc, earlier, self.work)
                     installed = env_writes.installed_since(sites_before)
                     message = env_writes.with_installed(str(error), installed)
+                    if self.source_changes:  # the lines it names are the mended copy's
+                        message += f"\n\n{mended_note(self.source_changes)}"
                     raise BuildError(message, log=error.log) from exc
                 progress.note(again)
                 with open(build_log, "a", encoding="utf-8") as f:
@@ -800,6 +810,17 @@ class ClassicBuilder:
                 f"{newest_capability(sass)} would ({build_site.ANSWERED}; nvidia-smi: "
                 f"{build_site.NVIDIA_SMI_ANSWERS})"
             )
+        if self.mend and (changes := self.mend_sources(log)):
+            # Its code met a removed API with an exact replacement (ngp_pl's `x.type()` in
+            # AT_DISPATCH_*): mended in the copy, and built again (ninja compiles what changed).
+            self.source_changes += changes
+            files = len({c.file for c in changes})
+            return (
+                f"its code meets APIs that were removed, each with an exact replacement: "
+                f"{len(changes)} {'change' if len(changes) == 1 else 'changes'} in {files} "
+                f"{'file' if files == 1 else 'files'} of prebuild's copy (said with the wheel), "
+                "built again"
+            )
         if build_site.ENV_NINJA in site and (refused := ninja_failed(log)):
             # ninja refused what the build without it takes: built as its setup.py says, one
             # source at a time.
@@ -809,6 +830,15 @@ class ClassicBuilder:
                 "its setup.py says"
             )
         return None
+
+    def mend_sources(self, log: str) -> list[SourceChange]:
+        """The mends a failed build's ``log`` calls for (api_mends.mend_sources), made in the
+        project's copy; [] where none is."""
+        sources = native_sources(self.project)
+        texts, changes = mend_sources(log, self.toolchain.cxx_standard, sources)
+        for name, text in texts.items():
+            (self.project / name).write_text(text, encoding="utf-8")
+        return changes
 
     def system_libraries(
         self,

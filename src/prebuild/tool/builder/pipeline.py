@@ -128,6 +128,9 @@ class WheelRequest:
     config_settings: ConfigSettings = field(default_factory=dict)
     # a classic wheel's system libraries copied into it (--bundle/--no-bundle: bundle.py)
     bundle: bool = True
+    # a classic project's code mended where it meets a removed API (--mend/--no-mend:
+    # api_mends.py)
+    mend: bool = True
 
     def __post_init__(self) -> None:
         if not all(isinstance(a, Arch) for a in self.archs):
@@ -454,6 +457,7 @@ def make_builder(
         answer=True if project.gpu_answered else None,
         config_settings=request.config_settings,
         bundle=request.bundle,
+        mend=request.mend,
     )
 
 

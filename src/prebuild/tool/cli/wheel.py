@@ -117,6 +117,16 @@ def wheel(
         "(MPI, RDMA, graphics) are never copied. --no-bundle: the wheel needs them installed "
         "(the build names them, and so does the wheel's import where one is missing).",
     ),
+    mend: bool = typer.Option(
+        True,
+        "--mend/--no-mend",
+        help="Where a classic project's own code fails on an API that torch or the C++ "
+        "standard library removed and that has an exact replacement (`x.type()` passed to "
+        "AT_DISPATCH_* is `x.scalar_type()`, AT_CHECK is TORCH_CHECK, a standard #include its "
+        "file forgot), change it in prebuild's copy of the project and build again; each change "
+        "is said and listed in the wheel's prebuild.json. The project's source is never "
+        "touched. --no-mend: build its code as it is.",
+    ),
 ) -> None:
     """Compile CUDA kernels ahead of time into wheels, one per CUDA arch.
 
@@ -187,6 +197,7 @@ def wheel(
         cache=cache,
         config_settings=config_settings,
         bundle=bundle,
+        mend=mend,
     )
     console = _WheelConsole()
     previous_sigterm = signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill: as Ctrl-C

@@ -1,0 +1,165 @@
+"""Mends for a classic project's own code where a failed build's log shows it meeting a removal
+that has an exact replacement: `tensor.type()` passed to a dispatch macro (the conversion torch
+2.10 dropped did what `tensor.scalar_type()` does), AT_CHECK (TORCH_CHECK, the same macro
+renamed), a standard header a file uses without including it (older standard libraries
+included it for them). The code then does what it did with the torch its authors built against.
+
+Each mend is made in prebuild's copy of the project only, where the log shows its break, then
+the build runs again (classic.py); every change is said and recorded in the wheel's manifest.
+Pure functions over the sources' text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from prebuild.tool.builder.api_breaks import (
+    AT_CHECK_BREAK,
+    TYPE_BREAK,
+    api_breaks,
+    missing_includes,
+)
+
+
+@dataclass(frozen=True)
+class SourceChange:
+    """One change a mend made: in ``file`` (relative to the project), at ``line``."""
+
+    file: str
+    line: int
+    what: str  # "rays_o.type() -> rays_o.scalar_type()"
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.what}"
+
+
+# A dispatch macro's call: torch's AT_DISPATCH_*, or a project's own built on them (lietorch's
+# DISPATCH_GROUP_AND_FLOATING_TYPES). Its arguments before the op's name (a string literal)
+# are where a scalar type goes.
+_DISPATCH_CALL = re.compile(r"\b\w*DISPATCH\w*\s*\(")
+# `x.type()` (or `p->type()`), not `x.type().scalarType()`, which still compiles.
+_TYPE_CALL = re.compile(r"(?P<expr>[\w\])]+)(?P<op>\.|->)type\(\)(?!\s*\.)")
+_AT_CHECK = re.compile(r"\bAT_CHECK\b(?=\s*\()")
+_DEFINES_AT_CHECK = re.compile(r"^[ \t]*#[ \t]*define[ \t]+AT_CHECK\b", re.M)
+
+
+def _line(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def mend_dispatch_types(file: str, text: str) -> tuple[str, list[SourceChange]]:
+    """Pure: ``text`` with each `x.type()` among a dispatch macro's arguments before its op name
+    written `x.scalar_type()`, and the changes."""
+    changes: list[SourceChange] = []
+    pieces: list[str] = []
+    done = 0
+    for call in _DISPATCH_CALL.finditer(text):
+        if call.end() < done:
+            continue
+        ends = [i for i in (text.find('"', call.end()), text.find(";", call.end())) if i >= 0]
+        span_end = min(ends) if ends else len(text)
+        span = text[call.end() : span_end]
+        mended = _TYPE_CALL.sub(lambda m: f"{m['expr']}{m['op']}scalar_type()", span)
+        if mended == span:
+            continue
+        for m in _TYPE_CALL.finditer(span):
+            changes.append(
+                SourceChange(
+                    file,
+                    _line(text, call.end() + m.start()),
+                    f"{m[0]} -> {m['expr']}{m['op']}scalar_type()",
+                )
+            )
+        pieces += [text[done : call.end()], mended]
+        done = span_end
+    return "".join(pieces) + text[done:], changes
+
+
+def mend_at_check(file: str, text: str) -> tuple[str, list[SourceChange]]:
+    """Pure: ``text`` with AT_CHECK( written TORCH_CHECK(, and the changes; as it is where the
+    file defines an AT_CHECK of its own."""
+    if _DEFINES_AT_CHECK.search(text):
+        return text, []
+    changes = [
+        SourceChange(file, _line(text, m.start()), "AT_CHECK -> TORCH_CHECK")
+        for m in _AT_CHECK.finditer(text)
+    ]
+    return _AT_CHECK.sub("TORCH_CHECK", text), changes
+
+
+def add_include(file: str, text: str, header: str) -> tuple[str, list[SourceChange]]:
+    """Pure: ``text`` with ``#include <header>`` as its first line (a standard header: where it
+    goes does not matter), unless it includes it already."""
+    if re.search(rf"^[ \t]*#[ \t]*include[ \t]*{re.escape(header)}", text, re.M):
+        return text, []
+    return f"#include {header}\n{text}", [SourceChange(file, 1, f"#include {header} added")]
+
+
+def _source_named(logged: str, sources: Mapping[str, str]) -> str | None:
+    """The source a log names by a path of its own (the build copy's, absolute or not)."""
+    for name in sources:
+        if logged == name or logged.endswith("/" + name):
+            return name
+    return None
+
+
+def mend_sources(
+    log: str, cxx_standard: str, sources: Mapping[str, str]
+) -> tuple[dict[str, str], list[SourceChange]]:
+    """Pure: for the breaks a failed build's ``log`` shows that have an exact replacement, the
+    project's files to rewrite (``sources``: path -> text, native_sources') with their new
+    text, and the changes, by file and line. A build stops at the first file that fails, so a
+    replaced API is replaced in every file; a missing include is added where the log names."""
+    breaks = api_breaks(log, cxx_standard)
+    texts = dict(sources)
+    changes: list[SourceChange] = []
+
+    def apply(name: str, mend) -> None:
+        texts[name], made = mend(name, texts[name])
+        changes.extend(made)
+
+    for header, (_, files) in missing_includes(log).items():
+        for name in dict.fromkeys(filter(None, (_source_named(f, sources) for f in files))):
+            apply(name, lambda file, text, header=header: add_include(file, text, header))
+    for name in sorted(sources):
+        if TYPE_BREAK in breaks:
+            apply(name, mend_dispatch_types)
+        if AT_CHECK_BREAK in breaks:
+            apply(name, mend_at_check)
+    changes.sort(key=lambda c: (c.file, c.line))
+    return {n: t for n, t in texts.items() if t != sources[n]}, changes
+
+
+def mended_note(changes: list[SourceChange]) -> str:
+    """Pure: what the summary says of the changes the mends made (each in prebuild.json)."""
+    kinds: dict[str, list[SourceChange]] = {}
+    for change in changes:
+        kinds.setdefault(_kind(change), []).append(change)
+    said = "; ".join(f"{_what(kind)} ({_places(made)})" for kind, made in kinds.items())
+    return (
+        "The project's code meets APIs that torch or the C++ standard library removed, each "
+        "with an exact replacement: changed in prebuild's copy of the project (its source is "
+        f"untouched): {said}. prebuild.json lists each change; --no-mend builds it as it is."
+    )
+
+
+def _kind(change: SourceChange) -> str:
+    """``x.scalar_type()``, ``TORCH_CHECK``, ``#include <memory> added``."""
+    kind = change.what.rpartition(" -> ")[2]
+    return re.sub(r"^[\w\])]+(\.|->)", r"x\1", kind)  # rays_o.scalar_type() -> x.scalar_type()
+
+
+def _what(kind: str) -> str:
+    if kind.endswith("scalar_type()"):
+        return f"`{kind.replace('scalar_type', 'type')}` passed to a dispatch macro is `{kind}`"
+    if kind == "TORCH_CHECK":
+        return "AT_CHECK is TORCH_CHECK"
+    return f"`{kind.removesuffix(' added')}` added"
+
+
+def _places(made: list[SourceChange]) -> str:
+    files = sorted({c.file for c in made})
+    shown = ", ".join(files[:4]) + (", ..." if len(files) > 4 else "")
+    return f"{len(made)} {'place' if len(made) == 1 else 'places'} in {shown}"

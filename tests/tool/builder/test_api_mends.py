@@ -1,0 +1,118 @@
+"""api_mends: a classic project's code mended where a failed build's log shows a removed API
+with an exact replacement (the log lines are nvcc 13.0's and g++'s own, from ngp_pl's vren and
+the old_api_ext fixture built against torch 2.14.1's headers)."""
+
+from __future__ import annotations
+
+from prebuild.tool.builder.api_mends import (
+    SourceChange,
+    add_include,
+    mend_at_check,
+    mend_dispatch_types,
+    mend_sources,
+    mended_note,
+)
+
+# nvcc's front end, on ngp_pl (kwea123/ngp_pl) models/csrc/intersection.cu line 80
+NVCC_TYPE = (
+    '/w/source/intersection.cu(80): error: no suitable conversion function from "const '
+    'at::DeprecatedTypeProperties" to "c10::ScalarType" exists\n'
+)
+# g++ on old_api_ext's ops.cpp: the error is in torch's header, the call in the project's file
+GXX_TYPE = (
+    "torch/headeronly/core/Dispatch.h:36:63: error: cannot convert ‘const "
+    "at::DeprecatedTypeProperties’ to ‘c10::ScalarType’\n"
+)
+GXX_AT_CHECK = "/w/source/ops.cpp:8:3: error: ‘AT_CHECK’ was not declared in this scope\n"
+GXX_MEMORY = (
+    "/w/source/csrc/a.cpp:3:8: error: ‘unique_ptr’ in namespace ‘std’ does not name a type\n"
+    "/w/source/csrc/a.cpp:2:1: note: ‘std::unique_ptr’ is defined in header ‘<memory>’; did "
+    "you forget to ‘#include <memory>’?\n"
+)
+
+CU = """void f(at::Tensor rays_o) {
+    AT_DISPATCH_FLOATING_TYPES(rays_o.type(), "ray_aabb_intersect_cu",
+    ([&] { g<scalar_t>(); }));
+    auto t = rays_o.type();  // not a dispatch macro's: left alone
+}
+"""
+
+
+def test_a_type_given_to_a_dispatch_macro_becomes_its_scalar_type():
+    text, changes = mend_dispatch_types("a.cu", CU)
+    assert "AT_DISPATCH_FLOATING_TYPES(rays_o.scalar_type(), " in text
+    assert "auto t = rays_o.type();" in text
+    assert changes == [SourceChange("a.cu", 2, "rays_o.type() -> rays_o.scalar_type()")]
+    # its argument on a later line, after other arguments, and a project's own dispatch macro
+    # (lietorch's takes the group first); `.type().scalarType()` still compiles: left alone
+    text, changes = mend_dispatch_types(
+        "b.cpp",
+        'AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16,\n  in[0]->type(), "f", '
+        '[&] {});\nDISPATCH_GROUP_AND_FLOATING_TYPES(id, X.type(), "exp", ([&] {}));\n'
+        'AT_DISPATCH_ALL_TYPES(x.type().scalarType(), "g", [&] {});\n',
+    )
+    assert "\n  in[0]->scalar_type(), " in text and "(id, X.scalar_type(), " in text
+    assert "(x.type().scalarType(), " in text
+    assert [c.line for c in changes] == [2, 3]
+    assert mend_dispatch_types("c.cu", text) == (text, [])  # nothing left: once only
+
+
+def test_at_check_becomes_torch_check_unless_the_file_defines_its_own():
+    text, changes = mend_at_check("a.cpp", 'void f() {\n  AT_CHECK (x, "x");\n}\n')
+    assert text == 'void f() {\n  TORCH_CHECK (x, "x");\n}\n'
+    assert [str(c) for c in changes] == ["a.cpp:2: AT_CHECK -> TORCH_CHECK"]
+    own = '#define AT_CHECK(c, m) assert(c)\nvoid f() { AT_CHECK(x, "x"); }\n'
+    assert mend_at_check("b.cpp", own) == (own, [])
+
+
+def test_a_standard_header_is_added_once():
+    text, changes = add_include("a.cpp", "std::unique_ptr<int> p;\n", "<memory>")
+    assert text == "#include <memory>\nstd::unique_ptr<int> p;\n" and len(changes) == 1
+    assert add_include("a.cpp", text, "<memory>") == (text, [])
+
+
+def test_only_the_breaks_the_log_shows_are_mended_in_every_file_they_stand_in():
+    sources = {
+        "intersection.cu": CU,
+        "ops.cpp": 'void g(at::Tensor x) { AT_CHECK(x.defined(), "x");\n'
+        'AT_DISPATCH_FLOATING_TYPES(x.type(), "g", [&] {}); }\n',
+        "csrc/a.cpp": "#include <vector>\nstd::unique_ptr<int> p;\n",
+    }
+    # the build stopped at intersection.cu: ops.cpp, which the log does not name, is mended too
+    texts, changes = mend_sources(NVCC_TYPE, "c++20", sources)
+    assert set(texts) == {"intersection.cu", "ops.cpp"}
+    assert "AT_CHECK(x.defined()" in texts["ops.cpp"]  # its break not in the log: as it is
+    assert [str(c) for c in changes] == [
+        "intersection.cu:2: rays_o.type() -> rays_o.scalar_type()",
+        "ops.cpp:2: x.type() -> x.scalar_type()",
+    ]
+    texts, changes = mend_sources(GXX_TYPE + GXX_AT_CHECK + GXX_MEMORY, "c++20", sources)
+    assert texts["csrc/a.cpp"].startswith("#include <memory>\n#include <vector>\n")
+    assert "TORCH_CHECK(x.defined()" in texts["ops.cpp"]
+    assert [str(c) for c in changes] == [
+        "csrc/a.cpp:1: #include <memory> added",
+        "intersection.cu:2: rays_o.type() -> rays_o.scalar_type()",
+        "ops.cpp:1: AT_CHECK -> TORCH_CHECK",
+        "ops.cpp:2: x.type() -> x.scalar_type()",
+    ]
+    # another failure (a THC header) has no exact replacement: nothing changed
+    assert mend_sources("a.cu:1:10: fatal error: THC/THC.h: No such file", "c++20", sources) == (
+        {},
+        [],
+    )
+
+
+def test_the_note_counts_each_kind_of_change_and_names_the_files():
+    changes = [
+        SourceChange("a.cu", 2, "rays_o.type() -> rays_o.scalar_type()"),
+        SourceChange("b.cu", 9, "ws->type() -> ws->scalar_type()"),
+        SourceChange("b.cu", 12, "AT_CHECK -> TORCH_CHECK"),
+        SourceChange("c.cpp", 1, "#include <memory> added"),
+    ]
+    note = mended_note(changes)
+    assert "changed in prebuild's copy of the project (its source is untouched)" in note
+    assert "`x.type()` passed to a dispatch macro is `x.scalar_type()` (1 place in a.cu)" in note
+    assert "`x->type()` passed to a dispatch macro is `x->scalar_type()` (1 place in b.cu)" in note
+    assert "AT_CHECK is TORCH_CHECK (1 place in b.cu)" in note
+    assert "`#include <memory>` added (1 place in c.cpp)" in note
+    assert note.endswith("prebuild.json lists each change; --no-mend builds it as it is.")
