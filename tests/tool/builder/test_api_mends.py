@@ -116,3 +116,32 @@ def test_the_note_counts_each_kind_of_change_and_names_the_files():
     assert "AT_CHECK is TORCH_CHECK (1 place in b.cu)" in note
     assert "`#include <memory>` added (1 place in c.cpp)" in note
     assert note.endswith("prebuild.json lists each change; --no-mend builds it as it is.")
+
+
+def test_th_includes_are_the_aten_headers_that_replaced_them_where_nothing_else_of_th_is_used():
+    """point-transformer's pointops include THC/THC.h and use nothing of it: each TH/THC
+    include is the ATen header that took its place, once per file; a project using a TH name
+    (THCState) has no exact replacement, and is left to the error's advice."""
+    log = "/w/source/src/a.cpp:2:10: fatal error: THC/THC.h: No such file or directory\n"
+    sources = {
+        "src/a.cpp": "#include <torch/extension.h>\n#include <THC/THC.h>\n"
+        "#include <THC/THCGeneral.h>\nint x;\n",
+        "src/b.cu": '#include "THC/THCAtomics.cuh"\n// THCState is gone\nvoid f() {}\n',
+        "src/c.cu": "int y;\n",
+    }
+    texts, changes = mend_sources(log, "c++20", sources)
+    assert texts == {
+        "src/a.cpp": "#include <torch/extension.h>\n#include <ATen/cuda/CUDAContext.h>\n\nint x;\n",
+        "src/b.cu": "#include <ATen/cuda/Atomic.cuh>\n// THCState is gone\nvoid f() {}\n",
+    }
+    assert [str(c) for c in changes] == [
+        "src/a.cpp:2: #include <THC/THC.h> -> #include <ATen/cuda/CUDAContext.h>",
+        "src/a.cpp:3: #include <THC/THCGeneral.h> -> (removed)",
+        'src/b.cu:1: #include "THC/THCAtomics.cuh" -> #include <ATen/cuda/Atomic.cuh>',
+    ]
+    assert (
+        "TH/THC #include lines, all it used of TH, are the ATen headers that replaced them "
+        "(3 places in src/a.cpp, src/b.cu)" in mended_note(changes)
+    )
+    using = {**sources, "src/c.cu": "THCState* state;\n"}
+    assert mend_sources(log, "c++20", using) == ({}, [])

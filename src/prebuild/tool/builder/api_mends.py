@@ -2,7 +2,9 @@
 that has an exact replacement: `tensor.type()` passed to a dispatch macro (the conversion torch
 2.10 dropped did what `tensor.scalar_type()` does), AT_CHECK (TORCH_CHECK, the same macro
 renamed), a standard header a file uses without including it (older standard libraries
-included it for them). The code then does what it did with the torch its authors built against.
+included it for them), and TH/THC headers where the project uses nothing else of TH (the ATen
+headers that took their place). The code then does what it did with the torch its authors
+built against.
 
 Each mend is made in prebuild's copy of the project only, where the log shows its break, then
 the build runs again (classic.py); every change is said and recorded in the wheel's manifest.
@@ -17,9 +19,12 @@ from dataclasses import dataclass
 
 from prebuild.tool.builder.api_breaks import (
     AT_CHECK_BREAK,
+    TH_BREAK,
+    TH_INCLUDE,
     TYPE_BREAK,
     api_breaks,
     missing_includes,
+    th_uses,
 )
 
 
@@ -97,6 +102,36 @@ def add_include(file: str, text: str, header: str) -> tuple[str, list[SourceChan
     return f"#include {header}\n{text}", [SourceChange(file, 1, f"#include {header} added")]
 
 
+# Each TH/THC header's successor in ATen, first match first: THC's atomics and device utilities
+# have their own; the rest of THC is the CUDA runtime, cuBLAS and the stream (CUDAContext.h).
+_TH_SUCCESSORS = (
+    ("THCAtomics", "<ATen/cuda/Atomic.cuh>"),
+    ("THCDeviceUtils", "<ATen/cuda/DeviceUtils.cuh>"),
+    ("THC/", "<ATen/cuda/CUDAContext.h>"),
+    ("TH/", "<ATen/ATen.h>"),
+)
+
+
+def replace_th_includes(file: str, text: str) -> tuple[str, list[SourceChange]]:
+    """Pure: ``text`` with its TH and THC #include lines replaced by the ATen headers that took
+    their place (_TH_SUCCESSORS), each once; for a project whose code uses nothing else of
+    TH/THC (th_uses)."""
+    changes: list[SourceChange] = []
+    added: set[str] = set()
+
+    def replace(m: re.Match[str]) -> str:
+        header = next(new for old, new in _TH_SUCCESSORS if old in m[0])
+        line = m[0].strip()
+        if header in added:
+            changes.append(SourceChange(file, _line(text, m.start()), f"{line} -> (removed)"))
+            return ""
+        added.add(header)
+        changes.append(SourceChange(file, _line(text, m.start()), f"{line} -> #include {header}"))
+        return f"#include {header}"
+
+    return TH_INCLUDE.sub(replace, text), changes
+
+
 def _source_named(logged: str, sources: Mapping[str, str]) -> str | None:
     """The source a log names by a path of its own (the build copy's, absolute or not)."""
     for name in sources:
@@ -123,7 +158,10 @@ def mend_sources(
     for header, (_, files) in missing_includes(log).items():
         for name in dict.fromkeys(filter(None, (_source_named(f, sources) for f in files))):
             apply(name, lambda file, text, header=header: add_include(file, text, header))
+    including, using = th_uses(sources) if TH_BREAK in breaks else ([], [])
     for name in sorted(sources):
+        if including and not using and name in including:
+            apply(name, replace_th_includes)
         if TYPE_BREAK in breaks:
             apply(name, mend_dispatch_types)
         if AT_CHECK_BREAK in breaks:
@@ -146,12 +184,16 @@ def mended_note(changes: list[SourceChange]) -> str:
 
 
 def _kind(change: SourceChange) -> str:
-    """``x.scalar_type()``, ``TORCH_CHECK``, ``#include <memory> added``."""
+    """``x.scalar_type()``, ``TORCH_CHECK``, ``#include <memory> added``, ``TH``."""
+    if TH_INCLUDE.match(change.what.partition(" -> ")[0]):
+        return "TH"
     kind = change.what.rpartition(" -> ")[2]
     return re.sub(r"^[\w\])]+(\.|->)", r"x\1", kind)  # rays_o.scalar_type() -> x.scalar_type()
 
 
 def _what(kind: str) -> str:
+    if kind == "TH":
+        return "TH/THC #include lines, all it used of TH, are the ATen headers that replaced them"
     if kind.endswith("scalar_type()"):
         return f"`{kind.replace('scalar_type', 'type')}` passed to a dispatch macro is `{kind}`"
     if kind == "TORCH_CHECK":
