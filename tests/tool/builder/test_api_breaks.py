@@ -146,7 +146,7 @@ def test_the_advice_names_each_break_once_in_the_tables_order_with_its_fix():
     )
     assert len(lines) == 3
     assert "THC" in lines[1] and "removed in torch 1.11" in lines[1]
-    assert "`x.type()` in each AT_DISPATCH_* call, and in each call of its own" in lines[2]
+    assert "`x.type()` in each AT_DISPATCH_* call (and in each call of a dispatch macro of its own" in lines[2]
     assert "becomes `x.scalar_type()`" in lines[2]
 
 

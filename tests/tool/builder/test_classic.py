@@ -556,3 +556,23 @@ def test_a_failed_build_whose_log_shows_a_mendable_break_is_mended_and_built_aga
         "csrc/b.cpp:1: x.type() -> x.scalar_type()",
     ]
     assert builder.rebuild_reason(_BuildRun(), {}, log, logs, A("sm_90")) is None
+
+
+def test_python_in_a_build_is_the_python_prebuild_builds_with(tmp_path):
+    """A setup.py running a bare `python` (ThunderKittens') gets this Python, its venv's
+    packages included, whether or not the venv is activated."""
+    import subprocess
+    import sys
+
+    from prebuild.tool.builder.classic import python_here
+
+    folder = python_here(tmp_path / "work")
+    for name in ("python", "python3"):
+        ran = subprocess.run(
+            [str(folder / name), "-c", "import sys; print(sys.prefix)"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert ran.stdout.strip() == sys.prefix
+    assert python_here(tmp_path / "work") == folder  # written again for the next wheel

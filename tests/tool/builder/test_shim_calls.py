@@ -70,6 +70,9 @@ def test_the_archs_a_project_asks_nvcc_for_itself_are_named_where_the_wheel_repl
     assert replaced_archs(calls, parse_arch_list("sm_90")) == (["sm_70", "sm_86"], 2)
     assert replaced_archs(calls[2:], parse_arch_list("sm_90")) == ([], 0)
     assert replaced_archs(calls[2:], parse_arch_list("sm_80")) == (["sm_90", "sm_90a"], 1)
+    # PTX alone asked for: named so (flash-fft-conv's arch=compute_80,code=compute_80)
+    ptx = [CompilerCall(("-c", "d.cu", "--generate-code=arch=compute_80,code=compute_80"), ())]
+    assert replaced_archs(ptx, parse_arch_list("sm_90")) == (["compute_80"], 1)
 
 
 def test_each_change_the_shims_made_is_one_note_in_order():

@@ -55,9 +55,8 @@ TYPE_BREAK = ApiBreak(
     "it passes `tensor.type()` to an AT_DISPATCH macro (or a dispatch macro of its own "
     "built on them), which takes a scalar type: no torch that prebuild builds against "
     "(2.10 or later) converts one to the other",
-    "in the project's code, `x.type()` in each AT_DISPATCH_* call, and in each call of its "
-    "own dispatch macros (lietorch's DISPATCH_GROUP_AND_FLOATING_TYPES), becomes "
-    "`x.scalar_type()`",
+    "in the project's code, `x.type()` in each AT_DISPATCH_* call (and in each call of a "
+    "dispatch macro of its own built on them) becomes `x.scalar_type()`",
 )
 
 AT_CHECK_BREAK = ApiBreak(

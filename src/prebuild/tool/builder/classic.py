@@ -346,6 +346,18 @@ def native_sources(project: Path) -> dict[str, str]:
     }
 
 
+def python_here(work: Path) -> Path:
+    """A folder whose ``python`` and ``python3`` run this Python (scripts, not links: a link to
+    a venv's python outside the venv would find no pyvenv.cfg), for the build's PATH."""
+    folder = work / "python-bin"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("python", "python3"):
+        script = folder / name
+        script.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+        script.chmod(0o755)
+    return folder
+
+
 def shim_headers(include_dirs: tuple[Path, ...]) -> list[str]:
     """The texts of torch's stable-ABI C headers (``torch_abi.SHIM_HEADER_DIRS``) under its
     include directories; [] for a torch that has none."""
@@ -691,7 +703,9 @@ class ClassicBuilder:
         env = {
             "CUDA_HOME": str(shim),
             "CUDA_PATH": str(shim),
-            "PATH": f"{shim / 'bin'}:{os.environ.get('PATH', '')}",
+            # `python` in its build is this one (ThunderKittens' setup.py runs `python -c
+            # "import torch; ..."`): the environment it builds in, activated or not.
+            "PATH": f"{shim / 'bin'}:{python_here(self.work)}:{os.environ.get('PATH', '')}",
             "TORCH_CUDA_ARCH_LIST": torch_cuda_arch_list(sass, ptx),
             "MAX_JOBS": str(max_jobs),
             **BUILD_ENV,  # FORCE_CUDA=1: projects that skip CUDA when no GPU is visible

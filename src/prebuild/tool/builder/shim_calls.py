@@ -43,24 +43,28 @@ def kept_standards(calls: list[CompilerCall], needed: str) -> tuple[tuple[str, i
     return tuple(sorted(Counter(kept).items()))
 
 
-_ARCH_NUMBER = re.compile(r"(?:sm|compute)_(\d+[af]?)")
+_ARCH_NAME = re.compile(r"(sm|compute)_(\d+[af]?)")
 
 
 def replaced_archs(calls: list[CompilerCall], wheel: tuple[Arch, ...]) -> tuple[list[str], int]:
     """Pure: the archs the project's nvcc calls asked for themselves that are not the wheel's
-    (BEVFusion's hard-coded sm_70 to sm_86), in order, and how many calls asked for one."""
+    (BEVFusion's hard-coded sm_70 to sm_86), in order, and how many calls asked for one; each
+    named ``sm_80``, or ``compute_80`` where a call asked for its PTX alone (flash-fft-conv's
+    ``arch=compute_80,code=compute_80``)."""
     own = {a.sm.removeprefix("sm_").rstrip("af") for a in wheel}
     found: list[str] = []
     asking = 0
     for call in (c for c in calls if not is_query(c.given)):
         named = [
-            n
+            (kind, n)
             for value in option_values(list(call.given), ARCH_OPTIONS)
-            for n in _ARCH_NUMBER.findall(value)
+            for kind, n in _ARCH_NAME.findall(value)
             if n.rstrip("af") not in own
         ]
+        with_sass = {n for kind, n in named if kind == "sm"}
         asking += bool(named)
-        found += [arch for arch in dict.fromkeys(f"sm_{n}" for n in named) if arch not in found]
+        names = dict.fromkeys(f"sm_{n}" if n in with_sass else f"compute_{n}" for _, n in named)
+        found += [arch for arch in names if arch not in found]
     return found, asking
 
 
