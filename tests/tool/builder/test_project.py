@@ -748,3 +748,27 @@ def test_a_directory_in_no_git_repository_gets_no_git_data(tmp_path):
     (tmp_path / "copy").mkdir()
     assert copy_git_data(tmp_path / "repo", tmp_path / "copy") is False
     assert list((tmp_path / "copy").iterdir()) == []
+
+
+def test_a_setup_script_under_another_name_is_named_with_what_to_do(tmp_path):
+    """GPTQ-for-LLaMa's cuda branch has setup_cuda.py alone (`python setup_cuda.py install`):
+    the refusal names it and the copy that makes it buildable; a folder with neither, nothing."""
+    project = tmp_path / "gptq"
+    project.mkdir()
+    (project / "setup_cuda.py").write_text(
+        "from setuptools import setup\nsetup(name='quant_cuda', ext_modules=[])\n"
+    )
+    (project / "setup_utils.py").write_text("def helper():\n    pass\n")  # no setup() call
+    with pytest.raises(BuildError) as refused:
+        project_kind(str(project))
+    said = str(refused.value)
+    assert said.startswith(f"{project} has no setup.py or pyproject.toml")
+    assert "It has setup_cuda.py, a setup script under another name" in said
+    assert f"copy it to setup.py in {project} (cp setup_cuda.py setup.py)" in said
+    with pytest.raises(BuildError) as refused:
+        resolve_project(str(project), tmp_path / "work")
+    assert "(cp setup_cuda.py setup.py)" in str(refused.value)
+    (project / "setup_cuda.py").unlink()
+    with pytest.raises(BuildError) as refused:
+        project_kind(str(project))
+    assert str(refused.value).endswith("not a project prebuild can build.")

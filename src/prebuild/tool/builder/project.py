@@ -183,6 +183,27 @@ def _has_build_files(path: Path) -> bool:
     return (path / "setup.py").is_file() or (path / "pyproject.toml").is_file()
 
 
+def no_build_files(what: str, path: Path) -> BuildError:
+    """The refusal of a source without setup.py or pyproject.toml (``what``: how the user named
+    it), naming a setup script it has under another name (GPTQ-for-LLaMa's setup_cuda.py,
+    meant for `python setup_cuda.py install`): builders, pip's as prebuild's, run setup.py."""
+    scripts = sorted(
+        f.name
+        for f in path.glob("setup*.py")
+        if re.search(r"\bsetup\s*\(", f.read_text(encoding="utf-8", errors="replace"))
+    )
+    hint = (
+        f" It has {', '.join(scripts)}, a setup script under another name: a build (pip's, "
+        f"prebuild's) runs setup.py, so copy it to setup.py in {path} (cp {scripts[0]} "
+        "setup.py) and run the command again."
+        if scripts
+        else ""
+    )
+    return BuildError(
+        f"{what} has no setup.py or pyproject.toml: not a project prebuild can build.{hint}"
+    )
+
+
 class DownloadError(BuildError):
     """pip could not get a requirement's source; ``reason`` is the last error its output names
     (a project's setup.py raising in pip's metadata step, for one)."""
@@ -574,9 +595,7 @@ def project_kind(spec: str | None) -> str | None:
     if is_native(path):
         return NATIVE
     if not _has_build_files(path):  # said first: no toolchain check is about it
-        raise BuildError(
-            f"{spec} has no setup.py or pyproject.toml: not a project prebuild can build"
-        )
+        raise no_build_files(spec, path)
     return CLASSIC
 
 
@@ -829,9 +848,7 @@ def _resolve_project(
             shutil.copytree(path, copy, symlinks=True, ignore=copy_ignore((copy, *leave_out)))
             return Project(NATIVE, copy, spec)
         if not _has_build_files(path):
-            raise BuildError(
-                f"{spec} has no setup.py or pyproject.toml: not a project prebuild can build"
-            )
+            raise no_build_files(spec, path)
         root = enclosing_checkout(path)
         source, linked = copy_in_checkout(path, root, copy, leave_out=leave_out)
         if root is not None:
@@ -847,7 +864,7 @@ def _resolve_project(
     if git_source(spec) is not None and not path.exists():
         source = clone_source(spec, work / "download")
         if not _has_build_files(source):
-            raise BuildError(f"{spec}: the source has no setup.py or pyproject.toml")
+            raise no_build_files(f"{spec}: the source", source)
         return Project(NATIVE if is_native(source) else CLASSIC, source, spec, identity=spec)
     if path.is_file():
         if not path.name.endswith(SDIST_SUFFIXES):
@@ -859,6 +876,6 @@ def _resolve_project(
         archive, relabelled = download_source(spec, work / "download", metadata_env)
     source = unpack(archive, copy)
     if not _has_build_files(source):
-        raise BuildError(f"{spec}: the source has no setup.py or pyproject.toml")
+        raise no_build_files(f"{spec}: the source", source)
     kind = NATIVE if is_native(source) else CLASSIC
     return Project(kind, source, spec, identity=archive_identity(archive), relabelled=relabelled)
