@@ -30,6 +30,9 @@ def test_add_local_label():
     assert add_local_label("1.0.0", "pt214.cu130.sm90") == "1.0.0+pt214.cu130.sm90"
     assert add_local_label("1.0.0+abc", "pt214.cu130.sm90") == "1.0.0+abc.pt214.cu130.sm90"
     assert add_local_label("2.0rc1", "pt214.cu130.sm80.sm90") == "2.0rc1+pt214.cu130.sm80.sm90"
+    # a label of its own that ours says all of (AutoAWQ_kernels' cu130) is not said twice
+    assert add_local_label("0.0.9+cu130", "pt214.cu130.sm90") == "0.0.9+pt214.cu130.sm90"
+    assert add_local_label("0.0.9+cu128", "pt214.cu130.sm90") == "0.0.9+cu128.pt214.cu130.sm90"
 
 
 def test_rewrite_metadata_pins_torch_and_sets_the_version():

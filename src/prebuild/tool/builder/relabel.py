@@ -32,9 +32,11 @@ from prebuild.tool.variant_wheels import variant_filename
 
 def add_local_label(version: str, label: str) -> str:
     """``1.0.0`` + ``pt214.cu130.sm90`` -> ``1.0.0+pt214.cu130.sm90``; a project's own local
-    label stays in front (``1.0.0+abc`` -> ``1.0.0+abc.pt214...``)."""
+    label stays in front (``1.0.0+abc`` -> ``1.0.0+abc.pt214...``) unless ours says all it
+    says (AutoAWQ_kernels' ``0.0.9+cu130``: ``0.0.9+pt214.cu130.sm90``, not ``+cu130.pt214...``)."""
     v = Version(version)
-    return str(Version(f"{v.public}+{v.local}.{label}" if v.local else f"{v.public}+{label}"))
+    own = v.local if v.local and not set(v.local.split(".")) <= set(label.split(".")) else None
+    return str(Version(f"{v.public}+{own}.{label}" if own else f"{v.public}+{label}"))
 
 
 def project_version(version: str) -> str:
