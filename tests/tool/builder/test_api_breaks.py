@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from prebuild.tool.builder.api_breaks import API_BREAKS, api_breaks, api_breaks_advice
+from prebuild.tool.builder.api_breaks import API_BREAKS, api_breaks, api_breaks_advice, error_lines
 
 CASES = {
     "THC": [
@@ -71,6 +71,15 @@ CASES = {
     "cudaDeviceProp": [
         'prop.cu(2): error: class "cudaDeviceProp" has no member "clockRate"',
         "p.cpp:2:60: error: ‘struct cudaDeviceProp’ has no member named ‘clockRate’",
+    ],
+    "cuCtxCreate": [
+        # ThunderKittens 97214f6's include/types/device/ipc.cuh: nvcc names the call in its
+        # quote of the source, under the error line
+        "ipc.cuh(159): error: too few arguments in function call\n          do { CUresult err = "
+        "cuCtxCreate_v4(&contexts[i], 0, devices[i]); if (err != CUDA_SUCCESS) {\n"
+        "                                                                        ^",
+        "ctx.cpp:4:14: error: too few arguments to function ‘CUresult "
+        "cuCtxCreate_v4(CUctx_st**, CUctxCreateParams*, unsigned int, CUdevice)’",
     ],
     "cudaMemLocation": [
         'misc.cu(5): error: no suitable constructor exists to convert from "int" to '
@@ -146,7 +155,10 @@ def test_the_advice_names_each_break_once_in_the_tables_order_with_its_fix():
     )
     assert len(lines) == 3
     assert "THC" in lines[1] and "removed in torch 1.11" in lines[1]
-    assert "`x.type()` in each AT_DISPATCH_* call (and in each call of a dispatch macro of its own" in lines[2]
+    assert (
+        "`x.type()` in each AT_DISPATCH_* call (and in each call of a dispatch macro of its own"
+        in lines[2]
+    )
     assert "becomes `x.scalar_type()`" in lines[2]
 
 
@@ -361,3 +373,19 @@ def test_a_project_that_uses_thc_is_told_the_port_and_the_files():
     assert "The files that use TH/THC names: dcn.cu." in advice
     # without the sources, the port as the table says it
     assert "The files that use" not in api_breaks_advice(log, "c++20", "2.14.1")
+
+
+def test_an_nvcc_error_line_carries_the_source_line_it_quotes_and_no_more():
+    log = (
+        "a.cu(3): error: too few arguments in function call\n"
+        "      f(x)\n"
+        "       ^\n"
+        "   a warning line of another step\n"
+        "b.cpp:2:1: error: g++ quotes its own way\n"
+        "    2 | int y\n"
+    )
+    assert error_lines(log) == [
+        "a.cu(3): error: too few arguments in function call f(x)",
+        "b.cpp:2:1: error: g++ quotes its own way",
+    ]
+    assert api_breaks(log, "c++20") == []  # a call of another function: no known break

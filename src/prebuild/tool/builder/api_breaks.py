@@ -145,6 +145,17 @@ API_BREAKS: tuple[ApiBreak, ...] = (
         "12: an nvcc 12.x and torch's CUDA 12 build",
     ),
     ApiBreak(
+        # nvcc names the call in its quote of the source (error_lines), g++ in its error line
+        re.compile(
+            r"too few arguments in function call .*\bcuCtxCreate(?:_v\d)?\s*\("
+            rf"|too few arguments to function {_Q}[^‘’']*\bcuCtxCreate"
+        ),
+        "CUDA 13's cuCtxCreate (the driver API's, cuCtxCreate_v4) takes a CUctxCreateParams* "
+        "after the context",
+        "cuCtxCreate(&ctx, flags, dev) becomes cuCtxCreate(&ctx, nullptr, flags, dev), which "
+        "does what it did; or build with CUDA 12: an nvcc 12.x and torch's CUDA 12 build",
+    ),
+    ApiBreak(
         re.compile(rf"{_Q}int{_Q} to {_Q}cudaMemLocation{_Q}"),
         "CUDA 13's cudaMemPrefetchAsync and cudaMemAdvise take a cudaMemLocation, not a device "
         "number",
@@ -194,16 +205,28 @@ API_BREAKS: tuple[ApiBreak, ...] = (
 )
 
 
+# nvcc's front end's error line, which it follows with the source line it is about
+_NVCC_ERROR = re.compile(r"\(\d+\): (?:catastrophic )?error\b")
+
+
 def error_lines(log: str) -> list[str]:
     """Pure: the lines of a build log that report an error (the compiler's, ninja's), each with
-    the indented ``argument types are: (...)`` nvcc prints under it."""
+    the indented ``argument types are: (...)`` nvcc prints under it, and the source line it
+    quotes (``too few arguments in function call`` names no function: its quote does)."""
     lines: list[str] = []
     previous = False  # whether the line before was an error line
+    quote = False  # whether nvcc's quote of the source is next
     for line in log.splitlines():
         if previous and line.lstrip().startswith("argument types are:"):
             lines[-1] += " " + line.strip()
+        elif quote and line.startswith(" ") and line.strip():
+            lines[-1] += " " + line.strip()
+            quote = False
         elif previous := "error" in line.lower():
             lines.append(line)
+            quote = bool(_NVCC_ERROR.search(line))
+        else:
+            quote = False
     return lines
 
 
