@@ -576,3 +576,23 @@ def test_python_in_a_build_is_the_python_prebuild_builds_with(tmp_path):
         )
         assert ran.stdout.strip() == sys.prefix
     assert python_here(tmp_path / "work") == folder  # written again for the next wheel
+
+
+def test_a_file_that_is_not_utf8_is_never_rewritten_by_a_mend(tmp_path):
+    """Its bytes would come back with replacement characters: it is left as it is."""
+    from types import SimpleNamespace
+
+    from prebuild.tool.builder.classic import ClassicBuilder
+
+    project = tmp_path / "project"
+    write(project, "setup.py", "")
+    latin1 = '// caf\xe9\nAT_DISPATCH_FLOATING_TYPES(x.type(), "f", [&] {});\n'.encode("latin-1")
+    (project / "a.cu").write_bytes(latin1)
+    write(project, "b.cu", 'AT_DISPATCH_FLOATING_TYPES(x.type(), "f", [&] {});\n')
+    log = (
+        'a.cu(2): error: no suitable conversion function from "const at::DeprecatedTypeProperties"'
+    )
+    builder = ClassicBuilder(project, SimpleNamespace(nvcc=None, cxx_standard="c++20"), tmp_path)
+    changes = builder.mend_sources(log)
+    assert [str(c) for c in changes] == ["b.cu:1: x.type() -> x.scalar_type()"]
+    assert (project / "a.cu").read_bytes() == latin1

@@ -847,8 +847,9 @@ class ClassicBuilder:
 
     def mend_sources(self, log: str) -> list[SourceChange]:
         """The mends a failed build's ``log`` calls for (api_mends.mend_sources), made in the
-        project's copy; [] where none is."""
-        sources = native_sources(self.project)
+        project's copy; [] where none is. A file that is not UTF-8 is left as it is (its text
+        was read with replacement characters, which writing it back would keep)."""
+        sources = {n: t for n, t in native_sources(self.project).items() if "\ufffd" not in t}
         texts, changes = mend_sources(log, self.toolchain.cxx_standard, sources)
         for name, text in texts.items():
             (self.project / name).write_text(text, encoding="utf-8")
