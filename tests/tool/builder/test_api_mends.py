@@ -145,3 +145,39 @@ def test_th_includes_are_the_aten_headers_that_replaced_them_where_nothing_else_
     )
     using = {**sources, "src/c.cu": "THCState* state;\n"}
     assert mend_sources(log, "c++20", using) == ({}, [])
+
+
+def test_cubs_removed_operators_are_libcu_plus_plus_functors_and_lines_name_the_mended_file():
+    """AutoAWQ_kernels' topk_softmax_kernels.cu (c7b0e88): `cub::Sum sum;` (a type) and
+    `cub::Max()` (an object); the includes go on top, and every change names its line in the
+    mended file, a missing standard header's too."""
+    log = (
+        '/w/source/t.cu(4): error: namespace "cub" has no member "Sum"\n'
+        "/w/source/t.cu:6:3: note: ‘std::unique_ptr’ is defined in header ‘<memory>’; did you "
+        "forget to ‘#include <memory>’?\n"
+    )
+    text = (
+        "#include <cub/cub.cuh>\n\n__global__ void k() {\n  cub::Sum sum;\n"
+        '  float m = R(s).Reduce(x, cub::Max());\n  AT_DISPATCH_FLOATING_TYPES(x.type(), "k", f);\n'
+        "  cub::KeyValuePair<int, float> kv;  cub::ArgMax arg_max;\n}\n"
+    )
+    texts, changes = mend_sources(log, "c++20", {"t.cu": text})
+    mended = texts["t.cu"]
+    assert mended.startswith(
+        "#include <memory>\n#include <cuda/functional>\n#include <cuda/std/functional>\n"
+    )
+    assert "  cuda::std::plus<> sum;\n" in mended and "Reduce(x, cuda::maximum<>())" in mended
+    assert "cub::KeyValuePair<int, float> kv;  cub::ArgMax arg_max;" in mended  # still in CUB
+    assert "x.type()" in mended  # its break is not in the log
+    lines = mended.splitlines()
+    for change in changes:
+        if "->" in change.what:
+            assert change.what.split(" -> ")[1] in lines[change.line - 1], change
+    assert [str(c) for c in changes] == [
+        "t.cu:1: #include <memory> added",
+        "t.cu:7: cub::Sum -> cuda::std::plus<>",
+        "t.cu:8: cub::Max -> cuda::maximum<>",
+    ]
+    note = mended_note(changes)
+    assert "`cub::Sum` is `cuda::std::plus<>` (1 place in t.cu)" in note
+    assert "APIs that torch, CUDA or the C++ standard library removed" in note

@@ -65,6 +65,16 @@ AT_CHECK_BREAK = ApiBreak(
     "in the project's code, AT_CHECK becomes TORCH_CHECK (the same arguments)",
 )
 
+CUB_OPS_BREAK = ApiBreak(
+    re.compile(
+        rf"namespace \"cub\" has no member \"(?:{_CUB})\"|{_names(_CUB)} is not a member of "
+        rf"{_Q}cub{_Q}"
+    ),
+    "CUDA 13's CUB (CCCL 3) removed cub::Sum, cub::Max and cub::Min",
+    "they become cuda::std::plus<>{}, cuda::maximum<>{} and cuda::minimum<>{} "
+    "(<cuda/functional>); or build with CUDA 12: an nvcc 12.x and torch's CUDA 12 build",
+)
+
 API_BREAKS: tuple[ApiBreak, ...] = (
     TH_BREAK,
     TYPE_BREAK,
@@ -93,15 +103,7 @@ API_BREAKS: tuple[ApiBreak, ...] = (
         "compile in C++17)",
         cxx20=True,
     ),
-    ApiBreak(
-        re.compile(
-            rf"namespace \"cub\" has no member \"(?:{_CUB})\"|{_names(_CUB)} is not a member of "
-            rf"{_Q}cub{_Q}"
-        ),
-        "CUDA 13's CUB (CCCL 3) removed cub::Sum, cub::Max and cub::Min",
-        "they become cuda::std::plus<>{}, cuda::maximum<>{} and cuda::minimum<>{} "
-        "(<cuda/functional>); or build with CUDA 12: an nvcc 12.x and torch's CUDA 12 build",
-    ),
+    CUB_OPS_BREAK,
     ApiBreak(
         re.compile(
             rf"namespace \"cub\" has no member \"(?:{_CUB_SYNC})\"|{_names(_CUB_SYNC)} is not a "

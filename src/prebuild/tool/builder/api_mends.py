@@ -2,8 +2,9 @@
 that has an exact replacement: `tensor.type()` passed to a dispatch macro (the conversion torch
 2.10 dropped did what `tensor.scalar_type()` does), AT_CHECK (TORCH_CHECK, the same macro
 renamed), a standard header a file uses without including it (older standard libraries
-included it for them), and TH/THC headers where the project uses nothing else of TH (the ATen
-headers that took their place). The code then does what it did with the torch its authors
+included it for them), TH/THC headers where the project uses nothing else of TH (the ATen
+headers that took their place), and CUB's cub::Sum, cub::Max and cub::Min, which CUDA 13's CUB
+removed (libcu++'s functors that do the same). The code then does what it did with the torch its authors
 built against.
 
 Each mend is made in prebuild's copy of the project only, where the log shows its break, then
@@ -15,10 +16,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from prebuild.tool.builder.api_breaks import (
     AT_CHECK_BREAK,
+    CUB_OPS_BREAK,
     TH_BREAK,
     TH_INCLUDE,
     TYPE_BREAK,
@@ -132,6 +134,26 @@ def replace_th_includes(file: str, text: str) -> tuple[str, list[SourceChange]]:
     return TH_INCLUDE.sub(replace, text), changes
 
 
+# CUB's operators CCCL 3 removed, and libcu++'s that do the same (transparent functors: their
+# call operators deduce the operands' type, as cub::Sum's did).
+_CUB_SUCCESSORS = {"Sum": "cuda::std::plus<>", "Max": "cuda::maximum<>", "Min": "cuda::minimum<>"}
+_CUB_OP = re.compile(r"\bcub::(Sum|Max|Min)\b(?!\s*<)")
+
+
+def replace_cub_ops(file: str, text: str) -> tuple[str, list[SourceChange]]:
+    """Pure: ``text`` with cub::Sum, cub::Max and cub::Min (as types, `cub::Sum sum;`, or
+    objects, `cub::Max()`) written as libcu++'s functors, and ``<cuda/functional>`` included."""
+    includes = "#include <cuda/functional>\n#include <cuda/std/functional>\n"
+    changes = [  # its lines in the mended file, below the two includes
+        SourceChange(file, _line(text, m.start()) + 2, f"{m[0]} -> {_CUB_SUCCESSORS[m[1]]}")
+        for m in _CUB_OP.finditer(text)
+    ]
+    if not changes:
+        return text, []
+    mended = _CUB_OP.sub(lambda m: _CUB_SUCCESSORS[m[1]], text)
+    return includes + mended, changes
+
+
 def _source_named(logged: str, sources: Mapping[str, str]) -> str | None:
     """The source a log names by a path of its own (the build copy's, absolute or not)."""
     for name in sources:
@@ -152,20 +174,29 @@ def mend_sources(
     changes: list[SourceChange] = []
 
     def apply(name: str, mend) -> None:
-        texts[name], made = mend(name, texts[name])
+        # Mends that add lines add them at the top: the lines the file's changes so far name
+        # move down with them (each change names its line in the mended file).
+        before = texts[name]
+        texts[name], made = mend(name, before)
+        moved = texts[name].count("\n") - before.count("\n") if made else 0
+        for i, change in enumerate(changes):
+            if moved and change.file == name:
+                changes[i] = replace(change, line=change.line + moved)
         changes.extend(made)
 
-    for header, (_, files) in missing_includes(log).items():
-        for name in dict.fromkeys(filter(None, (_source_named(f, sources) for f in files))):
-            apply(name, lambda file, text, header=header: add_include(file, text, header))
     including, using = th_uses(sources) if TH_BREAK in breaks else ([], [])
-    for name in sorted(sources):
+    for name in sorted(sources):  # the mends that keep every line where it is
         if including and not using and name in including:
             apply(name, replace_th_includes)
         if TYPE_BREAK in breaks:
             apply(name, mend_dispatch_types)
         if AT_CHECK_BREAK in breaks:
             apply(name, mend_at_check)
+        if CUB_OPS_BREAK in breaks:
+            apply(name, replace_cub_ops)
+    for header, (_, files) in missing_includes(log).items():
+        for name in dict.fromkeys(filter(None, (_source_named(f, sources) for f in files))):
+            apply(name, lambda file, text, header=header: add_include(file, text, header))
     changes.sort(key=lambda c: (c.file, c.line))
     return {n: t for n, t in texts.items() if t != sources[n]}, changes
 
@@ -177,7 +208,7 @@ def mended_note(changes: list[SourceChange]) -> str:
         kinds.setdefault(_kind(change), []).append(change)
     said = "; ".join(f"{_what(kind)} ({_places(made)})" for kind, made in kinds.items())
     return (
-        "The project's code meets APIs that torch or the C++ standard library removed, each "
+        "The project's code meets APIs that torch, CUDA or the C++ standard library removed, each "
         "with an exact replacement: changed in prebuild's copy of the project (its source is "
         f"untouched): {said}. prebuild.json lists each change; --no-mend builds it as it is."
     )
@@ -198,6 +229,9 @@ def _what(kind: str) -> str:
         return f"`{kind.replace('scalar_type', 'type')}` passed to a dispatch macro is `{kind}`"
     if kind == "TORCH_CHECK":
         return "AT_CHECK is TORCH_CHECK"
+    if kind in _CUB_SUCCESSORS.values():
+        cub = next(name for name, new in _CUB_SUCCESSORS.items() if new == kind)
+        return f"`cub::{cub}` is `{kind}`"
     return f"`{kind.removesuffix(' added')}` added"
 
 
