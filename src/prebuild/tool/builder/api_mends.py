@@ -4,8 +4,8 @@ that has an exact replacement: `tensor.type()` passed to a dispatch macro (the c
 renamed), a standard header a file uses without including it (older standard libraries
 included it for them), TH/THC headers where the project uses nothing else of TH (the ATen
 headers that took their place), and CUB's cub::Sum, cub::Max and cub::Min, which CUDA 13's CUB
-removed (libcu++'s functors that do the same). The code then does what it did with the torch its authors
-built against.
+removed (libcu++'s functors that do the same). The code then does what it did with the torch
+and CUDA its authors built against.
 
 Each mend is made in prebuild's copy of the project only, where the log shows its break, then
 the build runs again (classic.py); every change is said and recorded in the wheel's manifest.

@@ -120,12 +120,13 @@ def wheel(
     mend: bool = typer.Option(
         True,
         "--mend/--no-mend",
-        help="Where a classic project's own code fails on an API that torch or the C++ "
+        help="Where a classic project's own code fails on an API that torch, CUDA or the C++ "
         "standard library removed and that has an exact replacement (`x.type()` passed to "
         "AT_DISPATCH_* is `x.scalar_type()`, AT_CHECK is TORCH_CHECK, a standard #include its "
-        "file forgot), change it in prebuild's copy of the project and build again; each change "
-        "is said and listed in the wheel's prebuild.json. The project's source is never "
-        "touched. --no-mend: build its code as it is.",
+        "file forgot, THC's includes the ATen headers after them, cub::Sum is "
+        "cuda::std::plus<>), change it in prebuild's copy of the project and build again; "
+        "each change is said and listed in the wheel's prebuild.json. The project's source is "
+        "never touched. --no-mend: build its code as it is.",
     ),
 ) -> None:
     """Compile CUDA kernels ahead of time into wheels, one per CUDA arch.
