@@ -28,6 +28,7 @@ from prebuild.tool.builder.api_breaks import (
     missing_includes,
     th_uses,
 )
+from prebuild.tool.builder.classic_messages import counted
 
 
 @dataclass(frozen=True)
@@ -178,14 +179,12 @@ def mend_sources(
         # move down with them (each change names its line in the mended file).
         before = texts[name]
         texts[name], made = mend(name, before)
-        moved = texts[name].count("\n") - before.count("\n") if made else 0
-        for i, change in enumerate(changes):
-            if moved and change.file == name:
-                changes[i] = replace(change, line=change.line + moved)
+        if moved := texts[name].count("\n") - before.count("\n"):
+            changes[:] = [replace(c, line=c.line + moved) if c.file == name else c for c in changes]
         changes.extend(made)
 
     including, using = th_uses(sources) if TH_BREAK in breaks else ([], [])
-    for name in sorted(sources):  # the mends that keep every line where it is
+    for name in sorted(sources):
         if including and not using and name in including:
             apply(name, replace_th_includes)
         if TYPE_BREAK in breaks:
@@ -238,4 +237,4 @@ def _what(kind: str) -> str:
 def _places(made: list[SourceChange]) -> str:
     files = sorted({c.file for c in made})
     shown = ", ".join(files[:4]) + (", ..." if len(files) > 4 else "")
-    return f"{len(made)} {'place' if len(made) == 1 else 'places'} in {shown}"
+    return f"{counted(len(made), 'place')} in {shown}"

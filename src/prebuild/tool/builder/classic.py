@@ -86,6 +86,7 @@ from prebuild.tool.builder.build_switches import (
 )
 from prebuild.tool.builder.bundle import bundle_system_libraries
 from prebuild.tool.builder.classic_messages import (
+    counted,
     cpu_torch_error,
     host_only_message,
     host_wheel_note,
@@ -830,10 +831,9 @@ class ClassicBuilder:
             self.source_changes += changes
             files = len({c.file for c in changes})
             return (
-                f"its code meets APIs that were removed, each with an exact replacement: "
-                f"{len(changes)} {'change' if len(changes) == 1 else 'changes'} in {files} "
-                f"{'file' if files == 1 else 'files'} of prebuild's copy (said with the wheel), "
-                "built again"
+                "its code meets APIs that were removed, each with an exact replacement: "
+                f"{counted(len(changes), 'change')} in {counted(files, 'file')} of prebuild's "
+                "copy (said with the wheel), built again"
             )
         if build_site.ENV_NINJA in site and (refused := ninja_failed(log)):
             # ninja refused what the build without it takes: built as its setup.py says, one

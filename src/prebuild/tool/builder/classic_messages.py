@@ -202,9 +202,14 @@ def host_wheel_note(
     return f"its libraries hold {what}"
 
 
+def counted(count: int, noun: str) -> str:
+    """Pure: "1 file", "3 files"."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def objects(count: int) -> str:
     """Pure: "1 object", "3 objects"."""
-    return f"{count} object" if count == 1 else f"{count} objects"
+    return counted(count, "object")
 
 
 def kept_objects_error(error: BuildError, earlier: int, work: Path) -> BuildError:
