@@ -26,6 +26,8 @@ CASES = {
     "AT_CHECK": [
         'atcheck.cu(2): error: identifier "AT_CHECK" is undefined',
         "atcheck.cpp:2:23: error: ‘AT_CHECK’ was not declared in this scope; did you mean ‘CHECK’?",
+        # PyTorchEMD (e5c0feb): c10's glog-style check, TORCH_CHECK_EQ since torch 2.1
+        'cuda/emd_kernel.cu(179): error: identifier "CHECK_EQ" is undefined',
     ],
     "lerp()": [
         # nerfacc 0.5.3
@@ -371,6 +373,12 @@ def test_a_project_that_uses_thc_is_told_the_port_and_the_files():
     advice = api_breaks_advice(log, "c++20", "2.14.1", {"a.cpp": THC_INCLUDED, "dcn.cu": THC_USED})
     assert "must move to ATen and c10" in advice
     assert "The files that use TH/THC names: dcn.cu." in advice
+    # the names no mend replaces are named (DCNv2's cuBLAS and CPU BLAS calls)
+    dcn = {"dcn.cu": THC_USED + "void g() { THCudaBlas_SgemmBatched(state); THFloatBlas_gemm(); }"}
+    advice = api_breaks_advice(log, "c++20", "2.14.1", dcn)
+    assert (
+        "those with no one-to-one successor: THCudaBlas_SgemmBatched, THFloatBlas_gemm." in advice
+    )
     # without the sources, the port as the table says it
     assert "The files that use" not in api_breaks_advice(log, "c++20", "2.14.1")
 

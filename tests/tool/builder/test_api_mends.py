@@ -7,8 +7,8 @@ from __future__ import annotations
 from prebuild.tool.builder.api_mends import (
     SourceChange,
     add_include,
-    mend_at_check,
     mend_dispatch_types,
+    mend_renamed_checks,
     mend_sources,
     mended_note,
 )
@@ -57,12 +57,30 @@ def test_a_type_given_to_a_dispatch_macro_becomes_its_scalar_type():
     assert mend_dispatch_types("c.cu", text) == (text, [])  # nothing left: once only
 
 
-def test_at_check_becomes_torch_check_unless_the_file_defines_its_own():
-    text, changes = mend_at_check("a.cpp", 'void f() {\n  AT_CHECK (x, "x");\n}\n')
+def test_renamed_checks_are_their_new_names_unless_the_file_defines_its_own():
+    text, changes = mend_renamed_checks("a.cpp", 'void f() {\n  AT_CHECK (x, "x");\n}\n')
     assert text == 'void f() {\n  TORCH_CHECK (x, "x");\n}\n'
     assert [str(c) for c in changes] == ["a.cpp:2: AT_CHECK -> TORCH_CHECK"]
     own = '#define AT_CHECK(c, m) assert(c)\nvoid f() { AT_CHECK(x, "x"); }\n'
-    assert mend_at_check("b.cpp", own) == (own, [])
+    assert mend_renamed_checks("b.cpp", own) == (own, [])
+    # PyTorchEMD's emd_kernel.cu (e5c0feb): c10's glog-style checks, TORCH_-prefixed since;
+    # a CHECK_NE of the file's own and a file that uses glog's are left alone
+    text, changes = mend_renamed_checks(
+        "emd_kernel.cu",
+        "#define CHECK_NE(a, b) assert(a != b)\nvoid f() {\n  CHECK_EQ(xyz2.size(0), b);\n"
+        "  DCHECK_LT(n, 4) << n;\n  CHECK_NE(n, 0);\n  MY_CHECK_EQ(n, 1);\n}\n",
+    )
+    assert "  TORCH_CHECK_EQ(xyz2.size(0), b);\n  TORCH_DCHECK_LT(n, 4) << n;\n" in text
+    assert "  CHECK_NE(n, 0);\n  MY_CHECK_EQ(n, 1);\n" in text
+    assert [str(c) for c in changes] == [
+        "emd_kernel.cu:3: CHECK_EQ -> TORCH_CHECK_EQ",
+        "emd_kernel.cu:4: DCHECK_LT -> TORCH_DCHECK_LT",
+    ]
+    glog = "#include <glog/logging.h>\nvoid f() { CHECK_EQ(n, 1); }\n"
+    assert mend_renamed_checks("g.cpp", glog) == (glog, [])
+    log = '/w/source/cuda/emd_kernel.cu(179): error: identifier "CHECK_EQ" is undefined\n'
+    texts, _ = mend_sources(log, "c++20", {"e.cu": "void f() { CHECK_GT(n, 1); }\n"})
+    assert texts == {"e.cu": "void f() { TORCH_CHECK_GT(n, 1); }\n"}
 
 
 def test_a_standard_header_is_added_once():
@@ -140,11 +158,91 @@ def test_th_includes_are_the_aten_headers_that_replaced_them_where_nothing_else_
         'src/b.cu:1: #include "THC/THCAtomics.cuh" -> #include <ATen/cuda/Atomic.cuh>',
     ]
     assert (
-        "TH/THC #include lines, all it used of TH, are the ATen headers that replaced them "
-        "(3 places in src/a.cpp, src/b.cu)" in mended_note(changes)
+        "TH/THC, PyTorch's old backend, is the ATen and c10 that replaced it (its #include "
+        "lines, and names each with a one-to-one successor) (3 places in src/a.cpp, src/b.cu)"
+        in mended_note(changes)
     )
-    using = {**sources, "src/c.cu": "THCState* state;\n"}
+    # THCudaBlas_Sgemm has none that libtorch_cuda.so exports: nothing is changed, not even
+    # the includes (the build would fail again on it, in a copy unlike the source)
+    using = {**sources, "src/c.cu": "void g() { THCudaBlas_Sgemm(state, 'n', 'n'); }\n"}
     assert mend_sources(log, "c++20", using) == ({}, [])
+
+
+# maskrcnn-benchmark's nms.cu and Pointnet2.PyTorch's sampling.cpp, cut down
+NMS = """#include <THC/THC.h>
+#include <THC/THCDeviceUtils.cuh>
+at::Tensor nms_cuda(const at::Tensor boxes, float nms_overlap_thresh) {
+  const int col_blocks = THCCeilDiv(boxes_num, threadsPerBlock);
+  THCState *state = at::globalContext().lazyInitCUDA(); // TODO replace with getTHCState
+  //THCudaCheck(THCudaMalloc(state, (void**) &mask_dev, n));
+  mask_dev = (unsigned long long*) THCudaMalloc(state, boxes_num * col_blocks * 8);
+  nms_kernel<<<blocks, threads, 0, THCState_getCurrentStream(state)>>>(boxes_num, mask_dev);
+  THCudaCheck(cudaMemcpy(&mask_host[0], mask_dev, n, cudaMemcpyDeviceToHost));
+  THCudaFree(state, mask_dev);
+  THArgCheck(boxes.is_contiguous(), 1, "boxes must be "
+             "contiguous");
+}
+"""
+SAMPLING = """#include <THC/THC.h>
+extern THCState *state;
+int gather_points_wrapper_fast(int b, int c) {
+    cudaStream_t stream = THCState_getCurrentStream( state );
+}
+"""
+
+
+def test_thc_names_with_a_one_to_one_successor_are_it_where_all_the_project_uses_has_one():
+    """THC's names are what THC itself called by torch 1.10: each call as it was, less the
+    THCState* argument; the THCState* variables removed; the successors' headers on top; a
+    comment left as it is; every change names its line in the mended file."""
+    log = 'src/nms.cu(4): error: identifier "THCCeilDiv" is undefined\n'
+    texts, changes = mend_sources(log, "c++20", {"src/nms.cu": NMS, "src/sampling.cpp": SAMPLING})
+    nms = texts["src/nms.cu"]
+    assert nms.startswith(
+        "#include <ATen/ceil_div.h>\n#include <c10/cuda/CUDACachingAllocator.h>\n"
+        "#include <c10/cuda/CUDAException.h>\n#include <c10/util/Exception.h>\n"
+        "#include <ATen/cuda/CUDAContext.h>\n#include <ATen/cuda/DeviceUtils.cuh>\n"
+    )
+    for mended in (
+        "const int col_blocks = at::ceil_div(boxes_num, threadsPerBlock);\n\n",
+        "//THCudaCheck(THCudaMalloc(state, (void**) &mask_dev, n));\n",
+        "(unsigned long long*) c10::cuda::CUDACachingAllocator::raw_alloc(boxes_num * col_blocks",
+        "<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>",
+        "C10_CUDA_CHECK(cudaMemcpy(&mask_host[0], mask_dev, n, cudaMemcpyDeviceToHost));",
+        "c10::cuda::CUDACachingAllocator::raw_delete(mask_dev);",
+        'TORCH_CHECK(boxes.is_contiguous(), "invalid argument ", 1, ": " "boxes must be "\n'
+        '             "contiguous");',
+    ):
+        assert mended in nms
+    assert texts["src/sampling.cpp"] == (
+        "#include <ATen/cuda/CUDAContext.h>\n\nint gather_points_wrapper_fast(int b, int c) {\n"
+        "    cudaStream_t stream = at::cuda::getCurrentCUDAStream();\n}\n"
+    )
+    lines = {name: text.splitlines() for name, text in texts.items()}
+    for change in changes:
+        old, _, new = change.what.partition(" -> ")
+        if new and new != "(removed)":
+            assert new.split()[-1] in lines[change.file][change.line - 1], change
+    assert [str(c) for c in changes if c.file == "src/sampling.cpp"] == [
+        "src/sampling.cpp:1: #include <THC/THC.h> -> #include <ATen/cuda/CUDAContext.h>",
+        "src/sampling.cpp:2: extern THCState *state; -> (removed)",
+        "src/sampling.cpp:4: THCState_getCurrentStream -> at::cuda::getCurrentCUDAStream",
+    ]
+    note = mended_note(changes)
+    assert "TH/THC, PyTorch's old backend, is the ATen and c10 that replaced it" in note
+    assert "(16 places in src/nms.cu, src/sampling.cpp)" in note
+
+
+def test_thc_calls_of_another_shape_leave_the_project_as_it_is():
+    """THArgCheck with a printf format (TORCH_CHECK would print the %d), and THCudaMalloc of
+    torch 0.4 (three arguments, the pointer's address first): no one-to-one successor."""
+    log = 'src/nms.cu(4): error: identifier "THCCeilDiv" is undefined\n'
+    for call in (
+        'THArgCheck(n > 0, 2, "n is %d", n);',
+        "THCudaCheck(THCudaMalloc(state, (void**) &mask_dev, n));",
+    ):
+        sources = {"src/nms.cu": NMS, "src/other.cu": f"void f() {{ {call} }}\n"}
+        assert mend_sources(log, "c++20", sources) == ({}, []), call
 
 
 def test_cubs_removed_operators_are_libcu_plus_plus_functors_and_lines_name_the_mended_file():

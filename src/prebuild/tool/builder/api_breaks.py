@@ -50,6 +50,43 @@ TH_BREAK = ApiBreak(
     "for THCudaMalloc); look for a release or a fork of the project that did",
 )
 
+
+@dataclass(frozen=True)
+class Successor:
+    """What took the place of one of THC's names: by torch 1.10 THC's function called it."""
+
+    new: str  # its name
+    header: str  # the header that declares it
+    args: int  # the arguments the THC name took
+    drops_state: bool = False  # its first was the THCState*, which the successor does without
+
+
+# THC's names whose successor does what they did, taking the same arguments (less THCState).
+# Not THCudaBlas_*: ATen's gemm and gemv are not exported from libtorch_cuda.so.
+THC_SUCCESSORS: dict[str, Successor] = {
+    "THCudaCheck": Successor("C10_CUDA_CHECK", "<c10/cuda/CUDAException.h>", 1),
+    "THCCeilDiv": Successor("at::ceil_div", "<ATen/ceil_div.h>", 2),
+    "THCState_getCurrentStream": Successor(
+        "at::cuda::getCurrentCUDAStream", "<ATen/cuda/CUDAContext.h>", 1, drops_state=True
+    ),
+    "THCudaMalloc": Successor(
+        "c10::cuda::CUDACachingAllocator::raw_alloc",
+        "<c10/cuda/CUDACachingAllocator.h>",
+        2,
+        drops_state=True,
+    ),
+    "THCudaFree": Successor(
+        "c10::cuda::CUDACachingAllocator::raw_delete",
+        "<c10/cuda/CUDACachingAllocator.h>",
+        2,
+        drops_state=True,
+    ),
+}
+# Also replaced, each its own way (api_mends): THArgCheck(cond, arg, "message") is TORCH_CHECK
+# with THArgCheck's own message, and a THCState* variable, once its uses are gone, is removed.
+TH_ARG_CHECK = "THArgCheck"
+THC_STATE = "THCState"
+
 TYPE_BREAK = ApiBreak(
     re.compile(r"DeprecatedTypeProperties"),
     "it passes `tensor.type()` to an AT_DISPATCH macro (or a dispatch macro of its own "
@@ -59,10 +96,24 @@ TYPE_BREAK = ApiBreak(
     "dispatch macro of its own built on them) becomes `x.scalar_type()`",
 )
 
+# Checks torch renamed, each to a macro that takes the same arguments: AT_CHECK, and c10's
+# glog-style CHECK_EQ and the like (TORCH_-prefixed in torch 2.1 so as not to clash with glog's;
+# a failed check now raises where it aborted).
+RENAMED_CHECKS: dict[str, str] = {
+    "AT_CHECK": "TORCH_CHECK",
+    **{
+        f"{prefix}CHECK_{op}": f"TORCH_{prefix}CHECK_{op}"
+        for prefix in ("", "D")
+        for op in ("EQ", "NE", "LE", "LT", "GE", "GT", "NOTNULL")
+    },
+}
+
 AT_CHECK_BREAK = ApiBreak(
-    re.compile(rf"{_names('AT_CHECK')}.*(?:undefined|not declared)"),
-    "it uses AT_CHECK, gone from torch for years",
-    "in the project's code, AT_CHECK becomes TORCH_CHECK (the same arguments)",
+    re.compile(rf"{_names(*RENAMED_CHECKS)}.*(?:undefined|not declared)"),
+    "it uses AT_CHECK or c10's CHECK_EQ-style checks (CHECK_NE, DCHECK_EQ, ...), which torch "
+    "renamed TORCH_CHECK and TORCH_CHECK_EQ, TORCH_CHECK_NE, TORCH_DCHECK_EQ, ...",
+    "in the project's code, AT_CHECK becomes TORCH_CHECK and CHECK_EQ TORCH_CHECK_EQ (each "
+    "the same arguments)",
 )
 
 CUB_OPS_BREAK = ApiBreak(
@@ -267,9 +318,14 @@ def missing_includes(log: str) -> dict[str, tuple[list[str], list[str]]]:
 # TH's and THC's headers as a source includes them, and their names in its code.
 TH_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]THC?/[\w.]+[>"].*$', re.M)
 _TH_NAME = re.compile(rf"\b(?:{_TH})\b")
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 # Files named in an advice line, the rest counted: BEVFusion-sized projects have dozens.
 _FILES_NAMED = 6
+
+
+def th_names(text: str) -> set[str]:
+    """Pure: the TH/THC names ``text``'s code uses (includes and comments aside)."""
+    return set(_TH_NAME.findall(COMMENT.sub("", TH_INCLUDE.sub("", text))))
 
 
 def th_uses(sources: Mapping[str, str]) -> tuple[list[str], list[str]]:
@@ -277,11 +333,7 @@ def th_uses(sources: Mapping[str, str]) -> tuple[list[str], list[str]]:
     include a TH or THC header, and those whose code (includes and comments aside) uses a
     TH/THC name; each sorted."""
     including = sorted(path for path, text in sources.items() if TH_INCLUDE.search(text))
-    using = sorted(
-        path
-        for path, text in sources.items()
-        if _TH_NAME.search(_COMMENT.sub("", TH_INCLUDE.sub("", text)))
-    )
+    using = sorted(path for path, text in sources.items() if th_names(text))
     return including, using
 
 
@@ -304,7 +356,14 @@ def th_fix(known_fix: str, sources: Mapping[str, str]) -> str:
             "its ATen header instead (<ATen/cuda/CUDAContext.h> for the current stream)"
         )
     if using:
-        return f"{known_fix}. The files that use TH/THC names: {named_files(using)}"
+        fix = f"{known_fix}. The files that use TH/THC names: {named_files(using)}"
+        left = sorted(
+            set().union(*(th_names(sources[path]) for path in using))
+            - {*THC_SUCCESSORS, TH_ARG_CHECK, THC_STATE}
+        )
+        if left:  # the others prebuild's mend replaces, once nothing else of TH is left
+            fix += f"; those with no one-to-one successor: {', '.join(left)}"
+        return fix
     return known_fix
 
 

@@ -1,11 +1,12 @@
 """Mends for a classic project's own code where a failed build's log shows it meeting a removal
 that has an exact replacement: `tensor.type()` passed to a dispatch macro (the conversion torch
-2.10 dropped did what `tensor.scalar_type()` does), AT_CHECK (TORCH_CHECK, the same macro
-renamed), a standard header a file uses without including it (older standard libraries
-included it for them), TH/THC headers where the project uses nothing else of TH (the ATen
-headers that took their place), and CUB's cub::Sum, cub::Max and cub::Min, which CUDA 13's CUB
-removed (libcu++'s functors that do the same). The code then does what it did with the torch
-and CUDA its authors built against.
+2.10 dropped did what `tensor.scalar_type()` does), AT_CHECK and c10's CHECK_EQ-style checks
+(TORCH_CHECK, TORCH_CHECK_EQ: the same macros renamed), a standard header a file uses without
+including it (older standard libraries included it for them), TH/THC where all the project
+uses of it has a one-to-one successor (its headers, THCudaCheck, THCCeilDiv, THCState's
+stream, THCudaMalloc: the ATen and c10 that THC itself called by torch 1.10), and CUB's
+cub::Sum, cub::Max and cub::Min, which CUDA 13's CUB removed (libcu++'s functors that do the
+same). The code then does what it did with the torch and CUDA its authors built against.
 
 Each mend is made in prebuild's copy of the project only, where the log shows its break, then
 the build runs again (classic.py); every change is said and recorded in the wheel's manifest.
@@ -20,12 +21,17 @@ from dataclasses import dataclass, replace
 
 from prebuild.tool.builder.api_breaks import (
     AT_CHECK_BREAK,
+    COMMENT,
     CUB_OPS_BREAK,
+    RENAMED_CHECKS,
+    TH_ARG_CHECK,
     TH_BREAK,
     TH_INCLUDE,
+    THC_SUCCESSORS,
     TYPE_BREAK,
     api_breaks,
     missing_includes,
+    th_names,
     th_uses,
 )
 from prebuild.tool.builder.classic_messages import counted
@@ -49,8 +55,9 @@ class SourceChange:
 _DISPATCH_CALL = re.compile(r"\b\w*DISPATCH\w*\s*\(")
 # `x.type()` (or `p->type()`), not `x.type().scalarType()`, which still compiles.
 _TYPE_CALL = re.compile(r"(?P<expr>[\w\])]+)(?P<op>\.|->)type\(\)(?!\s*\.)")
-_AT_CHECK = re.compile(r"\bAT_CHECK\b(?=\s*\()")
-_DEFINES_AT_CHECK = re.compile(r"^[ \t]*#[ \t]*define[ \t]+AT_CHECK\b", re.M)
+_RENAMED_CHECK = re.compile(rf"\b(?:{'|'.join(RENAMED_CHECKS)})\b(?=\s*\()")
+_DEFINED = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.M)
+_GLOG = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]glog/", re.M)
 
 
 def _line(text: str, offset: int) -> int:
@@ -85,16 +92,24 @@ def mend_dispatch_types(file: str, text: str) -> tuple[str, list[SourceChange]]:
     return "".join(pieces) + text[done:], changes
 
 
-def mend_at_check(file: str, text: str) -> tuple[str, list[SourceChange]]:
-    """Pure: ``text`` with AT_CHECK( written TORCH_CHECK(, and the changes; as it is where the
-    file defines an AT_CHECK of its own."""
-    if _DEFINES_AT_CHECK.search(text):
+def mend_renamed_checks(file: str, text: str) -> tuple[str, list[SourceChange]]:
+    """Pure: ``text`` with AT_CHECK( written TORCH_CHECK(, CHECK_EQ( TORCH_CHECK_EQ( and the
+    like (RENAMED_CHECKS), and the changes; a name the file defines is left as it is, and so is
+    a file that includes glog (whose CHECK_EQ it means)."""
+    if _GLOG.search(text):
         return text, []
-    changes = [
-        SourceChange(file, _line(text, m.start()), "AT_CHECK -> TORCH_CHECK")
-        for m in _AT_CHECK.finditer(text)
-    ]
-    return _AT_CHECK.sub("TORCH_CHECK", text), changes
+    own = set(_DEFINED.findall(text))
+    changes: list[SourceChange] = []
+
+    def rename(m: re.Match[str]) -> str:
+        if m[0] in own:
+            return m[0]
+        changes.append(
+            SourceChange(file, _line(text, m.start()), f"{m[0]} -> {RENAMED_CHECKS[m[0]]}")
+        )
+        return RENAMED_CHECKS[m[0]]
+
+    return _RENAMED_CHECK.sub(rename, text), changes
 
 
 def add_include(file: str, text: str, header: str) -> tuple[str, list[SourceChange]]:
@@ -118,7 +133,7 @@ _TH_SUCCESSORS = (
 def replace_th_includes(file: str, text: str) -> tuple[str, list[SourceChange]]:
     """Pure: ``text`` with its TH and THC #include lines replaced by the ATen headers that took
     their place (_TH_SUCCESSORS), each once; for a project whose code uses nothing else of
-    TH/THC (th_uses)."""
+    TH/THC (th_mendable)."""
     changes: list[SourceChange] = []
     added: set[str] = set()
 
@@ -133,6 +148,114 @@ def replace_th_includes(file: str, text: str) -> tuple[str, list[SourceChange]]:
         return f"#include {header}"
 
     return TH_INCLUDE.sub(replace, text), changes
+
+
+_THC_CALL = re.compile(rf"\b(?P<name>{'|'.join(THC_SUCCESSORS)}|{TH_ARG_CHECK})\s*\(")
+# `extern THCState *state;`, `THCState *state = at::globalContext().lazyInitCUDA();`: with its
+# uses replaced, the variable has nothing left to do (and lazyInitCUDA() returns nothing now).
+_STATE_VARIABLE = re.compile(
+    r"^[ \t]*(?:extern[ \t]+|static[ \t]+)?THCState[ \t]*\*[ \t]*\w+[ \t]*(?:=[^;\n]*)?;.*$", re.M
+)
+# A message with no printf conversion in it: THArgCheck's format is TORCH_CHECK's text as it is.
+_PLAIN_STRING = re.compile(r'"(?:[^"\\%\n]|\\.)*"(?:\s*"(?:[^"\\%\n]|\\.)*")*')
+
+
+def _arguments(text: str, paren: int) -> list[tuple[int, int]] | None:
+    """Pure: the spans of the top-level arguments of the call whose ``(`` is at ``paren`` (none
+    for ``()``); None where the text ends before its ``)``."""
+    spans: list[tuple[int, int]] = []
+    depth, start, i = 0, paren + 1, paren
+    while i < len(text):
+        c = text[i]
+        if c in "\"'":  # a literal: its brackets and commas are not the call's
+            i += 1
+            while i < len(text) and text[i] != c:
+                i += 2 if text[i] == "\\" else 1
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                spans.append((start, i))
+                return (
+                    [] if spans == [(paren + 1, i)] and not text[paren + 1 : i].strip() else spans
+                )
+        elif c == "," and depth == 1:
+            spans.append((start, i))
+            start = i + 1
+        i += 1
+    return None
+
+
+def replace_thc_names(file: str, text: str) -> tuple[str, list[str], list[SourceChange]]:
+    """Pure: ``text`` with THC's names that have a one-to-one successor (THC_SUCCESSORS)
+    written as it, the THCState* argument they took dropped, THArgCheck(cond, arg, "message")
+    written TORCH_CHECK with THArgCheck's message, and THCState* variables removed; the headers
+    the successors need, and the changes. Calls of another shape (a printf format in
+    THArgCheck's message) are left for the caller to see (th_names)."""
+    comments = [m.span() for m in COMMENT.finditer(text)]
+    edits: list[tuple[int, int, str]] = []  # (start, end, new text), in order
+    changes: list[SourceChange] = []
+    headers: list[str] = []
+    for m in _THC_CALL.finditer(text):
+        name = m["name"]
+        spans = _arguments(text, m.end() - 1)
+        if spans is None or any(a <= m.start() < b for a, b in comments):
+            continue
+        line = _line(text, m.start())
+        if name == TH_ARG_CHECK:
+            if len(spans) != 3 or not _PLAIN_STRING.fullmatch(text[slice(*spans[2])].strip()):
+                continue
+            arg, message = (text[slice(*span)].strip() for span in spans[1:])
+            edits += [
+                (m.start(), m.start() + len(name), "TORCH_CHECK"),
+                (spans[1][0], spans[2][1], f' "invalid argument ", {arg}, ": " {message}'),
+            ]
+            changes.append(SourceChange(file, line, f"{name} -> TORCH_CHECK"))
+            headers.append("<c10/util/Exception.h>")
+            continue
+        successor = THC_SUCCESSORS[name]
+        if len(spans) != successor.args:
+            continue
+        edits.append((m.start(), m.start() + len(name), successor.new))
+        if successor.drops_state:  # `(state, n)` -> `(n)`, `(state)` -> `()`
+            state_end = spans[0][1]
+            if len(spans) > 1:  # up to the next argument's first character
+                state_end = (
+                    spans[1][0] + len(text[slice(*spans[1])]) - len(text[slice(*spans[1])].lstrip())
+                )
+            edits.append((spans[0][0], state_end, ""))
+        changes.append(SourceChange(file, line, f"{name} -> {successor.new}"))
+        headers.append(successor.header)
+    for m in _STATE_VARIABLE.finditer(text):
+        edits.append((m.start(), m.end(), ""))
+        changes.append(SourceChange(file, _line(text, m.start()), f"{m[0].strip()} -> (removed)"))
+    mended, done = [], 0
+    for start, end, new in sorted(edits):
+        mended += [text[done:start], new]
+        done = end
+    return "".join(mended) + text[done:], list(dict.fromkeys(headers)), changes
+
+
+def mend_thc_names(file: str, text: str) -> tuple[str, list[SourceChange]]:
+    """Pure: replace_thc_names' ``text``, with the headers its successors need included on
+    top (where the file does not include them already); each change names its line in the
+    mended file."""
+    mended, headers, changes = replace_thc_names(file, text)
+    for header in reversed(headers):
+        mended, added = add_include(file, mended, header)
+        changes = [replace(c, line=c.line + len(added)) for c in changes]
+        changes += [replace(c, what=f"{c.what} (for THC's successors)") for c in added]
+    return mended, changes
+
+
+def th_mendable(sources: Mapping[str, str]) -> bool:
+    """Pure: whether ``sources`` (path -> text) include or use TH/THC, and every TH/THC name
+    their code uses has a one-to-one successor (replace_thc_names leaves none)."""
+    including, using = th_uses(sources)
+    return bool(including or using) and not any(
+        th_names(replace_thc_names(name, sources[name])[0]) for name in using
+    )
 
 
 # CUB's operators CCCL 3 removed, and libcu++'s that do the same (transparent functors: their
@@ -183,14 +306,15 @@ def mend_sources(
             changes[:] = [replace(c, line=c.line + moved) if c.file == name else c for c in changes]
         changes.extend(made)
 
-    including, using = th_uses(sources) if TH_BREAK in breaks else ([], [])
+    th = TH_BREAK in breaks and th_mendable(sources)
     for name in sorted(sources):
-        if including and not using and name in including:
+        if th:
             apply(name, replace_th_includes)
+            apply(name, mend_thc_names)
         if TYPE_BREAK in breaks:
             apply(name, mend_dispatch_types)
         if AT_CHECK_BREAK in breaks:
-            apply(name, mend_at_check)
+            apply(name, mend_renamed_checks)
         if CUB_OPS_BREAK in breaks:
             apply(name, replace_cub_ops)
     for header, (_, files) in missing_includes(log).items():
@@ -215,7 +339,7 @@ def mended_note(changes: list[SourceChange]) -> str:
 
 def _kind(change: SourceChange) -> str:
     """``x.scalar_type()``, ``TORCH_CHECK``, ``#include <memory> added``, ``TH``."""
-    if TH_INCLUDE.match(change.what.partition(" -> ")[0]):
+    if TH_INCLUDE.match(change.what.partition(" -> ")[0]) or th_names(change.what):
         return "TH"
     kind = change.what.rpartition(" -> ")[2]
     return re.sub(r"^[\w\])]+(\.|->)", r"x\1", kind)  # rays_o.scalar_type() -> x.scalar_type()
@@ -223,11 +347,14 @@ def _kind(change: SourceChange) -> str:
 
 def _what(kind: str) -> str:
     if kind == "TH":
-        return "TH/THC #include lines, all it used of TH, are the ATen headers that replaced them"
+        return (
+            "TH/THC, PyTorch's old backend, is the ATen and c10 that replaced it (its #include "
+            "lines, and names each with a one-to-one successor)"
+        )
     if kind.endswith("scalar_type()"):
         return f"`{kind.replace('scalar_type', 'type')}` passed to a dispatch macro is `{kind}`"
-    if kind == "TORCH_CHECK":
-        return "AT_CHECK is TORCH_CHECK"
+    if kind in RENAMED_CHECKS.values():
+        return f"{next(o for o, n in RENAMED_CHECKS.items() if n == kind)} is {kind}"
     if kind in _CUB_SUCCESSORS.values():
         cub = next(name for name, new in _CUB_SUCCESSORS.items() if new == kind)
         return f"`cub::{cub}` is `{kind}`"

@@ -122,8 +122,9 @@ def wheel(
         "--mend/--no-mend",
         help="Where a classic project's own code fails on an API that torch, CUDA or the C++ "
         "standard library removed and that has an exact replacement (`x.type()` passed to "
-        "AT_DISPATCH_* is `x.scalar_type()`, AT_CHECK is TORCH_CHECK, a standard #include its "
-        "file forgot, THC's includes the ATen headers after them, cub::Sum is "
+        "AT_DISPATCH_* is `x.scalar_type()`, AT_CHECK is TORCH_CHECK, CHECK_EQ is "
+        "TORCH_CHECK_EQ, a standard #include its file forgot, THC's includes and names the "
+        "ATen and c10 after them (THCudaCheck is C10_CUDA_CHECK), cub::Sum is "
         "cuda::std::plus<>), change it in prebuild's copy of the project and build again; "
         "each change is said and listed in the wheel's prebuild.json. The project's source is "
         "never touched. --no-mend: build its code as it is.",
