@@ -28,7 +28,7 @@ with the CUDA build of torch 2.14.1.
   from its target on, labelled and pinned so, which pip installs beside another torch.
 - ctypes_ext (a CUDA library loaded by ctypes, as bitsandbytes'): one wheel for every Python
   (py310-none) and every torch; its C++17 code, which C++20 refuses, compiled as asked.
-- old_api_ext (`x.type()` given to AT_DISPATCH_FLOATING_TYPES, AT_CHECK: written for torch
+- old_api_ext (`x.type()` given to AT_DISPATCH_FLOATING_TYPES, AT_CHECK, CHECK_EQ, TH/THC: written for torch
   1.x, as ngp_pl's vren): mended in prebuild's copy, built, each change said and recorded, and
   its op runs; the fixture itself untouched.
 
@@ -1111,27 +1111,39 @@ def test_a_cached_build_of_another_arch_reuses_the_host_object(
 def test_code_written_for_an_older_torch_is_mended_in_the_copy_and_runs(
     cuda_torch_python, tmp_path
 ):
-    """old_api_ext fails on torch 2.14's headers (`x.type()` in AT_DISPATCH_*, AT_CHECK); the
-    replacements do what the removed APIs did, so prebuild makes them in its copy, builds
-    again, says so, and lists each change in prebuild.json; the op then runs."""
+    """old_api_ext fails on torch 2.14's headers (`x.type()` in AT_DISPATCH_*, AT_CHECK,
+    CHECK_EQ, TH/THC); the replacements do what the removed APIs did, so prebuild makes them
+    in its copy, builds again, says so, and lists each change in prebuild.json; the library
+    then loads (every THC successor is exported by torch's libraries) and the op runs, its
+    THArgCheck raising with THArgCheck's message."""
     fixture = FIXTURES / "old_api_ext"
-    before = {p: p.read_text() for p in fixture.rglob("*.cpp")}
+    before = {p: p.read_text() for p in fixture.rglob("*.c*")}
     out = tmp_path / "dist"
     proc = prebuild_wheel(cuda_torch_python, "--arch", "sm_90", str(fixture), "--out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
     said = " ".join(proc.stderr.split())
-    assert "2 changes in 1 file of prebuild's copy (said with the wheel), built again" in said
+    assert "of prebuild's copy (said with the wheel), built again" in said
     summary = " ".join(proc.stdout.split())
     assert "`x.type()` passed to a dispatch macro is `x.scalar_type()` (1 place in " in summary
     assert "AT_CHECK is TORCH_CHECK (1 place in old_api_ext/ops.cpp)" in summary
+    assert "CHECK_EQ is TORCH_CHECK_EQ (1 place in old_api_ext/ops.cpp)" in summary
+    assert "TH/THC, PyTorch's old backend, is the ATen and c10 that replaced it" in summary
     (wheel,) = out.glob("*.whl")
     assert wheel.name.startswith("old_api_ext-0.1.0+pt214.cu130.sm90-"), wheel.name
     manifest, _, _ = wheel_contents(wheel)
-    assert manifest["source_changes"] == [
-        "old_api_ext/ops.cpp:8: AT_CHECK -> TORCH_CHECK",
-        "old_api_ext/ops.cpp:11: x.type() -> x.scalar_type()",
-    ]
-    assert {p: p.read_text() for p in fixture.rglob("*.cpp")} == before
+    changes = manifest["source_changes"]
+    for change in (
+        "old_api_ext/ops.cpp:10: AT_CHECK -> TORCH_CHECK",
+        "old_api_ext/ops.cpp:11: THArgCheck -> TORCH_CHECK",
+        "old_api_ext/ops.cpp:14: CHECK_EQ -> TORCH_CHECK_EQ",
+        "old_api_ext/ops.cpp:15: x.type() -> x.scalar_type()",
+        "old_api_ext/kernels.cu:6: extern THCState *state; -> (removed)",
+        "old_api_ext/kernels.cu:18: THCudaFree -> c10::cuda::CUDACachingAllocator::raw_delete",
+        "old_api_ext/kernels.cu:18: THCudaMalloc -> c10::cuda::CUDACachingAllocator::raw_alloc",
+        "old_api_ext/kernels.cu:22: THCudaCheck -> C10_CUDA_CHECK",
+    ):
+        assert change in changes, changes
+    assert {p: p.read_text() for p in fixture.rglob("*.c*")} == before
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(site)
@@ -1139,7 +1151,15 @@ def test_code_written_for_an_older_torch_is_mended_in_the_copy_and_runs(
         cuda_torch_python,
         f"import site; site.addsitedir({str(site)!r})\n"
         "import torch, old_api_ext\n"
-        "print(old_api_ext.double(torch.arange(3.0)).tolist())",
+        "print(old_api_ext.double(torch.arange(3.0)).tolist())\n"
+        "try:\n"
+        "    old_api_ext.double(torch.zeros(2, 2))\n"
+        "except RuntimeError as e:\n"
+        "    print(str(e).splitlines()[0])\n",
         tmp_path,
     )
-    assert ran.returncode == 0 and ran.stdout.strip() == "[0.0, 2.0, 4.0]", ran.stderr
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines() == [
+        "[0.0, 2.0, 4.0]",
+        "invalid argument 1: double: a 1-d tensor",
+    ], ran.stdout

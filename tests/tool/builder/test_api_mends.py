@@ -96,14 +96,20 @@ def test_only_the_breaks_the_log_shows_are_mended_in_every_file_they_stand_in():
         'AT_DISPATCH_FLOATING_TYPES(x.type(), "g", [&] {}); }\n',
         "csrc/a.cpp": "#include <vector>\nstd::unique_ptr<int> p;\n",
     }
-    # the build stopped at intersection.cu: ops.cpp, which the log does not name, is mended too
+    # the build stopped at intersection.cu: ops.cpp, which the log does not name, is mended
+    # too, and so is its AT_CHECK, sure to break next (no torch has it); the missing include
+    # the log does not show is not added
     texts, changes = mend_sources(NVCC_TYPE, "c++20", sources)
     assert set(texts) == {"intersection.cu", "ops.cpp"}
-    assert "AT_CHECK(x.defined()" in texts["ops.cpp"]  # its break not in the log: as it is
     assert [str(c) for c in changes] == [
         "intersection.cu:2: rays_o.type() -> rays_o.scalar_type()",
+        "ops.cpp:1: AT_CHECK -> TORCH_CHECK",
         "ops.cpp:2: x.type() -> x.scalar_type()",
     ]
+    # a break that is not sure to happen is mended where the log shows it only: x.type() given
+    # to a macro of the project's own may be what it takes
+    texts, changes = mend_sources(GXX_AT_CHECK, "c++20", sources)
+    assert [str(c) for c in changes] == ["ops.cpp:1: AT_CHECK -> TORCH_CHECK"]
     texts, changes = mend_sources(GXX_TYPE + GXX_AT_CHECK + GXX_MEMORY, "c++20", sources)
     assert texts["csrc/a.cpp"].startswith("#include <memory>\n#include <vector>\n")
     assert "TORCH_CHECK(x.defined()" in texts["ops.cpp"]
@@ -279,3 +285,25 @@ def test_cubs_removed_operators_are_libcu_plus_plus_functors_and_lines_name_the_
     note = mended_note(changes)
     assert "`cub::Sum` is `cuda::std::plus<>` (1 place in t.cu)" in note
     assert "APIs that torch, CUDA or the C++ standard library removed" in note
+
+
+def test_what_is_sure_to_break_next_is_mended_in_the_same_round():
+    """maskrcnn-benchmark (facebookresearch 57eec25) met `x.type()`, then THC, then AT_CHECK,
+    three builds; THC and AT_CHECK are sure to break whatever the log shows, so a build run
+    again for `x.type()` mends them with it. A log with nothing to mend changes nothing."""
+    sources = {"a.cu": CU, "nms.cu": NMS, "ops.cpp": 'void g() { AT_CHECK(ok, "ok"); }\n'}
+    texts, changes = mend_sources(NVCC_TYPE, "c++20", sources)
+    assert set(texts) == {"a.cu", "nms.cu", "ops.cpp"}
+    assert "ops.cpp:1: AT_CHECK -> TORCH_CHECK" in map(str, changes)
+    assert "nms.cu:14: THCudaFree -> c10::cuda::CUDACachingAllocator::raw_delete" in map(
+        str, changes
+    )
+    assert mend_sources("a.cu(3): error: expected a ;\n", "c++20", sources) == ({}, [])
+
+
+def test_a_project_that_defines_a_thc_name_itself_is_not_thcs():
+    """A port's compatibility macro (`#define THCudaCheck C10_CUDA_CHECK`) is the project's
+    own: its THC names are left as they are, and so are its includes."""
+    log = 'src/nms.cu(4): error: identifier "THCCeilDiv" is undefined\n'
+    compat = "#define THCudaCheck(x) C10_CUDA_CHECK(x)\n"
+    assert mend_sources(log, "c++20", {"nms.cu": NMS, "compat.h": compat}) == ({}, [])

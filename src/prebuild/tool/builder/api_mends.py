@@ -251,10 +251,15 @@ def mend_thc_names(file: str, text: str) -> tuple[str, list[SourceChange]]:
 
 def th_mendable(sources: Mapping[str, str]) -> bool:
     """Pure: whether ``sources`` (path -> text) include or use TH/THC, and every TH/THC name
-    their code uses has a one-to-one successor (replace_thc_names leaves none)."""
+    their code uses has a one-to-one successor (replace_thc_names leaves none). Not a project
+    that defines a TH name itself (a port's `#define THCudaCheck C10_CUDA_CHECK`): its code is
+    not THC's."""
     including, using = th_uses(sources)
-    return bool(including or using) and not any(
-        th_names(replace_thc_names(name, sources[name])[0]) for name in using
+    defined = {name for text in sources.values() for name in _DEFINED.findall(text)}
+    return (
+        bool(including or using)
+        and not th_names(" ".join(defined))
+        and not any(th_names(replace_thc_names(name, sources[name])[0]) for name in using)
     )
 
 
@@ -286,14 +291,44 @@ def _source_named(logged: str, sources: Mapping[str, str]) -> str | None:
     return None
 
 
+def certain_breaks(sources: Mapping[str, str]) -> list:
+    """Pure: the breaks ``sources`` (path -> text) are sure to meet whatever the log shows:
+    TH/THC (no torch that prebuild builds against has any of it) and AT_CHECK (in a file that
+    does not define it). Not `x.type()` in a dispatch macro, which a project's own macro may
+    take as it is, nor what differs between toolkits (CUB)."""
+    found = []
+    if any(th_uses(sources)):
+        found.append(TH_BREAK)
+    if any(
+        re.search(r"\bAT_CHECK\s*\(", COMMENT.sub("", text))
+        and "AT_CHECK" not in _DEFINED.findall(text)
+        for text in sources.values()
+    ):
+        found.append(AT_CHECK_BREAK)
+    return found
+
+
 def mend_sources(
     log: str, cxx_standard: str, sources: Mapping[str, str]
 ) -> tuple[dict[str, str], list[SourceChange]]:
     """Pure: for the breaks a failed build's ``log`` shows that have an exact replacement, the
     project's files to rewrite (``sources``: path -> text, native_sources') with their new
     text, and the changes, by file and line. A build stops at the first file that fails, so a
-    replaced API is replaced in every file; a missing include is added where the log names."""
+    replaced API is replaced in every file; a missing include is added where the log names.
+    Where the build runs again for these, what the sources show will break is mended with
+    them (certain_breaks), not a build later: maskrcnn-benchmark met `x.type()`, then THC,
+    then AT_CHECK."""
     breaks = api_breaks(log, cxx_standard)
+    texts, changes = _mended(breaks, log, sources)
+    if not changes:
+        return texts, changes
+    return _mended([*breaks, *certain_breaks(sources)], log, sources)
+
+
+def _mended(
+    breaks: list, log: str, sources: Mapping[str, str]
+) -> tuple[dict[str, str], list[SourceChange]]:
+    """Pure: mend_sources' answer for ``breaks``."""
     texts = dict(sources)
     changes: list[SourceChange] = []
 
