@@ -1132,15 +1132,15 @@ def test_code_written_for_an_older_torch_is_mended_in_the_copy_and_runs(
     assert wheel.name.startswith("old_api_ext-0.1.0+pt214.cu130.sm90-"), wheel.name
     manifest, _, _ = wheel_contents(wheel)
     changes = manifest["source_changes"]
-    for change in (
-        "old_api_ext/ops.cpp:10: AT_CHECK -> TORCH_CHECK",
-        "old_api_ext/ops.cpp:11: THArgCheck -> TORCH_CHECK",
-        "old_api_ext/ops.cpp:14: CHECK_EQ -> TORCH_CHECK_EQ",
-        "old_api_ext/ops.cpp:15: x.type() -> x.scalar_type()",
-        "old_api_ext/kernels.cu:6: extern THCState *state; -> (removed)",
-        "old_api_ext/kernels.cu:18: THCudaFree -> c10::cuda::CUDACachingAllocator::raw_delete",
-        "old_api_ext/kernels.cu:18: THCudaMalloc -> c10::cuda::CUDACachingAllocator::raw_alloc",
-        "old_api_ext/kernels.cu:22: THCudaCheck -> C10_CUDA_CHECK",
+    for change in (  # lines in the mended files, a header added on top of ops.cpp, 3 of kernels.cu
+        "old_api_ext/ops.cpp:11: AT_CHECK -> TORCH_CHECK",
+        "old_api_ext/ops.cpp:12: THArgCheck -> TORCH_CHECK",
+        "old_api_ext/ops.cpp:15: CHECK_EQ -> TORCH_CHECK_EQ",
+        "old_api_ext/ops.cpp:16: x.type() -> x.scalar_type()",
+        "old_api_ext/kernels.cu:8: extern THCState *state; -> (removed)",
+        "old_api_ext/kernels.cu:20: THCudaFree -> c10::cuda::CUDACachingAllocator::raw_delete",
+        "old_api_ext/kernels.cu:20: THCudaMalloc -> c10::cuda::CUDACachingAllocator::raw_alloc",
+        "old_api_ext/kernels.cu:23: THCudaCheck -> C10_CUDA_CHECK",
     ):
         assert change in changes, changes
     assert {p: p.read_text() for p in fixture.rglob("*.c*")} == before
