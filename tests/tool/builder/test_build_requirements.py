@@ -41,3 +41,16 @@ def test_unmet_build_requirements_are_named_with_what_needs_them():
         "(pathspec>=0.12.0 for scikit-build-core). prebuild builds without isolation (so that "
         "this torch is used): pip install 'cmake>=3.26' 'pathspec>=0.12.0'"
     )
+
+
+def test_empty_submodules_are_said_with_the_unmet_requirements():
+    """cubvh (ashawkey/cubvh 7855c00) asked for pybind11 first, and only a second run showed
+    its third_party/eigen not checked out: the build that would show it cannot run before."""
+    from prebuild.tool.builder.build_requirements import missing_requirements_message
+
+    said = missing_requirements_message({("pybind11",)}, ["third_party/eigen"])
+    assert said.startswith("the project's build needs pybind11, not installed here.")
+    assert said.endswith(
+        "pip install pybind11. Its git submodules third_party/eigen are empty as well: should "
+        "its build need them, in the checkout: git submodule update --init --recursive"
+    )

@@ -438,6 +438,13 @@ def test_the_project_build_goes_on_past_a_torch_pin_and_stops_on_another_require
     )
     with pytest.raises(ToolchainError, match="needs no-such-backend>=1, not installed here. "):
         project_build()
+    # A git submodule not checked out is said with it (cubvh's third_party/eigen): the build
+    # that would show it missing cannot run before what it needs is installed.
+    write(project, ".gitmodules", '[submodule "eigen"]\n\tpath = third_party/eigen\n')
+    (project / "third_party" / "eigen").mkdir(parents=True)
+    with pytest.raises(ToolchainError, match="Its git submodules third_party/eigen are empty"):
+        project_build()
+    (project / ".gitmodules").unlink()
     # A backend of the project's own that does not import: its words, not an empty error.
     write(project, "in_tree.py", "import no_such_module_of_the_backend\n")
     write(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from packaging.requirements import Requirement
 
@@ -40,10 +40,14 @@ def split_installed(
     return unmet - set(other), sorted(set(other.values()))
 
 
-def missing_requirements_message(missing: set[tuple[str, ...]]) -> str:
+def missing_requirements_message(
+    missing: set[tuple[str, ...]], empty_submodules: Sequence[str] = ()
+) -> str:
     """Pure: the error for build requirements not met here, each a chain from the project's
     requirement to the one unmet (``build.check_dependency``): the unmet ones are what to
-    install, each named with what needs it where that is not the project itself."""
+    install, each named with what needs it where that is not the project itself. Its git
+    submodules that are empty (``empty_submodules``) are said with it: the build that would
+    show them missing cannot run before."""
     needed = sorted({chain[-1] for chain in missing})
     parents = sorted({f"{chain[-1]} for {chain[-2]}" for chain in missing if len(chain) > 1})
     return (
@@ -51,6 +55,12 @@ def missing_requirements_message(missing: set[tuple[str, ...]]) -> str:
         + (f" ({'; '.join(parents)})" if parents else "")
         + ". prebuild builds without isolation (so that this torch is used): "
         f"pip install {' '.join(shlex.quote(n) for n in needed)}"
+        + (
+            f". Its git submodules {', '.join(empty_submodules)} are empty as well: should its "
+            "build need them, in the checkout: git submodule update --init --recursive"
+            if empty_submodules
+            else ""
+        )
     )
 
 

@@ -133,6 +133,7 @@ from prebuild.tool.builder.shim_calls import is_device_linked, raised_standards,
 from prebuild.tool.builder.shipped import shipped_libraries, shipped_message, source_libraries
 from prebuild.tool.builder.source_gaps import (
     downloads_advice,
+    empty_submodules,
     source_gaps_advice,
     source_url,
     submodule_paths,
@@ -345,6 +346,11 @@ def native_sources(project: Path) -> dict[str, str]:
         str(path.relative_to(project)): path.read_text(encoding="utf-8", errors="replace")
         for path in source_files(project, NATIVE_SUFFIXES)
     }
+
+
+def _text(path: Path) -> str:
+    """A file's text, "" where there is none."""
+    return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
 
 
 def python_here(work: Path) -> Path:
@@ -979,15 +985,16 @@ class ClassicBuilder:
                 "installed, as pip install --no-build-isolation would"
             )
         if missing:
-            raise ToolchainError(missing_requirements_message(missing))
+            # What its source lacks, said now: the build that would name it cannot run yet
+            # (cubvh: pybind11 not installed, and its third_party/eigen not checked out).
+            _, gitmodules, present = self.submodules()
+            raise ToolchainError(
+                missing_requirements_message(missing, empty_submodules(gitmodules, present))
+            )
 
-    def source_gaps_advice(self, log: str, archs: tuple[Arch, ...]) -> str:
-        """What the failed build's log says the project's source lacks, and where to get it
-        (source_gaps.py); "" where it names nothing missing."""
-
-        def text(path: Path) -> str:
-            return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
-
+    def submodules(self) -> tuple[Path, str, set[str]]:
+        """The root of the checkout the project's copy is (or lies in), its .gitmodules' text
+        ("" where it has none), and the submodule paths present in it (with something in them)."""
         # The checkout's root: the project's copy, or the mirror of the checkout it lies in
         # (project.copy_in_checkout), whose root holds the checkout's .gitmodules.
         root = next(
@@ -998,19 +1005,25 @@ class ClassicBuilder:
             ),
             self.project,
         )
-        gitmodules = text(root / ".gitmodules")
+        gitmodules = _text(root / ".gitmodules")
         present = {
             p
             for p in submodule_paths(gitmodules)
             if (root / p).is_dir() and any((root / p).iterdir())
         }
+        return root, gitmodules, present
+
+    def source_gaps_advice(self, log: str, archs: tuple[Arch, ...]) -> str:
+        """What the failed build's log says the project's source lacks, and where to get it
+        (source_gaps.py); "" where it names nothing missing."""
+        root, gitmodules, present = self.submodules()
         command = f"prebuild wheel --arch {','.join(a.sm for a in archs)}"
         return source_gaps_advice(
             log,
             root,
             gitmodules,
             present,
-            text(self.project / "PKG-INFO"),
+            _text(self.project / "PKG-INFO"),
             command,
         )
 
