@@ -307,3 +307,30 @@ def test_a_project_that_defines_a_thc_name_itself_is_not_thcs():
     log = 'src/nms.cu(4): error: identifier "THCCeilDiv" is undefined\n'
     compat = "#define THCudaCheck(x) C10_CUDA_CHECK(x)\n"
     assert mend_sources(log, "c++20", {"nms.cu": NMS, "compat.h": compat}) == ({}, [])
+
+
+def test_cubs_removed_thread_utilities_are_what_they_called():
+    """VMamba's selective_scan (MzeroMiko/VMamba 2ed52ea, reverse_scan.cuh, as mamba's): CUDA
+    13's CUB has no cub::LaneId nor cub::CTA_SYNC; CUDA 12's were `%laneid` and __syncthreads().
+    WARP_ANY took the predicate first, __any_sync takes the mask first."""
+    log = 'reverse_scan.cuh(119): error: namespace "cub" has no member "LaneId"\n'
+    text = (
+        "__device__ void f() {\n  lane_id = cub::LaneId();\n  cub::CTA_SYNC();\n"
+        "  static constexpr bool WARP_SYNCHRONOUS = true;\n"
+        "  int any = cub::WARP_ANY(x > f(a, b), 0xffffffffu);\n  // cub::CTA_SYNC();\n}\n"
+    )
+    texts, changes = mend_sources(log, "c++20", {"reverse_scan.cuh": text})
+    assert texts["reverse_scan.cuh"] == (
+        "#include <cuda/ptx>\n__device__ void f() {\n  lane_id = cuda::ptx::get_sreg_laneid();\n"
+        "  __syncthreads();\n  static constexpr bool WARP_SYNCHRONOUS = true;\n"
+        "  int any = __any_sync(0xffffffffu, x > f(a, b));\n  // cub::CTA_SYNC();\n}\n"
+    )
+    assert [str(c) for c in changes][:4] == [
+        "reverse_scan.cuh:1: #include <cuda/ptx> added",
+        "reverse_scan.cuh:3: cub::LaneId -> cuda::ptx::get_sreg_laneid",
+        "reverse_scan.cuh:4: cub::CTA_SYNC -> __syncthreads",
+        "reverse_scan.cuh:6: cub::WARP_ANY -> __any_sync",
+    ]
+    note = mended_note(changes)
+    assert "`cub::LaneId` is `cuda::ptx::get_sreg_laneid` (1 place in reverse_scan.cuh)" in note
+    assert "`cub::CTA_SYNC` is `__syncthreads` (1 place in reverse_scan.cuh)" in note

@@ -126,6 +126,34 @@ CUB_OPS_BREAK = ApiBreak(
     "(<cuda/functional>); or build with CUDA 12: an nvcc 12.x and torch's CUDA 12 build",
 )
 
+CUB_SYNC_BREAK = ApiBreak(
+    re.compile(
+        rf"namespace \"cub\" has no member \"(?:{_CUB_SYNC})\"|{_names(_CUB_SYNC)} is not a "
+        rf"member of {_Q}cub{_Q}|{_names(_CUB_SYNC)}.*(?:undefined|not declared)"
+    ),
+    "CUDA 13's CUB (CCCL 3) removed its thread and warp utilities cub::LaneId, cub::CTA_SYNC, "
+    "cub::WARP_SYNC and the like",
+    "CTA_SYNC() becomes __syncthreads(), CTA_SYNC_AND/OR __syncthreads_and/or, "
+    "WARP_SYNC(mask) __syncwarp(mask), WARP_ANY/WARP_ALL(p, mask) __any_sync/__all_sync(mask, "
+    "p), LaneId() cuda::ptx::get_sreg_laneid() (<cuda/ptx>); or build with CUDA 12: an nvcc "
+    "12.x and torch's CUDA 12 build",
+)
+
+# What CUB's thread and warp utilities were (CUDA 12's cub/util_ptx.cuh): name -> the CUDA
+# intrinsic or libcu++ function, and whether the two arguments swap (cub's predicate came
+# first, the mask second).
+CUB_SYNC_SUCCESSORS: dict[str, tuple[str, bool]] = {
+    "CTA_SYNC": ("__syncthreads", False),
+    "CTA_SYNC_AND": ("__syncthreads_and", False),
+    "CTA_SYNC_OR": ("__syncthreads_or", False),
+    "WARP_SYNC": ("__syncwarp", False),
+    "WARP_ANY": ("__any_sync", True),
+    "WARP_ALL": ("__all_sync", True),
+    "WARP_BALLOT": ("__ballot_sync", True),
+    "LaneId": ("cuda::ptx::get_sreg_laneid", False),
+    "WarpId": ("cuda::ptx::get_sreg_warpid", False),
+}
+
 API_BREAKS: tuple[ApiBreak, ...] = (
     TH_BREAK,
     TYPE_BREAK,
@@ -155,18 +183,7 @@ API_BREAKS: tuple[ApiBreak, ...] = (
         cxx20=True,
     ),
     CUB_OPS_BREAK,
-    ApiBreak(
-        re.compile(
-            rf"namespace \"cub\" has no member \"(?:{_CUB_SYNC})\"|{_names(_CUB_SYNC)} is not a "
-            rf"member of {_Q}cub{_Q}|{_names(_CUB_SYNC)}.*(?:undefined|not declared)"
-        ),
-        "CUDA 13's CUB (CCCL 3) removed its thread and warp utilities cub::LaneId, cub::CTA_SYNC, "
-        "cub::WARP_SYNC and the like",
-        "CTA_SYNC() becomes __syncthreads(), CTA_SYNC_AND/OR __syncthreads_and/or, "
-        "WARP_SYNC(mask) __syncwarp(mask), WARP_ANY/WARP_ALL __any_sync/__all_sync, LaneId() "
-        "cuda::ptx::get_sreg_laneid() (<cuda/ptx>); or build with CUDA 12: an nvcc 12.x and "
-        "torch's CUDA 12 build",
-    ),
+    CUB_SYNC_BREAK,
     ApiBreak(
         # nvcc's words only: a cub::Device* call is host code of a .cu file, which its front
         # end compiles. The argument list that failed is on the next line, not an error line.

@@ -23,6 +23,8 @@ from prebuild.tool.builder.api_breaks import (
     AT_CHECK_BREAK,
     COMMENT,
     CUB_OPS_BREAK,
+    CUB_SYNC_BREAK,
+    CUB_SYNC_SUCCESSORS,
     RENAMED_CHECKS,
     TH_ARG_CHECK,
     TH_BREAK,
@@ -160,6 +162,19 @@ _STATE_VARIABLE = re.compile(
 _PLAIN_STRING = re.compile(r'"(?:[^"\\%\n]|\\.)*"(?:\s*"(?:[^"\\%\n]|\\.)*")*')
 
 
+def _within(spans: list[tuple[int, int]], offset: int) -> bool:
+    return any(start <= offset < end for start, end in spans)
+
+
+def _edited(text: str, edits: list[tuple[int, int, str]]) -> str:
+    """Pure: ``text`` with each of ``edits`` (start, end, new text; none overlapping) made."""
+    pieces, done = [], 0
+    for start, end, new in sorted(edits):
+        pieces += [text[done:start], new]
+        done = end
+    return "".join(pieces) + text[done:]
+
+
 def _arguments(text: str, paren: int) -> list[tuple[int, int]] | None:
     """Pure: the spans of the top-level arguments of the call whose ``(`` is at ``paren`` (none
     for ``()``); None where the text ends before its ``)``."""
@@ -200,7 +215,7 @@ def replace_thc_names(file: str, text: str) -> tuple[str, list[str], list[Source
     for m in _THC_CALL.finditer(text):
         name = m["name"]
         spans = _arguments(text, m.end() - 1)
-        if spans is None or any(a <= m.start() < b for a, b in comments):
+        if spans is None or _within(comments, m.start()):
             continue
         line = _line(text, m.start())
         if name == TH_ARG_CHECK:
@@ -230,11 +245,7 @@ def replace_thc_names(file: str, text: str) -> tuple[str, list[str], list[Source
     for m in _STATE_VARIABLE.finditer(text):
         edits.append((m.start(), m.end(), ""))
         changes.append(SourceChange(file, _line(text, m.start()), f"{m[0].strip()} -> (removed)"))
-    mended, done = [], 0
-    for start, end, new in sorted(edits):
-        mended += [text[done:start], new]
-        done = end
-    return "".join(mended) + text[done:], list(dict.fromkeys(headers)), changes
+    return _edited(text, edits), list(dict.fromkeys(headers)), changes
 
 
 def mend_thc_names(file: str, text: str) -> tuple[str, list[SourceChange]]:
@@ -281,6 +292,34 @@ def replace_cub_ops(file: str, text: str) -> tuple[str, list[SourceChange]]:
         return text, []
     mended = _CUB_OP.sub(lambda m: _CUB_SUCCESSORS[m[1]], text)
     return includes + mended, changes
+
+
+_CUB_SYNC_CALL = re.compile(rf"\bcub::(?P<name>{'|'.join(CUB_SYNC_SUCCESSORS)})\s*\(")
+
+
+def replace_cub_sync(file: str, text: str) -> tuple[str, list[SourceChange]]:
+    """Pure: ``text`` with CUB's thread and warp utilities (cub::CTA_SYNC(), cub::LaneId(),
+    cub::WARP_ANY(p, mask), ...) written as what they called (CUB_SYNC_SUCCESSORS), the
+    predicate and mask swapped where the intrinsic takes the mask first, and ``<cuda/ptx>``
+    included where a libcu++ function is used; a call of another shape is left as it is."""
+    comments = [m.span() for m in COMMENT.finditer(text)]
+    edits: list[tuple[int, int, str]] = []
+    changes: list[SourceChange] = []
+    for m in _CUB_SYNC_CALL.finditer(text):
+        new, swap = CUB_SYNC_SUCCESSORS[m["name"]]
+        spans = _arguments(text, m.end() - 1)
+        if spans is None or (swap and len(spans) != 2) or _within(comments, m.start()):
+            continue
+        edits.append((m.start(), m.end() - 1, new))
+        if swap:  # cub::WARP_ANY(p, mask) -> __any_sync(mask, p)
+            p, mask = (text[slice(*span)].strip() for span in spans)
+            edits.append((spans[0][0], spans[1][1], f"{mask}, {p}"))
+        changes.append(SourceChange(file, _line(text, m.start()), f"cub::{m['name']} -> {new}"))
+    mended_text = _edited(text, edits)
+    if any(c.what.endswith(("get_sreg_laneid", "get_sreg_warpid")) for c in changes):
+        mended_text, added = add_include(file, mended_text, "<cuda/ptx>")
+        changes = [replace(c, line=c.line + len(added)) for c in changes] + added
+    return mended_text, changes
 
 
 def _source_named(logged: str, sources: Mapping[str, str]) -> str | None:
@@ -352,6 +391,8 @@ def _mended(
             apply(name, mend_renamed_checks)
         if CUB_OPS_BREAK in breaks:
             apply(name, replace_cub_ops)
+        if CUB_SYNC_BREAK in breaks:
+            apply(name, replace_cub_sync)
     for header, (_, files) in missing_includes(log).items():
         for name in dict.fromkeys(filter(None, (_source_named(f, sources) for f in files))):
             apply(name, lambda file, text, header=header: add_include(file, text, header))
@@ -390,6 +431,8 @@ def _what(kind: str) -> str:
         return f"`{kind.replace('scalar_type', 'type')}` passed to a dispatch macro is `{kind}`"
     if kind in RENAMED_CHECKS.values():
         return f"{next(o for o, n in RENAMED_CHECKS.items() if n == kind)} is {kind}"
+    if kind in (sync := {new: old for old, (new, _) in CUB_SYNC_SUCCESSORS.items()}):
+        return f"`cub::{sync[kind]}` is `{kind}`"
     if kind in _CUB_SUCCESSORS.values():
         cub = next(name for name, new in _CUB_SUCCESSORS.items() if new == kind)
         return f"`cub::{cub}` is `{kind}`"
