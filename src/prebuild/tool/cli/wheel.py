@@ -125,7 +125,8 @@ def wheel(
         "AT_DISPATCH_* is `x.scalar_type()`, AT_CHECK is TORCH_CHECK, CHECK_EQ is "
         "TORCH_CHECK_EQ, a standard #include its file forgot, THC's includes and names the "
         "ATen and c10 after them (THCudaCheck is C10_CUDA_CHECK), cub::Sum is "
-        "cuda::std::plus<>, cub::CTA_SYNC() __syncthreads()), change it in prebuild's copy of the project and build again; "
+        "cuda::std::plus<>, cub::CTA_SYNC() __syncthreads()), change it in prebuild's copy of "
+        "the project and build again; "
         "each change is said and listed in the wheel's prebuild.json. The project's source is "
         "never touched. --no-mend: build its code as it is.",
     ),
