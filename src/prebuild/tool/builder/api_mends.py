@@ -4,12 +4,14 @@ that has an exact replacement: `tensor.type()` passed to a dispatch macro (the c
 (TORCH_CHECK, TORCH_CHECK_EQ: the same macros renamed), a standard header a file uses without
 including it (older standard libraries included it for them), TH/THC where all the project
 uses of it has a one-to-one successor (its headers, THCudaCheck, THCCeilDiv, THCState's
-stream, THCudaMalloc: the ATen and c10 that THC itself called by torch 1.10), and CUB's
-cub::Sum, cub::Max and cub::Min, which CUDA 13's CUB removed (libcu++'s functors that do the
-same). The code then does what it did with the torch and CUDA its authors built against.
+stream, THCudaMalloc: the ATen and c10 that THC itself called by torch 1.10), and what CUDA
+13's CUB removed: cub::Sum, cub::Max and cub::Min (libcu++'s functors that do the same) and its
+thread utilities (cub::CTA_SYNC(), cub::LaneId(): what they called). The code then does what it
+did with the torch and CUDA its authors built against.
 
-Each mend is made in prebuild's copy of the project only, where the log shows its break, then
-the build runs again (classic.py); every change is said and recorded in the wheel's manifest.
+Each mend is made in prebuild's copy of the project only, where the log shows its break (and,
+once a build runs again for one, where the sources show a break that is certain), then the
+build runs again (classic.py); every change is said and recorded in the wheel's manifest.
 Pure functions over the sources' text.
 """
 
@@ -31,6 +33,7 @@ from prebuild.tool.builder.api_breaks import (
     TH_INCLUDE,
     THC_SUCCESSORS,
     TYPE_BREAK,
+    ApiBreak,
     api_breaks,
     missing_includes,
     th_names,
@@ -236,9 +239,7 @@ def replace_thc_names(file: str, text: str) -> tuple[str, list[str], list[Source
         if successor.drops_state:  # `(state, n)` -> `(n)`, `(state)` -> `()`
             state_end = spans[0][1]
             if len(spans) > 1:  # up to the next argument's first character
-                state_end = (
-                    spans[1][0] + len(text[slice(*spans[1])]) - len(text[slice(*spans[1])].lstrip())
-                )
+                state_end = spans[1][1] - len(text[slice(*spans[1])].lstrip())
             edits.append((spans[0][0], state_end, ""))
         changes.append(SourceChange(file, line, f"{name} -> {successor.new}"))
         headers.append(successor.header)
@@ -330,7 +331,7 @@ def _source_named(logged: str, sources: Mapping[str, str]) -> str | None:
     return None
 
 
-def certain_breaks(sources: Mapping[str, str]) -> list:
+def certain_breaks(sources: Mapping[str, str]) -> list[ApiBreak]:
     """Pure: the breaks ``sources`` (path -> text) are sure to meet whatever the log shows:
     TH/THC (no torch that prebuild builds against has any of it) and AT_CHECK (in a file that
     does not define it). Not `x.type()` in a dispatch macro, which a project's own macro may
@@ -365,7 +366,7 @@ def mend_sources(
 
 
 def _mended(
-    breaks: list, log: str, sources: Mapping[str, str]
+    breaks: list[ApiBreak], log: str, sources: Mapping[str, str]
 ) -> tuple[dict[str, str], list[SourceChange]]:
     """Pure: mend_sources' answer for ``breaks``."""
     texts = dict(sources)
