@@ -16,10 +16,12 @@ from hypothesis import strategies as st
 from prebuild.tool.builder.nvcc_shim import (
     ARCH_OPTIONS,
     QUERY_OPTIONS,
+    SHIM_ENV_COMPRESS,
     SHIM_ENV_GENCODE,
     SHIM_ENV_LOG,
     SHIM_ENV_MIN_STD,
     SHIM_ENV_REAL,
+    add_compression,
     raise_std,
     requested_std,
     rewrite_args,
@@ -457,3 +459,49 @@ def test_a_compile_failing_both_ways_shows_the_raised_standard_s_error(tmp_path)
         assert "-std=c++20" in entry["run"] and "-std=c++17" not in entry["run"]
     assert "a.cu(3): error: not in -std=c++20" in proc.stderr
     assert proc.stdout == "stdout of -std=c++20\n"
+
+
+SIZE = ["--compress-mode=size"]
+
+
+def test_compression_is_added_unless_the_call_chooses_its_own():
+    """flash-attention's layer_norm objects are a tenth of nvcc 13.0's default size with
+    --compress-mode=size; a project that chooses (nixpkgs' -Xfatbin=-compress-all, a
+    --no-compress) keeps its choice."""
+    assert add_compression(["-c", "a.cu"], SIZE) == ["-c", "a.cu", *SIZE]
+    assert add_compression(["-c", "a.cu"], []) == ["-c", "a.cu"]
+    for own in (
+        ["--no-compress"],
+        ["-no-compress"],
+        ["--compress-mode=speed"],
+        ["--compress-mode", "none"],
+        ["-Xfatbin=-compress-all"],
+        ["-Xfatbin", "-compress-all"],
+    ):
+        args = ["-c", "a.cu", *own]
+        assert add_compression(args, SIZE) == args, own
+    assert add_compression(["--version"], SIZE) == ["--version"]
+
+
+def test_the_shim_adds_the_compression_to_nvcc_s_calls(tmp_path):
+    fake = recording_compiler(tmp_path / "nvcc")
+    env = {
+        **os.environ,
+        SHIM_ENV_REAL: str(fake),
+        SHIM_ENV_GENCODE: json.dumps(WANT),
+        SHIM_ENV_COMPRESS: json.dumps(SIZE),
+    }
+    shim = [sys.executable, "-m", "prebuild.tool.builder.nvcc_shim"]
+    subprocess.run([*shim, "-c", "a.cu"], env=env, check=True)
+    assert (tmp_path / "called").read_text().split() == ["-c", "a.cu", *WANT, *SIZE]
+
+
+def test_classic_compression_needs_an_nvcc_with_compress_mode():
+    from packaging.version import Version
+
+    from prebuild.tool.builder.flags import classic_compress_flags
+
+    assert classic_compress_flags(True, Version("13.0")) == SIZE
+    assert classic_compress_flags(True, Version("12.8")) == SIZE
+    assert classic_compress_flags(True, Version("12.6")) == []  # no such option: nvcc's default
+    assert classic_compress_flags(False, Version("12.6")) == ["--no-compress"]

@@ -415,12 +415,15 @@ class ClassicBuilder:
         config_settings: ConfigSettings | None = None,
         bundle: bool = True,
         mend: bool = True,
+        compress: bool = True,
     ):
         self.project, self.toolchain, self.work, self.jobs = project, toolchain, work, jobs
         # the system libraries its libraries link copied into each wheel (bundle.py)
         self.bundle = bundle
         # its code mended where it meets a removed API with an exact replacement (api_mends.py)
         self.mend = mend
+        # its fatbins compressed as prebuild's own are (wheel --compress; flags.compress_flags)
+        self.compress = compress
         self.source_changes: list[SourceChange] = []  # the mends made in the copy, in order
         self.origin = origin  # what the user named (named again in the guard's messages)
         self.scm_version = scm_version  # project.scm_version: its checkout's, for its copy
@@ -703,6 +706,7 @@ class ClassicBuilder:
             logs.nvcc,
             self.toolchain.cxx_standard,
             self.launcher,
+            flags.classic_compress_flags(self.compress, self.nvcc.version),
         )
         max_jobs = self.jobs or flags.parallel_jobs(
             cpu_count(), available_memory_bytes(), CLASSIC_MEMORY_PER_JOB

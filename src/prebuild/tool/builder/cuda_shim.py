@@ -30,6 +30,7 @@ from pathlib import Path
 
 from prebuild.tool.builder import processes
 from prebuild.tool.builder.nvcc_shim import (
+    SHIM_ENV_COMPRESS,
     SHIM_ENV_DEVICE_LINK,
     SHIM_ENV_GENCODE,
     SHIM_ENV_LAUNCHER,
@@ -237,13 +238,16 @@ def write_nvcc_script(
     log: Path,
     min_std: str | None,
     launcher: Path | None = None,
+    compression: list[str] = (),
 ) -> Path:
     """``shim/bin/nvcc``: the nvcc shim with these settings, calling ``nvcc`` (the one the user
-    reaches, wrapper or not), through ``launcher`` (the compile cache's) when given."""
+    reaches, wrapper or not), through ``launcher`` (the compile cache's) when given, with
+    ``compression`` (flags.classic_compress_flags) added to each call."""
     linker = shim / DEVICE_LINK_TOOLKIT / "bin" / "nvcc"
     settings = {
         SHIM_ENV_REAL: shlex.join([str(nvcc)]),
         SHIM_ENV_GENCODE: json.dumps(gencode),
+        SHIM_ENV_COMPRESS: json.dumps(list(compression)),
         SHIM_ENV_LOG: str(log),
         SHIM_ENV_MIN_STD: min_std or "",
         SHIM_ENV_LAUNCHER: shlex.join([str(launcher)]) if launcher else "",

@@ -92,6 +92,18 @@ def compress_flags(compress: bool) -> list[str]:
     return ["--compress-mode=size"] if compress else ["--no-compress"]
 
 
+# The first nvcc with --compress-mode (CUDA 12.8); older ones compress with their default.
+COMPRESS_MODE_NVCC = Version("12.8")
+
+
+def classic_compress_flags(compress: bool, nvcc: Version) -> list[str]:
+    """Pure: the fatbin compression a classic project's nvcc calls get (compress_flags), where
+    this nvcc has the option: layer_norm's objects are a tenth of nvcc 13.0's default size."""
+    if compress and nvcc < COMPRESS_MODE_NVCC:
+        return []
+    return compress_flags(compress)
+
+
 def nvcc_flags(
     include_dirs: tuple[Path, ...],
     sass: tuple[Arch, ...],

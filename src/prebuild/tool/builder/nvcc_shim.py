@@ -21,7 +21,9 @@ explicit one (``-march=x86-64-v3``) is kept.
 The same program is the build's ``$CXX`` (torch's BuildExtension compiles every C++ file with
 it): without a gencode list (``PREBUILD_NVCC_GENCODE`` unset) it changes no arch option, and
 raises, logs and launches the host compiler's calls as it does nvcc's (``"cxx": ["-std=c++17"]``
-is as common as nvcc's, and fails the same way in torch 2.14's headers). There, the real
+is as common as nvcc's, and fails the same way in torch 2.14's headers). nvcc's calls also
+get the fatbin compression ``prebuild wheel --compress`` asks for (``--compress-mode=size``),
+unless a call chooses its own. There, the real
 compiler is the user's ``$CXX`` with its flags, and the launcher the compile cache's or else
 ``$CXX``'s own (``ccache g++``).
 
@@ -51,6 +53,9 @@ SHIM_ENV_LOG = (
 )
 SHIM_ENV_MIN_STD = (
     "PREBUILD_NVCC_MIN_STD"  # the oldest C++ standard torch's headers compile in ("c++20")
+)
+SHIM_ENV_COMPRESS = (
+    "PREBUILD_NVCC_COMPRESS"  # JSON list of the fatbin compression options (wheel --compress)
 )
 # Compiles run as LAUNCHER NVCC ARGS: the compile cache's launcher, or $CXX's own (ccache).
 SHIM_ENV_LAUNCHER = "PREBUILD_NVCC_LAUNCHER"
@@ -248,6 +253,18 @@ def rewrite_args(args: list[str], gencode: list[str]) -> list[str]:
     return out + list(gencode)
 
 
+def add_compression(args: list[str], compression: list[str]) -> list[str]:
+    """Pure: ``args`` with ``compression`` (``--compress-mode=size``) added, unless the call is
+    a query or chooses its fatbin's compression itself (``--no-compress``, its own
+    ``--compress-mode``, ``-Xfatbin=-compress-all``): the project's choice stands."""
+    own = any(  # -compress-all may be -Xfatbin's value, the next argument
+        arg.lstrip("-").startswith(("compress", "no-compress"))
+        or (arg.startswith(("-Xfatbin", "--fatbin-options")) and "compress" in arg)
+        for arg in args
+    )
+    return list(args) if own or is_query(args) else [*args, *compression]
+
+
 def joined_values(args: list[str], options: tuple[str, ...] = CACHE_JOINED_OPTIONS) -> list[str]:
     """Pure: ``args`` with each of ``options`` and its value as one ``--opt=VALUE`` argument."""
     out: list[str] = []
@@ -285,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in NVCC_ENV_FLAGS:
             os.environ.pop(name, None)
     given = rewrite_args(args, json.loads(gencode)) if gencode is not None else args
+    given = add_compression(given, json.loads(os.environ.get(SHIM_ENV_COMPRESS) or "[]"))
     as_asked = [*real, *drop_native(given)]
     command = [*real, *raise_std(drop_native(given), os.environ.get(SHIM_ENV_MIN_STD))]
     launcher = shlex.split(os.environ.get(SHIM_ENV_LAUNCHER, ""))

@@ -458,6 +458,7 @@ def make_builder(
         config_settings=request.config_settings,
         bundle=request.bundle,
         mend=request.mend,
+        compress=request.compress,
     )
 
 

@@ -64,7 +64,9 @@ def wheel(
     compress: bool = typer.Option(
         True,
         "--compress/--no-compress",
-        help="Compress the device code in the fatbin (smaller wheels; decompressed once at load).",
+        help="Compress the device code in the fatbin (smaller wheels; decompressed once at "
+        "load), another project's too (nvcc --compress-mode=size, where a call does not choose "
+        "its own).",
     ),
     lock: str | None = typer.Option(
         None,
