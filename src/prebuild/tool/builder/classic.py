@@ -114,6 +114,7 @@ from prebuild.tool.builder.cuda_shim import (
     write_cxx_script,
     write_nvcc_script,
 )
+from prebuild.tool.builder.debug_info import Stripped, strip_wheel
 from prebuild.tool.builder.guard_files import guard_files
 from prebuild.tool.builder.nvcc_shim import (
     NVCC_ENV_FLAGS,
@@ -416,6 +417,7 @@ class ClassicBuilder:
         bundle: bool = True,
         mend: bool = True,
         compress: bool = True,
+        strip: bool = True,
     ):
         self.project, self.toolchain, self.work, self.jobs = project, toolchain, work, jobs
         # the system libraries its libraries link copied into each wheel (bundle.py)
@@ -424,6 +426,8 @@ class ClassicBuilder:
         self.mend = mend
         # its fatbins compressed as prebuild's own are (wheel --compress; flags.compress_flags)
         self.compress = compress
+        # its libraries' debug sections stripped (debug_info.py: Python's -g)
+        self.strip = strip
         self.source_changes: list[SourceChange] = []  # the mends made in the copy, in order
         self.origin = origin  # what the user named (named again in the guard's messages)
         self.scm_version = scm_version  # project.scm_version: its checkout's, for its copy
@@ -534,6 +538,9 @@ class ClassicBuilder:
             ]
             if shipped:
                 raise refused(shipped_message(built.name, shipped, self.source_url()))
+            stripped = strip_wheel(built, Path(tmp)) if self.strip else Stripped(built)
+            if stripped.wheel != built:  # what the manifest records is the stripped libraries
+                built, libraries = stripped.wheel, read_wheel_libraries(stripped.wheel)
             if not libraries:
                 advice, switches = self.advice(built, sass)
                 sites = jit_sites(project)
@@ -595,6 +602,7 @@ class ClassicBuilder:
             built, libraries, system, copied, notes = self.system_libraries(
                 built, libraries, needed, progress
             )
+            notes = (*notes, *filter(None, [stripped.note()]))
             symbols = wheel_symbols(built)
             undefined = {name: needs for name, (_, needs) in symbols.items()}
             abi = torch_abi(

@@ -131,6 +131,9 @@ class WheelRequest:
     # a classic project's code mended where it meets a removed API (--mend/--no-mend:
     # api_mends.py)
     mend: bool = True
+    # a classic project's libraries without their debug sections (--strip/--no-strip:
+    # debug_info.py)
+    strip: bool = True
 
     def __post_init__(self) -> None:
         if not all(isinstance(a, Arch) for a in self.archs):
@@ -459,6 +462,7 @@ def make_builder(
         bundle=request.bundle,
         mend=request.mend,
         compress=request.compress,
+        strip=request.strip,
     )
 
 

@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -133,11 +133,13 @@ def rewrite_wheel(
     variant_label: str | None = None,
     files: Mapping[str, str] | None = None,
     tag: str | None = None,
+    edit: Callable[[Path], None] | None = None,
 ) -> Path:
     """A copy of ``wheel`` in ``out_dir`` (placed atomically): its version, torch requirement
     and tag (python-abi-platform: the name's and WHEEL's) replaced when given,
     ``dist_info_files`` (name -> text) added to its .dist-info, ``files`` (path in the wheel ->
-    text) replaced, and ``variant_label`` after its platform tag."""
+    text) replaced, ``variant_label`` after its platform tag, and ``edit`` called with the
+    unpacked tree to change its files in place (debug_info.strip_wheel)."""
     old_version = str(parse_wheel_filename(wheel.name)[1])
     new_version = version or old_version
     with tempfile.TemporaryDirectory(prefix="prebuild-relabel-") as tmp:
@@ -151,6 +153,8 @@ def rewrite_wheel(
                 mode = (info.external_attr >> 16) & 0o777
                 if mode:
                     os.chmod(root / info.filename, mode)
+        if edit is not None:
+            edit(root)
         old_info = root / dist_info
         new_info = root / relabelled_dist_info(dist_info, new_version)
         stem = new_info.name[: -len(".dist-info")].rsplit("-", 1)[0]

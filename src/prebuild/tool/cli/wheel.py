@@ -132,6 +132,13 @@ def wheel(
         "each change is said and listed in the wheel's prebuild.json. The project's source is "
         "never touched. --no-mend: build its code as it is.",
     ),
+    strip: bool = typer.Option(
+        True,
+        "--strip/--no-strip",
+        help="Strip a classic project's libraries of their debug sections (strip "
+        "--strip-debug): setuptools compiles with Python's own -g, often most of a library's "
+        "bytes; symbols and code stay. --no-strip: keep them, for a debugger.",
+    ),
 ) -> None:
     """Compile CUDA kernels ahead of time into wheels, one per CUDA arch.
 
@@ -203,6 +210,7 @@ def wheel(
         config_settings=config_settings,
         bundle=bundle,
         mend=mend,
+        strip=strip,
     )
     console = _WheelConsole()
     previous_sigterm = signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill: as Ctrl-C

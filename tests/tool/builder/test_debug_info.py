@@ -1,0 +1,67 @@
+"""debug_info: a classic wheel's libraries stripped of the debug sections Python's -g gave them
+(real ELF libraries compiled here, real strip)."""
+
+from __future__ import annotations
+
+import zipfile
+
+from wheel.wheelfile import WheelFile
+
+from prebuild.tool.builder.debug_info import Stripped, debug_bytes, strip_wheel
+from prebuild.tool.inspection import dynamic_symbols
+from tests.c_libraries import shared_library
+
+SOURCE = "".join(f"int f{i}(int x) {{ return x * {i} + {i}; }}\n" for i in range(200))
+
+
+def wheel_of(tmp_path, *options: str):
+    library = shared_library(tmp_path / "lib" / "_ops.so", SOURCE, *options)
+    wheel = tmp_path / "pkg-0.1.0-cp311-cp311-linux_x86_64.whl"
+    with WheelFile(wheel, "w") as wf:
+        wf.write(str(library), "pkg/_ops.so")
+        wf.writestr("pkg/__init__.py", "")
+        wf.writestr(
+            "pkg-0.1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: pkg\nVersion: 0.1.0\n"
+        )
+        wf.writestr(
+            "pkg-0.1.0.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
+            "Tag: cp311-cp311-linux_x86_64\n",
+        )
+    return wheel, library.read_bytes()
+
+
+def test_debug_sections_are_stripped_and_the_symbols_kept(tmp_path):
+    wheel, data = wheel_of(tmp_path, "-g")
+    assert debug_bytes(data) > 0
+    stripped = strip_wheel(wheel, tmp_path / "out")
+    assert stripped.wheel == tmp_path / "out" / wheel.name  # its name, its tags
+    with WheelFile(stripped.wheel) as wf:  # reading checks every file against RECORD
+        library = wf.read("pkg/_ops.so")
+    assert debug_bytes(library) == 0
+    assert dynamic_symbols(library)[0] == dynamic_symbols(data)[0]  # f0 ... f199 still there
+    assert stripped.before == len(data) and stripped.after == len(library) < len(data)
+    note = stripped.note()
+    assert note.startswith("debug information stripped from its libraries (")
+    assert note.endswith("--no-strip keeps it")
+
+
+def test_a_wheel_without_debug_sections_is_the_wheel_given(tmp_path):
+    wheel, data = wheel_of(tmp_path, "-g0")
+    assert debug_bytes(data) == 0
+    assert strip_wheel(wheel, tmp_path / "out") == Stripped(wheel)
+    assert Stripped(wheel).note() == ""
+    assert not (tmp_path / "out").exists()
+    assert debug_bytes(b"not ELF") == 0
+
+
+def test_without_strip_the_wheel_keeps_its_debug_information_and_says_why(tmp_path, monkeypatch):
+    wheel, _ = wheel_of(tmp_path, "-g")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    stripped = strip_wheel(wheel, tmp_path / "out")
+    assert stripped.wheel == wheel
+    assert stripped.note() == (
+        "its libraries keep their debug information: no `strip` (binutils) on PATH"
+    )
+    with zipfile.ZipFile(wheel) as zf:
+        assert debug_bytes(zf.read("pkg/_ops.so")) > 0
