@@ -550,6 +550,11 @@ def test_a_failed_build_whose_log_shows_a_mendable_break_is_mended_and_built_aga
     off = ClassicBuilder(project, toolchain, tmp_path / "work", mend=False)
     assert off.rebuild_reason(_BuildRun(), {}, log, logs, A("sm_90")) is None
     assert (project / "csrc/a.cu").read_text() == dispatch
+    # its error says what a build without --no-mend would do (a helper's DINO trial)
+    assert off.unmended_advice(log) == (
+        "Without --no-mend, prebuild makes 2 changes in 2 files of its copy of the project, each "
+        "with an exact replacement (the project's source untouched), and builds again."
+    )
     builder = ClassicBuilder(project, toolchain, tmp_path / "work")
     again = builder.rebuild_reason(_BuildRun(), {}, log, logs, A("sm_90"))
     assert again == (
@@ -563,6 +568,7 @@ def test_a_failed_build_whose_log_shows_a_mendable_break_is_mended_and_built_aga
         "csrc/b.cpp:1: x.type() -> x.scalar_type()",
     ]
     assert builder.rebuild_reason(_BuildRun(), {}, log, logs, A("sm_90")) is None
+    assert builder.unmended_advice(log) == ""  # mends on: nothing to tell
 
 
 def test_python_in_a_build_is_the_python_prebuild_builds_with(tmp_path):

@@ -314,6 +314,10 @@ def test_a_system_librarys_header_is_named_with_where_to_get_it():
     assert system_library_advice(["mine.h", "glm/glm.hpp"]) == ""
     assert both.endswith("prebuild copies what the wheel's libraries link of it into the wheel, "
                          "so a machine installing the wheel needs none of it.")  # fmt: skip
+    # Eigen is headers only (raytracing, 2932926): compiled in, nothing to copy
+    eigen = system_library_advice(["Eigen/Core", "Eigen/Dense"])
+    assert eigen.endswith("CPATH=/usr/include/eigen3; conda: conda install -c conda-forge "
+                          "eigen). Install it, then build again.")  # fmt: skip
     # DeepEP's kernels include NVSHMEM's InfiniBand transport, which includes rdma-core's verbs
     assert (
         "infiniband/mlx5dv.h, of rdma-core's InfiniBand verbs (Debian and Ubuntu: apt install "

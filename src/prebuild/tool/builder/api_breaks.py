@@ -396,7 +396,7 @@ def api_breaks_advice(
         return ""
     lines = [
         "This is the project's own code meeting a change of torch, CUDA or the C++ standard "
-        "library (nothing prebuild or this machine can change):"
+        "library (nothing of this machine's setup can change it):"
     ]
     for known in found:
         why = known.what + (

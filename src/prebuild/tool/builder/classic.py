@@ -965,6 +965,7 @@ class ClassicBuilder:
                 api_breaks_advice(
                     text, toolchain.cxx_standard, toolchain.torch.version_string, sources
                 ),
+                self.unmended_advice(text),
                 self.source_gaps_advice(text, archs),
                 downloads_advice(text),
                 killed_compiler_advice(text, int(env.get("MAX_JOBS", "1"))),
@@ -1003,6 +1004,21 @@ class ClassicBuilder:
             raise ToolchainError(
                 missing_requirements_message(missing, empty_submodules(gitmodules, present))
             )
+
+    def unmended_advice(self, log: str) -> str:
+        """With --no-mend, where the failure is one the mends replace: that a build without it
+        would (api_mends.mend_sources); "" otherwise."""
+        if self.mend:
+            return ""
+        _, changes = mend_sources(log, self.toolchain.cxx_standard, native_sources(self.project))
+        if not changes:
+            return ""
+        files = len({c.file for c in changes})
+        return (
+            f"Without --no-mend, prebuild makes {counted(len(changes), 'change')} in "
+            f"{counted(files, 'file')} of its copy of the project, each with an exact "
+            "replacement (the project's source untouched), and builds again."
+        )
 
     def submodules(self) -> tuple[Path, str, set[str]]:
         """The root of the checkout the project's copy is (or lies in), its .gitmodules' text

@@ -316,9 +316,11 @@ def system_library_advice(missing: list[str]) -> str:
         f"{', '.join(headers)}, of {library.name} ({library.where()})"
         for library, headers in found.items()
     )
+    # A library of headers only (Eigen) is compiled into the wheel: nothing of it to copy.
+    then = _THEN if any(library.links for library in found) else "Install it, then build again."
     return (
         f"The build is missing headers of a system library the project needs and this machine "
-        f"lacks: {said}. {_THEN}"
+        f"lacks: {said}. {then}"
     )
 
 
