@@ -25,6 +25,7 @@ import shutil
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -122,6 +123,7 @@ from prebuild.tool.builder.nvcc_shim import (
 )
 from prebuild.tool.builder.plan import PlannedWheel
 from prebuild.tool.builder.project import SCM_VERSION_ENV, environment_hints, last_error
+from prebuild.tool.builder.project_python import left_out_note, left_out_packages
 from prebuild.tool.builder.python_tag import (
     any_python_note,
 )
@@ -603,6 +605,10 @@ class ClassicBuilder:
                 built, libraries, needed, progress
             )
             notes = (*notes, *filter(None, [stripped.note()]))
+            with zipfile.ZipFile(built) as zf:
+                python = [str(f.relative_to(project)) for f in source_files(project, (".py",))]
+                if left_out := left_out_packages(python, zf.namelist()):
+                    notes = (*notes, left_out_note(left_out))
             symbols = wheel_symbols(built)
             undefined = {name: needs for name, (_, needs) in symbols.items()}
             abi = torch_abi(

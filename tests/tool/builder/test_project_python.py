@@ -1,0 +1,35 @@
+"""project_python: the project's own Python that its classic wheel leaves out (the file lists
+of raytracing 2932926 and BEVDepth d78c7b5 and their wheels, cut down)."""
+
+from __future__ import annotations
+
+from prebuild.tool.builder.project_python import left_out_note, left_out_packages
+
+RAYTRACING = ["setup.py", "raytracing/__init__.py", "raytracing/api.py", "tests/test_rt.py"]
+BEVDEPTH = [
+    "setup.py",
+    "bevdepth/ops/voxel_pooling_train/__init__.py",
+    "bevdepth/ops/voxel_pooling_train/voxel_pooling_train.py",
+    "bevdepth/exps/base_exp.py",
+    "scripts/gen_info.py",
+]
+
+
+def test_a_package_the_wheel_leaves_out_is_named():
+    assert left_out_packages(RAYTRACING, ["_raytracing.cpython-311-x86_64-linux-gnu.so"]) == [
+        "raytracing"
+    ]
+    # a folder without __init__.py whose extensions the wheel holds and none of its Python
+    bev = ["bevdepth/ops/voxel_pooling_train/voxel_pooling_train_ext.cpython-311-x86_64.so"]
+    assert left_out_packages(BEVDEPTH, bev) == ["bevdepth"]
+    note = left_out_note(["bevdepth"])
+    assert note.startswith("the wheel holds none of the project's Python in bevdepth/: ")
+    assert note.endswith("its setup.py needs packages=find_packages() (or the package named)")
+
+
+def test_a_wheel_with_the_package_or_a_folder_that_is_no_package_is_left_alone():
+    shipped = ["raytracing/__init__.py", "raytracing/api.py", "_raytracing.so"]
+    assert left_out_packages(RAYTRACING, shipped) == []
+    # scripts/ and a folder of Python with no __init__.py and nothing in the wheel: not a
+    # package a user imports
+    assert left_out_packages(["setup.py", "utils/plot.py", "scripts/x.py"], ["_C.so"]) == []
