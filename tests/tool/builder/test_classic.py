@@ -571,6 +571,47 @@ def test_a_failed_build_whose_log_shows_a_mendable_break_is_mended_and_built_aga
     assert builder.unmended_advice(log) == ""  # mends on: nothing to tell
 
 
+def test_a_build_going_on_from_kept_objects_makes_the_earlier_mends_again(tmp_path):
+    """The copy is made afresh each run and the objects kept: ninja, seeing the project's file
+    as old as before, keeps the object compiled from the mended text, so the same mends are
+    made again in the new copy (with its time) and recorded; a file the user changed since is
+    built as it is."""
+    import os
+    from types import SimpleNamespace
+
+    from prebuild.tool.builder.classic import MENDS_FILE, ClassicBuilder
+
+    dispatch = 'AT_DISPATCH_FLOATING_TYPES(x.type(), "f", [&] {});\n'
+    log = (
+        'csrc/a.cu(1): error: no suitable conversion function from "const '
+        'at::DeprecatedTypeProperties" to "c10::ScalarType" exists\n'
+    )
+    toolchain = SimpleNamespace(nvcc=None, cxx_standard="c++20")
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def copy(name: str) -> Path:  # the run's fresh copy of the project, times kept
+        project = tmp_path / name
+        write(project, "setup.py", "")
+        write(project, "csrc/a.cu", dispatch)
+        write(project, "csrc/b.cu", dispatch)
+        for file in project.rglob("*.cu"):
+            os.utime(file, ns=(10**18, 10**18))
+        return project
+
+    first = ClassicBuilder(copy("run1"), toolchain, work)
+    assert len(first.mend_sources(log)) == 2
+    assert (work / MENDS_FILE).is_file()
+    project = copy("run2")
+    write(project, "csrc/b.cu", dispatch + "// changed by its author\n")
+    again = ClassicBuilder(project, toolchain, work)
+    again.restore_mends()
+    assert (project / "csrc/a.cu").read_text() == dispatch.replace("x.type()", "x.scalar_type()")
+    assert (project / "csrc/a.cu").stat().st_mtime_ns == 10**18  # ninja: the object is current
+    assert "x.type()" in (project / "csrc/b.cu").read_text()  # the author's: as it is
+    assert [str(c) for c in again.source_changes] == ["csrc/a.cu:1: x.type() -> x.scalar_type()"]
+
+
 def test_python_in_a_build_is_the_python_prebuild_builds_with(tmp_path):
     """A setup.py running a bare `python` (ThunderKittens') gets this Python, its venv's
     packages included, whether or not the venv is activated."""

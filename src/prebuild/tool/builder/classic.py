@@ -17,6 +17,7 @@ interrupted or failed (``prebuild.tool.builder.classic_objects``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -351,6 +352,15 @@ def native_sources(project: Path) -> dict[str, str]:
     }
 
 
+# The mends made in a work folder's copy of the project, for a build that goes on from its
+# objects (ClassicBuilder.restore_mends): the copy is made afresh each run, the objects kept.
+MENDS_FILE = "prebuild-mends.json"
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def _text(path: Path) -> str:
     """A file's text, "" where there is none."""
     return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
@@ -431,6 +441,7 @@ class ClassicBuilder:
         # its libraries' debug sections stripped (debug_info.py: Python's -g)
         self.strip = strip
         self.source_changes: list[SourceChange] = []  # the mends made in the copy, in order
+        self._mends_restored = False  # an earlier run's mends made again in this copy
         self.origin = origin  # what the user named (named again in the guard's messages)
         self.scm_version = scm_version  # project.scm_version: its checkout's, for its copy
         self.launcher = launcher  # the compile cache's: nvcc and the host compiler run through it
@@ -495,6 +506,12 @@ class ClassicBuilder:
         kept, reused = prepare_build(
             project / "build", self.objects_key, wheel_label, (logs.nvcc, logs.cxx)
         )
+        if not self._mends_restored:  # once a copy: its first wheel
+            self._mends_restored = True
+            if kept and self.mend:
+                self.restore_mends()
+            else:  # no object compiled from a mended text is left: the record says nothing
+                (self.work / MENDS_FILE).unlink(missing_ok=True)
         shutil.rmtree(wheel_dir, ignore_errors=True)
         wheel_dir.mkdir(parents=True)
         # Only ninja's record of what it compiled lets a build skip an object: setuptools
@@ -875,9 +892,52 @@ class ClassicBuilder:
         was read with replacement characters, which writing it back would keep)."""
         sources = {n: t for n, t in native_sources(self.project).items() if "\ufffd" not in t}
         texts, changes = mend_sources(log, self.toolchain.cxx_standard, sources)
+        record = self.mends_record()
         for name, text in texts.items():
             (self.project / name).write_text(text, encoding="utf-8")
+            source = record.get(name, {}).get(
+                "source", _sha(sources[name])
+            )  # as the project has it
+            made = list(record.get(name, {}).get("changes", []))
+            made += [[c.line, c.what] for c in changes if c.file == name]
+            record[name] = {"source": source, "text": text, "changes": made}
+        if texts:
+            self.work.mkdir(parents=True, exist_ok=True)
+            (self.work / MENDS_FILE).write_text(json.dumps(record), encoding="utf-8")
         return changes
+
+    def mends_record(self) -> dict:
+        """The mends an earlier build in this work folder made in its copy (MENDS_FILE): file ->
+        the sha256 of its text as the project has it, its mended text, and the changes."""
+        try:
+            return json.loads((self.work / MENDS_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+
+    def restore_mends(self) -> None:
+        """A build going on from kept objects: the mends an earlier run made are made again in
+        the fresh copy, where its file is as it was, with the copy's own time (ninja's objects,
+        compiled from the mended text, stay up to date), and count as this build's changes.
+        A file changed since is the project's own again: built as it is, and mended anew where
+        it fails."""
+        record = self.mends_record()
+        kept = {}
+        for name, entry in record.items():
+            path = self.project / name
+            try:
+                if _sha(path.read_text(encoding="utf-8")) != entry["source"]:
+                    continue
+                times = path.stat()
+                path.write_text(entry["text"], encoding="utf-8")
+                os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
+            except (OSError, KeyError, TypeError, ValueError):
+                continue
+            kept[name] = entry
+            self.source_changes += [
+                SourceChange(name, line, what) for line, what in entry["changes"]
+            ]
+        self.source_changes.sort(key=lambda c: (c.file, c.line))
+        (self.work / MENDS_FILE).write_text(json.dumps(kept), encoding="utf-8")
 
     def system_libraries(
         self,
