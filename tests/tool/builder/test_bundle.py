@@ -11,8 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from c_libraries import shared_library
-from wheel.wheelfile import WheelFile
+from c_libraries import library_wheel, shared_library
 
 from prebuild.tool.builder.bundle import (
     auditwheel_command,
@@ -50,18 +49,7 @@ def built(tmp_path_factory) -> dict[str, Path]:
         f"-L{torch}",
         "-ltorchstandin",
     )
-    wheel = root / "pkg-0.1.0-cp311-cp311-linux_x86_64.whl"
-    with WheelFile(wheel, "w") as wf:
-        wf.write(str(module), "pkg/_native.so")
-        wf.writestr("pkg/__init__.py", "")
-        wf.writestr(
-            "pkg-0.1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: pkg\nVersion: 0.1.0\n"
-        )
-        wf.writestr(
-            "pkg-0.1.0.dist-info/WHEEL",
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
-            "Tag: cp311-cp311-linux_x86_64\n",
-        )
+    wheel = library_wheel(root, module, "pkg/_native.so")
     return {"root": root, "lib": lib, "torch": torch, "wheel": wheel}
 
 

@@ -5,30 +5,18 @@ from __future__ import annotations
 
 import zipfile
 
+from c_libraries import library_wheel, shared_library
 from wheel.wheelfile import WheelFile
 
 from prebuild.tool.builder.debug_info import Stripped, debug_bytes, strip_wheel
 from prebuild.tool.inspection import dynamic_symbols
-from tests.c_libraries import shared_library
 
 SOURCE = "".join(f"int f{i}(int x) {{ return x * {i} + {i}; }}\n" for i in range(200))
 
 
 def wheel_of(tmp_path, *options: str):
     library = shared_library(tmp_path / "lib" / "_ops.so", SOURCE, *options)
-    wheel = tmp_path / "pkg-0.1.0-cp311-cp311-linux_x86_64.whl"
-    with WheelFile(wheel, "w") as wf:
-        wf.write(str(library), "pkg/_ops.so")
-        wf.writestr("pkg/__init__.py", "")
-        wf.writestr(
-            "pkg-0.1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: pkg\nVersion: 0.1.0\n"
-        )
-        wf.writestr(
-            "pkg-0.1.0.dist-info/WHEEL",
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
-            "Tag: cp311-cp311-linux_x86_64\n",
-        )
-    return wheel, library.read_bytes()
+    return library_wheel(tmp_path, library, "pkg/_ops.so"), library.read_bytes()
 
 
 def test_debug_sections_are_stripped_and_the_symbols_kept(tmp_path):
