@@ -557,7 +557,7 @@ class ClassicBuilder:
             ]
             if shipped:
                 raise refused(shipped_message(built.name, shipped, self.source_url()))
-            stripped = strip_wheel(built, Path(tmp)) if self.strip else Stripped(built)
+            stripped = strip_wheel(built, Path(tmp) / "stripped") if self.strip else Stripped(built)
             if stripped.wheel != built:  # what the manifest records is the stripped libraries
                 built, libraries = stripped.wheel, read_wheel_libraries(stripped.wheel)
             if not libraries:
