@@ -161,14 +161,15 @@ def test_plain_extension_gets_one_wheel_per_arch_holding_exactly_it(plain_wheels
             and listed["sass"] == [sm]
             and listed["size"] == len(libraries[name])
         )
-        # Every nvcc call is logged, though the shim changed nothing in it (the project's own
-        # -std=c++20, torch's -gencode last): one, for the kernel.
+        # Every nvcc call is logged, though the shim changed nothing in it but the fatbin's
+        # compression, as prebuild's own (the project's own -std=c++20, torch's -gencode last):
+        # one, for the kernel.
         query, call = sorted(
             manifest["nvcc_calls"], key=lambda c: len(c["given"])
         )  # torch asks --version too
         assert query == {"given": ["--version"], "run": ["--version"]}
         assert (
-            call["run"] == call["given"]
+            call["run"] == [*call["given"], "--compress-mode=size"]
             and call["given"][-1] == f"-gencode=arch=compute_{sm[3:]},code={sm}"
         )
         assert manifest["cxx_standard"] == {"needed": "c++20", "raised": {}, "raised_host": {}}
@@ -230,7 +231,10 @@ def test_the_same_command_goes_on_from_the_objects_an_earlier_run_left(
     assert all_sass(library_code(libraries[name], name)) == ["sm_90"]
     # The kernel's call, made again by this run; the binding's object's, by the earlier one.
     compiles = [c for c in manifest["nvcc_calls"] if "-c" in c["run"]]
-    assert len(compiles) == 1 and compiles[0]["run"][-1] == "-gencode=arch=compute_90,code=sm_90"
+    assert len(compiles) == 1 and compiles[0]["run"][-2:] == [
+        "-gencode=arch=compute_90,code=sm_90",
+        "--compress-mode=size",
+    ]
 
 
 def test_plain_wheel_installs_and_runs_next_to_its_torch_and_is_refused_next_to_another(
