@@ -621,9 +621,10 @@ class ClassicBuilder:
             built, libraries, system, copied, notes = self.system_libraries(
                 built, libraries, needed, progress
             )
-            notes = (*notes, *filter(None, [stripped.note()]))
+            if note := stripped.note():
+                notes = (*notes, note)
+            python = [str(f.relative_to(project)) for f in source_files(project, (".py",))]
             with zipfile.ZipFile(built) as zf:
-                python = [str(f.relative_to(project)) for f in source_files(project, (".py",))]
                 if left_out := left_out_packages(python, zf.namelist()):
                     notes = (*notes, left_out_note(left_out))
             symbols = wheel_symbols(built)
@@ -895,11 +896,13 @@ class ClassicBuilder:
         record = self.mends_record()
         for name, text in texts.items():
             (self.project / name).write_text(text, encoding="utf-8")
-            source = record.get(name, {}).get(
-                "source", _sha(sources[name])
-            )  # as the project has it
-            made = list(record.get(name, {}).get("changes", []))
-            made += [[c.line, c.what] for c in changes if c.file == name]
+            earlier = record.get(name, {})  # a mend of an earlier round of this build
+            made = [
+                *earlier.get("changes", []),
+                *([c.line, c.what] for c in changes if c.file == name),
+            ]
+            # the sha256 of the text as the project has it, before any mend
+            source = earlier.get("source", _sha(sources[name]))
             record[name] = {"source": source, "text": text, "changes": made}
         if texts:
             self.work.mkdir(parents=True, exist_ok=True)
