@@ -249,6 +249,10 @@ def replace_thc_names(file: str, text: str) -> tuple[str, list[str], list[Source
     return _edited(text, edits), list(dict.fromkeys(headers)), changes
 
 
+# How a header added for THC's successors is said: the note counts it with THC's changes.
+_FOR_THC = "(for THC's successors)"
+
+
 def mend_thc_names(file: str, text: str) -> tuple[str, list[SourceChange]]:
     """Pure: replace_thc_names' ``text``, with the headers its successors need included on
     top (where the file does not include them already); each change names its line in the
@@ -257,7 +261,7 @@ def mend_thc_names(file: str, text: str) -> tuple[str, list[SourceChange]]:
     for header in reversed(headers):
         mended, added = add_include(file, mended, header)
         changes = [replace(c, line=c.line + len(added)) for c in changes]
-        changes += [replace(c, what=f"{c.what} (for THC's successors)") for c in added]
+        changes += [replace(c, what=f"{c.what} {_FOR_THC}") for c in added]
     return mended, changes
 
 
@@ -360,9 +364,8 @@ def mend_sources(
     then AT_CHECK."""
     breaks = api_breaks(log, cxx_standard)
     texts, changes = _mended(breaks, log, sources)
-    if not changes:
-        return texts, changes
-    return _mended([*breaks, *certain_breaks(sources)], log, sources)
+    certain = [b for b in certain_breaks(sources) if b not in breaks] if changes else []
+    return _mended([*breaks, *certain], log, sources) if certain else (texts, changes)
 
 
 def _mended(
@@ -416,7 +419,11 @@ def mended_note(changes: list[SourceChange]) -> str:
 
 def _kind(change: SourceChange) -> str:
     """``x.scalar_type()``, ``TORCH_CHECK``, ``#include <memory> added``, ``TH``."""
-    if TH_INCLUDE.match(change.what.partition(" -> ")[0]) or th_names(change.what):
+    if (
+        TH_INCLUDE.match(change.what.partition(" -> ")[0])
+        or th_names(change.what.partition(" -> ")[0])
+        or change.what.endswith(_FOR_THC)
+    ):
         return "TH"
     kind = change.what.rpartition(" -> ")[2]
     return re.sub(r"^[\w\])]+(\.|->)", r"x\1", kind)  # rays_o.scalar_type() -> x.scalar_type()

@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from prebuild.tool.builder import processes
@@ -238,7 +238,7 @@ def write_nvcc_script(
     log: Path,
     min_std: str | None,
     launcher: Path | None = None,
-    compression: list[str] = (),
+    compression: Sequence[str] = (),
 ) -> Path:
     """``shim/bin/nvcc``: the nvcc shim with these settings, calling ``nvcc`` (the one the user
     reaches, wrapper or not), through ``launcher`` (the compile cache's) when given, with

@@ -21,11 +21,10 @@ explicit one (``-march=x86-64-v3``) is kept.
 The same program is the build's ``$CXX`` (torch's BuildExtension compiles every C++ file with
 it): without a gencode list (``PREBUILD_NVCC_GENCODE`` unset) it changes no arch option, and
 raises, logs and launches the host compiler's calls as it does nvcc's (``"cxx": ["-std=c++17"]``
-is as common as nvcc's, and fails the same way in torch 2.14's headers). nvcc's calls also
-get the fatbin compression ``prebuild wheel --compress`` asks for (``--compress-mode=size``),
-unless a call chooses its own. There, the real
+is as common as nvcc's, and fails the same way in torch 2.14's headers). There, the real
 compiler is the user's ``$CXX`` with its flags, and the launcher the compile cache's or else
-``$CXX``'s own (``ccache g++``).
+``$CXX``'s own (``ccache g++``). nvcc's calls also get the fatbin compression ``prebuild wheel
+--compress`` asks for (``--compress-mode=size``), unless a call chooses its own.
 
 ``rewrite_args`` is pure; ``main`` runs as ``python -m prebuild.tool.builder.nvcc_shim ARGS`` and
 reads its settings from the environment (``SHIM_ENV_*``). Standard library only: it starts
