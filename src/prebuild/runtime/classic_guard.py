@@ -25,6 +25,10 @@ on two imports:
   import, the project is compiling an op the wheel does not hold (DeepSpeed's ops that were not
   built): one warning per op, an error with ``PREBUILD_STRICT=1``. ``PREBUILD_ALLOW_JIT=1`` lets
   every compile go ahead. Other packages' compiles are never touched.
+- **a project that compiles when first used** (its wheel holds those compiles, made by
+  ``prebuild wheel``: builder/first_use.py): a ``load`` or ``load_inline`` of one of those
+  names on behalf of the project returns the wheel's library, after the fit check, and compiles
+  nothing (Guard.serve).
 
 Limits: ``python -S`` and ``-I`` skip ``.pth`` files, and so the guard; a project that runs
 nvcc itself, not through torch, is not seen.
@@ -42,6 +46,7 @@ CPP_EXTENSION = "torch.utils.cpp_extension"
 # that torch still has each, and that load and load_inline still reach _jit_compile).
 COMPILE_ENTRY_POINTS = ("load", "load_inline", "_jit_compile", "_get_build_directory")
 WRAPPED = "__prebuild_guarded__"
+NOT_SERVED = object()  # Guard.serve's answer where the project's own call goes ahead
 
 
 class _Hooked:
@@ -291,6 +296,33 @@ class Guard:
             f"{self.build_command()}."
         )
 
+    def serve(self, entry: str, args: tuple, kwargs: dict, frame):
+        """What a compile entry point called on behalf of the project returns for a name whose
+        first-use compile the wheel holds (its ``jit`` config): that library's module, imported
+        (``torch.ops.load_library`` for a library of ops, whose path is returned, as torch
+        does), after the fit check; for ``_get_build_directory``, a path in the wheel that is
+        never made (nvdiffrast looks for a stale lock there). NOT_SERVED otherwise, and where
+        PREBUILD_ALLOW_JIT=1 lets the project compile."""
+        if os.environ.get(ALLOW_ENV, "") == "1":
+            return NOT_SERVED
+        name = kwargs.get("name", args[0] if args else None)
+        path = self.config.get("jit", {}).get(name)
+        if path is None or not self.on_behalf(frame):
+            return NOT_SERVED
+        full = os.path.join(self.site_dir, path)
+        if entry == "_get_build_directory":
+            return f"{full}.build"
+        self.check_fit()
+        module = path.split(".")[0].replace("/", ".")
+        if module in self.config["modules"]:
+            import importlib
+
+            return importlib.import_module(module)  # its failure explained by the finder
+        import torch
+
+        torch.ops.load_library(full)
+        return full
+
     def wrap(self, cpp_extension) -> None:
         """Wrap the compile entry points of the torch.utils.cpp_extension module."""
         for entry in COMPILE_ENTRY_POINTS:
@@ -305,7 +337,11 @@ def _guarded(guard: Guard, entry: str, original):
 
     @functools.wraps(original)
     def guarded(*args, **kwargs):
-        guard.check_compile(entry, args, kwargs, sys._getframe(1))
+        frame = sys._getframe(1)
+        served = guard.serve(entry, args, kwargs, frame)
+        if served is not NOT_SERVED:
+            return served
+        guard.check_compile(entry, args, kwargs, frame)
         return original(*args, **kwargs)
 
     setattr(guarded, WRAPPED, True)

@@ -6,8 +6,10 @@ wheel holds no library; ``prebuild doctor`` finds the installed packages that wi
 
 from __future__ import annotations
 
+import ast
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 # The import may span lines: "from torch.utils.cpp_extension import (\n _jit_compile,\n)".
@@ -104,3 +106,209 @@ def setup_imports_jit(setup_text: str, sites: list[str]) -> tuple[int, str] | No
         if runs & jit:
             return number, line.strip()
     return None
+
+
+# -- what runs a project's first-use compiles, so that a build can run them ahead of time ------
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """What runs a compile: importing ``module``, then calling its module-level ``function``
+    with no arguments (None: the import alone). ``site``: the compile's ``file:line``."""
+
+    module: str
+    function: str | None
+    site: str
+
+    def __str__(self) -> str:
+        return f"{self.module}.{self.function}()" if self.function else f"import {self.module}"
+
+
+@dataclass(frozen=True)
+class Unreached:
+    """A compile no trigger reaches: its ``file:line`` and why."""
+
+    site: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.site} ({self.why})"
+
+
+def source_module(path: str) -> str:
+    """Pure: the import name of a wheel's Python file: ``pkg/sub/__init__.py`` -> ``pkg.sub``."""
+    return site_module(f"{path}:0")
+
+
+def _dotted(node: ast.expr) -> str:
+    """Pure: ``torch.utils.cpp_extension`` for the attribute chain of names, "" for anything
+    else."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    return ".".join([node.id, *reversed(parts)])
+
+
+class _Module:
+    """What first_use_triggers needs of one Python file: its JIT calls (line, enclosing
+    function), its module-level functions (name -> required arguments?), the names each of
+    them calls, and the names its module-level code calls."""
+
+    def __init__(self, path: str, tree: ast.Module):
+        self.path, self.name = path, source_module(path)
+        jit_entries: set[str] = set()  # names bound to load/load_inline/_jit_compile
+        modules: set[str] = set()  # names bound to torch.utils.cpp_extension
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "torch.utils.cpp_extension":
+                for alias in node.names:
+                    if re.fullmatch(JIT_NAMES, alias.name):
+                        jit_entries.add(alias.asname or alias.name)
+            elif isinstance(node, ast.ImportFrom) and node.module == "torch.utils":
+                modules |= {a.asname or a.name for a in node.names if a.name == "cpp_extension"}
+            elif isinstance(node, ast.Import):
+                modules |= {
+                    a.asname
+                    for a in node.names
+                    if a.name == "torch.utils.cpp_extension" and a.asname
+                }
+
+        def is_jit(call: ast.Call) -> bool:
+            func = call.func
+            if isinstance(func, ast.Name):
+                return func.id in jit_entries
+            if isinstance(func, ast.Attribute) and re.fullmatch(JIT_NAMES, func.attr):
+                owner = _dotted(func.value)
+                return owner.endswith("cpp_extension") or owner in modules
+            return False
+
+        self.jit_calls: list[tuple[int, str | None, str]] = []  # line, function, "" or why not
+        self.functions: dict[str, bool] = {}  # module-level def -> takes required arguments
+        self.calls: dict[str, set[str]] = {}  # module-level def -> names it calls
+        self.top_calls: set[str] = set()  # names called as the module runs
+
+        def called(call: ast.Call) -> str:
+            func = call.func
+            return func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+
+        def visit(node: ast.AST, function: str | None, why: str) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    if (
+                        function is None
+                        and not why
+                        and isinstance(node, ast.Module | ast.If | ast.Try)
+                    ):
+                        self.functions[child.name] = _requires_arguments(child.args)
+                        self.calls.setdefault(child.name, set())
+                        visit(child, child.name, "")
+                    else:  # a nested function or a method: nothing calls it without its owner
+                        visit(
+                            child,
+                            function,
+                            why or f"inside `{child.name}`, a nested function or method",
+                        )
+                    continue
+                if isinstance(child, ast.Lambda):
+                    visit(child, function, why or "inside a lambda")
+                    continue
+                if isinstance(child, ast.Call):
+                    if is_jit(child):
+                        self.jit_calls.append((child.lineno, function, why))
+                    elif function is None and not why:
+                        self.top_calls.add(called(child))
+                    elif function is not None and not why:
+                        self.calls[function].add(called(child))
+                visit(child, function, why)
+
+        visit(tree, None, "")
+
+
+def _requires_arguments(args: ast.arguments) -> bool:
+    """Pure: whether a function needs an argument to be called (one without a default)."""
+    positional = [*args.posonlyargs, *args.args]
+    keyword_needed = any(d is None for d in args.kw_defaults)
+    return len(positional) > len(args.defaults) or keyword_needed
+
+
+def first_use_triggers(
+    sources: Mapping[str, str], depth: int = 3
+) -> tuple[list[Trigger], list[Unreached]]:
+    """Pure: what runs each JIT compile of a package's Python files (``sources``: path in the
+    wheel -> text): its module's import, where the compile runs as the module runs (at module
+    level, or in a function the module calls as it runs: KNN_CUDA's ``_knn =
+    load_cpp_ext("knn")``), else a call without arguments of the function holding it
+    (nvdiffrast's ``_get_plugin()``) or of the nearest function calling that one by name,
+    ``depth`` calls up at most (StyleGAN's ``bias_act._init()`` calling
+    ``custom_ops.get_plugin(...)``); and the compiles nothing reaches, with why. Imports come
+    first, each trigger once."""
+    modules = []
+    for path, text in sorted(sources.items()):
+        try:
+            modules.append(_Module(path, ast.parse(text)))
+        except (SyntaxError, ValueError):
+            continue
+    imports: list[Trigger] = []
+    calls: list[Trigger] = []
+    unreached: list[Unreached] = []
+    for module in modules:
+        # The module's functions that run as it runs: those it calls, and those they call.
+        runs, todo = set(), [n for n in module.top_calls if n in module.functions]
+        while todo:
+            name = todo.pop()
+            if name not in runs:
+                runs.add(name)
+                todo += [n for n in module.calls.get(name, ()) if n in module.functions]
+        for line, function, why in module.jit_calls:
+            site = f"{module.path}:{line}"
+            if why:
+                unreached.append(Unreached(site, why))
+            elif function is None or function in runs:
+                imports.append(Trigger(module.name, None, site))
+            else:
+                found = _callers_without_arguments(modules, module, function, depth)
+                if found:
+                    calls += [Trigger(m.name, f, site) for m, f in found]
+                else:
+                    unreached.append(
+                        Unreached(
+                            site,
+                            f"inside `{function}`, which needs arguments and which no function "
+                            "of the package that needs none calls",
+                        )
+                    )
+    seen: set[tuple[str, str | None]] = set()
+    ordered = []
+    for trigger in [*imports, *calls]:
+        if (trigger.module, trigger.function) not in seen:
+            seen.add((trigger.module, trigger.function))
+            ordered.append(trigger)
+    return ordered, unreached
+
+
+def _callers_without_arguments(
+    modules: list[_Module], home: _Module, function: str, depth: int
+) -> list[tuple[_Module, str]]:
+    """The nearest functions reaching ``home``'s ``function`` by calls by name that need no
+    arguments, ``depth`` levels up at most: the function itself first."""
+    if not home.functions.get(function, True):
+        return [(home, function)]
+    found: list[tuple[_Module, str]] = []
+    level, seen = {function}, {(home.name, function)}
+    for _ in range(depth):
+        above: set[str] = set()
+        for module in modules:
+            for name, calls in module.calls.items():
+                if (module.name, name) in seen or not calls & level:
+                    continue
+                seen.add((module.name, name))
+                if module.functions[name]:
+                    above.add(name)  # needs arguments too: its callers, one level up
+                else:
+                    found.append((module, name))
+        if found or not above:
+            return found
+        level = above
+    return found

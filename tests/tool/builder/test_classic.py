@@ -93,7 +93,13 @@ def test_a_wheel_without_a_library_is_explained():
     )
     assert "builds no extension at install time" in jit and "compiles when first used" in jit
     assert "gsplat/cuda/_backend.py:5" in jit and "No wheel was written" in jit
-    assert "as it is. Its setup.py reads BUILD_NO_CUDA: one of" in jit  # a sentence of its own
+    assert "_backend.py:5). Its setup.py reads BUILD_NO_CUDA: one of" in jit  # a sentence
+    # where running its compiles ahead of time made nothing, how they failed comes first
+    tried = "prebuild ran them ahead of time (`import gsplat`), and none made a library: ..."
+    failed_ahead = no_extension_message(
+        "gsplat-1.5.3-py3-none-any.whl", ["gsplat/cuda/_backend.py:5"], advice, tried=tried
+    )
+    assert f"_backend.py:5). {tried} Its setup.py reads" in failed_ahead
     pure = no_extension_message("tool-1.0-py3-none-any.whl", [], advice)
     assert "pure Python" in pure and "pip install it as it is" in pure and "first used" not in pure
     assert advice not in pure

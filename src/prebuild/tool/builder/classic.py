@@ -117,6 +117,7 @@ from prebuild.tool.builder.cuda_shim import (
     write_nvcc_script,
 )
 from prebuild.tool.builder.debug_info import Stripped, strip_wheel
+from prebuild.tool.builder.first_use import FirstUse, compile_first_use, with_first_use
 from prebuild.tool.builder.guard_files import guard_files
 from prebuild.tool.builder.nvcc_shim import (
     NVCC_ENV_FLAGS,
@@ -548,8 +549,19 @@ class ClassicBuilder:
                 # The environment changed whatever the wheel's fate: said in every refusal.
                 return BuildError(env_writes.with_installed(message, run.installed))
 
-            progress.phase("checking the archs in every library")
             libraries = read_wheel_libraries(built)
+            first_use = FirstUse()
+            if not libraries and jit_sites(project, limit=1):
+                # It compiles when first used: those compiles are made now, into the wheel.
+                progress.phase("compiling what it compiles when first used")
+                first_use = compile_first_use(
+                    built, {**env, **self.site_env(sass, env)}, Path(tmp), build_log, progress.step
+                )
+                if first_use.libraries:
+                    distribution = str(parse_wheel_filename(built.name)[0])
+                    built = with_first_use(built, first_use, distribution, Path(tmp) / "first-use-wheel")
+                    libraries = read_wheel_libraries(built)
+            progress.phase("checking the archs in every library")
             shipped = [
                 lib
                 for lib in shipped_libraries(ships, project, built, libraries)
@@ -576,6 +588,7 @@ class ClassicBuilder:
                         answer_where=run.answer_where,
                         imported=setup_imports_jit(self.setup_text(), sites),
                         compiled=len(calls_by_object(calls)),
+                        tried=first_use.refusal(),
                     )
                 )
             if run.installed:
@@ -623,6 +636,8 @@ class ClassicBuilder:
             )
             if note := stripped.note():
                 notes = (*notes, note)
+            if first_use.libraries:
+                notes = (first_use.note(), *notes)
             python = [str(f.relative_to(project)) for f in source_files(project, (".py",))]
             with zipfile.ZipFile(built) as zf:
                 if left_out := left_out_packages(python, zf.namelist()):

@@ -60,6 +60,7 @@ def no_extension_message(
     answer_where: tuple[int, str] | None = None,
     imported: tuple[int, str] | None = None,
     compiled: int = 0,
+    tried: str = "",
 ) -> str:
     """Why a project's wheel is refused when it holds no shared library at all; ``advice``
     (build_switches.switches_advice): how its setup.py may be asked to build one, given where it
@@ -67,7 +68,8 @@ def no_extension_message(
     for a GPU (then built with torch's own answers), ``command`` the prebuild command;
     ``installed``: what its build installed into the environment instead (env_writes');
     ``imported``: the line of its setup.py that imports code compiling at first use
-    (jit_sites.setup_imports_jit), ``compiled`` the objects its build compiled."""
+    (jit_sites.setup_imports_jit), ``compiled`` the objects its build compiled; ``tried``: how
+    running its first-use compiles ahead of time failed (first_use.FirstUse.refusal)."""
     if installed:
         # It compiled, and put the result elsewhere (hqq 0.2.8): neither pure Python nor JIT.
         return (
@@ -97,8 +99,8 @@ def no_extension_message(
         )
         return (
             f"{wheel_name} holds no compiled library: the project builds no extension at install "
-            f"time, it compiles when first used (torch.utils.cpp_extension at {', '.join(sites)}), "
-            f"so there is nothing for prebuild to compile ahead of time as it is.{ran} "
+            f"time, it compiles when first used (torch.utils.cpp_extension at {', '.join(sites)})."
+            f"{ran} {tried + ' ' if tried else ''}"
             f"{sentence(advice)}.{port} No wheel was written."
         )
     if answer_error:

@@ -6,7 +6,9 @@ Added beside the project's own files, none of which is changed:
   wheel needs nothing of prebuild at run time;
 - ``_prebuild_guard_<name>.pth``: one line, run by Python's ``site`` at start-up, that installs
   the guard with what it must know of this wheel (its packages, its prebuilt modules, where its
-  ``prebuild.json`` is, what to build it from).
+  ``prebuild.json`` is, what to build it from, the libraries of its first-use compiles);
+- ``_prebuild_guard_<name>/jit/``: those libraries, where the project compiles at first use
+  (first_use.py).
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ def guard_files(
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
     package = guard_package(distribution)
+    jit = f"{package}/jit/"  # first_use.jit_folder: the libraries of its first-use compiles
     config = {
         "distribution": distribution,
         "version": version,
@@ -89,6 +92,8 @@ def guard_files(
         "modules": extension_modules(wheel),
         "manifest": f"{dist_info}/prebuild.json",
         "build": build_spec(origin, distribution, version),
+        # the name the project gives load() -> its library, which the guard serves instead
+        "jit": {n.removeprefix(jit).split(".")[0]: n for n in names if n.startswith(jit)},
     }
     files = {
         f"{package}/{source.name}": source.read_text(encoding="utf-8")

@@ -192,8 +192,14 @@ def rewrite_wheel(
 
 
 def retagged_wheel_info(text: str, tag: str) -> str:
-    """Pure: a WHEEL file whose ``Tag`` lines are replaced by one, ``tag``."""
+    """Pure: a WHEEL file whose ``Tag`` lines are replaced by one, ``tag``; a wheel of one
+    platform's is no longer pure Python (``Root-Is-Purelib: false``)."""
     lines = [line for line in text.splitlines() if not line.startswith("Tag:")]
+    if not tag.endswith("-any"):
+        lines = [
+            "Root-Is-Purelib: false" if line.startswith("Root-Is-Purelib:") else line
+            for line in lines
+        ]
     return "\n".join([*lines, f"Tag: {tag}"]) + "\n"
 
 

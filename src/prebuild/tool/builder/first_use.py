@@ -1,0 +1,194 @@
+"""A project that compiles its code when first used, made ahead of time.
+
+Many of the field's projects build no extension at install time: their Python calls
+``torch.utils.cpp_extension.load`` when imported (KNN_CUDA) or at the first op (nvdiffrast
+0.3's ``_get_plugin()``), and every user's machine compiles, with the locks, caches and
+toolchain that takes. Where such a project's wheel holds no library, the build runs those
+compiles itself: what runs each one is read from the wheel's Python
+(jit_sites.first_use_triggers), then run in a child process with the build's variables (the
+shim compilers, the archs asked, torch.cuda answering for a GPU) by ``first_use_run.py``, which
+records the library each compile made. The libraries go into the wheel beside the guard
+(``_prebuild_guard_<name>/jit/<name>.so``), and the guard hands them to the project's own
+``load`` calls at run time instead of compiling (classic_guard.Guard.serve). The project's files
+are not changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from prebuild.tool.builder import first_use_run, processes
+from prebuild.tool.builder.base import follow_steps
+from prebuild.tool.builder.guard_files import guard_package
+from prebuild.tool.builder.relabel import rewrite_wheel
+from prebuild.tool.jit_sites import Trigger, Unreached, first_use_triggers
+
+
+@dataclass(frozen=True)
+class FirstUseLibrary:
+    """A library one compile made: the ``name`` the project gives ``load``, its Python module's
+    name (None for a library of ops, loaded with ``torch.ops.load_library``), its file and the
+    ``file:line`` of the call in the wheel."""
+
+    name: str
+    module: str | None
+    file: Path
+    site: str
+
+
+@dataclass(frozen=True)
+class FirstUse:
+    """What running a wheel's first-use compiles made: ``libraries``, the triggers run, those
+    that failed (trigger, error), the compiles nothing reached, and the compiles left out
+    because their name came again with other arguments (torch then builds ``name_v1``)."""
+
+    libraries: tuple[FirstUseLibrary, ...] = ()
+    triggers: tuple[Trigger, ...] = ()
+    failed: tuple[tuple[str, str], ...] = ()
+    unreached: tuple[Unreached, ...] = ()
+    renamed: tuple[str, ...] = ()
+
+    def problems(self) -> list[str]:
+        """What was not made, each said with why."""
+        return [
+            *(f"`{trigger}` failed: {error}" for trigger, error in self.failed),
+            *(f"the compile at {u.site} runs only {u.why}" for u in self.unreached),
+            *(
+                f"'{name}' was compiled again with other arguments, and only its first build is "
+                "in the wheel"
+                for name in self.renamed
+            ),
+        ]
+
+    def note(self) -> str:
+        """The summary's note on a wheel holding them."""
+        made = ", ".join(f"'{lib.name}' ({lib.site})" for lib in self.libraries)
+        problems = self.problems()
+        return (
+            "the project compiles its code when first used (torch.utils.cpp_extension); "
+            f"those compiles were made in this build, by {', '.join(f'`{t}`' for t in self.triggers)}: "
+            f"{made}, in the wheel, which hands them to its load() calls in place of compiling"
+            + (f". Not made: {'; '.join(problems)}" if problems else "")
+        )
+
+    def refusal(self) -> str:
+        """The sentence for a refusal where nothing was made; "" where nothing was tried."""
+        if not self.triggers and not self.unreached:
+            return ""
+        if not self.triggers:
+            return (
+                f"prebuild found nothing to run them ahead of time: {'; '.join(self.problems())}."
+            )
+        return (
+            "prebuild ran them ahead of time ("
+            + ", ".join(f"`{t}`" for t in self.triggers)
+            + "), and none made a library: "
+            + "; ".join(self.problems() or ["they compiled nothing"])
+            + "."
+        )
+
+
+def jit_folder(distribution: str) -> str:
+    """Where a wheel keeps its first-use libraries: beside the guard that serves them."""
+    return f"{guard_package(distribution)}/jit"
+
+
+def interpreter_tag() -> str:
+    """``cp311-cp311-linux_x86_64``: the tag setuptools gives a wheel with an extension module
+    for the running Python."""
+    version = f"{sys.version_info.major}{sys.version_info.minor}"
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    return f"cp{version}-cp{version}{sys.abiflags}-{platform}"
+
+
+def python_sources(wheel: Path) -> dict[str, str]:
+    """Path -> text of a wheel's Python files (not its .dist-info's)."""
+    with zipfile.ZipFile(wheel) as zf:
+        return {
+            name: zf.read(name).decode("utf-8", errors="replace")
+            for name in zf.namelist()
+            if name.endswith(".py") and ".dist-info/" not in name
+        }
+
+
+def compile_first_use(
+    wheel: Path,
+    env: Mapping[str, str],
+    tmp: Path,
+    log: Path,
+    step: Callable[[int, int, str], None] | None = None,
+) -> FirstUse:
+    """Run the first-use compiles of ``wheel`` (unpacked in ``tmp``) in a child process with
+    ``env`` over this process's variables, its output appended to ``log``; ``step`` hears each
+    compile step ninja reports."""
+    triggers, unreached = first_use_triggers(python_sources(wheel))
+    if not triggers:
+        return FirstUse(unreached=tuple(unreached))
+    root = tmp / "first-use"
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(root)
+    spec, out = tmp / "first-use-spec.json", tmp / "first-use-out.json"
+    spec.write_text(
+        json.dumps({"root": str(root), "triggers": [[t.module, t.function] for t in triggers]})
+    )
+    with open(log, "a", encoding="utf-8") as f, follow_steps(log, step, str(root)):
+        f.write("\n==== prebuild: the compiles it makes when first used, ahead of time\n\n")
+        f.flush()
+        processes.run(
+            [sys.executable, first_use_run.__file__, str(spec), str(out)],
+            cwd=root,
+            env={**os.environ, **env},
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
+    try:
+        made = json.loads(out.read_text())
+    except (OSError, ValueError):  # it died before writing: its output says why
+        failed = [{"trigger": str(t), "error": f"the run stopped (see {log})"} for t in triggers]
+        made = {"built": [], "failed": failed}
+    libraries: dict[str, FirstUseLibrary] = {}
+    renamed = []
+    for entry in made["built"]:
+        file = Path(entry["file"])
+        if file.name.split(".")[0] != entry["name"]:
+            renamed.append(entry["name"])
+            continue
+        site = entry["site"]
+        path, _, line = site.rpartition(":")
+        if Path(path).is_relative_to(root):
+            site = f"{Path(path).relative_to(root)}:{line}"
+        libraries.setdefault(
+            entry["name"], FirstUseLibrary(entry["name"], entry["module"], file, site)
+        )
+    return FirstUse(
+        tuple(libraries.values()),
+        tuple(triggers),
+        tuple((f["trigger"], f["error"]) for f in made["failed"]),
+        tuple(unreached),
+        tuple(sorted(set(renamed) - set(libraries))),
+    )
+
+
+def with_first_use(wheel: Path, first_use: FirstUse, distribution: str, out_dir: Path) -> Path:
+    """A copy of ``wheel`` in ``out_dir`` holding ``first_use``'s libraries in its jit folder,
+    tagged for this Python (their modules are this Python's extension modules)."""
+    folder = jit_folder(distribution)
+
+    def add(root: Path) -> None:
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        for lib in first_use.libraries:
+            target = root / folder / lib.file.name
+            shutil.copyfile(lib.file, target)
+            target.chmod(0o755)
+
+    return rewrite_wheel(wheel, out_dir, tag=interpreter_tag(), edit=add)
