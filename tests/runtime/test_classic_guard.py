@@ -516,3 +516,84 @@ def test_only_a_recorded_library_the_loader_misses_is_explained():
     assert system_library_problem(("libaio.so.1",), loader, "x") is None
     undefined = "undefined symbol: klu_solve (libklu.so.2)"
     assert system_library_problem(("libklu.so.2",), undefined, "x") is None
+
+
+# ------------------------------------------------- the compiles of a project's first use, held
+FIRST_USE = """
+from torch.utils.cpp_extension import _get_build_directory, load
+_C = load(name="fakejit_py", sources=["/nonexistent/fakejit.cpp"])
+BUILD_DIR = _get_build_directory("fakejit_py", False)  # where nvdiffrast looks for a lock
+OPS = load(name="fakejit_ops", sources=["/nonexistent/fakejit.cu"], is_python_module=False)
+
+def not_held():
+    return load(name="fakejit_other", sources=["/nonexistent/other.cpp"])
+"""
+
+
+def test_the_compiles_a_project_makes_when_first_used_are_served_from_the_wheel(tmp_path):
+    """A wheel built of a project that compiles when first used holds those compiles in the
+    guard's jit folder (builder/first_use.py): its load() calls return them, compiling nothing
+    and making nothing in the extensions directory; a name it does not hold reaches torch, as
+    does another package's load() of a held name and, with PREBUILD_ALLOW_JIT=1, the
+    project's own. A pure-Python stand-in for the module, a real library of ops."""
+    site = tmp_path / "site"
+    (site / "fakejit").mkdir(parents=True)
+    (site / "fakejit" / "__init__.py").write_text(FIRST_USE)
+    jit = site / "_prebuild_guard_fakejit" / "jit"
+    jit.mkdir(parents=True)
+    (jit / "fakejit_py.py").write_text("VALUE = 1\n")
+    shared_library(jit / "fakejit_ops.so", "int fakejit_ops(void) { return 2; }\n")
+    info = site / "fakejit-1.0+pt.dist-info"
+    info.mkdir()
+    (info / "prebuild.json").write_text(
+        project_manifest(torch.__version__, torch.version.cuda).to_json()
+    )
+    wheel = tmp_path / "fakejit-1.0-cp311-cp311-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("fakejit/__init__.py", "")
+        zf.writestr("_prebuild_guard_fakejit/jit/fakejit_py.so", "")
+        zf.writestr("_prebuild_guard_fakejit/jit/fakejit_ops.so", "")
+        zf.writestr(f"{info.name}/METADATA", "")
+    for path, text in guard_files(wheel, "fakejit", "1.0", info.name, "fakejit==1.0").items():
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_text(text)
+    # the stand-ins: the module is Python here (guard_files saw no PyInit in an empty file)
+    pth = site / "_prebuild_guard_fakejit.pth"
+    text = pth.read_text().replace(
+        "'modules': []", "'modules': ['_prebuild_guard_fakejit.jit.fakejit_py']"
+    )
+    pth.write_text(text.replace("jit/fakejit_py.so", "jit/fakejit_py.py"))
+    (site / "otherpkg.py").write_text(
+        "from torch.utils.cpp_extension import load\n"
+        "def build():\n    return load(name='fakejit_py', sources=['/nonexistent/x.cpp'])\n"
+    )
+    proc = run(
+        site,
+        """
+        import importlib
+        step("import", lambda: importlib.import_module("fakejit")._C.VALUE)
+        import fakejit, otherpkg
+        step("build dir", lambda: (fakejit.BUILD_DIR, os.path.exists(fakejit.BUILD_DIR)))
+        step("ops", lambda: fakejit.OPS)
+        step("extensions", lambda: os.path.exists(os.environ["TORCH_EXTENSIONS_DIR"]))
+        step("not held", fakejit.not_held)
+        step("another package", otherpkg.build)
+        os.environ["PREBUILD_ALLOW_JIT"] = "1"
+        step("allowed", lambda: importlib.reload(fakejit))
+        """,
+        tmp_path,
+    )
+    done = steps(proc)
+    assert done["import"] == {**done["import"], "value": "1", "raised": None, "warned": []}
+    build_dir, made = ast.literal_eval(done["build dir"]["value"])
+    assert build_dir.startswith(str(jit)) and not made
+    assert done["ops"]["value"] == repr(str(jit / "fakejit_ops.so"))
+    assert done["extensions"]["value"] == "False"  # nothing compiled, no lock, no folder
+    # a name the wheel does not hold: torch's own compile, and the guard's warning
+    assert done["not held"]["raised"][0] == "FileNotFoundError"
+    ((category, message),) = done["not held"]["warned"]
+    assert category == "JitWarning" and "'fakejit_other'" in message
+    assert done["another package"]["raised"][0] == "FileNotFoundError"
+    assert done["another package"]["warned"] == []
+    kind, message = done["allowed"]["raised"]
+    assert kind == "FileNotFoundError" and "fakejit.cpp" in message

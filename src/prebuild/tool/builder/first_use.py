@@ -175,7 +175,7 @@ def compile_first_use(
         tuple(triggers),
         tuple((f["trigger"], f["error"]) for f in made["failed"]),
         tuple(unreached),
-        tuple(sorted(set(renamed) - set(libraries))),
+        tuple(sorted(set(renamed))),
     )
 
 

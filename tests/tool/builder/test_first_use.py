@@ -1,0 +1,145 @@
+"""builder/first_use.py: a wheel's first-use compiles run in a child process and put into the
+wheel. torch's compile is a stand-in here (a sitecustomize replaces ``_jit_compile`` with one
+writing a file, as torch would the library): what is tested is which triggers run, what is
+recorded of each compile and what the wheel becomes. The e2e test of the jit_ext fixture
+compiles for real (tests/e2e/test_classic_build.py)."""
+
+from __future__ import annotations
+
+import sys
+import zipfile
+from pathlib import Path
+
+from packaging.tags import Tag, sys_tags
+from wheel.wheelfile import WheelFile
+
+from prebuild.tool.builder.first_use import (
+    FirstUse,
+    FirstUseLibrary,
+    compile_first_use,
+    interpreter_tag,
+    jit_folder,
+    python_sources,
+    with_first_use,
+)
+from prebuild.tool.jit_sites import Trigger, Unreached
+
+PROJECT = """\
+from torch.utils.cpp_extension import load
+
+A = load(name="pkg_a", sources=["a.cpp"])
+
+def _lazy():
+    return load(name="pkg_b", sources=["b.cpp"])
+
+def _again():  # the same name with other sources: torch builds pkg_a_v1
+    return load(name="pkg_a", sources=["other.cpp"])
+
+def _needs_a_gpu():
+    raise RuntimeError("CUDA is not available")
+    load(name="pkg_c", sources=["c.cpp"])
+"""
+
+# torch's _jit_compile, replaced in the child: the library of ops a compile would make
+# (is_python_module=False returns its path), versioned as torch versions a name compiled
+# again with other arguments.
+STAND_IN = """\
+import os
+import torch.utils.cpp_extension as cpp_extension
+
+_seen = {}
+
+def _jit_compile(name, sources, *args, **kwargs):
+    if _seen.setdefault(name, sources) != sources:
+        name = f"{name}_v1"
+    path = os.path.join(os.environ["STAND_IN_OUT"], f"{name}.so")
+    with open(path, "w") as f:
+        f.write(f"built of {sources}")
+    return path
+
+cpp_extension._jit_compile = _jit_compile
+"""
+
+
+def project_wheel(tmp_path: Path) -> Path:
+    wheel = tmp_path / "pkg-1.0-py3-none-any.whl"
+    with WheelFile(wheel, "w") as zf:  # RECORD written on closing
+        zf.writestr("pkg/__init__.py", PROJECT)
+        zf.writestr(
+            "pkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n"
+        )
+        zf.writestr(
+            "pkg-1.0.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+    return wheel
+
+
+def test_the_first_use_compiles_run_in_a_child_and_each_library_is_recorded(tmp_path):
+    wheel = project_wheel(tmp_path)
+    assert list(python_sources(wheel)) == ["pkg/__init__.py"]
+    site, out = tmp_path / "stand-in", tmp_path / "built"
+    site.mkdir()
+    out.mkdir()
+    (site / "sitecustomize.py").write_text(STAND_IN)
+    log = tmp_path / "build.log"
+    env = {"PYTHONPATH": str(site), "STAND_IN_OUT": str(out)}
+    work = tmp_path / "work"
+    work.mkdir()
+    made = compile_first_use(wheel, env, work, log)
+    assert made.triggers == (
+        Trigger("pkg", None, "pkg/__init__.py:3"),
+        Trigger("pkg", "_lazy", "pkg/__init__.py:6"),
+        Trigger("pkg", "_again", "pkg/__init__.py:9"),
+        Trigger("pkg", "_needs_a_gpu", "pkg/__init__.py:13"),
+    )
+    assert made.libraries == (
+        FirstUseLibrary("pkg_a", None, out / "pkg_a.so", "pkg/__init__.py:3"),
+        FirstUseLibrary("pkg_b", None, out / "pkg_b.so", "pkg/__init__.py:6"),
+    )
+    # a failing trigger is said with its error, and the others still ran
+    assert made.failed == (("pkg._needs_a_gpu()", "RuntimeError: CUDA is not available"),)
+    assert made.renamed == ("pkg_a",)
+    text = log.read_text()
+    assert "prebuild: running `pkg._needs_a_gpu()`" in text and "Traceback" in text
+    note = made.note()
+    assert "by `import pkg`, `pkg._lazy()`, `pkg._again()`, `pkg._needs_a_gpu()`" in note
+    assert "'pkg_a' (pkg/__init__.py:3), 'pkg_b' (pkg/__init__.py:6)" in note
+    assert "Not made: `pkg._needs_a_gpu()` failed: RuntimeError: CUDA is not available" in note
+    assert "'pkg_a' was compiled again with other arguments" in note
+
+    final = with_first_use(wheel, made, "pkg", tmp_path / "dist")
+    assert final.name == f"pkg-1.0-{interpreter_tag()}.whl"
+    with zipfile.ZipFile(final) as zf:
+        names = zf.namelist()
+        assert zf.read(f"{jit_folder('pkg')}/pkg_a.so") == b"built of ['a.cpp']"
+        info = zf.read("pkg-1.0.dist-info/WHEEL").decode()
+    assert f"{jit_folder('pkg')}/pkg_b.so" in names and "pkg/__init__.py" in names
+    assert "Root-Is-Purelib: false" in info and f"Tag: {interpreter_tag()}" in info
+
+
+def test_a_child_that_dies_leaves_every_trigger_failed_with_the_log_named(tmp_path):
+    wheel = project_wheel(tmp_path)
+    site = tmp_path / "dying"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nos._exit(3)\n")
+    log = tmp_path / "build.log"
+    made = compile_first_use(wheel, {"PYTHONPATH": str(site)}, tmp_path, log)
+    assert made.libraries == () and len(made.failed) == 4
+    assert made.failed[0] == ("import pkg", f"the run stopped (see {log})")
+    assert made.refusal().startswith("prebuild ran them ahead of time (`import pkg`, ")
+    assert "none made a library: `import pkg` failed: the run stopped" in made.refusal()
+
+
+def test_what_is_said_where_nothing_was_made_or_tried():
+    assert FirstUse().refusal() == ""
+    lone = FirstUse(unreached=(Unreached("pkg/b.py:4", "inside `m`, a nested function or method"),))
+    assert lone.refusal() == (
+        "prebuild found nothing to run them ahead of time: the compile at pkg/b.py:4 runs only "
+        "inside `m`, a nested function or method."
+    )
+
+
+def test_the_tag_is_one_pip_installs_on_this_python():
+    assert Tag(*interpreter_tag().split("-")) in set(sys_tags())
+    assert interpreter_tag().startswith(f"cp{sys.version_info.major}{sys.version_info.minor}-")

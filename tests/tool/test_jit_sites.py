@@ -1,0 +1,157 @@
+"""jit_sites.first_use_triggers: what runs each first-use compile of a package, read from its
+Python as the field's projects write it (each source below is the shape of a real project's,
+reduced to what the reading sees)."""
+
+from __future__ import annotations
+
+from prebuild.tool.jit_sites import Trigger, Unreached, first_use_triggers, source_module
+
+# KNN_CUDA (unlimblue/KNN_CUDA 619617b): load() in a function taking the name, which the
+# module calls as it runs.
+KNN_CUDA = """\
+import os
+from torch.utils.cpp_extension import load
+
+def load_cpp_ext(ext_name):
+    root_dir = os.path.join(os.path.split(__file__)[0])
+    ext = load(name=ext_name, sources=[os.path.join(root_dir, "knn.cu")])
+    return ext
+
+_knn = load_cpp_ext("knn")
+
+def knn(ref, query, k):
+    return _knn.knn(ref, query, k)
+"""
+
+# nvdiffrast 0.3 (nvdiffrast/torch/ops.py): a cached plugin built at the first op, through the
+# module's qualified name; ops need arguments, the plugin getter none.
+NVDIFFRAST = """\
+import torch
+import torch.utils.cpp_extension
+
+_cached_plugin = None
+def _get_plugin(gl=False):
+    global _cached_plugin
+    if _cached_plugin is None:
+        torch.utils.cpp_extension.load(name="nvdiffrast_plugin", sources=[])
+    return _cached_plugin
+
+def get_log_level():
+    return _get_plugin().get_log_level()
+
+def rasterize(glctx, pos, tri, resolution):
+    return _get_plugin().rasterize_fwd(glctx, pos, tri, resolution)
+
+class RasterizeCudaContext:
+    def __init__(self, device=None):
+        self.cpp_wrapper = _get_plugin().RasterizeCRStateWrapper(device)
+"""
+
+# StyleGAN3 (torch_utils): a helper of one module, called by the _init() of others.
+CUSTOM_OPS = """\
+import torch.utils.cpp_extension
+
+def get_plugin(module_name, sources, headers=None, source_dir=None, **build_kwargs):
+    torch.utils.cpp_extension.load(name=module_name, sources=sources, **build_kwargs)
+"""
+BIAS_ACT = """\
+from .. import custom_ops
+
+_plugin = None
+def _init():
+    global _plugin
+    if _plugin is None:
+        _plugin = custom_ops.get_plugin(module_name="bias_act_plugin", sources=["bias_act.cu"])
+    return True
+
+def bias_act(x, b=None):
+    if _init():
+        return x
+"""
+
+# gsplat 1.5.3 (gsplat/cuda/_backend.py): the private entry point, imported in parentheses,
+# called at module level inside try/except.
+GSPLAT = """\
+from torch.utils.cpp_extension import (
+    _get_build_directory,
+    _jit_compile,
+)
+try:
+    from gsplat import csrc as _C
+except ImportError:
+    _C = _jit_compile("gsplat_cuda", [])
+"""
+
+
+def test_the_field_s_shapes_of_first_use_compiles_are_each_reached():
+    triggers, unreached = first_use_triggers(
+        {
+            "knn_cuda/__init__.py": KNN_CUDA,
+            "nvdiffrast/torch/ops.py": NVDIFFRAST,
+            "torch_utils/custom_ops.py": CUSTOM_OPS,
+            "torch_utils/ops/bias_act.py": BIAS_ACT,
+            "gsplat/cuda/_backend.py": GSPLAT,
+            "other/module.py": "def f(x):\n    return x\n",
+        }
+    )
+    assert triggers == [
+        # imports first, in the order of the files: whatever a call needs is imported
+        Trigger("gsplat.cuda._backend", None, "gsplat/cuda/_backend.py:8"),
+        Trigger("knn_cuda", None, "knn_cuda/__init__.py:6"),
+        # the function holding load(), needing no argument; get_log_level() (which also
+        # reaches it) is not called: the nearest function is
+        Trigger("nvdiffrast.torch.ops", "_get_plugin", "nvdiffrast/torch/ops.py:8"),
+        # get_plugin needs arguments: the nearest caller needing none, in another module
+        Trigger("torch_utils.ops.bias_act", "_init", "torch_utils/custom_ops.py:4"),
+    ]
+    assert unreached == []
+    assert [str(t) for t in triggers[1:3]] == [
+        "import knn_cuda",
+        "nvdiffrast.torch.ops._get_plugin()",
+    ]
+
+
+def test_what_no_call_without_arguments_reaches_is_said_with_why():
+    methods = (
+        "import torch.utils.cpp_extension as cext\n"
+        "class Backend:\n"
+        "    def __init__(self):\n"
+        "        self.C = cext.load(name='b', sources=[])\n"
+        "def build(name, sources):\n"
+        "    return cext.load_inline(name=name, cpp_sources=sources)\n"
+        "def caller(x):\n"
+        "    return build('c', x)\n"
+    )
+    triggers, unreached = first_use_triggers({"pkg/backend.py": methods})
+    assert triggers == []
+    assert unreached == [
+        Unreached("pkg/backend.py:4", "inside `__init__`, a nested function or method"),
+        Unreached(
+            "pkg/backend.py:6",
+            "inside `build`, which needs arguments and which no function of the package "
+            "that needs none calls",
+        ),
+    ]
+
+
+def test_aliases_and_files_that_are_not_python_are_read_or_left():
+    aliased = (
+        "from torch.utils import cpp_extension as ce\n"
+        "from torch.utils.cpp_extension import load as jit_load\n"
+        "A = ce.load(name='a', sources=[])\n"
+        "if True:\n"
+        "    def lazy():\n"
+        "        return jit_load(name='b', sources=[])\n"
+        "def load(x):\n"  # a function of the project's own named load: not torch's
+        "    return x\n"
+    )
+    triggers, unreached = first_use_triggers(
+        {"src/pkg/__init__.py": aliased, "pkg/broken.py": "def (:\n", "pkg/plain.py": "load(1)\n"}
+    )
+    assert triggers == [
+        Trigger("pkg", None, "src/pkg/__init__.py:3"),
+        Trigger("pkg", "lazy", "src/pkg/__init__.py:6"),
+    ]
+    assert unreached == []
+    assert source_module("pkg/sub/__init__.py") == "pkg.sub"
+    assert source_module("top.py") == "top"
