@@ -552,14 +552,24 @@ class ClassicBuilder:
             libraries = read_wheel_libraries(built)
             first_use = FirstUse()
             if not libraries and jit_sites(project, limit=1):
-                # It compiles when first used: those compiles are made now, into the wheel.
+                # It compiles when first used: those compiles are made now, into the wheel,
+                # torch.cuda answering for a GPU of the wheel's arch, as where they would run
+                # (nvdiffrast 0.3 empties TORCH_CUDA_ARCH_LIST: torch asks the GPU then).
                 progress.phase("compiling what it compiles when first used")
+                answer = site_env(
+                    self.work,
+                    {**os.environ, **env},
+                    capability=newest_capability(sass),
+                    headers=self.headers,
+                )
                 first_use = compile_first_use(
-                    built, {**env, **self.site_env(sass, env)}, Path(tmp), build_log, progress.step
+                    built, {**env, **answer}, Path(tmp), build_log, progress.step
                 )
                 if first_use.libraries:
                     distribution = str(parse_wheel_filename(built.name)[0])
-                    built = with_first_use(built, first_use, distribution, Path(tmp) / "first-use-wheel")
+                    built = with_first_use(
+                        built, first_use, distribution, Path(tmp) / "first-use-wheel"
+                    )
                     libraries = read_wheel_libraries(built)
             progress.phase("checking the archs in every library")
             shipped = [
