@@ -856,7 +856,7 @@ def test_a_project_that_compiles_at_first_use_gets_those_compiles_in_its_wheel(
     assert (
         "by `import jit_ext`, `jit_ext._cpu_ops()`: 'jit_ext_ops' (jit_ext/__init__.py:10)" in said
     )
-    assert "'jit_ext_cpu' (jit_ext/__init__.py:19), in the wheel" in said and "Not made" not in said
+    assert "'jit_ext_cpu' (jit_ext/__init__.py:23), in the wheel" in said and "Not made" not in said
     assert "NumPy" not in said and "nobody asked for" not in said and "Warning" not in said, said
     assert not user_cache.exists()
     assert list(work.glob("*/torch-extensions/jit_ext_ops/jit_ext_ops.so")), tree_snapshot(work)
@@ -869,6 +869,10 @@ def test_a_project_that_compiles_at_first_use_gets_those_compiles_in_its_wheel(
         "_prebuild_guard_jit_ext/jit/jit_ext_cpu.so",
     } <= set(files)
     assert manifest["sass_archs"] == ["sm_90"]
+    # the module's kernel too, for the arch asked where its load() emptied the arch list
+    name = "_prebuild_guard_jit_ext/jit/jit_ext_cpu.so"
+    code = library_code(files[name], name)
+    assert all_sass(code) == ["sm_90"], code
     installed_cache = tmp_path / "run_extensions"
     subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)],
