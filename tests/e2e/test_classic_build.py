@@ -857,6 +857,8 @@ def test_a_project_that_compiles_at_first_use_gets_those_compiles_in_its_wheel(
         "by `import jit_ext`, `jit_ext._cpu_ops()`: 'jit_ext_ops' (jit_ext/__init__.py:10)" in said
     )
     assert "'jit_ext_cpu' (jit_ext/__init__.py:23), in the wheel" in said and "Not made" not in said
+    # its module's source, written for torch 1.x, mended in the wheel's copy it compiled from
+    assert "`x.scalar_type()` (1 place in jit_ext/cpu_ops.cpp)" in said, said
     assert "NumPy" not in said and "nobody asked for" not in said and "Warning" not in said, said
     assert not user_cache.exists()
     assert list(work.glob("*/torch-extensions/jit_ext_ops/jit_ext_ops.so")), tree_snapshot(work)
@@ -869,6 +871,9 @@ def test_a_project_that_compiles_at_first_use_gets_those_compiles_in_its_wheel(
         "_prebuild_guard_jit_ext/jit/jit_ext_cpu.so",
     } <= set(files)
     assert manifest["sass_archs"] == ["sm_90"]
+    assert manifest["source_changes"] == ["jit_ext/cpu_ops.cpp:7: x.type() -> x.scalar_type()"]
+    with zipfile.ZipFile(wheel) as zf:  # the project's own file, as it is
+        assert b"x.type()" in zf.read("jit_ext/cpu_ops.cpp")
     # the module's kernel too, for the arch asked where its load() emptied the arch list
     name = "_prebuild_guard_jit_ext/jit/jit_ext_cpu.so"
     code = library_code(files[name], name)
@@ -893,6 +898,27 @@ def test_a_project_that_compiles_at_first_use_gets_those_compiles_in_its_wheel(
     )
     assert run.returncode == 0 and run.stdout.strip() == "[1.0, 1.0]", run.stderr
     assert not installed_cache.exists()
+
+    # Its first-op kernel broken: the compiler's error, as a build's, and no wheel. Built where
+    # the wheel above is installed: its guard, which serves those names, lets this build compile
+    broken = tmp_path / "broken"
+    shutil.copytree(FIXTURES / "jit_ext", broken)
+    (broken / "jit_ext" / "kernel.cu").write_text("__global__ void k() { undefined_thing(); }\n")
+    cpu_ops = broken / "jit_ext" / "cpu_ops.cpp"  # nothing to mend: one run
+    cpu_ops.write_text(cpu_ops.read_text().replace("x.type()", "x.scalar_type()"))
+    proc = prebuild_wheel(
+        python,
+        *("--arch", "sm_90", str(broken), "--out", str(tmp_path / "broken-dist")),
+        *("--build-dir", str(tmp_path / "broken-work")),
+    )
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 1, said
+    assert (
+        "its compile of 'jit_ext_cpu' when first used, run ahead of time by "
+        "`jit_ext._cpu_ops()`, failed (full log:" in said
+    ), said
+    assert 'jit_ext/kernel.cu(1): error: identifier "undefined_thing" is undefined' in said, said
+    assert not (tmp_path / "broken-dist").exists()
 
 
 def test_a_project_whose_build_installs_into_the_environment_is_told_so(fresh_cuda_venv, tmp_path):

@@ -13,7 +13,9 @@ from pathlib import Path
 from packaging.tags import Tag, sys_tags
 from wheel.wheelfile import WheelFile
 
+from prebuild.tool.builder.api_mends import SourceChange
 from prebuild.tool.builder.first_use import (
+    FailedRun,
     FirstUse,
     FirstUseLibrary,
     compile_first_use,
@@ -98,7 +100,8 @@ def test_the_first_use_compiles_run_in_a_child_and_each_library_is_recorded(tmp_
         FirstUseLibrary("pkg_b", None, out / "pkg_b.so", "pkg/__init__.py:6"),
     )
     # a failing trigger is said with its error, and the others still ran
-    assert made.failed == (("pkg._needs_a_gpu()", "RuntimeError: CUDA is not available"),)
+    assert made.failed == (FailedRun("pkg._needs_a_gpu()", "RuntimeError: CUDA is not available"),)
+    assert made.failed_compile is None  # the project's code failed, not a compile
     assert made.renamed == ("pkg_a",)
     text = log.read_text()
     assert "prebuild: running `pkg._needs_a_gpu()`" in text and "Traceback" in text
@@ -126,7 +129,7 @@ def test_a_child_that_dies_leaves_every_trigger_failed_with_the_log_named(tmp_pa
     log = tmp_path / "build.log"
     made = compile_first_use(wheel, {"PYTHONPATH": str(site)}, tmp_path, log)
     assert made.libraries == () and len(made.failed) == 4
-    assert made.failed[0] == ("import pkg", f"the run stopped (see {log})")
+    assert made.failed[0] == FailedRun("import pkg", f"the run stopped (its log: {log})")
     assert made.refusal().startswith("prebuild ran them ahead of time (`import pkg`, ")
     assert "none made a library: `import pkg` failed: the run stopped" in made.refusal()
 
@@ -143,3 +146,61 @@ def test_what_is_said_where_nothing_was_made_or_tried():
 def test_the_tag_is_one_pip_installs_on_this_python():
     assert Tag(*interpreter_tag().split("-")) in set(sys_tags())
     assert interpreter_tag().startswith(f"cp{sys.version_info.major}{sys.version_info.minor}-")
+
+
+# torch's _jit_compile, replaced: a compile that fails while its source says BROKEN, as a
+# compiler would on a removed API, and makes its library once it does not.
+FAILING_STAND_IN = """\
+import os
+import torch.utils.cpp_extension as cpp_extension
+
+def _jit_compile(name, sources, *args, **kwargs):
+    for source in sources:
+        with open(source) as f:
+            if "BROKEN" in f.read():
+                print(f"{source}(1): error: BROKEN is undefined")
+                raise RuntimeError(f"Error building extension '{name}'")
+    return os.path.join(os.path.dirname(sources[0]), f"{name}.so")
+
+cpp_extension._jit_compile = _jit_compile
+"""
+
+
+def test_a_compile_that_fails_is_named_and_mended_sources_run_again(tmp_path):
+    wheel = tmp_path / "pkg-1.0-py3-none-any.whl"
+    with WheelFile(wheel, "w") as zf:
+        zf.writestr(
+            "pkg/__init__.py",
+            "import os\nfrom torch.utils.cpp_extension import load\n"
+            "A = load(name='pkg_a', sources=[os.path.join(os.path.dirname(__file__), 'a.cu')])\n",
+        )
+        zf.writestr("pkg/a.cu", "BROKEN\n")
+        zf.writestr(
+            "pkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n"
+        )
+    site = tmp_path / "stand-in"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(FAILING_STAND_IN)
+    env = {"PYTHONPATH": str(site)}
+    unmended = compile_first_use(wheel, env, tmp_path / "first", tmp_path / "first.log")
+    assert unmended.libraries == ()
+    assert unmended.failed_compile == FailedRun(
+        "import pkg", "RuntimeError: Error building extension 'pkg_a'", "pkg_a"
+    )
+    # its output names the wheel's files as in the wheel, not the unpacked copy's place
+    assert "pkg/a.cu(1): error: BROKEN is undefined" in unmended.output
+    assert str(tmp_path / "first") not in unmended.output
+
+    def mend(output: str, root: Path) -> list[SourceChange]:
+        assert "BROKEN is undefined" in output
+        source = root / "pkg" / "a.cu"
+        if "BROKEN" not in source.read_text():
+            return []
+        source.write_text("FIXED\n")
+        return [SourceChange("pkg/a.cu", 1, "BROKEN -> FIXED")]
+
+    (tmp_path / "second").mkdir()
+    mended = compile_first_use(wheel, env, tmp_path / "second", tmp_path / "second.log", mend=mend)
+    assert [lib.name for lib in mended.libraries] == ["pkg_a"] and mended.failed == ()
+    assert mended.changes == (SourceChange("pkg/a.cu", 1, "BROKEN -> FIXED"),)
+    assert "1 change(s) mended its sources: run again" in (tmp_path / "second.log").read_text()

@@ -563,8 +563,27 @@ class ClassicBuilder:
                     headers=self.headers,
                 )
                 first_use = compile_first_use(
-                    built, {**env, **answer}, Path(tmp), build_log, progress.step
+                    built,
+                    {**env, **answer},
+                    Path(tmp),
+                    build_log,
+                    progress.step,
+                    self.mend_first_use if self.mend else None,
                 )
+                self.source_changes += first_use.changes
+                if failed := first_use.failed_compile:
+                    raise refused(
+                        str(
+                            self.build_failure(
+                                f"its compile of '{failed.compile}' when first used, run ahead of "
+                                f"time by `{failed.trigger}`, failed",
+                                first_use.output,
+                                env,
+                                sass,
+                                build_log,
+                            )
+                        )
+                    )
                 if first_use.libraries:
                     distribution = str(parse_wheel_filename(built.name)[0])
                     built = with_first_use(
@@ -934,6 +953,15 @@ class ClassicBuilder:
             (self.work / MENDS_FILE).write_text(json.dumps(record), encoding="utf-8")
         return changes
 
+    def mend_first_use(self, output: str, root: Path) -> list[SourceChange]:
+        """The mends a failed first-use compile's ``output`` calls for (api_mends.mend_sources),
+        made in the wheel's files unpacked in ``root``, whose copies the compiles read."""
+        sources = {n: t for n, t in native_sources(root).items() if "\ufffd" not in t}
+        texts, changes = mend_sources(output, self.toolchain.cxx_standard, sources)
+        for name, text in texts.items():
+            (root / name).write_text(text, encoding="utf-8")
+        return changes
+
     def mends_record(self) -> dict:
         """The mends an earlier build in this work folder made in its copy (MENDS_FILE): file ->
         the sha256 of its text as the project has it, its mended text, and the changes."""
@@ -1052,25 +1080,39 @@ class ClassicBuilder:
             text = log_since(build_log, start)
             if not text.strip():  # it failed before its backend said a word: say what did
                 text = backend_failure(exc)
-            toolchain = self.toolchain
-            breaks = api_breaks(text, toolchain.cxx_standard)
-            sources = native_sources(self.project) if TH_BREAK in breaks else None
-            advice = [
-                api_breaks_advice(
-                    text, toolchain.cxx_standard, toolchain.torch.version_string, sources
-                ),
-                self.unmended_advice(text),
-                self.source_gaps_advice(text, archs),
-                downloads_advice(text),
-                killed_compiler_advice(text, int(env.get("MAX_JOBS", "1"))),
-                environment_hints(text),
-                setup_option_hint(text, self.command(archs)),
-            ]
-            raise BuildError(
-                f"the project's build failed (full log: {build_log}):\n{compiler_errors(text)}"
-                + "".join(f"\n\n{a}" for a in advice if a),
-                log=build_log,
+            raise self.build_failure(
+                "the project's build failed", text, env, archs, build_log
             ) from exc
+
+    def build_failure(
+        self,
+        what: str,
+        text: str,
+        env: Mapping[str, str],
+        archs: tuple[Arch, ...],
+        build_log: Path,
+    ) -> BuildError:
+        """The error of a build that failed (``what``: "the project's build failed"), from its
+        output (``text``): the compilers' errors, and what is known of them."""
+        toolchain = self.toolchain
+        breaks = api_breaks(text, toolchain.cxx_standard)
+        sources = native_sources(self.project) if TH_BREAK in breaks else None
+        advice = [
+            api_breaks_advice(
+                text, toolchain.cxx_standard, toolchain.torch.version_string, sources
+            ),
+            self.unmended_advice(text),
+            self.source_gaps_advice(text, archs),
+            downloads_advice(text),
+            killed_compiler_advice(text, int(env.get("MAX_JOBS", "1"))),
+            environment_hints(text),
+            setup_option_hint(text, self.command(archs)),
+        ]
+        return BuildError(
+            f"{what} (full log: {build_log}):\n{compiler_errors(text)}"
+            + "".join(f"\n\n{a}" for a in advice if a),
+            log=build_log,
+        )
 
     def check_requirements(self, builder: ProjectBuilder, progress: BuildProgress) -> None:
         """ToolchainError naming what the project's build needs and this environment lacks

@@ -23,11 +23,14 @@ import sys
 import sysconfig
 import zipfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from prebuild.runtime.classic_guard import ALLOW_ENV
 from prebuild.tool.builder import first_use_run, processes
+from prebuild.tool.builder.api_mends import SourceChange
 from prebuild.tool.builder.base import follow_steps
+from prebuild.tool.builder.build_log import log_since, log_size
 from prebuild.tool.builder.guard_files import guard_package
 from prebuild.tool.builder.relabel import rewrite_wheel
 from prebuild.tool.jit_sites import Trigger, Unreached, first_use_triggers
@@ -46,6 +49,16 @@ class FirstUseLibrary:
 
 
 @dataclass(frozen=True)
+class FailedRun:
+    """A trigger that raised: what it was, its error, and the name given ``load`` whose
+    compile raised it ("" where the project's own code did)."""
+
+    trigger: str
+    error: str
+    compile: str = ""
+
+
+@dataclass(frozen=True)
 class FirstUse:
     """What running a wheel's first-use compiles made: ``libraries``, the triggers run, those
     that failed (trigger, error), the compiles nothing reached, and the compiles left out
@@ -53,14 +66,21 @@ class FirstUse:
 
     libraries: tuple[FirstUseLibrary, ...] = ()
     triggers: tuple[Trigger, ...] = ()
-    failed: tuple[tuple[str, str], ...] = ()
+    failed: tuple[FailedRun, ...] = ()
     unreached: tuple[Unreached, ...] = ()
     renamed: tuple[str, ...] = ()
+    output: str = ""  # what the child printed: the compilers' errors among it
+    changes: tuple[SourceChange, ...] = ()  # the mends that made them compile
+
+    @property
+    def failed_compile(self) -> FailedRun | None:
+        """The first run whose compile failed (the project's sources do not compile here)."""
+        return next((run for run in self.failed if run.compile), None)
 
     def problems(self) -> list[str]:
         """What was not made, each said with why."""
         return [
-            *(f"`{trigger}` failed: {error}" for trigger, error in self.failed),
+            *(f"`{run.trigger}` failed: {run.error}" for run in self.failed),
             *(f"the compile at {u.site} runs only {u.why}" for u in self.unreached),
             *(
                 f"'{name}' was compiled again with other arguments, and only its first build is "
@@ -120,33 +140,68 @@ def python_sources(wheel: Path) -> dict[str, str]:
         }
 
 
+# A mend of sources that failed to compile: (the compile's output, the folder of the wheel's
+# files) -> the changes made there (classic's, by api_mends).
+Mend = Callable[[str, Path], list[SourceChange]]
+
+
 def compile_first_use(
     wheel: Path,
     env: Mapping[str, str],
     tmp: Path,
     log: Path,
     step: Callable[[int, int, str], None] | None = None,
+    mend: Mend | None = None,
+    rounds: int = 3,
 ) -> FirstUse:
     """Run the first-use compiles of ``wheel`` (unpacked in ``tmp``) in a child process with
     ``env`` over this process's variables, its output appended to ``log``; ``step`` hears each
-    compile step ninja reports."""
+    compile step ninja reports. Where a compile fails and ``mend`` changes the sources for it
+    (an API with an exact replacement), they run again, ``rounds`` times at most."""
     triggers, unreached = first_use_triggers(python_sources(wheel))
     if not triggers:
         return FirstUse(unreached=tuple(unreached))
     root = tmp / "first-use"
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(root)
+    changes: list[SourceChange] = []
+    for _ in range(rounds):
+        made = _run(root, triggers, unreached, env, tmp, log, step)
+        if not made.failed_compile or mend is None:
+            break
+        mended = mend(made.output, root)
+        if not mended:
+            break
+        changes += mended
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(f"\n==== prebuild: {len(mended)} change(s) mended its sources: run again\n")
+    return replace(made, changes=tuple(changes))
+
+
+def _run(
+    root: Path,
+    triggers: list[Trigger],
+    unreached: list[Unreached],
+    env: Mapping[str, str],
+    tmp: Path,
+    log: Path,
+    step: Callable[[int, int, str], None] | None,
+) -> FirstUse:
+    """One run of the child over the unpacked wheel in ``root``."""
     spec, out = tmp / "first-use-spec.json", tmp / "first-use-out.json"
+    out.unlink(missing_ok=True)
     spec.write_text(
         json.dumps({"root": str(root), "triggers": [[t.module, t.function] for t in triggers]})
     )
+    start = log_size(log)
     with open(log, "a", encoding="utf-8") as f, follow_steps(log, step, str(root)):
         f.write("\n==== prebuild: the compiles it makes when first used, ahead of time\n\n")
         f.flush()
         processes.run(
             [sys.executable, first_use_run.__file__, str(spec), str(out)],
             cwd=root,
-            env={**os.environ, **env},
+            # a guard of an earlier wheel of it, installed here, would serve its own libraries
+            env={**os.environ, **env, ALLOW_ENV: "1"},
             stdout=f,
             stderr=subprocess.STDOUT,
             check=False,
@@ -154,7 +209,9 @@ def compile_first_use(
     try:
         made = json.loads(out.read_text())
     except (OSError, ValueError):  # it died before writing: its output says why
-        failed = [{"trigger": str(t), "error": f"the run stopped (see {log})"} for t in triggers]
+        failed = [
+            {"trigger": str(t), "error": f"the run stopped (its log: {log})"} for t in triggers
+        ]
         made = {"built": [], "failed": failed}
     libraries: dict[str, FirstUseLibrary] = {}
     renamed = []
@@ -173,9 +230,11 @@ def compile_first_use(
     return FirstUse(
         tuple(libraries.values()),
         tuple(triggers),
-        tuple((f["trigger"], f["error"]) for f in made["failed"]),
+        tuple(FailedRun(f["trigger"], f["error"], f.get("compile") or "") for f in made["failed"]),
         tuple(unreached),
         tuple(sorted(set(renamed))),
+        # the wheel's files named as in the wheel: the copy they were compiled from is gone
+        log_since(log, start).replace(f"{root}/", ""),
     )
 
 

@@ -8,7 +8,8 @@ called with no arguments. torch.utils.cpp_extension's ``_jit_compile``, which ``
 ``load_inline`` go through, is wrapped to record what each compile made; ``load`` and
 ``load_inline`` are told ``verbose=True`` so that ninja's lines reach the build log (the
 build's progress). OUT (JSON): ``built`` (name, module, file, site of each library) and
-``failed`` (trigger, error) for the triggers that raised; the next trigger runs regardless.
+``failed`` (trigger, error, and the name whose compile raised, if one did) for the triggers
+that raised; the next trigger runs regardless.
 """
 
 from __future__ import annotations
@@ -31,11 +32,15 @@ def caller_site(torch_file: str) -> str:
     return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
 
 
-def wrap(cpp_extension, built: list[dict]) -> None:
+def wrap(cpp_extension, built: list[dict], failing: list[str]) -> None:
     compile_ = cpp_extension._jit_compile
 
     def recording(name, *args, **kwargs):
-        result = compile_(name, *args, **kwargs)
+        try:
+            result = compile_(name, *args, **kwargs)
+        except BaseException:
+            failing.append(name)  # the compile itself failed, not the project's code around it
+            raise
         if isinstance(result, str) and result.endswith(".so"):  # is_python_module=False
             module, file = None, result
         elif getattr(result, "__file__", None):
@@ -73,10 +78,12 @@ def main(spec_path: str, out_path: str) -> int:
 
     built: list[dict] = []
     failed: list[dict] = []
-    wrap(cpp_extension, built)
+    failing: list[str] = []
+    wrap(cpp_extension, built, failing)
     for module_name, function in spec["triggers"]:
         shown = f"{module_name}.{function}()" if function else f"import {module_name}"
         print(f"prebuild: running `{shown}`", flush=True)
+        failing.clear()
         try:
             module = importlib.import_module(module_name)
             if function:
@@ -84,8 +91,9 @@ def main(spec_path: str, out_path: str) -> int:
         except (Exception, SystemExit) as exc:
             traceback.print_exc()
             text = str(exc).strip().splitlines()
+            error = f"{type(exc).__name__}: {text[-1] if text else ''}"
             failed.append(
-                {"trigger": shown, "error": f"{type(exc).__name__}: {text[-1] if text else ''}"}
+                {"trigger": shown, "error": error, "compile": failing[-1] if failing else None}
             )
         sys.stdout.flush()
     with open(out_path, "w", encoding="utf-8") as f:
