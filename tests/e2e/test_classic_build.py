@@ -12,7 +12,8 @@ with the CUDA build of torch 2.14.1.
 - broken_ext: the compiler's error is shown (its texture reference explained as CUDA 12's
   break), no wheel appears, and a second run fails the
   same way (nothing left locked);
-- jit_ext (compiles at first use with torch.utils.cpp_extension.load): refused with the reason;
+- jit_ext (compiles at first use with torch.utils.cpp_extension.load): those compiles made in
+  the build and served from the wheel; a broken one stops the build with its error;
 - cuda_host_ext (CUDA host code, no kernel) and cpu_ext (CPU code, PyG's build_ext with ninja
   off), neither calling anything of torch's: one wheel each for every GPU and torch, labelled
   with no arch and no torch, which prebuild install picks with no GPU, and which runs; cpu_ext

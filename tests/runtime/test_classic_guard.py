@@ -532,7 +532,7 @@ def not_held():
 
 def test_the_compiles_a_project_makes_when_first_used_are_served_from_the_wheel(tmp_path):
     """A wheel built of a project that compiles when first used holds those compiles in the
-    guard's jit folder (builder/first_use.py): its load() calls return them, compiling nothing
+    guard's jit folder (builder/jit_ahead.py): its load() calls return them, compiling nothing
     and making nothing in the extensions directory; a name it does not hold reaches torch, as
     does another package's load() of a held name and, with PREBUILD_ALLOW_JIT=1, the
     project's own. A pure-Python stand-in for the module, a real library of ops."""

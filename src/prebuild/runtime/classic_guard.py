@@ -26,7 +26,7 @@ on two imports:
   built): one warning per op, an error with ``PREBUILD_STRICT=1``. ``PREBUILD_ALLOW_JIT=1`` lets
   every compile go ahead. Other packages' compiles are never touched.
 - **a project that compiles when first used** (its wheel holds those compiles, made by
-  ``prebuild wheel``: builder/first_use.py): a ``load`` or ``load_inline`` of one of those
+  ``prebuild wheel``: builder/jit_ahead.py): a ``load`` or ``load_inline`` of one of those
   names on behalf of the project returns the wheel's library, after the fit check, and compiles
   nothing (Guard.serve).
 

@@ -95,7 +95,7 @@ def test_extension_modules_are_the_libraries_python_imports(tmp_path):
     }
 
     # A project compiling when first used: those compiles' libraries in the guard's jit folder
-    # (first_use.py), a Python module and a library of ops, served by the name given load()
+    # (jit_ahead.py), a Python module and a library of ops, served by the name given load()
     first_use = tmp_path / "proj-1.0-cp311-cp311-linux_x86_64-2.whl"
     with zipfile.ZipFile(first_use, "w") as zf:
         zf.writestr("proj/__init__.py", "")

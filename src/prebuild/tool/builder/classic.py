@@ -117,8 +117,8 @@ from prebuild.tool.builder.cuda_shim import (
     write_nvcc_script,
 )
 from prebuild.tool.builder.debug_info import Stripped, strip_wheel
-from prebuild.tool.builder.first_use import FirstUse, compile_first_use, with_first_use
 from prebuild.tool.builder.guard_files import guard_files
+from prebuild.tool.builder.jit_ahead import FirstUse, compile_first_use, with_first_use
 from prebuild.tool.builder.nvcc_shim import (
     NVCC_ENV_FLAGS,
     is_query,

@@ -69,7 +69,7 @@ def no_extension_message(
     ``installed``: what its build installed into the environment instead (env_writes');
     ``imported``: the line of its setup.py that imports code compiling at first use
     (jit_sites.setup_imports_jit), ``compiled`` the objects its build compiled; ``tried``: how
-    running its first-use compiles ahead of time failed (first_use.FirstUse.refusal)."""
+    running its first-use compiles ahead of time failed (jit_ahead.FirstUse.refusal)."""
     if installed:
         # It compiled, and put the result elsewhere (hqq 0.2.8): neither pure Python nor JIT.
         return (

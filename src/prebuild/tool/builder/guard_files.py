@@ -8,7 +8,7 @@ Added beside the project's own files, none of which is changed:
   the guard with what it must know of this wheel (its packages, its prebuilt modules, where its
   ``prebuild.json`` is, what to build it from, the libraries of its first-use compiles);
 - ``_prebuild_guard_<name>/jit/``: those libraries, where the project compiles at first use
-  (first_use.py).
+  (jit_ahead.py).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def guard_files(
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
     package = guard_package(distribution)
-    jit = f"{package}/jit/"  # first_use.jit_folder: the libraries of its first-use compiles
+    jit = f"{package}/jit/"  # jit_ahead.jit_folder: the libraries of its first-use compiles
     config = {
         "distribution": distribution,
         "version": version,

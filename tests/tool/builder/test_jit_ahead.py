@@ -1,4 +1,4 @@
-"""builder/first_use.py: a wheel's first-use compiles run in a child process and put into the
+"""builder/jit_ahead.py: a wheel's first-use compiles run in a child process and put into the
 wheel. torch's compile is a stand-in here (a sitecustomize replaces ``_jit_compile`` with one
 writing a file, as torch would the library): what is tested is which triggers run, what is
 recorded of each compile and what the wheel becomes. The e2e test of the jit_ext fixture
@@ -14,7 +14,7 @@ from packaging.tags import Tag, sys_tags
 from wheel.wheelfile import WheelFile
 
 from prebuild.tool.builder.api_mends import SourceChange
-from prebuild.tool.builder.first_use import (
+from prebuild.tool.builder.jit_ahead import (
     FailedRun,
     FirstUse,
     FirstUseLibrary,
@@ -96,8 +96,8 @@ def test_the_first_use_compiles_run_in_a_child_and_each_library_is_recorded(tmp_
         Trigger("pkg", "_needs_a_gpu", "pkg/__init__.py:13"),
     )
     assert made.libraries == (
-        FirstUseLibrary("pkg_a", None, out / "pkg_a.so", "pkg/__init__.py:3"),
-        FirstUseLibrary("pkg_b", None, out / "pkg_b.so", "pkg/__init__.py:6"),
+        FirstUseLibrary("pkg_a", out / "pkg_a.so", "pkg/__init__.py:3"),
+        FirstUseLibrary("pkg_b", out / "pkg_b.so", "pkg/__init__.py:6"),
     )
     # a failing trigger is said with its error, and the others still ran
     assert made.failed == (FailedRun("pkg._needs_a_gpu()", "RuntimeError: CUDA is not available"),)

@@ -1,13 +1,13 @@
-"""Run by first_use.py as a script, in a child process with the build's variables: a project's
+"""Run by jit_ahead.py as a script, in a child process with the build's variables: a project's
 compiles at first use, made now. Standard library and torch only (it runs in the build's
 Python with the unpacked wheel first on sys.path, and imports nothing of prebuild's).
 
-``python first_use_run.py SPEC OUT``: SPEC (JSON) holds ``root`` (the unpacked wheel) and
+``python jit_ahead_run.py SPEC OUT``: SPEC (JSON) holds ``root`` (the unpacked wheel) and
 ``triggers`` ([module, function or null], in order); each is imported, then its function
 called with no arguments. torch.utils.cpp_extension's ``_jit_compile``, which ``load`` and
 ``load_inline`` go through, is wrapped to record what each compile made; ``load`` and
 ``load_inline`` are told ``verbose=True`` so that ninja's lines reach the build log (the
-build's progress). OUT (JSON): ``built`` (name, module, file, site of each library) and
+build's progress). OUT (JSON): ``built`` (name, file, site of each library) and
 ``failed`` (trigger, error, and the name whose compile raised, if one did) for the triggers
 that raised; the next trigger runs regardless.
 """
@@ -42,15 +42,14 @@ def wrap(cpp_extension, built: list[dict], failing: list[str]) -> None:
             failing.append(name)  # the compile itself failed, not the project's code around it
             raise
         if isinstance(result, str) and result.endswith(".so"):  # is_python_module=False
-            module, file = None, result
+            file = result
         elif getattr(result, "__file__", None):
-            module, file = result.__name__, result.__file__
+            file = result.__file__
         else:  # is_standalone: an executable, which no import serves
             return result
         built.append(
             {
                 "name": name,
-                "module": module,
                 "file": os.path.abspath(file),
                 "site": caller_site(cpp_extension.__file__),
             }

@@ -6,7 +6,7 @@ Many of the field's projects build no extension at install time: their Python ca
 toolchain that takes. Where such a project's wheel holds no library, the build runs those
 compiles itself: what runs each one is read from the wheel's Python
 (jit_sites.first_use_triggers), then run in a child process with the build's variables (the
-shim compilers, the archs asked, torch.cuda answering for a GPU) by ``first_use_run.py``, which
+shim compilers, the archs asked, torch.cuda answering for a GPU) by ``jit_ahead_run.py``, which
 records the library each compile made. The libraries go into the wheel beside the guard
 (``_prebuild_guard_<name>/jit/<name>.so``), and the guard hands them to the project's own
 ``load`` calls at run time instead of compiling (classic_guard.Guard.serve). The project's files
@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from prebuild.runtime.classic_guard import ALLOW_ENV
-from prebuild.tool.builder import first_use_run, processes
+from prebuild.tool.builder import jit_ahead_run, processes
 from prebuild.tool.builder.api_mends import SourceChange
 from prebuild.tool.builder.base import follow_steps
 from prebuild.tool.builder.build_log import log_since, log_size
@@ -38,12 +38,10 @@ from prebuild.tool.jit_sites import Trigger, Unreached, first_use_triggers
 
 @dataclass(frozen=True)
 class FirstUseLibrary:
-    """A library one compile made: the ``name`` the project gives ``load``, its Python module's
-    name (None for a library of ops, loaded with ``torch.ops.load_library``), its file and the
+    """A library one compile made: the ``name`` the project gives ``load``, its file and the
     ``file:line`` of the call in the wheel."""
 
     name: str
-    module: str | None
     file: Path
     site: str
 
@@ -198,8 +196,9 @@ def _run(
         f.write("\n==== prebuild: the compiles it makes when first used, ahead of time\n\n")
         f.flush()
         processes.run(
-            [sys.executable, first_use_run.__file__, str(spec), str(out)],
+            [sys.executable, jit_ahead_run.__file__, str(spec), str(out)],
             cwd=root,
+            stdin=subprocess.DEVNULL,  # a project asking for input gets none, never a hang
             # a guard of an earlier wheel of it, installed here, would serve its own libraries
             env={**os.environ, **env, ALLOW_ENV: "1"},
             stdout=f,
@@ -224,9 +223,7 @@ def _run(
         path, _, line = site.rpartition(":")
         if Path(path).is_relative_to(root):
             site = f"{Path(path).relative_to(root)}:{line}"
-        libraries.setdefault(
-            entry["name"], FirstUseLibrary(entry["name"], entry["module"], file, site)
-        )
+        libraries.setdefault(entry["name"], FirstUseLibrary(entry["name"], file, site))
     return FirstUse(
         tuple(libraries.values()),
         tuple(triggers),
