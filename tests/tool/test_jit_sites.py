@@ -115,7 +115,7 @@ def test_what_no_call_without_arguments_reaches_is_said_with_why():
     methods = (
         "import torch.utils.cpp_extension as cext\n"
         "class Backend:\n"
-        "    def __init__(self):\n"
+        "    def load(self):\n"
         "        self.C = cext.load(name='b', sources=[])\n"
         "def build(name, sources):\n"
         "    return cext.load_inline(name=name, cpp_sources=sources)\n"
@@ -125,13 +125,35 @@ def test_what_no_call_without_arguments_reaches_is_said_with_why():
     triggers, unreached = first_use_triggers({"pkg/backend.py": methods})
     assert triggers == []
     assert unreached == [
-        Unreached("pkg/backend.py:4", "inside `__init__`, a nested function or method"),
+        Unreached("pkg/backend.py:4", "inside `load`, a nested function or method"),
         Unreached(
             "pkg/backend.py:6",
             "inside `build`, which needs arguments and which no function of the package "
             "that needs none calls",
         ),
     ]
+
+
+def test_a_class_compiling_as_it_is_made_is_made_where_the_module_makes_it_or_with_no_argument():
+    classes = (
+        "from torch.utils.cpp_extension import load\n"
+        "class Made:\n"
+        "    def __init__(self, name):\n"
+        "        self.C = load(name=name, sources=[])\n"
+        "    def other(self):\n"
+        "        return load(name='other', sources=[])\n"
+        "MADE = Made('made')\n"
+        "class Lazy:\n"
+        "    def __init__(self, verbose=False):\n"
+        "        self.C = load(name='lazy', sources=[])\n"
+    )
+    triggers, unreached = first_use_triggers({"pkg/ext.py": classes})
+    assert triggers == [
+        Trigger("pkg.ext", None, "pkg/ext.py:4"),
+        Trigger("pkg.ext", "Lazy", "pkg/ext.py:10"),
+    ]
+    assert str(triggers[1]) == "pkg.ext.Lazy()"
+    assert unreached == [Unreached("pkg/ext.py:6", "inside `other`, a nested function or method")]
 
 
 def test_aliases_and_files_that_are_not_python_are_read_or_left():

@@ -195,40 +195,56 @@ class _Module:
 
         def visit(node: ast.AST, function: str | None, why: str) -> None:
             for child in ast.iter_child_nodes(node):
-                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    if (
-                        function is None
-                        and not why
-                        and isinstance(node, ast.Module | ast.If | ast.Try)
-                    ):
-                        self.functions[child.name] = _requires_arguments(child.args)
-                        self.calls.setdefault(child.name, set())
-                        visit(child, child.name, "")
-                    else:  # a nested function or a method: nothing calls it without its owner
-                        visit(
-                            child,
-                            function,
-                            why or f"inside `{child.name}`, a nested function or method",
-                        )
-                    continue
-                if isinstance(child, ast.Lambda):
-                    visit(child, function, why or "inside a lambda")
-                    continue
-                if isinstance(child, ast.Call):
-                    if is_jit(child):
-                        self.jit_calls.append((child.lineno, function, why))
-                    elif function is None and not why:
-                        self.top_calls.add(called(child))
-                    elif function is not None and not why:
-                        self.calls[function].add(called(child))
-                visit(child, function, why)
+                visit_child(node, child, function, why)
+
+        def visit_child(node: ast.AST, child: ast.AST, function: str | None, why: str) -> None:
+            top = function is None and not why and isinstance(node, ast.Module | ast.If | ast.Try)
+            if isinstance(child, ast.ClassDef) and top:
+                # A class's __init__ runs where the class is called: as a function of its name.
+                init = next(
+                    (
+                        f
+                        for f in child.body
+                        if isinstance(f, ast.FunctionDef) and f.name == "__init__"
+                    ),
+                    None,
+                )
+                if init is not None:
+                    self.functions[child.name] = _requires_arguments(init.args, bound=True)
+                    self.calls.setdefault(child.name, set())
+                    visit(init, child.name, "")
+                for item in ast.iter_child_nodes(child):
+                    if item is not init:
+                        visit_child(child, item, None, "")
+                return
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if top:
+                    self.functions[child.name] = _requires_arguments(child.args)
+                    self.calls.setdefault(child.name, set())
+                    visit(child, child.name, "")
+                else:  # a nested function or a method: nothing calls it without its owner
+                    reason = f"inside `{child.name}`, a nested function or method"
+                    visit(child, function, why or reason)
+                return
+            if isinstance(child, ast.Lambda):
+                visit(child, function, why or "inside a lambda")
+                return
+            if isinstance(child, ast.Call):
+                if is_jit(child):
+                    self.jit_calls.append((child.lineno, function, why))
+                elif function is None and not why:
+                    self.top_calls.add(called(child))
+                elif function is not None and not why:
+                    self.calls[function].add(called(child))
+            visit(child, function, why)
 
         visit(tree, None, "")
 
 
-def _requires_arguments(args: ast.arguments) -> bool:
-    """Pure: whether a function needs an argument to be called (one without a default)."""
-    positional = [*args.posonlyargs, *args.args]
+def _requires_arguments(args: ast.arguments, bound: bool = False) -> bool:
+    """Pure: whether a function needs an argument to be called (one without a default);
+    ``bound``: a method, whose first argument is its instance."""
+    positional = [*args.posonlyargs, *args.args][1 if bound else 0 :]
     keyword_needed = any(d is None for d in args.kw_defaults)
     return len(positional) > len(args.defaults) or keyword_needed
 
@@ -242,8 +258,9 @@ def first_use_triggers(
     load_cpp_ext("knn")``), else a call without arguments of the function holding it
     (nvdiffrast's ``_get_plugin()``) or of the nearest function calling that one by name,
     ``depth`` calls up at most (StyleGAN's ``bias_act._init()`` calling
-    ``custom_ops.get_plugin(...)``); and the compiles nothing reaches, with why. Imports come
-    first, each trigger once."""
+    ``custom_ops.get_plugin(...)``); a class's ``__init__`` counts as a function of the class's
+    name (made by calling it). And the compiles nothing reaches, with why. Imports come first,
+    each trigger once."""
     modules = []
     for path, text in sorted(sources.items()):
         try:
