@@ -25,7 +25,12 @@ import torch.utils.cpp_extension as cpp_extension
 from c_libraries import shared_library
 
 from prebuild.runtime.arch import parse_arch_list
-from prebuild.runtime.classic_guard import ALLOW_ENV, COMPILE_ENTRY_POINTS, fit_problems
+from prebuild.runtime.classic_guard import (
+    ALLOW_ENV,
+    COMPILE_ENTRY_POINTS,
+    call_key,
+    fit_problems,
+)
 from prebuild.runtime.manifest import (
     CPU_CODE,
     CUDA_HOST_CODE,
@@ -520,22 +525,30 @@ def test_only_a_recorded_library_the_loader_misses_is_explained():
 
 # ------------------------------------------------- the compiles of a project's first use, held
 FIRST_USE = """
+import os
 from torch.utils.cpp_extension import _get_build_directory, load
-_C = load(name="fakejit_py", sources=["/nonexistent/fakejit.cpp"])
+HERE = os.path.dirname(__file__)
+_C = load(name="fakejit_py", sources=[os.path.join(HERE, "fakejit.cpp")])
 BUILD_DIR = _get_build_directory("fakejit_py", False)  # where nvdiffrast looks for a lock
-OPS = load(name="fakejit_ops", sources=["/nonexistent/fakejit.cu"], is_python_module=False)
+OPS = load("fakejit_ops", [os.path.join(HERE, "ops.cu")], is_python_module=False)
 
 def not_held():
-    return load(name="fakejit_other", sources=["/nonexistent/other.cpp"])
+    return load(name="fakejit_other", sources=[os.path.join(HERE, "other.cpp")])
+
+def other_sources():  # a held name, other sources: another compile than the wheel's
+    return load(name="fakejit_py", sources=[os.path.join(HERE, "fakejit_v2.cpp")])
 """
 
 
 def test_the_compiles_a_project_makes_when_first_used_are_served_from_the_wheel(tmp_path):
     """A wheel built of a project that compiles when first used holds those compiles in the
-    guard's jit folder (builder/jit_ahead.py): its load() calls return them, compiling nothing
-    and making nothing in the extensions directory; a name it does not hold reaches torch, as
-    does another package's load() of a held name and, with PREBUILD_ALLOW_JIT=1, the
-    project's own. A pure-Python stand-in for the module, a real library of ops."""
+    guard's jit folder (builder/jit_ahead.py), each keyed by its call (call_key: the paths
+    under the package's folder written relative to it, so the build's copy and the installed
+    package give one key): its load() calls return them, compiling nothing and making nothing
+    in the extensions directory; a name it does not hold, or holds built of other sources,
+    reaches torch with the guard's warning, as does another package's load() of a held name
+    (no warning) and, with PREBUILD_ALLOW_JIT=1, the project's own. A pure-Python stand-in
+    for the module, a real library of ops."""
     site = tmp_path / "site"
     (site / "fakejit").mkdir(parents=True)
     (site / "fakejit" / "__init__.py").write_text(FIRST_USE)
@@ -551,21 +564,49 @@ def test_the_compiles_a_project_makes_when_first_used_are_served_from_the_wheel(
     wheel = tmp_path / "fakejit-1.0-cp311-cp311-linux_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr("fakejit/__init__.py", "")
-        zf.writestr("_prebuild_guard_fakejit/jit/fakejit_py.so", "")
-        zf.writestr("_prebuild_guard_fakejit/jit/fakejit_ops.so", "")
         zf.writestr(f"{info.name}/METADATA", "")
-    for path, text in guard_files(wheel, "fakejit", "1.0", info.name, "fakejit==1.0").items():
+    # the keys as the build computed them, in its own copy of the package
+    copy = "/build/work/first-use"
+    served = {
+        "fakejit_py": [
+            {
+                "path": "_prebuild_guard_fakejit/jit/fakejit_py.py",  # the stand-in
+                "key": call_key(
+                    cpp_extension.load,
+                    (),
+                    {"name": "fakejit_py", "sources": [f"{copy}/fakejit/fakejit.cpp"]},
+                    copy,
+                ),
+            }
+        ],
+        "fakejit_ops": [
+            {
+                "path": "_prebuild_guard_fakejit/jit/fakejit_ops.so",
+                "key": call_key(
+                    cpp_extension.load,
+                    ("fakejit_ops", [f"{copy}/fakejit/ops.cu"]),
+                    {"is_python_module": False},
+                    copy,
+                ),
+            }
+        ],
+    }
+    files = guard_files(wheel, "fakejit", "1.0", info.name, "fakejit==1.0", served)
+    for path, text in files.items():
         (site / path).parent.mkdir(parents=True, exist_ok=True)
         (site / path).write_text(text)
-    # the stand-ins: the module is Python here (guard_files saw no PyInit in an empty file)
+    # the stand-in module is Python here: named among the modules by hand
     pth = site / "_prebuild_guard_fakejit.pth"
-    text = pth.read_text().replace(
-        "'modules': []", "'modules': ['_prebuild_guard_fakejit.jit.fakejit_py']"
+    pth.write_text(
+        pth.read_text().replace(
+            "'modules': []", "'modules': ['_prebuild_guard_fakejit.jit.fakejit_py']"
+        )
     )
-    pth.write_text(text.replace("jit/fakejit_py.so", "jit/fakejit_py.py"))
     (site / "otherpkg.py").write_text(
-        "from torch.utils.cpp_extension import load\n"
-        "def build():\n    return load(name='fakejit_py', sources=['/nonexistent/x.cpp'])\n"
+        "import os\nfrom torch.utils.cpp_extension import load\n"
+        "def build():\n"
+        "    here = os.path.join(os.path.dirname(__file__), 'fakejit')\n"
+        "    return load(name='fakejit_py', sources=[os.path.join(here, 'fakejit.cpp')])\n"
     )
     proc = run(
         site,
@@ -577,6 +618,7 @@ def test_the_compiles_a_project_makes_when_first_used_are_served_from_the_wheel(
         step("ops", lambda: fakejit.OPS)
         step("extensions", lambda: os.path.exists(os.environ["TORCH_EXTENSIONS_DIR"]))
         step("not held", fakejit.not_held)
+        step("other sources", fakejit.other_sources)
         step("another package", otherpkg.build)
         os.environ["PREBUILD_ALLOW_JIT"] = "1"
         step("allowed", lambda: importlib.reload(fakejit))
@@ -593,6 +635,10 @@ def test_the_compiles_a_project_makes_when_first_used_are_served_from_the_wheel(
     assert done["not held"]["raised"][0] == "FileNotFoundError"
     ((category, message),) = done["not held"]["warned"]
     assert category == "JitWarning" and "'fakejit_other'" in message
+    # a name it holds, asked of other sources: not the wheel's library, said
+    assert done["other sources"]["raised"][0] == "FileNotFoundError"
+    ((category, message),) = done["other sources"]["warned"]
+    assert category == "JitWarning" and "made from other sources or flags" in message
     assert done["another package"]["raised"][0] == "FileNotFoundError"
     assert done["another package"]["warned"] == []
     kind, message = done["allowed"]["raised"]

@@ -47,6 +47,44 @@ CPP_EXTENSION = "torch.utils.cpp_extension"
 COMPILE_ENTRY_POINTS = ("load", "load_inline", "_jit_compile", "_get_build_directory")
 WRAPPED = "__prebuild_guarded__"
 NOT_SERVED = object()  # Guard.serve's answer where the project's own call goes ahead
+# What of a compile call does not change what it makes (not part of call_key).
+UNKEYED = frozenset(
+    ("name", "verbose", "build_directory", "keep_intermediates", "with_pytorch_error_handling")
+)
+
+
+def call_key(function, args: tuple, kwargs: dict, root: str) -> str:
+    """What a call of ``function`` (torch's ``load``, ``load_inline`` or ``_jit_compile``) asks
+    to compile, as a short digest: its arguments as passed (UNKEYED's left out), each path under
+    ``root`` (the folder the package's files are in, as given or with its links resolved)
+    written relative to it, so that the build's copy and the installed package give the same
+    key."""
+    import hashlib
+    import inspect
+    import json
+
+    try:
+        passed = inspect.signature(function).bind(*args, **kwargs).arguments
+    except (TypeError, ValueError):  # torch's own call will say what is wrong with it
+        return ""
+
+    roots = [os.path.join(r, "") for r in dict.fromkeys((root, os.path.realpath(root)))]
+
+    def canonical(value):
+        if isinstance(value, (str, os.PathLike)):
+            text = os.fspath(value)
+            for r in roots:
+                text = text.replace(r, "")
+            return text
+        if isinstance(value, dict):
+            return {str(k): canonical(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [canonical(v) for v in value]
+        return value if value is None or isinstance(value, (bool, int, float)) else repr(value)
+
+    keyed = {k: canonical(v) for k, v in passed.items() if k not in UNKEYED}
+    text = json.dumps(keyed, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 class _Hooked:
@@ -232,10 +270,14 @@ class Guard:
                 f"compiles. {fix + ' ' if (fix := self._fix(why)) else ''}To compile anyway, "
                 f"set {ALLOW_ENV}=1."
             )
+        held = (
+            f"a build of '{what}' made from other sources or flags than this call's"
+            if what in self.config.get("jit", {})
+            else f"{', '.join(self.config['modules'])} prebuilt, not '{what}'"
+        )
         text = (
             f"{self.config['distribution']} compiles '{what}' at run time "
-            f"(torch.utils.cpp_extension.{entry}): this wheel holds "
-            f"{', '.join(self.config['modules'])} prebuilt, not '{what}'"
+            f"(torch.utils.cpp_extension.{entry}): this wheel holds {held}"
         )
         if os.environ.get(STRICT_ENV, "") == "1":
             from .errors import JitRefusedError
@@ -296,22 +338,28 @@ class Guard:
             f"{self.build_command()}."
         )
 
-    def serve(self, entry: str, args: tuple, kwargs: dict, frame):
-        """What a compile entry point called on behalf of the project returns for a name whose
-        first-use compile the wheel holds (its ``jit`` config): that library's module, imported
+    def serve(self, entry: str, original, args: tuple, kwargs: dict, frame):
+        """What a compile entry point (``original``) called on behalf of the project returns
+        for a compile the wheel holds (its ``jit`` config: name -> the libraries built of it,
+        each with the call_key of its call): that library's module, imported
         (``torch.ops.load_library`` for a library of ops, whose path is returned, as torch
-        does), after the fit check; for ``_get_build_directory``, a path in the wheel that is
-        never made (nvdiffrast looks for a stale lock there). NOT_SERVED otherwise, and where
-        PREBUILD_ALLOW_JIT=1 lets the project compile."""
+        does), after the fit check; for ``_get_build_directory`` of such a name, a path in the
+        wheel that is never made (nvdiffrast looks for a stale lock there). NOT_SERVED for a
+        call the wheel holds no build of (its name, or the same name with other sources or
+        flags), and where PREBUILD_ALLOW_JIT=1 lets the project compile."""
         if os.environ.get(ALLOW_ENV, "") == "1":
             return NOT_SERVED
         name = kwargs.get("name", args[0] if args else None)
-        path = self.config.get("jit", {}).get(name)
-        if path is None or not self.on_behalf(frame):
+        built = self.config.get("jit", {}).get(name)
+        if not built or not self.on_behalf(frame):
+            return NOT_SERVED
+        if entry == "_get_build_directory":
+            return os.path.join(self.site_dir, built[0]["path"]) + ".build"
+        key = call_key(original, args, kwargs, self.site_dir)
+        path = next((b["path"] for b in built if b["key"] == key), None)
+        if path is None:
             return NOT_SERVED
         full = os.path.join(self.site_dir, path)
-        if entry == "_get_build_directory":
-            return f"{full}.build"
         self.check_fit()
         module = path.split(".")[0].replace("/", ".")
         if module in self.config["modules"]:
@@ -338,7 +386,7 @@ def _guarded(guard: Guard, entry: str, original):
     @functools.wraps(original)
     def guarded(*args, **kwargs):
         frame = sys._getframe(1)
-        served = guard.serve(entry, args, kwargs, frame)
+        served = guard.serve(entry, original, args, kwargs, frame)
         if served is not NOT_SERVED:
             return served
         guard.check_compile(entry, args, kwargs, frame)

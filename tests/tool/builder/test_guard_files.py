@@ -95,19 +95,16 @@ def test_extension_modules_are_the_libraries_python_imports(tmp_path):
     }
 
     # A project compiling when first used: those compiles' libraries in the guard's jit folder
-    # (jit_ahead.py), a Python module and a library of ops, served by the name given load()
+    # (jit_ahead.py), served by the name given load() and the key of the call
     first_use = tmp_path / "proj-1.0-cp311-cp311-linux_x86_64-2.whl"
     with zipfile.ZipFile(first_use, "w") as zf:
         zf.writestr("proj/__init__.py", "")
         zf.writestr("_prebuild_guard_proj/jit/knn.so", built["knn.so"])
-        zf.writestr("_prebuild_guard_proj/jit/proj_ops.so", built["libhelper.so"])
         zf.writestr("proj-1.0.dist-info/METADATA", "")
-    files = guard_files(first_use, "proj", "1.0", "proj-1.0+pt214.dist-info", "proj==1.0")
+    served = {"knn": [{"path": "_prebuild_guard_proj/jit/knn.so", "key": "0123abcd"}]}
+    files = guard_files(first_use, "proj", "1.0", "proj-1.0+pt214.dist-info", "proj==1.0", served)
     (line,) = files["_prebuild_guard_proj.pth"].splitlines()
     config = ast.literal_eval(line[line.index("install(") + len("install(") : -1])
     assert config["packages"] == ["proj"]  # the guard's folder is none of the project's
     assert config["modules"] == ["_prebuild_guard_proj.jit.knn"]
-    assert config["jit"] == {
-        "knn": "_prebuild_guard_proj/jit/knn.so",
-        "proj_ops": "_prebuild_guard_proj/jit/proj_ops.so",
-    }
+    assert config["jit"] == served

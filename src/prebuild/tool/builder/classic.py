@@ -585,9 +585,8 @@ class ClassicBuilder:
                         )
                     )
                 if first_use.libraries:
-                    distribution = str(parse_wheel_filename(built.name)[0])
                     built = with_first_use(
-                        built, first_use, distribution, Path(tmp) / "first-use-wheel"
+                        built, first_use, distribution_name(built), Path(tmp) / "first-use-wheel"
                     )
                     libraries = read_wheel_libraries(built)
             progress.phase("checking the archs in every library")
@@ -734,7 +733,7 @@ class ClassicBuilder:
                 manifest.to_json(),
                 files,
                 variant,
-                files=self.guard(built, label),
+                files=self.guard(built, label, first_use.served(distribution_name(built))),
                 tag=tag,
             )
         notes = (
@@ -1291,8 +1290,11 @@ class ClassicBuilder:
         note = gpu_answer_note(gate[0], newest_capability(archs), gate[1])
         return f"{before}{note[0].upper()}{note[1:]}"
 
-    def guard(self, built: Path, label: str) -> dict[str, str]:
-        """The guard's files for the wheel ``built`` will become (guard_files.py)."""
+    def guard(
+        self, built: Path, label: str, jit: dict[str, list[dict[str, str]]]
+    ) -> dict[str, str]:
+        """The guard's files for the wheel ``built`` will become (guard_files.py), ``jit`` the
+        builds of its first-use compiles it holds."""
         name, version, _, _ = parse_wheel_filename(built.name)
         with WheelFile(built) as wf:
             dist_info = wf.dist_info_path
@@ -1302,4 +1304,5 @@ class ClassicBuilder:
             version.public,
             relabelled_dist_info(dist_info, add_local_label(str(version), label)),
             self.origin,
+            jit,
         )

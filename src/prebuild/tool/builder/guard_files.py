@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from prebuild import runtime
@@ -76,15 +77,20 @@ def build_spec(origin: str, distribution: str, version: str) -> str:
 
 
 def guard_files(
-    wheel: Path, distribution: str, version: str, dist_info: str, origin: str
+    wheel: Path,
+    distribution: str,
+    version: str,
+    dist_info: str,
+    origin: str,
+    jit: Mapping[str, list[dict[str, str]]] | None = None,
 ) -> dict[str, str]:
     """Path in the wheel -> text, for the guard of ``wheel`` (built of ``origin``), whose
     .dist-info directory will be ``dist_info`` (``gsplat-1.5.3+pt214.cu130.sm90.dist-info``)
-    and whose public version is ``version``."""
+    and whose public version is ``version``; ``jit``: the builds of its first-use compiles it
+    holds (jit_ahead.FirstUse.served), which the guard hands to the project's calls."""
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
     package = guard_package(distribution)
-    jit = f"{package}/jit/"  # jit_ahead.jit_folder: the libraries of its first-use compiles
     config = {
         "distribution": distribution,
         "version": version,
@@ -92,8 +98,7 @@ def guard_files(
         "modules": extension_modules(wheel),
         "manifest": f"{dist_info}/prebuild.json",
         "build": build_spec(origin, distribution, version),
-        # the name the project gives load() -> its library, which the guard serves instead
-        "jit": {n.removeprefix(jit).split(".")[0]: n for n in names if n.startswith(jit)},
+        "jit": dict(jit or {}),
     }
     files = {
         f"{package}/{source.name}": source.read_text(encoding="utf-8")

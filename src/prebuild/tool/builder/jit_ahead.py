@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import prebuild
 from prebuild.runtime.classic_guard import ALLOW_ENV
 from prebuild.tool.builder import jit_ahead_run, processes
 from prebuild.tool.builder.api_mends import SourceChange
@@ -38,10 +39,12 @@ from prebuild.tool.jit_sites import Trigger, Unreached, first_use_triggers
 
 @dataclass(frozen=True)
 class FirstUseLibrary:
-    """A library one compile made: the ``name`` the project gives ``load``, its file and the
+    """A library one compile made: the ``name`` the project gives ``load``, the call_key of its
+    call (what it compiles: the guard serves it to that call alone), its file and the
     ``file:line`` of the call in the wheel."""
 
     name: str
+    key: str
     file: Path
     site: str
 
@@ -59,14 +62,12 @@ class FailedRun:
 @dataclass(frozen=True)
 class FirstUse:
     """What running a wheel's first-use compiles made: ``libraries``, the triggers run, those
-    that failed (trigger, error), the compiles nothing reached, and the compiles left out
-    because their name came again with other arguments (torch then builds ``name_v1``)."""
+    that failed, and the compiles nothing reached."""
 
     libraries: tuple[FirstUseLibrary, ...] = ()
     triggers: tuple[Trigger, ...] = ()
     failed: tuple[FailedRun, ...] = ()
     unreached: tuple[Unreached, ...] = ()
-    renamed: tuple[str, ...] = ()
     output: str = ""  # what the child printed: the compilers' errors among it
     changes: tuple[SourceChange, ...] = ()  # the mends that made them compile
 
@@ -80,12 +81,16 @@ class FirstUse:
         return [
             *(f"`{run.trigger}` failed: {run.error}" for run in self.failed),
             *(f"the compile at {u.site} runs only {u.why}" for u in self.unreached),
-            *(
-                f"'{name}' was compiled again with other arguments, and only its first build is "
-                "in the wheel"
-                for name in self.renamed
-            ),
         ]
+
+    def served(self, distribution: str) -> dict[str, list[dict[str, str]]]:
+        """The guard's ``jit`` config: each name given ``load`` -> its builds in the wheel
+        (``path`` in the site directory, ``key``)."""
+        served: dict[str, list[dict[str, str]]] = {}
+        for lib in self.libraries:
+            path = f"{jit_folder(distribution)}/{lib.file.name}"
+            served.setdefault(lib.name, []).append({"path": path, "key": lib.key})
+        return served
 
     def note(self) -> str:
         """The summary's note on a wheel holding them."""
@@ -189,7 +194,13 @@ def _run(
     spec, out = tmp / "first-use-spec.json", tmp / "first-use-out.json"
     out.unlink(missing_ok=True)
     spec.write_text(
-        json.dumps({"root": str(root), "triggers": [[t.module, t.function] for t in triggers]})
+        json.dumps(
+            {
+                "root": str(root),
+                "prebuild": str(Path(prebuild.__file__).parent.parent),
+                "triggers": [[t.module, t.function] for t in triggers],
+            }
+        )
     )
     start = log_size(log)
     with open(log, "a", encoding="utf-8") as f, follow_steps(log, step, str(root)):
@@ -212,24 +223,19 @@ def _run(
             {"trigger": str(t), "error": f"the run stopped (its log: {log})"} for t in triggers
         ]
         made = {"built": [], "failed": failed}
-    libraries: dict[str, FirstUseLibrary] = {}
-    renamed = []
+    libraries: dict[tuple[str, str], FirstUseLibrary] = {}
     for entry in made["built"]:
-        file = Path(entry["file"])
-        if file.name.split(".")[0] != entry["name"]:
-            renamed.append(entry["name"])
-            continue
         site = entry["site"]
         path, _, line = site.rpartition(":")
         if Path(path).is_relative_to(root):
             site = f"{Path(path).relative_to(root)}:{line}"
-        libraries.setdefault(entry["name"], FirstUseLibrary(entry["name"], file, site))
+        library = FirstUseLibrary(entry["name"], entry["key"], Path(entry["file"]), site)
+        libraries.setdefault((library.name, library.key), library)
     return FirstUse(
         tuple(libraries.values()),
         tuple(triggers),
         tuple(FailedRun(f["trigger"], f["error"], f.get("compile") or "") for f in made["failed"]),
         tuple(unreached),
-        tuple(sorted(set(renamed))),
         # the wheel's files named as in the wheel: the copy they were compiled from is gone
         log_since(log, start).replace(f"{root}/", ""),
     )

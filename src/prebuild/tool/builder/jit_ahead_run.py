@@ -1,15 +1,17 @@
 """Run by jit_ahead.py as a script, in a child process with the build's variables: a project's
-compiles at first use, made now. Standard library and torch only (it runs in the build's
-Python with the unpacked wheel first on sys.path, and imports nothing of prebuild's).
+compiles at first use, made now. It runs in the build's Python with the unpacked wheel first on
+sys.path, and imports of prebuild only its runtime guard's ``call_key`` (the key the guard
+computes again at run time to serve each library).
 
-``python jit_ahead_run.py SPEC OUT``: SPEC (JSON) holds ``root`` (the unpacked wheel) and
-``triggers`` ([module, function or null], in order); each is imported, then its function
-called with no arguments. torch.utils.cpp_extension's ``_jit_compile``, which ``load`` and
-``load_inline`` go through, is wrapped to record what each compile made; ``load`` and
-``load_inline`` are told ``verbose=True`` so that ninja's lines reach the build log (the
-build's progress). OUT (JSON): ``built`` (name, file, site of each library) and
-``failed`` (trigger, error, and the name whose compile raised, if one did) for the triggers
-that raised; the next trigger runs regardless.
+``python jit_ahead_run.py SPEC OUT``: SPEC (JSON) holds ``root`` (the unpacked wheel),
+``prebuild`` (the folder prebuild is imported from) and ``triggers`` ([module, function or
+null], in order); each is imported, then its function called with no arguments.
+torch.utils.cpp_extension's ``load``, ``load_inline`` and ``_jit_compile`` (which the other two
+go through) are wrapped: the project's call is keyed, ``load`` and ``load_inline`` are told
+``verbose=True`` so that ninja's lines reach the build log (the build's progress), and
+``_jit_compile`` records what each compile made. OUT (JSON): ``built`` (name, key, file, site of
+each library) and ``failed`` (trigger, error, and the name whose compile raised, if one did) for
+the triggers that raised; the next trigger runs regardless.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import os
 import sys
 import traceback
 
-VERBOSED = ("load", "load_inline")
+ENTRIES = ("load", "load_inline", "_jit_compile")
 
 
 def caller_site(torch_file: str) -> str:
@@ -32,53 +34,61 @@ def caller_site(torch_file: str) -> str:
     return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
 
 
-def wrap(cpp_extension, built: list[dict], failing: list[str]) -> None:
-    compile_ = cpp_extension._jit_compile
+def wrap(cpp_extension, root: str, call_key, built: list[dict], failing: list[str]) -> None:
+    """Wrap the module's compile entry points: the project's own call (the outermost) keyed,
+    each library torch's compile returns recorded under that key."""
+    calls: list[str] = []  # the keys of the entry points running, outermost first
 
-    def recording(name, *args, **kwargs):
-        try:
-            result = compile_(name, *args, **kwargs)
-        except BaseException:
-            failing.append(name)  # the compile itself failed, not the project's code around it
-            raise
+    def wrapped(entry, original):
+        parameters = list(inspect.signature(original).parameters)
+        place = parameters.index("verbose") if "verbose" in parameters else -1
+
+        def call(*args, **kwargs):
+            calls.append(call_key(original, args, kwargs, root))
+            if entry != "_jit_compile" and 0 <= len(args) <= place:
+                kwargs["verbose"] = True
+            try:
+                result = original(*args, **kwargs)
+            except BaseException:
+                if entry == "_jit_compile":  # the compile failed, not the project's code
+                    failing.append(kwargs.get("name", args[0] if args else "?"))
+                raise
+            finally:
+                key = calls[0]
+                calls.pop()
+            if entry == "_jit_compile":
+                record(kwargs.get("name", args[0] if args else "?"), key, result)
+            return result
+
+        return call
+
+    def record(name: str, key: str, result) -> None:
         if isinstance(result, str) and result.endswith(".so"):  # is_python_module=False
             file = result
         elif getattr(result, "__file__", None):
             file = result.__file__
         else:  # is_standalone: an executable, which no import serves
-            return result
-        built.append(
-            {
-                "name": name,
-                "file": os.path.abspath(file),
-                "site": caller_site(cpp_extension.__file__),
-            }
-        )
-        return result
+            return
+        site = caller_site(cpp_extension.__file__)
+        built.append({"name": name, "key": key, "file": os.path.abspath(file), "site": site})
 
-    cpp_extension._jit_compile = recording
-    for entry in VERBOSED:
-        original = getattr(cpp_extension, entry)
-        place = list(inspect.signature(original).parameters).index("verbose")
-
-        def verbose(*args, __original=original, __place=place, **kwargs):
-            if len(args) <= __place:
-                kwargs["verbose"] = True
-            return __original(*args, **kwargs)
-
-        setattr(cpp_extension, entry, verbose)
+    for entry in ENTRIES:
+        setattr(cpp_extension, entry, wrapped(entry, getattr(cpp_extension, entry)))
 
 
 def main(spec_path: str, out_path: str) -> int:
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
     sys.path.insert(0, spec["root"])
+    sys.path.append(spec["prebuild"])
     import torch.utils.cpp_extension as cpp_extension
+
+    from prebuild.runtime.classic_guard import call_key
 
     built: list[dict] = []
     failed: list[dict] = []
     failing: list[str] = []
-    wrap(cpp_extension, built, failing)
+    wrap(cpp_extension, spec["root"], call_key, built, failing)
     for module_name, function in spec["triggers"]:
         shown = f"{module_name}.{function}()" if function else f"import {module_name}"
         print(f"prebuild: running `{shown}`", flush=True)
@@ -91,9 +101,8 @@ def main(spec_path: str, out_path: str) -> int:
             traceback.print_exc()
             text = str(exc).strip().splitlines()
             error = f"{type(exc).__name__}: {text[-1] if text else ''}"
-            failed.append(
-                {"trigger": shown, "error": error, "compile": failing[-1] if failing else None}
-            )
+            compile_ = failing[-1] if failing else None
+            failed.append({"trigger": shown, "error": error, "compile": compile_})
         sys.stdout.flush()
     with open(out_path, "w", encoding="utf-8") as f:
         json.dump({"built": built, "failed": failed}, f)
