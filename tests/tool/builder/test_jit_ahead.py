@@ -6,6 +6,7 @@ compiles for real (tests/e2e/test_classic_build.py)."""
 
 from __future__ import annotations
 
+import datetime
 import sys
 import zipfile
 from pathlib import Path
@@ -24,6 +25,7 @@ from prebuild.tool.builder.jit_ahead import (
     interpreter_tag,
     jit_folder,
     python_sources,
+    unpack,
     with_first_use,
 )
 from prebuild.tool.jit_sites import Trigger, Unreached
@@ -90,7 +92,7 @@ def test_the_first_use_compiles_run_in_a_child_and_each_library_is_recorded(tmp_
     env = {"PYTHONPATH": str(site), "STAND_IN_OUT": str(out)}
     work = tmp_path / "work"
     work.mkdir()
-    made = compile_first_use(wheel, env, work, log)
+    made = compile_first_use(wheel, env, work / "unpacked", log)
     assert made.triggers == (
         Trigger("pkg", None, "pkg/__init__.py:3"),
         Trigger("pkg", "_lazy", "pkg/__init__.py:6"),
@@ -137,13 +139,26 @@ def test_the_first_use_compiles_run_in_a_child_and_each_library_is_recorded(tmp_
     assert "Root-Is-Purelib: false" in info and f"Tag: {interpreter_tag()}" in info
 
 
+def test_the_wheel_is_unpacked_afresh_with_its_files_times(tmp_path):
+    """The files' times are the wheel's, not the unpacking's; what an earlier run left there is
+    gone."""
+    wheel = project_wheel(tmp_path)
+    root = tmp_path / "unpacked"
+    (root / "left").mkdir(parents=True)  # an earlier run's file the wheel no longer has
+    unpack(wheel, root)
+    with zipfile.ZipFile(wheel) as zf:
+        stamp = zf.getinfo("pkg/__init__.py").date_time
+    made = datetime.datetime.fromtimestamp((root / "pkg" / "__init__.py").stat().st_mtime)
+    assert made.timetuple()[:6] == stamp and not (root / "left").exists()
+
+
 def test_a_child_that_dies_leaves_every_trigger_failed_with_the_log_named(tmp_path):
     wheel = project_wheel(tmp_path)
     site = tmp_path / "dying"
     site.mkdir()
     (site / "sitecustomize.py").write_text("import os\nos._exit(3)\n")
     log = tmp_path / "build.log"
-    made = compile_first_use(wheel, {"PYTHONPATH": str(site)}, tmp_path, log)
+    made = compile_first_use(wheel, {"PYTHONPATH": str(site)}, tmp_path / "unpacked", log)
     assert made.libraries == () and len(made.failed) == 4
     assert made.failed[0] == FailedRun("import pkg", f"the run stopped (its log: {log})")
     assert made.refusal().startswith("prebuild ran them ahead of time (`import pkg`, ")

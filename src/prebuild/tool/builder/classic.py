@@ -565,7 +565,7 @@ class ClassicBuilder:
                 first_use = compile_first_use(
                     built,
                     {**env, **answer},
-                    Path(tmp),
+                    wheel_dir / "first-use",
                     build_log,
                     progress.step,
                     self.mend_first_use if self.mend else None,

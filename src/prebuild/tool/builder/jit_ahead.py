@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -151,25 +152,24 @@ Mend = Callable[[str, Path], list[SourceChange]]
 def compile_first_use(
     wheel: Path,
     env: Mapping[str, str],
-    tmp: Path,
+    root: Path,
     log: Path,
     step: Callable[[int, int, str], None] | None = None,
     mend: Mend | None = None,
     rounds: int = 3,
 ) -> FirstUse:
-    """Run the first-use compiles of ``wheel`` (unpacked in ``tmp``) in a child process with
-    ``env`` over this process's variables, its output appended to ``log``; ``step`` hears each
-    compile step ninja reports. Where a compile fails and ``mend`` changes the sources for it
-    (an API with an exact replacement), they run again, ``rounds`` times at most."""
+    """Run the first-use compiles of ``wheel``, unpacked in ``root`` (emptied first), in a child
+    process with ``env`` over this process's variables, its output appended to ``log``; ``step``
+    hears each compile step ninja reports. Where a compile fails and ``mend`` changes the
+    sources for it (an API with an exact replacement), they run again (ninja compiles again
+    what changed), ``rounds`` times at most."""
     triggers, unreached = first_use_triggers(python_sources(wheel))
     if not triggers:
         return FirstUse(unreached=tuple(unreached))
-    root = tmp / "first-use"
-    with zipfile.ZipFile(wheel) as zf:
-        zf.extractall(root)
+    unpack(wheel, root)
     changes: list[SourceChange] = []
     for _ in range(rounds):
-        made = _run(root, triggers, unreached, env, tmp, log, step)
+        made = _run(root, triggers, unreached, env, log, step)
         if not made.failed_compile or mend is None:
             break
         mended = mend(made.output, root)
@@ -186,12 +186,11 @@ def _run(
     triggers: list[Trigger],
     unreached: list[Unreached],
     env: Mapping[str, str],
-    tmp: Path,
     log: Path,
     step: Callable[[int, int, str], None] | None,
 ) -> FirstUse:
     """One run of the child over the unpacked wheel in ``root``."""
-    spec, out = tmp / "first-use-spec.json", tmp / "first-use-out.json"
+    spec, out = root.with_name(f"{root.name}-spec.json"), root.with_name(f"{root.name}-out.json")
     out.unlink(missing_ok=True)
     spec.write_text(
         json.dumps(
@@ -239,6 +238,17 @@ def _run(
         # the wheel's files named as in the wheel: the copy they were compiled from is gone
         log_since(log, start).replace(f"{root}/", ""),
     )
+
+
+def unpack(wheel: Path, root: Path) -> None:
+    """The wheel's files in ``root`` (emptied first), each with its time in the wheel (older
+    than what a compile makes of it, as in the project's copy)."""
+    shutil.rmtree(root, ignore_errors=True)
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            path = Path(zf.extract(info, root))
+            when = time.mktime((*info.date_time, 0, 0, -1))
+            os.utime(path, (when, when))
 
 
 def with_first_use(wheel: Path, first_use: FirstUse, distribution: str, out_dir: Path) -> Path:
