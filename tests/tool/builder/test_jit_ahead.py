@@ -31,6 +31,8 @@ from prebuild.tool.builder.jit_ahead import (
 from prebuild.tool.jit_sites import Trigger, Unreached
 
 PROJECT = """\
+import os
+
 from torch.utils.cpp_extension import load
 
 A = load(name="pkg_a", sources=["a.cpp"])
@@ -44,6 +46,10 @@ def _again():  # the same name with other sources: torch builds pkg_a_v1
 def _needs_a_gpu():
     raise RuntimeError("CUDA is not available")
     load(name="pkg_c", sources=["c.cpp"])
+
+def _v7():  # asked for by a variable of the project's own (rwkv's RWKV_V7_ON)
+    if os.environ.get("PKG_V7") == "1":
+        load(name="pkg_v7", sources=["v7.cpp"])
 """
 
 # torch's _jit_compile, replaced in the child: the library of ops a compile would make
@@ -94,10 +100,11 @@ def test_the_first_use_compiles_run_in_a_child_and_each_library_is_recorded(tmp_
     work.mkdir()
     made = compile_first_use(wheel, env, work / "unpacked", log)
     assert made.triggers == (
-        Trigger("pkg", None, "pkg/__init__.py:3"),
-        Trigger("pkg", "_lazy", "pkg/__init__.py:6"),
-        Trigger("pkg", "_again", "pkg/__init__.py:9"),
-        Trigger("pkg", "_needs_a_gpu", "pkg/__init__.py:13"),
+        Trigger("pkg", None, "pkg/__init__.py:5"),
+        Trigger("pkg", "_lazy", "pkg/__init__.py:8"),
+        Trigger("pkg", "_again", "pkg/__init__.py:11"),
+        Trigger("pkg", "_needs_a_gpu", "pkg/__init__.py:15"),
+        Trigger("pkg", "_v7", "pkg/__init__.py:19"),
     )
 
     def key(name: str, source: str) -> str:  # the key of the project's call, as the guard's
@@ -106,10 +113,10 @@ def test_the_first_use_compiles_run_in_a_child_and_each_library_is_recorded(tmp_
     # the same name compiled again of other sources (torch builds pkg_a_v1) is another build,
     # served to that call alone
     assert made.libraries == (
-        FirstUseLibrary("pkg_a", key("pkg_a", "a.cpp"), out / "pkg_a.so", "pkg/__init__.py:3"),
-        FirstUseLibrary("pkg_b", key("pkg_b", "b.cpp"), out / "pkg_b.so", "pkg/__init__.py:6"),
+        FirstUseLibrary("pkg_a", key("pkg_a", "a.cpp"), out / "pkg_a.so", "pkg/__init__.py:5"),
+        FirstUseLibrary("pkg_b", key("pkg_b", "b.cpp"), out / "pkg_b.so", "pkg/__init__.py:8"),
         FirstUseLibrary(
-            "pkg_a", key("pkg_a", "other.cpp"), out / "pkg_a_v1.so", "pkg/__init__.py:9"
+            "pkg_a", key("pkg_a", "other.cpp"), out / "pkg_a_v1.so", "pkg/__init__.py:11"
         ),
     )
     assert made.served("pkg") == {
@@ -125,9 +132,12 @@ def test_the_first_use_compiles_run_in_a_child_and_each_library_is_recorded(tmp_
     text = log.read_text()
     assert "prebuild: running `pkg._needs_a_gpu()`" in text and "Traceback" in text
     note = made.note()
-    assert "by `import pkg`, `pkg._lazy()`, `pkg._again()`, `pkg._needs_a_gpu()`" in note
-    assert "'pkg_a' (pkg/__init__.py:3), 'pkg_b' (pkg/__init__.py:6), 'pkg_a' (pkg" in note
+    assert (
+        "by `import pkg`, `pkg._lazy()`, `pkg._again()`, `pkg._needs_a_gpu()`, `pkg._v7()`" in note
+    )
+    assert "'pkg_a' (pkg/__init__.py:5), 'pkg_b' (pkg/__init__.py:8), 'pkg_a' (pkg" in note
     assert "Not made: `pkg._needs_a_gpu()` failed: RuntimeError: CUDA is not available" in note
+    assert "the compile at pkg/__init__.py:19 did not run (what runs it ran without" in note
 
     final = with_first_use(wheel, made, "pkg", tmp_path / "dist")
     assert final.name == f"pkg-1.0-{interpreter_tag()}.whl"
@@ -159,7 +169,7 @@ def test_a_child_that_dies_leaves_every_trigger_failed_with_the_log_named(tmp_pa
     (site / "sitecustomize.py").write_text("import os\nos._exit(3)\n")
     log = tmp_path / "build.log"
     made = compile_first_use(wheel, {"PYTHONPATH": str(site)}, tmp_path / "unpacked", log)
-    assert made.libraries == () and len(made.failed) == 4
+    assert made.libraries == () and len(made.failed) == 5
     assert made.failed[0] == FailedRun("import pkg", f"the run stopped (its log: {log})")
     assert made.refusal().startswith("prebuild ran them ahead of time (`import pkg`, ")
     assert "none made a library: `import pkg` failed: the run stopped" in made.refusal()

@@ -79,8 +79,18 @@ class FirstUse:
 
     def problems(self) -> list[str]:
         """What was not made, each said with why."""
+        failed = {run.trigger for run in self.failed}
+        made = {lib.site for lib in self.libraries}
+        skipped = dict.fromkeys(
+            t.site for t in self.triggers if t.site not in made and str(t) not in failed
+        )
         return [
             *(f"`{run.trigger}` failed: {run.error}" for run in self.failed),
+            *(
+                f"the compile at {site} did not run (what runs it ran without calling it: a "
+                "condition of the project's own, such as an environment variable it reads)"
+                for site in skipped
+            ),
             *(f"the compile at {u.site} runs only {u.why}" for u in self.unreached),
         ]
 
