@@ -175,6 +175,18 @@ def test_a_child_that_dies_leaves_every_trigger_failed_with_the_log_named(tmp_pa
     assert "none made a library: `import pkg` failed: the run stopped" in made.refusal()
 
 
+def test_a_run_missing_one_of_the_project_s_requirements_says_to_install_it():
+    missing = FirstUse(
+        triggers=(Trigger("pkg", None, "pkg/__init__.py:3"),),
+        failed=(FailedRun("import pkg", "ModuleNotFoundError: No module named 'einops.layers'"),),
+    )
+    assert (
+        "`import pkg` failed: ModuleNotFoundError: No module named 'einops.layers' (running the "
+        "project's code needs einops, one of its requirements: install it in this environment "
+        "and build again)" in missing.refusal()
+    )
+
+
 def test_what_is_said_where_nothing_was_made_or_tried():
     assert FirstUse().refusal() == ""
     lone = FirstUse(unreached=(Unreached("pkg/b.py:4", "inside `m`, a nested function or method"),))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -85,7 +86,10 @@ class FirstUse:
             t.site for t in self.triggers if t.site not in made and str(t) not in failed
         )
         return [
-            *(f"`{run.trigger}` failed: {run.error}" for run in self.failed),
+            *(
+                f"`{run.trigger}` failed: {run.error}{_missing_hint(run.error)}"
+                for run in self.failed
+            ),
             *(
                 f"the compile at {site} did not run (what runs it ran without calling it: a "
                 "condition of the project's own, such as an environment variable it reads)"
@@ -129,6 +133,18 @@ class FirstUse:
             + "; ".join(self.problems() or ["they compiled nothing"])
             + "."
         )
+
+
+def _missing_hint(error: str) -> str:
+    """Pure: what to do where a run failed on a module the build's environment lacks (the
+    project's own requirement: running its code needs it, as its users' machines have it)."""
+    match = re.match(r"ModuleNotFoundError: No module named '([\w.]+)'", error)
+    if not match:
+        return ""
+    return (
+        f" (running the project's code needs {match[1].split('.')[0]}, one of its "
+        "requirements: install it in this environment and build again)"
+    )
 
 
 def jit_folder(distribution: str) -> str:
