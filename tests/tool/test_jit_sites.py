@@ -146,14 +146,65 @@ def test_a_class_compiling_as_it_is_made_is_made_where_the_module_makes_it_or_wi
         "class Lazy:\n"
         "    def __init__(self, verbose=False):\n"
         "        self.C = load(name='lazy', sources=[])\n"
+        "class Never:\n"
+        "    def build(self):\n"
+        "        return load(name='never', sources=[])\n"
     )
     triggers, unreached = first_use_triggers({"pkg/ext.py": classes})
     assert triggers == [
         Trigger("pkg.ext", None, "pkg/ext.py:4"),
+        # a method needing no argument of an object the module makes
+        Trigger("pkg.ext", "MADE.other", "pkg/ext.py:6"),
         Trigger("pkg.ext", "Lazy", "pkg/ext.py:10"),
     ]
-    assert str(triggers[1]) == "pkg.ext.Lazy()"
-    assert unreached == [Unreached("pkg/ext.py:6", "inside `other`, a nested function or method")]
+    assert [str(t) for t in triggers[1:]] == ["pkg.ext.MADE.other()", "pkg.ext.Lazy()"]
+    assert unreached == [Unreached("pkg/ext.py:13", "inside `build`, a nested function or method")]
+
+
+# optimum-quanto 0.2.7: a class of one module compiles in a property, read at the first op;
+# other modules make one object of it each, at module level.
+QUANTO_EXTENSION = """\
+from torch.utils.cpp_extension import load
+
+class Extension(object):
+    def __init__(self, name, root_dir, sources, extra_cflags=None):
+        self.name, self.sources, self._lib = name, sources, None
+
+    @property
+    def lib(self):
+        if self._lib is None:
+            self._lib = load(name=self.name, sources=self.sources)
+        return self._lib
+"""
+QUANTO_CUDA = """\
+import os
+from ..extension import Extension, register_extension
+
+ext = Extension("quanto_cuda", root_dir=os.path.dirname(__file__), sources=["unpack.cu"])
+register_extension(ext)
+
+def unpack_cuda(t, bits):
+    return ext.lib.unpack(t, bits)
+"""
+
+
+def test_a_property_compiling_is_read_of_each_object_the_package_makes():
+    triggers, unreached = first_use_triggers(
+        {
+            "optimum/quanto/library/extensions/extension.py": QUANTO_EXTENSION,
+            "optimum/quanto/library/extensions/cuda/__init__.py": QUANTO_CUDA,
+            "optimum/quanto/library/extensions/cpp/__init__.py": QUANTO_CUDA.replace(
+                "quanto_cuda", "quanto_cpp"
+            ),
+        }
+    )
+    site = "optimum/quanto/library/extensions/extension.py:10"
+    assert triggers == [
+        Trigger("optimum.quanto.library.extensions.cpp", "ext.lib", site, call=False),
+        Trigger("optimum.quanto.library.extensions.cuda", "ext.lib", site, call=False),
+    ]
+    assert str(triggers[1]) == "optimum.quanto.library.extensions.cuda.ext.lib"
+    assert unreached == []
 
 
 def test_aliases_and_files_that_are_not_python_are_read_or_left():

@@ -114,14 +114,19 @@ def setup_imports_jit(setup_text: str, sites: list[str]) -> tuple[int, str] | No
 @dataclass(frozen=True)
 class Trigger:
     """What runs a compile: importing ``module``, then calling its module-level ``function``
-    with no arguments (None: the import alone). ``site``: the compile's ``file:line``."""
+    with no arguments (None: the import alone), or ``obj.method`` of an object the module makes
+    (``call`` False: reading a property, as optimum-quanto's ``ext.lib``). ``site``: the
+    compile's ``file:line``."""
 
     module: str
     function: str | None
     site: str
+    call: bool = True
 
     def __str__(self) -> str:
-        return f"{self.module}.{self.function}()" if self.function else f"import {self.module}"
+        if not self.function:
+            return f"import {self.module}"
+        return f"{self.module}.{self.function}" + ("()" if self.call else "")
 
 
 @dataclass(frozen=True)
@@ -184,14 +189,27 @@ class _Module:
                 return owner.endswith("cpp_extension") or owner in modules
             return False
 
+        def called(call: ast.Call) -> str:
+            func = call.func
+            return func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+
         self.jit_calls: list[tuple[int, str | None, str]] = []  # line, function, "" or why not
         self.functions: dict[str, bool] = {}  # module-level def -> takes required arguments
         self.calls: dict[str, set[str]] = {}  # module-level def -> names it calls
         self.top_calls: set[str] = set()  # names called as the module runs
-
-        def called(call: ast.Call) -> str:
-            func = call.func
-            return func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        # line of a JIT call in a method's own body -> (class, method, a property?); the
+        # methods of its module-level classes that need no argument; its module-level objects
+        self.in_methods: dict[int, tuple[str, str, bool]] = {}
+        self.bare_methods: set[tuple[str, str]] = set()
+        self.objects: dict[str, str] = {}  # name -> the class called to make it (its name)
+        for node in tree.body:
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call)
+            ):
+                self.objects[node.targets[0].id] = called(node.value)
 
         def visit(node: ast.AST, function: str | None, why: str) -> None:
             for child in ast.iter_child_nodes(node):
@@ -214,8 +232,15 @@ class _Module:
                     self.calls.setdefault(child.name, set())
                     visit(init, child.name, "")
                 for item in ast.iter_child_nodes(child):
-                    if item is not init:
-                        visit_child(child, item, None, "")
+                    if item is init:
+                        continue
+                    if isinstance(item, ast.FunctionDef):
+                        own = (child.name, item.name, _is_property(item))
+                        if not _requires_arguments(item.args, bound=True) or own[2]:
+                            self.bare_methods.add(own[:2])
+                        for line in _own_jit_calls(item, is_jit):
+                            self.in_methods[line] = own
+                    visit_child(child, item, None, "")
                 return
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if top:
@@ -239,6 +264,27 @@ class _Module:
             visit(child, function, why)
 
         visit(tree, None, "")
+
+
+def _is_property(method: ast.FunctionDef) -> bool:
+    """Pure: whether a method is read as an attribute (``@property``, ``@cached_property``)."""
+    return any(
+        (d.id if isinstance(d, ast.Name) else getattr(d, "attr", "")).endswith("property")
+        for d in method.decorator_list
+    )
+
+
+def _own_jit_calls(function: ast.FunctionDef, is_jit: Callable[[ast.Call], bool]) -> list[int]:
+    """Pure: the lines of the JIT calls in a function's own body (not in functions it holds)."""
+    lines, todo = [], list(function.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Call) and is_jit(node):
+            lines.append(node.lineno)
+        todo += ast.iter_child_nodes(node)
+    return lines
 
 
 def _requires_arguments(args: ast.arguments, bound: bool = False) -> bool:
@@ -280,7 +326,14 @@ def first_use_triggers(
                 todo += [n for n in module.calls.get(name, ()) if n in module.functions]
         for line, function, why in module.jit_calls:
             site = f"{module.path}:{line}"
-            if why:
+            if line in module.in_methods:  # a method of an object some module makes
+                found = _objects_reaching(modules, module, *module.in_methods[line])
+                calls += [
+                    Trigger(m, f"{name}.{method}", site, call) for m, name, method, call in found
+                ]
+                if not found:
+                    unreached.append(Unreached(site, why))
+            elif why:
                 unreached.append(Unreached(site, why))
             elif function is None or function in runs:
                 imports.append(Trigger(module.name, None, site))
@@ -303,6 +356,21 @@ def first_use_triggers(
             seen.add((trigger.module, trigger.function))
             ordered.append(trigger)
     return ordered, unreached
+
+
+def _objects_reaching(
+    modules: list[_Module], home: _Module, cls: str, method: str, prop: bool
+) -> list[tuple[str, str, str, bool]]:
+    """The module-level objects of ``home``'s class ``cls`` (made by calling it by name, in any
+    module) whose ``method`` needs no argument: (their module, name, the method, called?)."""
+    if (cls, method) not in home.bare_methods:
+        return []
+    return [
+        (m.name, name, method, not prop)
+        for m in modules
+        for name, made_by in m.objects.items()
+        if made_by == cls
+    ]
 
 
 def _callers_without_arguments(

@@ -50,6 +50,13 @@ def _needs_a_gpu():
 def _v7():  # asked for by a variable of the project's own (rwkv's RWKV_V7_ON)
     if os.environ.get("PKG_V7") == "1":
         load(name="pkg_v7", sources=["v7.cpp"])
+
+class _Extension:  # optimum-quanto's: compiled where its property is first read
+    @property
+    def lib(self):
+        return load(name="pkg_d", sources=["d.cpp"])
+
+EXT = _Extension()
 """
 
 # torch's _jit_compile, replaced in the child: the library of ops a compile would make
@@ -105,6 +112,7 @@ def test_the_first_use_compiles_run_in_a_child_and_each_library_is_recorded(tmp_
         Trigger("pkg", "_again", "pkg/__init__.py:11"),
         Trigger("pkg", "_needs_a_gpu", "pkg/__init__.py:15"),
         Trigger("pkg", "_v7", "pkg/__init__.py:19"),
+        Trigger("pkg", "EXT.lib", "pkg/__init__.py:24", call=False),
     )
 
     def key(name: str, source: str) -> str:  # the key of the project's call, as the guard's
@@ -118,6 +126,7 @@ def test_the_first_use_compiles_run_in_a_child_and_each_library_is_recorded(tmp_
         FirstUseLibrary(
             "pkg_a", key("pkg_a", "other.cpp"), out / "pkg_a_v1.so", "pkg/__init__.py:11"
         ),
+        FirstUseLibrary("pkg_d", key("pkg_d", "d.cpp"), out / "pkg_d.so", "pkg/__init__.py:24"),
     )
     assert made.served("pkg") == {
         "pkg_a": [
@@ -125,6 +134,7 @@ def test_the_first_use_compiles_run_in_a_child_and_each_library_is_recorded(tmp_
             {"path": f"{jit_folder('pkg')}/pkg_a_v1.so", "key": key("pkg_a", "other.cpp")},
         ],
         "pkg_b": [{"path": f"{jit_folder('pkg')}/pkg_b.so", "key": key("pkg_b", "b.cpp")}],
+        "pkg_d": [{"path": f"{jit_folder('pkg')}/pkg_d.so", "key": key("pkg_d", "d.cpp")}],
     }
     # a failing trigger is said with its error, and the others still ran
     assert made.failed == (FailedRun("pkg._needs_a_gpu()", "RuntimeError: CUDA is not available"),)
@@ -133,7 +143,8 @@ def test_the_first_use_compiles_run_in_a_child_and_each_library_is_recorded(tmp_
     assert "prebuild: running `pkg._needs_a_gpu()`" in text and "Traceback" in text
     note = made.note()
     assert (
-        "by `import pkg`, `pkg._lazy()`, `pkg._again()`, `pkg._needs_a_gpu()`, `pkg._v7()`" in note
+        "by `import pkg`, `pkg._lazy()`, `pkg._again()`, `pkg._needs_a_gpu()`, `pkg._v7()`, `pkg.EXT.lib`"
+        in note
     )
     assert "'pkg_a' (pkg/__init__.py:5), 'pkg_b' (pkg/__init__.py:8), 'pkg_a' (pkg" in note
     assert "Not made: `pkg._needs_a_gpu()` failed: RuntimeError: CUDA is not available" in note
@@ -169,7 +180,7 @@ def test_a_child_that_dies_leaves_every_trigger_failed_with_the_log_named(tmp_pa
     (site / "sitecustomize.py").write_text("import os\nos._exit(3)\n")
     log = tmp_path / "build.log"
     made = compile_first_use(wheel, {"PYTHONPATH": str(site)}, tmp_path / "unpacked", log)
-    assert made.libraries == () and len(made.failed) == 5
+    assert made.libraries == () and len(made.failed) == 6
     assert made.failed[0] == FailedRun("import pkg", f"the run stopped (its log: {log})")
     assert made.refusal().startswith("prebuild ran them ahead of time (`import pkg`, ")
     assert "none made a library: `import pkg` failed: the run stopped" in made.refusal()

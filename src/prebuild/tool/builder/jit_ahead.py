@@ -223,7 +223,7 @@ def _run(
             {
                 "root": str(root),
                 "prebuild": str(Path(prebuild.__file__).parent.parent),
-                "triggers": [[t.module, t.function] for t in triggers],
+                "triggers": [[t.module, t.function, t.call, str(t)] for t in triggers],
             }
         )
     )

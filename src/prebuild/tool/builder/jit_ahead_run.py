@@ -5,7 +5,8 @@ computes again at run time to serve each library).
 
 ``python jit_ahead_run.py SPEC OUT``: SPEC (JSON) holds ``root`` (the unpacked wheel),
 ``prebuild`` (the folder prebuild is imported from) and ``triggers`` ([module, function or
-null], in order); each is imported, then its function called with no arguments.
+null, call, how to show it], in order): each module is imported, then its function called with
+no arguments (``function`` may be ``object.method``; with ``call`` false, a property read).
 torch.utils.cpp_extension's ``load``, ``load_inline`` and ``_jit_compile`` (which the other two
 go through) are wrapped: the project's call is keyed, ``load`` and ``load_inline`` are told
 ``verbose=True`` so that ninja's lines reach the build log (the build's progress), and
@@ -89,14 +90,15 @@ def main(spec_path: str, out_path: str) -> int:
     failed: list[dict] = []
     failing: list[str] = []
     wrap(cpp_extension, spec["root"], call_key, built, failing)
-    for module_name, function in spec["triggers"]:
-        shown = f"{module_name}.{function}()" if function else f"import {module_name}"
+    for module_name, function, call, shown in spec["triggers"]:
         print(f"prebuild: running `{shown}`", flush=True)
         failing.clear()
         try:
-            module = importlib.import_module(module_name)
-            if function:
-                getattr(module, function)()
+            target = importlib.import_module(module_name)
+            for name in function.split(".") if function else ():
+                target = getattr(target, name)  # reading a property runs it
+            if function and call:
+                target()
         except (Exception, SystemExit) as exc:
             traceback.print_exc()
             text = str(exc).strip().splitlines()
