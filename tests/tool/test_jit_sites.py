@@ -207,6 +207,35 @@ def test_a_property_compiling_is_read_of_each_object_the_package_makes():
     assert unreached == []
 
 
+def test_a_module_its_package_imports_only_under_a_condition_runs_only_where_it_is_imported():
+    """optimum-quanto's extensions package imports its CUDA, HIP and Metal modules each under
+    its own condition, its C++ one always: their compiles run only where importing the
+    package imports their module (the HIP and Metal ones, never on a CUDA machine)."""
+    package = (
+        "import torch\n"
+        "from .cpp import *\n"
+        "if torch.cuda.is_available():\n"
+        "    if torch.version.cuda:\n"
+        "        from .cuda import *\n"
+        "    elif torch.version.hip:\n"
+        "        from .hip import *\n"
+        "if torch.backends.mps.is_available():\n"
+        "    from . import mps\n"
+    )
+    sources = {"optimum/quanto/library/extensions/extension.py": QUANTO_EXTENSION}
+    sources["optimum/quanto/library/extensions/__init__.py"] = package
+    for platform in ("cpp", "cuda", "hip", "mps"):
+        sources[f"optimum/quanto/library/extensions/{platform}/__init__.py"] = QUANTO_CUDA
+    triggers, _ = first_use_triggers(sources)
+    extensions = "optimum.quanto.library.extensions"
+    assert {t.module.rpartition(".")[2]: t.only_after for t in triggers} == {
+        "cpp": "",  # imported unconditionally: run as it is
+        "cuda": extensions,
+        "hip": extensions,
+        "mps": extensions,
+    }
+
+
 def test_aliases_and_files_that_are_not_python_are_read_or_left():
     aliased = (
         "from torch.utils import cpp_extension as ce\n"

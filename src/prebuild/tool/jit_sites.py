@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 # The import may span lines: "from torch.utils.cpp_extension import (\n _jit_compile,\n)".
@@ -122,6 +122,9 @@ class Trigger:
     function: str | None
     site: str
     call: bool = True
+    # where the package imports ``module`` only under a condition of its own (optimum-quanto's
+    # `if torch.version.hip: from .hip import *`): the module whose import must import it
+    only_after: str = ""
 
     def __str__(self) -> str:
         if not self.function:
@@ -210,6 +213,24 @@ class _Module:
                 and isinstance(node.value, ast.Call)
             ):
                 self.objects[node.targets[0].id] = called(node.value)
+        # the modules it imports as it runs -> whether only under an `if`
+        self.imports: dict[str, bool] = {}
+        package = self.name if path.endswith("__init__.py") else self.name.rpartition(".")[0]
+
+        def imports_in(statements: list[ast.stmt], conditional: bool) -> None:
+            for node in statements:
+                if isinstance(node, ast.If):
+                    imports_in(node.body, True)
+                    imports_in(node.orelse, True)
+                elif isinstance(node, ast.Try):
+                    imports_in([*node.body, *node.orelse, *node.finalbody], conditional)
+                    for handler in node.handlers:
+                        imports_in(handler.body, True)
+                elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                    for name in _imported(node, package):
+                        self.imports[name] = self.imports.get(name, True) and conditional
+
+        imports_in(tree.body, False)
 
         def visit(node: ast.AST, function: str | None, why: str) -> None:
             for child in ast.iter_child_nodes(node):
@@ -264,6 +285,20 @@ class _Module:
             visit(child, function, why)
 
         visit(tree, None, "")
+
+
+def _imported(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    """Pure: the modules an import statement of a module of ``package`` may import: ``from
+    .cuda import *`` -> ``pkg.cuda``; ``from . import a`` -> ``pkg`` and ``pkg.a`` (a submodule or
+    a name: either way its name)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".") if package else []
+        parts = parts[: len(parts) - (node.level - 1)] if node.level > 1 else parts
+        base = ".".join([*parts, *([base] if base else [])])
+    return [base, *(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")]
 
 
 def _is_property(method: ast.FunctionDef) -> bool:
@@ -349,11 +384,23 @@ def first_use_triggers(
                             "of the package that needs none calls",
                         )
                     )
+    # A module its package imports only under a condition (another platform's code) runs its
+    # compiles only where importing the package imports it.
+    importers: dict[str, list[str]] = {}
+    unconditional: set[str] = set()
+    for module in modules:
+        for name, conditional in module.imports.items():
+            if conditional:
+                importers.setdefault(name, []).append(module.name)
+            else:
+                unconditional.add(name)
     seen: set[tuple[str, str | None]] = set()
     ordered = []
     for trigger in [*imports, *calls]:
         if (trigger.module, trigger.function) not in seen:
             seen.add((trigger.module, trigger.function))
+            if trigger.module in importers and trigger.module not in unconditional:
+                trigger = replace(trigger, only_after=importers[trigger.module][0])
             ordered.append(trigger)
     return ordered, unreached
 

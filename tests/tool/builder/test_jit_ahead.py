@@ -173,6 +173,39 @@ def test_the_wheel_is_unpacked_afresh_with_its_files_times(tmp_path):
     assert made.timetuple()[:6] == stamp and not (root / "left").exists()
 
 
+def test_a_module_its_package_does_not_import_here_is_not_run(tmp_path):
+    """Another platform's module (optimum-quanto's Metal one, imported where MPS is available)
+    is not imported to compile it: said, and the module imported unconditionally is built."""
+    wheel = tmp_path / "plat-1.0-py3-none-any.whl"
+    module = (
+        "from torch.utils.cpp_extension import load\n"
+        "LIB = load(name='{name}', sources=['{name}.cpp'])\n"
+    )
+    with WheelFile(wheel, "w") as zf:
+        zf.writestr(
+            "plat/__init__.py",
+            "from . import here\nif False:  # another platform's condition\n    from . import there\n",
+        )
+        zf.writestr("plat/here.py", module.format(name="here_ext"))
+        zf.writestr("plat/there.py", module.format(name="there_ext"))
+        zf.writestr(
+            "plat-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: plat\nVersion: 1.0\n"
+        )
+    site, out = tmp_path / "stand-in", tmp_path / "built"
+    site.mkdir()
+    out.mkdir()
+    (site / "sitecustomize.py").write_text(STAND_IN)
+    env = {"PYTHONPATH": str(site), "STAND_IN_OUT": str(out)}
+    made = compile_first_use(wheel, env, tmp_path / "unpacked", tmp_path / "build.log")
+    assert [lib.name for lib in made.libraries] == ["here_ext"] and made.failed == ()
+    assert made.skipped == (("import plat.there", "plat"),)
+    assert (
+        "`import plat.there` was not run: plat imports its module only under a condition of its "
+        "own, false here (another platform's code)" in made.note()
+    )
+    assert "did not run" not in made.note()
+
+
 def test_a_child_that_dies_leaves_every_trigger_failed_with_the_log_named(tmp_path):
     wheel = project_wheel(tmp_path)
     site = tmp_path / "dying"

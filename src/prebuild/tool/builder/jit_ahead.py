@@ -70,6 +70,7 @@ class FirstUse:
     triggers: tuple[Trigger, ...] = ()
     failed: tuple[FailedRun, ...] = ()
     unreached: tuple[Unreached, ...] = ()
+    skipped: tuple[tuple[str, str], ...] = ()  # trigger, the module that did not import it
     output: str = ""  # what the child printed: the compilers' errors among it
     changes: tuple[SourceChange, ...] = ()  # the mends that made them compile
 
@@ -80,9 +81,9 @@ class FirstUse:
 
     def problems(self) -> list[str]:
         """What was not made, each said with why."""
-        failed = {run.trigger for run in self.failed}
+        failed = {run.trigger for run in self.failed} | {t for t, _ in self.skipped}
         made = {lib.site for lib in self.libraries}
-        skipped = dict.fromkeys(
+        silent = dict.fromkeys(
             t.site for t in self.triggers if t.site not in made and str(t) not in failed
         )
         return [
@@ -91,9 +92,14 @@ class FirstUse:
                 for run in self.failed
             ),
             *(
+                f"`{trigger}` was not run: {importer} imports its module only under a condition "
+                "of its own, false here (another platform's code)"
+                for trigger, importer in self.skipped
+            ),
+            *(
                 f"the compile at {site} did not run (what runs it ran without calling it: a "
                 "condition of the project's own, such as an environment variable it reads)"
-                for site in skipped
+                for site in silent
             ),
             *(f"the compile at {u.site} runs only {u.why}" for u in self.unreached),
         ]
@@ -223,7 +229,9 @@ def _run(
             {
                 "root": str(root),
                 "prebuild": str(Path(prebuild.__file__).parent.parent),
-                "triggers": [[t.module, t.function, t.call, str(t)] for t in triggers],
+                "triggers": [
+                    [t.module, t.function, t.call, t.only_after, str(t)] for t in triggers
+                ],
             }
         )
     )
@@ -247,7 +255,7 @@ def _run(
         failed = [
             {"trigger": str(t), "error": f"the run stopped (its log: {log})"} for t in triggers
         ]
-        made = {"built": [], "failed": failed}
+        made = {"built": [], "failed": failed, "skipped": []}
     libraries: dict[tuple[str, str], FirstUseLibrary] = {}
     for entry in made["built"]:
         site = entry["site"]
@@ -261,6 +269,7 @@ def _run(
         tuple(triggers),
         tuple(FailedRun(f["trigger"], f["error"], f.get("compile") or "") for f in made["failed"]),
         tuple(unreached),
+        tuple((s["trigger"], s["importer"]) for s in made["skipped"]),
         # the wheel's files named as in the wheel: the copy they were compiled from is gone
         log_since(log, start).replace(f"{root}/", ""),
     )

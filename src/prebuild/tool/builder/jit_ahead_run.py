@@ -5,8 +5,10 @@ computes again at run time to serve each library).
 
 ``python jit_ahead_run.py SPEC OUT``: SPEC (JSON) holds ``root`` (the unpacked wheel),
 ``prebuild`` (the folder prebuild is imported from) and ``triggers`` ([module, function or
-null, call, how to show it], in order): each module is imported, then its function called with
-no arguments (``function`` may be ``object.method``; with ``call`` false, a property read).
+null, call, the module whose import must import it first or "", how to show it], in order):
+each module is imported, then its function called with no arguments (``function`` may be
+``object.method``; with ``call`` false, a property read); a trigger whose module the package
+imports only under a condition of its own that is false here is ``skipped``.
 torch.utils.cpp_extension's ``load``, ``load_inline`` and ``_jit_compile`` (which the other two
 go through) are wrapped: the project's call is keyed, ``load`` and ``load_inline`` are told
 ``verbose=True`` so that ninja's lines reach the build log (the build's progress), and
@@ -90,10 +92,16 @@ def main(spec_path: str, out_path: str) -> int:
     failed: list[dict] = []
     failing: list[str] = []
     wrap(cpp_extension, spec["root"], call_key, built, failing)
-    for module_name, function, call, shown in spec["triggers"]:
-        print(f"prebuild: running `{shown}`", flush=True)
+    skipped: list[dict] = []
+    for module_name, function, call, only_after, shown in spec["triggers"]:
         failing.clear()
         try:
+            if only_after:  # a module its package imports only under a condition of its own
+                importlib.import_module(only_after)
+                if module_name not in sys.modules:
+                    skipped.append({"trigger": shown, "importer": only_after})
+                    continue
+            print(f"prebuild: running `{shown}`", flush=True)
             target = importlib.import_module(module_name)
             for name in function.split(".") if function else ():
                 target = getattr(target, name)  # reading a property runs it
@@ -107,7 +115,7 @@ def main(spec_path: str, out_path: str) -> int:
             failed.append({"trigger": shown, "error": error, "compile": compile_})
         sys.stdout.flush()
     with open(out_path, "w", encoding="utf-8") as f:
-        json.dump({"built": built, "failed": failed}, f)
+        json.dump({"built": built, "failed": failed, "skipped": skipped}, f)
     return 0
 
 
