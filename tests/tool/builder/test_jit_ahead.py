@@ -204,6 +204,7 @@ def test_a_module_its_package_does_not_import_here_is_not_run(tmp_path):
         "own, false here (another platform's code)" in made.note()
     )
     assert "did not run" not in made.note()
+    assert "made in this build, by `import plat.here`: 'here_ext' (plat/here.py:2)" in made.note()
 
 
 def test_a_child_that_dies_leaves_every_trigger_failed_with_the_log_named(tmp_path):

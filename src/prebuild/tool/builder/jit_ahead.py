@@ -117,9 +117,11 @@ class FirstUse:
         """The summary's note on a wheel holding them."""
         made = ", ".join(f"'{lib.name}' ({lib.site})" for lib in self.libraries)
         problems = self.problems()
+        skipped = {trigger for trigger, _ in self.skipped}
+        ran = ", ".join(f"`{t}`" for t in self.triggers if str(t) not in skipped)
         return (
             "the project compiles its code when first used (torch.utils.cpp_extension); "
-            f"those compiles were made in this build, by {', '.join(f'`{t}`' for t in self.triggers)}: "
+            f"those compiles were made in this build, by {ran}: "
             f"{made}, in the wheel, which hands them to its load() calls in place of compiling"
             + (f". Not made: {'; '.join(problems)}" if problems else "")
         )

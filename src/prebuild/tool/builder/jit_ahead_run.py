@@ -29,10 +29,12 @@ import traceback
 ENTRIES = ("load", "load_inline", "_jit_compile")
 
 
-def caller_site(torch_file: str) -> str:
-    """``path:line`` of the first frame outside torch.utils.cpp_extension and this file."""
+def caller_site(root: str) -> str:
+    """``path:line`` of the innermost frame in the project's files (under ``root``), "?" if none
+    is: between it and torch may be this file's wrappers, and those of the guards of other
+    prebuilt wheels installed here."""
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename in (torch_file, __file__):
+    while frame is not None and not frame.f_code.co_filename.startswith(root):
         frame = frame.f_back
     return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
 
@@ -72,7 +74,7 @@ def wrap(cpp_extension, root: str, call_key, built: list[dict], failing: list[st
             file = result.__file__
         else:  # is_standalone: an executable, which no import serves
             return
-        site = caller_site(cpp_extension.__file__)
+        site = caller_site(os.path.join(root, ""))
         built.append({"name": name, "key": key, "file": os.path.abspath(file), "site": site})
 
     for entry in ENTRIES:
