@@ -247,8 +247,14 @@ def test_aliases_and_files_that_are_not_python_are_read_or_left():
         "def load(x):\n"  # a function of the project's own named load: not torch's
         "    return x\n"
     )
+    deep = "X = " + " + ".join(["1"] * 5000) + "\n"  # generated code: too deep to walk
     triggers, unreached = first_use_triggers(
-        {"src/pkg/__init__.py": aliased, "pkg/broken.py": "def (:\n", "pkg/plain.py": "load(1)\n"}
+        {
+            "src/pkg/__init__.py": aliased,
+            "pkg/broken.py": "def (:\n",
+            "pkg/plain.py": "load(1)\n",
+            "pkg/generated.py": deep,
+        }
     )
     assert triggers == [
         Trigger("pkg", None, "src/pkg/__init__.py:3"),

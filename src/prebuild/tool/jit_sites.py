@@ -346,7 +346,7 @@ def first_use_triggers(
     for path, text in sorted(sources.items()):
         try:
             modules.append(_Module(path, ast.parse(text)))
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError):  # a generated file too deep to walk
             continue
     imports: list[Trigger] = []
     calls: list[Trigger] = []
