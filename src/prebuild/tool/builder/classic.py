@@ -552,38 +552,16 @@ class ClassicBuilder:
             libraries = read_wheel_libraries(built)
             first_use = FirstUse()
             if not libraries and jit_sites(project, limit=1):
-                # It compiles when first used: those compiles are made now, into the wheel,
-                # torch.cuda answering for a GPU of the wheel's arch, as where they would run
-                # (nvdiffrast 0.3 empties TORCH_CUDA_ARCH_LIST: torch asks the GPU then).
+                # It compiles when first used: those compiles are made now, into the wheel.
                 progress.phase("compiling what it compiles when first used")
-                answer = site_env(
-                    self.work,
-                    {**os.environ, **env},
-                    capability=newest_capability(sass),
-                    headers=self.headers,
-                )
-                first_use = compile_first_use(
-                    built,
-                    {**env, **answer},
-                    wheel_dir / "first-use",
-                    build_log,
-                    progress.step,
-                    self.mend_first_use if self.mend else None,
-                )
-                self.source_changes += first_use.changes
+                first_use = self.first_use(built, env, sass, wheel_dir, build_log, progress)
                 if failed := first_use.failed_compile:
-                    raise refused(
-                        str(
-                            self.build_failure(
-                                f"its compile of '{failed.compile}' when first used, run ahead of "
-                                f"time by `{failed.trigger}`, failed",
-                                first_use.output,
-                                env,
-                                sass,
-                                build_log,
-                            )
-                        )
+                    what = (
+                        f"its compile of '{failed.compile}' when first used, run ahead of time "
+                        f"by `{failed.trigger}`, failed"
                     )
+                    error = self.build_failure(what, first_use.output, env, sass, build_log)
+                    raise refused(str(error))
                 if first_use.libraries:
                     built = with_first_use(
                         built, first_use, distribution_name(built), Path(tmp) / "first-use-wheel"
@@ -951,6 +929,36 @@ class ClassicBuilder:
             self.work.mkdir(parents=True, exist_ok=True)
             (self.work / MENDS_FILE).write_text(json.dumps(record), encoding="utf-8")
         return changes
+
+    def first_use(
+        self,
+        built: Path,
+        env: Mapping[str, str],
+        sass: tuple[Arch, ...],
+        wheel_dir: Path,
+        build_log: Path,
+        progress: BuildProgress,
+    ) -> FirstUse:
+        """The compiles the project of ``built`` makes when first used, made in this wheel's
+        build (jit_ahead.py), with torch.cuda answering for a GPU of the wheel's newest arch, as
+        where they would run (nvdiffrast 0.3 empties TORCH_CUDA_ARCH_LIST: torch asks the GPU
+        then); its mends count as the build's."""
+        answer = site_env(
+            self.work,
+            {**os.environ, **env},
+            capability=newest_capability(sass),
+            headers=self.headers,
+        )
+        made = compile_first_use(
+            built,
+            {**env, **answer},
+            wheel_dir / "first-use",
+            build_log,
+            progress.step,
+            self.mend_first_use if self.mend else None,
+        )
+        self.source_changes += made.changes
+        return made
 
     def mend_first_use(self, output: str, root: Path) -> list[SourceChange]:
         """The mends a failed first-use compile's ``output`` calls for (api_mends.mend_sources),
