@@ -909,14 +909,11 @@ class ClassicBuilder:
         return None
 
     def mend_sources(self, log: str) -> list[SourceChange]:
-        """The mends a failed build's ``log`` calls for (api_mends.mend_sources), made in the
-        project's copy; [] where none is. A file that is not UTF-8 is left as it is (its text
-        was read with replacement characters, which writing it back would keep)."""
-        sources = {n: t for n, t in native_sources(self.project).items() if "\ufffd" not in t}
-        texts, changes = mend_sources(log, self.toolchain.cxx_standard, sources)
+        """The mends a failed build's ``log`` calls for (mended_in), made in the project's copy
+        and recorded for a build that goes on from its objects; [] where none is."""
+        sources, texts, changes = self.mended_in(self.project, log)
         record = self.mends_record()
         for name, text in texts.items():
-            (self.project / name).write_text(text, encoding="utf-8")
             earlier = record.get(name, {})  # a mend of an earlier round of this build
             made = [
                 *earlier.get("changes", []),
@@ -960,14 +957,23 @@ class ClassicBuilder:
         self.source_changes += made.changes
         return made
 
-    def mend_first_use(self, output: str, root: Path) -> list[SourceChange]:
-        """The mends a failed first-use compile's ``output`` calls for (api_mends.mend_sources),
-        made in the wheel's files unpacked in ``root``, whose copies the compiles read."""
-        sources = {n: t for n, t in native_sources(root).items() if "\ufffd" not in t}
-        texts, changes = mend_sources(output, self.toolchain.cxx_standard, sources)
+    def mended_in(
+        self, folder: Path, log: str
+    ) -> tuple[dict[str, str], dict[str, str], list[SourceChange]]:
+        """The mends a failed build's ``log`` calls for (api_mends.mend_sources), written into
+        the native sources of ``folder``: their texts before, the mended texts, the changes. A
+        file that is not UTF-8 is left as it is (its text was read with replacement
+        characters, which writing it back would keep)."""
+        sources = {n: t for n, t in native_sources(folder).items() if "\ufffd" not in t}
+        texts, changes = mend_sources(log, self.toolchain.cxx_standard, sources)
         for name, text in texts.items():
-            (root / name).write_text(text, encoding="utf-8")
-        return changes
+            (folder / name).write_text(text, encoding="utf-8")
+        return sources, texts, changes
+
+    def mend_first_use(self, output: str, root: Path) -> list[SourceChange]:
+        """The mends a failed first-use compile's ``output`` calls for, made in the wheel's
+        files unpacked in ``root``, whose copies the compiles read."""
+        return self.mended_in(root, output)[2]
 
     def mends_record(self) -> dict:
         """The mends an earlier build in this work folder made in its copy (MENDS_FILE): file ->
