@@ -12,27 +12,19 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-# The import may span lines: "from torch.utils.cpp_extension import (\n _jit_compile,\n)".
 JIT_NAMES = r"(?:load|load_inline|_jit_compile)"
-JIT_QUALIFIED = re.compile(rf"cpp_extension\.{JIT_NAMES}\s*\(")
-JIT_IMPORT = re.compile(
-    rf"from\s+torch\.utils\.cpp_extension\s+import\s+\(?[\w\s,]*\b{JIT_NAMES}\b"
-)
-JIT_BARE = re.compile(rf"(?<![.\w]){JIT_NAMES}\s*\(")
 
 
 def first_jit_call(text: str) -> int | None:
-    """Pure: the line number of the first JIT compile call in a Python file's text."""
-    if "cpp_extension" not in text:
+    """Pure: the line number of the first JIT compile call in a Python file's text (read as
+    first_use_triggers reads it); None where it has none, or is not Python this one parses."""
+    if "cpp_extension" not in text:  # most files: no parse
         return None
-    bare = JIT_IMPORT.search(text) is not None
-    for number, line in enumerate(text.splitlines(), 1):
-        code = line.split("#", 1)[0]
-        if JIT_QUALIFIED.search(code) or (
-            bare and JIT_BARE.search(code) and not code.lstrip().startswith("def ")
-        ):
-            return number
-    return None
+    try:
+        calls = _Module("", ast.parse(text)).jit_calls
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    return min((line for line, _, _ in calls), default=None)
 
 
 def jit_sites_in(

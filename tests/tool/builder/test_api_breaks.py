@@ -29,6 +29,12 @@ CASES = {
         # PyTorchEMD (e5c0feb): c10's glog-style check, TORCH_CHECK_EQ since torch 2.1
         'cuda/emd_kernel.cu(179): error: identifier "CHECK_EQ" is undefined',
     ],
+    # torch-encoding 1.0.1: AT_ASSERT(...) with no `;`, before the next AT_ASSERT
+    "AT_ASSERTM": [
+        "nms_cpu.cpp:36:3: error: expected ‘;’ before ‘do’",
+        'nms_kernel.cu(75): error: expected a ";"\n'
+        "    do { ::c10::detail::deprecated_AT_ASSERT(); } while (false);",
+    ],
     "lerp()": [
         # nerfacc 0.5.3
         "nerfacc/cuda/csrc/include/utils_math.cuh:1145:44: error: ‘float lerp(float, float, "

@@ -7,6 +7,7 @@ from __future__ import annotations
 from prebuild.tool.builder.api_mends import (
     SourceChange,
     add_include,
+    add_statement_semicolons,
     mend_dispatch_types,
     mend_renamed_checks,
     mend_sources,
@@ -334,3 +335,68 @@ def test_cubs_removed_thread_utilities_are_what_they_called():
     note = mended_note(changes)
     assert "`cub::LaneId` is `cuda::ptx::get_sreg_laneid` (1 place in reverse_scan.cuh)" in note
     assert "`cub::CTA_SYNC` is `__syncthreads` (1 place in reverse_scan.cuh)" in note
+
+
+# torch-encoding 1.0.1's encoding/lib/cpu/nms_cpu.cpp, written against torch 1.0: g++ and nvcc
+# (its front end quotes the expansion) on the macros torch made `do { ... } while (false)`
+GXX_SEMICOLON = "/w/encoding/lib/cpu/nms_cpu.cpp:36:3: error: expected ‘;’ before ‘do’\n"
+NVCC_SEMICOLON = (
+    '/w/encoding/lib/gpu/nms_kernel.cu(75): error: expected a ";"\n'
+    "    do { ::c10::detail::deprecated_AT_ASSERT(); } while (false);\n"
+    "    ^\n"
+)
+NMS_CPU = """#define MY_CHECK(x) AT_ASSERT(x)
+#define MY_CHECKS(x, y) \\
+  AT_ASSERT(x) \\
+  AT_ASSERT(y)
+at::Tensor nms(at::Tensor input, at::Tensor scores) {
+  AT_ASSERT(input.ndimension() == 3);
+  AT_ASSERT(input.type().scalarType() == at::kFloat || input.type().scalarType() == at::kDouble)
+  AT_ASSERT(scores.is_contiguous()) // contiguous
+  AT_ASSERTM(input.size(0) == scores.size(0), "sizes (", input.size(0), ")")
+    ;
+  // AT_ERROR("in a comment") stays
+  if (input.numel() == 0) AT_ERROR("empty") else { MY_CHECK(1); }
+  AT_ERROR();
+  return input;
+}
+"""
+
+
+def test_a_statement_macro_without_its_semicolon_gets_one():
+    text, changes = add_statement_semicolons("nms.cpp", NMS_CPU)
+    lines = text.splitlines()
+    assert lines[:6] == NMS_CPU.splitlines()[:6]  # the macros' own bodies, and what had its `;`
+    assert lines[6].endswith("== at::kDouble);")
+    assert lines[7] == "  AT_ASSERT(scores.is_contiguous()); // contiguous"
+    assert lines[8:11] == NMS_CPU.splitlines()[8:11]  # its `;` on the next line, and a comment
+    assert lines[11] == '  if (input.numel() == 0) AT_ERROR("empty"); else { MY_CHECK(1); }'
+    assert [str(c) for c in changes] == [
+        "nms.cpp:7: AT_ASSERT(...) -> AT_ASSERT(...);",
+        "nms.cpp:8: AT_ASSERT(...) -> AT_ASSERT(...);",
+        "nms.cpp:12: AT_ERROR(...) -> AT_ERROR(...);",
+    ]
+    assert add_statement_semicolons("nms.cpp", text) == (text, [])  # once
+    # a file that defines the macro itself is left as it is
+    own = "#define AT_ERROR(m) if (1) { throw m; }\nvoid f() { AT_ERROR(1) }\n"
+    assert add_statement_semicolons("own.cpp", own) == (own, [])
+
+
+def test_a_missing_semicolon_after_a_statement_macro_is_mended_from_either_compilers_log():
+    sources = {"lib/cpu/nms_cpu.cpp": NMS_CPU, "lib/gpu/ok.cu": "void f() { AT_ASSERT(1); }\n"}
+    for log in (GXX_SEMICOLON, NVCC_SEMICOLON):
+        texts, changes = mend_sources(log, "c++20", sources)
+        assert set(texts) == {"lib/cpu/nms_cpu.cpp"} and len(changes) == 3
+    note = mended_note(changes)
+    assert (
+        "`AT_ASSERT(...)` with no `;` after it (torch's macro is a statement now) is "
+        "`AT_ASSERT(...);` (2 places in lib/cpu/nms_cpu.cpp)" in note
+    )
+    # sure to break whatever the log shows: mended with another break's mend
+    texts, changes = mend_sources(GXX_AT_CHECK, "c++20", {**sources, "ops.cpp": "AT_CHECK(x);"})
+    assert set(texts) == {"lib/cpu/nms_cpu.cpp", "ops.cpp"}
+    # a missing `;` anywhere else is the project's own: nothing to mend
+    assert mend_sources(GXX_SEMICOLON, "c++20", {"ok.cu": "void f() { AT_ASSERT(1); }\n"}) == (
+        {},
+        [],
+    )

@@ -76,14 +76,22 @@ def test_jit_sites_finds_cpp_extension_load_calls_and_nothing_else(tmp_path):
         "from torch.utils.cpp_extension import (\n    _TORCH_PATH,\n    _jit_compile,\n)\n"
         "def build():\n    return _jit_compile(name, sources)\n",
     )
+    # the module imported under another name; a docstring naming the call is no call
+    write(
+        tmp_path,
+        "pkg/aliased.py",
+        "from torch.utils import cpp_extension as ce\nfrom torch.utils.cpp_extension import load\n"
+        '"""load(name) compiles"""\n\n\ndef get():\n    return ce.load("a", ["a.cu"])\n',
+    )
     # what the build copied (DeepSpeed's left build/lib/... in the refusal, one file twice)
     write(tmp_path, "build/lib/pkg/other.py", "cpp_extension.load_inline('m')\n")
-    assert jit_sites(tmp_path) == [
+    assert jit_sites(tmp_path, limit=4) == [
+        "pkg/aliased.py:7",
         "pkg/cuda/_backend.py:5",
         "pkg/other.py:2",
         "pkg/zz_private.py:6",
     ]
-    assert jit_sites(tmp_path, limit=1) == ["pkg/cuda/_backend.py:5"]
+    assert jit_sites(tmp_path, limit=1) == ["pkg/aliased.py:7"]
 
 
 def test_a_wheel_without_a_library_is_explained():

@@ -116,6 +116,19 @@ AT_CHECK_BREAK = ApiBreak(
     "the same arguments)",
 )
 
+# Macros torch once wrote as `if` blocks, now `do { ... } while (false)`: a statement that
+# needs its `;`, which code written against torch 1.0 may leave out (torch-encoding 1.0.1).
+STATEMENT_MACROS = ("AT_ASSERT", "AT_ASSERTM", "AT_ERROR")
+
+SEMICOLON_BREAK = ApiBreak(
+    # g++ says so at the next statement; nvcc's front end quotes the expansion it stopped at
+    re.compile(rf"expected {_Q};{_Q} before {_Q}do{_Q}|expected a \";\" do \{{"),
+    "it leaves out the `;` after AT_ASSERT(...), AT_ASSERTM(...) or AT_ERROR(...), which the "
+    "torch it was written for did not need: they are now `do { ... } while (false)`, "
+    "statements that end with one",
+    "in the project's code, a `;` after each of them",
+)
+
 CUB_OPS_BREAK = ApiBreak(
     re.compile(
         rf"namespace \"cub\" has no member \"(?:{_CUB})\"|{_names(_CUB)} is not a member of "
@@ -158,6 +171,7 @@ API_BREAKS: tuple[ApiBreak, ...] = (
     TH_BREAK,
     TYPE_BREAK,
     AT_CHECK_BREAK,
+    SEMICOLON_BREAK,
     ApiBreak(
         re.compile(
             r"\blerp\(.*(?:conflicts with a previous declaration|is ambiguous)"

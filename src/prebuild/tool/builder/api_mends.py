@@ -28,6 +28,8 @@ from prebuild.tool.builder.api_breaks import (
     CUB_SYNC_BREAK,
     CUB_SYNC_SUCCESSORS,
     RENAMED_CHECKS,
+    SEMICOLON_BREAK,
+    STATEMENT_MACROS,
     TH_ARG_CHECK,
     TH_BREAK,
     TH_INCLUDE,
@@ -115,6 +117,49 @@ def mend_renamed_checks(file: str, text: str) -> tuple[str, list[SourceChange]]:
         return RENAMED_CHECKS[m[0]]
 
     return _RENAMED_CHECK.sub(rename, text), changes
+
+
+_STATEMENT_MACRO = re.compile(rf"\b(?:{'|'.join(STATEMENT_MACROS)})(?=\s*\()")
+_SPACE_AND_COMMENTS = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.S)
+
+
+def _in_define(text: str, offset: int) -> bool:
+    """Pure: whether ``offset`` lies in a ``#define`` (its first line or one continued by
+    ``\\``), where a macro's body is not a statement of its own."""
+    start = text.rfind("\n", 0, offset) + 1
+    while start > 1 and text[start - 2] == "\\":  # the line before continues into this one
+        start = text.rfind("\n", 0, start - 1) + 1
+    return text[start:].lstrip().startswith("#")
+
+
+def _statement_macro_ends(text: str) -> list[tuple[int, str]]:
+    """Pure: where a `;` is missing after AT_ASSERT(...), AT_ASSERTM(...) or AT_ERROR(...) in
+    ``text``'s code (the offset just past its `)`, and the macro), comments and ``#define``
+    bodies aside; none where the file defines the macro itself."""
+    comments = [m.span() for m in COMMENT.finditer(text)]
+    own = set(_DEFINED.findall(text))
+    found = []
+    for m in _STATEMENT_MACRO.finditer(text):
+        paren = text.index("(", m.end())
+        spans = _arguments(text, paren)
+        if spans is None or m[0] in own or _within(comments, m.start()):
+            continue
+        end = (spans[-1][1] if spans else text.index(")", paren)) + 1
+        after = _SPACE_AND_COMMENTS.match(text, end).end()
+        if not text.startswith(";", after) and not _in_define(text, m.start()):
+            found.append((end, m[0]))
+    return found
+
+
+def add_statement_semicolons(file: str, text: str) -> tuple[str, list[SourceChange]]:
+    """Pure: ``text`` with a `;` after each AT_ASSERT(...), AT_ASSERTM(...) and AT_ERROR(...)
+    that lacks one (STATEMENT_MACROS: torch made them statements that need it), and the
+    changes."""
+    ends = _statement_macro_ends(text)
+    changes = [
+        SourceChange(file, _line(text, end), f"{name}(...) -> {name}(...);") for end, name in ends
+    ]
+    return _edited(text, [(end, end, ";") for end, _ in ends]), changes
 
 
 def add_include(file: str, text: str, header: str) -> tuple[str, list[SourceChange]]:
@@ -349,6 +394,8 @@ def certain_breaks(sources: Mapping[str, str]) -> list[ApiBreak]:
         for text in sources.values()
     ):
         found.append(AT_CHECK_BREAK)
+    if any(_statement_macro_ends(text) for text in sources.values()):
+        found.append(SEMICOLON_BREAK)
     return found
 
 
@@ -393,6 +440,8 @@ def _mended(
             apply(name, mend_dispatch_types)
         if AT_CHECK_BREAK in breaks:
             apply(name, mend_renamed_checks)
+        if SEMICOLON_BREAK in breaks:
+            apply(name, add_statement_semicolons)
         if CUB_OPS_BREAK in breaks:
             apply(name, replace_cub_ops)
         if CUB_SYNC_BREAK in breaks:
@@ -437,6 +486,8 @@ def _what(kind: str) -> str:
         )
     if kind.endswith("scalar_type()"):
         return f"`{kind.replace('scalar_type', 'type')}` passed to a dispatch macro is `{kind}`"
+    if kind.endswith("(...);"):
+        return f"`{kind[:-1]}` with no `;` after it (torch's macro is a statement now) is `{kind}`"
     if kind in RENAMED_CHECKS.values():
         return f"{next(o for o, n in RENAMED_CHECKS.items() if n == kind)} is {kind}"
     if kind in (sync := {new: old for old, (new, _) in CUB_SYNC_SUCCESSORS.items()}):
