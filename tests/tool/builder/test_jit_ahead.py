@@ -121,12 +121,22 @@ def test_the_first_use_compiles_run_in_a_child_and_each_library_is_recorded(tmp_
     # the same name compiled again of other sources (torch builds pkg_a_v1) is another build,
     # served to that call alone
     assert made.libraries == (
-        FirstUseLibrary("pkg_a", key("pkg_a", "a.cpp"), out / "pkg_a.so", "pkg/__init__.py:5"),
-        FirstUseLibrary("pkg_b", key("pkg_b", "b.cpp"), out / "pkg_b.so", "pkg/__init__.py:8"),
         FirstUseLibrary(
-            "pkg_a", key("pkg_a", "other.cpp"), out / "pkg_a_v1.so", "pkg/__init__.py:11"
+            "pkg_a", key("pkg_a", "a.cpp"), out / "pkg_a.so", "pkg/__init__.py:5", "import pkg"
         ),
-        FirstUseLibrary("pkg_d", key("pkg_d", "d.cpp"), out / "pkg_d.so", "pkg/__init__.py:24"),
+        FirstUseLibrary(
+            "pkg_b", key("pkg_b", "b.cpp"), out / "pkg_b.so", "pkg/__init__.py:8", "pkg._lazy()"
+        ),
+        FirstUseLibrary(
+            "pkg_a",
+            key("pkg_a", "other.cpp"),
+            out / "pkg_a_v1.so",
+            "pkg/__init__.py:11",
+            "pkg._again()",
+        ),
+        FirstUseLibrary(
+            "pkg_d", key("pkg_d", "d.cpp"), out / "pkg_d.so", "pkg/__init__.py:24", "pkg.EXT.lib"
+        ),
     )
     assert made.served("pkg") == {
         "pkg_a": [
@@ -158,6 +168,22 @@ def test_the_first_use_compiles_run_in_a_child_and_each_library_is_recorded(tmp_
         info = zf.read("pkg-1.0.dist-info/WHEEL").decode()
     assert f"{jit_folder('pkg')}/pkg_b.so" in names and "pkg/__init__.py" in names
     assert "Root-Is-Purelib: false" in info and f"Tag: {interpreter_tag()}" in info
+
+
+def test_a_trigger_that_made_a_library_ran_its_compile_wherever_the_call_was_seen():
+    """The site recorded is the innermost of the wheel's frames, which need not be the line
+    the reading found (a call reached through another package's helper records "?"): the
+    trigger that ran it made it, so it is not said to have not run."""
+    lazy = Trigger("pkg", "_lazy", "pkg/__init__.py:8")
+    quiet = Trigger("pkg", "_v7", "pkg/__init__.py:19")
+    made = FirstUse(
+        (FirstUseLibrary("pkg_b", "k", Path("pkg_b.so"), "?", "pkg._lazy()"),),
+        (lazy, quiet),
+    )
+    assert made.problems() == [
+        "the compile at pkg/__init__.py:19 did not run (what runs it ran without calling it: a "
+        "condition of the project's own, such as an environment variable it reads)"
+    ]
 
 
 def test_the_wheel_is_unpacked_afresh_with_its_files_times(tmp_path):

@@ -42,13 +42,15 @@ from prebuild.tool.jit_sites import Trigger, Unreached, first_use_triggers
 @dataclass(frozen=True)
 class FirstUseLibrary:
     """A library one compile made: the ``name`` the project gives ``load``, the call_key of its
-    call (what it compiles: the guard serves it to that call alone), its file and the
-    ``file:line`` of the call in the wheel."""
+    call (what it compiles: the guard serves it to that call alone), its file, the
+    ``file:line`` of the call in the wheel (the innermost of the wheel's frames: the call may
+    be another package's) and the trigger that ran it."""
 
     name: str
     key: str
     file: Path
     site: str
+    trigger: str = ""  # what ran it (a Trigger, as shown)
 
 
 @dataclass(frozen=True)
@@ -82,9 +84,11 @@ class FirstUse:
     def problems(self) -> list[str]:
         """What was not made, each said with why."""
         failed = {run.trigger for run in self.failed} | {t for t, _ in self.skipped}
-        made = {lib.site for lib in self.libraries}
+        made = {lib.site for lib in self.libraries} | {lib.trigger for lib in self.libraries}
         silent = dict.fromkeys(
-            t.site for t in self.triggers if t.site not in made and str(t) not in failed
+            t.site
+            for t in self.triggers
+            if t.site not in made and str(t) not in made and str(t) not in failed
         )
         return [
             *(
@@ -264,7 +268,9 @@ def _run(
         path, _, line = site.rpartition(":")
         if Path(path).is_relative_to(root):
             site = f"{Path(path).relative_to(root)}:{line}"
-        library = FirstUseLibrary(entry["name"], entry["key"], Path(entry["file"]), site)
+        library = FirstUseLibrary(
+            entry["name"], entry["key"], Path(entry["file"]), site, entry.get("trigger", "")
+        )
         libraries.setdefault((library.name, library.key), library)
     return FirstUse(
         tuple(libraries.values()),

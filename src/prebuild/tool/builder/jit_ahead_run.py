@@ -13,8 +13,8 @@ torch.utils.cpp_extension's ``load``, ``load_inline`` and ``_jit_compile`` (whic
 go through) are wrapped: the project's call is keyed, ``load`` and ``load_inline`` are told
 ``verbose=True`` so that ninja's lines reach the build log (the build's progress), and
 ``_jit_compile`` records what each compile made. OUT (JSON): ``built`` (name, key, file, site of
-each library) and ``failed`` (trigger, error, and the name whose compile raised, if one did) for
-the triggers that raised; the next trigger runs regardless.
+each library, and the trigger that ran it) and ``failed`` (trigger, error, and the name whose
+compile raised, if one did) for the triggers that raised; the next trigger runs regardless.
 """
 
 from __future__ import annotations
@@ -39,9 +39,12 @@ def caller_site(root: str) -> str:
     return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
 
 
-def wrap(cpp_extension, root: str, call_key, built: list[dict], failing: list[str]) -> None:
+def wrap(
+    cpp_extension, root: str, call_key, built: list[dict], failing: list[str], running: list[str]
+) -> None:
     """Wrap the module's compile entry points: the project's own call (the outermost) keyed,
-    each library torch's compile returns recorded under that key."""
+    each library torch's compile returns recorded under that key and the trigger ``running``
+    (its last)."""
     calls: list[str] = []  # the keys of the entry points running, outermost first
 
     def wrapped(entry, original):
@@ -75,7 +78,15 @@ def wrap(cpp_extension, root: str, call_key, built: list[dict], failing: list[st
         else:  # is_standalone: an executable, which no import serves
             return
         site = caller_site(os.path.join(root, ""))
-        built.append({"name": name, "key": key, "file": os.path.abspath(file), "site": site})
+        built.append(
+            {
+                "name": name,
+                "key": key,
+                "file": os.path.abspath(file),
+                "site": site,
+                "trigger": running[-1] if running else "",
+            }
+        )
 
     for entry in ENTRIES:
         setattr(cpp_extension, entry, wrapped(entry, getattr(cpp_extension, entry)))
@@ -93,7 +104,8 @@ def main(spec_path: str, out_path: str) -> int:
     built: list[dict] = []
     failed: list[dict] = []
     failing: list[str] = []
-    wrap(cpp_extension, spec["root"], call_key, built, failing)
+    running: list[str] = []  # the trigger that runs
+    wrap(cpp_extension, spec["root"], call_key, built, failing, running)
     skipped: list[dict] = []
     for module_name, function, call, only_after, shown in spec["triggers"]:
         failing.clear()
@@ -104,6 +116,7 @@ def main(spec_path: str, out_path: str) -> int:
                     skipped.append({"trigger": shown, "importer": only_after})
                     continue
             print(f"prebuild: running `{shown}`", flush=True)
+            running[:] = [shown]
             target = importlib.import_module(module_name)
             for name in function.split(".") if function else ():
                 target = getattr(target, name)  # reading a property runs it
