@@ -921,6 +921,22 @@ def test_a_project_that_compiles_at_first_use_gets_those_compiles_in_its_wheel(
     assert 'jit_ext/kernel.cu(1): error: identifier "undefined_thing" is undefined' in said, said
     assert not (tmp_path / "broken-dist").exists()
 
+    # The kernel mended, the same command goes on from what that run compiled: the library of
+    # ops it made at import is not compiled again.
+    kept = {p: p.stat().st_mtime_ns for p in (tmp_path / "broken-work").glob("first-use/*/**/*.o")}
+    assert any("jit_ext_ops" in str(p) for p in kept), tree_snapshot(tmp_path / "broken-work")
+    shutil.copyfile(FIXTURES / "jit_ext" / "jit_ext" / "kernel.cu", broken / "jit_ext" / "kernel.cu")
+    proc = prebuild_wheel(
+        python,
+        *("--arch", "sm_90", str(broken), "--out", str(tmp_path / "broken-dist")),
+        *("--build-dir", str(tmp_path / "broken-work")),
+    )
+    said = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 0, said
+    assert "what an earlier run compiled of them in" in said and "was kept" in said, said
+    assert all(p.stat().st_mtime_ns == kept[p] for p in kept if "jit_ext_ops" in str(p)), kept
+    assert "'jit_ext_cpu' (jit_ext/__init__.py:23), in the wheel" in said, said
+
 
 def test_a_project_whose_build_installs_into_the_environment_is_told_so(fresh_cuda_venv, tmp_path):
     """hqq 0.2.8's setup.py installs its CUDA extension itself (`python setup_cuda.py install`

@@ -7,7 +7,11 @@ compiles for real (tests/e2e/test_classic_build.py)."""
 from __future__ import annotations
 
 import datetime
+import hashlib
+import json
+import os
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -184,19 +188,98 @@ def test_a_trigger_that_made_a_library_ran_its_compile_wherever_the_call_was_see
         "the compile at pkg/__init__.py:19 did not run (what runs it ran without calling it: a "
         "condition of the project's own, such as an environment variable it reads)"
     ]
+    # a trigger that raised after its compiles (torch-encoding's import of its package, which
+    # then needs a module the build environment lacks) is said to have made them
+    importing = Trigger("enc.lib", None, "enc/lib/__init__.py:9")
+    made = FirstUse(
+        (
+            FirstUseLibrary(
+                "enclib_cpu", "k", Path("a.so"), "enc/lib/__init__.py:9", "import enc.lib"
+            ),
+            FirstUseLibrary(
+                "enclib_gpu", "k", Path("b.so"), "enc/lib/__init__.py:18", "import enc.lib"
+            ),
+        ),
+        (importing,),
+        (FailedRun("import enc.lib", "ModuleNotFoundError: No module named 'PIL'"),),
+    )
+    assert made.problems() == [
+        "`import enc.lib` failed after compiling 'enclib_cpu', 'enclib_gpu' (what it would "
+        "compile after that, if anything, was not made): ModuleNotFoundError: No module named "
+        "'PIL' (running the project's code needs PIL, one of its requirements: install it in "
+        "this environment and build again)"
+    ]
 
 
-def test_the_wheel_is_unpacked_afresh_with_its_files_times(tmp_path):
-    """The files' times are the wheel's, not the unpacking's; what an earlier run left there is
-    gone."""
+def test_the_wheel_is_unpacked_over_what_an_earlier_run_left(tmp_path):
+    """A new file has its time in the wheel; one as it should be is left untouched (what was
+    compiled of it stays up to date), a changed one is written with the time of now (what was
+    compiled of it is not); what the wheel does not hold (objects) stays; an earlier run's mend
+    is made again where the file is still the text it was made from."""
     wheel = project_wheel(tmp_path)
     root = tmp_path / "unpacked"
-    (root / "left").mkdir(parents=True)  # an earlier run's file the wheel no longer has
-    unpack(wheel, root)
+    (root / "left").mkdir(parents=True)  # an earlier run's objects
+    assert unpack(wheel, root) == {}
     with zipfile.ZipFile(wheel) as zf:
         stamp = zf.getinfo("pkg/__init__.py").date_time
-    made = datetime.datetime.fromtimestamp((root / "pkg" / "__init__.py").stat().st_mtime)
-    assert made.timetuple()[:6] == stamp and not (root / "left").exists()
+        text = zf.read("pkg/__init__.py")
+    init = root / "pkg" / "__init__.py"
+    made = datetime.datetime.fromtimestamp(init.stat().st_mtime)
+    assert made.timetuple()[:6] == stamp and (root / "left").exists()
+    os.utime(init, (1000, 1000))
+    unpack(wheel, root)
+    assert init.stat().st_mtime == 1000  # as it was: untouched
+    init.write_text("changed")
+    os.utime(init, (1000, 1000))
+    unpack(wheel, root)
+    assert init.read_bytes() == text and init.stat().st_mtime > time.time() - 60
+    mend = {"source": hashlib.sha256(text).hexdigest(), "text": "mended", "changes": []}
+    assert unpack(wheel, root, {"pkg/__init__.py": mend}) == {"pkg/__init__.py": mend}
+    assert init.read_text() == "mended"
+    stale = {**mend, "source": "0" * 64}  # made from a text the wheel no longer has
+    assert unpack(wheel, root, {"pkg/__init__.py": stale}) == {}
+    assert init.read_bytes() == text
+
+
+def test_a_run_goes_on_from_what_an_earlier_run_in_its_folder_made_for_the_same_key(tmp_path):
+    """The folder (unpacked wheel, torch's extensions directory, the record) is kept for the
+    same key, its mends made again and counted; another key empties it."""
+    wheel = project_wheel(tmp_path)
+    site, out = tmp_path / "stand-in", tmp_path / "built"
+    site.mkdir()
+    out.mkdir()
+    (site / "sitecustomize.py").write_text(STAND_IN)
+    env = {"PYTHONPATH": str(site), "STAND_IN_OUT": str(out)}
+    folder, log = tmp_path / "first-use", tmp_path / "build.log"
+    key = {"torch": "2.14.1+cu130"}
+    first = compile_first_use(wheel, env, folder, log, key=key)
+    assert not first.kept and [lib.name for lib in first.libraries][:2] == ["pkg_a", "pkg_b"]
+    (folder / "torch-extensions" / "pkg_a" / "a.o").write_text("")  # what torch compiled
+    record = json.loads((folder / "prebuild-first-use.json").read_text())
+    assert record == {"key": key, "mends": {}}
+    # as if a mend had changed its __init__.py: made again, and counted as this build's
+    text = (folder / "root" / "pkg" / "__init__.py").read_bytes()
+    record["mends"] = {
+        "pkg/__init__.py": {
+            "source": hashlib.sha256(text).hexdigest(),
+            "text": text.decode() + "# mended\n",
+            "changes": [[1, "x.type() -> x.scalar_type()"]],
+        }
+    }
+    (folder / "prebuild-first-use.json").write_text(json.dumps(record))
+    # a run killed in a compile left torch's lock, which would hold the next one for ever
+    (folder / "torch-extensions" / "pkg_a" / "lock").write_text("")
+    again = compile_first_use(wheel, env, folder, log, mend=lambda output, root: [], key=key)
+    assert not (folder / "torch-extensions" / "pkg_a" / "lock").exists()
+    assert again.kept and (folder / "torch-extensions" / "pkg_a" / "a.o").is_file()
+    assert (folder / "root" / "pkg" / "__init__.py").read_text().endswith("# mended\n")
+    assert again.changes == (SourceChange("pkg/__init__.py", 1, "x.type() -> x.scalar_type()"),)
+    assert again.libraries == first.libraries
+    # without mends (--no-mend) the wheel's own text; another key (another torch): afresh
+    compile_first_use(wheel, env, folder, log, key=key)
+    assert (folder / "root" / "pkg" / "__init__.py").read_bytes() == text
+    other = compile_first_use(wheel, env, folder, log, key={"torch": "2.15.0+cu130"})
+    assert not other.kept and not (folder / "torch-extensions" / "pkg_a" / "a.o").exists()
 
 
 def test_a_module_its_package_does_not_import_here_is_not_run(tmp_path):

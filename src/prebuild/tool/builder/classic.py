@@ -946,14 +946,21 @@ class ClassicBuilder:
             capability=newest_capability(sass),
             headers=self.headers,
         )
+        folder = self.work / "first-use" / wheel_dir.name  # kept from one run to the next
         made = compile_first_use(
             built,
             {**env, **answer},
-            wheel_dir / "first-use",
+            folder,
             build_log,
             progress.step,
             self.mend_first_use if self.mend else None,
+            key=self.objects_key.to_dict(),
         )
+        if made.kept:
+            progress.note(
+                f"what an earlier run compiled of them in {folder} was kept: ninja compiled "
+                "again only what was missing, or whose source or command changed since"
+            )
         self.source_changes += made.changes
         return made
 

@@ -15,6 +15,7 @@ are not changed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -75,6 +76,7 @@ class FirstUse:
     skipped: tuple[tuple[str, str], ...] = ()  # trigger, the module that did not import it
     output: str = ""  # what the child printed: the compilers' errors among it
     changes: tuple[SourceChange, ...] = ()  # the mends that made them compile
+    kept: bool = False  # an earlier run's compiles were there to go on from
 
     @property
     def failed_compile(self) -> FailedRun | None:
@@ -92,7 +94,8 @@ class FirstUse:
         )
         return [
             *(
-                f"`{run.trigger}` failed: {run.error}{_missing_hint(run.error)}"
+                f"`{run.trigger}` failed{self._after(run.trigger)}: {run.error}"
+                f"{_missing_hint(run.error)}"
                 for run in self.failed
             ),
             *(
@@ -107,6 +110,17 @@ class FirstUse:
             ),
             *(f"the compile at {u.site} runs only {u.why}" for u in self.unreached),
         ]
+
+    def _after(self, trigger: str) -> str:
+        """`` after compiling 'a', 'b' (...)`` where ``trigger`` made libraries before it raised
+        (torch-encoding's package import compiles, then needs a module the build lacks)."""
+        names = dict.fromkeys(lib.name for lib in self.libraries if lib.trigger == trigger)
+        if not names:
+            return ""
+        return (
+            f" after compiling {', '.join(map(repr, names))} (what it would compile after "
+            "that, if anything, was not made)"
+        )
 
     def served(self, distribution: str) -> dict[str, list[dict[str, str]]]:
         """The guard's ``jit`` config: each name given ``load`` -> its builds in the wheel
@@ -187,25 +201,46 @@ def python_sources(wheel: Path) -> dict[str, str]:
 Mend = Callable[[str, Path], list[SourceChange]]
 
 
+# What a build's folder of first-use compiles holds besides them: the build it is for (the
+# objects' key: torch, nvcc, Python, C++ standard) and the mends made in its copy of the wheel.
+RECORD_FILE = "prebuild-first-use.json"
+
+
 def compile_first_use(
     wheel: Path,
     env: Mapping[str, str],
-    root: Path,
+    folder: Path,
     log: Path,
     step: Callable[[int, int, str], None] | None = None,
     mend: Mend | None = None,
     rounds: int = 3,
+    key: Mapping[str, str] | None = None,
 ) -> FirstUse:
-    """Run the first-use compiles of ``wheel``, unpacked in ``root`` (emptied first), in a child
-    process with ``env`` over this process's variables, its output appended to ``log``; ``step``
-    hears each compile step ninja reports. Where a compile fails and ``mend`` changes the
-    sources for it (an API with an exact replacement), they run again (ninja compiles again
-    what changed), ``rounds`` times at most."""
+    """Run the first-use compiles of ``wheel``, unpacked in ``folder``/root, in a child process
+    with ``env`` over this process's variables (torch's extensions directory in ``folder``), its
+    output appended to ``log``; ``step`` hears each compile step ninja reports. Where a compile
+    fails and ``mend`` changes the sources for it (an API with an exact replacement), they run
+    again (ninja compiles again what changed), ``rounds`` times at most.
+
+    What an earlier run left in ``folder`` for the same ``key`` (an interrupted or failed build
+    in the same --build-dir) is kept, its mends made again: ninja compiles only what is missing
+    or changed. Another key, or none, starts it empty."""
     triggers, unreached = first_use_triggers(python_sources(wheel))
     if not triggers:
         return FirstUse(unreached=tuple(unreached))
-    unpack(wheel, root)
-    changes: list[SourceChange] = []
+    record = _read_record(folder)
+    if key is None or record.get("key") != dict(key):
+        shutil.rmtree(folder, ignore_errors=True)
+        record = {}
+    root, kept = folder / "root", (folder / "root").is_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    mends = unpack(wheel, root, record.get("mends", {}) if mend else {})
+    _remove_stale_locks(wheel, folder)
+    changes = [
+        SourceChange(name, line, what) for name in mends for line, what in mends[name]["changes"]
+    ]
+    _write_record(folder, key, mends)
+    env = {**env, "TORCH_EXTENSIONS_DIR": str(folder / "torch-extensions")}
     for _ in range(rounds):
         made = _run(root, triggers, unreached, env, log, step)
         if not made.failed_compile or mend is None:
@@ -214,9 +249,47 @@ def compile_first_use(
         if not mended:
             break
         changes += mended
+        with zipfile.ZipFile(wheel) as zf:  # the texts they were made from
+            before = {name: zf.read(name) for name in {c.file for c in mended}}
+        for name in before:
+            mends[name] = {
+                "source": _sha(before[name]),
+                "text": (root / name).read_text(encoding="utf-8"),
+                "changes": mends.get(name, {}).get("changes", [])
+                + [[c.line, c.what] for c in mended if c.file == name],
+            }
+        _write_record(folder, key, mends)
         with open(log, "a", encoding="utf-8") as f:
             f.write(f"\n==== prebuild: {len(mended)} change(s) mended its sources: run again\n")
-    return replace(made, changes=tuple(changes))
+    return replace(made, changes=tuple(changes), kept=kept)
+
+
+def _remove_stale_locks(wheel: Path, folder: Path) -> None:
+    """Delete the ``lock`` files torch's compile leaves in its build directories (the wheel's
+    own files aside) where a run was killed in the middle of one: the next would wait for them
+    for ever. None is live: the --build-dir's lock lets one build at a time use ``folder``."""
+    with zipfile.ZipFile(wheel) as zf:
+        own = {folder / "root" / name for name in zf.namelist()}
+    for path in folder.rglob("lock"):
+        if path.is_file() and path not in own:
+            path.unlink()
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_record(folder: Path) -> dict:
+    try:
+        record = json.loads((folder / RECORD_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _write_record(folder: Path, key: Mapping[str, str] | None, mends: dict) -> None:
+    record = {"key": dict(key) if key is not None else None, "mends": mends}
+    (folder / RECORD_FILE).write_text(json.dumps(record), encoding="utf-8")
 
 
 def _run(
@@ -283,15 +356,33 @@ def _run(
     )
 
 
-def unpack(wheel: Path, root: Path) -> None:
-    """The wheel's files in ``root`` (emptied first), each with its time in the wheel (older
-    than what a compile makes of it, as in the project's copy)."""
-    shutil.rmtree(root, ignore_errors=True)
+def unpack(wheel: Path, root: Path, mends: Mapping[str, dict] | None = None) -> dict[str, dict]:
+    """The wheel's files in ``root``, what is there kept: a file already as it should be is left
+    untouched (its time too: what an earlier run compiled of it stays up to date), a new one
+    gets its time in the wheel (older than what a compile makes of it, as in the project's
+    copy), a changed one the time of now (newer than any object made of it before). ``mends``:
+    file -> {source: the sha256 of the wheel's text it was made from, text: the mended text}, an
+    earlier run's; one whose file is still that text is made again. Returns those made."""
+    made: dict[str, dict] = {}
     with zipfile.ZipFile(wheel) as zf:
         for info in zf.infolist():
-            path = Path(zf.extract(info, root))
-            when = time.mktime((*info.date_time, 0, 0, -1))
-            os.utime(path, (when, when))
+            if info.is_dir():
+                continue
+            data = zf.read(info)
+            mend = (mends or {}).get(info.filename)
+            if mend and _sha(data) == mend["source"]:
+                data = mend["text"].encode("utf-8")
+                made[info.filename] = mend
+            path = root / info.filename
+            if path.is_file() and path.read_bytes() == data:
+                continue
+            new = not path.exists()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            if new and info.filename not in made:
+                when = time.mktime((*info.date_time, 0, 0, -1))
+                os.utime(path, (when, when))
+    return made
 
 
 def with_first_use(wheel: Path, first_use: FirstUse, distribution: str, out_dir: Path) -> Path:
