@@ -161,6 +161,33 @@ def test_a_class_compiling_as_it_is_made_is_made_where_the_module_makes_it_or_wi
     assert unreached == [Unreached("pkg/ext.py:13", "inside `build`, a nested function or method")]
 
 
+def test_a_static_or_class_method_needing_no_argument_is_called_on_its_class():
+    """A singleton's loader (`Ops.get()` caching the module on the class): no object needed."""
+    singleton = (
+        "from torch.utils.cpp_extension import load\n"
+        "class Ops:\n"
+        "    _C = None\n"
+        "    @classmethod\n"
+        "    def get(cls):\n"
+        "        if cls._C is None:\n"
+        "            cls._C = load(name='ops', sources=[])\n"
+        "        return cls._C\n"
+        "    @staticmethod\n"
+        "    def build():\n"
+        "        return load(name='static', sources=[])\n"
+        "    @staticmethod\n"
+        "    def named(name):\n"
+        "        return load(name=name, sources=[])\n"
+    )
+    triggers, unreached = first_use_triggers({"pkg/ops.py": singleton})
+    assert triggers == [
+        Trigger("pkg.ops", "Ops.get", "pkg/ops.py:7"),
+        Trigger("pkg.ops", "Ops.build", "pkg/ops.py:11"),
+    ]
+    assert [str(t) for t in triggers] == ["pkg.ops.Ops.get()", "pkg.ops.Ops.build()"]
+    assert unreached == [Unreached("pkg/ops.py:14", "inside `named`, a nested function or method")]
+
+
 # optimum-quanto 0.2.7: a class of one module compiles in a property, read at the first op;
 # other modules make one object of it each, at module level.
 QUANTO_EXTENSION = """\

@@ -196,6 +196,8 @@ class _Module:
         # methods of its module-level classes that need no argument; its module-level objects
         self.in_methods: dict[int, tuple[str, str, bool]] = {}
         self.bare_methods: set[tuple[str, str]] = set()
+        # those of them called on the class itself (static and class methods)
+        self.class_methods: set[tuple[str, str]] = set()
         self.objects: dict[str, str] = {}  # name -> the class called to make it (its name)
         for node in tree.body:
             if (
@@ -249,7 +251,12 @@ class _Module:
                         continue
                     if isinstance(item, ast.FunctionDef):
                         own = (child.name, item.name, _is_property(item))
-                        if not _requires_arguments(item.args, bound=True) or own[2]:
+                        static = _decorated(item, "staticmethod")
+                        if not _requires_arguments(item.args, bound=not static):
+                            self.bare_methods.add(own[:2])
+                            if static or _decorated(item, "classmethod"):
+                                self.class_methods.add(own[:2])  # called on the class
+                        elif own[2]:
                             self.bare_methods.add(own[:2])
                         for line in _own_jit_calls(item, is_jit):
                             self.in_methods[line] = own
@@ -293,12 +300,18 @@ def _imported(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
     return [base, *(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")]
 
 
-def _is_property(method: ast.FunctionDef) -> bool:
-    """Pure: whether a method is read as an attribute (``@property``, ``@cached_property``)."""
+def _decorated(method: ast.FunctionDef, name: str) -> bool:
+    """Pure: whether a decorator of ``method`` is named ``name`` or ends with it
+    (``functools.cached_property`` for "property")."""
     return any(
-        (d.id if isinstance(d, ast.Name) else getattr(d, "attr", "")).endswith("property")
+        (d.id if isinstance(d, ast.Name) else getattr(d, "attr", "")).endswith(name)
         for d in method.decorator_list
     )
+
+
+def _is_property(method: ast.FunctionDef) -> bool:
+    """Pure: whether a method is read as an attribute (``@property``, ``@cached_property``)."""
+    return _decorated(method, "property")
 
 
 def _own_jit_calls(function: ast.FunctionDef, is_jit: Callable[[ast.Call], bool]) -> list[int]:
@@ -332,7 +345,8 @@ def first_use_triggers(
     (nvdiffrast's ``_get_plugin()``) or of the nearest function calling that one by name,
     ``depth`` calls up at most (StyleGAN's ``bias_act._init()`` calling
     ``custom_ops.get_plugin(...)``); a class's ``__init__`` counts as a function of the class's
-    name (made by calling it). And the compiles nothing reaches, with why. Imports come first,
+    name (made by calling it); a static or class method needing no argument is called on its
+    class. And the compiles nothing reaches, with why. Imports come first,
     each trigger once."""
     modules = []
     for path, text in sorted(sources.items()):
@@ -353,7 +367,10 @@ def first_use_triggers(
                 todo += [n for n in module.calls.get(name, ()) if n in module.functions]
         for line, function, why in module.jit_calls:
             site = f"{module.path}:{line}"
-            if line in module.in_methods:  # a method of an object some module makes
+            if module.in_methods.get(line, ("", ""))[:2] in module.class_methods:
+                cls, method, _ = module.in_methods[line]  # a static or class method
+                calls.append(Trigger(module.name, f"{cls}.{method}", site))
+            elif line in module.in_methods:  # a method of an object some module makes
                 found = _objects_reaching(modules, module, *module.in_methods[line])
                 calls += [
                     Trigger(m, f"{name}.{method}", site, call) for m, name, method, call in found
