@@ -199,6 +199,42 @@ def test_load_and_load_inline_reach_jit_compile_through_the_module(entry, monkey
             cpp_extension.load_inline("guard_probe", "int x;", functions=[])
 
 
+def test_a_call_key_writes_the_environment_s_folders_by_what_they_are(monkeypatch):
+    """The build's environment and the user's differ: paths under the package's folder, a site
+    directory (torch's headers), Python's headers or the CUDA toolkit torch found give one key
+    in both (a build's copy of the package is its own folder, an installed one's is the site
+    directory); a path anywhere else is part of the key as it is."""
+    import site
+
+    def key(env: str, python: str, cuda: str, *more: str) -> str:
+        lib = f"{env}/lib/python3.11/site-packages"
+        paths = {"purelib": lib, "platlib": lib, "include": python, "platinclude": python}
+        monkeypatch.setattr(sysconfig, "get_paths", lambda: paths)
+        monkeypatch.setattr(site, "getsitepackages", lambda: [lib])
+        monkeypatch.setattr(site, "getusersitepackages", lambda: "/nowhere/.local/site")
+        monkeypatch.setattr(cpp_extension, "CUDA_HOME", cuda)
+        root = "/build/work/first-use/root" if env == "/build/venv" else lib
+        return call_key(
+            cpp_extension.load,
+            (),
+            {
+                "name": "x",
+                "sources": [f"{root}/pkg/a.cu"],
+                "extra_include_paths": [f"{lib}/torch/include", python, f"{cuda}/include"],
+                "extra_ldflags": [f"-L{cuda}/lib64", *more],
+            },
+            root,
+        )
+
+    built = key("/build/venv", "/root/.pyenv/versions/3.11.7/include/python3.11", "/w/cuda-shim")
+    assert built == key("/home/u/env", "/usr/include/python3.11", "/usr/local/cuda")
+    assert built != key("/home/u/env", "/usr/include/python3.11", "/usr/local/cuda", "-L/opt/x")
+    # a toolkit in a folder as wide as /usr holds the system's own paths: not written by name
+    assert key("/build/venv", "/p/include/python3.11", "/usr", "-I/usr/include/eigen3") != key(
+        "/build/venv", "/p/include/python3.11", "/opt/cuda", "-I/opt/cuda/include/eigen3"
+    )
+
+
 # ----------------------------------------------------------------- the guard in a child
 BACKEND = """
 import os

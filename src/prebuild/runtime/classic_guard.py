@@ -53,29 +53,67 @@ UNKEYED = frozenset(
 )
 
 
+def places(root: str) -> list[tuple[str, str]]:
+    """The folders whose paths a call_key writes by what they are, longest first (a path is
+    written by the deepest that holds it), since the build's and each user's differ (a project
+    passing torch's include folders, Python's or the CUDA toolkit's): ``root``, the folder the
+    package's files are in, and the site directories as "" (relative to them); Python's
+    headers and the toolkit torch found (read off torch.utils.cpp_extension where the project
+    imported it) by name. Each as given and with its links resolved.
+    Not the environment's prefix nor Python's library folder: where they are /usr, they hold
+    the system's own libraries, which are the same paths on every machine."""
+    import site
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    cpp_extension = sys.modules.get("torch.utils.cpp_extension")
+    named = {
+        # the site directory is where the installed package's files are (its ``root``): the
+        # other packages' paths are written as the build's copy writes them, relative
+        "": [
+            root,
+            paths.get("purelib"),
+            paths.get("platlib"),
+            *getattr(site, "getsitepackages", list)(),
+            getattr(site, "getusersitepackages", str)(),
+        ],
+        "<python-include>": [paths.get("include"), paths.get("platinclude")],
+        "<cuda>": [getattr(cpp_extension, "CUDA_HOME", None)],
+    }
+    found: dict[str, str] = {}
+    for name, folders in named.items():
+        for folder in folders:
+            # not a toolkit as wide as /usr (Debian's): it holds what is no environment's own
+            wide = name == "<cuda>" and isinstance(folder, str) and folder.count("/") < 2
+            if isinstance(folder, str) and os.path.isabs(folder) and not wide:
+                for variant in (folder, os.path.realpath(folder)):
+                    found.setdefault(variant.rstrip("/") or "/", name)
+    return sorted(found.items(), key=lambda place: -len(place[0]))
+
+
 def call_key(function, args: tuple, kwargs: dict, root: str) -> str:
     """What a call of ``function`` (torch's ``load``, ``load_inline`` or ``_jit_compile``) asks
-    to compile, as a short digest: its arguments as passed (UNKEYED's left out), each path under
-    ``root`` (the folder the package's files are in, as given or with its links resolved)
-    written relative to it, so that the build's copy and the installed package give the same
-    key."""
+    to compile, as a short digest: its arguments as passed (UNKEYED's left out), each path in
+    them written by the folder that holds it (``places``: relative to ``root``, the folder the
+    package's files are in; the environment's folders by name), so that the build's copy and
+    the installed package, the build's environment and the user's, give the same key."""
     import hashlib
     import inspect
     import json
+    import re
 
     try:
         passed = inspect.signature(function).bind(*args, **kwargs).arguments
     except (TypeError, ValueError):  # torch's own call will say what is wrong with it
         return ""
 
-    roots = [os.path.join(r, "") for r in dict.fromkeys((root, os.path.realpath(root)))]
+    folders = dict(places(root))
+    # each folder where a path starts with it (-I/usr/local/cuda/include, not .../cuda-13.0)
+    pattern = re.compile("|".join(rf"{re.escape(f)}(?![\w.+-])" for f in folders))
 
     def canonical(value):
         if isinstance(value, (str, os.PathLike)):
-            text = os.fspath(value)
-            for r in roots:
-                text = text.replace(r, "")
-            return text
+            return pattern.sub(lambda m: folders[m[0]], os.fspath(value))
         if isinstance(value, dict):
             return {str(k): canonical(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
