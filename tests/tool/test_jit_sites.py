@@ -161,6 +161,42 @@ def test_a_class_compiling_as_it_is_made_is_made_where_the_module_makes_it_or_wi
     assert unreached == [Unreached("pkg/ext.py:13", "inside `build`, a nested function or method")]
 
 
+# tmol (uw-ipd/tmol): the package's own load(), passing on what it is given with its include
+# folders, called at module level of each module that compiles.
+TMOL_WRAPPER = """\
+import torch.utils.cpp_extension
+
+def load(*args, **kwargs):
+    kwargs["extra_include_paths"] = kwargs.get("extra_include_paths", []) + ["include"]
+    return torch.utils.cpp_extension.load(*args, **kwargs)
+"""
+TMOL_USER = """\
+from tmol.utils.cpp_extension import load
+
+_compiled = load(name="lj", sources=["lj.cpp"])
+"""
+
+
+def test_a_package_helper_called_as_other_modules_run_is_run_by_importing_them():
+    """A wrapper taking ``*args, **kwargs`` is not called with none (torch's load would fail):
+    the modules importing its module and calling it as they run are imported instead; a
+    module calling a function of that name without importing the helper's module is not."""
+    triggers, unreached = first_use_triggers(
+        {
+            "tmol/utils/cpp_extension.py": TMOL_WRAPPER,
+            "tmol/score/lj.py": TMOL_USER,
+            "tmol/score/elec.py": TMOL_USER.replace('"lj"', '"elec"'),
+            "tmol/io.py": "import json\nCONFIG = json.load(open('c.json'))\n",
+        }
+    )
+    site = "tmol/utils/cpp_extension.py:5"
+    assert triggers == [
+        Trigger("tmol.score.elec", None, site),
+        Trigger("tmol.score.lj", None, site),
+    ]
+    assert unreached == []
+
+
 def test_a_static_or_class_method_needing_no_argument_is_called_on_its_class():
     """A singleton's loader (`Ops.get()` caching the module on the class): no object needed."""
     singleton = (

@@ -328,11 +328,13 @@ def _own_jit_calls(function: ast.FunctionDef, is_jit: Callable[[ast.Call], bool]
 
 
 def _requires_arguments(args: ast.arguments, bound: bool = False) -> bool:
-    """Pure: whether a function needs an argument to be called (one without a default);
+    """Pure: whether a function needs an argument to be called (one without a default, or
+    ``*args``/``**kwargs``: a wrapper passing on what it is given, as tmol's own ``load``);
     ``bound``: a method, whose first argument is its instance."""
     positional = [*args.posonlyargs, *args.args][1 if bound else 0 :]
     keyword_needed = any(d is None for d in args.kw_defaults)
-    return len(positional) > len(args.defaults) or keyword_needed
+    passes_on = args.vararg is not None or args.kwarg is not None
+    return len(positional) > len(args.defaults) or keyword_needed or passes_on
 
 
 def first_use_triggers(
@@ -384,7 +386,8 @@ def first_use_triggers(
             else:
                 found = _callers_without_arguments(modules, module, function, depth)
                 if found:
-                    calls += [Trigger(m.name, f, site) for m, f in found]
+                    for m, f in found:  # f None: another module calls it as it runs
+                        (calls if f else imports).append(Trigger(m.name, f, site))
                 else:
                     unreached.append(
                         Unreached(
@@ -431,15 +434,27 @@ def _objects_reaching(
 
 def _callers_without_arguments(
     modules: list[_Module], home: _Module, function: str, depth: int
-) -> list[tuple[_Module, str]]:
+) -> list[tuple[_Module, str | None]]:
     """The nearest functions reaching ``home``'s ``function`` by calls by name that need no
-    arguments, ``depth`` levels up at most: the function itself first."""
+    arguments, ``depth`` levels up at most: the function itself first. A module that imports
+    ``home`` and calls one of them as it runs (a package's helper, ``_C =
+    load_extension("ops")`` at module level of each module using it) is one too, as (the
+    module, None): its import."""
     if not home.functions.get(function, True):
         return [(home, function)]
-    found: list[tuple[_Module, str]] = []
+    found: list[tuple[_Module, str | None]] = []
     level, seen = {function}, {(home.name, function)}
     for _ in range(depth):
         above: set[str] = set()
+        found += [
+            (module, None)
+            for module in modules
+            if module is not home
+            and module.top_calls & level
+            and any(
+                name == home.name or name.startswith(f"{home.name}.") for name in module.imports
+            )
+        ]
         for module in modules:
             for name, calls in module.calls.items():
                 if (module.name, name) in seen or not calls & level:
