@@ -928,7 +928,9 @@ def test_a_project_that_compiles_at_first_use_gets_those_compiles_in_its_wheel(
     # ops it made at import is not compiled again.
     kept = {p: p.stat().st_mtime_ns for p in (tmp_path / "broken-work").glob("first-use/*/**/*.o")}
     assert any("jit_ext_ops" in str(p) for p in kept), tree_snapshot(tmp_path / "broken-work")
-    shutil.copyfile(FIXTURES / "jit_ext" / "jit_ext" / "kernel.cu", broken / "jit_ext" / "kernel.cu")
+    shutil.copyfile(
+        FIXTURES / "jit_ext" / "jit_ext" / "kernel.cu", broken / "jit_ext" / "kernel.cu"
+    )
     proc = prebuild_wheel(
         python,
         *("--arch", "sm_90", str(broken), "--out", str(tmp_path / "broken-dist")),
