@@ -209,6 +209,17 @@ def test_a_trigger_that_made_a_library_ran_its_compile_wherever_the_call_was_see
         "'PIL' (running the project's code needs PIL, one of its requirements: install it in "
         "this environment and build again)"
     ]
+    # exllama 0.1.0 imports the module it compiled by its name: no requirement to install
+    importing = Trigger("exllama.cuda_ext", None, "exllama/cuda_ext.py:43")
+    made = FirstUse(
+        (FirstUseLibrary("exllama_ext", "k", Path("e.so"), importing.site, str(importing)),),
+        (importing,),
+        (FailedRun(str(importing), "ModuleNotFoundError: No module named 'exllama_ext'"),),
+    )
+    (problem,) = made.problems()
+    assert "'exllama_ext' is the module its load() had just returned" in problem
+    assert "The project's own code fails so with this torch" in problem
+    assert "install it in this environment" not in problem
 
 
 def test_the_wheel_is_unpacked_over_what_an_earlier_run_left(tmp_path):

@@ -95,7 +95,7 @@ class FirstUse:
         return [
             *(
                 f"`{run.trigger}` failed{self._after(run.trigger)}: {run.error}"
-                f"{_missing_hint(run.error)}"
+                f"{_missing_hint(run.error, self._made_by(run.trigger))}"
                 for run in self.failed
             ),
             *(
@@ -111,10 +111,14 @@ class FirstUse:
             *(f"the compile at {u.site} runs only {u.why}" for u in self.unreached),
         ]
 
+    def _made_by(self, trigger: str) -> tuple[str, ...]:
+        """The names of the libraries ``trigger`` made, each once."""
+        return tuple(dict.fromkeys(lib.name for lib in self.libraries if lib.trigger == trigger))
+
     def _after(self, trigger: str) -> str:
         """`` after compiling 'a', 'b' (...)`` where ``trigger`` made libraries before it raised
         (torch-encoding's package import compiles, then needs a module the build lacks)."""
-        names = dict.fromkeys(lib.name for lib in self.libraries if lib.trigger == trigger)
+        names = self._made_by(trigger)
         if not names:
             return ""
         return (
@@ -161,12 +165,22 @@ class FirstUse:
         )
 
 
-def _missing_hint(error: str) -> str:
+def _missing_hint(error: str, compiled: tuple[str, ...] = ()) -> str:
     """Pure: what to do where a run failed on a module the build's environment lacks (the
-    project's own requirement: running its code needs it, as its users' machines have it)."""
+    project's own requirement: running its code needs it, as its users' machines have it).
+    One of the names its run had just ``compiled`` is no requirement: the project imports the
+    module load() returned by its name (exllama 0.1.0's `from exllama_ext import ...`), which
+    finds it only where loading it put it in sys.modules, as pybind11 2's modules did."""
     match = re.match(r"ModuleNotFoundError: No module named '([\w.]+)'", error)
     if not match:
         return ""
+    if match[1] in compiled:
+        return (
+            f" ('{match[1]}' is the module its load() had just returned, which the project "
+            "imports by its name: that finds it only where loading it put it in sys.modules, "
+            "as modules of pybind11 2 did; those of this torch's pybind11 do not. The "
+            "project's own code fails so with this torch, whether it compiles or not)"
+        )
     return (
         f" (running the project's code needs {match[1].split('.')[0]}, one of its "
         "requirements: install it in this environment and build again)"
