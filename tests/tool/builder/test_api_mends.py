@@ -8,6 +8,7 @@ from prebuild.tool.builder.api_mends import (
     SourceChange,
     add_include,
     add_statement_semicolons,
+    defines_lerp,
     mend_dispatch_types,
     mend_renamed_checks,
     mend_sources,
@@ -400,3 +401,56 @@ def test_a_missing_semicolon_after_a_statement_macro_is_mended_from_either_compi
         {},
         [],
     )
+
+
+# nerfacc 0.3.5's include/helpers_math.h (CUDA samples' helper_math.h) and a kernel using it;
+# g++ in C++20, which torch 2.14's headers need
+HELPERS_MATH = """// lerp
+// - linear interpolation between a and b, based on value t in [0, 1] range
+inline __device__ __host__ float lerp(float a, float b, float t)
+{
+    return a + t*(b-a);
+}
+inline __device__ __host__ float3 lerp(float3 a, float3 b, float t)
+{
+    return a + t*(b-a);
+}
+"""
+KERNEL = """#include "helpers_math.h"
+__device__ float3 mid(float3 a, float3 b) { return lerp(a, b, 0.5f); }
+__device__ float g(float a, float b) { return ::lerp(a, b, 0.5f) + std::lerp(a, b, 0.5f); }
+void h(at::Tensor x, Spline* s) { x.lerp_(x, 0.5); s->lerp(1.0f); glm::lerp(1, 2, 3); }
+"""
+GXX_LERP = (
+    "nerfacc/cuda/csrc/include/helpers_math.h:3:44: error: ‘float lerp(float, float, float)’ "
+    "conflicts with a previous declaration\n"
+)
+
+
+def test_the_project_s_own_lerp_is_renamed_where_cxx20_s_std_lerp_meets_it():
+    sources = {"include/helpers_math.h": HELPERS_MATH, "kernel.cu": KERNEL}
+    assert defines_lerp(HELPERS_MATH) and not defines_lerp(KERNEL)
+    assert not defines_lerp("float f() {\n    return lerp(a, b, t);\n}\n")  # a call
+    texts, changes = mend_sources(GXX_LERP, "c++20", sources)
+    assert (
+        "inline __device__ __host__ float project_lerp(float a" in texts["include/helpers_math.h"]
+    )
+    assert texts["include/helpers_math.h"].startswith("// lerp\n")  # comments as they were
+    kernel = texts["kernel.cu"].splitlines()
+    assert kernel[1].endswith("return project_lerp(a, b, 0.5f); }")
+    # the global one is the project's; std's, a member's and another namespace's are not
+    assert "::project_lerp(a, b, 0.5f) + std::lerp(a, b, 0.5f)" in kernel[2]
+    assert kernel[3] == KERNEL.splitlines()[3]
+    assert [str(c) for c in changes] == [
+        "include/helpers_math.h:3: lerp -> project_lerp",
+        "include/helpers_math.h:7: lerp -> project_lerp",
+        "kernel.cu:2: lerp -> project_lerp",
+        "kernel.cu:3: lerp -> project_lerp",
+    ]
+    assert "the project's own `lerp`, which C++20's `std::lerp` meets, is `project_lerp` (4 " in (
+        mended_note(changes)
+    )
+    # a project that defines no lerp of its own (C++20 code calling std's): nothing renamed
+    assert mend_sources(GXX_LERP, "c++20", {"kernel.cu": KERNEL}) == ({}, [])
+    # built in C++17 the log's line is another break: not this one
+    assert mend_sources(GXX_LERP, "c++17", sources) == ({}, [])

@@ -129,6 +129,23 @@ SEMICOLON_BREAK = ApiBreak(
     "in the project's code, a `;` after each of them",
 )
 
+# The name a project's own global lerp() is given where C++20's std::lerp meets it.
+OWN_LERP = "project_lerp"
+
+LERP_BREAK = ApiBreak(
+    re.compile(
+        r"\blerp\(.*(?:conflicts with a previous declaration|is ambiguous)"
+        r"|overloaded function \"lerp\""
+    ),
+    "its own lerp() meets C++20's std::lerp, which libstdc++'s <math.h> puts in the global "
+    "namespace (CUDA samples' helper_math.h defines one)",
+    f"in the project's code, its own lerp and each call of it become {OWN_LERP} (the same "
+    "function, renamed), or build against torch 2.13 or older, whose headers compile in C++17 "
+    "(install it in this environment, in the CUDA build you build for, and run prebuild wheel "
+    "again)",
+    cxx20=True,
+)
+
 CUB_OPS_BREAK = ApiBreak(
     re.compile(
         rf"namespace \"cub\" has no member \"(?:{_CUB})\"|{_names(_CUB)} is not a member of "
@@ -172,18 +189,7 @@ API_BREAKS: tuple[ApiBreak, ...] = (
     TYPE_BREAK,
     AT_CHECK_BREAK,
     SEMICOLON_BREAK,
-    ApiBreak(
-        re.compile(
-            r"\blerp\(.*(?:conflicts with a previous declaration|is ambiguous)"
-            r"|overloaded function \"lerp\""
-        ),
-        "its own lerp() meets C++20's std::lerp, which libstdc++'s <math.h> puts in the global "
-        "namespace",
-        "build against torch 2.13 or older, whose headers compile in C++17 (install it in this "
-        "environment, in the CUDA build you build for, and run prebuild wheel again), or rename "
-        "the project's lerp",
-        cxx20=True,
-    ),
+    LERP_BREAK,
     ApiBreak(
         # nvcc's front end on a consteval format string, and the host compiler nvcc runs on
         # the functions fmt then calls (fmt 9.0's, in tiny-cuda-nn)

@@ -27,6 +27,8 @@ from prebuild.tool.builder.api_breaks import (
     CUB_OPS_BREAK,
     CUB_SYNC_BREAK,
     CUB_SYNC_SUCCESSORS,
+    LERP_BREAK,
+    OWN_LERP,
     RENAMED_CHECKS,
     SEMICOLON_BREAK,
     STATEMENT_MACROS,
@@ -160,6 +162,31 @@ def add_statement_semicolons(file: str, text: str) -> tuple[str, list[SourceChan
         SourceChange(file, _line(text, end), f"{name}(...) -> {name}(...);") for end, name in ends
     ]
     return _edited(text, [(end, end, ";") for end, _ in ends]), changes
+
+
+# A global lerp() the project defines (helper_math.h's `inline __device__ __host__ float
+# lerp(float a, float b, float t)`): a return type, then the name, at the start of a line.
+_LERP_DEFINED = re.compile(
+    r"^[ \t]*(?!(?:return|else|case|throw)\b)(?:[\w:<>]+[ \t*&]+)+lerp[ \t]*\(", re.M
+)
+# Its name where the code means it: not a member (`.lerp(`, `->lerp(`, torch's `x.lerp_`) nor
+# another namespace's (`std::lerp`, `glm::lerp`); `::lerp` is the global one, the project's.
+_OWN_LERP_USE = re.compile(r"(?<![\w.])(?<!->)(?<!\w::)\blerp\b(?=\s*\()")
+
+
+def defines_lerp(text: str) -> bool:
+    """Pure: whether ``text``'s code (comments aside) defines a global lerp()."""
+    return bool(_LERP_DEFINED.search(COMMENT.sub("", text)))
+
+
+def rename_own_lerp(file: str, text: str) -> tuple[str, list[SourceChange]]:
+    """Pure: ``text`` with the project's own lerp (its definitions and calls) named OWN_LERP,
+    so that C++20's std::lerp, which <math.h> puts beside it in the global namespace, no
+    longer meets it; comments left as they are."""
+    comments = [m.span() for m in COMMENT.finditer(text)]
+    found = [m for m in _OWN_LERP_USE.finditer(text) if not _within(comments, m.start())]
+    changes = [SourceChange(file, _line(text, m.start()), f"lerp -> {OWN_LERP}") for m in found]
+    return _edited(text, [(m.start(), m.end(), OWN_LERP) for m in found]), changes
 
 
 def add_include(file: str, text: str, header: str) -> tuple[str, list[SourceChange]]:
@@ -432,6 +459,8 @@ def _mended(
         changes.extend(made)
 
     th = TH_BREAK in breaks and th_mendable(sources)
+    # the project's lerp is renamed where it defines one: a C++20 project's std::lerp stays
+    lerp = any(defines_lerp(text) for text in sources.values())
     for name in sorted(sources):
         if th:
             apply(name, replace_th_includes)
@@ -442,6 +471,8 @@ def _mended(
             apply(name, mend_renamed_checks)
         if SEMICOLON_BREAK in breaks:
             apply(name, add_statement_semicolons)
+        if LERP_BREAK in breaks and lerp:
+            apply(name, rename_own_lerp)
         if CUB_OPS_BREAK in breaks:
             apply(name, replace_cub_ops)
         if CUB_SYNC_BREAK in breaks:
@@ -486,6 +517,8 @@ def _what(kind: str) -> str:
         )
     if kind.endswith("scalar_type()"):
         return f"`{kind.replace('scalar_type', 'type')}` passed to a dispatch macro is `{kind}`"
+    if kind == OWN_LERP:
+        return f"the project's own `lerp`, which C++20's `std::lerp` meets, is `{OWN_LERP}`"
     if kind.endswith("(...);"):
         return f"`{kind[:-1]}` with no `;` after it (torch's macro is a statement now) is `{kind}`"
     if kind in RENAMED_CHECKS.values():
