@@ -29,9 +29,10 @@ with the CUDA build of torch 2.14.1.
   from its target on, labelled and pinned so, which pip installs beside another torch.
 - ctypes_ext (a CUDA library loaded by ctypes, as bitsandbytes'): one wheel for every Python
   (py310-none) and every torch; its C++17 code, which C++20 refuses, compiled as asked.
-- old_api_ext (`x.type()` given to AT_DISPATCH_FLOATING_TYPES, AT_CHECK, CHECK_EQ, TH/THC: written for torch
-  1.x, as ngp_pl's vren): mended in prebuild's copy, built, each change said and recorded, and
-  its op runs; the fixture itself untouched.
+- old_api_ext (`x.type()` given to AT_DISPATCH_FLOATING_TYPES, AT_CHECK, CHECK_EQ, TH/THC,
+  AT_ASSERT with no `;`, its own lerp: written for torch 1.x, as ngp_pl's vren): mended in
+  prebuild's copy, built, each change said and recorded, and its op runs; the fixture itself
+  untouched.
 
 Every build reaches nvcc as our machines do: through a wrapper script on PATH (not in a
 toolkit's bin/), with CUDA_HOME unset; plain_ext's binding includes CUDA headers
@@ -1202,7 +1203,7 @@ def test_code_written_for_an_older_torch_is_mended_in_the_copy_and_runs(
     cuda_torch_python, tmp_path
 ):
     """old_api_ext fails on torch 2.14's headers (`x.type()` in AT_DISPATCH_*, AT_CHECK,
-    CHECK_EQ, TH/THC); the replacements do what the removed APIs did, so prebuild makes them
+    CHECK_EQ, TH/THC, AT_ASSERT with no `;`, its own lerp against C++20's); the replacements do what the removed APIs did, so prebuild makes them
     in its copy, builds again, says so, and lists each change in prebuild.json; the library
     then loads (every THC successor is exported by torch's libraries) and the op runs, its
     THArgCheck raising with THArgCheck's message."""
@@ -1218,15 +1219,20 @@ def test_code_written_for_an_older_torch_is_mended_in_the_copy_and_runs(
     assert "AT_CHECK is TORCH_CHECK (1 place in old_api_ext/ops.cpp)" in summary
     assert "CHECK_EQ is TORCH_CHECK_EQ (1 place in old_api_ext/ops.cpp)" in summary
     assert "TH/THC, PyTorch's old backend, is the ATen and c10 that replaced it" in summary
+    assert "`AT_ASSERT(...)` with no `;` after it (torch's macro is a statement now)" in summary
+    assert "the project's own `lerp`, which C++20's `std::lerp` meets, is `project_lerp`" in summary
     (wheel,) = out.glob("*.whl")
     assert wheel.name.startswith("old_api_ext-0.1.0+pt214.cu130.sm90-"), wheel.name
     manifest, _, _ = wheel_contents(wheel)
     changes = manifest["source_changes"]
     for change in (  # lines in the mended files, a header added on top of ops.cpp, 3 of kernels.cu
-        "old_api_ext/ops.cpp:11: AT_CHECK -> TORCH_CHECK",
-        "old_api_ext/ops.cpp:12: THArgCheck -> TORCH_CHECK",
-        "old_api_ext/ops.cpp:15: CHECK_EQ -> TORCH_CHECK_EQ",
-        "old_api_ext/ops.cpp:16: x.type() -> x.scalar_type()",
+        "old_api_ext/ops.cpp:6: lerp -> project_lerp",
+        "old_api_ext/ops.cpp:14: AT_CHECK -> TORCH_CHECK",
+        "old_api_ext/ops.cpp:15: THArgCheck -> TORCH_CHECK",
+        "old_api_ext/ops.cpp:18: AT_ASSERT(...) -> AT_ASSERT(...);",
+        "old_api_ext/ops.cpp:20: CHECK_EQ -> TORCH_CHECK_EQ",
+        "old_api_ext/ops.cpp:21: x.type() -> x.scalar_type()",
+        "old_api_ext/ops.cpp:27: lerp -> project_lerp",
         "old_api_ext/kernels.cu:8: extern THCState *state; -> (removed)",
         "old_api_ext/kernels.cu:20: THCudaFree -> c10::cuda::CUDACachingAllocator::raw_delete",
         "old_api_ext/kernels.cu:20: THCudaMalloc -> c10::cuda::CUDACachingAllocator::raw_alloc",

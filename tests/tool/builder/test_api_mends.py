@@ -287,6 +287,12 @@ def test_cubs_removed_operators_are_libcu_plus_plus_functors_and_lines_name_the_
     note = mended_note(changes)
     assert "`cub::Sum` is `cuda::std::plus<>` (1 place in t.cu)" in note
     assert "APIs that torch, CUDA or the C++ standard library removed" in note
+    # nerfacc 0.3.5's scan by key: cub::Equality() is libcu++'s equal_to
+    scan = "ExclusiveSumByKey(nullptr, bytes, keys, in, out, n, cub::Equality(), stream);\n"
+    log = '/w/a.cu(25): error: namespace "cub" has no member "Equality"\n'
+    texts, changes = mend_sources(log, "c++20", {"a.cu": scan})
+    assert "n, cuda::std::equal_to<>(), stream);" in texts["a.cu"]
+    assert [str(c) for c in changes] == ["a.cu:3: cub::Equality -> cuda::std::equal_to<>"]
 
 
 def test_what_is_sure_to_break_next_is_mended_in_the_same_round():

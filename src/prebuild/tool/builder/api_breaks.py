@@ -151,9 +151,11 @@ CUB_OPS_BREAK = ApiBreak(
         rf"namespace \"cub\" has no member \"(?:{_CUB})\"|{_names(_CUB)} is not a member of "
         rf"{_Q}cub{_Q}"
     ),
-    "CUDA 13's CUB (CCCL 3) removed cub::Sum, cub::Max and cub::Min",
-    "they become cuda::std::plus<>{}, cuda::maximum<>{} and cuda::minimum<>{} "
-    "(<cuda/functional>); or build with CUDA 12: an nvcc 12.x and torch's CUDA 12 build",
+    "CUDA 13's CUB (CCCL 3) removed its operators cub::Sum, cub::Max, cub::Min, "
+    "cub::Equality and the like",
+    "they become cuda::std::plus<>{}, cuda::maximum<>{}, cuda::minimum<>{}, "
+    "cuda::std::equal_to<>{} and cuda::std::not_equal_to<>{} (<cuda/functional>); or build "
+    "with CUDA 12: an nvcc 12.x and torch's CUDA 12 build",
 )
 
 CUB_SYNC_BREAK = ApiBreak(

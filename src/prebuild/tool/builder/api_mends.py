@@ -4,10 +4,11 @@ that has an exact replacement: `tensor.type()` passed to a dispatch macro (the c
 (TORCH_CHECK, TORCH_CHECK_EQ: the same macros renamed), a standard header a file uses without
 including it (older standard libraries included it for them), TH/THC where all the project
 uses of it has a one-to-one successor (its headers, THCudaCheck, THCCeilDiv, THCState's
-stream, THCudaMalloc: the ATen and c10 that THC itself called by torch 1.10), and what CUDA
-13's CUB removed: cub::Sum, cub::Max and cub::Min (libcu++'s functors that do the same) and its
-thread utilities (cub::CTA_SYNC(), cub::LaneId(): what they called). The code then does what it
-did with the torch and CUDA its authors built against.
+stream, THCudaMalloc: the ATen and c10 that THC itself called by torch 1.10), what CUDA 13's
+CUB removed: its operators (cub::Sum, cub::Equality: libcu++'s functors that do the same) and
+its thread utilities (cub::CTA_SYNC(), cub::LaneId(): what they called), an AT_ASSERT missing
+its `;`, and a lerp of the project's own that C++20's std::lerp meets (renamed). The code then
+does what it did with the torch and CUDA its authors built against.
 
 Each mend is made in prebuild's copy of the project only, where the log shows its break (and,
 once a build runs again for one, where the sources show a break that is certain), then the
@@ -353,13 +354,20 @@ def th_mendable(sources: Mapping[str, str]) -> bool:
 
 # CUB's operators CCCL 3 removed, and libcu++'s that do the same (transparent functors: their
 # call operators deduce the operands' type, as cub::Sum's did).
-_CUB_SUCCESSORS = {"Sum": "cuda::std::plus<>", "Max": "cuda::maximum<>", "Min": "cuda::minimum<>"}
-_CUB_OP = re.compile(r"\bcub::(Sum|Max|Min)\b(?!\s*<)")
+_CUB_SUCCESSORS = {
+    "Sum": "cuda::std::plus<>",
+    "Max": "cuda::maximum<>",
+    "Min": "cuda::minimum<>",
+    "Equality": "cuda::std::equal_to<>",
+    "Inequality": "cuda::std::not_equal_to<>",
+}
+_CUB_OP = re.compile(rf"\bcub::({'|'.join(_CUB_SUCCESSORS)})\b(?!\s*<)")
 
 
 def replace_cub_ops(file: str, text: str) -> tuple[str, list[SourceChange]]:
-    """Pure: ``text`` with cub::Sum, cub::Max and cub::Min (as types, `cub::Sum sum;`, or
-    objects, `cub::Max()`) written as libcu++'s functors, and ``<cuda/functional>`` included."""
+    """Pure: ``text`` with cub::Sum, cub::Max, cub::Min, cub::Equality and cub::Inequality (as
+    types, `cub::Sum sum;`, or objects, `cub::Max()`) written as libcu++'s functors, and
+    ``<cuda/functional>`` included."""
     includes = "#include <cuda/functional>\n#include <cuda/std/functional>\n"
     changes = [  # its lines in the mended file, below the two includes
         SourceChange(file, _line(text, m.start()) + 2, f"{m[0]} -> {_CUB_SUCCESSORS[m[1]]}")
