@@ -256,6 +256,14 @@ def build_adam():
     return load("cpu_adam", ["/nonexistent/cpu_adam.cpp"])
 """
 
+# nerfacc 0.3.5's _backend.py: the JIT build's folder asked at every import, before its
+# prebuilt module is imported
+LOOKUP = """
+from torch.utils.cpp_extension import _get_build_directory
+BUILD_DIR = _get_build_directory("{name}_cuda", verbose=False)
+from {name} import csrc as _C
+"""
+
 
 def guarded_project(
     site: Path, name: str, torch_version: str, torch_cuda: str | None, system_libraries=()
@@ -269,6 +277,7 @@ def guarded_project(
     (package / "__init__.py").write_text("import torch\n")
     (package / "_backend.py").write_text(BACKEND.format(name=name))
     (package / "ops.py").write_text(OTHER_OP)
+    (package / "lookup.py").write_text(LOOKUP.format(name=name))
     (package / "csrc.py").write_text("VALUE = 1\n")
     info = site / f"{name}-1.0+pt.dist-info"
     info.mkdir()
@@ -347,6 +356,7 @@ def test_a_fitting_project_imports_a_misfit_one_says_what_fits_and_only_their_co
         step("own op again", fakeproj.ops.build_adam)
         os.environ["PREBUILD_STRICT"] = "1"
         step("own op, strict", fakeproj.ops.build_adam)
+        step("a folder's name", lambda: importlib.import_module("fakeproj.lookup")._C.VALUE)
         """,
         tmp_path,
     )
@@ -366,6 +376,9 @@ def test_a_fitting_project_imports_a_misfit_one_says_what_fits_and_only_their_co
     assert done["own op again"]["warned"] == []
     kind, message = done["own op, strict"]["raised"]
     assert kind == "JitRefusedError" and "PREBUILD_STRICT=1" in message
+    # the JIT build's folder asked, no compile: neither refused nor warned of, even strict
+    assert done["a folder's name"] == {**done["a folder's name"], "value": "1", "raised": None}
+    assert done["a folder's name"]["warned"] == []
 
 
 def test_a_namespace_package_is_checked_when_its_extension_module_is_imported(site, tmp_path):

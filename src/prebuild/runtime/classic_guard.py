@@ -24,7 +24,9 @@ on two imports:
   quoting that module's ImportError, what the wheel was built for and the fix. When all of them
   import, the project is compiling an op the wheel does not hold (DeepSpeed's ops that were not
   built): one warning per op, an error with ``PREBUILD_STRICT=1``. ``PREBUILD_ALLOW_JIT=1`` lets
-  every compile go ahead. Other packages' compiles are never touched.
+  every compile go ahead. ``_get_build_directory`` alone, with every prebuilt module
+  importing, is a folder's name and no compile (nerfacc 0.3 asks it at every import): let
+  through. Other packages' compiles are never touched.
 - **a project that compiles when first used** (its wheel holds those compiles, made by
   ``prebuild wheel``: builder/jit_ahead.py): a ``load`` or ``load_inline`` of one of those
   names on behalf of the project returns the wheel's library, after the fit check, and compiles
@@ -308,6 +310,10 @@ class Guard:
                 f"compiles. {fix + ' ' if (fix := self._fix(why)) else ''}To compile anyway, "
                 f"set {ALLOW_ENV}=1."
             )
+        if entry == "_get_build_directory":
+            # a folder's name, not a compile (nerfacc 0.3 asks it at every import, before its
+            # prebuilt module): a compile that follows goes through load(), checked there
+            return
         held = (
             f"a build of '{what}' made from other sources or flags than this call's"
             if what in self.config.get("jit", {})
