@@ -1203,10 +1203,11 @@ def test_code_written_for_an_older_torch_is_mended_in_the_copy_and_runs(
     cuda_torch_python, tmp_path
 ):
     """old_api_ext fails on torch 2.14's headers (`x.type()` in AT_DISPATCH_*, AT_CHECK,
-    CHECK_EQ, TH/THC, AT_ASSERT with no `;`, its own lerp against C++20's); the replacements do what the removed APIs did, so prebuild makes them
-    in its copy, builds again, says so, and lists each change in prebuild.json; the library
-    then loads (every THC successor is exported by torch's libraries) and the op runs, its
-    THArgCheck raising with THArgCheck's message."""
+    CHECK_EQ, TH/THC, AT_ASSERT with no `;`, its own lerp against C++20's); the replacements
+    do what the removed APIs did, so prebuild makes them in its copy, builds again, says so,
+    and lists each change in prebuild.json; the library then loads (every THC successor is
+    exported by torch's libraries) and the op runs, its THArgCheck raising with THArgCheck's
+    message."""
     fixture = FIXTURES / "old_api_ext"
     before = {p: p.read_text() for p in fixture.rglob("*.c*")}
     out = tmp_path / "dist"

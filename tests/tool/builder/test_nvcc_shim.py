@@ -1,6 +1,7 @@
 """prebuild.tool.builder.nvcc_shim: every arch option of a call is replaced by the requested
 -gencode options, everything else is kept in order; queries pass through; a C++ standard older
-than torch's is raised (never lowered, never added); every call is logged."""
+than torch's is raised (never lowered; added only where a call compiles torch's headers
+asking none); every call is logged."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from prebuild.tool.builder.nvcc_shim import (
     raise_std,
     requested_std,
     rewrite_args,
+    std_for_torch,
     std_year,
 )
 
@@ -206,6 +208,26 @@ def test_raise_std_raises_every_spelling_and_nothing_else():
     assert (
         requested_std(given) == "c++20" and requested_std(["-c"]) is None
     )  # the last one, as nvcc reads them
+
+
+def test_a_compile_of_torch_s_headers_asking_no_standard_gets_torch_s():
+    """xlstm 2.0.6's CMake build compiles `slstm.cc`, which includes torch/extension.h, with
+    no -std (g++'s default, gnu++17): torch 2.14's headers then stop on `#error C++20`. A call
+    including torch's headers and asking no standard is given torch's (GCC's dialect to a host
+    compiler); one asking a standard is raise_std's; the others are left as they are."""
+    torch = "-isystem /v/lib/python3.11/site-packages/torch/include"
+    host = ["-O3", *torch.split(), "-o", "slstm.cc.o", "-c", "/w/xlstm/slstm.cc"]
+    assert std_for_torch(host, "c++20", host=True) == [*host, "-std=gnu++20"]
+    nvcc = ["-I/v/site-packages/torch/include/torch/csrc/api/include", "-c", "k.cu", "-o", "k.o"]
+    assert std_for_torch(nvcc, "c++20", host=False) == [*nvcc, "-std=c++20"]
+    for left in (
+        ["-O3", "-c", "/w/blas.cu", "-o", "blas.o"],  # no torch header: its own standard
+        [*torch.split(), "-c", "helper.c", "-o", "helper.o"],  # C
+        [*torch.split(), "-std=c++17", "-c", "a.cc"],  # asked: raise_std's to raise
+        [*torch.split(), "-o", "_slstm.so", "slstm.cc.o"],  # a link
+    ):
+        assert std_for_torch(left, "c++20", host=True) == left, left
+    assert std_for_torch(host, None, host=True) == host
 
 
 @given(
