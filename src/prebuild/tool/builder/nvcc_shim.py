@@ -192,6 +192,30 @@ def raise_std(args: list[str], minimum: str | None) -> list[str]:
     return out
 
 
+# Where torch's headers are: an include folder of its wheel (torch/include, and the API's
+# folder under it), as torch's builds and CMake's find_package(Torch) pass them.
+_TORCH_INCLUDE = "torch/include"
+
+
+def std_for_torch(args: list[str], minimum: str | None, host: bool) -> list[str]:
+    """``args`` with the standard torch's headers need (``minimum``) added where the call
+    compiles a C++ or CUDA source with them and asks for no standard (a CMake build that sets
+    none: the compiler's default, C++17, meets torch 2.14's `#error C++20`), in a host
+    compiler's GCC dialect (``gnu++20``) or as nvcc spells it; the rest unchanged."""
+    if (
+        not minimum
+        or requested_std(args) is not None
+        or not is_compile(args)
+        or not any(_TORCH_INCLUDE in arg for arg in args)
+        or any(arg.endswith(".c") for arg in args)
+    ):
+        return list(args)
+    split = split_std(minimum)
+    if split is None:
+        return list(args)
+    return [*args, f"-std={'gnu++' if host else 'c++'}{split[1] % 100:02d}"]
+
+
 def is_device_link(args: list[str] | tuple[str, ...]) -> bool:
     """A device link (``-dlink``): nvlink runs, and loads libnvvm for ``-dlto``."""
     return any(a in DEVICE_LINK_OPTIONS for a in args)
@@ -303,7 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     given = rewrite_args(args, json.loads(gencode)) if gencode is not None else args
     given = add_compression(given, json.loads(os.environ.get(SHIM_ENV_COMPRESS) or "[]"))
     as_asked = [*real, *drop_native(given)]
-    command = [*real, *raise_std(drop_native(given), os.environ.get(SHIM_ENV_MIN_STD))]
+    minimum = os.environ.get(SHIM_ENV_MIN_STD)
+    torch_std = std_for_torch(drop_native(given), minimum, host=gencode is None)
+    command = [*real, *raise_std(torch_std, minimum)]
     launcher = shlex.split(os.environ.get(SHIM_ENV_LAUNCHER, ""))
 
     def invocation(cmd: list[str]) -> list[str]:
