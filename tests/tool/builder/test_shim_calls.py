@@ -20,6 +20,13 @@ def test_raised_standards_counts_the_calls_whose_standard_changed():
     ]
     assert raised_standards(calls) == (("c++14", 1), ("c++17", 2))
     assert raised_standards(calls[2:3]) == ()
+    # a compile of torch's headers that asked for none (xlstm's CMake build): given C++20
+    given = ("-isystem", "/v/torch/include", "-c", "slstm.cc")
+    none = [CompilerCall(given, (*given, "-std=gnu++20"))]
+    assert raised_standards(none) == (("default", 1),)
+    assert raised_note((("the host compiler", (("default", 1),), 5),), "c++20", "2.14").startswith(
+        "The project asks the host compiler for no standard (its default, C++17) (1 of its 5 calls)"
+    )
     note = raised_note(
         (("nvcc", (("c++17", 2),), 5), ("the host compiler", (), 2)), "c++20", "2.14.1+cu130"
     )

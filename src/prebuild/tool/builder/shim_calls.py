@@ -20,11 +20,17 @@ from prebuild.tool.builder.nvcc_shim import (
     std_year,
 )
 
+# What raised_standards counts for calls that asked for no standard, and were given torch's
+# (a compile of torch's headers: nvcc_shim.std_for_torch).
+NO_STD = "default"
+
 
 def raised_standards(calls: list[CompilerCall]) -> tuple[tuple[str, int], ...]:
-    """The standards the project asked for that the shim raised, each with its number of calls."""
+    """The standards the project asked for that the shim raised, each with its number of calls
+    (NO_STD for those that asked for none)."""
     pairs = ((requested_std(list(c.given)), requested_std(list(c.run))) for c in calls)
-    return tuple(sorted(Counter(given for given, run in pairs if given != run).items()))
+    raised = (given or NO_STD for given, run in pairs if given != run)
+    return tuple(sorted(Counter(raised).items()))
 
 
 def kept_standards(calls: list[CompilerCall], needed: str) -> tuple[tuple[str, int], ...]:
@@ -137,9 +143,13 @@ def raised_note(
 ) -> str:
     """One line: which standards were raised in how many of each compiler's calls, and why;
     ``compilers``: (its name, the standards raised with their calls, its compiles)."""
+
+    def standard(std: str) -> str:
+        return "no standard (its default, C++17)" if std == NO_STD else f"-std={std}"
+
     asked = " and ".join(
         f"{name} for "
-        + ", ".join(f"-std={std} ({calls} of its {total} calls)" for std, calls in raised)
+        + ", ".join(f"{standard(std)} ({calls} of its {total} calls)" for std, calls in raised)
         for name, raised, total in compilers
         if raised
     )
