@@ -33,3 +33,12 @@ def test_a_wheel_with_the_package_or_a_folder_that_is_no_package_is_left_alone()
     # scripts/ and a folder of Python with no __init__.py and nothing in the wheel: not a
     # package a user imports
     assert left_out_packages(["setup.py", "utils/plot.py", "scripts/x.py"], ["_C.so"]) == []
+
+
+def test_a_project_built_by_another_backend_is_left_alone():
+    """xlstm 2.0.6 (scikit-build-core) ships what its configuration names; its experiments/,
+    a package of scripts, is no setup.py's omission."""
+    xlstm = ["xlstm/__init__.py", "experiments/__init__.py", "experiments/main.py"]
+    wheel = ["xlstm/__init__.py", "xlstm/_slstm.cpython-311-x86_64-linux-gnu.so"]
+    assert left_out_packages(xlstm, wheel) == []
+    assert left_out_packages(["setup.py", *xlstm], wheel) == ["experiments"]

@@ -23,7 +23,11 @@ def left_out_packages(project_files: list[str], wheel_files: list[str]) -> list[
     """Pure: the project's top-level folders of Python (``project_files``: its files, relative
     paths) of which the wheel (``wheel_files``: its names) holds no Python file, where the
     folder is a package (``__init__.py``) or the wheel holds other files of it (BEVDepth's
-    extensions under ``bevdepth/ops/``); sorted."""
+    extensions under ``bevdepth/ops/``); sorted. Only a setup.py's: another backend's wheel
+    holds what its configuration names (scikit-build-core's ``wheel.packages``: xlstm's
+    ``experiments/`` is scripts, left out as meant)."""
+    if "setup.py" not in project_files:
+        return []
     shipped = {PurePosixPath(n).parts[0] for n in wheel_files if n.endswith(".py")}
     in_wheel = {PurePosixPath(n).parts[0] for n in wheel_files if "/" in n}
     python = {
