@@ -369,6 +369,15 @@ def test_without_a_gencode_list_it_is_the_host_compiler(tmp_path):
     assert [json.loads(line) for line in log.read_text().splitlines()] == [
         {"given": given, "run": run}
     ]
+    # a compile of torch's headers asking for no standard (xlstm's CMake build): given torch's
+    given = ["-isystem", "/v/torch/include", "-c", "slstm.cc", "-o", "slstm.o"]
+    log.unlink()
+    proc = subprocess.run(
+        [sys.executable, "-m", "prebuild.tool.builder.nvcc_shim", *given], env=env
+    )
+    assert proc.returncode == 0
+    assert (tmp_path / "called").read_text().split() == [*given, "-std=gnu++20"]
+    assert json.loads(log.read_text())["run"] == [*given, "-std=gnu++20"]
 
 
 def test_a_call_asking_for_an_arch_specific_variant_keeps_it_for_that_arch():
