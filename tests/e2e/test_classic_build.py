@@ -736,12 +736,16 @@ def test_a_cmake_project_finding_torch_builds_on_a_toolkit_of_nvcc_alone(
     """cmake_torch_ext (scikit-build-core, find_package(Torch) with no prefix of its own: the
     build's CMAKE_PREFIX_PATH names torch's): CMake takes the real toolkit's include folder
     from nvcc, where torch's ATen/cuda headers missed cusparse.h; the build's CPATH ends with
-    the shim's. The wheel holds sm_90 SASS and its op runs beside torch."""
+    the shim's. It sets no C++ standard: CMake asks nvcc for C++17 and the host compiler for
+    none (its default, C++17); both include torch's headers, and are given C++20, said. The
+    wheel holds sm_90 SASS and its op runs beside torch."""
     out = tmp_path / "dist"
     proc = prebuild_wheel(
         cuda_torch_python, "--arch", "sm_90", str(FIXTURES / "cmake_torch_ext"), "--out", str(out)
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+    summary = " ".join(proc.stdout.split())
+    assert "the host compiler for no standard (its default, C++17) (1 of its" in summary, summary
     (wheel,) = out.glob("*.whl")
     assert wheel.name.startswith("cmake_torch_ext-0.1.0+pt214.cu130.sm90-"), wheel.name
     _, _, libraries = wheel_contents(wheel)
