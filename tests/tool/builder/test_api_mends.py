@@ -13,6 +13,9 @@ from prebuild.tool.builder.api_mends import (
     mend_renamed_checks,
     mend_sources,
     mended_note,
+    mends_recorded,
+    recorded_changes,
+    recorded_text,
 )
 
 # nvcc's front end, on ngp_pl (kwea123/ngp_pl) models/csrc/intersection.cu line 80
@@ -460,3 +463,24 @@ def test_the_project_s_own_lerp_is_renamed_where_cxx20_s_std_lerp_meets_it():
     assert mend_sources(GXX_LERP, "c++20", {"kernel.cu": KERNEL}) == ({}, [])
     # built in C++17 the log's line is another break: not this one
     assert mend_sources(GXX_LERP, "c++17", sources) == ({}, [])
+
+
+def test_the_record_of_mends_adds_up_rounds_and_gives_a_mend_back_only_to_its_own_text():
+    """A build going on from an earlier run's objects (the project's copy, or a wheel's
+    first-use compiles) makes the recorded mends again where the file is still the text they
+    were made from; a file mended in two rounds keeps the sha of its text before any."""
+    first = mends_recorded(
+        {}, {"a.cu": "v1"}, {"a.cu": "v2"}, [SourceChange("a.cu", 1, "x.type() -> x.scalar_type()")]
+    )
+    both = mends_recorded(
+        first, {"a.cu": "v2"}, {"a.cu": "v3"}, [SourceChange("a.cu", 4, "AT_CHECK -> TORCH_CHECK")]
+    )
+    entry = both["a.cu"]
+    assert entry["text"] == "v3" and entry["source"] == first["a.cu"]["source"]
+    assert recorded_text(entry, "v1") == "v3"
+    assert recorded_text(entry, "v1 changed since") is None  # the project's own again
+    assert recorded_text({"text": "v3"}, "v1") is None  # a record of another shape
+    assert [str(c) for c in recorded_changes("a.cu", entry)] == [
+        "a.cu:1: x.type() -> x.scalar_type()",
+        "a.cu:4: AT_CHECK -> TORCH_CHECK",
+    ]

@@ -280,7 +280,9 @@ def test_a_run_goes_on_from_what_an_earlier_run_in_its_folder_made_for_the_same_
     (folder / "prebuild-first-use.json").write_text(json.dumps(record))
     # a run killed in a compile left torch's lock, which would hold the next one for ever
     (folder / "torch-extensions" / "pkg_a" / "lock").write_text("")
-    again = compile_first_use(wheel, env, folder, log, mend=lambda output, root: [], key=key)
+    again = compile_first_use(
+        wheel, env, folder, log, mend=lambda output, root: ({}, {}, []), key=key
+    )
     assert not (folder / "torch-extensions" / "pkg_a" / "lock").exists()
     assert again.kept and (folder / "torch-extensions" / "pkg_a" / "a.o").is_file()
     assert (folder / "root" / "pkg" / "__init__.py").read_text().endswith("# mended\n")
@@ -409,16 +411,21 @@ def test_a_compile_that_fails_is_named_and_mended_sources_run_again(tmp_path):
     assert "pkg/a.cu(1): error: BROKEN is undefined" in unmended.output
     assert str(tmp_path / "first") not in unmended.output
 
-    def mend(output: str, root: Path) -> list[SourceChange]:
+    def mend(output: str, root: Path):  # as classic's mended_in: texts before and after
         assert "BROKEN is undefined" in output
         source = root / "pkg" / "a.cu"
         if "BROKEN" not in source.read_text():
-            return []
+            return {}, {}, []
         source.write_text("FIXED\n")
-        return [SourceChange("pkg/a.cu", 1, "BROKEN -> FIXED")]
+        change = SourceChange("pkg/a.cu", 1, "BROKEN -> FIXED")
+        return {"pkg/a.cu": "BROKEN\n"}, {"pkg/a.cu": "FIXED\n"}, [change]
 
     (tmp_path / "second").mkdir()
     mended = compile_first_use(wheel, env, tmp_path / "second", tmp_path / "second.log", mend=mend)
     assert [lib.name for lib in mended.libraries] == ["pkg_a"] and mended.failed == ()
     assert mended.changes == (SourceChange("pkg/a.cu", 1, "BROKEN -> FIXED"),)
     assert "1 change(s) mended its sources: run again" in (tmp_path / "second.log").read_text()
+    # recorded for a run that goes on from it (with a key: none here, so made afresh)
+    record = json.loads((tmp_path / "second" / "prebuild-first-use.json").read_text())
+    assert record["mends"]["pkg/a.cu"]["text"] == "FIXED\n"
+    assert record["mends"]["pkg/a.cu"]["changes"] == [[1, "BROKEN -> FIXED"]]

@@ -18,6 +18,7 @@ Pure functions over the sources' text.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -490,6 +491,51 @@ def _mended(
             apply(name, lambda file, text, header=header: add_include(file, text, header))
     changes.sort(key=lambda c: (c.file, c.line))
     return {n: t for n, t in texts.items() if t != sources[n]}, changes
+
+
+# -- the record of the mends a build's copy holds: file -> {"source": the sha256 of its text
+# before any mend, "text": the mended text, "changes": [[line, what], ...]}. A build that goes
+# on from an earlier run's objects makes them again where the file is still that text.
+
+
+def text_sha(text: str) -> str:
+    """Pure: the sha256 a record keeps of a file's text."""
+    return hashlib.sha256(text.encode("utf-8", errors="surrogateescape")).hexdigest()
+
+
+def mends_recorded(
+    record: Mapping[str, dict],
+    before: Mapping[str, str],
+    texts: Mapping[str, str],
+    changes: list[SourceChange],
+) -> dict[str, dict]:
+    """Pure: ``record`` with one round's mends added (mend_sources' ``texts`` and ``changes``;
+    ``before``: the texts they were made from): a file mended in an earlier round keeps the
+    sha of its text before any mend, and its changes add up."""
+    updated = dict(record)
+    for name, text in texts.items():
+        earlier = record.get(name, {})
+        made = [
+            *earlier.get("changes", []),
+            *([c.line, c.what] for c in changes if c.file == name),
+        ]
+        source = earlier.get("source", text_sha(before[name]))
+        updated[name] = {"source": source, "text": text, "changes": made}
+    return updated
+
+
+def recorded_text(entry: Mapping, text: str) -> str | None:
+    """Pure: a record's mended text for a file whose text is ``text``, where that is still the
+    text it was made from; None otherwise (the file changed since: the project's own again)."""
+    try:
+        return str(entry["text"]) if text_sha(text) == entry["source"] else None
+    except (KeyError, TypeError):
+        return None
+
+
+def recorded_changes(name: str, entry: Mapping) -> list[SourceChange]:
+    """Pure: the changes a record's ``entry`` for file ``name`` holds."""
+    return [SourceChange(name, line, what) for line, what in entry.get("changes", [])]
 
 
 def mended_note(changes: list[SourceChange]) -> str:

@@ -17,7 +17,6 @@ interrupted or failed (``prebuild.tool.builder.classic_objects``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -47,7 +46,14 @@ from prebuild.runtime.manifest import (
 )
 from prebuild.tool.builder import build_site, env_writes, flags, runtime_floor
 from prebuild.tool.builder.api_breaks import TH_BREAK, api_breaks, api_breaks_advice
-from prebuild.tool.builder.api_mends import SourceChange, mend_sources, mended_note
+from prebuild.tool.builder.api_mends import (
+    SourceChange,
+    mend_sources,
+    mended_note,
+    mends_recorded,
+    recorded_changes,
+    recorded_text,
+)
 from prebuild.tool.builder.base import (
     BuildProgress,
     BuiltWheel,
@@ -356,10 +362,6 @@ def native_sources(project: Path) -> dict[str, str]:
 # The mends made in a work folder's copy of the project, for a build that goes on from its
 # objects (ClassicBuilder.restore_mends): the copy is made afresh each run, the objects kept.
 MENDS_FILE = "prebuild-mends.json"
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _text(path: Path) -> str:
@@ -912,16 +914,7 @@ class ClassicBuilder:
         """The mends a failed build's ``log`` calls for (mended_in), made in the project's copy
         and recorded for a build that goes on from its objects; [] where none is."""
         sources, texts, changes = self.mended_in(self.project, log)
-        record = self.mends_record()
-        for name, text in texts.items():
-            earlier = record.get(name, {})  # a mend of an earlier round of this build
-            made = [
-                *earlier.get("changes", []),
-                *([c.line, c.what] for c in changes if c.file == name),
-            ]
-            # the sha256 of the text as the project has it, before any mend
-            source = earlier.get("source", _sha(sources[name]))
-            record[name] = {"source": source, "text": text, "changes": made}
+        record = mends_recorded(self.mends_record(), sources, texts, changes)
         if texts:
             self.work.mkdir(parents=True, exist_ok=True)
             (self.work / MENDS_FILE).write_text(json.dumps(record), encoding="utf-8")
@@ -977,10 +970,12 @@ class ClassicBuilder:
             (folder / name).write_text(text, encoding="utf-8")
         return sources, texts, changes
 
-    def mend_first_use(self, output: str, root: Path) -> list[SourceChange]:
+    def mend_first_use(
+        self, output: str, root: Path
+    ) -> tuple[dict[str, str], dict[str, str], list[SourceChange]]:
         """The mends a failed first-use compile's ``output`` calls for, made in the wheel's
-        files unpacked in ``root``, whose copies the compiles read."""
-        return self.mended_in(root, output)[2]
+        files unpacked in ``root``, whose copies the compiles read (mended_in's answer)."""
+        return self.mended_in(root, output)
 
     def mends_record(self) -> dict:
         """The mends an earlier build in this work folder made in its copy (MENDS_FILE): file ->
@@ -1001,17 +996,16 @@ class ClassicBuilder:
         for name, entry in record.items():
             path = self.project / name
             try:
-                if _sha(path.read_text(encoding="utf-8")) != entry["source"]:
+                mended = recorded_text(entry, path.read_text(encoding="utf-8"))
+                if mended is None:
                     continue
                 times = path.stat()
-                path.write_text(entry["text"], encoding="utf-8")
+                path.write_text(mended, encoding="utf-8")
                 os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
-            except (OSError, KeyError, TypeError, ValueError):
+            except (OSError, ValueError):
                 continue
             kept[name] = entry
-            self.source_changes += [
-                SourceChange(name, line, what) for line, what in entry["changes"]
-            ]
+            self.source_changes += recorded_changes(name, entry)
         self.source_changes.sort(key=lambda c: (c.file, c.line))
         (self.work / MENDS_FILE).write_text(json.dumps(kept), encoding="utf-8")
 

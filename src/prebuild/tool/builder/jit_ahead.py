@@ -15,7 +15,6 @@ are not changed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -32,7 +31,12 @@ from pathlib import Path
 import prebuild
 from prebuild.runtime.classic_guard import ALLOW_ENV
 from prebuild.tool.builder import jit_ahead_run, processes
-from prebuild.tool.builder.api_mends import SourceChange
+from prebuild.tool.builder.api_mends import (
+    SourceChange,
+    mends_recorded,
+    recorded_changes,
+    recorded_text,
+)
 from prebuild.tool.builder.base import follow_steps
 from prebuild.tool.builder.build_log import log_since, log_size
 from prebuild.tool.builder.guard_files import guard_package
@@ -211,8 +215,9 @@ def python_sources(wheel: Path) -> dict[str, str]:
 
 
 # A mend of sources that failed to compile: (the compile's output, the folder of the wheel's
-# files) -> the changes made there (classic's, by api_mends).
-Mend = Callable[[str, Path], list[SourceChange]]
+# files) -> the texts of the files it changed there before and after, and the changes
+# (classic's mended_in, by api_mends).
+Mend = Callable[[str, Path], tuple[dict[str, str], dict[str, str], list[SourceChange]]]
 
 
 # What a build's folder of first-use compiles holds besides them: the build it is for (the
@@ -250,28 +255,18 @@ def compile_first_use(
     folder.mkdir(parents=True, exist_ok=True)
     mends = unpack(wheel, root, record.get("mends", {}) if mend else {})
     _remove_stale_locks(wheel, folder)
-    changes = [
-        SourceChange(name, line, what) for name in mends for line, what in mends[name]["changes"]
-    ]
+    changes = [c for name, entry in mends.items() for c in recorded_changes(name, entry)]
     _write_record(folder, key, mends)
     env = {**env, "TORCH_EXTENSIONS_DIR": str(folder / "torch-extensions")}
     for _ in range(rounds):
         made = _run(root, triggers, unreached, env, log, step)
         if not made.failed_compile or mend is None:
             break
-        mended = mend(made.output, root)
+        before, texts, mended = mend(made.output, root)
         if not mended:
             break
         changes += mended
-        with zipfile.ZipFile(wheel) as zf:  # the texts they were made from
-            before = {name: zf.read(name) for name in {c.file for c in mended}}
-        for name in before:
-            mends[name] = {
-                "source": _sha(before[name]),
-                "text": (root / name).read_text(encoding="utf-8"),
-                "changes": mends.get(name, {}).get("changes", [])
-                + [[c.line, c.what] for c in mended if c.file == name],
-            }
+        mends = mends_recorded(mends, before, texts, mended)
         _write_record(folder, key, mends)
         with open(log, "a", encoding="utf-8") as f:
             f.write(f"\n==== prebuild: {len(mended)} change(s) mended its sources: run again\n")
@@ -287,10 +282,6 @@ def _remove_stale_locks(wheel: Path, folder: Path) -> None:
     for path in folder.rglob("lock"):
         if path.is_file() and path not in own:
             path.unlink()
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _read_record(folder: Path) -> dict:
@@ -384,8 +375,9 @@ def unpack(wheel: Path, root: Path, mends: Mapping[str, dict] | None = None) -> 
                 continue
             data = zf.read(info)
             mend = (mends or {}).get(info.filename)
-            if mend and _sha(data) == mend["source"]:
-                data = mend["text"].encode("utf-8")
+            text = data.decode("utf-8", errors="surrogateescape")
+            if mend and (mended := recorded_text(mend, text)) is not None:
+                data = mended.encode("utf-8")
                 made[info.filename] = mend
             path = root / info.filename
             if path.is_file() and path.read_bytes() == data:
