@@ -60,6 +60,39 @@ def test_an_incomplete_sdist_is_named_with_its_repository():
     )
 
 
+# auto-gptq 0.7.1's sdist: its marlin sources include a header of their own it does not ship
+MARLIN = (
+    "/w/auto_gptq-0.7.1/autogptq_extension/marlin/marlin_cuda_kernel.cu:27:10: fatal error: "
+    "marlin_cuda_kernel.cuh: No such file or directory\n"
+    '   27 | #include "marlin_cuda_kernel.cuh"\n'
+    "      |          ^~~~~~~~~~~~~~~~~~~~~~~~\ncompilation terminated.\n"
+)
+AUTO_GPTQ = "Metadata-Version: 2.1\nName: auto_gptq\nVersion: 0.7.1\nHome-page: https://github.com/PanQiWei/AutoGPTQ\n"
+
+
+def test_an_sdist_lacking_a_header_its_sources_include_in_quotes_is_named(tmp_path):
+    marlin = tmp_path / "autogptq_extension" / "marlin"
+    marlin.mkdir(parents=True)
+    (marlin / "marlin_cuda_kernel.cu").write_text('#include "marlin_cuda_kernel.cuh"\n')
+    advice = source_gaps_advice(MARLIN, tmp_path, "", set(), AUTO_GPTQ, COMMAND)
+    assert advice.startswith(
+        "The sdist lacks headers its sources include (marlin_cuda_kernel.cuh, in quotes: its own)"
+    )
+    assert "git+https://github.com/PanQiWei/AutoGPTQ@<its tag or commit of 0.7.1>" in advice
+    # there in the source (an include path the build lacks): no gap of the sdist's
+    (marlin / "include").mkdir()
+    (marlin / "include" / "marlin_cuda_kernel.cuh").write_text("")
+    assert "The sdist lacks" not in source_gaps_advice(
+        MARLIN, tmp_path, "", set(), AUTO_GPTQ, COMMAND
+    )
+    # a system's header (in angle brackets) is not the sdist's
+    system = MARLIN.replace('"marlin_cuda_kernel.cuh"', "<marlin_cuda_kernel.cuh>")
+    (marlin / "include" / "marlin_cuda_kernel.cuh").unlink()
+    assert "The sdist lacks" not in source_gaps_advice(
+        system, tmp_path, "", set(), AUTO_GPTQ, COMMAND
+    )
+
+
 def test_a_project_url_names_the_repository_before_the_home_page():
     info = (
         "Name: x\nVersion: 1\nHome-page: https://x.example.org\n"

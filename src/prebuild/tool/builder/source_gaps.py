@@ -32,6 +32,19 @@ def missing_files(log: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+# A header missing where the compiler quotes the line including it in quotes, the project's own
+# (`#include "marlin_cuda_kernel.cuh"`), not a system's (`<...>`).
+_QUOTED_MISSING = re.compile(
+    r"fatal error: (?P<header>[^\s:]+): No such file or directory\n[ \t]*\d*[ \t]*\|?"
+    r'[ \t]*#[ \t]*include[ \t]*"(?P=header)"'
+)
+
+
+def missing_own_headers(log: str) -> list[str]:
+    """Pure: the missing headers the project's files include in quotes, once each."""
+    return list(dict.fromkeys(m["header"] for m in _QUOTED_MISSING.finditer(log)))
+
+
 @dataclass(frozen=True)
 class FailedDownload:
     """What a build tried to fetch (a URL, or the host where the tool names only that) and the
@@ -150,9 +163,9 @@ def source_gaps_advice(
     pkg_info: str,
     command: str,
 ) -> str:
-    """Pure but for the paths: what to tell a user whose build failed on files its source does
-    not have, on a known system library the linker did not find, or on a package CMake did not
-    find; "" where the log names none. ``source``: the project's copy, or the root of the
+    """What to tell a user whose build failed on files its source does not have (a header of
+    its own is looked for in ``source``), on a known system library the linker did not find, or
+    on a package CMake did not find; "" where the log names none. ``source``: the project's copy, or the root of the
     checkout's mirror it lies in (the log's paths are under it); ``gitmodules``/``pkg_info``:
     their text ("" if absent); ``command``: the ``prebuild wheel`` command without the project."""
     missing = missing_files(log)
@@ -168,7 +181,9 @@ def source_gaps_advice(
             "them too)."
         )
     compiled = [name for name in shown if name.endswith((".c", ".cc", ".cpp", ".cxx", ".cu"))]
-    if not compiled:
+    # a header of its own it includes in quotes, which its source does not hold anywhere
+    own = [h for h in missing_own_headers(log) if not any(source.rglob(Path(h).name))]
+    if not compiled and not (own and pkg_info):
         return cuda_library_advice(missing) or system_library_advice(missing)
     if not pkg_info:
         return ""
@@ -179,10 +194,14 @@ def source_gaps_advice(
         if url
         else " (its sdist names no repository)"
     )
+    lacks = (
+        f"sources its setup.py compiles ({', '.join(compiled)})"
+        if compiled
+        else f"headers its sources include ({', '.join(own[:3])}, in quotes: its own)"
+    )
     return (
-        f"The sdist lacks sources its setup.py compiles ({', '.join(compiled)}): it is "
-        "incomplete, as some projects that ship prebuilt wheels publish it. Build it from its "
-        f"repository instead{where}."
+        f"The sdist lacks {lacks}: it is incomplete, as some projects that ship prebuilt wheels "
+        f"publish it. Build it from its repository instead{where}."
     )
 
 
