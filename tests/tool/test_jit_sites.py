@@ -197,6 +197,53 @@ def test_a_package_helper_called_as_other_modules_run_is_run_by_importing_them()
     assert unreached == []
 
 
+# tmol (uw-ipd/tmol a recent main): each module's ops come through a helper of another module
+# (`load_ops`), which calls the package's own load() under a switch of its own.
+TMOL_LOAD_EXT = """\
+def load_ops(module_name, file, sources, ops_name):
+    if ensure_compiled_or_jit():
+        from tmol.utils.cpp_extension import load, relpaths
+
+        load(module_name, relpaths(file, sources), is_python_module=False)
+"""
+TMOL_LJLK = """\
+from tmol._load_ext import load_ops
+
+_ops = load_ops(__name__, __file__, ["compiled.ops.cpp", "ljlk.cuda.cu"], "tmol_ljlk")
+"""
+
+
+def test_a_helper_two_calls_from_the_compile_is_run_by_the_modules_calling_it_as_they_run():
+    """Every module reached through functions needing arguments is found, not only the
+    nearest: genbonded calls the package's load() as it runs, ljlk and elec call load_ops,
+    which calls it."""
+    triggers, unreached = first_use_triggers(
+        {
+            "tmol/utils/cpp_extension.py": TMOL_WRAPPER,
+            "tmol/_load_ext.py": TMOL_LOAD_EXT,
+            "tmol/score/ljlk/compiled.py": TMOL_LJLK,
+            "tmol/score/elec/compiled.py": TMOL_LJLK.replace("ljlk", "elec"),
+            "tmol/score/genbonded/compiled.py": TMOL_USER,
+            # its tests' own extensions: not made ahead of time, said
+            "tmol/tests/score/ljlk/compiled.py": TMOL_LJLK,
+            "tmol/tests/utility/test_heap.py": TMOL_USER,
+        }
+    )
+    site = "tmol/utils/cpp_extension.py:5"
+    assert triggers == [
+        Trigger("tmol.score.genbonded.compiled", None, site),
+        Trigger("tmol.score.elec.compiled", None, site),
+        Trigger("tmol.score.ljlk.compiled", None, site),
+    ]
+    assert unreached == [
+        Unreached(
+            site,
+            "in the package's tests (2 modules: tmol.tests.utility.test_heap, "
+            "tmol.tests.score.ljlk.compiled), which its users do not run: not made ahead of time",
+        )
+    ]
+
+
 def test_a_static_or_class_method_needing_no_argument_is_called_on_its_class():
     """A singleton's loader (`Ops.get()` caching the module on the class): no object needed."""
     singleton = (

@@ -337,6 +337,11 @@ def _requires_arguments(args: ast.arguments, bound: bool = False) -> bool:
     return len(positional) > len(args.defaults) or keyword_needed or passes_on
 
 
+# A package's folders of tests (tmol ships tmol/tests/ with extensions of its own): what only
+# they compile is not made ahead of time.
+TEST_FOLDERS = frozenset({"test", "tests"})
+
+
 def first_use_triggers(
     sources: Mapping[str, str], depth: int = 3
 ) -> tuple[list[Trigger], list[Unreached]]:
@@ -348,7 +353,8 @@ def first_use_triggers(
     ``depth`` calls up at most (StyleGAN's ``bias_act._init()`` calling
     ``custom_ops.get_plugin(...)``); a class's ``__init__`` counts as a function of the class's
     name (made by calling it); a static or class method needing no argument is called on its
-    class. And the compiles nothing reaches, with why. Imports come first,
+    class. And the compiles nothing reaches, with why, and those only the package's tests
+    (TEST_FOLDERS) run. Imports come first,
     each trigger once."""
     modules = []
     for path, text in sorted(sources.items()):
@@ -408,12 +414,25 @@ def first_use_triggers(
                 unconditional.add(name)
     seen: set[tuple[str, str | None]] = set()
     ordered = []
+    tests: dict[str, list[str]] = {}  # site -> the test modules that would run it
     for trigger in [*imports, *calls]:
         if (trigger.module, trigger.function) not in seen:
             seen.add((trigger.module, trigger.function))
+            if TEST_FOLDERS & set(trigger.module.split(".")):
+                tests.setdefault(trigger.site, []).append(trigger.module)
+                continue
             if trigger.module in importers and trigger.module not in unconditional:
                 trigger = replace(trigger, only_after=importers[trigger.module][0])
             ordered.append(trigger)
+    unreached += [
+        Unreached(
+            site,
+            f"in the package's tests ({len(names)} {'module' if len(names) == 1 else 'modules'}: "
+            f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''}), which its users do "
+            "not run: not made ahead of time",
+        )
+        for site, names in tests.items()
+    ]
     return ordered, unreached
 
 
@@ -435,36 +454,41 @@ def _objects_reaching(
 def _callers_without_arguments(
     modules: list[_Module], home: _Module, function: str, depth: int
 ) -> list[tuple[_Module, str | None]]:
-    """The nearest functions reaching ``home``'s ``function`` by calls by name that need no
-    arguments, ``depth`` levels up at most: the function itself first. A module that imports
-    ``home`` and calls one of them as it runs (a package's helper, ``_C =
-    load_extension("ops")`` at module level of each module using it) is one too, as (the
-    module, None): its import."""
+    """The functions reaching ``home``'s ``function`` by calls by name that need no
+    arguments, ``depth`` levels up at most, through functions that need some: the function
+    itself where it needs none. A module that calls one of the functions needing arguments as
+    it runs, and imports the module defining it (a package's helper, tmol's ``_ops =
+    load_ops(__name__, __file__, [...])`` at module level of each module using it), is one
+    too, as (the module, None): its import."""
     if not home.functions.get(function, True):
         return [(home, function)]
-    found: list[tuple[_Module, str | None]] = []
-    level, seen = {function}, {(home.name, function)}
+    found: dict[tuple[str, str | None], tuple[_Module, str | None]] = {}
+    level, seen = {(home.name, function)}, {(home.name, function)}
     for _ in range(depth):
-        above: set[str] = set()
-        found += [
-            (module, None)
-            for module in modules
-            if module is not home
-            and module.top_calls & level
-            and any(
-                name == home.name or name.startswith(f"{home.name}.") for name in module.imports
-            )
-        ]
+        names = {name for _, name in level}
+        for module in modules:
+            owners = {owner for owner, name in level if name in module.top_calls}
+            if owners and _imports_any(module, owners):
+                found.setdefault((module.name, None), (module, None))
+        above: set[tuple[str, str]] = set()
         for module in modules:
             for name, calls in module.calls.items():
-                if (module.name, name) in seen or not calls & level:
+                if (module.name, name) in seen or not calls & names:
                     continue
                 seen.add((module.name, name))
                 if module.functions[name]:
-                    above.add(name)  # needs arguments too: its callers, one level up
+                    above.add((module.name, name))  # needs arguments too: one level up
                 else:
-                    found.append((module, name))
-        if found or not above:
-            return found
+                    found.setdefault((module.name, name), (module, name))
+        if not above:
+            break
         level = above
-    return found
+    return list(found.values())
+
+
+def _imports_any(module: _Module, owners: set[str]) -> bool:
+    """Pure: whether ``module`` is one of ``owners`` or imports one of them (or a name of
+    one: ``from tmol._load_ext import load_ops``)."""
+    return module.name in owners or any(
+        name == owner or name.startswith(f"{owner}.") for name in module.imports for owner in owners
+    )
