@@ -177,6 +177,19 @@ _compiled = load(name="lj", sources=["lj.cpp"])
 """
 
 
+def test_a_function_taking_only_keywords_it_passes_on_is_called_with_none():
+    """`**kwargs` alone has nothing to pass on when called with none (unlike `*args`, which a
+    wrapper needs): the function is its own trigger."""
+    plugin = (
+        "from torch.utils.cpp_extension import load\n"
+        "def get_plugin(**build_kwargs):\n"
+        "    return load(name='plugin', sources=['p.cu'], **build_kwargs)\n"
+    )
+    triggers, unreached = first_use_triggers({"pkg/plugin.py": plugin})
+    assert triggers == [Trigger("pkg.plugin", "get_plugin", "pkg/plugin.py:3")]
+    assert unreached == []
+
+
 def test_a_package_helper_called_as_other_modules_run_is_run_by_importing_them():
     """A wrapper taking ``*args, **kwargs`` is not called with none (torch's load would fail):
     the modules importing its module and calling it as they run are imported instead; a

@@ -329,11 +329,11 @@ def _own_jit_calls(function: ast.FunctionDef, is_jit: Callable[[ast.Call], bool]
 
 def _requires_arguments(args: ast.arguments, bound: bool = False) -> bool:
     """Pure: whether a function needs an argument to be called (one without a default, or
-    ``*args``/``**kwargs``: a wrapper passing on what it is given, as tmol's own ``load``);
-    ``bound``: a method, whose first argument is its instance."""
+    ``*args``: a wrapper passing on what it is given, as a ``load(*args, **kwargs)`` of a
+    package's own); ``bound``: a method, whose first argument is its instance."""
     positional = [*args.posonlyargs, *args.args][1 if bound else 0 :]
     keyword_needed = any(d is None for d in args.kw_defaults)
-    passes_on = args.vararg is not None or args.kwarg is not None
+    passes_on = args.vararg is not None
     return len(positional) > len(args.defaults) or keyword_needed or passes_on
 
 
@@ -349,13 +349,13 @@ def first_use_triggers(
     wheel -> text): its module's import, where the compile runs as the module runs (at module
     level, or in a function the module calls as it runs: KNN_CUDA's ``_knn =
     load_cpp_ext("knn")``), else a call without arguments of the function holding it
-    (nvdiffrast's ``_get_plugin()``) or of the nearest function calling that one by name,
-    ``depth`` calls up at most (StyleGAN's ``bias_act._init()`` calling
-    ``custom_ops.get_plugin(...)``); a class's ``__init__`` counts as a function of the class's
-    name (made by calling it); a static or class method needing no argument is called on its
-    class. And the compiles nothing reaches, with why, and those only the package's tests
-    (TEST_FOLDERS) run. Imports come first,
-    each trigger once."""
+    (nvdiffrast's ``_get_plugin()``), or of each function needing none that calls it by name
+    through functions needing some, ``depth`` calls up at most (StyleGAN's
+    ``bias_act._init()`` calling ``custom_ops.get_plugin(...)``), or the import of each module
+    calling one of those as it runs (tmol's ``load_ops(...)``); a class's ``__init__`` counts
+    as a function of the class's name (made by calling it); a static or class method needing
+    no argument is called on its class. And the compiles nothing reaches, with why, and those
+    only the package's tests (TEST_FOLDERS) run. Imports come first, each trigger once."""
     modules = []
     for path, text in sorted(sources.items()):
         try:
