@@ -375,7 +375,7 @@ def unpack(wheel: Path, root: Path, mends: Mapping[str, dict] | None = None) -> 
                 continue
             data = zf.read(info)
             mend = (mends or {}).get(info.filename)
-            text = data.decode("utf-8", errors="surrogateescape")
+            text = data.decode("utf-8", errors="surrogateescape") if mend else ""
             if mend and (mended := recorded_text(mend, text)) is not None:
                 data = mended.encode("utf-8")
                 made[info.filename] = mend
