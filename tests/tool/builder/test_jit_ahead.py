@@ -281,7 +281,7 @@ def test_a_run_goes_on_from_what_an_earlier_run_in_its_folder_made_for_the_same_
     # a run killed in a compile left torch's lock, which would hold the next one for ever
     (folder / "torch-extensions" / "pkg_a" / "lock").write_text("")
     again = compile_first_use(
-        wheel, env, folder, log, mend=lambda output, root: ({}, {}, []), key=key
+        wheel, env, folder, log, mend=lambda root, output: ({}, {}, []), key=key
     )
     assert not (folder / "torch-extensions" / "pkg_a" / "lock").exists()
     assert again.kept and (folder / "torch-extensions" / "pkg_a" / "a.o").is_file()
@@ -411,7 +411,7 @@ def test_a_compile_that_fails_is_named_and_mended_sources_run_again(tmp_path):
     assert "pkg/a.cu(1): error: BROKEN is undefined" in unmended.output
     assert str(tmp_path / "first") not in unmended.output
 
-    def mend(output: str, root: Path):  # as classic's mended_in: texts before and after
+    def mend(root: Path, output: str):  # as classic's mended_in: texts before and after
         assert "BROKEN is undefined" in output
         source = root / "pkg" / "a.cu"
         if "BROKEN" not in source.read_text():

@@ -946,7 +946,7 @@ class ClassicBuilder:
             folder,
             build_log,
             progress.step,
-            self.mend_first_use if self.mend else None,
+            self.mended_in if self.mend else None,
             key=self.objects_key.to_dict(),
         )
         if made.kept:
@@ -969,13 +969,6 @@ class ClassicBuilder:
         for name, text in texts.items():
             (folder / name).write_text(text, encoding="utf-8")
         return sources, texts, changes
-
-    def mend_first_use(
-        self, output: str, root: Path
-    ) -> tuple[dict[str, str], dict[str, str], list[SourceChange]]:
-        """The mends a failed first-use compile's ``output`` calls for, made in the wheel's
-        files unpacked in ``root``, whose copies the compiles read (mended_in's answer)."""
-        return self.mended_in(root, output)
 
     def mends_record(self) -> dict:
         """The mends an earlier build in this work folder made in its copy (MENDS_FILE): file ->

@@ -214,10 +214,10 @@ def python_sources(wheel: Path) -> dict[str, str]:
         }
 
 
-# A mend of sources that failed to compile: (the compile's output, the folder of the wheel's
-# files) -> the texts of the files it changed there before and after, and the changes
-# (classic's mended_in, by api_mends).
-Mend = Callable[[str, Path], tuple[dict[str, str], dict[str, str], list[SourceChange]]]
+# A mend of sources that failed to compile (classic's mended_in, by api_mends): (the folder of
+# the wheel's files, the compile's output) -> the texts of the files it changed there before
+# and after, and the changes.
+Mend = Callable[[Path, str], tuple[dict[str, str], dict[str, str], list[SourceChange]]]
 
 
 # What a build's folder of first-use compiles holds besides them: the build it is for (the
@@ -262,7 +262,7 @@ def compile_first_use(
         made = _run(root, triggers, unreached, env, log, step)
         if not made.failed_compile or mend is None:
             break
-        before, texts, mended = mend(made.output, root)
+        before, texts, mended = mend(root, made.output)
         if not mended:
             break
         changes += mended
