@@ -346,6 +346,19 @@ def test_wheel_hands_config_settings_on_as_pip_reads_them(asked, tmp_path):
     assert "-C '=openblas' names no setting: give KEY=VALUE" in " ".join(result.output.split())
 
 
+def test_wheel_hands_first_use_code_on_and_refuses_what_is_not_python(asked, tmp_path):
+    args = ["wheel", "--arch", "sm_90", str(tmp_path), "--out", str(tmp_path / "dist")]
+    runner = CliRunner()
+    code = ["--first-use", "from pkg import Ops; Ops.load(False)", "--first-use", "import pkg.x"]
+    assert runner.invoke(app, [*args, *code]).exit_code == 130
+    assert asked[0].first_use == ("from pkg import Ops; Ops.load(False)", "import pkg.x")
+    result = runner.invoke(app, [*args, "--first-use", "Ops.load(False"])
+    assert result.exit_code == 2 and len(asked) == 1, result.output
+    assert "--first-use 'Ops.load(False' is not Python: '(' was never closed (line 1)" in " ".join(
+        result.output.split()
+    )
+
+
 def test_wheel_copies_the_system_libraries_in_unless_told_not_to(asked, tmp_path):
     args = ["wheel", "--arch", "sm_90", str(tmp_path), "--out", str(tmp_path / "dist")]
     runner = CliRunner()

@@ -4,7 +4,15 @@ reduced to what the reading sees)."""
 
 from __future__ import annotations
 
-from prebuild.tool.jit_sites import Trigger, Unreached, first_use_triggers, source_module
+import pytest
+
+from prebuild.tool.jit_sites import (
+    Trigger,
+    Unreached,
+    first_use_triggers,
+    given_trigger,
+    source_module,
+)
 
 # KNN_CUDA (unlimblue/KNN_CUDA 619617b): load() in a function taking the name, which the
 # module calls as it runs.
@@ -125,11 +133,17 @@ def test_what_no_call_without_arguments_reaches_is_said_with_why():
     triggers, unreached = first_use_triggers({"pkg/backend.py": methods})
     assert triggers == []
     assert unreached == [
-        Unreached("pkg/backend.py:4", "inside `load`, a nested function or method"),
+        Unreached(
+            "pkg/backend.py:4",
+            "inside the method `Backend.load`, of an object its users' code makes (no module "
+            "of the package makes one)",
+            "from pkg.backend import Backend; Backend(...).load()",
+        ),
         Unreached(
             "pkg/backend.py:6",
             "inside `build`, which needs arguments and which no function of the package "
             "that needs none calls",
+            "from pkg.backend import build; build(...)",
         ),
     ]
 
@@ -158,7 +172,9 @@ def test_a_class_compiling_as_it_is_made_is_made_where_the_module_makes_it_or_wi
         Trigger("pkg.ext", "Lazy", "pkg/ext.py:10"),
     ]
     assert [str(t) for t in triggers[1:]] == ["pkg.ext.MADE.other()", "pkg.ext.Lazy()"]
-    assert unreached == [Unreached("pkg/ext.py:13", "inside `build`, a nested function or method")]
+    assert [(u.site, u.example) for u in unreached] == [
+        ("pkg/ext.py:13", "from pkg.ext import Never; Never(...).build()")
+    ]
 
 
 # tmol (uw-ipd/tmol): the package's own load(), passing on what it is given with its include
@@ -281,7 +297,57 @@ def test_a_static_or_class_method_needing_no_argument_is_called_on_its_class():
         Trigger("pkg.ops", "Ops.build", "pkg/ops.py:11"),
     ]
     assert [str(t) for t in triggers] == ["pkg.ops.Ops.get()", "pkg.ops.Ops.build()"]
-    assert unreached == [Unreached("pkg/ops.py:14", "inside `named`, a nested function or method")]
+    # one needing arguments: the call its users make is for them to give (--first-use)
+    assert unreached == [
+        Unreached(
+            "pkg/ops.py:14",
+            "inside the method `Ops.named`, which needs arguments",
+            "from pkg.ops import Ops; Ops.named(...)",
+        )
+    ]
+
+
+# ColBERT (stanford-futuredata/ColBERT 501c29d): each class compiles its CPU ops in a class
+# method taking whether a GPU is used, called from its __init__ with the config's answer.
+COLBERT = """\
+from torch.utils.cpp_extension import load
+
+class StridedTensor:
+    def __init__(self, packed_tensor, lengths, use_gpu=True):
+        StridedTensor.try_load_torch_extensions(use_gpu)
+
+    @classmethod
+    def try_load_torch_extensions(cls, use_gpu):
+        if hasattr(cls, "loaded_extensions") or use_gpu:
+            return
+        segmented_lookup_cpp = load(name="segmented_lookup_cpp", sources=["x.cpp"])
+        cls.segmented_lookup = segmented_lookup_cpp.segmented_lookup_cpp
+"""
+
+
+def test_a_class_method_needing_an_argument_is_said_with_the_call_its_users_make():
+    triggers, unreached = first_use_triggers({"colbert/search/strided_tensor.py": COLBERT})
+    assert triggers == []
+    assert unreached == [
+        Unreached(
+            "colbert/search/strided_tensor.py:11",
+            "inside the method `StridedTensor.try_load_torch_extensions`, which needs arguments",
+            "from colbert.search.strided_tensor import StridedTensor; "
+            "StridedTensor.try_load_torch_extensions(...)",
+        )
+    ]
+
+
+def test_code_the_user_gives_is_a_trigger_where_it_is_python():
+    trigger = given_trigger("from pkg import Ops\nOps.load(False)\n")
+    assert (trigger.code, str(trigger)) == (
+        "from pkg import Ops\nOps.load(False)\n",
+        "from pkg import Ops; Ops.load(False)",
+    )
+    with pytest.raises(ValueError, match=r"--first-use 'Ops.load\(' is not Python: .* \(line 1\)"):
+        given_trigger("Ops.load(")
+    with pytest.raises(ValueError, match="--first-use was given no code"):
+        given_trigger("  ")
 
 
 # optimum-quanto 0.2.7: a class of one module compiles in a property, read at the first op;

@@ -108,7 +108,8 @@ class Trigger:
     """What runs a compile: importing ``module``, then calling its module-level ``function``
     with no arguments (None: the import alone), or ``obj.method`` of an object the module makes
     (``call`` False: reading a property, as optimum-quanto's ``ext.lib``). ``site``: the
-    compile's ``file:line``."""
+    compile's ``file:line``. Or Python ``code`` the user gave (``--first-use``), run as it is:
+    the call its users make (ColBERT's ``ColBERT.try_load_torch_extensions(False)``)."""
 
     module: str
     function: str | None
@@ -117,19 +118,39 @@ class Trigger:
     # where the package imports ``module`` only under a condition of its own (optimum-quanto's
     # `if torch.version.hip: from .hip import *`): the module whose import must import it
     only_after: str = ""
+    code: str = ""
 
     def __str__(self) -> str:
+        if self.code:
+            return "; ".join(line.strip() for line in self.code.splitlines() if line.strip())
         if not self.function:
             return f"import {self.module}"
         return f"{self.module}.{self.function}" + ("()" if self.call else "")
 
 
+def given_trigger(code: str) -> Trigger:
+    """Pure: the trigger of code the user gave (``--first-use``); ValueError naming the problem
+    where it is not Python."""
+    if not code.strip():
+        raise ValueError("--first-use was given no code: give the Python that runs the compiles")
+    try:
+        compile(code, "<--first-use>", "exec")
+    except SyntaxError as exc:
+        raise ValueError(
+            f"--first-use {code!r} is not Python: {exc.msg} (line {exc.lineno}). Give statements "
+            "as its users' code runs them, e.g. 'from pkg.ops import Ops; Ops.load(False)'"
+        ) from None
+    return Trigger("", None, "", code=code)
+
+
 @dataclass(frozen=True)
 class Unreached:
-    """A compile no trigger reaches: its ``file:line`` and why."""
+    """A compile no trigger reaches: its ``file:line``, why, and where it is a call its users'
+    code can make, an ``example`` of it for ``--first-use``, ``...`` for their arguments."""
 
     site: str
     why: str
+    example: str = ""
 
     def __str__(self) -> str:
         return f"{self.site} ({self.why})"
@@ -198,6 +219,8 @@ class _Module:
         self.bare_methods: set[tuple[str, str]] = set()
         # those of them called on the class itself (static and class methods)
         self.class_methods: set[tuple[str, str]] = set()
+        # every static and class method, needing arguments or not
+        self.on_class: set[tuple[str, str]] = set()
         self.objects: dict[str, str] = {}  # name -> the class called to make it (its name)
         for node in tree.body:
             if (
@@ -252,9 +275,11 @@ class _Module:
                     if isinstance(item, ast.FunctionDef):
                         own = (child.name, item.name, _is_property(item))
                         static = _decorated(item, "staticmethod")
+                        if static or _decorated(item, "classmethod"):
+                            self.on_class.add(own[:2])
                         if not _requires_arguments(item.args, bound=not static):
                             self.bare_methods.add(own[:2])
-                            if static or _decorated(item, "classmethod"):
+                            if own[:2] in self.on_class:
                                 self.class_methods.add(own[:2])  # called on the class
                         elif own[2]:
                             self.bare_methods.add(own[:2])
@@ -384,7 +409,7 @@ def first_use_triggers(
                     Trigger(m, f"{name}.{method}", site, call) for m, name, method, call in found
                 ]
                 if not found:
-                    unreached.append(Unreached(site, why))
+                    unreached.append(_method_unreached(module, site, *module.in_methods[line]))
             elif why:
                 unreached.append(Unreached(site, why))
             elif function is None or function in runs:
@@ -400,6 +425,7 @@ def first_use_triggers(
                             site,
                             f"inside `{function}`, which needs arguments and which no function "
                             "of the package that needs none calls",
+                            f"from {module.name} import {function}; {function}(...)",
                         )
                     )
     # A module its package imports only under a condition (another platform's code) runs its
@@ -434,6 +460,20 @@ def first_use_triggers(
         for site, names in tests.items()
     ]
     return ordered, unreached
+
+
+def _method_unreached(module: _Module, site: str, cls: str, method: str, prop: bool) -> Unreached:
+    """Pure: a compile in a method nothing of the package calls (ColBERT's class method
+    ``try_load_torch_extensions(use_gpu)``), with the call its users' code makes."""
+    needs = (cls, method) not in module.bare_methods
+    owner = cls if (cls, method) in module.on_class else f"{cls}(...)"
+    why = f"inside the method `{cls}.{method}`, " + (
+        "which needs arguments"
+        if needs
+        else "of an object its users' code makes (no module of the package makes one)"
+    )
+    call = "" if prop else "(...)" if needs else "()"
+    return Unreached(site, why, f"from {module.name} import {cls}; {owner}.{method}{call}")
 
 
 def _objects_reaching(

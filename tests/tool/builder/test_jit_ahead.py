@@ -32,7 +32,7 @@ from prebuild.tool.builder.jit_ahead import (
     unpack,
     with_first_use,
 )
-from prebuild.tool.jit_sites import Trigger, Unreached
+from prebuild.tool.jit_sites import Trigger, Unreached, given_trigger
 
 PROJECT = """\
 import os
@@ -329,6 +329,75 @@ def test_a_module_its_package_does_not_import_here_is_not_run(tmp_path):
     assert "made in this build, by `import plat.here`: 'here_ext' (plat/here.py:2)" in made.note()
 
 
+# ColBERT's shape: a class method taking whether a GPU is used compiles the CPU ops; nothing
+# of the package calls it without an argument, its users' code does (through __init__).
+CLASS_LOADER = """\
+from torch.utils.cpp_extension import load
+
+B = load(name="pkg_b", sources=["b.cpp"])
+
+class Scorer:
+    @classmethod
+    def try_load(cls, use_gpu):
+        if use_gpu:
+            return
+        cls.ops = load(name="pkg_cpu", sources=["cpu.cpp"])
+"""
+
+
+def stand_in(tmp_path: Path) -> dict[str, str]:
+    """The variables of a child whose torch compiles are STAND_IN's, writing into tmp_path."""
+    site, out = tmp_path / "stand-in", tmp_path / "built"
+    site.mkdir()
+    out.mkdir()
+    (site / "sitecustomize.py").write_text(STAND_IN)
+    return {"PYTHONPATH": str(site), "STAND_IN_OUT": str(out)}
+
+
+def test_code_the_user_gives_runs_after_the_triggers_found_and_makes_what_they_cannot(tmp_path):
+    wheel = project_wheel(tmp_path)
+    with zipfile.ZipFile(wheel, "a") as zf:
+        zf.writestr("pkg/scorer.py", CLASS_LOADER)
+    env, log = stand_in(tmp_path), tmp_path / "build.log"
+    alone = compile_first_use(wheel, env, tmp_path / "alone", log)
+    assert "pkg_cpu" not in {lib.name for lib in alone.libraries}
+    assert (
+        "the compile at pkg/scorer.py:10 runs only inside the method `Scorer.try_load`, which "
+        "needs arguments (give the call its users' code makes, with their arguments, and the "
+        "build makes it: `--first-use 'from pkg.scorer import Scorer; Scorer.try_load(...)'`)"
+        in alone.note()
+    )
+    given = (
+        "from pkg.scorer import Scorer\nScorer.try_load(False)",
+        "from pkg.scorer import Scorer; Scorer.try_load(True)",  # compiles nothing
+        "import pkg.missing",
+    )
+    made = compile_first_use(wheel, env, tmp_path / "given", log, given=given)
+    shown = "from pkg.scorer import Scorer; Scorer.try_load(False)"
+    assert made.triggers[-3:] == tuple(given_trigger(code) for code in given)
+    assert made.triggers[0] == Trigger("pkg", None, "pkg/__init__.py:5")  # found: first
+    assert [(lib.name, lib.site, lib.trigger) for lib in made.libraries][-1] == (
+        "pkg_cpu",
+        "pkg/scorer.py:10",  # the project's call, where the user's code made it
+        shown,
+    )
+    assert f"prebuild: running `{shown}` (--first-use)" in log.read_text()
+    problems = made.problems()
+    assert not any("pkg/scorer.py:10" in p for p in problems), problems  # made
+    assert (
+        "`from pkg.scorer import Scorer; Scorer.try_load(True)` (--first-use) ran and compiled "
+        "nothing" in made.note()
+    )
+    assert made.failed[-1] == FailedRun(
+        "import pkg.missing", "ModuleNotFoundError: No module named 'pkg.missing'"
+    )
+    # where the project's own build made libraries, only the user's code runs
+    only = compile_first_use(wheel, env, tmp_path / "only", log, given=given[:1], find=False)
+    assert only.triggers == (given_trigger(given[0]),)
+    # with what the imports it makes compile (pkg's A, pkg.scorer's B)
+    assert [lib.name for lib in only.libraries] == ["pkg_a", "pkg_b", "pkg_cpu"]
+
+
 def test_a_child_that_dies_leaves_every_trigger_failed_with_the_log_named(tmp_path):
     wheel = project_wheel(tmp_path)
     site = tmp_path / "dying"
@@ -361,6 +430,24 @@ def test_what_is_said_where_nothing_was_made_or_tried():
         "prebuild found nothing to run them ahead of time: the compile at pkg/b.py:4 runs only "
         "inside `m`, a nested function or method."
     )
+
+
+def test_the_compiles_of_one_place_are_said_at_once():
+    why = "inside the method `Codec.load`, which needs arguments"
+    example = "from pkg.codec import Codec; Codec.load(...)"
+    made = FirstUse(
+        unreached=(
+            Unreached("pkg/codec.py:4", why, example),
+            Unreached("pkg/codec.py:9", why, example),
+            Unreached("pkg/other.py:3", "inside a lambda"),
+        )
+    )
+    assert made.problems() == [
+        f"the compiles at pkg/codec.py:4, pkg/codec.py:9 run only {why} (give the call its "
+        f"users' code makes, with their arguments, and the build makes them: `--first-use "
+        f"'{example}'`)",
+        "the compile at pkg/other.py:3 runs only inside a lambda",
+    ]
 
 
 def test_the_tag_is_one_pip_installs_on_this_python():

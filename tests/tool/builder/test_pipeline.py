@@ -755,3 +755,17 @@ def test_config_settings_are_refused_for_a_native_project(tmp_path):
     with pytest.raises(ValueError, match="leave -C out") as error:
         pipeline.make_builder(project, SimpleNamespace(), request, [], tmp_path)
     assert "kernels/ is a native project ([tool.prebuild])" in str(error.value)
+
+
+def test_first_use_code_is_refused_for_a_native_project(tmp_path):
+    """--first-use runs code making a classic project's compiles at first use: a native
+    project compiles every kernel ahead of time, and is refused rather than ignoring it."""
+    from types import SimpleNamespace
+
+    from prebuild.tool.builder.project import Project
+
+    project = Project(kind="native", source=tmp_path, origin="kernels/")
+    request = SimpleNamespace(config_settings={}, first_use=("import kernels",))
+    with pytest.raises(ValueError, match="leave --first-use out") as error:
+        pipeline.make_builder(project, SimpleNamespace(), request, [], tmp_path)
+    assert "kernels/ is a native project ([tool.prebuild])" in str(error.value)

@@ -433,6 +433,7 @@ class ClassicBuilder:
         mend: bool = True,
         compress: bool = True,
         strip: bool = True,
+        first_use_code: tuple[str, ...] = (),
     ):
         self.project, self.toolchain, self.work, self.jobs = project, toolchain, work, jobs
         # the system libraries its libraries link copied into each wheel (bundle.py)
@@ -443,6 +444,8 @@ class ClassicBuilder:
         self.compress = compress
         # its libraries' debug sections stripped (debug_info.py: Python's -g)
         self.strip = strip
+        # the code its users run that makes its first-use compiles (--first-use: jit_ahead.py)
+        self.first_use_code = first_use_code
         self.source_changes: list[SourceChange] = []  # the mends made in the copy, in order
         self._mends_restored = False  # an earlier run's mends made again in this copy
         self.origin = origin  # what the user named (named again in the guard's messages)
@@ -553,10 +556,14 @@ class ClassicBuilder:
 
             libraries = read_wheel_libraries(built)
             first_use = FirstUse()
-            if not libraries and jit_sites(project, limit=1):
-                # It compiles when first used: those compiles are made now, into the wheel.
+            finds = not libraries and bool(jit_sites(project, limit=1))
+            if finds or self.first_use_code:
+                # It compiles when first used: those compiles are made now, into the wheel
+                # (where its own build made libraries, only those the user's code makes).
                 progress.phase("compiling what it compiles when first used")
-                first_use = self.first_use(built, env, sass, wheel_dir, build_log, progress)
+                first_use = self.first_use(
+                    built, env, sass, wheel_dir, build_log, progress, find=not libraries
+                )
                 if failed := first_use.failed_compile:
                     what = (
                         f"its compile of '{failed.compile}' when first used, run ahead of time "
@@ -928,11 +935,13 @@ class ClassicBuilder:
         wheel_dir: Path,
         build_log: Path,
         progress: BuildProgress,
+        find: bool = True,
     ) -> FirstUse:
         """The compiles the project of ``built`` makes when first used, made in this wheel's
         build (jit_ahead.py), with torch.cuda answering for a GPU of the wheel's newest arch, as
         where they would run (nvdiffrast 0.3 empties TORCH_CUDA_ARCH_LIST: torch asks the GPU
-        then); its mends count as the build's."""
+        then); its mends count as the build's. Run by what its Python shows (where ``find``)
+        and by the user's code (--first-use)."""
         answer = site_env(
             self.work,
             {**os.environ, **env},
@@ -948,6 +957,8 @@ class ClassicBuilder:
             progress.step,
             self.mended_in if self.mend else None,
             key=self.objects_key.to_dict(),
+            given=self.first_use_code,
+            find=find,
         )
         if made.kept:
             progress.note(

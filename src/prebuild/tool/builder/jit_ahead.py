@@ -24,7 +24,7 @@ import sys
 import sysconfig
 import time
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -41,7 +41,7 @@ from prebuild.tool.builder.base import follow_steps
 from prebuild.tool.builder.build_log import log_since, log_size
 from prebuild.tool.builder.guard_files import guard_package
 from prebuild.tool.builder.relabel import rewrite_wheel
-from prebuild.tool.jit_sites import Trigger, Unreached, first_use_triggers
+from prebuild.tool.jit_sites import Trigger, Unreached, first_use_triggers, given_trigger
 
 
 @dataclass(frozen=True)
@@ -94,8 +94,9 @@ class FirstUse:
         silent = dict.fromkeys(
             t.site
             for t in self.triggers
-            if t.site not in made and str(t) not in made and str(t) not in failed
+            if not t.code and t.site not in made and str(t) not in made and str(t) not in failed
         )
+        idle = [t for t in self.triggers if t.code and str(t) not in made | failed]
         return [
             *(
                 f"`{run.trigger}` failed{self._after(run.trigger)}: {run.error}"
@@ -112,7 +113,12 @@ class FirstUse:
                 "condition of the project's own, such as an environment variable it reads)"
                 for site in silent
             ),
-            *(f"the compile at {u.site} runs only {u.why}" for u in self.unreached),
+            *(
+                f"`{trigger}` (--first-use) ran and compiled nothing (its compiles are made "
+                "by another call, or under a condition of the project's own, false here)"
+                for trigger in idle
+            ),
+            *_unreached_problems([u for u in self.unreached if u.site not in made]),
         ]
 
     def _made_by(self, trigger: str) -> tuple[str, ...]:
@@ -167,6 +173,31 @@ class FirstUse:
             + "; ".join(self.problems() or ["they compiled nothing"])
             + "."
         )
+
+
+def _unreached_problems(unreached: list[Unreached]) -> list[str]:
+    """Pure: each compile nothing reached, said with why; those of one place (a method holding
+    two) said at once, with the call that makes them where its users' code can make it."""
+    places: dict[tuple[str, str], list[str]] = {}
+    for u in unreached:
+        places.setdefault((u.why, u.example), []).append(u.site)
+    said = []
+    for (why, example), sites in places.items():
+        said.append(
+            (
+                f"the compile at {sites[0]} runs"
+                if len(sites) == 1
+                else f"the compiles at {', '.join(sites)} run"
+            )
+            + f" only {why}"
+            + (
+                f" (give the call its users' code makes, with their arguments, and the build "
+                f"makes {'it' if len(sites) == 1 else 'them'}: `--first-use '{example}'`)"
+                if example
+                else ""
+            )
+        )
+    return said
 
 
 def _missing_hint(error: str, compiled: tuple[str, ...] = ()) -> str:
@@ -234,17 +265,22 @@ def compile_first_use(
     mend: Mend | None = None,
     rounds: int = 3,
     key: Mapping[str, str] | None = None,
+    given: Sequence[str] = (),
+    find: bool = True,
 ) -> FirstUse:
     """Run the first-use compiles of ``wheel``, unpacked in ``folder``/root, in a child process
     with ``env`` over this process's variables (torch's extensions directory in ``folder``), its
-    output appended to ``log``; ``step`` hears each compile step ninja reports. Where a compile
-    fails and ``mend`` changes the sources for it (an API with an exact replacement), they run
-    again (ninja compiles again what changed), ``rounds`` times at most.
+    output appended to ``log``; ``step`` hears each compile step ninja reports. What runs them:
+    the triggers read from its Python (where ``find``), then the code the user ``given``
+    (``--first-use``). Where a compile fails and ``mend`` changes the sources for it (an API
+    with an exact replacement), they run again (ninja compiles again what changed), ``rounds``
+    times at most.
 
     What an earlier run left in ``folder`` for the same ``key`` (an interrupted or failed build
     in the same --build-dir) is kept, its mends made again: ninja compiles only what is missing
     or changed. Another key, or none, starts it empty."""
-    triggers, unreached = first_use_triggers(python_sources(wheel))
+    triggers, unreached = first_use_triggers(python_sources(wheel)) if find else ([], [])
+    triggers += [given_trigger(code) for code in given]
     if not triggers:
         return FirstUse(unreached=tuple(unreached))
     record = _read_record(folder)
@@ -314,7 +350,7 @@ def _run(
                 "root": str(root),
                 "prebuild": str(Path(prebuild.__file__).parent.parent),
                 "triggers": [
-                    [t.module, t.function, t.call, t.only_after, str(t)] for t in triggers
+                    [t.module, t.function, t.call, t.only_after, str(t), t.code] for t in triggers
                 ],
             }
         )

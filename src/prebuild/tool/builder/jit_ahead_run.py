@@ -5,10 +5,11 @@ computes again at run time to serve each library).
 
 ``python jit_ahead_run.py SPEC OUT``: SPEC (JSON) holds ``root`` (the unpacked wheel),
 ``prebuild`` (the folder prebuild is imported from) and ``triggers`` ([module, function or
-null, call, the module whose import must import it first or "", how to show it], in order):
-each module is imported, then its function called with no arguments (``function`` may be
-``object.method``; with ``call`` false, a property read); a trigger whose module the package
-imports only under a condition of its own that is false here is ``skipped``.
+null, call, the module whose import must import it first or "", how to show it, the user's
+code or ""], in order): each module is imported, then its function called with no arguments
+(``function`` may be ``object.method``; with ``call`` false, a property read); a trigger whose
+module the package imports only under a condition of its own that is false here is
+``skipped``; the user's code (``--first-use``) is run as a script's.
 torch.utils.cpp_extension's ``load``, ``load_inline`` and ``_jit_compile`` (which the other two
 go through) are wrapped: the project's call is keyed, ``load`` and ``load_inline`` are told
 ``verbose=True`` so that ninja's lines reach the build log (the build's progress), and
@@ -107,7 +108,7 @@ def main(spec_path: str, out_path: str) -> int:
     running: list[str] = []  # the trigger that runs
     wrap(cpp_extension, spec["root"], call_key, built, failing, running)
     skipped: list[dict] = []
-    for module_name, function, call, only_after, shown in spec["triggers"]:
+    for module_name, function, call, only_after, shown, code in spec["triggers"]:
         failing.clear()
         try:
             if only_after:  # a module its package imports only under a condition of its own
@@ -115,8 +116,11 @@ def main(spec_path: str, out_path: str) -> int:
                 if module_name not in sys.modules:
                     skipped.append({"trigger": shown, "importer": only_after})
                     continue
-            print(f"prebuild: running `{shown}`", flush=True)
+            print(f"prebuild: running `{shown}`" + (" (--first-use)" if code else ""), flush=True)
             running[:] = [shown]
+            if code:  # the user's, run as a script's code is
+                exec(compile(code, "<--first-use>", "exec"), {"__name__": "__main__"})
+                continue
             target = importlib.import_module(module_name)
             for name in function.split(".") if function else ():
                 target = getattr(target, name)  # reading a property runs it
@@ -128,7 +132,8 @@ def main(spec_path: str, out_path: str) -> int:
             error = f"{type(exc).__name__}: {text[-1] if text else ''}"
             compile_ = failing[-1] if failing else None
             failed.append({"trigger": shown, "error": error, "compile": compile_})
-        sys.stdout.flush()
+        finally:
+            sys.stdout.flush()
     with open(out_path, "w", encoding="utf-8") as f:
         json.dump({"built": built, "failed": failed, "skipped": skipped}, f)
     return 0

@@ -134,6 +134,9 @@ class WheelRequest:
     # a classic project's libraries without their debug sections (--strip/--no-strip:
     # debug_info.py)
     strip: bool = True
+    # the code that makes a classic project's compiles at first use, run in its build
+    # (--first-use, checked by jit_sites.given_trigger: jit_ahead.py)
+    first_use: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not all(isinstance(a, Arch) for a in self.archs):
@@ -437,6 +440,13 @@ def make_builder(
                 f"{project.origin} is a native project ([tool.prebuild]), whose build reads "
                 "only its pyproject.toml: leave -C out"
             )
+        if request.first_use:
+            raise ValueError(
+                "--first-use runs the code that makes a classic project's compiles at first "
+                f"use (torch.utils.cpp_extension.load) in its build; {project.origin} is a "
+                "native project ([tool.prebuild]), whose kernels are all compiled ahead of "
+                "time: leave --first-use out"
+            )
         return NativeBuilder(
             read_config(project.source),
             toolchain,
@@ -463,6 +473,7 @@ def make_builder(
         mend=request.mend,
         compress=request.compress,
         strip=request.strip,
+        first_use_code=request.first_use,
     )
 
 

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 
 from prebuild.runtime.arch import Arch
 from prebuild.tool.cli.common import arch_option, count, err, fail, missing_build_extra, out
+from prebuild.tool.jit_sites import given_trigger
 
 
 def wheel(
@@ -139,6 +140,19 @@ def wheel(
         "--strip-debug): setuptools compiles with Python's own -g, often most of a library's "
         "bytes; symbols and code stay. --no-strip: keep them, for a debugger.",
     ),
+    first_use: list[str] = typer.Option(
+        [],
+        "--first-use",
+        metavar="CODE",
+        help="Python that makes a classic project's compiles at first use (its "
+        "torch.utils.cpp_extension.load calls), as its users' code runs them: "
+        "'from colbert.modeling.colbert import ColBERT; "
+        "ColBERT.try_load_torch_extensions(False)'. Run in the build, after the calls prebuild "
+        "finds itself (an import, a function needing no argument); what it compiles goes into "
+        "the wheel, which hands it to those calls instead of compiling. For the calls prebuild "
+        "cannot make: a method needing arguments, an object the project makes at run time. "
+        "Repeatable.",
+    ),
 ) -> None:
     """Compile CUDA kernels ahead of time into wheels, one per CUDA arch.
 
@@ -192,6 +206,8 @@ def wheel(
 
     try:
         config_settings = parse_config_settings(config_setting)
+        for code in first_use:
+            given_trigger(code)
     except ValueError as exc:
         raise fail(str(exc)) from None
     request = WheelRequest(
@@ -211,6 +227,7 @@ def wheel(
         bundle=bundle,
         mend=mend,
         strip=strip,
+        first_use=tuple(first_use),
     )
     console = _WheelConsole()
     previous_sigterm = signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill: as Ctrl-C
