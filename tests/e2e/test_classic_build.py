@@ -840,9 +840,10 @@ def test_a_project_that_compiles_at_first_use_gets_those_compiles_in_its_wheel(
     the build (with the archs asked), and its load() calls get them at run time: the op runs,
     and nothing is compiled or written in the user's extensions directory, at build time or
     at run time. Its setup.py imports the package (KNN_CUDA's does), so that compile also ran
-    in the build, into the workspace. Also quiet: in a venv without numpy (torch warns at
-    every import then) and with a setup.py that warns, prebuild's output holds neither
-    warning: the build's chatter goes to its log."""
+    in the build, into the workspace. A class method needing an argument (ColBERT's shape)
+    is run by the code given with --first-use, its library served too. Also quiet: in a venv
+    without numpy (torch warns at every import then) and with a setup.py that warns,
+    prebuild's output holds neither warning: the build's chatter goes to its log."""
     python = fresh_cuda_venv()
     subprocess.run(
         [str(python), "-m", "pip", "uninstall", "--quiet", "--yes", "numpy"],
@@ -854,15 +855,18 @@ def test_a_project_that_compiles_at_first_use_gets_those_compiles_in_its_wheel(
         python,
         *("--arch", "sm_90", str(FIXTURES / "jit_ext"), "--out", str(out)),
         *("--build-dir", str(work)),
+        *("--first-use", "from jit_ext import Codec\nCodec.load_ops(False)"),
         env={"TORCH_EXTENSIONS_DIR": str(user_cache)},
     )
     said = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode == 0, said
     assert "the project compiles its code when first used" in said, said
     assert (
-        "by `import jit_ext`, `jit_ext._cpu_ops()`: 'jit_ext_ops' (jit_ext/__init__.py:11)" in said
-    )
-    assert "'jit_ext_cpu' (jit_ext/__init__.py:26), in the wheel" in said and "Not made" not in said
+        "by `import jit_ext`, `jit_ext._cpu_ops()`, `from jit_ext import Codec; "
+        "Codec.load_ops(False)`: 'jit_ext_ops' (jit_ext/__init__.py:11)" in said
+    ), said
+    assert "'jit_ext_codec' (jit_ext/__init__.py:42), in the wheel" in said, said
+    assert "'jit_ext_cpu' (jit_ext/__init__.py:26)" in said and "Not made" not in said
     # its module's source, written for torch 1.x, mended in the wheel's copy it compiled from
     assert "`x.scalar_type()` (1 place in jit_ext/cpu_ops.cpp)" in said, said
     assert "NumPy" not in said and "nobody asked for" not in said and "Warning" not in said, said
@@ -875,6 +879,7 @@ def test_a_project_that_compiles_at_first_use_gets_those_compiles_in_its_wheel(
     assert {
         "_prebuild_guard_jit_ext/jit/jit_ext_ops.so",
         "_prebuild_guard_jit_ext/jit/jit_ext_cpu.so",
+        "_prebuild_guard_jit_ext/jit/jit_ext_codec.so",
     } <= set(files)
     assert manifest["sass_archs"] == ["sm_90"]
     assert manifest["source_changes"] == ["jit_ext/cpu_ops.cpp:7: x.type() -> x.scalar_type()"]
@@ -897,7 +902,8 @@ def test_a_project_that_compiles_at_first_use_gets_those_compiles_in_its_wheel(
         [
             str(user),
             "-c",
-            "import torch, jit_ext; print(jit_ext.add_one(torch.zeros(2)).tolist())",
+            "import torch, jit_ext; print(jit_ext.add_one(torch.zeros(2)).tolist()); "
+            "print(jit_ext.Codec.load_ops(False))",
         ],
         capture_output=True,
         text=True,
@@ -905,7 +911,9 @@ def test_a_project_that_compiles_at_first_use_gets_those_compiles_in_its_wheel(
         env={**os.environ, "TORCH_EXTENSIONS_DIR": str(installed_cache), "PREBUILD_STRICT": "1"},
         timeout=300,
     )
-    assert run.returncode == 0 and run.stdout.strip() == "[1.0, 1.0]", run.stderr
+    assert run.returncode == 0, run.stderr
+    added, codec = run.stdout.strip().splitlines()
+    assert added == "[1.0, 1.0]" and codec.endswith("/_prebuild_guard_jit_ext/jit/jit_ext_codec.so")
     assert not installed_cache.exists()
 
     # Its first-op kernel broken: the compiler's error, as a build's, and no wheel. Built where
@@ -946,6 +954,13 @@ def test_a_project_that_compiles_at_first_use_gets_those_compiles_in_its_wheel(
     assert "what an earlier run compiled of them in" in said and "was kept" in said, said
     assert all(p.stat().st_mtime_ns == kept[p] for p in kept if "jit_ext_ops" in str(p)), kept
     assert "'jit_ext_cpu' (jit_ext/__init__.py:26), in the wheel" in said, said
+    # without --first-use, the class method's compile is said with the call to give
+    assert (
+        "Not made: the compile at jit_ext/__init__.py:42 runs only inside the method "
+        "`Codec.load_ops`, which needs arguments (give the call its users' code makes, with "
+        "their arguments, and the build makes it: `--first-use 'from jit_ext import Codec; "
+        "Codec.load_ops(...)'`)" in said
+    ), said
 
 
 def test_a_project_whose_build_installs_into_the_environment_is_told_so(fresh_cuda_venv, tmp_path):
