@@ -109,9 +109,17 @@ def test_keys_change_with_what_decides_the_output_and_only_with_it():
         {"env": (("FORCE_CUDA", "1"),)},
         {"build_requires": ("ninja",)},
         {"prebuild": "0.2.0"},
+        {"first_use": ("from gsplat import Ops; Ops.load(False)",)},
     ):
         keys.add(replace(job, **change).key)
-    assert len(keys) == 10
+    assert len(keys) == 11
+    # none given: the key a job had before recipes could give it (a ledger's), read back
+    assert "first_use" not in job.decides()
+    before = {k: v for k, v in job.to_dict().items() if k not in ("key", "title", "first_use")}
+    assert Job.from_dict(before) == job
+    given = replace(job, first_use=("import gsplat.jit",))
+    assert given.wheel_args()[-2:] == ["--first-use", "import gsplat.jit"]
+    assert Job.from_dict(given.to_dict()) == given
     # where a local source was read from is not part of it: its content hash is
     assert replace(job, source="/elsewhere").key == job.key
     # a native wheel is abi3 for the stable ABI: the build's torch and Python do not decide it

@@ -29,6 +29,7 @@ build-requires = ["jaxtyping>=0.2"]
 pythons = ["3.10", "3.12"]
 archs = ["8.0", "sm_90"]
 ptx = false
+first-use = ["from fused_ssim import Ops; Ops.load(False)"]
 
 [project.smoke]
 import = "fused_ssim"
@@ -48,10 +49,12 @@ def test_a_full_recipe_and_a_minimal_one():
     assert full.pythons == ("3.10", "3.12")
     assert full.archs == (parse_arch("sm_80"), parse_arch("sm_90"))
     assert full.ptx is False
+    assert full.first_use == ("from fused_ssim import Ops; Ops.load(False)",)
     assert (full.smoke.import_name, full.smoke.gpu) == ("fused_ssim", "import fused_ssim")
     # a relative path is the recipe file's folder's; the import defaults from the name
     assert minimal.source == "/recipes/demo" and minimal.source_kind == PATH
     assert minimal.smoke.import_name == "demo" and minimal.ptx and minimal.pythons == ()
+    assert minimal.first_use == ()
 
 
 @pytest.mark.parametrize(
@@ -89,6 +92,8 @@ def test_source_kinds(source, kind):
         ('name = "x"\nsource = "x==1"\npythons = [3.11]', "key 'pythons'"),
         ('name = "x"\nsource = "x==1"\narchs = ["sm_5"]', "key 'archs'"),
         ('name = "x"\nsource = "x==1"\nptx = "yes"', "key 'ptx'"),
+        ('name = "x"\nsource = "x==1"\nfirst-use = "import x"', "key 'first-use'"),
+        ('name = "x"\nsource = "x==1"\nfirst-use = ["x.load("]', "key 'first-use': --first-use"),
         ('name = "x"\nsource = "x==1"\nsmoke = { run = "1" }', "key 'smoke'"),
         ('name = "x"\nsource = "x==1"\nsmoke = { import = "a b" }', "key 'smoke.import'"),
         ('name = "x"\nsource = "x==1"\nsorce = "y"', "unknown key 'sorce'"),

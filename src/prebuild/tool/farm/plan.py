@@ -79,6 +79,7 @@ class Job:
     env: tuple[tuple[str, str], ...]
     build_requires: tuple[str, ...]
     prebuild: str
+    first_use: tuple[str, ...] = ()  # the recipe's --first-use code
 
     @property
     def python_tag(self) -> str:
@@ -99,6 +100,8 @@ class Job:
         build torch and Python do not (its wheel is abi3 for the stable ABI)."""
         facts = asdict(self)
         del facts["source"]  # where it was read from: source_id says what it is
+        if not self.first_use:  # the keys of jobs planned before recipes could give it
+            del facts["first_use"]
         facts.update(python=self.python_tag, torch=self.torch_tag or "stable-abi")
         return facts
 
@@ -133,6 +136,8 @@ class Job:
     def wheel_args(self) -> list[str]:
         """The ``prebuild wheel`` options of this job."""
         args = ["--arch", ",".join(self.archs)]
+        for code in self.first_use:
+            args += ["--first-use", code]
         if self.wheel == PLAIN:
             return [*args, "--plain"]
         return [*args, "--ptx"] if self.ptx else args
@@ -143,6 +148,7 @@ class Job:
         data["env"] = dict(self.env)
         data["build_requires"] = list(self.build_requires)
         data["archs"] = list(self.archs)
+        data["first_use"] = list(self.first_use)
         return {"key": self.key, "title": self.title, **data}
 
     @classmethod
@@ -151,6 +157,7 @@ class Job:
         fields["env"] = tuple(sorted(fields["env"].items()))
         fields["build_requires"] = tuple(fields["build_requires"])
         fields["archs"] = tuple(fields["archs"])
+        fields["first_use"] = tuple(fields.get("first_use", ()))  # a ledger written before it
         return cls(**fields)
 
 
@@ -208,6 +215,7 @@ def plan_jobs(
                     env=recipe.env,
                     build_requires=recipe.build_requires,
                     prebuild=farm.prebuild,
+                    first_use=recipe.first_use,
                 )
                 for arch in archs:
                     ptx = recipe.ptx and arch == max(archs)

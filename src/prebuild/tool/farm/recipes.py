@@ -13,6 +13,9 @@ file and the key (``RecipeError``).
     archs = ["sm_80", "sm_90"]          # only these of the farm's archs
     ptx = true                          # PTX in the newest arch's wheel (default; the plain
                                         # wheel always has it)
+    first-use = ["from colbert.modeling.colbert import ColBERT; ColBERT.try_load_torch_extensions(False)"]
+                                        # prebuild wheel --first-use: the calls its users' code
+                                        # makes that compile at first use
 
     [project.smoke]
     import = "fused_ssim"               # default: the name, "-" -> "_"
@@ -45,6 +48,7 @@ from packaging.utils import canonicalize_name
 
 from prebuild.runtime.arch import Arch, ArchError, parse_arch_list
 from prebuild.tool.builder.project import CLASSIC, NATIVE, SDIST_SUFFIXES, git_source
+from prebuild.tool.jit_sites import given_trigger
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -55,7 +59,18 @@ else:  # pragma: no cover - Python 3.10 (tomli: the build extra's)
 # What a source string is (``source_kind``).
 REQUIREMENT, GIT, URL, PATH = "requirement", "git", "url", "path"
 
-_KEYS = {"name", "source", "kind", "env", "build-requires", "pythons", "archs", "ptx", "smoke"}
+_KEYS = {
+    "name",
+    "source",
+    "kind",
+    "env",
+    "build-requires",
+    "pythons",
+    "archs",
+    "ptx",
+    "first-use",
+    "smoke",
+}
 _SMOKE_KEYS = {"import", "gpu"}
 _PYTHON = re.compile(r"3\.(\d+)")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -87,6 +102,7 @@ class Recipe:
     archs: tuple[Arch, ...] = ()  # empty: the farm's
     ptx: bool = True
     smoke: Smoke = field(default_factory=lambda: Smoke(""))
+    first_use: tuple[str, ...] = ()  # prebuild wheel --first-use, each
 
     @property
     def where(self) -> str:
@@ -194,6 +210,12 @@ def parse_project(table: object, file: Path, index: int) -> Recipe:
     ptx = table.get("ptx", True)
     if not isinstance(ptx, bool):
         raise RecipeError(f"{where}: key 'ptx': expected true or false, got {ptx!r}")
+    first_use = _string_list(table.get("first-use", []), f"{where}: key 'first-use'")
+    for code in first_use:
+        try:
+            given_trigger(code)
+        except ValueError as exc:
+            raise RecipeError(f"{where}: key 'first-use': {exc}") from None
     smoke = table.get("smoke", {})
     if not isinstance(smoke, dict) or set(smoke) - _SMOKE_KEYS:
         raise RecipeError(f"{where}: key 'smoke': a table of {', '.join(sorted(_SMOKE_KEYS))}")
@@ -215,6 +237,7 @@ def parse_project(table: object, file: Path, index: int) -> Recipe:
         archs,
         ptx,
         Smoke(import_name, gpu),
+        tuple(first_use),
     )
 
 
