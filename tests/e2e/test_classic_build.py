@@ -963,6 +963,69 @@ def test_a_project_that_compiles_at_first_use_gets_those_compiles_in_its_wheel(
     ), said
 
 
+# A module of CPU code calling one function of torch's (TORCH_CHECK with a message built at run
+# time: c10::detail::torchCheckFail taking a std::string), through c10's header alone, which
+# compiles in seconds; its setup.py asks for the pre-C++11 ABI, as VPTQ's CMake does.
+OLD_ABI_SETUP = """\
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+setup(
+    name="old_abi",
+    version="0.1.0",
+    ext_modules=[
+        CppExtension(
+            "old_abi", ["check.cpp"], extra_compile_args=["-D_GLIBCXX_USE_CXX11_ABI=0"]
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension},
+)
+"""
+OLD_ABI_SOURCE = """\
+#include <Python.h>
+#include <c10/util/Exception.h>
+
+static PyObject* check(PyObject*, PyObject* args) {
+  long n = 0;
+  if (!PyArg_ParseTuple(args, "l", &n)) return nullptr;
+  TORCH_CHECK(n >= 0, "expected a count, got ", n);
+  return PyLong_FromLong(n);
+}
+
+static PyMethodDef methods[] = {{"check", check, METH_VARARGS, ""}, {nullptr, nullptr, 0, nullptr}};
+static PyModuleDef module = {PyModuleDef_HEAD_INIT, "old_abi", nullptr, -1, methods};
+PyMODINIT_FUNC PyInit_old_abi() { return PyModule_Create(&module); }
+"""
+
+
+def test_a_wheel_that_would_not_load_beside_its_torch_is_refused(fresh_cuda_venv, tmp_path):
+    """A build asking for libstdc++'s pre-C++11 ABI compiles and links, and its library needs
+    a function of torch's whose name torch 2.14 (built with the C++11 ABI) does not export:
+    importing it would fail with `undefined symbol`. Refused before a wheel is written, naming
+    the function and the flag."""
+    project = tmp_path / "old_abi"
+    project.mkdir()
+    (project / "setup.py").write_text(OLD_ABI_SETUP)
+    (project / "check.cpp").write_text(OLD_ABI_SOURCE)
+    out = tmp_path / "dist"
+    proc = prebuild_wheel(fresh_cuda_venv(), "--arch", "sm_90", str(project), "--out", str(out))
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 1, said
+    assert re.search(
+        r"old_abi-0\.1\.0-cp\d+-cp\d+-linux_x86_64\.whl would not load: its libraries need 1 "
+        r"function of torch 2\.14\.1\+cu130's that torch's libraries do not export \(old_abi"
+        r"\.cpython-[^:]+\.so: `c10::detail::torchCheckFail\(char const\*, char const\*, "
+        r"unsigned int, std::[^`]*string[^`]* const&\)`\), so importing one fails with `undefined symbol: "
+        r"_ZN3c106detail14torchCheckFailEPKcS2_jRKSs`\.",
+        said,
+    ), said
+    assert (
+        "Its build asks for libstdc++'s pre-C++11 ABI (`-D_GLIBCXX_USE_CXX11_ABI=0`, 1 of its 1 "
+        "compiler calls)" in said
+    ), said
+    assert not out.exists() or not list(out.glob("*.whl"))
+
+
 def test_a_project_whose_build_installs_into_the_environment_is_told_so(fresh_cuda_venv, tmp_path):
     """hqq 0.2.8's setup.py installs its CUDA extension itself (`python setup_cuda.py install`
     from its egg_info command): its wheel holds no library, and the build environment changed.

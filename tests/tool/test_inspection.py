@@ -30,6 +30,9 @@ from prebuild.tool.inspection import (
     FoundLibrary,
     InspectionError,
     compare,
+    demangled,
+    dynamic_symbols,
+    folder_exports,
     inspect_path,
     library_code,
     read_wheel_manifest,
@@ -403,3 +406,19 @@ def test_inspect_an_installed_distribution_by_name(tmp_path, classic_so, monkeyp
     ]:
         result = runner.invoke(app, ["inspect", name])
         assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_a_folder_s_exports_are_its_libraries_defined_names(tmp_path):
+    shutil.copyfile(CPU_SO, tmp_path / "libone.so")
+    (tmp_path / "notes.txt").write_text("not a library")
+    defined, _ = dynamic_symbols(CPU_SO.read_bytes())
+    with CPU_SO.open("rb") as f:  # an open file reads as its bytes do
+        assert dynamic_symbols(f)[0] == defined
+    assert folder_exports(tmp_path) == defined and defined
+
+
+def test_names_are_demangled_by_cxxfilt_or_left_as_they_are(monkeypatch):
+    if shutil.which("c++filt"):
+        assert demangled(["_Z3fooi", "plain"]) == {"_Z3fooi": "foo(int)", "plain": "plain"}
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert demangled(["_Z3fooi"]) == {"_Z3fooi": "_Z3fooi"}

@@ -14,12 +14,16 @@ files.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
 import io
 import json
+import shutil
+import subprocess
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
@@ -80,12 +84,13 @@ def exports_symbol(data: bytes, symbol: str) -> bool:
         return False
 
 
-def dynamic_symbols(data: bytes) -> tuple[frozenset[str], frozenset[str]]:
-    """The names an ELF library defines for others and those it needs from others (its dynamic
-    symbols, without their version: ``aoti_torch_get_numel``, ``_ZN3c105ErrorC2E...``); empty
-    if it is not ELF."""
+def dynamic_symbols(data: bytes | BinaryIO) -> tuple[frozenset[str], frozenset[str]]:
+    """The names an ELF library (its bytes, or an open file: only its symbol table is read)
+    defines for others and those it needs from others (its dynamic symbols, without their
+    version: ``aoti_torch_get_numel``, ``_ZN3c105ErrorC2E...``); empty if it is not ELF."""
     try:
-        table = ELFFile(io.BytesIO(data)).get_section_by_name(".dynsym")
+        stream = io.BytesIO(data) if isinstance(data, bytes) else data
+        table = ELFFile(stream).get_section_by_name(".dynsym")
         if table is None:
             return frozenset(), frozenset()
         defined, undefined = set(), set()
@@ -95,6 +100,34 @@ def dynamic_symbols(data: bytes) -> tuple[frozenset[str], frozenset[str]]:
         return frozenset(defined), frozenset(undefined)
     except ELFError:
         return frozenset(), frozenset()
+
+
+@functools.cache  # a build's wheels ask it of the same torch
+def folder_exports(folder: Path) -> frozenset[str]:
+    """The names the shared libraries of ``folder`` export (torch's ``lib``: 100k names of
+    1 GB of libraries, read from their symbol tables alone)."""
+    names: set[str] = set()
+    for path in sorted(folder.glob("*.so*")):
+        if path.is_file():
+            with path.open("rb") as f:
+                names |= dynamic_symbols(f)[0]
+    return frozenset(names)
+
+
+def demangled(names: Iterable[str]) -> dict[str, str]:
+    """Each C++ name as ``c++filt`` (binutils) writes it, as it is where c++filt is not
+    installed or fails."""
+    names = list(names)
+    tool = shutil.which("c++filt")
+    if not names or tool is None:
+        return {n: n for n in names}
+    try:
+        out = subprocess.run(
+            [tool], input="\n".join(names), capture_output=True, text=True, timeout=60
+        ).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        out = []
+    return dict(zip(names, out)) if len(out) == len(names) else {n: n for n in names}
 
 
 def undefined_symbols(data: bytes) -> frozenset[str]:

@@ -13,6 +13,8 @@ from prebuild.tool.builder.torch_abi import (
     call_target,
     cxx_note,
     cxx_symbols,
+    missing_torch_names,
+    old_abi_calls,
     shim_versions,
     stable_note,
     stable_symbols,
@@ -241,3 +243,41 @@ def test_a_function_newer_than_the_target_asked_raises_it_and_is_named():
     # functions no newer than the target change nothing
     older = torch_abi({"pkg/_C.abi3.so": STABLE + NEUTRAL}, calls, "2.14.1", introduced)
     assert (older.target, older.newest) == ("2.10", None)
+
+
+def test_names_of_torch_s_own_that_torch_does_not_export_are_missing():
+    """Only names in torch's namespaces (or its Python bindings) count: a function of the
+    project's own taking torch's types, or libstdc++'s, is not torch's to export."""
+    old_abi = "_ZN3c106detail14torchCheckFailEPKcS2_jRKSs"  # std::string, pre-C++11 ABI
+    new_abi = (
+        "_ZN3c106detail14torchCheckFailEPKcS2_jRKNSt7__cxx1112basic_stringIcSt11char_traitsIc"
+        "ESaIcEEE"
+    )
+    hidden = "_ZNK2at6native8internal5thingEv"  # a const member of torch's, not exported
+    undefined = {
+        "pkg/_C.so": [
+            old_abi,
+            new_abi,
+            hidden,
+            "_Z3fooRKN2at6TensorE",  # the project's own foo(at::Tensor const&)
+            "_ZNSt6chrono3_V212system_clock3nowEv",  # libstdc++'s
+            "THPVariable_Wrap",
+            "_ZTVN3c1011StorageImplE",  # a vtable of torch's
+        ],
+        "pkg/_ok.so": [new_abi, "aoti_torch_get_numel"],
+    }
+    exported = {new_abi, "THPVariable_Wrap", "aoti_torch_get_numel"}
+    assert missing_torch_names(undefined, exported) == {
+        "pkg/_C.so": sorted([old_abi, hidden, "_ZTVN3c1011StorageImplE"])
+    }
+    assert missing_torch_names({"pkg/_ok.so": [new_abi]}, exported) == {}
+
+
+def test_calls_asking_for_the_pre_cxx11_abi_are_counted_by_their_last_definition():
+    calls = [
+        ["g++", "-c", "a.cpp", "-D_GLIBCXX_USE_CXX11_ABI=1", "-D_GLIBCXX_USE_CXX11_ABI=0"],
+        ["nvcc", "-c", "b.cu", "-Xcompiler", "-fPIC,-D_GLIBCXX_USE_CXX11_ABI=0"],
+        ["g++", "-c", "c.cpp", "-D_GLIBCXX_USE_CXX11_ABI=0", "-D_GLIBCXX_USE_CXX11_ABI=1"],
+        ["g++", "-c", "d.cpp"],
+    ]
+    assert old_abi_calls(calls) == 2

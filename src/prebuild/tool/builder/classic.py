@@ -101,6 +101,7 @@ from prebuild.tool.builder.classic_messages import (
     kept_objects_error,
     no_extension_message,
     objects,
+    unresolved_message,
     variant_refusal,
 )
 from prebuild.tool.builder.classic_objects import (
@@ -175,6 +176,8 @@ from prebuild.tool.builder.toolchain import (
 from prebuild.tool.builder.torch_abi import (
     SHIM_HEADER_DIRS,
     cxx_note,
+    missing_torch_names,
+    old_abi_calls,
     shim_versions,
     stable_note,
     torch_abi,
@@ -192,6 +195,7 @@ from prebuild.tool.builder.wheel_libraries import (
     wheel_needed_libraries,
     wheel_symbols,
 )
+from prebuild.tool.inspection import demangled, folder_exports
 from prebuild.tool.jit_sites import BUILD_OUTPUTS, jit_sites, setup_imports_jit
 from prebuild.tool.user_cache import user_cache_dir
 from prebuild.tool.variant_wheels import VARIANT_JSON, WheelArchs, built_variant_problem
@@ -659,6 +663,19 @@ class ClassicBuilder:
                     notes = (*notes, left_out_note(left_out))
             symbols = wheel_symbols(built)
             undefined = {name: needs for name, (_, needs) in symbols.items()}
+            if missing := missing_torch_names(undefined, folder_exports(torch.library_dir)):
+                # It would not load (`undefined symbol`): VPTQ's -D_GLIBCXX_USE_CXX11_ABI=0.
+                every = [c.run for c in (*calls, *host_calls.values())]
+                raise refused(
+                    unresolved_message(
+                        built.name,
+                        missing,
+                        demangled(n for names in missing.values() for n in names),
+                        torch.version_string,
+                        old_abi_calls(every),
+                        len(every),
+                    )
+                )
             abi = torch_abi(
                 undefined,
                 [c.run for c in (*calls, *host_calls.values())],

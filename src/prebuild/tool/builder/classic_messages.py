@@ -169,6 +169,45 @@ def host_only_message(
     )
 
 
+def unresolved_message(
+    wheel_name: str,
+    missing: dict[str, list[str]],
+    shown: dict[str, str],
+    torch_version: str,
+    old_abi: int,
+    calls: int,
+) -> str:
+    """Why a wheel whose libraries need names of torch's that torch does not export is refused
+    (its import would fail with ``undefined symbol``): ``missing`` (tor_abi.missing_torch_names),
+    each name as ``shown`` (demangled); ``old_abi`` of the build's ``calls`` asked for the
+    pre-C++11 ABI (VPTQ's CMake sets it, as many projects did for torch's wheels before 2.7)."""
+    names = [name for library in sorted(missing) for name in missing[library]]
+    listed = "; ".join(
+        f"{library}: "
+        + ", ".join(f"`{shown.get(n, n)}`" for n in found[:3])
+        + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        for library, found in sorted(missing.items())
+    )
+    first = (
+        f"{wheel_name} would not load: its libraries need {counted(len(names), 'function')} "
+        f"of torch {torch_version}'s that torch's libraries do not export ({listed}), so "
+        f"importing one fails with `undefined symbol: {names[0]}`."
+    )
+    if old_abi:
+        return (
+            f"{first} Its build asks for libstdc++'s pre-C++11 ABI (`-D_GLIBCXX_USE_CXX11_ABI=0`"
+            f", {old_abi} of its {calls} compiler calls), and torch {torch_version} is built "
+            "with the C++11 ABI: its functions taking a std::string have other names. Remove "
+            "that definition from the project's build (torch's own build flags define the "
+            "right one), then build again. No wheel was written."
+        )
+    return (
+        f"{first} They are functions torch removed or keeps internal (not exported for "
+        "extensions), or declared in its headers and defined nowhere: the project's code "
+        f"cannot call them with torch {torch_version}. No wheel was written."
+    )
+
+
 def variant_refusal(wheel_name: str, problem: str, planned: PlannedWheel) -> str:
     """Why a ``--variants`` wheel is refused once its libraries are read back (``problem``,
     ``variant_wheels.built_variant_problem``), and the build that works."""

@@ -17,7 +17,7 @@ Pure functions over symbol names and compiler calls; the builder reads them from
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from prebuild.runtime.manifest import CXX_ABI, NO_TORCH_ABI, STABLE_ABI
@@ -49,6 +49,41 @@ _TARGET_DEFINE = re.compile(rf"^(?:-D|--define-macro=)?{TARGET_MACRO}=(.+)$")
 def cxx_symbols(undefined: Iterable[str]) -> list[str]:
     """The names among ``undefined`` that use torch's C++ ABI, sorted."""
     return sorted(s for s in undefined if _TORCH_CXX.search(s) or _TORCH_PYTHON.match(s))
+
+
+# A name in torch's own namespaces (its functions, its classes' members, their vtables and type
+# information), not a function of the project's taking torch's types: torch must export it.
+_TORCH_OWN = re.compile(r"^_Z(?:T[VIS])?N[rVK]*[RO]?(?:3c10|2at|5torch|6caffe2)")
+# The C++ library's ABI a compiler call asks for (libstdc++'s std::string and std::list).
+_ABI_DEFINE = re.compile(r"_GLIBCXX_USE_CXX11_ABI=(\d)")
+
+
+def missing_torch_names(
+    undefined: Mapping[str, Iterable[str]], exported: Container[str]
+) -> dict[str, list[str]]:
+    """Pure: each library's names (``undefined``: library -> the names it needs from outside
+    the wheel) in torch's own namespaces, or of torch's Python bindings, that no library of
+    torch exports (``exported``): where a library has one, importing it fails with ``undefined
+    symbol``. Only the libraries with some, each's sorted."""
+    missing = {
+        library: sorted(
+            s
+            for s in names
+            if (_TORCH_OWN.match(s) or _TORCH_PYTHON.match(s)) and s not in exported
+        )
+        for library, names in undefined.items()
+    }
+    return {library: names for library, names in missing.items() if names}
+
+
+def old_abi_calls(calls: Iterable[Sequence[str]]) -> int:
+    """Pure: how many compiler calls ask for libstdc++'s pre-C++11 ABI
+    (``-D_GLIBCXX_USE_CXX11_ABI=0``, the last definition of a call winning)."""
+    count = 0
+    for call in calls:
+        values = [m for arg in call for m in _ABI_DEFINE.findall(arg)]
+        count += bool(values) and values[-1] == "0"
+    return count
 
 
 def stable_symbols(undefined: Iterable[str]) -> list[str]:
