@@ -112,6 +112,26 @@ def test_submodules_not_checked_out_are_named_with_the_command_that_fetches_them
     assert source_gaps_advice(GLM, Path("/w/source"), GITMODULES, {"third_party/glm"}, "", "") == ""
 
 
+def test_a_build_stopping_on_a_submodule_it_checks_for_itself_is_told_the_command():
+    """VPTQ's setup.py raises before compiling where its CUTLASS submodule is not there."""
+    gitmodules = '[submodule "third_party/cutlass"]\n\tpath = third_party/cutlass\n'
+    log = (
+        "RuntimeError: third_party/cutlass is missing, please use source distribution or git "
+        "clone\n"
+    )
+    advice = source_gaps_advice(log, SOURCE, gitmodules, set(), "", COMMAND)
+    assert advice == (
+        "The build failed naming third_party/cutlass, the project's git submodule not in its "
+        "source. In the checkout: git submodule update --init --recursive, then build again "
+        "(a git+https:// URL gets them: pip clones them too)."
+    )
+    # in place, or another path: not said
+    assert source_gaps_advice(log, SOURCE, gitmodules, {"third_party/cutlass"}, "", "") == ""
+    assert "cutlass" not in source_gaps_advice(
+        "RuntimeError: third_party/cutlass_extra failed", SOURCE, gitmodules, set(), "", ""
+    )
+
+
 def test_nothing_is_said_where_nothing_is_missing_or_a_directory_lacks_a_header():
     assert source_gaps_advice("a.cu(3): error: x", SOURCE, "", set(), PKG_INFO, COMMAND) == ""
     # A missing header in a directory that is no sdist and has no submodules: not a source gap.

@@ -169,10 +169,19 @@ def source_gaps_advice(
     checkout's mirror it lies in (the log's paths are under it); ``gitmodules``/``pkg_info``:
     their text ("" if absent); ``command``: the ``prebuild wheel`` command without the project."""
     missing = missing_files(log)
+    empty = empty_submodules(gitmodules, present_submodules)
     if not missing:
+        # its build stopped on a submodule it checks for itself (VPTQ's setup.py: "third_party/
+        # cutlass is missing, please use source distribution or git clone")
+        if named := [path for path in empty if re.search(rf"{re.escape(path)}\b", log)]:
+            return (
+                f"The build failed naming {', '.join(named)}, the project's git "
+                f"{'submodule' if len(named) == 1 else 'submodules'} not in its source. In the "
+                "checkout: git submodule update --init --recursive, then build again (a "
+                "git+https:// URL gets them: pip clones them too)."
+            )
         return link_advice(log) or cmake_advice(log)
     shown = [_relative(name, source) for name in missing[:3]]
-    empty = empty_submodules(gitmodules, present_submodules)
     if empty:
         return (
             f"The build is missing {', '.join(shown)}: the project's git submodules "
