@@ -998,32 +998,59 @@ PyMODINIT_FUNC PyInit_old_abi() { return PyModule_Create(&module); }
 """
 
 
-def test_a_wheel_that_would_not_load_beside_its_torch_is_refused(fresh_cuda_venv, tmp_path):
-    """A build asking for libstdc++'s pre-C++11 ABI compiles and links, and its library needs
-    a function of torch's whose name torch 2.14 (built with the C++11 ABI) does not export:
-    importing it would fail with `undefined symbol`. Refused before a wheel is written, naming
-    the function and the flag."""
+def test_the_pre_cxx11_abi_is_torch_s_and_a_wheel_that_would_not_load_is_refused(
+    fresh_cuda_venv, tmp_path
+):
+    """A build asking for libstdc++'s pre-C++11 ABI would make a library needing a function of
+    torch's that torch 2.14 (built with the C++11 ABI) does not export, under another name:
+    its calls of torch's headers get torch's ABI, which is said, and the wheel loads and runs.
+    A library calling a function of torch's namespaces that torch does not export (an internal
+    of at::native) would fail to import with `undefined symbol`: refused, naming it."""
+    python = fresh_cuda_venv()
     project = tmp_path / "old_abi"
     project.mkdir()
     (project / "setup.py").write_text(OLD_ABI_SETUP)
     (project / "check.cpp").write_text(OLD_ABI_SOURCE)
     out = tmp_path / "dist"
-    proc = prebuild_wheel(fresh_cuda_venv(), "--arch", "sm_90", str(project), "--out", str(out))
+    proc = prebuild_wheel(python, "--arch", "sm_90", str(project), "--out", str(out))
+    said = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 0, said
+    assert (
+        "The project asks for libstdc++'s pre-C++11 ABI (-D_GLIBCXX_USE_CXX11_ABI=0, 1 of its 1 "
+        "compiler calls); torch 2.14.1+cu130 is built with the C++11 ABI: compiled with it"
+    ) in said, said
+    (wheel,) = out.glob("*.whl")
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)],
+        check=True,
+        timeout=300,
+    )
+    ran = python_c(python, "import torch, old_abi; print(old_abi.check(3))", tmp_path)
+    assert ran.returncode == 0 and ran.stdout.split()[-1] == "3", ran.stderr
+
+    internal = tmp_path / "internal"
+    shutil.copytree(project, internal)
+    (internal / "setup.py").write_text(OLD_ABI_SETUP.replace('"old_abi"', '"internal"'))
+    (internal / "check.cpp").write_text(
+        OLD_ABI_SOURCE.replace("old_abi", "internal")
+        .replace(
+            "#include <c10/util/Exception.h>\n",
+            "#include <c10/util/Exception.h>\n\nnamespace at::native {\nlong not_exported(long);\n}\n",
+        )
+        .replace("PyLong_FromLong(n)", "PyLong_FromLong(at::native::not_exported(n))")
+    )
+    proc = prebuild_wheel(python, "--arch", "sm_90", str(internal), "--out", str(out))
     said = " ".join(proc.stderr.split())
     assert proc.returncode == 1, said
     assert re.search(
-        r"old_abi-0\.1\.0-cp\d+-cp\d+-linux_x86_64\.whl would not load: its libraries need 1 "
-        r"function of torch 2\.14\.1\+cu130's that torch's libraries do not export \(old_abi"
-        r"\.cpython-[^:]+\.so: `c10::detail::torchCheckFail\(char const\*, char const\*, "
-        r"unsigned int, std::[^`]*string[^`]* const&\)`\), so importing one fails with `undefined symbol: "
-        r"_ZN3c106detail14torchCheckFailEPKcS2_jRKSs`\.",
+        r"internal-0\.1\.0-cp\d+-cp\d+-linux_x86_64\.whl would not load: its libraries need 1 "
+        r"function of torch 2\.14\.1\+cu130's that torch's libraries do not export \(internal"
+        r"\.cpython-[^:]+\.so: `at::native::not_exported\(long\)`\), so importing one fails "
+        r"with `undefined symbol: _ZN2at6native12not_exportedEl`\. They are functions torch "
+        r"removed or keeps internal",
         said,
     ), said
-    assert (
-        "Its build asks for libstdc++'s pre-C++11 ABI (`-D_GLIBCXX_USE_CXX11_ABI=0`, 1 of its 1 "
-        "compiler calls)" in said
-    ), said
-    assert not out.exists() or not list(out.glob("*.whl"))
+    assert [w.name for w in out.glob("*.whl")] == [wheel.name]
 
 
 def test_a_project_whose_build_installs_into_the_environment_is_told_so(fresh_cuda_venv, tmp_path):

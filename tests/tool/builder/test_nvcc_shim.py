@@ -22,6 +22,7 @@ from prebuild.tool.builder.nvcc_shim import (
     SHIM_ENV_LOG,
     SHIM_ENV_MIN_STD,
     SHIM_ENV_REAL,
+    abi_for_torch,
     add_compression,
     raise_std,
     requested_std,
@@ -228,6 +229,23 @@ def test_a_compile_of_torch_s_headers_asking_no_standard_gets_torch_s():
     ):
         assert std_for_torch(left, "c++20", host=True) == left, left
     assert std_for_torch(host, None, host=True) == host
+
+
+def test_a_compile_of_torch_s_headers_gets_torch_s_abi_where_it_defines_one():
+    """VPTQ's CMake defines _GLIBCXX_USE_CXX11_ABI=0 for every compile (as projects did for
+    torch's wheels before 2.7): built so, its library needs functions torch does not export."""
+    torch = "-I/v/site-packages/torch/include"
+    host = [torch, "-D_GLIBCXX_USE_CXX11_ABI=1", "-D_GLIBCXX_USE_CXX11_ABI=0", "-c", "a.cpp"]
+    assert abi_for_torch(host, "1") == [torch, *["-D_GLIBCXX_USE_CXX11_ABI=1"] * 2, "-c", "a.cpp"]
+    nvcc = [torch, "-Xcompiler", "-fPIC,-D_GLIBCXX_USE_CXX11_ABI=0", "-c", "k.cu"]
+    assert abi_for_torch(nvcc, "1")[2] == "-fPIC,-D_GLIBCXX_USE_CXX11_ABI=1"
+    for left in (
+        ["-D_GLIBCXX_USE_CXX11_ABI=0", "-c", "own.cpp"],  # no torch header: its own ABI
+        [torch, "-c", "b.cpp"],  # defining none: the compiler's (torch's build defines it)
+        [torch, "-D_GLIBCXX_USE_CXX11_ABI=0", "-o", "x.so", "a.o"],  # a link
+    ):
+        assert abi_for_torch(left, "1") == left, left
+    assert abi_for_torch(host, "") == host  # torch's unknown
 
 
 @given(

@@ -104,6 +104,25 @@ def test_each_change_the_shims_made_is_one_note_in_order():
     assert shim_notes(nvcc[1:], [], parse_arch_list("sm_90"), ((), ()), "c++20", "2.14") == ()
 
 
+def test_calls_given_torch_s_abi_are_a_note():
+    from prebuild.runtime.arch import parse_arch_list
+    from prebuild.runtime.manifest import CompilerCall
+    from prebuild.tool.builder.shim_calls import abi_changed_calls, shim_notes
+
+    old, new = "-D_GLIBCXX_USE_CXX11_ABI=0", "-D_GLIBCXX_USE_CXX11_ABI=1"
+    host = [
+        CompilerCall(("-c", "a.cpp", new, old), ("-c", "a.cpp", new, new)),
+        CompilerCall(("-c", "own.cpp", old), ("-c", "own.cpp", old)),  # no torch header
+        CompilerCall(("-c", "b.cpp"), ("-c", "b.cpp")),
+    ]
+    assert abi_changed_calls(host) == 1
+    (note,) = shim_notes([], host, parse_arch_list("sm_90"), ((), ()), "c++20", "2.14.1+cu130")
+    assert note.startswith(
+        "The project asks for libstdc++'s pre-C++11 ABI (-D_GLIBCXX_USE_CXX11_ABI=0, 1 of its 3 "
+        "compiler calls); torch 2.14.1+cu130 is built with the C++11 ABI: compiled with it"
+    ), note
+
+
 def test_calls_compiled_as_asked_after_the_raised_standard_failed_are_a_note():
     """The shim compiled them with the project's older standard (run = given there): counted
     per standard and compiler; calls it raised, calls asking for C++20 and links are not."""

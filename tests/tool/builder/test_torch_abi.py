@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from prebuild.runtime.manifest import CXX_ABI, NO_TORCH_ABI, STABLE_ABI
 from prebuild.tool.builder.torch_abi import (
     call_target,
+    cxx11_abi,
     cxx_note,
     cxx_symbols,
     missing_torch_names,
@@ -271,6 +272,11 @@ def test_names_of_torch_s_own_that_torch_does_not_export_are_missing():
         "pkg/_C.so": sorted([old_abi, hidden, "_ZTVN3c1011StorageImplE"])
     }
     assert missing_torch_names({"pkg/_ok.so": [new_abi]}, exported) == {}
+
+
+def test_torch_s_abi_is_read_from_what_it_exports():
+    assert cxx11_abi(["_ZN3c106detail14torchCheckFailEPKcS2_jRKNSt7__cxx1112basic_stringB"]) == "1"
+    assert cxx11_abi(["_ZN3c106detail14torchCheckFailEPKcS2_jRKSs", "aoti_torch_x"]) == "0"
 
 
 def test_calls_asking_for_the_pre_cxx11_abi_are_counted_by_their_last_definition():

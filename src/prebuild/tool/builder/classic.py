@@ -175,6 +175,7 @@ from prebuild.tool.builder.toolchain import (
 )
 from prebuild.tool.builder.torch_abi import (
     SHIM_HEADER_DIRS,
+    cxx11_abi,
     cxx_note,
     missing_torch_names,
     old_abi_calls,
@@ -222,6 +223,7 @@ class ClassicToolchain:
     nvcc: Nvcc
     shim: Path
     cxx_standard: str
+    cxx11_abi: str = ""  # torch's libstdc++ ABI: "1" (C++11), "0", "" unknown
 
 
 def preflight_classic(archs: tuple[Arch, ...], work: Path) -> ClassicToolchain:
@@ -237,7 +239,8 @@ def preflight_classic(archs: tuple[Arch, ...], work: Path) -> ClassicToolchain:
     cxx = find_cxx()
     standard = probe_toolkit(shim, torch, cxx, nvcc.toolkit, user_cache_dir() / "probes")
     add_driver_stub(shim, cxx)
-    return ClassicToolchain(torch, nvcc, shim, standard)
+    abi = cxx11_abi(folder_exports(torch.library_dir))
+    return ClassicToolchain(torch, nvcc, shim, standard, abi)
 
 
 def newest_capability(archs: tuple[Arch, ...]) -> str:
@@ -786,6 +789,7 @@ class ClassicBuilder:
             self.toolchain.cxx_standard,
             self.launcher,
             flags.classic_compress_flags(self.compress, self.nvcc.version),
+            self.toolchain.cxx11_abi,
         )
         max_jobs = self.jobs or flags.parallel_jobs(
             cpu_count(), available_memory_bytes(), CLASSIC_MEMORY_PER_JOB
@@ -828,7 +832,14 @@ class ClassicBuilder:
                 "instead of compiling"
             )
         env["CXX"] = str(
-            write_cxx_script(shim, find_cxx(), logs.cxx, self.toolchain.cxx_standard, self.launcher)
+            write_cxx_script(
+                shim,
+                find_cxx(),
+                logs.cxx,
+                self.toolchain.cxx_standard,
+                self.launcher,
+                self.toolchain.cxx11_abi,
+            )
         )
         return env
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from prebuild.tool.builder import processes
 from prebuild.tool.builder.nvcc_shim import (
     SHIM_ENV_COMPRESS,
+    SHIM_ENV_CXX11_ABI,
     SHIM_ENV_DEVICE_LINK,
     SHIM_ENV_GENCODE,
     SHIM_ENV_LAUNCHER,
@@ -239,6 +240,7 @@ def write_nvcc_script(
     min_std: str | None,
     launcher: Path | None = None,
     compression: Sequence[str] = (),
+    cxx11_abi: str = "",
 ) -> Path:
     """``shim/bin/nvcc``: the nvcc shim with these settings, calling ``nvcc`` (the one the user
     reaches, wrapper or not), through ``launcher`` (the compile cache's) when given, with
@@ -250,6 +252,7 @@ def write_nvcc_script(
         SHIM_ENV_COMPRESS: json.dumps(list(compression)),
         SHIM_ENV_LOG: str(log),
         SHIM_ENV_MIN_STD: min_std or "",
+        SHIM_ENV_CXX11_ABI: cxx11_abi,
         SHIM_ENV_LAUNCHER: shlex.join([str(launcher)]) if launcher else "",
         SHIM_ENV_DEVICE_LINK: shlex.join([str(linker)]) if linker.exists() else "",
     }
@@ -257,7 +260,12 @@ def write_nvcc_script(
 
 
 def write_cxx_script(
-    shim: Path, cxx: HostCompiler, log: Path, min_std: str | None, launcher: Path | None = None
+    shim: Path,
+    cxx: HostCompiler,
+    log: Path,
+    min_std: str | None,
+    launcher: Path | None = None,
+    cxx11_abi: str = "",
 ) -> Path:
     """``shim/host-bin/c++``, the build's ``CXX`` (torch's BuildExtension compiles every C++ file
     with ``$CXX``): the host compiler ``cxx`` through the same shim, without a gencode list (its
@@ -270,6 +278,7 @@ def write_cxx_script(
         SHIM_ENV_REAL: shlex.join(real),
         SHIM_ENV_LOG: str(log),
         SHIM_ENV_MIN_STD: min_std or "",
+        SHIM_ENV_CXX11_ABI: cxx11_abi,
         SHIM_ENV_LAUNCHER: shlex.join(through),
     }
     return _write_shim_script(shim / "host-bin" / "c++", settings)

@@ -58,6 +58,9 @@ SHIM_ENV_COMPRESS = (
 )
 # Compiles run as LAUNCHER NVCC ARGS: the compile cache's launcher, or $CXX's own (ccache).
 SHIM_ENV_LAUNCHER = "PREBUILD_NVCC_LAUNCHER"
+# The libstdc++ ABI torch is built with ("1": the C++11 one, "0", or "" where unknown): a call
+# compiling torch's headers that defines _GLIBCXX_USE_CXX11_ABI gets torch's value.
+SHIM_ENV_CXX11_ABI = "PREBUILD_NVCC_CXX11_ABI"
 # The nvcc that runs device links ("-dlink"), where the real one's nvlink cannot find libnvvm
 # (cuda_shim.device_link_toolkit), shell words; "" or unset: the real one.
 SHIM_ENV_DEVICE_LINK = "PREBUILD_NVCC_DEVICE_LINK"
@@ -216,6 +219,21 @@ def std_for_torch(args: list[str], minimum: str | None, host: bool) -> list[str]
     return [*args, f"-std={'gnu++' if host else 'c++'}{split[1] % 100:02d}"]
 
 
+# A definition of libstdc++'s ABI (``-D_GLIBCXX_USE_CXX11_ABI=0``, also in -Xcompiler's list).
+ABI_DEFINE = re.compile(r"(_GLIBCXX_USE_CXX11_ABI=)(\d)")
+
+
+def abi_for_torch(args: list[str], abi: str | None) -> list[str]:
+    """``args`` with each definition of libstdc++'s ABI set to torch's (``abi``) where the call
+    compiles with torch's headers (VPTQ's CMake defines ``_GLIBCXX_USE_CXX11_ABI=0``, as
+    projects did for torch's wheels before 2.7): built with the other ABI, its functions taking
+    a std::string (every TORCH_CHECK whose message is built at run time) are not torch's, and
+    the library fails to load with ``undefined symbol``. A call defining none is unchanged."""
+    if not abi or not is_compile(args) or not any(_TORCH_INCLUDE in arg for arg in args):
+        return list(args)
+    return [ABI_DEFINE.sub(rf"\g<1>{abi}", arg) for arg in args]
+
+
 def is_device_link(args: list[str] | tuple[str, ...]) -> bool:
     """A device link (``-dlink``): nvlink runs, and loads libnvvm for ``-dlto``."""
     return any(a in DEVICE_LINK_OPTIONS for a in args)
@@ -329,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     as_asked = [*real, *drop_native(given)]
     minimum = os.environ.get(SHIM_ENV_MIN_STD)
     torch_std = std_for_torch(drop_native(given), minimum, host=gencode is None)
-    command = [*real, *raise_std(torch_std, minimum)]
+    torch_abi = abi_for_torch(torch_std, os.environ.get(SHIM_ENV_CXX11_ABI))
+    command = [*real, *raise_std(torch_abi, minimum)]
     launcher = shlex.split(os.environ.get(SHIM_ENV_LAUNCHER, ""))
 
     def invocation(cmd: list[str]) -> list[str]:

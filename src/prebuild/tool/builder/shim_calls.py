@@ -19,6 +19,7 @@ from prebuild.tool.builder.nvcc_shim import (
     requested_std,
     std_year,
 )
+from prebuild.tool.builder.torch_abi import old_abi_calls
 
 # What raised_standards counts for calls that asked for no standard, and were given torch's
 # (a compile of torch's headers: nvcc_shim.std_for_torch).
@@ -113,7 +114,21 @@ def shim_notes(
         )
     if native := native_cpu_calls([*calls, *host_calls]):
         notes.append(native_cpu_note(native))
+    if changed := abi_changed_calls([*calls, *host_calls]):
+        notes.append(
+            "The project asks for libstdc++'s pre-C++11 ABI (-D_GLIBCXX_USE_CXX11_ABI=0, "
+            f"{changed} of its {compiles + len(host_calls)} compiler calls); torch "
+            f"{torch_version} is built with the C++11 ABI: compiled with it (with the other, "
+            "its functions taking a std::string are not torch's, and the wheel would fail to "
+            "load with `undefined symbol`)."
+        )
     return tuple(notes)
+
+
+def abi_changed_calls(calls: list[CompilerCall]) -> int:
+    """How many of the calls asked for libstdc++'s pre-C++11 ABI and ran with torch's
+    (nvcc_shim.abi_for_torch)."""
+    return sum(1 for c in calls if old_abi_calls([c.given]) and not old_abi_calls([c.run]))
 
 
 def native_cpu_calls(calls: list[CompilerCall]) -> int:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from prebuild.runtime.manifest import CXX_ABI, NO_TORCH_ABI, STABLE_ABI
 from prebuild.runtime.versions import minor, release
-from prebuild.tool.builder.nvcc_shim import is_compile
+from prebuild.tool.builder.nvcc_shim import ABI_DEFINE, is_compile
 
 # A mangled name that reaches into torch's C++ namespaces: a nested name (N, its qualifiers)
 # starting with c10, at, torch or caffe2, anywhere in the name (a parameter's type counts).
@@ -54,8 +54,6 @@ def cxx_symbols(undefined: Iterable[str]) -> list[str]:
 # A name in torch's own namespaces (its functions, its classes' members, their vtables and type
 # information), not a function of the project's taking torch's types: torch must export it.
 _TORCH_OWN = re.compile(r"^_Z(?:T[VIS])?N[rVK]*[RO]?(?:3c10|2at|5torch|6caffe2)")
-# The C++ library's ABI a compiler call asks for (libstdc++'s std::string and std::list).
-_ABI_DEFINE = re.compile(r"_GLIBCXX_USE_CXX11_ABI=(\d)")
 
 
 def missing_torch_names(
@@ -81,9 +79,15 @@ def old_abi_calls(calls: Iterable[Sequence[str]]) -> int:
     (``-D_GLIBCXX_USE_CXX11_ABI=0``, the last definition of a call winning)."""
     count = 0
     for call in calls:
-        values = [m for arg in call for m in _ABI_DEFINE.findall(arg)]
+        values = [m[1] for arg in call for m in ABI_DEFINE.findall(arg)]
         count += bool(values) and values[-1] == "0"
     return count
+
+
+def cxx11_abi(exported: Iterable[str]) -> str:
+    """Pure: the libstdc++ ABI of libraries exporting ``exported``: "1" where a name uses the
+    C++11 one (``std::__cxx11::basic_string``), else "0"."""
+    return "1" if any("__cxx11" in name for name in exported) else "0"
 
 
 def stable_symbols(undefined: Iterable[str]) -> list[str]:
