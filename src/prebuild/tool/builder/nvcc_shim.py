@@ -14,7 +14,9 @@ it, in its own dialect (``gnu++17`` to ``gnu++20``); a standard is never lowered
 added. Where a compile fails in the raised standard, it runs again as asked: a file that does
 not include torch's headers needs no C++20, and its code may not compile there (fmt 9 under
 nvcc, ``u8`` literals as ``char``); the call that succeeded is the one logged, and where both
-fail the raised standard's output is shown. A native CPU target (``-march=native``, also
+fail the raised standard's output is shown. A compile of torch's headers defining libstdc++'s
+ABI (``-D_GLIBCXX_USE_CXX11_ABI=0``) gets torch's value: with the other, its functions taking a
+std::string are not torch's (``undefined symbol``). A native CPU target (``-march=native``, also
 through ``-Xcompiler``) is dropped: it would make the wheel need the build machine's CPU; an
 explicit one (``-march=x86-64-v3``) is kept.
 
