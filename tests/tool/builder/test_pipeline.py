@@ -616,9 +616,7 @@ def test_a_requirement_whose_setup_py_fails_without_a_gpu_is_fetched_with_torch_
     )
     nvcc = SimpleNamespace(toolkit=SimpleNamespace(include_dirs=()))  # the header check's
     classic = ClassicToolchain(toolchain.torch, nvcc, work / "shim", "17")
-    request = SimpleNamespace(
-        jobs=None, config_settings={}, bundle=True, mend=True, compress=True, strip=True
-    )
+    request = pipeline.WheelRequest(None, ())  # its defaults: what `prebuild wheel` asks
     builder = pipeline.make_builder(project, classic, request, [], work)
     assert builder.site_env(archs)[build_site.ENV_CAPABILITY] == "9.0"
 

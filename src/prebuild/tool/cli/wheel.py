@@ -144,14 +144,12 @@ def wheel(
         [],
         "--first-use",
         metavar="CODE",
-        help="Python that makes a classic project's compiles at first use (its "
-        "torch.utils.cpp_extension.load calls), as its users' code runs them: "
-        "'from colbert.modeling.colbert import ColBERT; "
-        "ColBERT.try_load_torch_extensions(False)'. Run in the build, after the calls prebuild "
-        "finds itself (an import, a function needing no argument); what it compiles goes into "
-        "the wheel, which hands it to those calls instead of compiling. For the calls prebuild "
-        "cannot make: a method needing arguments, an object the project makes at run time. "
-        "Repeatable.",
+        help="Python that makes a classic project's compiles at first use (its load() "
+        "calls), as its users' code does: 'from pkg.ops import Ops; Ops.load(False)'. Run in "
+        "the build, after the calls prebuild finds itself (an import, a function needing no "
+        "argument); what it compiles goes into the wheel, which hands it to those calls "
+        "instead of compiling. For the calls prebuild cannot make (a method needing "
+        "arguments: the refusal names each, with the call to give). Repeatable.",
     ),
 ) -> None:
     """Compile CUDA kernels ahead of time into wheels, one per CUDA arch.
