@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -189,12 +190,7 @@ def parse_project(table: object, file: Path, index: int) -> Recipe:
     env_pairs = tuple(
         sorted((k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in env.items())
     )
-    build_requires = _string_list(table.get("build-requires", []), f"{where}: key 'build-requires'")
-    for requirement in build_requires:
-        try:
-            Requirement(requirement)
-        except InvalidRequirement as exc:
-            raise RecipeError(f"{where}: key 'build-requires': {requirement!r}: {exc}") from None
+    build_requires = _checked_strings(table, "build-requires", where, _requirement)
     pythons = tuple(
         _python(v, f"{where}: key 'pythons'")
         for v in _string_list(table.get("pythons", []), f"{where}: key 'pythons'")
@@ -210,12 +206,7 @@ def parse_project(table: object, file: Path, index: int) -> Recipe:
     ptx = table.get("ptx", True)
     if not isinstance(ptx, bool):
         raise RecipeError(f"{where}: key 'ptx': expected true or false, got {ptx!r}")
-    first_use = _string_list(table.get("first-use", []), f"{where}: key 'first-use'")
-    for code in first_use:
-        try:
-            given_trigger(code)
-        except ValueError as exc:
-            raise RecipeError(f"{where}: key 'first-use': {exc}") from None
+    first_use = _checked_strings(table, "first-use", where, given_trigger)
     smoke = table.get("smoke", {})
     if not isinstance(smoke, dict) or set(smoke) - _SMOKE_KEYS:
         raise RecipeError(f"{where}: key 'smoke': a table of {', '.join(sorted(_SMOKE_KEYS))}")
@@ -239,6 +230,27 @@ def parse_project(table: object, file: Path, index: int) -> Recipe:
         Smoke(import_name, gpu),
         tuple(first_use),
     )
+
+
+def _checked_strings(
+    table: dict, key: str, where: str, check: Callable[[str], object]
+) -> tuple[str, ...]:
+    """The list of strings at ``key``, each given to ``check``, whose ValueError names what is
+    wrong with it."""
+    values = _string_list(table.get(key, []), f"{where}: key '{key}'")
+    for value in values:
+        try:
+            check(value)
+        except ValueError as exc:
+            raise RecipeError(f"{where}: key '{key}': {exc}") from None
+    return values
+
+
+def _requirement(text: str) -> Requirement:
+    try:
+        return Requirement(text)
+    except InvalidRequirement as exc:
+        raise ValueError(f"{text!r}: {exc}") from None
 
 
 @dataclass(frozen=True)
