@@ -1012,9 +1012,14 @@ def test_the_pre_cxx11_abi_is_torch_s_and_a_wheel_that_would_not_load_is_refused
     (project / "setup.py").write_text(OLD_ABI_SETUP)
     (project / "check.cpp").write_text(OLD_ABI_SOURCE)
     out = tmp_path / "dist"
-    proc = prebuild_wheel(python, "--arch", "sm_90", str(project), "--out", str(out))
+    # a --first-use where the project's own build made its library: run, and said to make none
+    code = ("--first-use", "import old_abi")
+    proc = prebuild_wheel(python, "--arch", "sm_90", str(project), "--out", str(out), *code)
     said = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode == 0, said
+    assert (
+        "--first-use made nothing: `import old_abi` (--first-use) ran and compiled nothing"
+    ) in said, said
     assert (
         "The project asks for libstdc++'s pre-C++11 ABI (-D_GLIBCXX_USE_CXX11_ABI=0, 1 of its 1 "
         "compiler calls); torch 2.14.1+cu130 is built with the C++11 ABI: compiled with it"

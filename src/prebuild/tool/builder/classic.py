@@ -660,6 +660,8 @@ class ClassicBuilder:
                 notes = (*notes, note)
             if first_use.libraries:
                 notes = (first_use.note(), *notes)
+            elif self.first_use_code:  # asked for, and it made nothing: said
+                notes = (f"--first-use made nothing: {'; '.join(first_use.problems())}", *notes)
             python = [str(f.relative_to(project)) for f in source_files(project, (".py",))]
             with zipfile.ZipFile(built) as zf:
                 if left_out := left_out_packages(python, zf.namelist()):
