@@ -668,22 +668,23 @@ class ClassicBuilder:
                     notes = (*notes, left_out_note(left_out))
             symbols = wheel_symbols(built)
             undefined = {name: needs for name, (_, needs) in symbols.items()}
+            runs = [c.run for c in (*calls, *host_calls.values())]
             if missing := missing_torch_names(undefined, folder_exports(torch.library_dir)):
-                # It would not load (`undefined symbol`): VPTQ's -D_GLIBCXX_USE_CXX11_ABI=0.
-                every = [c.run for c in (*calls, *host_calls.values())]
+                # It would not load (`undefined symbol`): an at::native function torch keeps
+                # internal, or objects a --build-dir kept from a build with the old ABI.
                 raise refused(
                     unresolved_message(
                         built.name,
                         missing,
                         demangled(n for names in missing.values() for n in names),
                         torch.version_string,
-                        old_abi_calls(every),
-                        len(every),
+                        old_abi_calls(runs),
+                        len(runs),
                     )
                 )
             abi = torch_abi(
                 undefined,
-                [c.run for c in (*calls, *host_calls.values())],
+                runs,
                 torch.version_string,
                 shim_versions(shim_headers(torch.include_dirs)),
             )

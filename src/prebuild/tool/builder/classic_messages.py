@@ -178,9 +178,10 @@ def unresolved_message(
     calls: int,
 ) -> str:
     """Why a wheel whose libraries need names of torch's that torch does not export is refused
-    (its import would fail with ``undefined symbol``): ``missing`` (tor_abi.missing_torch_names),
-    each name as ``shown`` (demangled); ``old_abi`` of the build's ``calls`` asked for the
-    pre-C++11 ABI (VPTQ's CMake sets it, as many projects did for torch's wheels before 2.7)."""
+    (its import would fail with ``undefined symbol``): ``missing`` (torch_abi.missing_torch_names),
+    each name as ``shown`` (demangled); ``old_abi`` of the build's ``calls`` ran with the
+    pre-C++11 ABI (the shims give compiles of torch's headers torch's: a call they did not
+    see as one, or an object a --build-dir kept from an earlier prebuild)."""
     names = [name for library in sorted(missing) for name in missing[library]]
     listed = "; ".join(
         f"{library}: "
