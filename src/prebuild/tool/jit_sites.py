@@ -217,9 +217,7 @@ class _Module:
         # methods of its module-level classes that need no argument; its module-level objects
         self.in_methods: dict[int, tuple[str, str, bool]] = {}
         self.bare_methods: set[tuple[str, str]] = set()
-        # those of them called on the class itself (static and class methods)
-        self.class_methods: set[tuple[str, str]] = set()
-        # every static and class method, needing arguments or not
+        # its static and class methods (called on the class itself), needing arguments or not
         self.on_class: set[tuple[str, str]] = set()
         self.objects: dict[str, str] = {}  # name -> the class called to make it (its name)
         for node in tree.body:
@@ -279,8 +277,6 @@ class _Module:
                             self.on_class.add(own[:2])
                         if not _requires_arguments(item.args, bound=not static):
                             self.bare_methods.add(own[:2])
-                            if own[:2] in self.on_class:
-                                self.class_methods.add(own[:2])  # called on the class
                         elif own[2]:
                             self.bare_methods.add(own[:2])
                         for line in _own_jit_calls(item, is_jit):
@@ -400,8 +396,9 @@ def first_use_triggers(
                 todo += [n for n in module.calls.get(name, ()) if n in module.functions]
         for line, function, why in module.jit_calls:
             site = f"{module.path}:{line}"
-            if module.in_methods.get(line, ("", ""))[:2] in module.class_methods:
-                cls, method, _ = module.in_methods[line]  # a static or class method
+            owner = module.in_methods.get(line, ("", ""))[:2]
+            if owner in module.on_class and owner in module.bare_methods:
+                cls, method, _ = module.in_methods[line]  # a static or class method, no argument
                 calls.append(Trigger(module.name, f"{cls}.{method}", site))
             elif line in module.in_methods:  # a method of an object some module makes
                 found = _objects_reaching(modules, module, *module.in_methods[line])
