@@ -202,6 +202,11 @@ def raise_std(args: list[str], minimum: str | None) -> list[str]:
 _TORCH_INCLUDE = "torch/include"
 
 
+def compiles_torch_headers(args: list[str]) -> bool:
+    """Pure: whether a call compiles a source with torch's headers on its include path."""
+    return is_compile(args) and any(_TORCH_INCLUDE in arg for arg in args)
+
+
 def std_for_torch(args: list[str], minimum: str | None, host: bool) -> list[str]:
     """``args`` with the standard torch's headers need (``minimum``) added where the call
     compiles a C++ or CUDA source with them and asks for no standard (a CMake build that sets
@@ -210,8 +215,7 @@ def std_for_torch(args: list[str], minimum: str | None, host: bool) -> list[str]
     if (
         not minimum
         or requested_std(args) is not None
-        or not is_compile(args)
-        or not any(_TORCH_INCLUDE in arg for arg in args)
+        or not compiles_torch_headers(args)
         or any(arg.endswith(".c") for arg in args)
     ):
         return list(args)
@@ -231,7 +235,7 @@ def abi_for_torch(args: list[str], abi: str | None) -> list[str]:
     projects did for torch's wheels before 2.7): built with the other ABI, its functions taking
     a std::string (every TORCH_CHECK whose message is built at run time) are not torch's, and
     the library fails to load with ``undefined symbol``. A call defining none is unchanged."""
-    if not abi or not is_compile(args) or not any(_TORCH_INCLUDE in arg for arg in args):
+    if not abi or not compiles_torch_headers(args):
         return list(args)
     return [ABI_DEFINE.sub(rf"\g<1>{abi}", arg) for arg in args]
 
