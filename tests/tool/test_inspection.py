@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from elftools.elf.elffile import ELFFile
 from typer.testing import CliRunner
 
 import prebuild
@@ -415,6 +416,37 @@ def test_a_folder_s_exports_are_its_libraries_defined_names(tmp_path):
     with CPU_SO.open("rb") as f:  # an open file reads as its bytes do
         assert dynamic_symbols(f)[0] == defined
     assert folder_exports(tmp_path) == defined and defined
+
+
+def _symbols_one_by_one(path: Path) -> tuple[frozenset[str], frozenset[str]]:
+    """What pyelftools says of each symbol, one object per name (the oracle)."""
+    defined, undefined = set(), set()
+    with path.open("rb") as f:
+        for s in ELFFile(f).get_section_by_name(".dynsym").iter_symbols():
+            if s.name:
+                (undefined if s["st_shndx"] == "SHN_UNDEF" else defined).add(s.name)
+    return frozenset(defined), frozenset(undefined)
+
+
+def test_symbols_read_in_bulk_are_those_pyelftools_reads_one_by_one(tmp_path):
+    """dynamic_symbols unpacks the table itself (fast): the same names as the library's own
+    reading, for a 64-bit library and a 32-bit one (the other entry layout)."""
+    source = tmp_path / "one.c"
+    source.write_text(
+        "int mine(void) { return 1; }\nextern int theirs(void);\nint both(void) { return theirs(); }\n"
+    )
+    library = tmp_path / "lib32.so"
+    cc = shutil.which("cc") or shutil.which("gcc")
+    subprocess.run(
+        [cc, "-m32", "-shared", "-fPIC", "-nostdlib", str(source), "-o", str(library)], check=True
+    )
+    assert dynamic_symbols(library.read_bytes()) == _symbols_one_by_one(library)
+    assert dynamic_symbols(library.read_bytes()) == (
+        frozenset({"mine", "both"}),
+        frozenset({"theirs"}),
+    )
+    assert dynamic_symbols(CPU_SO.read_bytes()) == _symbols_one_by_one(CPU_SO)
+    assert dynamic_symbols(b"not ELF") == (frozenset(), frozenset())
 
 
 def test_names_are_demangled_by_cxxfilt_or_left_as_they_are(monkeypatch):

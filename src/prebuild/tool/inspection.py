@@ -21,6 +21,7 @@ import importlib.util
 import io
 import json
 import shutil
+import struct
 import subprocess
 import zipfile
 from collections.abc import Iterable
@@ -75,13 +76,7 @@ def library_code(data: bytes, name: str = "library") -> EmbeddedCode:
 def exports_symbol(data: bytes, symbol: str) -> bool:
     """Whether an ELF library exports ``symbol`` (``PyInit_<name>``: it is a Python extension
     module, not a plain shared library)."""
-    try:
-        table = ELFFile(io.BytesIO(data)).get_section_by_name(".dynsym")
-        return table is not None and any(
-            s.name == symbol and s["st_shndx"] != "SHN_UNDEF" for s in table.iter_symbols()
-        )  # type: ignore[attr-defined]
-    except ELFError:
-        return False
+    return symbol in dynamic_symbols(data)[0]
 
 
 def dynamic_symbols(data: bytes | BinaryIO) -> tuple[frozenset[str], frozenset[str]]:
@@ -90,16 +85,31 @@ def dynamic_symbols(data: bytes | BinaryIO) -> tuple[frozenset[str], frozenset[s
     version: ``aoti_torch_get_numel``, ``_ZN3c105ErrorC2E...``); empty if it is not ELF."""
     try:
         stream = io.BytesIO(data) if isinstance(data, bytes) else data
-        table = ELFFile(stream).get_section_by_name(".dynsym")
+        elf = ELFFile(stream)
+        table = elf.get_section_by_name(".dynsym")
         if table is None:
             return frozenset(), frozenset()
-        defined, undefined = set(), set()
-        for s in table.iter_symbols():  # type: ignore[attr-defined]
-            if s.name:
-                (undefined if s["st_shndx"] == "SHN_UNDEF" else defined).add(s.name)
-        return frozenset(defined), frozenset(undefined)
+        strings = elf.get_section(table["sh_link"]).data()
+        entries = table.data()
     except ELFError:
         return frozenset(), frozenset()
+    # pyelftools finds the sections; the entries are unpacked in bulk (one Symbol object per
+    # name made reading torch's 100k names take 3.5 s of every classic build, this 0.3 s).
+    # Elf64_Sym: name, info, other, shndx, value, size; Elf32_Sym: name, value, size, info,
+    # other, shndx. The name is an offset into the string table; shndx 0 (SHN_UNDEF): undefined.
+    order = "<" if elf.little_endian else ">"
+    if elf.elfclass == 64:
+        layout, shndx_at = order + "IBBHQQ", 3
+    else:
+        layout, shndx_at = order + "IIIBBH", 5
+    size = struct.calcsize(layout)
+    defined, undefined = set(), set()
+    for entry in struct.iter_unpack(layout, entries[: len(entries) // size * size]):
+        start = entry[0]
+        end = strings.find(b"\0", start)
+        if name := strings[start : end if end >= 0 else None].decode("utf-8", "replace"):
+            (undefined if entry[shndx_at] == 0 else defined).add(name)
+    return frozenset(defined), frozenset(undefined)
 
 
 @functools.cache  # a build's wheels ask it of the same torch
