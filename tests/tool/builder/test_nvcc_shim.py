@@ -21,6 +21,7 @@ from prebuild.tool.builder.nvcc_shim import (
     SHIM_ENV_GENCODE,
     SHIM_ENV_LOG,
     SHIM_ENV_MIN_STD,
+    SHIM_ENV_NO_DEBUG,
     SHIM_ENV_REAL,
     abi_for_torch,
     add_compression,
@@ -29,6 +30,7 @@ from prebuild.tool.builder.nvcc_shim import (
     rewrite_args,
     std_for_torch,
     std_year,
+    without_debug_info,
 )
 
 WANT = ["-gencode=arch=compute_90,code=sm_90"]
@@ -396,6 +398,47 @@ def test_without_a_gencode_list_it_is_the_host_compiler(tmp_path):
     assert proc.returncode == 0
     assert (tmp_path / "called").read_text().split() == [*given, "-std=gnu++20"]
     assert json.loads(log.read_text())["run"] == [*given, "-std=gnu++20"]
+
+
+def test_a_host_compile_asking_for_debug_information_gets_g0_last():
+    for debug in ("-g", "-g3", "-ggdb", "-ggdb3", "-gdwarf-4"):
+        args = ["-DNDEBUG", debug, "-O3", "-c", "m.cpp", "-o", "m.o"]
+        assert without_debug_info(args) == [*args, "-g0"]
+    for unchanged in (
+        ["-O3", "-c", "m.cpp", "-o", "m.o"],  # asks for none
+        ["-g", "-shared", "m.o", "-o", "m.so"],  # a link
+        ["-gencode=arch=compute_90,code=sm_90", "-c", "k.cu"],  # not a -g option
+        ["-gz", "-c", "m.cpp"],  # compression of debug sections, none asked
+    ):
+        assert without_debug_info(unchanged) == unchanged
+
+
+def test_the_host_compiler_leaves_debug_information_out_only_where_told(tmp_path):
+    """As the build's $CXX with PREBUILD_NVCC_NO_DEBUG=1 (a wheel that strips it): Python's -g
+    is followed by -g0, logged as run, and a compile failing with it is not run again without
+    it (it is not the raised standard); unset (--no-strip), and as nvcc, the call is as asked."""
+    fake = recording_compiler(tmp_path / "c++")
+    log = tmp_path / "cxx.jsonl"
+    env = {k: v for k, v in os.environ.items() if k != SHIM_ENV_GENCODE}
+    env.update({SHIM_ENV_REAL: str(fake), SHIM_ENV_LOG: str(log), SHIM_ENV_NO_DEBUG: "1"})
+    given = ["-g", "-O3", "-c", "m.cpp", "-o", "m.o"]
+    shim = [sys.executable, "-m", "prebuild.tool.builder.nvcc_shim"]
+    assert subprocess.run([*shim, *given], env=env).returncode == 0
+    assert (tmp_path / "called").read_text().split() == [*given, "-g0"]
+    assert json.loads(log.read_text()) == {"given": given, "run": [*given, "-g0"]}
+    # a compile failing in the raised standard runs again as asked, -g0 kept
+    (tmp_path / "failing").mkdir()
+    failing = recording_compiler(tmp_path / "failing" / "c++", status=1)
+    older = [*given, "-std=c++17"]
+    raised = {**env, SHIM_ENV_REAL: str(failing), SHIM_ENV_MIN_STD: "c++20"}
+    assert subprocess.run([*shim, *older], env=raised).returncode == 1
+    assert (tmp_path / "failing" / "called").read_text().split() == [*older, "-g0"]
+    log.unlink()
+    assert subprocess.run([*shim, *given], env={**env, SHIM_ENV_NO_DEBUG: ""}).returncode == 0
+    assert (tmp_path / "called").read_text().split() == given
+    as_nvcc = nvcc_env(fake, log, **{SHIM_ENV_NO_DEBUG: "1"})
+    assert subprocess.run([*shim, *given], env=as_nvcc).returncode == 0
+    assert "-g0" not in (tmp_path / "called").read_text().split()
 
 
 def test_a_call_asking_for_an_arch_specific_variant_keeps_it_for_that_arch():

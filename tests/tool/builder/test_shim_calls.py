@@ -150,3 +150,15 @@ def test_calls_compiled_as_asked_after_the_raised_standard_failed_are_a_note():
         "compiler's -std=gnu++14 (1 call), whose code does not compile in C++20 (it includes "
         "none of torch's headers, which alone need it; prebuild.json has each call as run)."
     )
+
+
+def test_host_compiles_given_g0_are_counted():
+    from prebuild.tool.builder.shim_calls import debug_left_out_calls
+
+    host = [
+        CompilerCall(("-g", "-c", "a.cpp"), ("-g", "-c", "a.cpp", "-g0", "-std=gnu++20")),
+        CompilerCall(("-g", "-c", "b.cpp"), ("-g", "-c", "b.cpp")),  # --no-strip
+        CompilerCall(("-c", "c.cpp"), ("-c", "c.cpp")),  # asked for none
+        CompilerCall(("-g", "a.o", "-shared"), ("-g", "a.o", "-shared")),  # a link
+    ]
+    assert debug_left_out_calls(host) == 1

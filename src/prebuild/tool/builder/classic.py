@@ -27,7 +27,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -141,7 +141,12 @@ from prebuild.tool.builder.relabel import (
     relabel_wheel,
     relabelled_dist_info,
 )
-from prebuild.tool.builder.shim_calls import is_device_linked, raised_standards, shim_notes
+from prebuild.tool.builder.shim_calls import (
+    debug_left_out_calls,
+    is_device_linked,
+    raised_standards,
+    shim_notes,
+)
 from prebuild.tool.builder.shipped import shipped_libraries, shipped_message, source_libraries
 from prebuild.tool.builder.source_gaps import (
     downloads_advice,
@@ -656,6 +661,8 @@ class ClassicBuilder:
             built, libraries, system, copied, notes = self.system_libraries(
                 built, libraries, needed, progress
             )
+            if self.strip:  # the objects' compiles, kept ones too
+                stripped = replace(stripped, left_out=debug_left_out_calls([*host_calls.values()]))
             if note := stripped.note():
                 notes = (*notes, note)
             if first_use.libraries:
@@ -842,6 +849,7 @@ class ClassicBuilder:
                 self.toolchain.cxx_standard,
                 self.launcher,
                 self.toolchain.cxx11_abi,
+                no_debug=self.strip,  # what the wheel would not keep is not compiled
             )
         )
         return env

@@ -37,6 +37,7 @@ from prebuild.tool.builder.nvcc_shim import (
     SHIM_ENV_LAUNCHER,
     SHIM_ENV_LOG,
     SHIM_ENV_MIN_STD,
+    SHIM_ENV_NO_DEBUG,
     SHIM_ENV_REAL,
 )
 from prebuild.tool.builder.toolchain import (
@@ -266,12 +267,14 @@ def write_cxx_script(
     min_std: str | None,
     launcher: Path | None = None,
     cxx11_abi: str = "",
+    no_debug: bool = False,
 ) -> Path:
     """``shim/host-bin/c++``, the build's ``CXX`` (torch's BuildExtension compiles every C++ file
     with ``$CXX``): the host compiler ``cxx`` through the same shim, without a gencode list (its
     standard raised as nvcc's, every call logged), through ``launcher`` when given (the compile
-    cache's), else through the user's own (``$CXX="ccache g++"``). Programs are resolved on
-    the PATH of now: the build's puts the shim toolkit first."""
+    cache's), else through the user's own (``$CXX="ccache g++"``); with ``no_debug``, a compile
+    asking for debug information gets -g0 (the wheel is stripped of it). Programs are resolved
+    on the PATH of now: the build's puts the shim toolkit first."""
     real = [shutil.which(cxx.command[0]) or cxx.command[0], *cxx.command[1:]]
     through = [shutil.which(w) or w for w in compile_launcher(launcher, cxx.launcher)]
     settings = {
@@ -280,6 +283,7 @@ def write_cxx_script(
         SHIM_ENV_MIN_STD: min_std or "",
         SHIM_ENV_CXX11_ABI: cxx11_abi,
         SHIM_ENV_LAUNCHER: shlex.join(through),
+        SHIM_ENV_NO_DEBUG: "1" if no_debug else "",
     }
     return _write_shim_script(shim / "host-bin" / "c++", settings)
 

@@ -63,6 +63,11 @@ SHIM_ENV_LAUNCHER = "PREBUILD_NVCC_LAUNCHER"
 # The libstdc++ ABI torch is built with ("1": the C++11 one, "0", or "" where unknown): a call
 # compiling torch's headers that defines _GLIBCXX_USE_CXX11_ABI gets torch's value.
 SHIM_ENV_CXX11_ABI = "PREBUILD_NVCC_CXX11_ABI"
+# "1": a host compile asking for debug information (Python's own -g, which setuptools passes)
+# gets -g0 after it: the wheel's libraries are stripped of it (debug_info.py), and torch's
+# headers compile in about two thirds of the time without it (35.5 against 22.9 s of CPU for a
+# torch/extension.h file, 2.1 against 1.7 GB, 2026-12-07). Unset or "": as asked (--no-strip).
+SHIM_ENV_NO_DEBUG = "PREBUILD_NVCC_NO_DEBUG"
 # The nvcc that runs device links ("-dlink"), where the real one's nvlink cannot find libnvvm
 # (cuda_shim.device_link_toolkit), shell words; "" or unset: the real one.
 SHIM_ENV_DEVICE_LINK = "PREBUILD_NVCC_DEVICE_LINK"
@@ -240,6 +245,18 @@ def abi_for_torch(args: list[str], abi: str | None) -> list[str]:
     return [ABI_DEFINE.sub(rf"\g<1>{abi}", arg) for arg in args]
 
 
+# An option asking a host compiler for debug information: -g, -g1..-g3, -ggdb, -ggdb3, -gdwarf-4.
+DEBUG_OPTION = re.compile(r"-g(?:[1-3]|gdb[0-3]?|dwarf(?:-\d+)?)?")
+
+
+def without_debug_info(args: list[str]) -> list[str]:
+    """Pure: a host compile asking for debug information with ``-g0`` last (GCC and Clang: the
+    last -g option wins; neither changes the code it generates for -g); the rest unchanged."""
+    if not is_compile(args) or not any(DEBUG_OPTION.fullmatch(arg) for arg in args):
+        return list(args)
+    return [*args, "-g0"]
+
+
 def is_device_link(args: list[str] | tuple[str, ...]) -> bool:
     """A device link (``-dlink``): nvlink runs, and loads libnvvm for ``-dlto``."""
     return any(a in DEVICE_LINK_OPTIONS for a in args)
@@ -350,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.pop(name, None)
     given = rewrite_args(args, json.loads(gencode)) if gencode is not None else args
     given = add_compression(given, json.loads(os.environ.get(SHIM_ENV_COMPRESS) or "[]"))
+    if gencode is None and os.environ.get(SHIM_ENV_NO_DEBUG) == "1":
+        given = without_debug_info(given)  # as drop_native: not undone where a compile fails
     as_asked = [*real, *drop_native(given)]
     minimum = os.environ.get(SHIM_ENV_MIN_STD)
     torch_std = std_for_torch(drop_native(given), minimum, host=gencode is None)

@@ -18,6 +18,7 @@ from prebuild.tool.builder.nvcc_shim import (
     option_values,
     requested_std,
     std_year,
+    without_debug_info,
 )
 from prebuild.tool.builder.torch_abi import old_abi_calls
 
@@ -73,6 +74,14 @@ def replaced_archs(calls: list[CompilerCall], wheel: tuple[Arch, ...]) -> tuple[
         names = dict.fromkeys(f"sm_{n}" if n in with_sass else f"compute_{n}" for _, n in named)
         found += [arch for arch in names if arch not in found]
     return found, asking
+
+
+def debug_left_out_calls(calls: list[CompilerCall]) -> int:
+    """Pure: how many of the host compiler's ``calls`` asked for debug information and ran
+    with -g0 after it (nvcc_shim.without_debug_info)."""
+    return sum(
+        1 for c in calls if without_debug_info(list(c.given)) != list(c.given) and "-g0" in c.run
+    )
 
 
 def shim_notes(
