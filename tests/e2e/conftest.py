@@ -208,19 +208,10 @@ def pytest_collection_modifyitems(config, items) -> None:
     tests run while the jobs do (background.py)."""
     waiting = {item.path for item in items if fixture_jobs(item)}
 
-    def place(item) -> tuple[int, bool]:
-        if background_job(item):
-            return 2, False
-        return (1, item.path.name in BOTH_CORES) if item.path in waiting else (0, False)
+    def place(item) -> int:
+        return 2 if background_job(item) else 1 if item.path in waiting else 0
 
     items.sort(key=place)  # stable: order kept otherwise
-
-
-# Modules whose builds keep both cores busy by themselves (ninja -j2, two builds at once), run
-# after the other modules of their place: the single-process tests before them leave a core to
-# the background jobs, which are then done; run before them, the jobs were done 3 minutes before
-# the session's end, and those tests left one core idle to the end (2026-12-07).
-BOTH_CORES = ("test_classic_build.py", "test_farm_build.py")
 
 
 def pytest_collection_finish(session) -> None:
