@@ -661,8 +661,8 @@ class ClassicBuilder:
             built, libraries, system, copied, notes = self.system_libraries(
                 built, libraries, needed, progress
             )
-            if self.strip:  # the objects' compiles, kept ones too
-                stripped = replace(stripped, left_out=debug_left_out_calls([*host_calls.values()]))
+            # the objects' compiles given -g0 (kept ones too; none with --no-strip)
+            stripped = replace(stripped, left_out=debug_left_out_calls([*host_calls.values()]))
             if note := stripped.note():
                 notes = (*notes, note)
             if first_use.libraries:
