@@ -9,11 +9,19 @@ the end of the session, where it waits for its job and asserts on the job's outp
 on a command it had run itself. A job a test waits for goes to the tests' priority. A test run
 alone starts its job at once, at normal priority.
 
+A test that is itself long and single-process (a classic fixture built three times over) is
+marked ``@pytest.mark.in_background``: all such tests run in one child pytest, the ``tests`` job,
+started with the others, and each stands in the session as an item that waits for the job and
+reports the test's outcome there (tests/e2e/conftest.py). Their minutes of one core go where
+the session leaves a core idle, not into its single-process tail (2026-12-07: the background
+jobs done, one core idle for ~4 minutes while the classic fixtures' tests ran one by one).
+
 The downloads of other torch releases (torch_venvs.py) start here too, by name.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -105,6 +113,40 @@ JOBS.update(
 )
 
 
+# The tests job: the in_background tests, set by conftest.py when the session's tests are
+# collected (set_tests); the child pytest records each test's outcome in REPORT
+# (record_outcome), named by IN_JOB in its environment, where those tests run as any other.
+TESTS_JOB = "tests"
+IN_JOB = "PREBUILD_TESTS_IN_JOB"
+REPORT = "outcomes.json"
+_tests: tuple[Path, list[str]] = (ROOT, [])
+
+
+def set_tests(rootdir: Path, nodeids: list[str]) -> None:
+    """The tests job runs the tests ``nodeids`` of the session whose rootdir is ``rootdir``
+    (its node ids are the session's)."""
+    global _tests
+    _tests = (rootdir, list(nodeids))
+
+
+def _tests_job(work: Path) -> list[str]:
+    rootdir, nodeids = _tests
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",  # the session's own pytest writes .pytest_cache
+        f"--rootdir={rootdir}",
+        f"--basetemp={work / 'pytest'}",
+        *(f"{rootdir}/{nodeid}" for nodeid in nodeids),
+    ]
+
+
+JOBS[TESTS_JOB] = _tests_job
+
+
 # The shared venvs each job copies or builds in (venvs.py: "cpu" is .venv-cpu-torch, "cuda"
 # .venv-cuda, each made under a file lock): the job starts once the session has made them at the
 # tests' priority. A job at nice 19 holding that lock for the 5.5 GB install stalled the tests
@@ -149,6 +191,38 @@ def _work_folder(name: str) -> Path:
     return work
 
 
+def record_outcome(report) -> None:
+    """In the tests job: ``report`` (a phase of a test, pytest's TestReport) folded into its
+    test's outcome in the job's REPORT: failed if any phase failed, else skipped if skipped,
+    else passed, with the text pytest would show."""
+    path = os.environ.get(IN_JOB)
+    if not path:
+        return
+    outcomes = json.loads(Path(path).read_text()) if Path(path).exists() else {}
+    old = outcomes.get(report.nodeid, {"outcome": "passed", "text": ""})
+    if report.failed:
+        new = {"outcome": "failed", "text": f"its {report.when} failed:\n{report.longreprtext}"}
+    elif report.skipped and old["outcome"] == "passed":
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longreprtext
+        new = {"outcome": "skipped", "text": reason}
+    else:
+        new = old
+    outcomes[report.nodeid] = new
+    Path(path).write_text(json.dumps(outcomes, indent=1))
+
+
+def test_outcome(nodeid: str, timeout: float) -> tuple[str, str]:
+    """The outcome of the in_background test ``nodeid`` in the tests job ("passed", "failed",
+    "skipped") and its text, once the job is done. A test the job did not report (it failed
+    to collect, or stopped) failed, with the end of the job's output."""
+    job, work = result(TESTS_JOB, timeout)
+    outcomes = json.loads((work / REPORT).read_text()) if (work / REPORT).exists() else {}
+    if nodeid in outcomes:
+        return outcomes[nodeid]["outcome"], outcomes[nodeid]["text"]
+    ended = f"the tests job ended with {job.returncode}, no outcome of this test"
+    return "failed", f"{ended}:\n{job.stdout[-6000:]}\n{job.stderr[-3000:]}"
+
+
 def start(
     name: str,
     command: list[str] | None = None,
@@ -165,6 +239,8 @@ def start(
     work = _work_folder(name)
     argv = command if command is not None else JOBS[name](work)
     env = {**JOB_ENV, **(os.environ if env is None else env)}
+    if name == TESTS_JOB:
+        env[IN_JOB] = str(work / REPORT)
     stdout, stderr = work / "stdout.log", work / "stderr.log"
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         proc = subprocess.Popen(

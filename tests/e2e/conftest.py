@@ -202,16 +202,57 @@ def fixture_jobs(item) -> set[str]:
     return {job for fixture, job in background.FIXTURE_JOBS.items() if fixture in names}
 
 
+class InJobTest(pytest.Item):
+    """An ``in_background`` test as the session sees it: it waits for the tests job
+    (background.py) and has the outcome the test had there. It sets up no fixture."""
+
+    def __init__(self, *, test: pytest.Function, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.own_markers.extend(test.own_markers)
+        self.test_fixtures = tuple(test.fixturenames)  # the venvs the job needs made
+
+    def runtest(self) -> None:
+        outcome, text = background.test_outcome(self.nodeid, timeout=3600)
+        if outcome == "skipped":
+            pytest.skip(text)
+        if outcome == "failed":
+            pytest.fail(f"in the tests job (tests/e2e/background.py), {text}", pytrace=False)
+
+    def reportinfo(self):
+        return self.path, None, f"{self.name} (in the tests job)"
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected
 def pytest_collection_modifyitems(config, items) -> None:
     """The tests that wait for a background job run last, and before them the modules whose
     tests use a fixture's job, whole (a module's fixtures set up once): the session's other
-    tests run while the jobs do (background.py)."""
+    tests run while the jobs do (background.py). The in_background tests go to the tests job,
+    unless they are all the session runs (then they run here, as any other)."""
+    if not os.environ.get(background.IN_JOB):
+        marked = [item for item in items if item.get_closest_marker("in_background")]
+        if marked and len(marked) < len(items):
+            items[:] = [
+                InJobTest.from_parent(item.parent, name=item.name, test=item)
+                if item.get_closest_marker("in_background")
+                else item
+                for item in items
+            ]
     waiting = {item.path for item in items if fixture_jobs(item)}
 
     def place(item) -> int:
-        return 2 if background_job(item) else 1 if item.path in waiting else 0
+        if background_job(item) or isinstance(item, InJobTest):
+            return 2
+        return 1 if item.path in waiting else 0
 
     items.sort(key=place)  # stable: order kept otherwise
+
+
+def pytest_runtest_logreport(report) -> None:
+    background.record_outcome(report)  # in the tests job only
+
+
+# The fixtures that take each shared venv (venvs.py), made before the tests that use them run.
+VENV_FIXTURES = {"cpu": "cpu_torch_python", "cuda": "cuda_torch_python"}
 
 
 def pytest_collection_finish(session) -> None:
@@ -231,14 +272,23 @@ def pytest_collection_finish(session) -> None:
     )
     # first: the network's work, beside the venvs made below
     started = [f"torch {v}" for v in (torch_venvs.prefetch(versions) if versions else [])]
+    in_job = [item for item in session.items if isinstance(item, InJobTest)]
+    background.set_tests(session.config.rootpath, [item.nodeid for item in in_job])
     jobs = sorted(
         {job for item in session.items if (job := background_job(item))}
         | {job for item in session.items for job in fixture_jobs(item)}
+        | ({background.TESTS_JOB} if in_job else set())
     )
     fixtures = {name for item in session.items for name in getattr(item, "fixturenames", ())}
     # Each shared venv a job or a test needs is made here, at the tests' priority, and each job
-    # starts as soon as the venvs it needs are (background.NEEDS_VENVS).
+    # starts as soon as the venvs it needs are (background.NEEDS_VENVS; the tests job's, those
+    # its tests' fixtures name).
     needs = {job: background.NEEDS_VENVS.get(job, frozenset()) for job in jobs}
+    if in_job:
+        wanted = {name for item in in_job for name in item.test_fixtures}
+        needs[background.TESTS_JOB] = frozenset(
+            venv for venv, fixture in VENV_FIXTURES.items() if fixture in wanted
+        )
     made: set[str] = set()
 
     def start_ready() -> None:
@@ -247,11 +297,8 @@ def pytest_collection_finish(session) -> None:
                 background.start(job)  # a job started already is left as it is
 
     start_ready()
-    for venv, fixture, prepare in (
-        ("cpu", "cpu_torch_python", prepare_cpu_venv),
-        ("cuda", "cuda_torch_python", prepare_cuda_venv),
-    ):
-        if fixture in fixtures or any(venv in need for need in needs.values()):
+    for venv, prepare in (("cpu", prepare_cpu_venv), ("cuda", prepare_cuda_venv)):
+        if VENV_FIXTURES[venv] in fixtures or any(venv in need for need in needs.values()):
             python = prepare()
             made.add(venv)
             # for the jobs started from now on (venvs.MADE_ENV)

@@ -843,6 +843,7 @@ def test_where_ninja_turned_back_on_fails_on_its_own_the_wheel_is_built_again_wi
     assert "multiple rules generate" in first and "build.ninja" not in second
 
 
+@pytest.mark.in_background
 def test_a_project_that_compiles_at_first_use_gets_those_compiles_in_its_wheel(
     fresh_cuda_venv, tmp_path
 ):
@@ -1324,6 +1325,7 @@ def test_a_cached_build_of_another_arch_reuses_the_host_object(
     assert manifest["sass_archs"] == ["sm_80"]
 
 
+@pytest.mark.in_background
 def test_code_written_for_an_older_torch_is_mended_in_the_copy_and_runs(
     cuda_torch_python, tmp_path
 ):
