@@ -8,13 +8,20 @@ teardown): the pytest process's own time and that of the children it reaped mean
 (subprocesses, and a background job when the test collecting it waits for it). Registered by
 tests/conftest.py when the option is given on the command line (not in PYTEST_ADDOPTS: the
 suite's own child pytests would not know it).
+
+It also gives, per test, the CPU time the machine left idle while the test ran (/proc/stat, every
+core's): the tests that leave a core idle, the session's single-process tail, are where a run
+loses wall time.
 """
 
 from __future__ import annotations
 
+import os
 import resource
+import time
 from collections import defaultdict
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -28,15 +35,30 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def machine_idle_seconds() -> float:
+    """The machine's idle CPU time since boot (idle and iowait, every core's together), from
+    /proc/stat's first line; 0 where there is none."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return 0.0
+    return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")
+
+
 class CpuCost:
     def __init__(self) -> None:
         self.phases: list[tuple[float, str, str]] = []  # (seconds, phase, nodeid)
+        # Per test, the machine's idle core-seconds and the wall seconds of its phases: the
+        # tests that leave cores idle are where a run loses time (the session's tail).
+        self.idle: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         self.start = cpu_seconds()
 
     def _measure(self, item: pytest.Item, phase: str) -> Iterator[None]:
-        before = cpu_seconds()
+        before, idle, wall = cpu_seconds(), machine_idle_seconds(), time.monotonic()
         yield
         self.phases.append((cpu_seconds() - before, phase, item.nodeid))
+        self.idle[item.nodeid][0] += machine_idle_seconds() - idle
+        self.idle[item.nodeid][1] += time.monotonic() - wall
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_setup(self, item):
@@ -62,3 +84,7 @@ class CpuCost:
         write("by file:")
         for path, seconds in sorted(by_file.items(), key=lambda kv: -kv[1])[:SHOWN]:
             write(f"{seconds:8.1f}s {path}")
+        idle = sum(seconds for seconds, _ in self.idle.values())
+        write(f"idle CPU (every core's) during the tests: {idle:.0f} s; the tests leaving most:")
+        for nodeid, (seconds, wall) in sorted(self.idle.items(), key=lambda kv: -kv[1][0])[:SHOWN]:
+            write(f"{seconds:8.1f}s idle in {wall:.0f}s {nodeid}")

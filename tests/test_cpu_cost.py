@@ -1,8 +1,9 @@
 """tests/cpu_cost.py: the ``--cpu-cost`` report counts a phase's own CPU time and its reaped
-children's, and sums them per file."""
+children's, sums them per file, and gives the machine's idle CPU time during each test."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -44,8 +45,17 @@ def test_phases_count_own_and_child_cpu_and_the_report_sums_files():
     reporter = SimpleNamespace(write_line=lines.append, section=lambda title: lines.append(title))
     cost.pytest_terminal_summary(reporter)
     assert lines[0].startswith("CPU time: ") and lines[0].endswith("the 15 costliest")
-    files = lines[lines.index("by file:") + 1 :]
+    idle_at = next(i for i, line in enumerate(lines) if line.startswith("idle CPU"))
+    files = lines[lines.index("by file:") + 1 : idle_at]
     totals = {line.split()[1]: float(line.split()[0].rstrip("s")) for line in files}
     assert set(totals) == {"tests/a.py", "tests/b.py"}
     assert list(totals.values()) == sorted(totals.values(), reverse=True)
     assert totals["tests/b.py"] >= 0.29  # the call and the teardown together
+    # The idle CPU during each test: in seconds (not clock ticks), at most every core's for
+    # the test's wall time, whatever else the machine runs.
+    assert set(cost.idle) == {"tests/a.py::test_own", "tests/b.py::test_child"}
+    assert cost.idle["tests/b.py::test_child"][1] >= 0.29  # its call's and teardown's wall time
+    for nodeid, (seconds, wall) in cost.idle.items():
+        assert 0 <= seconds <= wall * os.cpu_count() + 0.05, (nodeid, seconds, wall)
+    idle_lines = lines[idle_at + 1 :]
+    assert len(idle_lines) == 2 and all(" idle in " in line for line in idle_lines), idle_lines
