@@ -1,5 +1,5 @@
 """project_python: the project's own Python that its classic wheel leaves out (the file lists
-of raytracing 2932926 and BEVDepth d78c7b5 and their wheels, cut down)."""
+of raytracing 2932926, BEVDepth d78c7b5 and Pointcept's pointops and their wheels, cut down)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,33 @@ def test_a_wheel_with_the_package_or_a_folder_that_is_no_package_is_left_alone()
     # scripts/ and a folder of Python with no __init__.py and nothing in the wheel: not a
     # package a user imports
     assert left_out_packages(["setup.py", "utils/plot.py", "scripts/x.py"], ["_C.so"]) == []
+
+
+# Pointcept's libs/pointops: its setup.py ships functions/ as the package pointops
+# (package_dir), and its src/ holds the C++ sources beside an empty __init__.py.
+POINTOPS = [
+    "setup.py",
+    "__init__.py",
+    "functions/__init__.py",
+    "functions/query.py",
+    "functions/utils.py",
+    "src/__init__.py",
+]
+POINTOPS_WHEEL = [
+    "pointops/__init__.py",
+    "pointops/query.py",
+    "pointops/utils.py",
+    "pointops/_C.cpython-311-x86_64-linux-gnu.so",
+]
+
+
+def test_a_folder_shipped_under_another_name_or_with_no_code_is_left_alone():
+    empty = frozenset({"src/__init__.py"})
+    assert left_out_packages(POINTOPS, POINTOPS_WHEEL, empty) == []
+    # the same src/ with code in it, and functions/ with a module the wheel lacks: both named
+    assert left_out_packages(POINTOPS, POINTOPS_WHEEL) == ["src"]
+    more = [*POINTOPS, "functions/sampling.py"]
+    assert left_out_packages(more, POINTOPS_WHEEL, empty) == ["functions"]
 
 
 def test_a_project_built_by_another_backend_is_left_alone():

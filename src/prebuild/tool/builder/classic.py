@@ -669,9 +669,10 @@ class ClassicBuilder:
                 notes = (first_use.note(), *notes)
             elif self.first_use_code:  # asked for, and it made nothing: said
                 notes = (f"--first-use made nothing: {'; '.join(first_use.problems())}", *notes)
-            python = [str(f.relative_to(project)) for f in source_files(project, (".py",))]
+            files = {str(f.relative_to(project)): f for f in source_files(project, (".py",))}
+            empty = frozenset(name for name, f in files.items() if not f.stat().st_size)
             with zipfile.ZipFile(built) as zf:
-                if left_out := left_out_packages(python, zf.namelist()):
+                if left_out := left_out_packages([*files], zf.namelist(), empty):
                     notes = (*notes, left_out_note(left_out))
             symbols = wheel_symbols(built)
             undefined = {name: needs for name, (_, needs) in symbols.items()}

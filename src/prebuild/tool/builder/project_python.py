@@ -19,29 +19,47 @@ NOT_PACKAGES = frozenset(
 )  # fmt: skip
 
 
-def left_out_packages(project_files: list[str], wheel_files: list[str]) -> list[str]:
+def left_out_packages(
+    project_files: list[str], wheel_files: list[str], empty: frozenset[str] = frozenset()
+) -> list[str]:
     """Pure: the project's top-level folders of Python (``project_files``: its files, relative
     paths) of which the wheel (``wheel_files``: its names) holds no Python file, where the
     folder is a package (``__init__.py``) or the wheel holds other files of it (BEVDepth's
     extensions under ``bevdepth/ops/``); sorted. Only a setup.py's: another backend's wheel
     holds what its configuration names (scikit-build-core's ``wheel.packages``: xlstm's
-    ``experiments/`` is scripts, left out as meant)."""
+    ``experiments/`` is scripts, left out as meant). A folder whose Python the wheel holds
+    under another name is shipped (``package_dir={"pointops": "functions"}``, Pointcept's),
+    and one whose Python files are all ``empty`` (a bare ``src/__init__.py`` beside C++
+    sources) holds no code to leave out."""
     if "setup.py" not in project_files:
         return []
     shipped = {PurePosixPath(n).parts[0] for n in wheel_files if n.endswith(".py")}
     in_wheel = {PurePosixPath(n).parts[0] for n in wheel_files if "/" in n}
-    python = {
-        parts[0]
-        for parts in (PurePosixPath(f).parts for f in project_files)
-        if len(parts) > 1 and parts[-1].endswith(".py") and not parts[0].startswith(".")
-    }
+    python: dict[str, set[str]] = {}  # folder -> its Python files' paths inside it
+    for f in project_files:
+        parts = PurePosixPath(f).parts
+        if len(parts) > 1 and parts[-1].endswith(".py") and not parts[0].startswith("."):
+            python.setdefault(parts[0], set()).add("/".join(parts[1:]))
+    wheel_python: dict[str, set[str]] = {}
+    for n in wheel_files:
+        parts = PurePosixPath(n).parts
+        if len(parts) > 1 and n.endswith(".py"):
+            wheel_python.setdefault(parts[0], set()).add("/".join(parts[1:]))
     packages = {
         f.split("/")[0] for f in project_files if f.count("/") == 1 and f.endswith("/__init__.py")
     }
+
+    def renamed(folder: str) -> bool:  # by its modules: every package has an __init__.py
+        modules = python[folder] - {"__init__.py"}
+        return bool(modules) and any(modules <= held for held in wheel_python.values())
+
+    def code(folder: str) -> bool:
+        return any(f"{folder}/{f}" not in empty for f in python[folder])
+
     return sorted(
         folder
-        for folder in python - shipped - NOT_PACKAGES
-        if folder in packages or folder in in_wheel
+        for folder in python.keys() - shipped - NOT_PACKAGES
+        if (folder in packages or folder in in_wheel) and code(folder) and not renamed(folder)
     )
 
 
