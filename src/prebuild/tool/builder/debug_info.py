@@ -56,14 +56,12 @@ class Stripped:
         if self.left_out:
             calls = "compile" if self.left_out == 1 else "compiles"
             said.append(
-                f"left out of {self.left_out} C++ {calls} asking for it (-g0 after setuptools' "
-                "-g, Python's own), a third less compile time"
+                # their -g is Python's own (setuptools passes its flags) or the project's
+                f"left out of {self.left_out} C++ {calls} asking for it (-g0 after their -g), "
+                "a third less compile time"
             )
         if self.before != self.after:
-            said.append(
-                f"stripped from its libraries ({_mb(self.before)} -> {_mb(self.after)}; "
-                "setuptools compiles with Python's own -g)"
-            )
+            said.append(f"stripped from its libraries ({_mb(self.before)} -> {_mb(self.after)})")
         if not said:
             return ""
         return (

@@ -136,8 +136,8 @@ def wheel(
     strip: bool = typer.Option(
         True,
         "--strip/--no-strip",
-        help="Leave debug information out of a classic project's C++ compiles (-g0 after "
-        "setuptools' -g, Python's own: a third less compile time) and strip its libraries of "
+        help="Leave debug information out of a classic project's C++ compiles (-g0 after the "
+        "-g of Python's flags or the project's: a third less compile time) and strip its libraries of "
         "what is left (strip --strip-debug); symbols and code stay. --no-strip: keep it, for "
         "a debugger.",
     ),
