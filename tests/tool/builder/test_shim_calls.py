@@ -162,3 +162,39 @@ def test_host_compiles_given_g0_are_counted():
         CompilerCall(("-g", "a.o", "-shared"), ("-g", "a.o", "-shared")),  # a link
     ]
     assert debug_left_out_calls(host) == 1
+
+
+# ninja's first failed step of flownet2's correlation_package (bce69c8) with a planted error,
+# cut: its build.ninja's command asks nvcc for sm_50 to sm_70 itself.
+NVCC = (
+    "/usr/local/bin/nvcc -I/v/torch/include -c -c /p/correlation_cuda_kernel.cu -o "
+    "/w/build/temp/correlation_cuda_kernel.o -gencode arch=compute_50,code=sm_50 "
+    "-gencode arch=compute_70,code=sm_70 -std=c++11"
+)
+FLOWNET2_FAILED = f"""[1/2] c++ -c correlation_cuda.cc
+FAILED: /w/build/temp/correlation_cuda_kernel.o
+{NVCC}
+/p/correlation_cuda_kernel.cu(10): error: identifier "undefined_thing" is undefined
+ninja: build stopped: subcommand failed.
+"""
+
+
+def test_a_failed_nvcc_command_asking_for_other_archs_is_said_to_have_run_for_the_wheel_s():
+    from prebuild.tool.builder.build_log import failed_command
+    from prebuild.tool.builder.shim_calls import failed_call_archs_note
+
+    command = failed_command(FLOWNET2_FAILED)
+    assert command == NVCC
+    note = failed_call_archs_note(command, A("sm_90"), "/w/cu130.sm90/nvcc-calls.jsonl")
+    assert note == (
+        "The failed command above is the project's as its build wrote it; prebuild's nvcc ran "
+        "it for sm_90, not for the sm_50, sm_70 it names (each call as run: "
+        "/w/cu130.sm90/nvcc-calls.jsonl)."
+    )
+    # nothing to say: the wheel's own archs, a host compile, no failed step
+    own = command.replace("compute_50,code=sm_50", "compute_90,code=sm_90")
+    own = own.replace(" -gencode arch=compute_70,code=sm_70", "")
+    assert failed_call_archs_note(own, A("sm_90"), "x") == ""
+    assert failed_call_archs_note("c++ -c a.cpp -march=x86-64", A("sm_90"), "x") == ""
+    assert failed_command("[1/1] c++ -c a.cpp\nninja: no work to do.\n") == ""
+    assert failed_call_archs_note("", A("sm_90"), "x") == ""

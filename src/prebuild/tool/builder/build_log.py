@@ -86,6 +86,13 @@ def compiler_errors(log: str, limit: int = 8000) -> str:
     return f"{shown}\n\n{also}".rstrip() if also else shown
 
 
+def failed_command(log: str) -> str:
+    """Pure: the command of ninja's first failed step in ``log`` (the line after ``FAILED:``,
+    as the project's build wrote it into build.ninja); "" where no step failed."""
+    start = log.find("FAILED:")
+    return log[start:].split("\n", 2)[1].strip() if start >= 0 and "\n" in log[start:] else ""
+
+
 def _further_failures(steps: str, most: int = 5) -> str:
     """Pure: a line for each failed ninja step after the first in ``steps`` (what ninja printed
     from the first ``FAILED:`` on): its object and its first compiler error; "" for none."""

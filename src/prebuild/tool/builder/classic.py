@@ -64,6 +64,7 @@ from prebuild.tool.builder.base import (
 from prebuild.tool.builder.build_log import (
     backend_failure,
     compiler_errors,
+    failed_command,
     log_since,
     log_size,
     setup_py_line,
@@ -143,6 +144,7 @@ from prebuild.tool.builder.relabel import (
 )
 from prebuild.tool.builder.shim_calls import (
     debug_left_out_calls,
+    failed_call_archs_note,
     is_device_linked,
     raised_standards,
     shim_notes,
@@ -1165,6 +1167,9 @@ class ClassicBuilder:
             killed_compiler_advice(text, int(env.get("MAX_JOBS", "1"))),
             environment_hints(text),
             setup_option_hint(text, self.command(archs)),
+            failed_call_archs_note(
+                failed_command(text), archs, str(build_log.parent / "nvcc-calls.jsonl")
+            ),
         ]
         return BuildError(
             f"{what} (full log: {build_log}):\n{compiler_errors(text)}"

@@ -5,6 +5,7 @@ calls they logged, as given and as run): the C++ standards raised or kept, the a
 from __future__ import annotations
 
 import re
+import shlex
 from collections import Counter
 
 from prebuild.runtime.arch import Arch
@@ -25,6 +26,27 @@ from prebuild.tool.builder.torch_abi import old_abi_calls
 # What raised_standards counts for calls that asked for no standard, and were given torch's
 # (a compile of torch's headers: nvcc_shim.std_for_torch).
 NO_STD = "default"
+
+
+def failed_call_archs_note(command: str, wheel: tuple[Arch, ...], calls_log: str) -> str:
+    """Pure: where the failed step's ``command`` (ninja's, as the project's build wrote it)
+    asks nvcc for archs that are not the ``wheel``'s, that it ran for the wheel's (a reader of
+    flownet2's ``FAILED:`` line saw ``-gencode arch=compute_50,...`` and no sm_90); "" else.
+    ``calls_log``: the file where each call is logged as run."""
+    try:
+        words = tuple(shlex.split(command))
+    except ValueError:
+        return ""
+    if not words or "nvcc" not in words[0]:
+        return ""
+    asked, _ = replaced_archs([CompilerCall(words, words)], wheel)
+    if not asked:
+        return ""
+    own = ", ".join(a.sm for a in wheel)
+    return (
+        f"The failed command above is the project's as its build wrote it; prebuild's nvcc ran "
+        f"it for {own}, not for the {', '.join(asked)} it names (each call as run: {calls_log})."
+    )
 
 
 def raised_standards(calls: list[CompilerCall]) -> tuple[tuple[str, int], ...]:
