@@ -221,6 +221,11 @@ def test_wheel_progress_in_a_log_is_a_line_per_phase_and_a_heartbeat():
     assert (
         line.where() == "compiling (the project's own build), [5/20] correlation_kernel.cu failed"
     )
+    # a build running ninja once per extension (PyG's): each counts from 1, the steps in all too
+    line.step(1, 2, "torch_cluster._grid_cpu: csrc/grid.cpp")
+    assert line.where().endswith(
+        "[1/2] torch_cluster._grid_cpu: csrc/grid.cpp done, 2 steps done in all"
+    )
     # a phase that began just before the heartbeat is not said again by it
     line.finished = False
     line.phase("writing the wheel")

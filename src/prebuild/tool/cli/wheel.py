@@ -429,6 +429,7 @@ class _WheelLine:
     plain: bool = False
     phase_text: str = ""
     step_text: str = ""
+    steps: int = 0  # ninja's steps done, in every ninja run of the build (one per extension)
     started: float = field(default_factory=time.monotonic)
     finished: bool = False
     said: tuple[str, float] = ("", 0.0)  # the last text said, and when
@@ -460,7 +461,12 @@ class _WheelLine:
         # ninja says a step as it finishes (a live line naming it would read as compiling it);
         # a build without ninja is counted as each compile starts
         ended = "failed" if failed else "done"
-        self.step_text = f"[{done}/{total}] {what} {ended}" if total else f"[{done}/?] {what}"
+        self.steps += bool(total) and not failed
+        # PyG's setup.py runs ninja once per extension (torch-cluster: 18), each counting from 1
+        in_all = f", {self.steps} steps done in all" if total and self.steps > done else ""
+        self.step_text = (
+            f"[{done}/{total}] {what} {ended}{in_all}" if total else f"[{done}/?] {what}"
+        )
         self.progress.update(
             self.task, completed=done, total=total or None, step=escape(self.step_text[-50:])
         )
