@@ -211,7 +211,7 @@ def record_outcome(report) -> None:
     Path(path).write_text(json.dumps(outcomes, indent=1))
 
 
-def test_outcome(nodeid: str, timeout: float) -> tuple[str, str]:
+def outcome_in_job(nodeid: str, timeout: float) -> tuple[str, str]:
     """The outcome of the in_background test ``nodeid`` in the tests job ("passed", "failed",
     "skipped") and its text, once the job is done. A test the job did not report (it failed
     to collect, or stopped) failed, with the end of the job's output."""

@@ -212,7 +212,7 @@ class InJobTest(pytest.Item):
         self.test_fixtures = tuple(test.fixturenames)  # the venvs the job needs made
 
     def runtest(self) -> None:
-        outcome, text = background.test_outcome(self.nodeid, timeout=3600)
+        outcome, text = background.outcome_in_job(self.nodeid, timeout=3600)
         if outcome == "skipped":
             pytest.skip(text)
         if outcome == "failed":
