@@ -585,6 +585,40 @@ def test_a_failed_build_whose_log_shows_a_mendable_break_is_mended_and_built_aga
     assert builder.unmended_advice(log) == ""  # mends on: nothing to tell
 
 
+def test_a_build_run_again_says_why_and_starts_its_progress_afresh(tmp_path, monkeypatch):
+    """run_build: a build that failed in a way a change mends (rebuild_reason) is said, and
+    its progress starts a new phase: the steps said are the new run's, not the failed one's."""
+    from types import SimpleNamespace
+
+    from prebuild.tool.builder.classic import ClassicBuilder, _CallLogs
+
+    project = tmp_path / "project"
+    write(project, "setup.py", "")
+    builder = ClassicBuilder(project, SimpleNamespace(nvcc=None), tmp_path / "work")
+    runs: list[dict] = []
+
+    def project_build(env, build_log, out, sass, progress):
+        runs.append(env)
+        if len(runs) == 1:
+            raise BuildError("csrc/a.cu(1): error: the first run's")
+        return out / "x-1-cp311-cp311-linux_x86_64.whl"
+
+    reason = "its code meets APIs that were removed, ...: built again"
+    monkeypatch.setattr(builder, "project_build", project_build)
+    monkeypatch.setattr(builder, "rebuild_reason", lambda *args: reason)
+    monkeypatch.setattr(builder, "site_env", lambda sass, env: {})
+    said: list[tuple[str, str]] = []
+    progress = SimpleNamespace(
+        note=lambda text: said.append(("note", text)),
+        phase=lambda text: said.append(("phase", text)),
+    )
+    log, logs = tmp_path / "build.log", _CallLogs(tmp_path / "n.jsonl", tmp_path / "c.jsonl")
+    run = builder.run_build({}, log, tmp_path / "out", A("sm_90"), logs, 0, progress)
+    assert run.built.name == "x-1-cp311-cp311-linux_x86_64.whl" and len(runs) == 2
+    assert said == [("note", reason), ("phase", "compiling again (the project's own build)")]
+    assert f"==== prebuild: {reason}" in log.read_text()
+
+
 def test_a_build_going_on_from_kept_objects_makes_the_earlier_mends_again(tmp_path):
     """The copy is made afresh each run and the objects kept: ninja, seeing the project's file
     as old as before, keeps the object compiled from the mended text, so the same mends are

@@ -887,6 +887,9 @@ class ClassicBuilder:
                         message += f"\n\n{mended_note(self.source_changes)}"
                     raise BuildError(message, log=error.log) from exc
                 progress.note(again)
+                # the steps said so far are the failed run's (a line still naming its failed
+                # step while the mended copy compiled: curobo)
+                progress.phase("compiling again (the project's own build)")
                 with open(build_log, "a", encoding="utf-8") as f:
                     f.write(f"\n==== prebuild: {again}\n\n")
         run.installed = env_writes.installed_since(sites_before)

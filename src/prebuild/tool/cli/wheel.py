@@ -429,7 +429,7 @@ class _WheelLine:
     plain: bool = False
     phase_text: str = ""
     step_text: str = ""
-    steps: int = 0  # ninja's steps done, in every ninja run of the build (one per extension)
+    steps: int = 0  # ninja's steps done in this phase, in every ninja run (one per extension)
     started: float = field(default_factory=time.monotonic)
     finished: bool = False
     said: tuple[str, float] = ("", 0.0)  # the last text said, and when
@@ -452,7 +452,7 @@ class _WheelLine:
         return ", ".join(t for t in (self.phase_text, self.step_text) if t) or "starting"
 
     def phase(self, text: str) -> None:
-        self.phase_text, self.step_text = text, ""
+        self.phase_text, self.step_text, self.steps = text, "", 0
         if self.plain or text.startswith("waiting"):  # waiting: said once, not only in the line
             self.say(text)
         self.progress.update(self.task, phase=escape(text), step="")
