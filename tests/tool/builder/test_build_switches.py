@@ -44,6 +44,12 @@ def test_the_variables_a_setup_py_reads_to_decide_what_it_compiles():
         'again = os.getenv("FORCE_CUDA")\n'
     )
     assert build_variables(text) == ["FORCE_CUDA", "BUILD_NO_CUDA", "WITH_CUDA"]
+    # curobo 0.8 (a35a708) builds its extensions at install time only with CUROBO_USE_PYBIND=1
+    curobo = 'USE_PYBIND = os.environ.get("CUROBO_USE_PYBIND", "0") == "1"\n'
+    assert build_variables(curobo + 'ninja = os.getenv("USE_NINJA")\n') == ["CUROBO_USE_PYBIND"]
+    command = "prebuild wheel --arch sm_90 ./curobo"
+    said = switches_advice("nvidia-curobo", ["CUROBO_USE_PYBIND"], command, {}, curobo)
+    assert said.endswith(f"CUROBO_USE_PYBIND=1 {command}"), said
 
 
 def test_advice_names_a_known_projects_switches_or_what_its_setup_py_reads():

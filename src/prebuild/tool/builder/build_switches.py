@@ -22,7 +22,8 @@ _READ = re.compile(
     r"""(?:environ\s*(?:\.get\s*\(|\[)|getenv\s*\(|\b\w*env\w*\s*\()\s*['"]([A-Z][A-Z0-9_]{2,})['"]\s*(?P<after>\S?)"""
 )
 # A variable that decides what is compiled (not a version string, a path or a verbosity).
-_BUILD_WORDS = re.compile(r"BUILD|CUDA|OPS|EXT|COMPILE|ACCELERATOR|WITH_|FORCE|SKIP")
+# (curobo 0.8's CUROBO_USE_PYBIND=1 builds its extensions at install time; it JIT-compiles else)
+_BUILD_WORDS = re.compile(r"BUILD|CUDA|OPS|EXT|COMPILE|ACCELERATOR|WITH_|FORCE|SKIP|USE_")
 _NOT_SWITCH_ENDINGS = ("STRING", "VERSION", "_DIR", "_PATH", "_HOME")  # values, not switches
 _NOT_SWITCHES = {
     "CUDA_HOME",
@@ -30,6 +31,7 @@ _NOT_SWITCHES = {
     "TORCH_CUDA_ARCH_LIST",
     "MAX_JOBS",
     "CUDA_VISIBLE_DEVICES",
+    "USE_NINJA",  # how it compiles, not what
 }
 
 
