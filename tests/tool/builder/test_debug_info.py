@@ -41,11 +41,12 @@ def test_a_wheel_without_debug_sections_is_the_wheel_given(tmp_path):
     assert Stripped(wheel).note() == ""
     # compiled without it by the shim: said, with what was still stripped where there was some
     assert Stripped(wheel, left_out=3).note() == (
-        "debug information left out of 3 C++ compiles asking for it (-g0 after their -g), a "
-        "third less compile time: symbols and code are as built, --no-strip keeps it"
+        "debug information left out of 3 compiles asking for it (-g0 after a C++ compile's -g, "
+        "nvcc's -g dropped), a third less compile time: symbols and code are as built, "
+        "--no-strip keeps it"
     )
     both = Stripped(wheel, 2_000_000, 500_000, left_out=1).note()
-    assert both.startswith("debug information left out of 1 C++ compile asking for it (")
+    assert both.startswith("debug information left out of 1 compile asking for it (")
     assert "and stripped from its libraries (2.0 MB -> 0.5 MB): " in both
     assert not (tmp_path / "out").exists()
     assert debug_bytes(b"not ELF") == 0

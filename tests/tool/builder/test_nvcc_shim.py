@@ -416,7 +416,8 @@ def test_a_host_compile_asking_for_debug_information_gets_g0_last():
 def test_the_host_compiler_leaves_debug_information_out_only_where_told(tmp_path):
     """As the build's $CXX with PREBUILD_NVCC_NO_DEBUG=1 (a wheel that strips it): Python's -g
     is followed by -g0, logged as run, and a compile failing with it is not run again without
-    it (it is not the raised standard); unset (--no-strip), and as nvcc, the call is as asked."""
+    it (it is not the raised standard); unset (--no-strip), the call is as asked; as nvcc, its
+    own -g is dropped instead."""
     fake = recording_compiler(tmp_path / "c++")
     log = tmp_path / "cxx.jsonl"
     env = {k: v for k, v in os.environ.items() if k != SHIM_ENV_GENCODE}
@@ -436,9 +437,27 @@ def test_the_host_compiler_leaves_debug_information_out_only_where_told(tmp_path
     log.unlink()
     assert subprocess.run([*shim, *given], env={**env, SHIM_ENV_NO_DEBUG: ""}).returncode == 0
     assert (tmp_path / "called").read_text().split() == given
+    # as nvcc: its own -g (the host code's debug information) dropped, no -g0 added
     as_nvcc = nvcc_env(fake, log, **{SHIM_ENV_NO_DEBUG: "1"})
-    assert subprocess.run([*shim, *given], env=as_nvcc).returncode == 0
-    assert "-g0" not in (tmp_path / "called").read_text().split()
+    cu = ["-g", "-O3", "-c", "k.cu", "-o", "k.o"]
+    assert subprocess.run([*shim, *cu], env=as_nvcc).returncode == 0
+    called = (tmp_path / "called").read_text().split()
+    assert "k.cu" in called and "-g" not in called and "-g0" not in called, called
+
+
+def test_an_nvcc_compile_asking_for_host_debug_information_runs_without_it():
+    from prebuild.tool.builder.nvcc_shim import nvcc_without_debug_info
+
+    for debug in ("-g", "--debug"):
+        assert nvcc_without_debug_info(["-O3", debug, "-c", "k.cu"]) == ["-O3", "-c", "k.cu"]
+    for unchanged in (
+        ["-G", "-c", "k.cu"],  # the device code's: it changes the code
+        ["-Xcompiler", "-g", "-c", "k.cu"],  # the host compiler's flag, as given
+        ["--compiler-options", "-g", "-c", "k.cu"],
+        ["-g", "-dlink", "a.o", "-o", "dlink.o"],  # not a compile
+        ["-lineinfo", "-c", "k.cu"],
+    ):
+        assert nvcc_without_debug_info(unchanged) == unchanged
 
 
 def test_a_call_asking_for_an_arch_specific_variant_keeps_it_for_that_arch():

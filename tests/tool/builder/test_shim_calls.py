@@ -152,7 +152,7 @@ def test_calls_compiled_as_asked_after_the_raised_standard_failed_are_a_note():
     )
 
 
-def test_host_compiles_given_g0_are_counted():
+def test_compiles_run_without_the_debug_information_they_asked_for_are_counted():
     from prebuild.tool.builder.shim_calls import debug_left_out_calls
 
     host = [
@@ -162,6 +162,12 @@ def test_host_compiles_given_g0_are_counted():
         CompilerCall(("-g", "a.o", "-shared"), ("-g", "a.o", "-shared")),  # a link
     ]
     assert debug_left_out_calls(host) == 1
+    nvcc = [
+        CompilerCall(("-g", "-c", "k.cu"), ("-c", "k.cu", "-gencode=arch=compute_90,code=sm_90")),
+        CompilerCall(("-g", "-c", "j.cu"), ("-g", "-c", "j.cu")),  # --no-strip
+        CompilerCall(("-Xcompiler", "-g", "-c", "x.cu"), ("-Xcompiler", "-g", "-c", "x.cu")),
+    ]
+    assert debug_left_out_calls([*host, *nvcc]) == 2
 
 
 # ninja's first failed step of flownet2's correlation_package (bce69c8) with a planted error,

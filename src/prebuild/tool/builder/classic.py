@@ -663,8 +663,9 @@ class ClassicBuilder:
             built, libraries, system, copied, notes = self.system_libraries(
                 built, libraries, needed, progress
             )
-            # the objects' compiles given -g0 (kept ones too; none with --no-strip)
-            stripped = replace(stripped, left_out=debug_left_out_calls([*host_calls.values()]))
+            # the objects' compiles run without it (kept ones too; none with --no-strip)
+            left_out = debug_left_out_calls([*host_calls.values(), *calls])
+            stripped = replace(stripped, left_out=left_out)
             if note := stripped.note():
                 notes = (*notes, note)
             if first_use.libraries:
@@ -803,6 +804,7 @@ class ClassicBuilder:
             self.launcher,
             flags.classic_compress_flags(self.compress, self.nvcc.version),
             self.toolchain.cxx11_abi,
+            no_debug=self.strip,
         )
         max_jobs = self.jobs or flags.parallel_jobs(
             cpu_count(), available_memory_bytes(), CLASSIC_MEMORY_PER_JOB

@@ -242,10 +242,12 @@ def write_nvcc_script(
     launcher: Path | None = None,
     compression: Sequence[str] = (),
     cxx11_abi: str = "",
+    no_debug: bool = False,
 ) -> Path:
     """``shim/bin/nvcc``: the nvcc shim with these settings, calling ``nvcc`` (the one the user
     reaches, wrapper or not), through ``launcher`` (the compile cache's) when given, with
-    ``compression`` (flags.classic_compress_flags) added to each call."""
+    ``compression`` (flags.classic_compress_flags) added to each call; with ``no_debug``, a
+    compile's -g (its host code's debug information) is dropped."""
     linker = shim / DEVICE_LINK_TOOLKIT / "bin" / "nvcc"
     settings = {
         SHIM_ENV_REAL: shlex.join([str(nvcc)]),
@@ -256,6 +258,7 @@ def write_nvcc_script(
         SHIM_ENV_CXX11_ABI: cxx11_abi,
         SHIM_ENV_LAUNCHER: shlex.join([str(launcher)]) if launcher else "",
         SHIM_ENV_DEVICE_LINK: shlex.join([str(linker)]) if linker.exists() else "",
+        SHIM_ENV_NO_DEBUG: "1" if no_debug else "",
     }
     return _write_shim_script(shim / "bin" / "nvcc", settings)
 

@@ -57,8 +57,8 @@ class Stripped:
             calls = "compile" if self.left_out == 1 else "compiles"
             said.append(
                 # their -g is Python's own (setuptools passes its flags) or the project's
-                f"left out of {self.left_out} C++ {calls} asking for it (-g0 after their -g), "
-                "a third less compile time"
+                f"left out of {self.left_out} {calls} asking for it (-g0 after a C++ compile's "
+                "-g, nvcc's -g dropped), a third less compile time"
             )
         if self.before != self.after:
             said.append(f"stripped from its libraries ({_mb(self.before)} -> {_mb(self.after)})")

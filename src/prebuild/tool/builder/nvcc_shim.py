@@ -66,7 +66,8 @@ SHIM_ENV_CXX11_ABI = "PREBUILD_NVCC_CXX11_ABI"
 # "1": a host compile asking for debug information (Python's own -g, which setuptools passes)
 # gets -g0 after it: the wheel's libraries are stripped of it (debug_info.py), and torch's
 # headers compile in about two thirds of the time without it (35.5 against 22.9 s of CPU for a
-# torch/extension.h file, 2.1 against 1.7 GB, 2026-12-07). Unset or "": as asked (--no-strip).
+# torch/extension.h file, 2.1 against 1.7 GB, 2026-12-07); an nvcc compile's -g (its host
+# code's debug information, quip-sharp's) is dropped. Unset or "": as asked (--no-strip).
 SHIM_ENV_NO_DEBUG = "PREBUILD_NVCC_NO_DEBUG"
 # The nvcc that runs device links ("-dlink"), where the real one's nvlink cannot find libnvvm
 # (cuda_shim.device_link_toolkit), shell words; "" or unset: the real one.
@@ -257,6 +258,24 @@ def without_debug_info(args: list[str]) -> list[str]:
     return [*args, "-g0"]
 
 
+# nvcc's option for its host code's debug information (-G, the device code's, changes the code
+# it generates: kept), and the options whose value, the next argument, is another tool's flags.
+NVCC_DEBUG_OPTIONS = ("-g", "--debug")
+_PASSES_ON = re.compile(r"-X\w+|--\w+-options")
+
+
+def nvcc_without_debug_info(args: list[str]) -> list[str]:
+    """Pure: an nvcc compile without its own ``-g`` (the host code's debug information, which
+    changes no code), the rest unchanged (``-Xcompiler -g`` is the host compiler's: kept)."""
+    if not is_compile(args):
+        return list(args)
+    return [
+        arg
+        for i, arg in enumerate(args)
+        if arg not in NVCC_DEBUG_OPTIONS or (i and _PASSES_ON.fullmatch(args[i - 1]))
+    ]
+
+
 def is_device_link(args: list[str] | tuple[str, ...]) -> bool:
     """A device link (``-dlink``): nvlink runs, and loads libnvvm for ``-dlto``."""
     return any(a in DEVICE_LINK_OPTIONS for a in args)
@@ -367,8 +386,8 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.pop(name, None)
     given = rewrite_args(args, json.loads(gencode)) if gencode is not None else args
     given = add_compression(given, json.loads(os.environ.get(SHIM_ENV_COMPRESS) or "[]"))
-    if gencode is None and os.environ.get(SHIM_ENV_NO_DEBUG) == "1":
-        given = without_debug_info(given)  # as drop_native: not undone where a compile fails
+    if os.environ.get(SHIM_ENV_NO_DEBUG) == "1":  # as drop_native: not undone if a compile fails
+        given = without_debug_info(given) if gencode is None else nvcc_without_debug_info(given)
     as_asked = [*real, *drop_native(given)]
     minimum = os.environ.get(SHIM_ENV_MIN_STD)
     torch_std = std_for_torch(drop_native(given), minimum, host=gencode is None)

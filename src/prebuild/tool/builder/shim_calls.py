@@ -16,6 +16,7 @@ from prebuild.tool.builder.nvcc_shim import (
     is_compile,
     is_device_link,
     is_query,
+    nvcc_without_debug_info,
     option_values,
     requested_std,
     std_year,
@@ -99,11 +100,17 @@ def replaced_archs(calls: list[CompilerCall], wheel: tuple[Arch, ...]) -> tuple[
 
 
 def debug_left_out_calls(calls: list[CompilerCall]) -> int:
-    """Pure: how many of the host compiler's ``calls`` asked for debug information and ran
-    with -g0 after it (nvcc_shim.without_debug_info)."""
-    return sum(
-        1 for c in calls if without_debug_info(list(c.given)) != list(c.given) and "-g0" in c.run
-    )
+    """Pure: how many compiles of ``calls`` (the host compiler's and nvcc's) asked for debug
+    information and ran without it: -g0 after it (nvcc_shim.without_debug_info), or nvcc's -g
+    dropped (nvcc_without_debug_info)."""
+
+    def left_out(c: CompilerCall) -> bool:
+        given, run = list(c.given), list(c.run)
+        host = without_debug_info(given) != given and "-g0" in run
+        nvcc = nvcc_without_debug_info(given) != given and nvcc_without_debug_info(run) == run
+        return host or nvcc
+
+    return sum(1 for c in calls if left_out(c))
 
 
 def shim_notes(

@@ -136,8 +136,9 @@ def wheel(
     strip: bool = typer.Option(
         True,
         "--strip/--no-strip",
-        help="Leave debug information out of a classic project's C++ compiles (-g0 after the "
-        "-g of Python's flags or the project's: a third less compile time) and strip its libraries of "
+        help="Leave debug information out of a classic project's compiles (-g0 after a C++ "
+        "compile's -g, Python's or the project's; nvcc's -g dropped: a third less compile time) "
+        "and strip its libraries of "
         "what is left (strip --strip-debug); symbols and code stay. --no-strip: keep it, for "
         "a debugger.",
     ),
