@@ -33,21 +33,9 @@ def left_out_packages(
     sources) holds no code to leave out."""
     if "setup.py" not in project_files:
         return []
-    shipped = {PurePosixPath(n).parts[0] for n in wheel_files if n.endswith(".py")}
+    python = _python_by_folder(project_files)
+    wheel_python = _python_by_folder(wheel_files)  # its folders holding Python: shipped
     in_wheel = {PurePosixPath(n).parts[0] for n in wheel_files if "/" in n}
-    python: dict[str, set[str]] = {}  # folder -> its Python files' paths inside it
-    for f in project_files:
-        parts = PurePosixPath(f).parts
-        if len(parts) > 1 and parts[-1].endswith(".py") and not parts[0].startswith("."):
-            python.setdefault(parts[0], set()).add("/".join(parts[1:]))
-    wheel_python: dict[str, set[str]] = {}
-    for n in wheel_files:
-        parts = PurePosixPath(n).parts
-        if len(parts) > 1 and n.endswith(".py"):
-            wheel_python.setdefault(parts[0], set()).add("/".join(parts[1:]))
-    packages = {
-        f.split("/")[0] for f in project_files if f.count("/") == 1 and f.endswith("/__init__.py")
-    }
 
     def renamed(folder: str) -> bool:  # by its modules: every package has an __init__.py
         modules = python[folder] - {"__init__.py"}
@@ -58,9 +46,22 @@ def left_out_packages(
 
     return sorted(
         folder
-        for folder in python.keys() - shipped - NOT_PACKAGES
-        if (folder in packages or folder in in_wheel) and code(folder) and not renamed(folder)
+        for folder in python.keys() - wheel_python.keys() - NOT_PACKAGES
+        if ("__init__.py" in python[folder] or folder in in_wheel)
+        and code(folder)
+        and not renamed(folder)
     )
+
+
+def _python_by_folder(files: list[str]) -> dict[str, set[str]]:
+    """Pure: each top-level folder (not a hidden one) of ``files`` holding Python, with its
+    Python files' paths inside it."""
+    python: dict[str, set[str]] = {}
+    for f in files:
+        parts = PurePosixPath(f).parts
+        if len(parts) > 1 and parts[-1].endswith(".py") and not parts[0].startswith("."):
+            python.setdefault(parts[0], set()).add("/".join(parts[1:]))
+    return python
 
 
 def left_out_note(folders: list[str]) -> str:
