@@ -700,12 +700,18 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(
 
 def test_relocatable_device_code_is_device_linked_for_the_arch_asked(cuda_torch_python, tmp_path):
     """rdc_ext (dlink=True, -rdc=true): its device link, which torch gives -dlto, runs where
-    nvlink finds libnvvm, for exactly the arch asked; the wheel holds that arch's SASS."""
+    nvlink finds libnvvm, for exactly the arch asked; the wheel holds that arch's SASS. Its
+    code imports the extension from its package (a build in place, CenterPoint's): said."""
     out = tmp_path / "dist"
     proc = prebuild_wheel(
         cuda_torch_python, "--arch", "sm_90", str(FIXTURES / "rdc_ext"), "--out", str(out)
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+    summary = " ".join(proc.stdout.split())
+    assert (
+        "the project's code imports rdc_ext_cuda from inside its package "
+        "(`rdc_ops.py: from . import rdc_ext_cuda`)" in summary
+    ), summary
     (wheel,) = out.glob("*.whl")
     manifest, _, libraries = wheel_contents(wheel)
     (name,) = libraries

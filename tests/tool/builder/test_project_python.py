@@ -1,9 +1,17 @@
 """project_python: the project's own Python that its classic wheel leaves out (the file lists
-of raytracing 2932926, BEVDepth d78c7b5 and Pointcept's pointops and their wheels, cut down)."""
+of raytracing 2932926, BEVDepth d78c7b5 and Pointcept's pointops and their wheels, cut down),
+and the extension its code imports from a package where the wheel installs it at the top level
+(CenterPoint e26ea57's det3d/ops/iou3d_nms, its import lines)."""
 
 from __future__ import annotations
 
-from prebuild.tool.builder.project_python import left_out_note, left_out_packages
+from prebuild.tool.builder.project_python import (
+    left_out_note,
+    left_out_packages,
+    package_import_note,
+    package_imports,
+    top_level_extensions,
+)
 
 RAYTRACING = ["setup.py", "raytracing/__init__.py", "raytracing/api.py", "tests/test_rt.py"]
 BEVDEPTH = [
@@ -69,3 +77,61 @@ def test_a_project_built_by_another_backend_is_left_alone():
     wheel = ["xlstm/__init__.py", "xlstm/_slstm.cpython-311-x86_64-linux-gnu.so"]
     assert left_out_packages(xlstm, wheel) == []
     assert left_out_packages(["setup.py", *xlstm], wheel) == ["experiments"]
+
+
+# CenterPoint's det3d/ops/iou3d_nms: a setup.py built in place (setup.sh runs build_ext
+# --inplace) naming its extension iou3d_nms_cuda, which the package's files import from it.
+CENTERPOINT = {
+    "__init__.py": "from det3d.ops.iou3d_nms import iou3d_nms_cuda\n",
+    "iou3d_nms_utils.py": "import torch\n\nfrom . import iou3d_nms_cuda\nimport numpy as np\n",
+    "setup.py": "setup(ext_modules=[CUDAExtension('iou3d_nms_cuda', ['src/iou3d.cpp'])])\n",
+}
+CENTERPOINT_WHEEL = [
+    "iou3d_nms_cuda.cpython-311-x86_64-linux-gnu.so",
+    "iou3d_nms-0.0.0.dist-info/RECORD",
+]
+
+
+def test_an_extension_the_code_imports_from_its_package_is_named_with_the_places():
+    modules = top_level_extensions(CENTERPOINT_WHEEL)
+    assert modules == {"iou3d_nms_cuda"}
+    found = package_imports(modules, CENTERPOINT)
+    assert found == {
+        "iou3d_nms_cuda": [
+            "__init__.py: from det3d.ops.iou3d_nms import iou3d_nms_cuda",
+            "iou3d_nms_utils.py: from . import iou3d_nms_cuda",
+        ]
+    }
+    note = package_import_note("iou3d_nms_cuda", found["iou3d_nms_cuda"])
+    assert (
+        "(`__init__.py: from det3d.ops.iou3d_nms import iou3d_nms_cuda`; `iou3d_nms_utils" in note
+    )
+    assert note.endswith("with the wheel installed, import it as `import iou3d_nms_cuda`")
+    # the other forms: a submodule of it, a dotted import
+    assert package_imports(modules, {"a.py": "from .iou3d_nms_cuda import nms\n"}) == {
+        "iou3d_nms_cuda": ["a.py: from .iou3d_nms_cuda import nms"]
+    }
+    assert package_imports(modules, {"a.py": "import det3d.iou3d_nms_cuda as ext\n"}) == {
+        "iou3d_nms_cuda": ["a.py: import det3d.iou3d_nms_cuda as ext"]
+    }
+
+
+def test_an_extension_imported_at_the_top_level_or_inside_its_package_is_left_alone():
+    modules = top_level_extensions(CENTERPOINT_WHEEL)
+    # GRNet's chamfer_dist: `import chamfer`; torch-ngp's raymarching: a fallback in a try
+    assert package_imports(modules, {"a.py": "import iou3d_nms_cuda\n"}) == {}
+    fallback = (
+        "try:\n    from . import iou3d_nms_cuda\nexcept ImportError:\n    import iou3d_nms_cuda\n"
+    )
+    assert package_imports(modules, {"a.py": fallback}) == {}
+    assert package_imports(modules, {"a.py": "from iou3d_nms_cuda import nms\n"}) == {}
+    # diff-gaussian-rasterization: its _C lives in its package in the wheel: not top-level
+    assert (
+        top_level_extensions(["diff_gaussian_rasterization/_C.cpython-311-x86_64-linux-gnu.so"])
+        == set()
+    )
+    # another module of the same name, a file that does not parse, a mere mention
+    assert (
+        package_imports(modules, {"a.py": "from . import other\n", "b.py": "iou3d_nms_cuda(\n"})
+        == {}
+    )

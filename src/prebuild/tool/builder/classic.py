@@ -133,7 +133,13 @@ from prebuild.tool.builder.nvcc_shim import (
 )
 from prebuild.tool.builder.plan import PlannedWheel
 from prebuild.tool.builder.project import SCM_VERSION_ENV, environment_hints, last_error
-from prebuild.tool.builder.project_python import left_out_note, left_out_packages
+from prebuild.tool.builder.project_python import (
+    left_out_note,
+    left_out_packages,
+    package_import_note,
+    package_imports,
+    top_level_extensions,
+)
 from prebuild.tool.builder.python_tag import (
     any_python_note,
 )
@@ -371,6 +377,12 @@ def native_sources(project: Path) -> dict[str, str]:
         str(path.relative_to(project)): path.read_text(encoding="utf-8", errors="replace")
         for path in source_files(project, NATIVE_SUFFIXES)
     }
+
+
+def python_sources(files: Mapping[str, Path]) -> dict[str, str]:
+    """The text of the project's Python files (its path -> text) of at most 1 MiB (bigger
+    ones are data, not the code that imports an extension)."""
+    return {name: _text(f) for name, f in files.items() if f.stat().st_size <= 1 << 20}
 
 
 # The mends made in a work folder's copy of the project, for a build that goes on from its
@@ -675,8 +687,13 @@ class ClassicBuilder:
             files = {str(f.relative_to(project)): f for f in source_files(project, (".py",))}
             empty = frozenset(name for name, f in files.items() if not f.stat().st_size)
             with zipfile.ZipFile(built) as zf:
-                if left_out := left_out_packages([*files], zf.namelist(), empty):
-                    notes = (*notes, left_out_note(left_out))
+                names = zf.namelist()
+            if left_out := left_out_packages([*files], names, empty):
+                notes = (*notes, left_out_note(left_out))
+            for module, places in package_imports(
+                top_level_extensions(names), python_sources(files)
+            ).items():
+                notes = (*notes, package_import_note(module, places))
             symbols = wheel_symbols(built)
             undefined = {name: needs for name, (_, needs) in symbols.items()}
             runs = [c.run for c in (*calls, *host_calls.values())]

@@ -4,12 +4,17 @@ A setup.py that lists ``ext_modules`` and no ``packages`` gets none (setuptools 
 packages by itself only where nothing is listed), and ``find_packages()`` skips a folder without
 ``__init__.py``: raytracing's wheel holds its extension and not ``raytracing/``, BEVDepth's its
 two extensions and none of ``bevdepth/``. The wheel builds and installs; ``import raytracing``
-fails on the user's machine. What the project's own ``pip wheel`` would leave out too, so it is
-said, not changed. Pure functions over file names.
+fails on the user's machine. And a setup.py built in place inside a larger package (CenterPoint's
+``det3d/ops/iou3d_nms``: ``build_ext --inplace``) names its extension ``iou3d_nms_cuda``, which
+its code imports from the package (``from . import iou3d_nms_cuda``): the wheel installs it at
+the top level, where that import does not look. What the project's own ``pip wheel`` would do
+too, so it is said, not changed. Pure functions over file names and sources.
 """
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Mapping
 from pathlib import PurePosixPath
 
 # Top-level folders of Python that are not what a user imports.
@@ -73,4 +78,69 @@ def left_out_note(folders: list[str]) -> str:
         "skips a folder without __init__.py), so importing it fails where the wheel is "
         "installed. The project's own pip wheel leaves it out too: its setup.py needs "
         "packages=find_packages() (or the package named)"
+    )
+
+
+def top_level_extensions(wheel_files: list[str]) -> frozenset[str]:
+    """Pure: the modules of the compiled libraries at the wheel's top level
+    (``iou3d_nms_cuda.cpython-311-x86_64-linux-gnu.so`` -> ``iou3d_nms_cuda``)."""
+    return frozenset(n.split(".")[0] for n in wheel_files if "/" not in n and n.endswith(".so"))
+
+
+def package_imports(modules: frozenset[str], sources: Mapping[str, str]) -> dict[str, list[str]]:
+    """Pure: of the wheel's top-level extension ``modules``, those the project's Python
+    (``sources``: relative path to text) imports only from inside a package (``from . import
+    m``, ``from det3d.ops.iou3d_nms import m``, ``import pkg.m``), each with the places
+    (``file: statement``); a module also imported at the top level anywhere (a fallback in a
+    ``try``) is left alone. Files that do not parse are skipped."""
+    inside: dict[str, list[str]] = {}
+    top: set[str] = set()
+    for name, text in sorted(sources.items()):
+        if not any(m in text for m in modules):
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            for module, packaged in _imported(node, modules):
+                if packaged:
+                    where = ast.get_source_segment(text, node) or module
+                    inside.setdefault(module, []).append(f"{name}: {where}")
+                else:
+                    top.add(module)
+    return {m: places for m, places in inside.items() if m not in top}
+
+
+def _imported(node: ast.AST, modules: frozenset[str]) -> list[tuple[str, bool]]:
+    """Pure: the ``modules`` an import statement names, each with whether it names it inside a
+    package (True) or at the top level (False)."""
+    if isinstance(node, ast.Import):
+        found = []
+        for alias in node.names:
+            parts = alias.name.split(".")
+            if parts[0] in modules:
+                found.append((parts[0], False))
+            elif parts[-1] in modules:
+                found.append((parts[-1], True))
+        return found
+    if isinstance(node, ast.ImportFrom):
+        head = (node.module or "").split(".")[0]
+        if node.level == 0 and head in modules:
+            return [(head, False)]
+        if node.level and head in modules:  # from .m import f
+            return [(head, True)]
+        return [(a.name, True) for a in node.names if a.name in modules]
+    return []
+
+
+def package_import_note(module: str, places: list[str]) -> str:
+    """Pure: what the wheel's summary says of a top-level extension the project's code imports
+    from inside a package (package_imports)."""
+    shown = "; ".join(f"`{p}`" for p in places[:3]) + ("; ..." if len(places) > 3 else "")
+    return (
+        f"the project's code imports {module} from inside its package ({shown}), where a build "
+        "in place (setup.py build_ext --inplace) puts it; the wheel installs it at the top "
+        f"level, as the project's own pip wheel would (its setup.py names it {module}), where "
+        f"that import does not look: with the wheel installed, import it as `import {module}`"
     )
