@@ -33,6 +33,8 @@ with the CUDA build of torch 2.14.1.
   AT_ASSERT with no `;`, its own lerp: written for torch 1.x, as ngp_pl's vren): mended in
   prebuild's copy, built, each change said and recorded, and its op runs; the fixture itself
   untouched.
+- undefined_ext (its binding calls a function from a source its setup.py does not compile):
+  its library, loaded beside torch before the wheel is written, fails: refused, naming it.
 
 Every build reaches nvcc as our machines do: through a wrapper script on PATH (not in a
 toolkit's bin/), with CUDA_HOME unset; plain_ext's binding includes CUDA headers
@@ -718,6 +720,22 @@ def test_relocatable_device_code_is_device_linked_for_the_arch_asked(cuda_torch_
     assert all_sass(library_code(libraries[name], name)) == ["sm_90"]
     (link,) = [c for c in manifest["nvcc_calls"] if "-dlink" in c["given"]]
     assert "-dlto" in link["run"] and "-gencode=arch=compute_90,code=sm_90" in link["run"]
+
+
+def test_a_library_needing_a_function_nobody_defines_is_refused(cuda_torch_python, tmp_path):
+    """undefined_ext links (a shared library may leave names to others) but cannot load: its
+    scale_by_two is in a source its setup.py leaves out. Tried beside torch, it is refused,
+    naming the library and the function; no wheel is written."""
+    out = tmp_path / "dist"
+    proc = prebuild_wheel(
+        cuda_torch_python, "--arch", "sm_90", str(FIXTURES / "undefined_ext"), "--out", str(out)
+    )
+    assert proc.returncode != 0
+    said = " ".join(proc.stderr.split())
+    assert "undefined_ext-0.1.0-cp311-cp311-linux_x86_64.whl would not load: " in said, said
+    assert "(undefined_ext/_native.cpython-311-x86_64-linux-gnu.so: `scale_by_two`)" in said
+    assert "a source its setup.py leaves out of the extension" in said
+    assert not list(out.glob("*.whl"))
 
 
 def test_a_kernel_asking_for_sm_90a_keeps_it_and_the_manifest_says_so(cuda_torch_python, tmp_path):

@@ -102,6 +102,7 @@ from prebuild.tool.builder.classic_messages import (
     kept_objects_error,
     no_extension_message,
     objects,
+    undefined_message,
     unresolved_message,
     variant_refusal,
 )
@@ -127,6 +128,7 @@ from prebuild.tool.builder.cuda_shim import (
 from prebuild.tool.builder.debug_info import Stripped, strip_wheel
 from prebuild.tool.builder.guard_files import guard_files
 from prebuild.tool.builder.jit_ahead import FirstUse, compile_first_use, with_first_use
+from prebuild.tool.builder.load_trial import load_failures, undefined_names
 from prebuild.tool.builder.nvcc_shim import (
     NVCC_ENV_FLAGS,
     is_query,
@@ -710,6 +712,11 @@ class ClassicBuilder:
                         len(runs),
                     )
                 )
+            progress.phase("loading its libraries beside torch")
+            if missing := undefined_names(
+                load_failures(built), {n for defined, _ in symbols.values() for n in defined}
+            ):
+                raise refused(undefined_message(built.name, missing, demangled(missing.values())))
             abi = torch_abi(
                 undefined,
                 runs,

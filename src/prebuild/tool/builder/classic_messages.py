@@ -209,6 +209,24 @@ def unresolved_message(
     )
 
 
+def undefined_message(wheel_name: str, missing: dict[str, str], shown: dict[str, str]) -> str:
+    """Why a wheel whose libraries failed to load beside torch on names nothing defines
+    (``missing``: library -> the name, load_trial.undefined_names; each ``shown`` demangled)
+    is refused: importing them fails wherever it is installed."""
+    listed = "; ".join(f"{lib}: `{shown.get(n, n)}`" for lib, n in sorted(missing.items()))
+    first = next(iter(sorted(missing.items())))[1]
+    which = "a library" if len(missing) == 1 else f"{len(missing)} libraries"
+    return (
+        f"{wheel_name} would not load: loaded beside torch here, {which} of it failed on a "
+        "name that neither the wheel's "
+        f"libraries, nor torch's, nor the libraries they link define ({listed}), so importing "
+        f"it fails with `undefined symbol: {first}` on every machine. A function the project "
+        "declares and no source it compiles defines: a source its setup.py leaves out of the "
+        "extension, or compiles only under a condition (an environment variable, a GPU check) "
+        "that this build did not meet. No wheel was written."
+    )
+
+
 def variant_refusal(wheel_name: str, problem: str, planned: PlannedWheel) -> str:
     """Why a ``--variants`` wheel is refused once its libraries are read back (``problem``,
     ``variant_wheels.built_variant_problem``), and the build that works."""
