@@ -720,6 +720,11 @@ def test_relocatable_device_code_is_device_linked_for_the_arch_asked(cuda_torch_
     assert all_sass(library_code(libraries[name], name)) == ["sm_90"]
     (link,) = [c for c in manifest["nvcc_calls"] if "-dlink" in c["given"]]
     assert "-dlto" in link["run"] and "-gencode=arch=compute_90,code=sm_90" in link["run"]
+    # the calls name the build's folders, not the build machine's paths
+    args = [a for c in manifest["nvcc_calls"] for a in (*c["given"], *c["run"])]
+    assert any(a.startswith("<work>/source/") and a.endswith("/csrc/kernel.cu") for a in args)
+    assert any(a.startswith("-I<venv>/") for a in args), args
+    assert not [a for a in args if "prebuild-wheel-" in a or str(cuda_torch_python.parent) in a]
 
 
 def test_a_library_needing_a_function_nobody_defines_is_refused(cuda_torch_python, tmp_path):

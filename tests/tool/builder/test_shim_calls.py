@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prebuild.runtime.arch import parse_arch_list
 from prebuild.runtime.manifest import CompilerCall
-from prebuild.tool.builder.shim_calls import raised_note, raised_standards
+from prebuild.tool.builder.shim_calls import portable_calls, raised_note, raised_standards
 
 A = parse_arch_list
 
@@ -204,3 +204,35 @@ def test_a_failed_nvcc_command_asking_for_other_archs_is_said_to_have_run_for_th
     assert failed_call_archs_note("c++ -c a.cpp -march=x86-64", A("sm_90"), "x") == ""
     assert failed_command("[1/1] c++ -c a.cpp\nninja: no work to do.\n") == ""
     assert failed_call_archs_note("", A("sm_90"), "x") == ""
+
+
+def test_the_recorded_calls_name_the_build_machine_s_folders():
+    """The calls a wheel records name the build's folders (work, venv, Python, home): the same
+    build records the same calls, and no user's folder goes out with the wheel."""
+    places = {
+        "/home/ann": "~",
+        "/home/ann/.pyenv/versions/3.11.7": "<python>",
+        "/home/ann/proj/.venv": "<venv>",
+        "/tmp/prebuild-wheel-x1y2": "<work>",
+    }
+    call = CompilerCall(
+        ("-I/home/ann/proj/.venv/lib/python3.11/site-packages/torch/include", "-c",
+         "/tmp/prebuild-wheel-x1y2/source/csrc/k.cu"),
+        ("-I/home/ann/.pyenv/versions/3.11.7/include/python3.11", "--output-file",
+         "/home/ann/data/o.o", "/tmp/prebuild-wheel-x1y2b/k.cu", "/usr/local/cuda/bin/nvcc"),
+    )  # fmt: skip
+    (shown,) = portable_calls([call], places)
+    assert shown.given == (
+        "-I<venv>/lib/python3.11/site-packages/torch/include",
+        "-c",
+        "<work>/source/csrc/k.cu",
+    )
+    # a folder's name that only begins like another's is not it; other folders stay
+    assert shown.run == (
+        "-I<python>/include/python3.11",
+        "--output-file",
+        "~/data/o.o",
+        "/tmp/prebuild-wheel-x1y2b/k.cu",
+        "/usr/local/cuda/bin/nvcc",
+    )
+    assert portable_calls([call], {}) == (call,)

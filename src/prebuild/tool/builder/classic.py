@@ -154,6 +154,7 @@ from prebuild.tool.builder.shim_calls import (
     debug_left_out_calls,
     failed_call_archs_note,
     is_device_linked,
+    portable_calls,
     raised_standards,
     shim_notes,
 )
@@ -743,7 +744,7 @@ class ClassicBuilder:
                 sass_archs=recorded_sass(libraries, sass),
                 ptx_archs=tuple(sorted(ptx)),
                 libraries=libraries,
-                nvcc_calls=tuple(calls),
+                nvcc_calls=portable_calls(calls, self.places()),
                 cxx_standard=CxxStandard(self.toolchain.cxx_standard, raised, raised_host),
                 code=code,
                 system_libraries=tuple(system),
@@ -1112,6 +1113,16 @@ class ClassicBuilder:
             why = kept_reason(system, self.bundle, failure)
             notes = (*notes, system_libraries_note(found, why))
         return built, libraries, system, copied, notes
+
+    def places(self) -> dict[str, str]:
+        """The build machine's folders the wheel's record of the compiler calls names instead
+        of giving them (shim_calls.portable_calls)."""
+        return {
+            str(Path.home()): "~",
+            sys.base_prefix: "<python>",
+            sys.prefix: "<venv>",
+            str(self.work.resolve()): "<work>",
+        }
 
     def local_label(self, manifest: ProjectManifest, planned: PlannedWheel) -> str:
         """The wheel's local version label, by what its manifest says it holds. A stable-ABI

@@ -210,3 +210,19 @@ def raised_note(
         f"The project asks {asked}; torch {torch_version}'s headers need {needed.upper()}: raised to "
         "it (recorded in prebuild.json)."
     )
+
+
+def portable_calls(calls: list[CompilerCall], places: dict[str, str]) -> tuple[CompilerCall, ...]:
+    """Pure: ``calls`` as a wheel records them, the build machine's folders (``places``: a
+    folder -> the name it is shown by, ``/tmp/prebuild-wheel-x1y2`` -> ``<work>``) named
+    instead: its user's home and temporary folders stay out of the wheel, and the same build
+    records the same calls. The longest folder first (the work folder inside a venv's)."""
+    order = sorted((p.rstrip("/") for p in places if p.rstrip("/")), key=len, reverse=True)
+    pattern = re.compile("|".join(rf"{re.escape(p)}(?=/|$|[^\w.-])" for p in order))
+
+    def shown(arg: str) -> str:
+        return pattern.sub(lambda m: places.get(m[0], places.get(m[0] + "/", m[0])), arg)
+
+    if not order:
+        return tuple(calls)
+    return tuple(CompilerCall(tuple(map(shown, c.given)), tuple(map(shown, c.run))) for c in calls)
