@@ -1359,7 +1359,8 @@ def test_code_written_for_an_older_torch_is_mended_in_the_copy_and_runs(
     cuda_torch_python, tmp_path
 ):
     """old_api_ext fails on torch 2.14's headers (`x.type()` in AT_DISPATCH_*, AT_CHECK,
-    CHECK_EQ, TH/THC, AT_ASSERT with no `;`, its own lerp against C++20's); the replacements
+    CHECK_EQ, TH/THC, AT_ASSERT with no `;`, its own lerp against C++20's) and on sm_90
+    (__shfl_down, __ballot without _sync); the replacements
     do what the removed APIs did, so prebuild makes them in its copy, builds again, says so,
     and lists each change in prebuild.json; the library then loads (every THC successor is
     exported by torch's libraries) and the op runs, its THArgCheck raising with THArgCheck's
@@ -1378,6 +1379,7 @@ def test_code_written_for_an_older_torch_is_mended_in_the_copy_and_runs(
     assert "TH/THC, PyTorch's old backend, is the ATen and c10 that replaced it" in summary
     assert "`AT_ASSERT(...)` with no `;` after it (torch's macro is a statement now)" in summary
     assert "the project's own `lerp`, which C++20's `std::lerp` meets, is `project_lerp`" in summary
+    assert "`__shfl_down(...)` is `__shfl_down_sync(0xffffffff, ...)` (every lane" in summary
     (wheel,) = out.glob("*.whl")
     assert wheel.name.startswith("old_api_ext-0.1.0+pt214.cu130.sm90-"), wheel.name
     manifest, _, _ = wheel_contents(wheel)
@@ -1394,6 +1396,8 @@ def test_code_written_for_an_older_torch_is_mended_in_the_copy_and_runs(
         "old_api_ext/kernels.cu:20: THCudaFree -> c10::cuda::CUDACachingAllocator::raw_delete",
         "old_api_ext/kernels.cu:20: THCudaMalloc -> c10::cuda::CUDACachingAllocator::raw_alloc",
         "old_api_ext/kernels.cu:23: THCudaCheck -> C10_CUDA_CHECK",
+        "old_api_ext/kernels.cu:32: __shfl_down -> __shfl_down_sync",
+        "old_api_ext/kernels.cu:33: __ballot -> __ballot_sync",
     ):
         assert change in changes, changes
     assert {p: p.read_text() for p in fixture.rglob("*.c*")} == before

@@ -347,6 +347,52 @@ def test_cubs_removed_thread_utilities_are_what_they_called():
     assert "`cub::CTA_SYNC` is `__syncthreads` (1 place in reverse_scan.cuh)" in note
 
 
+def test_warp_functions_cuda_9_replaced_are_their_sync_forms_over_every_lane():
+    """Code written before CUDA 9 (a warp reduction as in older point-cloud and correlation
+    kernels): __shfl_down and the like no longer exist for sm_70 and later; each call becomes
+    its _sync form with every lane's mask. A macro of the project's own defining the name, and
+    comments, stay."""
+    log = 'reduce.cuh(4): error: identifier "__shfl_down" is undefined\n'
+    text = (
+        "template <typename T> __device__ T warp_sum(T v) {\n"
+        "  for (int d = 16; d > 0; d /= 2) v += __shfl_down(v, d);\n"
+        "  // __shfl_xor(v, 1) in a comment\n"
+        "  if (__any (v > 0) && __ballot(v < 0)) v = __shfl(v, 0, 32);\n"
+        "  return __shfl_down_sync(0xffffffff, v, 1) + __all(v);\n}\n"
+    )
+    own = "#define __shfl_xor(v, m) __shfl_xor_sync(0xffffffff, v, m)\nint g(int v) { return __shfl_xor(v, 1); }\n"
+    texts, changes = mend_sources(log, "c++20", {"reduce.cuh": text, "compat.cuh": own})
+    assert texts == {
+        "reduce.cuh": (
+            "template <typename T> __device__ T warp_sum(T v) {\n"
+            "  for (int d = 16; d > 0; d /= 2) v += __shfl_down_sync(0xffffffff, v, d);\n"
+            "  // __shfl_xor(v, 1) in a comment\n"
+            "  if (__any_sync(0xffffffff, v > 0) && __ballot_sync(0xffffffff, v < 0)) "
+            "v = __shfl_sync(0xffffffff, v, 0, 32);\n"
+            "  return __shfl_down_sync(0xffffffff, v, 1) + __all_sync(0xffffffff, v);\n}\n"
+        )
+    }
+    assert [str(c) for c in changes] == [
+        "reduce.cuh:2: __shfl_down -> __shfl_down_sync",
+        "reduce.cuh:4: __any -> __any_sync",
+        "reduce.cuh:4: __ballot -> __ballot_sync",
+        "reduce.cuh:4: __shfl -> __shfl_sync",
+        "reduce.cuh:5: __all -> __all_sync",
+    ]
+    note = mended_note(changes)
+    assert (
+        "`__shfl_down(...)` is `__shfl_down_sync(0xffffffff, ...)` (every lane of the warp, "
+        "which code written for it runs together) (1 place in reduce.cuh)" in note
+    )
+    # without the log's error, nothing is changed; ptxas's on __any's `vote` mends the same
+    assert mend_sources("", "c++20", {"reduce.cuh": text}) == ({}, [])
+    ptxas = (
+        "ptxas /tmp/tmpxft_6d3b-6_any.ptx, line 38; error   : Instruction 'vote' without "
+        "'.sync' is not supported on .target sm_70 and higher from PTX ISA version 6.4\n"
+    )
+    assert mend_sources(ptxas, "c++20", {"reduce.cuh": text}) == (texts, changes)
+
+
 # torch-encoding 1.0.1's encoding/lib/cpu/nms_cpu.cpp, written against torch 1.0: g++ and nvcc
 # (its front end quotes the expansion) on the macros torch made `do { ... } while (false)`
 GXX_SEMICOLON = "/w/encoding/lib/cpu/nms_cpu.cpp:36:3: error: expected ‘;’ before ‘do’\n"

@@ -186,6 +186,19 @@ CUB_SYNC_SUCCESSORS: dict[str, tuple[str, bool]] = {
     "WarpId": ("cuda::ptx::get_sreg_warpid", False),
 }
 
+WARP_BREAK = ApiBreak(
+    # __shfl_down is gone from sm_70's headers; __any, __all and __ballot compile (deprecated)
+    # to a `vote` that ptxas refuses
+    re.compile(rf"{_names(_WARP)}.*(?:undefined|not declared)|'vote' without '\.sync'"),
+    "it uses warp functions without _sync (__shfl_down, __ballot, ...), which CUDA 9 "
+    "replaced and sm_70 and later do not have",
+    "in the project's code, __shfl_down(v, d) becomes __shfl_down_sync(0xffffffff, v, d), "
+    "and so on for each",
+)
+
+# The warp functions CUDA 9 replaced, each by its _sync form, which takes the lanes' mask first.
+LEGACY_WARP = ("__shfl", "__shfl_up", "__shfl_down", "__shfl_xor", "__any", "__all", "__ballot")
+
 API_BREAKS: tuple[ApiBreak, ...] = (
     TH_BREAK,
     TYPE_BREAK,
@@ -287,13 +300,7 @@ API_BREAKS: tuple[ApiBreak, ...] = (
         "(the wheel then needs NumPy 1.x where it runs too); or move the project's code to "
         "NumPy's current names (NPY_ARRAY_IN_ARRAY, a PyArrayObject* for each PyArray_* call)",
     ),
-    ApiBreak(
-        re.compile(rf"{_names(_WARP)}.*(?:undefined|not declared)"),
-        "it uses warp functions without _sync (__shfl_down, __ballot, ...), which CUDA 9 "
-        "replaced and sm_70 and later do not have",
-        "in the project's code, __shfl_down(v, d) becomes __shfl_down_sync(0xffffffff, v, d), "
-        "and so on for each",
-    ),
+    WARP_BREAK,
 )
 
 

@@ -6,7 +6,8 @@ including it (older standard libraries included it for them), TH/THC where all t
 uses of it has a one-to-one successor (its headers, THCudaCheck, THCCeilDiv, THCState's
 stream, THCudaMalloc: the ATen and c10 that THC itself called by torch 1.10), what CUDA 13's
 CUB removed: its operators (cub::Sum, cub::Equality: libcu++'s functors that do the same) and
-its thread utilities (cub::CTA_SYNC(), cub::LaneId(): what they called), an AT_ASSERT missing
+its thread utilities (cub::CTA_SYNC(), cub::LaneId(): what they called), the warp functions
+CUDA 9 replaced (__shfl_down(v, d): __shfl_down_sync with every lane's mask), an AT_ASSERT missing
 its `;`, and a lerp of the project's own that C++20's std::lerp meets (renamed). The code then
 does what it did with the torch and CUDA its authors built against.
 
@@ -29,6 +30,7 @@ from prebuild.tool.builder.api_breaks import (
     CUB_OPS_BREAK,
     CUB_SYNC_BREAK,
     CUB_SYNC_SUCCESSORS,
+    LEGACY_WARP,
     LERP_BREAK,
     OWN_LERP,
     RENAMED_CHECKS,
@@ -39,6 +41,7 @@ from prebuild.tool.builder.api_breaks import (
     TH_INCLUDE,
     THC_SUCCESSORS,
     TYPE_BREAK,
+    WARP_BREAK,
     ApiBreak,
     api_breaks,
     missing_includes,
@@ -408,6 +411,30 @@ def replace_cub_sync(file: str, text: str) -> tuple[str, list[SourceChange]]:
     return mended_text, changes
 
 
+_WARP_CALL = re.compile(rf"\b(?P<name>{'|'.join(LEGACY_WARP)})\s*\(")
+WARP_MASK = "0xffffffff"
+
+
+def replace_legacy_warp(file: str, text: str) -> tuple[str, list[SourceChange]]:
+    """Pure: ``text`` with each call of a warp function CUDA 9 replaced (LEGACY_WARP:
+    ``__shfl_down(v, d)``) written as its _sync form over every lane of the warp
+    (``__shfl_down_sync(0xffffffff, v, d)``): code written for them runs the warp's 32 lanes
+    together, which the mask now says. A name the file defines (a macro of its own mapping it)
+    and calls in comments are left as they are."""
+    comments = [m.span() for m in COMMENT.finditer(text)]
+    own = set(_DEFINED.findall(text))
+    edits: list[tuple[int, int, str]] = []
+    changes: list[SourceChange] = []
+    for m in _WARP_CALL.finditer(text):
+        if m["name"] in own or _within(comments, m.start()):
+            continue
+        edits.append((m.start(), m.end(), f"{m['name']}_sync({WARP_MASK}, "))
+        changes.append(
+            SourceChange(file, _line(text, m.start()), f"{m['name']} -> {m['name']}_sync")
+        )
+    return _edited(text, edits), changes
+
+
 def _source_named(logged: str, sources: Mapping[str, str]) -> str | None:
     """The source a log names by a path of its own (the build copy's, absolute or not)."""
     for name in sources:
@@ -418,9 +445,10 @@ def _source_named(logged: str, sources: Mapping[str, str]) -> str | None:
 
 def certain_breaks(sources: Mapping[str, str]) -> list[ApiBreak]:
     """Pure: the breaks ``sources`` (path -> text) are sure to meet whatever the log shows:
-    TH/THC (no torch that prebuild builds against has any of it) and AT_CHECK (in a file that
-    does not define it). Not `x.type()` in a dispatch macro, which a project's own macro may
-    take as it is, nor what differs between toolkits (CUB)."""
+    TH/THC (no torch that prebuild builds against has any of it), AT_CHECK (in a file that
+    does not define it), a `;` left out after a statement macro, and the warp functions CUDA 9
+    replaced (sm_70 and later have none). Not `x.type()` in a dispatch macro, which a project's
+    own macro may take as it is, nor what differs between toolkits (CUB)."""
     found = []
     if any(th_uses(sources)):
         found.append(TH_BREAK)
@@ -432,6 +460,8 @@ def certain_breaks(sources: Mapping[str, str]) -> list[ApiBreak]:
         found.append(AT_CHECK_BREAK)
     if any(_statement_macro_ends(text) for text in sources.values()):
         found.append(SEMICOLON_BREAK)
+    if any(replace_legacy_warp("", text)[1] for text in sources.values()):
+        found.append(WARP_BREAK)  # the _sync forms compile for every arch, older ones too
     return found
 
 
@@ -486,6 +516,8 @@ def _mended(
             apply(name, replace_cub_ops)
         if CUB_SYNC_BREAK in breaks:
             apply(name, replace_cub_sync)
+        if WARP_BREAK in breaks:
+            apply(name, replace_legacy_warp)
     for header, (_, files) in missing_includes(log).items():
         for name in dict.fromkeys(filter(None, (_source_named(f, sources) for f in files))):
             apply(name, lambda file, text, header=header: add_include(file, text, header))
@@ -577,6 +609,11 @@ def _what(kind: str) -> str:
         return f"`{kind[:-1]}` with no `;` after it (torch's macro is a statement now) is `{kind}`"
     if kind in RENAMED_CHECKS.values():
         return f"{next(o for o, n in RENAMED_CHECKS.items() if n == kind)} is {kind}"
+    if kind.removesuffix("_sync") in LEGACY_WARP:
+        return (
+            f"`{kind.removesuffix('_sync')}(...)` is `{kind}({WARP_MASK}, ...)` (every lane of "
+            "the warp, which code written for it runs together)"
+        )
     if kind in (sync := {new: old for old, (new, _) in CUB_SYNC_SUCCESSORS.items()}):
         return f"`cub::{sync[kind]}` is `{kind}`"
     if kind in _CUB_SUCCESSORS.values():
