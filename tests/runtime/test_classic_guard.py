@@ -572,6 +572,56 @@ def test_only_a_recorded_library_the_loader_misses_is_explained():
     assert system_library_problem(("libklu.so.2",), undefined, "x") is None
 
 
+TORCH_LINKED_C = """\
+#include <Python.h>
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "fakecsrc", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit_fakecsrc(void) { return PyModule_Create(&module); }
+"""
+
+
+def test_an_extension_imported_before_torch_loads_torch_first(tmp_path):
+    """Swin-Transformer's window_process: `import swin_window_process` before torch failed on
+    `libc10.so: cannot open shared object file` (its library links torch's, found once torch
+    has loaded them), through the guard's frame. The guard imports torch, then loads it. A real
+    top-level extension module here, linking torch's libc10.so with no path to it."""
+    site = tmp_path / "site"
+    guarded_project(site, "fakeproj", torch.__version__, torch.version.cuda)
+    torch_lib = Path(torch.__file__).parent / "lib"
+    shared_library(
+        site / f"fakecsrc{sysconfig.get_config_var('EXT_SUFFIX')}",
+        TORCH_LINKED_C,
+        f"-I{sysconfig.get_paths()['include']}",
+        "-Wl,--no-as-needed",
+        f"-L{torch_lib}",
+        "-lc10",
+    )
+    pth = site / "_prebuild_guard_fakeproj.pth"
+    pth.write_text(pth.read_text().replace("['fakeproj.csrc']", "['fakeproj.csrc', 'fakecsrc']"))
+    code = """
+        import importlib
+        step("torch before", lambda: "torch" in sys.modules)
+        step("import", lambda: importlib.import_module("fakecsrc").__name__)
+        step("torch after", lambda: "torch" in sys.modules)
+        """
+    done = steps(run(site, code, tmp_path))
+    assert done["torch before"]["value"] == "False"
+    assert done["import"]["value"] == "'fakecsrc'", done["import"]
+    assert done["torch after"]["value"] == "True"
+
+
+def test_torch_s_libraries_and_the_driver_s_missing_are_told_apart():
+    from prebuild.runtime.classic_guard import driver_problem, needs_torch_first
+
+    assert needs_torch_first("libc10.so: cannot open shared object file: No such file")
+    assert needs_torch_first("libtorch_cuda.so: cannot open shared object file: No such file")
+    assert not needs_torch_first("libklu.so.2: cannot open shared object file: No such file")
+    assert not needs_torch_first("undefined symbol: _ZN3c104cuda (libc10.so)")
+    said = driver_problem("libcuda.so.1: cannot open shared object file: No such file")
+    assert said is not None and said.startswith("it links the NVIDIA driver's libcuda.so.1")
+    assert "imports only where an NVIDIA driver is installed" in said
+    assert driver_problem("libklu.so.2: cannot open shared object file") is None
+
+
 # ------------------------------------------------- the compiles of a project's first use, held
 FIRST_USE = """
 import os

@@ -32,6 +32,10 @@ on two imports:
   names on behalf of the project returns the wheel's library, after the fit check, and compiles
   nothing (Guard.serve).
 
+A prebuilt module imported before torch (``import swin_window_process`` first), whose library
+links torch's, has torch imported for it (the loader finds torch's libraries once torch has
+loaded them); one linking the NVIDIA driver's library where there is none says so.
+
 Limits: ``python -S`` and ``-I`` skip ``.pth`` files, and so the guard; a project that runs
 nvcc itself, not through torch, is not seen.
 """
@@ -139,6 +143,14 @@ class _Hooked:
         try:  # an extension module is loaded here (dlopen)
             return self._loader.create_module(spec)
         except ImportError as exc:
+            if needs_torch_first(str(exc)) and "torch" not in sys.modules:
+                # imported before torch (`import swin_window_process` first): its libraries
+                # link torch's, which the loader finds once torch has loaded them
+                try:
+                    import torch  # noqa: F401
+                except Exception:
+                    raise exc from None
+                return self._loader.create_module(spec)
             explained = self._failed(spec.name, exc) if self._failed is not None else None
             if explained is None:
                 raise
@@ -353,9 +365,11 @@ class Guard:
             return None
         from .c_runtimes import machine_glibc, version_problem
 
-        problem = system_library_problem(
-            recorded, str(exc), self.build_command()
-        ) or version_problem(str(exc), self.build_command(), machine_glibc())
+        problem = (
+            system_library_problem(recorded, str(exc), self.build_command())
+            or driver_problem(str(exc))
+            or version_problem(str(exc), self.build_command(), machine_glibc())
+        )
         if problem is None:
             return None
         from .errors import WheelMisfitError
@@ -442,6 +456,32 @@ def _guarded(guard: Guard, entry: str, original):
 
 # What explain's message says, which _fix recognises in a failure (its fix is in it).
 SYSTEM_LIBRARY_MISSING = "a system library the machine that built the wheel had"
+
+
+CANNOT_OPEN = ": cannot open shared object file"
+DRIVER_LIBRARY = "libcuda.so.1"
+
+
+def needs_torch_first(message: str) -> bool:
+    """Pure: whether the loader's ``message`` is its failure to find one of torch's libraries
+    (``libc10.so: cannot open shared object file``), which importing torch first loads."""
+    if CANNOT_OPEN not in message:
+        return False
+    library = message.partition(CANNOT_OPEN)[0].split()[-1:] or [""]
+    return library[0].startswith(("libc10", "libtorch"))
+
+
+def driver_problem(message: str) -> str | None:
+    """Pure: what to say where the loader's ``message`` is its failure to find the NVIDIA
+    driver's library, which a library calling the driver API links (tutel's); None otherwise."""
+    if f"{DRIVER_LIBRARY}{CANNOT_OPEN}" not in message:
+        return None
+    return (
+        f"it links the NVIDIA driver's {DRIVER_LIBRARY} (it calls the CUDA driver API), which "
+        "this machine does not have: it imports only where an NVIDIA driver is installed (a "
+        "machine with a GPU, or a container given the host's driver, as `docker run --gpus` "
+        "does). torch imports without one; this module does not."
+    )
 
 
 def system_library_problem(recorded, message: str, build_command: str) -> str | None:
