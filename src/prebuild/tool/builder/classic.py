@@ -150,6 +150,7 @@ from prebuild.tool.builder.relabel import (
     relabel_wheel,
     relabelled_dist_info,
 )
+from prebuild.tool.builder.run_time_compiles import run_time_compiles, run_time_note
 from prebuild.tool.builder.shim_calls import (
     debug_left_out_calls,
     failed_call_archs_note,
@@ -755,6 +756,8 @@ class ClassicBuilder:
             )
             if self.source_changes:
                 notes = (*notes, mended_note(self.source_changes))
+            if compiles := run_time_compiles(built):
+                notes = (*notes, run_time_note(compiles))
             if manifest.host_only:  # first: what the wheel is
                 host = host_wheel_note(
                     code, links, manifest.torch_needed, str(nvcc.version), by_design
