@@ -211,8 +211,10 @@ def test_wheel_progress_in_a_log_is_a_line_per_phase_and_a_heartbeat():
     lines = log.getvalue().splitlines()
     assert lines[0].startswith("Building 1 wheel with nvcc 13.0") and lines[0].endswith("dist/")
     assert lines[1].startswith(f"{planned.name}: compiling (the project's own build) (")
-    beats = [x for x in lines if "[3/20] rasterize_to_pixels_3dgs_fwd.cu done" in x]
+    beats = [x for x in lines if "[3/20] rasterize_to_pixels_3dgs_fwd.cu done, 17 to go" in x]
     assert beats and all(x.startswith(f"{planned.name}: compiling") for x in beats)
+    # a beat with nothing moved since the last line says the build runs on
+    assert all(", still running (" in x for x in beats[1:]), beats
     assert lines[-1] == f"{planned.name}: done in 12 s"  # and no heartbeat after it
     # a build without ninja: the compiles are counted, their total is not known
     line.step(4, 0, "knn.cpp")
@@ -224,7 +226,7 @@ def test_wheel_progress_in_a_log_is_a_line_per_phase_and_a_heartbeat():
     # a build running ninja once per extension (PyG's): each counts from 1, the steps in all too
     line.step(1, 2, "torch_cluster._grid_cpu: csrc/grid.cpp")
     assert line.where().endswith(
-        "[1/2] torch_cluster._grid_cpu: csrc/grid.cpp done, 2 steps done in all"
+        "[1/2] torch_cluster._grid_cpu: csrc/grid.cpp done, 2 steps done in all, 1 to go"
     )
     # a phase that began just before the heartbeat is not said again by it
     line.finished = False
@@ -236,6 +238,11 @@ def test_wheel_progress_in_a_log_is_a_line_per_phase_and_a_heartbeat():
     line.said = (line.said[0], line.said[1] - 31.0)  # half a beat later: said again
     line.beat(60.0)
     assert sum("writing the wheel" in x for x in log.getvalue().splitlines()) == 2
+    assert (
+        log.getvalue()
+        .splitlines()[-1]
+        .startswith(f"{planned.name}: writing the wheel, still running (")
+    )
     line.finished = True
 
 

@@ -419,6 +419,9 @@ class _WheelConsole:
             out.print(escape(line), highlight=False, soft_wrap=True)
 
 
+STILL = "still running"  # the heartbeat's words where nothing moved since its last line
+
+
 @dataclass
 class _WheelLine:
     """One wheel's progress (a BuildProgress): its live line in a terminal; elsewhere a line
@@ -446,8 +449,13 @@ class _WheelLine:
         """The heartbeat's line: where the build is, unless that was just said (a phase that
         began within half a beat: the log would hold the same line twice)."""
         text, when = self.said
-        if not self.finished and (text != self.where() or time.monotonic() - when > every / 2):
-            self.say(self.where(), elapsed=True)
+        where = self.where()
+        if self.finished or (text == where and time.monotonic() - when <= every / 2):
+            return
+        # where nothing moved since the last line (one long compile), the line says it runs on:
+        # the same words again read as a stall, or as the build starting over
+        again = text in (where, f"{where}, {STILL}")
+        self.say(f"{where}, {STILL}" if again else where, elapsed=True)
 
     def where(self) -> str:
         return ", ".join(t for t in (self.phase_text, self.step_text) if t) or "starting"
@@ -465,8 +473,9 @@ class _WheelLine:
         self.steps += bool(total) and not failed
         # PyG's setup.py runs ninja once per extension (torch-cluster: 18), each counting from 1
         in_all = f", {self.steps} steps done in all" if total and self.steps > done else ""
+        left = f", {total - done} to go" if total and not failed and done < total else ""
         self.step_text = (
-            f"[{done}/{total}] {what} {ended}{in_all}" if total else f"[{done}/?] {what}"
+            f"[{done}/{total}] {what} {ended}{in_all}{left}" if total else f"[{done}/?] {what}"
         )
         self.progress.update(
             self.task, completed=done, total=total or None, step=escape(self.step_text[-50:])
