@@ -118,6 +118,8 @@ def clone_venv(template: Path, target: Path) -> Path:
     checkout sharing another's .venv-cuda) is copied from where it points: `cp -a` would copy
     the link, and every copy would be the template itself."""
     template = template.resolve()
+    if not (template / "bin" / "python").exists():  # its python given (prepare_*'s answer)
+        raise ValueError(f"clone_venv takes a venv's folder, not {template}")
     subprocess.run(["cp", "-al", str(template), str(target)], check=True)
     for script in (target / "bin").iterdir():
         if script.is_symlink() or not script.is_file():
