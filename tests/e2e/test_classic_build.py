@@ -585,6 +585,11 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(
         env={"NVCC_APPEND_FLAGS": "-arch=sm_75 -lineinfo"},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+    summary = " ".join(proc.stdout.split())
+    assert (
+        "the wheel holds gencode_ext_cuda and none of the Python beside its setup.py that "
+        "imports it (gencode_answer.py)" in summary
+    ), summary
     wheels = sorted(out.glob("*.whl"))
     assert [w.name for w in wheels] == [
         f"gencode_ext-0.2.0+lab1.pt214.cu130.{sm}-cp311-cp311-linux_x86_64.whl"
@@ -664,7 +669,7 @@ def test_hard_coded_gencode_is_overridden_and_other_nvcc_flags_kept(
     answered = [" ".join(line.split()) for line in proc.stderr.splitlines() if "answers as" in line]
     assert answered == [
         f"{sm}: No GPU is visible here, and its setup.py asks "
-        "torch.cuda.is_available() (setup.py line 38): in its build, torch.cuda answers as a GPU "
+        "torch.cuda.is_available() (setup.py line 39): in its build, torch.cuda answers as a GPU "
         f"of compute capability {cap} would (is_available, device_count, get_device_capability, "
         "is_bf16_supported, current_device, get_device_properties (major, minor, name), "
         "get_device_name), and so does nvidia-smi (--query-gpu=compute_cap,name,count,index with "

@@ -6,6 +6,8 @@ and the extension its code imports from a package where the wheel installs it at
 from __future__ import annotations
 
 from prebuild.tool.builder.project_python import (
+    left_out_modules,
+    left_out_modules_note,
     left_out_note,
     left_out_packages,
     package_import_note,
@@ -135,3 +137,36 @@ def test_an_extension_imported_at_the_top_level_or_inside_its_package_is_left_al
         package_imports(modules, {"a.py": "from . import other\n", "b.py": "iou3d_nms_cuda(\n"})
         == {}
     )
+
+
+# DCNv2_latest (jinfagang/DCNv2_latest): `_ext` built at the top level, its wrappers beside
+# setup.py, which names no py_modules.
+DCNV2 = {
+    "setup.py": "setup(packages=find_packages(), ext_modules=[CUDAExtension('_ext', srcs)])\n",
+    "__init__.py": "",
+    "dcn_v2.py": "import torch\nimport _ext as _backend\n",
+    "dcn_v2_onnx.py": "import _ext as _backend\n",
+    "testcpu.py": "import _ext\nfrom dcn_v2 import DCN\n",
+    "unit_test.py": "import _ext\n",  # Swin's window_process has one
+    "src/helper.py": "import _ext\n",
+}
+
+
+def test_the_python_beside_setup_py_importing_its_extension_is_named():
+    modules = top_level_extensions(["_ext.cpython-311-x86_64-linux-gnu.so"])
+    assert left_out_modules(modules, DCNV2) == ["dcn_v2.py", "dcn_v2_onnx.py"]
+    note = left_out_modules_note(["dcn_v2.py", "dcn_v2_onnx.py"], ["_ext"])
+    assert note.startswith(
+        "the wheel holds _ext and none of the Python beside its setup.py that imports it "
+        "(dcn_v2.py, dcn_v2_onnx.py): its setup.py names no py_modules"
+    )
+    # CenterPoint's: imported from its package (package_imports says that), not at the top
+    assert (
+        left_out_modules(
+            top_level_extensions(CENTERPOINT_WHEEL),
+            {**CENTERPOINT, "nms.py": "from . import iou3d_nms_cuda\n"},
+        )
+        == []
+    )
+    # another backend's project: its configuration names what it ships
+    assert left_out_modules(modules, {"dcn_v2.py": "import _ext\n"}) == []

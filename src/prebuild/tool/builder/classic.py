@@ -136,6 +136,8 @@ from prebuild.tool.builder.nvcc_shim import (
 from prebuild.tool.builder.plan import PlannedWheel
 from prebuild.tool.builder.project import SCM_VERSION_ENV, environment_hints, last_error
 from prebuild.tool.builder.project_python import (
+    left_out_modules,
+    left_out_modules_note,
     left_out_note,
     left_out_packages,
     package_import_note,
@@ -694,10 +696,12 @@ class ClassicBuilder:
                 names = zf.namelist()
             if left_out := left_out_packages([*files], names, empty):
                 notes = (*notes, left_out_note(left_out))
-            for module, places in package_imports(
-                top_level_extensions(names), python_sources(files)
-            ).items():
+            extensions, sources = top_level_extensions(names), python_sources(files)
+            for module, places in package_imports(extensions, sources).items():
                 notes = (*notes, package_import_note(module, places))
+            if wrappers := [m for m in left_out_modules(extensions, sources) if m not in names]:
+                importing = sorted(m for m in extensions if any(m in sources[w] for w in wrappers))
+                notes = (*notes, left_out_modules_note(wrappers, importing))
             symbols = wheel_symbols(built)
             undefined = {name: needs for name, (_, needs) in symbols.items()}
             runs = [c.run for c in (*calls, *host_calls.values())]

@@ -134,6 +134,48 @@ def _imported(node: ast.AST, modules: frozenset[str]) -> list[tuple[str, bool]]:
     return []
 
 
+def left_out_modules(modules: frozenset[str], sources: Mapping[str, str]) -> list[str]:
+    """Pure: the Python files beside the project's setup.py (``sources``: relative path to
+    text; the wheel holds none of them: ``packages`` takes folders) that import one of the
+    wheel's top-level extension ``modules`` at the top level (DCNv2's dcn_v2.py: ``import _ext
+    as _backend``), sorted: the wrapper a user imports, left out unless setup.py names it in
+    ``py_modules``. Not setup.py, not an ``__init__.py`` (the folder as a package of a larger
+    checkout, which keeps its Python), not a test, benchmark or demo; only a setup.py's."""
+    found: list[str] = []
+    if "setup.py" not in sources:
+        return found
+    for name, text in sorted(sources.items()):
+        if "/" in name or name in ("setup.py", "__init__.py") or _not_code(name):
+            continue
+        if not any(m in text for m in modules):
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        if any(not packaged for node in ast.walk(tree) for _, packaged in _imported(node, modules)):
+            found.append(name)
+    return found
+
+
+def _not_code(name: str) -> bool:
+    """Pure: whether a file beside setup.py is a test, benchmark, demo or example (Swin's
+    unit_test.py), not code a user imports."""
+    stem = PurePosixPath(name).stem.lower()
+    return any(word in stem for word in ("test", "bench", "demo", "example"))
+
+
+def left_out_modules_note(modules: list[str], extensions: list[str]) -> str:
+    """Pure: what the wheel's summary says of the Python beside setup.py that imports its
+    extensions (left_out_modules)."""
+    return (
+        f"the wheel holds {', '.join(extensions)} and none of the Python beside its setup.py "
+        f"that imports it ({', '.join(modules)}): its setup.py names no py_modules, and its "
+        "own pip wheel leaves them out too; that code runs only from the project's folder "
+        "(on sys.path, as a build in place has it), or with py_modules naming it"
+    )
+
+
 def package_import_note(module: str, places: list[str]) -> str:
     """Pure: what the wheel's summary says of a top-level extension the project's code imports
     from inside a package (package_imports)."""
