@@ -508,8 +508,16 @@ def test_a_compile_that_fails_is_named_and_mended_sources_run_again(tmp_path):
         return {"pkg/a.cu": "BROKEN\n"}, {"pkg/a.cu": "FIXED\n"}, [change]
 
     (tmp_path / "second").mkdir()
-    mended = compile_first_use(wheel, env, tmp_path / "second", tmp_path / "second.log", mend=mend)
+    told: list[str] = []
+    mended = compile_first_use(
+        wheel, env, tmp_path / "second", tmp_path / "second.log", mend=mend, again=told.append
+    )
     assert [lib.name for lib in mended.libraries] == ["pkg_a"] and mended.failed == ()
+    # the progress hears why it runs again, as the mends are made (not at the end only)
+    assert told == [
+        "its code meets APIs that were removed, each with an exact replacement: 1 change in "
+        "1 file of prebuild's copy (said with the wheel), built again"
+    ]
     assert mended.changes == (SourceChange("pkg/a.cu", 1, "BROKEN -> FIXED"),)
     assert "1 change(s) mended its sources: run again" in (tmp_path / "second.log").read_text()
     # recorded for a run that goes on from it (with a key: none here, so made afresh)

@@ -570,6 +570,16 @@ def recorded_changes(name: str, entry: Mapping) -> list[SourceChange]:
     return [SourceChange(name, line, what) for line, what in entry.get("changes", [])]
 
 
+def mended_again(changes: list[SourceChange]) -> str:
+    """Pure: what the build says as it runs again for one round of mends."""
+    files = len({c.file for c in changes})
+    return (
+        "its code meets APIs that were removed, each with an exact replacement: "
+        f"{counted(len(changes), 'change')} in {counted(files, 'file')} of prebuild's copy "
+        "(said with the wheel), built again"
+    )
+
+
 def mended_note(changes: list[SourceChange]) -> str:
     """Pure: what the summary says of the changes the mends made (each in prebuild.json)."""
     kinds: dict[str, list[SourceChange]] = {}

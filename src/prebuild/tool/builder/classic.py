@@ -49,6 +49,7 @@ from prebuild.tool.builder.api_breaks import TH_BREAK, api_breaks, api_breaks_ad
 from prebuild.tool.builder.api_mends import (
     SourceChange,
     mend_sources,
+    mended_again,
     mended_note,
     mends_recorded,
     recorded_changes,
@@ -980,12 +981,7 @@ class ClassicBuilder:
             # Its code met a removed API with an exact replacement (ngp_pl's `x.type()` in
             # AT_DISPATCH_*): mended in the copy, and built again (ninja compiles what changed).
             self.source_changes += changes
-            files = len({c.file for c in changes})
-            return (
-                "its code meets APIs that were removed, each with an exact replacement: "
-                f"{counted(len(changes), 'change')} in {counted(files, 'file')} of prebuild's "
-                "copy (said with the wheel), built again"
-            )
+            return mended_again(changes)
         if build_site.ENV_NINJA in site and (refused := ninja_failed(log)):
             # ninja refused what the build without it takes: built as its setup.py says, one
             # source at a time.
@@ -1038,6 +1034,10 @@ class ClassicBuilder:
             key=self.objects_key.to_dict(),
             given=self.first_use_code,
             find=find,
+            again=lambda why: (
+                progress.note(why),
+                progress.phase("compiling again what it compiles when first used"),
+            ),
         )
         if made.kept:
             progress.note(

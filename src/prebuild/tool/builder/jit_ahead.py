@@ -33,6 +33,7 @@ from prebuild.runtime.classic_guard import ALLOW_ENV
 from prebuild.tool.builder import jit_ahead_run, processes
 from prebuild.tool.builder.api_mends import (
     SourceChange,
+    mended_again,
     mends_recorded,
     recorded_changes,
     recorded_text,
@@ -267,6 +268,7 @@ def compile_first_use(
     key: Mapping[str, str] | None = None,
     given: Sequence[str] = (),
     find: bool = True,
+    again: Callable[[str], None] | None = None,
 ) -> FirstUse:
     """Run the first-use compiles of ``wheel``, unpacked in ``folder``/root, in a child process
     with ``env`` over this process's variables (torch's extensions directory in ``folder``), its
@@ -274,7 +276,7 @@ def compile_first_use(
     the triggers read from its Python (where ``find``), then the code the user ``given``
     (``--first-use``). Where a compile fails and ``mend`` changes the sources for it (an API
     with an exact replacement), they run again (ninja compiles again what changed), ``rounds``
-    times at most.
+    times at most, ``again`` told why before each.
 
     What an earlier run left in ``folder`` for the same ``key`` (an interrupted or failed build
     in the same --build-dir) is kept, its mends made again: ninja compiles only what is missing
@@ -306,6 +308,8 @@ def compile_first_use(
         _write_record(folder, key, mends)
         with open(log, "a", encoding="utf-8") as f:
             f.write(f"\n==== prebuild: {len(mended)} change(s) mended its sources: run again\n")
+        if again is not None:
+            again(mended_again(mended))
     return replace(made, changes=tuple(changes), kept=kept)
 
 
