@@ -52,5 +52,6 @@ def test_empty_submodules_are_said_with_the_unmet_requirements():
     assert said.startswith("the project's build needs pybind11, not installed here.")
     assert said.endswith(
         "pip install pybind11. Its git submodules third_party/eigen are empty as well: should "
-        "its build need them, in the checkout: git submodule update --init --recursive"
+        "its build need them, get them in a git checkout: git submodule update --init "
+        "--recursive (a copy without git data: their sources put in those folders)"
     )

@@ -122,8 +122,9 @@ def test_a_build_stopping_on_a_submodule_it_checks_for_itself_is_told_the_comman
     advice = source_gaps_advice(log, SOURCE, gitmodules, set(), "", COMMAND)
     assert advice == (
         "The build failed naming third_party/cutlass, the project's git submodule not in its "
-        "source. In the checkout: git submodule update --init --recursive, then build again "
-        "(a git+https:// URL gets them: pip clones them too)."
+        "source. Get them in a git checkout: git submodule update --init --recursive (a copy "
+        "without git data: their sources put in those folders), then build again (a "
+        "git+https:// URL gets them: pip clones them too)."
     )
     # in place, or another path: not said
     assert source_gaps_advice(log, SOURCE, gitmodules, {"third_party/cutlass"}, "", "") == ""

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from packaging.requirements import Requirement
 
 from prebuild.tool.builder.relabel import is_torch_requirement
+from prebuild.tool.builder.source_gaps import SUBMODULES_FIX
 
 
 def split_torch_pins(
@@ -57,7 +58,7 @@ def missing_requirements_message(
         f"pip install {' '.join(shlex.quote(n) for n in needed)}"
         + (
             f". Its git submodules {', '.join(empty_submodules)} are empty as well: should its "
-            "build need them, in the checkout: git submodule update --init --recursive"
+            f"build need them, get them {SUBMODULES_FIX}"
             if empty_submodules
             else ""
         )

@@ -14,6 +14,12 @@ from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 
+# How a user gets a project's empty git submodules (helper 8 had an extracted copy, no git).
+SUBMODULES_FIX = (
+    "in a git checkout: git submodule update --init --recursive (a copy without git data: "
+    "their sources put in those folders)"
+)
+
 # ninja's words for an input that is not there, and the compilers' for a source or header.
 _MISSING = re.compile(
     r"ninja: error: '(?P<ninja>[^']+)', needed by '[^']+', missing and no known rule to make it"
@@ -176,18 +182,17 @@ def source_gaps_advice(
         if named := [path for path in empty if re.search(rf"{re.escape(path)}\b", log)]:
             return (
                 f"The build failed naming {', '.join(named)}, the project's git "
-                f"{'submodule' if len(named) == 1 else 'submodules'} not in its source. In the "
-                "checkout: git submodule update --init --recursive, then build again (a "
-                "git+https:// URL gets them: pip clones them too)."
+                f"{'submodule' if len(named) == 1 else 'submodules'} not in its source. Get "
+                f"them {SUBMODULES_FIX}, then build again (a git+https:// URL gets them: pip "
+                "clones them too)."
             )
         return link_advice(log) or cmake_advice(log)
     shown = [_relative(name, source) for name in missing[:3]]
     if empty:
         return (
             f"The build is missing {', '.join(shown)}: the project's git submodules "
-            f"({', '.join(empty)}) are not in its source. In the checkout: git submodule update "
-            "--init --recursive, then build again (a git+https:// URL gets them: pip clones "
-            "them too)."
+            f"({', '.join(empty)}) are not in its source. Get them {SUBMODULES_FIX}, then "
+            "build again (a git+https:// URL gets them: pip clones them too)."
         )
     compiled = [name for name in shown if name.endswith((".c", ".cc", ".cpp", ".cxx", ".cu"))]
     # a header of its own it includes in quotes, which its source does not hold anywhere
