@@ -97,7 +97,16 @@ CASES = {
         "tex.cu(2): error: texture is not a template",
         'tex.cu(4): error: identifier "cudaBindTexture" is undefined',
     ],
-    "warp functions without _sync": ['shfl.cu(1): error: identifier "__shfl_down" is undefined'],
+    "warp functions without _sync": [
+        'shfl.cu(1): error: identifier "__shfl_down" is undefined',
+        "ptxas /tmp/tmpxft_6d3b-6_any.ptx, line 38; error   : Instruction 'vote' without "
+        "'.sync' is not supported on .target sm_70 and higher from PTX ISA version 6.4",
+    ],
+    "Eigen 3.4's aliases": [
+        # DROID-SLAM 2dfd39f, Eigen 3.3.7 in thirdparty/lietorch/eigen
+        'droid_kernels.cu(1130): error: namespace "Eigen" has no member "VectorX"',
+        "ba.cpp:3:10: error: ‘VectorX’ is not a member of ‘Eigen’",
+    ],
     "named-tensor overload": [
         # kaolin (NVIDIAGameWorks/kaolin d52da9f), kaolin/csrc/ops/conversions/mise/mise.cpp
         "mise.cpp:107:32: error: no matching function for call to ‘zeros(<brace-enclosed "
@@ -125,6 +134,11 @@ def test_each_break_is_recognised_in_nvcc_and_gxx_wording(name, line):
 
 def test_every_break_in_the_table_has_a_case():
     assert {b.what for b in API_BREAKS} == {break_named(name).what for name in CASES}
+
+
+def test_an_eigen_name_older_eigens_have_too_is_no_eigen_3_4_break():
+    log = "ba.cpp:3:10: error: ‘MatrixXf’ is not a member of ‘Eigen’\n"
+    assert api_breaks(log, "c++20") == []
 
 
 def test_a_factory_call_that_is_no_named_tensor_overload_is_no_break():

@@ -38,6 +38,9 @@ _CUB_SYNC = r"LaneId|WarpId|CTA_SYNC\w*|WARP_SYNC|WARP_ANY|WARP_ALL|WARP_BALLOT"
 _NUMPY_OLD = r"NPY_(?:IN|OUT|INOUT)_ARRAY|NPY_(?:C|F)CONTIGUOUS|NPY_CARRAY\w*|NPY_FARRAY\w*"
 _TEXTURE = r"cuda(?:Bind|Unbind)Texture\w*"
 _WARP = r"__(?:shfl\w*|any|all|ballot)"
+# Eigen 3.4's template aliases (Eigen::VectorX<float>, Eigen::Vector<float, 3>); not MatrixXf,
+# which older Eigens have too (missing, it means a missing include)
+_EIGEN_34 = r"(?:(?:Matrix|Vector|RowVector|Array)X|Vector|RowVector)"
 
 TH_BREAK = ApiBreak(
     re.compile(
@@ -301,6 +304,17 @@ API_BREAKS: tuple[ApiBreak, ...] = (
         "NumPy's current names (NPY_ARRAY_IN_ARRAY, a PyArrayObject* for each PyArray_* call)",
     ),
     WARP_BREAK,
+    ApiBreak(
+        # DROID-SLAM 2dfd39f's droid_kernels.cu with Eigen 3.3.7 in lietorch's eigen folder
+        re.compile(
+            rf"namespace \"Eigen\" has no member \"{_EIGEN_34}\""
+            rf"|{_Q}{_EIGEN_34}{_Q} is not a member of {_Q}Eigen{_Q}"
+        ),
+        "it uses Eigen 3.4's aliases (Eigen::VectorX<T>, Eigen::MatrixX<T>, ...), and the Eigen "
+        "its build found is older",
+        "Eigen 3.4 or later where the build looks for it (Debian 12 and Ubuntu 22.04: "
+        "libeigen3-dev; a submodule of Eigen: its 3.4 tag)",
+    ),
 )
 
 
