@@ -47,6 +47,9 @@ def recording_compiler(path, *words: str, status: int = 0):
     return path
 
 
+TORCH_I = "-I/v/torch/include"  # torch's headers on the path: a compile the standard is raised for
+
+
 def nvcc_env(fake, log, **more: str) -> dict[str, str]:
     """The shim's environment as nvcc: ``fake`` behind it, the wheel's gencode, its log, C++20."""
     return {
@@ -291,8 +294,8 @@ def test_unchanged_calls_are_logged_too_and_the_standard_is_raised(tmp_path):
     log = tmp_path / "log.jsonl"
     env = nvcc_env(fake, log)
     for args in (
-        ["-c", "a.cu", "-o", "/b/a.o", "-std=c++20", *WANT],
-        ["-c", "b.cu", "-o", "/b/b.o", "-std=c++17", *WANT],
+        ["-c", "a.cu", "-o", "/b/a.o", TORCH_I, "-std=c++20", *WANT],
+        ["-c", "b.cu", "-o", "/b/b.o", TORCH_I, "-std=c++17", *WANT],
     ):
         assert (
             subprocess.run(
@@ -303,7 +306,7 @@ def test_unchanged_calls_are_logged_too_and_the_standard_is_raised(tmp_path):
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     assert [e["given"][1] for e in entries] == ["a.cu", "b.cu"]
     assert entries[0]["run"] == entries[0]["given"]
-    assert entries[1]["run"] == ["-c", "b.cu", "-o", "/b/b.o", "-std=c++20", *WANT]
+    assert entries[1]["run"] == ["-c", "b.cu", "-o", "/b/b.o", TORCH_I, "-std=c++20", *WANT]
     assert (tmp_path / "called").read_text().split() == entries[1]["run"]
 
 
@@ -327,10 +330,10 @@ def test_nvcc_s_flag_variables_become_part_of_the_call(tmp_path):
         NVCC_PREPEND_FLAGS="-arch=sm_75",
         NVCC_APPEND_FLAGS="-std=c++17 -DFMT_USE_CONSTEXPR=1",
     )
-    given = ["-c", "a.cu", "-o", "/b/a.o"]
+    given = ["-c", "a.cu", "-o", "/b/a.o", TORCH_I]
     shim = [sys.executable, "-m", "prebuild.tool.builder.nvcc_shim"]
     assert subprocess.run([*shim, *given], env=env).returncode == 0
-    run = ["-c", "a.cu", "-o", "/b/a.o", "-std=c++20", "-DFMT_USE_CONSTEXPR=1", *WANT]
+    run = ["-c", "a.cu", "-o", "/b/a.o", TORCH_I, "-std=c++20", "-DFMT_USE_CONSTEXPR=1", *WANT]
     assert (tmp_path / "called").read_text().split() == [*run, "[]"]
     assert [json.loads(line) for line in log.read_text().splitlines()] == [
         {"given": ["-arch=sm_75", *given, "-std=c++17", "-DFMT_USE_CONSTEXPR=1"], "run": run}
@@ -379,16 +382,23 @@ def test_without_a_gencode_list_it_is_the_host_compiler(tmp_path):
     log = tmp_path / "cxx.jsonl"
     env = {k: v for k, v in os.environ.items() if k != SHIM_ENV_GENCODE}
     env.update({SHIM_ENV_REAL: str(fake), SHIM_ENV_LOG: str(log), SHIM_ENV_MIN_STD: "c++20"})
-    given = ["-c", "m.cpp", "-o", "m.o", "-O3", "-std=gnu++17", "-arch=x"]
+    torch_include = "-I/v/torch/include"
+    given = ["-c", "m.cpp", "-o", "m.o", torch_include, "-O3", "-std=gnu++17", "-arch=x"]
     proc = subprocess.run(
         [sys.executable, "-m", "prebuild.tool.builder.nvcc_shim", *given], env=env
     )
     assert proc.returncode == 0
-    run = ["-c", "m.cpp", "-o", "m.o", "-O3", "-std=gnu++20", "-arch=x"]
+    run = ["-c", "m.cpp", "-o", "m.o", torch_include, "-O3", "-std=gnu++20", "-arch=x"]
     assert (tmp_path / "called").read_text().split() == run
     assert [json.loads(line) for line in log.read_text().splitlines()] == [
         {"given": given, "run": run}
     ]
+    # without torch's headers its own standard stays (CompressAI's pybind11 modules)
+    log.unlink()
+    own = [a for a in given if a != torch_include]
+    proc = subprocess.run([sys.executable, "-m", "prebuild.tool.builder.nvcc_shim", *own], env=env)
+    assert proc.returncode == 0 and (tmp_path / "called").read_text().split() == own
+    assert json.loads(log.read_text()) == {"given": own, "run": own}
     # a compile of torch's headers asking for no standard (xlstm's CMake build): given torch's
     given = ["-isystem", "/v/torch/include", "-c", "slstm.cc", "-o", "slstm.o"]
     log.unlink()
@@ -430,7 +440,7 @@ def test_the_host_compiler_leaves_debug_information_out_only_where_told(tmp_path
     # a compile failing in the raised standard runs again as asked, -g0 kept
     (tmp_path / "failing").mkdir()
     failing = recording_compiler(tmp_path / "failing" / "c++", status=1)
-    older = [*given, "-std=c++17"]
+    older = [*given, "-I/v/torch/include", "-std=c++17"]
     raised = {**env, SHIM_ENV_REAL: str(failing), SHIM_ENV_MIN_STD: "c++20"}
     assert subprocess.run([*shim, *older], env=raised).returncode == 1
     assert (tmp_path / "failing" / "called").read_text().split() == [*older, "-g0"]
@@ -532,12 +542,13 @@ def picky_compiler(path, refuses: str):
 
 
 def test_a_compile_failing_in_the_raised_standard_runs_again_as_asked(tmp_path):
-    """A file whose own code does not compile in C++20 (and includes no torch header, else it
-    would fail as asked too): compiled as the project asked, that call logged, the raised
-    run's error not shown; a call asking for no older standard runs once."""
+    """A file whose own code does not compile in C++20 (torch's include folder on its path, as
+    every CUDAExtension's, and no torch header included, else it would fail as asked too):
+    compiled as the project asked, that call logged, the raised run's error not shown; a call
+    asking for no older standard runs once."""
     fake = picky_compiler(tmp_path / "nvcc", "-std=c++20")
     log = tmp_path / "log.jsonl"
-    args = ["-c", "a.cu", "-o", "/b/a.o", "-std=c++17"]
+    args = ["-c", "a.cu", "-o", "/b/a.o", TORCH_I, "-std=c++17"]
     proc = subprocess.run(
         [sys.executable, "-m", "prebuild.tool.builder.nvcc_shim", *args],
         env=nvcc_env(fake, log), capture_output=True, text=True,
@@ -557,7 +568,7 @@ def test_a_compile_failing_both_ways_shows_the_raised_standard_s_error(tmp_path)
     fake = recording_compiler(tmp_path / "nvcc", status=3)
     picky = picky_compiler(tmp_path / "picky", "-std=c++20")
     log = tmp_path / "log.jsonl"
-    args = ["-c", "a.cu", "-std=c++17"]
+    args = ["-c", "a.cu", TORCH_I, "-std=c++17"]
     both = f"{picky} -std=c++20"  # refuses C++20 and, through its last word, every call
     for real, status in ((str(fake), 3), (both, 2)):
         log.unlink(missing_ok=True)

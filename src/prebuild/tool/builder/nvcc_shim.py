@@ -392,7 +392,10 @@ def main(argv: list[str] | None = None) -> int:
     minimum = os.environ.get(SHIM_ENV_MIN_STD)
     torch_std = std_for_torch(drop_native(given), minimum, host=gencode is None)
     torch_abi = abi_for_torch(torch_std, os.environ.get(SHIM_ENV_CXX11_ABI))
-    command = [*real, *raise_std(torch_abi, minimum)]
+    # a compile without torch's headers keeps its own standard (CompressAI's pybind11 modules:
+    # raising their C++17 said "torch's headers need C++20" of code that includes none)
+    raised = raise_std(torch_abi, minimum) if compiles_torch_headers(torch_abi) else torch_abi
+    command = [*real, *raised]
     launcher = shlex.split(os.environ.get(SHIM_ENV_LAUNCHER, ""))
 
     def invocation(cmd: list[str]) -> list[str]:
