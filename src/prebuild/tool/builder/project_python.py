@@ -14,7 +14,7 @@ too, so it is said, not changed. Pure functions over file names and sources.
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import PurePosixPath
 
 # Top-level folders of Python that are not what a user imports.
@@ -95,6 +95,20 @@ def package_imports(modules: frozenset[str], sources: Mapping[str, str]) -> dict
     ``try``) is left alone. Files that do not parse are skipped."""
     inside: dict[str, list[str]] = {}
     top: set[str] = set()
+    for name, where, module, packaged in _module_imports(modules, sources):
+        if packaged:
+            inside.setdefault(module, []).append(f"{name}: {where}")
+        else:
+            top.add(module)
+    return {m: places for m, places in inside.items() if m not in top}
+
+
+def _module_imports(
+    modules: frozenset[str], sources: Mapping[str, str]
+) -> Iterator[tuple[str, str, str, bool]]:
+    """Pure: each import of one of ``modules`` in ``sources`` (path -> text), by file: (the
+    file, the statement as written, the module, whether it is named inside a package). Files
+    that name none of them are not parsed; files that do not parse are skipped."""
     for name, text in sorted(sources.items()):
         if not any(m in text for m in modules):
             continue
@@ -104,12 +118,7 @@ def package_imports(modules: frozenset[str], sources: Mapping[str, str]) -> dict
             continue
         for node in ast.walk(tree):
             for module, packaged in _imported(node, modules):
-                if packaged:
-                    where = ast.get_source_segment(text, node) or module
-                    inside.setdefault(module, []).append(f"{name}: {where}")
-                else:
-                    top.add(module)
-    return {m: places for m, places in inside.items() if m not in top}
+                yield name, ast.get_source_segment(text, node) or module, module, packaged
 
 
 def _imported(node: ast.AST, modules: frozenset[str]) -> list[tuple[str, bool]]:
@@ -141,21 +150,15 @@ def left_out_modules(modules: frozenset[str], sources: Mapping[str, str]) -> lis
     as _backend``), sorted: the wrapper a user imports, left out unless setup.py names it in
     ``py_modules``. Not setup.py, not an ``__init__.py`` (the folder as a package of a larger
     checkout, which keeps its Python), not a test, benchmark or demo; only a setup.py's."""
-    found: list[str] = []
     if "setup.py" not in sources:
-        return found
-    for name, text in sorted(sources.items()):
-        if "/" in name or name in ("setup.py", "__init__.py") or _not_code(name):
-            continue
-        if not any(m in text for m in modules):
-            continue
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError):
-            continue
-        if any(not packaged for node in ast.walk(tree) for _, packaged in _imported(node, modules)):
-            found.append(name)
-    return found
+        return []
+    beside = {
+        name: text
+        for name, text in sources.items()
+        if "/" not in name and name not in ("setup.py", "__init__.py") and not _not_code(name)
+    }
+    found = {name for name, _, _, packaged in _module_imports(modules, beside) if not packaged}
+    return sorted(found)
 
 
 def _not_code(name: str) -> bool:
