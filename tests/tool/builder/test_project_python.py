@@ -140,10 +140,10 @@ def test_an_extension_imported_at_the_top_level_or_inside_its_package_is_left_al
 
 
 # DCNv2_latest (jinfagang/DCNv2_latest): `_ext` built at the top level, its wrappers beside
-# setup.py, which names no py_modules.
+# setup.py, which names no py_modules (its __init__.py left out here: with it, the folder is a
+# package of a larger checkout, below).
 DCNV2 = {
     "setup.py": "setup(packages=find_packages(), ext_modules=[CUDAExtension('_ext', srcs)])\n",
-    "__init__.py": "",
     "dcn_v2.py": "import torch\nimport _ext as _backend\n",
     "dcn_v2_onnx.py": "import _ext as _backend\n",
     "testcpu.py": "import _ext\nfrom dcn_v2 import DCN\n",
@@ -170,3 +170,6 @@ def test_the_python_beside_setup_py_importing_its_extension_is_named():
     )
     # another backend's project: its configuration names what it ships
     assert left_out_modules(modules, {"dcn_v2.py": "import _ext\n"}) == []
+    # a package of a larger checkout (torch-ngp's raymarching: `from .raymarching import *`),
+    # whose Python is imported from there, the extension from the wheel
+    assert left_out_modules(modules, {**DCNV2, "__init__.py": "from .dcn_v2 import *\n"}) == []

@@ -147,15 +147,16 @@ def left_out_modules(modules: frozenset[str], sources: Mapping[str, str]) -> lis
     """Pure: the Python files beside the project's setup.py (``sources``: relative path to
     text; the wheel holds none of them: ``packages`` takes folders) that import one of the
     wheel's top-level extension ``modules`` at the top level (DCNv2's dcn_v2.py: ``import _ext
-    as _backend``), sorted: the wrapper a user imports, left out unless setup.py names it in
-    ``py_modules``. Not setup.py, not an ``__init__.py`` (the folder as a package of a larger
-    checkout, which keeps its Python), not a test, benchmark or demo; only a setup.py's."""
-    if "setup.py" not in sources:
+    as _backend``; Swin's window_process.py), sorted: the wrapper a user imports, left out unless setup.py names it in
+    ``py_modules``. Not a test, benchmark or demo; only a setup.py's; none where the folder
+    has an ``__init__.py``: a package of a larger checkout (torch-ngp's raymarching, imported
+    from there, its ``_raymarching`` from the wheel), whose Python stays in the checkout."""
+    if "setup.py" not in sources or "__init__.py" in sources:
         return []
     beside = {
         name: text
         for name, text in sources.items()
-        if "/" not in name and name not in ("setup.py", "__init__.py") and not _not_code(name)
+        if "/" not in name and name != "setup.py" and not _not_code(name)
     }
     found = {name for name, _, _, packaged in _module_imports(modules, beside) if not packaged}
     return sorted(found)
