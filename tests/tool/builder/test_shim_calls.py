@@ -236,3 +236,9 @@ def test_the_recorded_calls_name_the_build_machine_s_folders():
         "/usr/local/cuda/bin/nvcc",
     )
     assert portable_calls([call], {}) == (call,)
+    # setuptools' temp folder with the absolute source path appended (detectron2's -MF)
+    glued = (
+        "/tmp/prebuild-wheel-x1y2/source/build/temp.linux-cpython-311/tmp/prebuild-wheel-x1y2/k.o.d"
+    )
+    (shown,) = portable_calls([CompilerCall(("-MF", glued), ())], places)
+    assert shown.given == ("-MF", "<work>/source/build/temp.linux-cpython-311/<work>/k.o.d")

@@ -220,8 +220,16 @@ def portable_calls(calls: list[CompilerCall], places: dict[str, str]) -> tuple[C
     order = sorted((p.rstrip("/") for p in places if p.rstrip("/")), key=len, reverse=True)
     pattern = re.compile("|".join(rf"{re.escape(p)}(?=/|$|[^\w.-])" for p in order))
 
+    def name(m: re.Match[str]) -> str:
+        named = places.get(m[0], places.get(m[0] + "/", m[0]))
+        # glued to a path before it (setuptools' temp folder + an absolute source path): the
+        # folder's own leading "/" kept as the separator
+        before = m.string[: m.start()]
+        glued = "/" in before and before[-1] not in "/=:,; "  # not -I/..., not -rpath,/a:/b
+        return f"/{named}" if glued else named
+
     def shown(arg: str) -> str:
-        return pattern.sub(lambda m: places.get(m[0], places.get(m[0] + "/", m[0])), arg)
+        return pattern.sub(name, arg)
 
     if not order:
         return tuple(calls)
