@@ -386,7 +386,7 @@ def native_sources(project: Path) -> dict[str, str]:
     }
 
 
-def python_sources(files: Mapping[str, Path]) -> dict[str, str]:
+def python_texts(files: Mapping[str, Path]) -> dict[str, str]:
     """The text of the project's Python files (its path -> text) of at most 1 MiB (bigger
     ones are data, not the code that imports an extension)."""
     return {name: _text(f) for name, f in files.items() if f.stat().st_size <= 1 << 20}
@@ -697,7 +697,7 @@ class ClassicBuilder:
                 names = zf.namelist()
             if left_out := left_out_packages([*files], names, empty):
                 notes = (*notes, left_out_note(left_out))
-            extensions, sources = top_level_extensions(names), python_sources(files)
+            extensions, sources = top_level_extensions(names), python_texts(files)
             for module, places in package_imports(extensions, sources).items():
                 notes = (*notes, package_import_note(module, places))
             if wrappers := [m for m in left_out_modules(extensions, sources) if m not in names]:
