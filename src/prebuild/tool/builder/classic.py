@@ -136,15 +136,7 @@ from prebuild.tool.builder.nvcc_shim import (
 )
 from prebuild.tool.builder.plan import PlannedWheel
 from prebuild.tool.builder.project import SCM_VERSION_ENV, environment_hints, last_error
-from prebuild.tool.builder.project_python import (
-    left_out_modules,
-    left_out_modules_note,
-    left_out_note,
-    left_out_packages,
-    package_import_note,
-    package_imports,
-    top_level_extensions,
-)
+from prebuild.tool.builder.project_python import python_notes
 from prebuild.tool.builder.python_tag import (
     any_python_note,
 )
@@ -387,9 +379,9 @@ def native_sources(project: Path) -> dict[str, str]:
 
 
 def python_texts(files: Mapping[str, Path]) -> dict[str, str]:
-    """The text of the project's Python files (its path -> text) of at most 1 MiB (bigger
-    ones are data, not the code that imports an extension)."""
-    return {name: _text(f) for name, f in files.items() if f.stat().st_size <= 1 << 20}
+    """The text of the project's Python files (its path -> text); "" for one over 1 MiB (data,
+    not the code that imports an extension)."""
+    return {name: _text(f) if f.stat().st_size <= 1 << 20 else "" for name, f in files.items()}
 
 
 # The mends made in a work folder's copy of the project, for a build that goes on from its
@@ -694,15 +686,7 @@ class ClassicBuilder:
             files = {str(f.relative_to(project)): f for f in source_files(project, (".py",))}
             empty = frozenset(name for name, f in files.items() if not f.stat().st_size)
             with zipfile.ZipFile(built) as zf:
-                names = zf.namelist()
-            if left_out := left_out_packages([*files], names, empty):
-                notes = (*notes, left_out_note(left_out))
-            extensions, sources = top_level_extensions(names), python_texts(files)
-            for module, places in package_imports(extensions, sources).items():
-                notes = (*notes, package_import_note(module, places))
-            if wrappers := [m for m in left_out_modules(extensions, sources) if m not in names]:
-                importing = sorted(m for m in extensions if any(m in sources[w] for w in wrappers))
-                notes = (*notes, left_out_modules_note(wrappers, importing))
+                notes = (*notes, *python_notes(python_texts(files), zf.namelist(), empty))
             symbols = wheel_symbols(built)
             undefined = {name: needs for name, (_, needs) in symbols.items()}
             runs = [c.run for c in (*calls, *host_calls.values())]

@@ -190,3 +190,22 @@ def package_import_note(module: str, places: list[str]) -> str:
         f"level, as the project's own pip wheel would (its setup.py names it {module}), where "
         f"that import does not look: with the wheel installed, import it as `import {module}`"
     )
+
+
+def python_notes(
+    sources: Mapping[str, str], wheel_files: list[str], empty: frozenset[str] = frozenset()
+) -> list[str]:
+    """Pure: what the wheel's summary says of the project's Python (``sources``: its Python
+    files, relative path -> text; ``empty``: those of them that are empty) against the wheel's
+    files: packages left out, an extension its code imports from inside a package, the wrappers
+    beside setup.py left out."""
+    notes = []
+    if left_out := left_out_packages([*sources], wheel_files, empty):
+        notes.append(left_out_note(left_out))
+    extensions = top_level_extensions(wheel_files)
+    for module, places in package_imports(extensions, sources).items():
+        notes.append(package_import_note(module, places))
+    if wrappers := [m for m in left_out_modules(extensions, sources) if m not in wheel_files]:
+        importing = sorted(m for m in extensions if any(m in sources[w] for w in wrappers))
+        notes.append(left_out_modules_note(wrappers, importing))
+    return notes
