@@ -1002,7 +1002,7 @@ def test_a_project_that_compiles_at_first_use_gets_those_compiles_in_its_wheel(
     assert "'jit_ext_cpu' (jit_ext/__init__.py:26), in the wheel" in said, said
     # without --first-use, the class method's compile is said with the call to give
     assert (
-        "Not made: the compile at jit_ext/__init__.py:42 runs only inside the method "
+        "Not made, or not usable: the compile at jit_ext/__init__.py:42 runs only inside the method "
         "`Codec.load_ops`, which needs arguments (give the call its users' code makes, with "
         "their arguments, and the build makes it: `--first-use 'from jit_ext import Codec; "
         "Codec.load_ops(...)'`)" in said

@@ -161,7 +161,7 @@ def test_the_first_use_compiles_run_in_a_child_and_each_library_is_recorded(tmp_
         in note
     )
     assert "'pkg_a' (pkg/__init__.py:5), 'pkg_b' (pkg/__init__.py:8), 'pkg_a' (pkg" in note
-    assert "Not made: `pkg._needs_a_gpu()` failed: RuntimeError: CUDA is not available" in note
+    assert "Not made, or not usable: `pkg._needs_a_gpu()` failed: RuntimeError: CUDA is not" in note
     assert "the compile at pkg/__init__.py:19 did not run (what runs it ran without" in note
 
     final = with_first_use(wheel, made, "pkg", tmp_path / "dist")
@@ -206,8 +206,8 @@ def test_a_trigger_that_made_a_library_ran_its_compile_wherever_the_call_was_see
     assert made.problems() == [
         "`import enc.lib` failed after compiling 'enclib_cpu', 'enclib_gpu' (what it would "
         "compile after that, if anything, was not made): ModuleNotFoundError: No module named "
-        "'PIL' (running the project's code needs PIL, one of its requirements: install it in "
-        "this environment and build again)"
+        "'PIL' (running the project's code needs PIL: install it in this environment and "
+        "build again)"
     ]
     # exllama 0.1.0 imports the module it compiled by its name: no requirement to install
     importing = Trigger("exllama.cuda_ext", None, "exllama/cuda_ext.py:43")
@@ -418,8 +418,19 @@ def test_a_run_missing_one_of_the_project_s_requirements_says_to_install_it():
     )
     assert (
         "`import pkg` failed: ModuleNotFoundError: No module named 'einops.layers' (running the "
-        "project's code needs einops, one of its requirements: install it in this environment "
-        "and build again)" in missing.refusal()
+        "project's code needs einops: install it in this environment and build again)"
+        in missing.refusal()
+    )
+    # a module a tool has since removed (stylegan3's dnnlib imports pkg_resources): no
+    # distribution of that name, the tool's older release instead
+    removed = FirstUse(
+        triggers=(Trigger("pkg", None, "pkg/__init__.py:3"),),
+        failed=(FailedRun("import pkg", "ModuleNotFoundError: No module named 'pkg_resources'"),),
+    )
+    assert (
+        "(the project's code imports pkg_resources, and setuptools removed it in 82.0: install "
+        "an older setuptools in this environment, then build again: pip install "
+        "'setuptools>=72.2,<82')" in removed.refusal()
     )
 
 

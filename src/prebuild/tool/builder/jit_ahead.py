@@ -41,6 +41,7 @@ from prebuild.tool.builder.api_mends import (
 from prebuild.tool.builder.base import follow_steps
 from prebuild.tool.builder.build_log import log_since, log_size
 from prebuild.tool.builder.guard_files import guard_package
+from prebuild.tool.builder.project import REMOVED_MODULES
 from prebuild.tool.builder.relabel import rewrite_wheel
 from prebuild.tool.jit_sites import Trigger, Unreached, first_use_triggers, given_trigger
 
@@ -156,7 +157,7 @@ class FirstUse:
             "the project compiles its code when first used (torch.utils.cpp_extension); "
             f"those compiles were made in this build, by {ran}: "
             f"{made}, in the wheel, which hands them to its load() calls in place of compiling"
-            + (f". Not made: {'; '.join(problems)}" if problems else "")
+            + (f". Not made, or not usable: {'; '.join(problems)}" if problems else "")
         )
 
     def refusal(self) -> str:
@@ -217,9 +218,13 @@ def _missing_hint(error: str, compiled: tuple[str, ...] = ()) -> str:
             "as modules of pybind11 2 did; those of this torch's pybind11 do not. The "
             "project's own code fails so with this torch, whether it compiles or not)"
         )
+    module = match[1].split(".")[0]
+    if module in REMOVED_MODULES:  # stylegan3's dnnlib imports pkg_resources
+        what, fix = REMOVED_MODULES[module]
+        return f" (the project's code imports {module}, and {what}: {fix})"
     return (
-        f" (running the project's code needs {match[1].split('.')[0]}, one of its "
-        "requirements: install it in this environment and build again)"
+        f" (running the project's code needs {module}: install it in this environment and "
+        "build again)"
     )
 
 

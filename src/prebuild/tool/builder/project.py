@@ -238,7 +238,7 @@ def setup_requires_hint(output: str) -> str:
 
 # Modules an older setup.py imports that a current environment no longer has: what removed
 # each, and what to do (prebuild builds without isolation, with this environment's packages).
-_REMOVED_MODULES = {
+REMOVED_MODULES = {
     "pkg_resources": (
         "setuptools removed it in 82.0",
         "install an older setuptools in this environment, then build again: "
@@ -258,8 +258,8 @@ def removed_module_hint(output: str) -> str:
     do; "" otherwise."""
     hints = []
     for name in dict.fromkeys(re.findall(r"No module named '([\w.]+)'", output)):
-        if name in _REMOVED_MODULES:
-            what, fix = _REMOVED_MODULES[name]
+        if name in REMOVED_MODULES:
+            what, fix = REMOVED_MODULES[name]
             hints.append(f"Its setup.py imports {name}, and {what}: {fix}.")
     return " ".join(hints)
 
