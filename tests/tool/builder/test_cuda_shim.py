@@ -175,7 +175,7 @@ def test_the_nvcc_script_runs_the_shim_on_the_users_nvcc_and_logs_every_call(tmp
         k: v for k, v in os.environ.items() if k != "PYTHONPATH"
     }  # the script finds the shim by itself
     calls = [
-        ["-c", "k.cu", "-arch=sm_75", "--use_fast_math", "-std=c++17"],
+        ["-c", "k.cu", "-arch=sm_75", "--use_fast_math", "-I/v/torch/include", "-std=c++17"],
         ["-c", "j.cu", "-std=c++20", "-gencode=arch=compute_90,code=sm_90"],
     ]
     outputs = [
@@ -187,6 +187,7 @@ def test_the_nvcc_script_runs_the_shim_on_the_users_nvcc_and_logs_every_call(tmp
         "-c",
         "k.cu",
         "--use_fast_math",
+        "-I/v/torch/include",
         "-std=c++20",
         "-gencode=arch=compute_90,code=sm_90",
     ]
@@ -219,11 +220,11 @@ def test_the_cxx_script_keeps_the_users_launcher_unless_the_build_has_a_cache(tm
         mp.setenv("PATH", env["PATH"])  # the build's PATH, where the programs are resolved
         (tmp_path / "shim").mkdir()
         script = write_cxx_script(tmp_path / "shim", cxx, tmp_path / "cxx.jsonl", "c++20", launcher)
-    proc = subprocess.run([str(script), "-c", "m.cpp", "-std=c++17"], env=env)
+    proc = subprocess.run([str(script), "-c", "m.cpp", "-I/v/torch/include", "-std=c++17"], env=env)
     assert proc.returncode == 0
     first = launcher if cache else ccache
     assert Path(f"{first}.calls").read_text().split() == [
-        str(first), str(gxx), "-m64", "-c", "m.cpp", "-std=c++20"
+        str(first), str(gxx), "-m64", "-c", "m.cpp", "-I/v/torch/include", "-std=c++20"
     ]  # fmt: skip
     assert not Path(f"{ccache if cache else gxx}.calls").exists()  # nothing else ran
 
